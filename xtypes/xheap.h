@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef XHEAP_H
+#define XHEAP_H
+/*
+ * xheap: allocator of variable-size buffers inside a memory region addressed
+ * by offsets (the data buffers of xseg requests).
+ *
+ * Contract
+ * - The heap is one contiguous block: a header, then the arena. Buffers are
+ *   named by their offset from the start of the heap block (xheap_off), so
+ *   every process can find them in its own mapping (xheap_ptr).
+ * - Sizes are rounded up to a power-of-two class (64 B .. 2^40 B); alloc
+ *   returns the usable size, which is at least the size asked for.
+ * - O(1): a freed buffer goes onto the free list of its class (lock-free
+ *   Treiber stack whose head packs a 32-bit ABA tag with a 32-bit index in
+ *   64-byte units, so arenas of up to 256 GiB are addressable); a class whose
+ *   list is empty carves from the untouched part of the arena with one
+ *   atomic add. Buffers are not coalesced: memory freed into one class is
+ *   reused only by that class (the original xseg heap made the same trade
+ *   for O(1)); xheap_stats shows how much sits in each class.
+ * - Thread- and process-safe; each operation takes effect with one atomic
+ *   instruction, so a process killed at any instruction leaks at most the
+ *   buffer it was handling and never corrupts the heap.
+ * - Exhaustion returns -ENOMEM and changes nothing.
+ * - Every buffer has a 64-byte header (magic, class, state). free checks it:
+ *   a foreign offset returns -EINVAL, a double free -EALREADY, in every
+ *   build; nothing is changed on error.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+struct xheap; /* layout private to xheap.c */
+
+#define XHEAP_MIN_ALLOC 64
+
+/* Initialise a heap in caller memory of mem_size bytes (64-byte aligned,
+ * at least 4 KiB). Returns 0 or -EINVAL. */
+int xheap_init(struct xheap *heap, size_t mem_size);
+
+/* Allocate at least size bytes (size >= 1). On success *off receives the
+ * buffer's offset and the usable size is returned (> 0). Returns -ENOMEM or
+ * -EINVAL (size 0 or larger than the arena). */
+int64_t xheap_alloc(struct xheap *heap, size_t size, uint64_t *off);
+
+/* Free the buffer at off. 0, -EINVAL (not a buffer of this heap) or
+ * -EALREADY (already free). */
+int xheap_free(struct xheap *heap, uint64_t off);
+
+/* Usable size of the allocated buffer at off, or a negative errno. */
+int64_t xheap_usable_size(struct xheap *heap, uint64_t off);
+
+/* Translate between offsets and this process's addresses. xheap_ptr returns
+ * NULL for an offset outside the arena; xheap_off returns UINT64_MAX for a
+ * pointer outside it. */
+void *xheap_ptr(struct xheap *heap, uint64_t off);
+uint64_t xheap_off(struct xheap *heap, const void *ptr);
+
+struct xheap_stats {
+	uint64_t arena_bytes;     /* total arena */
+	uint64_t carved_bytes;    /* taken from the arena so far */
+	uint64_t allocated_bytes; /* in allocated buffers (class sizes) */
+	uint64_t free_list_bytes[41]; /* per class (index = log2 size) */
+};
+void xheap_stats(struct xheap *heap, struct xheap_stats *st);
+
+#endif /* XHEAP_H */

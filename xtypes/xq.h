@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef XQ_H
+#define XQ_H
+/*
+ * xq: bounded multi-producer multi-consumer FIFO of 32-bit indexes that
+ * lives in shared memory.
+ *
+ * Contract
+ * - Position independent: the queue is one contiguous block (header followed
+ *   by the cells) holding no pointers, so processes that map it at different
+ *   addresses use it together.
+ * - Lock-free and kill-safe: every operation takes effect with one
+ *   compare-and-swap on a cell, which both claims and publishes the slot
+ *   (the cell packs a 32-bit lap sequence with the 32-bit value). The head
+ *   and tail counters are advanced afterwards by the operation itself or by
+ *   any other operation that finds them behind ("helping"). A process killed
+ *   at any instruction therefore leaves the queue consistent and usable;
+ *   at most the single value it was enqueuing or dequeuing is lost or kept.
+ * - FIFO per queue under any interleaving that linearises the cell CASes.
+ * - Capacity is a power of two, 2 .. 2^31.
+ * - Values are any uint32_t (XQ_NONE included: there is no reserved value).
+ * - Memory ordering: an enqueue happens-before the dequeue that returns its
+ *   value (release on publish, acquire on take), so data written before
+ *   enqueuing an index is visible to the consumer of that index.
+ * - ABA: a thread stalled between reading a cell and its CAS for 2^32 / cap
+ *   full laps of the queue could mis-CAS; documented, not defended.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint32_t xqindex;
+
+#define XQ_NONE UINT32_MAX
+
+struct xq; /* layout private to xq.c; sized by xq_size() */
+
+/* Bytes needed for a queue of the given capacity (header + cells). Returns 0
+ * when capacity is not a power of two in range. */
+size_t xq_size(uint64_t capacity);
+
+/* Initialise a queue in caller-provided memory of at least mem_size bytes,
+ * 64-byte aligned. Returns 0, or -EINVAL (bad capacity, too small memory,
+ * misaligned). */
+int xq_init(struct xq *q, uint64_t capacity, size_t mem_size);
+
+/* Append v. Returns 0, or -EAGAIN when the queue is full. */
+int xq_enqueue(struct xq *q, xqindex v);
+
+/* Take the oldest value into *v. Returns 0, or -EAGAIN when empty. */
+int xq_dequeue(struct xq *q, xqindex *v);
+
+/* Append up to n values in order; returns how many were appended (stops at
+ * the first full condition). */
+unsigned xq_enqueue_batch(struct xq *q, const xqindex *v, unsigned n);
+
+/* Take up to n values in FIFO order; returns how many were taken. */
+unsigned xq_dequeue_batch(struct xq *q, xqindex *v, unsigned n);
+
+/* Number of values queued: a snapshot, exact when the queue is quiescent. */
+uint64_t xq_count(const struct xq *q);
+
+uint64_t xq_capacity(const struct xq *q);
+
+#endif /* XQ_H */

@@ -10,7 +10,14 @@
  *   named by their offset from the start of the heap block (xheap_off), so
  *   every process can find them in its own mapping (xheap_ptr).
  * - Sizes are rounded up to a power-of-two class (64 B .. 2^40 B); alloc
- *   returns the usable size, which is at least the size asked for.
+ *   returns the usable size, which is exactly the class size and at least
+ *   the size asked for. The class size does not count the 64-byte buffer
+ *   header: a 4 KiB buffer takes 4 KiB + 64 B of arena. Buffers (and their
+ *   offsets) are 64-byte aligned.
+ * - Offsets and sizes are 64-bit throughout (the original xseg's 32-bit
+ *   offsets capped segments below 2 GiB). Memory beyond 256 GiB - 64 B is
+ *   left unused (arena_bytes in the statistics says how much is managed).
+ * - Buffers are not zeroed: the caller initialises what it reads.
  * - O(1): a freed buffer goes onto the free list of its class (lock-free
  *   Treiber stack whose head packs a 32-bit ABA tag with a 32-bit index in
  *   64-byte units, so arenas of up to 256 GiB are addressable); a class whose
@@ -21,7 +28,12 @@
  * - Thread- and process-safe; each operation takes effect with one atomic
  *   instruction, so a process killed at any instruction leaks at most the
  *   buffer it was handling and never corrupts the heap.
- * - Exhaustion returns -ENOMEM and changes nothing.
+ * - Exhaustion returns -ENOMEM and changes nothing; the heap keeps working
+ *   (free something of that class, or leave uncarved arena, and allocate
+ *   again).
+ * - Memory ordering: a free happens-before the alloc that returns the same
+ *   buffer (release push, acquire pop), so a buffer can be handed from one
+ *   owner to the next through the heap alone.
  * - Every buffer has a 64-byte header (magic, class, state). free checks it:
  *   a foreign offset returns -EINVAL, a double free -EALREADY, in every
  *   build; nothing is changed on error.
@@ -34,19 +46,29 @@ struct xheap; /* layout private to xheap.c */
 #define XHEAP_MIN_ALLOC 64
 
 /* Initialise a heap in caller memory of mem_size bytes (64-byte aligned,
- * at least 4 KiB). Returns 0 or -EINVAL. */
+ * at least 4 KiB). Only the heap header (under 1 KiB) is written: the arena
+ * is touched buffer by buffer as it is used, so a MAP_NORESERVE mapping
+ * stays unpopulated. Not safe against concurrent users of the same memory.
+ * Returns 0 or -EINVAL. */
 int xheap_init(struct xheap *heap, size_t mem_size);
 
 /* Allocate at least size bytes (size >= 1). On success *off receives the
- * buffer's offset and the usable size is returned (> 0). Returns -ENOMEM or
- * -EINVAL (size 0 or larger than the arena). */
+ * buffer's offset and the usable size is returned (> 0). Returns -ENOMEM
+ * (the class's free list is empty and the uncarved arena is too small), or
+ * -EINVAL (size 0, or so large that its class plus header cannot fit even an
+ * empty arena), or -EIO (the heap is corrupted: the free list held a buffer
+ * that was not free). Lock-free: one CAS on the class's free-list head, or
+ * on the carve offset when the list is empty. */
 int64_t xheap_alloc(struct xheap *heap, size_t size, uint64_t *off);
 
-/* Free the buffer at off. 0, -EINVAL (not a buffer of this heap) or
- * -EALREADY (already free). */
+/* Free the buffer at off. 0, -EINVAL (not a buffer of this heap: outside
+ * the used arena, not 64-byte aligned, or no valid buffer header in front of
+ * it) or -EALREADY (already free); nothing changes on error. Of two racing
+ * frees of one buffer exactly one returns 0. */
 int xheap_free(struct xheap *heap, uint64_t off);
 
-/* Usable size of the allocated buffer at off, or a negative errno. */
+/* Usable size of the allocated buffer at off (its class size), or -EINVAL
+ * (not a buffer of this heap) or -EALREADY (the buffer is free). */
 int64_t xheap_usable_size(struct xheap *heap, uint64_t off);
 
 /* Translate between offsets and this process's addresses. xheap_ptr returns
@@ -55,11 +77,16 @@ int64_t xheap_usable_size(struct xheap *heap, uint64_t off);
 void *xheap_ptr(struct xheap *heap, uint64_t off);
 uint64_t xheap_off(struct xheap *heap, const void *ptr);
 
+/* Statistics. When the heap is quiescent:
+ *   carved_bytes == allocated_bytes + header_bytes + sum(free_list_bytes)
+ * where allocated_bytes also counts buffers leaked by killed processes.
+ * Under concurrent use the fields are read one by one (not a snapshot). */
 struct xheap_stats {
-	uint64_t arena_bytes;     /* total arena */
-	uint64_t carved_bytes;    /* taken from the arena so far */
-	uint64_t allocated_bytes; /* in allocated buffers (class sizes) */
+	uint64_t arena_bytes;	      /* total arena */
+	uint64_t carved_bytes;	      /* taken from the arena so far */
+	uint64_t allocated_bytes;     /* in allocated buffers (class sizes) */
 	uint64_t free_list_bytes[41]; /* per class (index = log2 size) */
+	uint64_t header_bytes;	      /* 64 B per carved buffer */
 };
 void xheap_stats(struct xheap *heap, struct xheap_stats *st);
 

@@ -1,0 +1,1 @@
+ac_test(test_xq SOURCES test_xq.c DEPS xq TIMEOUT 120)

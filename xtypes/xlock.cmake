@@ -1,0 +1,1 @@
+ac_library(xlock SOURCES xlock.c)

@@ -1,0 +1,526 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef XSEG_H
+#define XSEG_H
+/*
+ * libxseg: the shared-memory segment through which peer processes exchange
+ * requests. docs/protocol.md describes the layout and the protocol in full;
+ * this header is the contract of every call.
+ *
+ * Model
+ * - A segment is a named POSIX shared memory object (mode 0600) holding a
+ *   header, a table of ports, a pool of requests and a heap of data
+ *   buffers. Everything inside refers to everything else by 64-bit offsets
+ *   from the segment base, so every process maps it at any address.
+ * - A process opens a segment with xseg_create or xseg_join and gets a
+ *   process-local handle (struct xseg). One handle may be shared by all
+ *   threads of the process; every call below is thread-safe unless it says
+ *   otherwise.
+ * - A port is a mailbox owned by one process: a request queue (requests
+ *   addressed to it), a reply queue (answers to requests it sent) and a free
+ *   queue (a small cache of free requests for that port, so get/put rarely
+ *   touch the shared pool). Ports 0 .. nr_static_ports-1 are bound by number
+ *   (xseg_bind_port); the next nr_dynamic_ports are handed out at run time
+ *   (xseg_alloc_port).
+ * - A request lives in the segment's pool and is named by its index. At any
+ *   moment exactly one port "holds" it (req->holder): the client between get
+ *   and submit and again after the reply, the serving port while it is queued
+ *   or accepted there. Only the holder's process touches the request's
+ *   payload; the queues hand it over with release/acquire ordering, so
+ *   whatever the sender wrote before submit/respond/forward is visible to
+ *   the receiver after accept/receive.
+ *
+ * Life of a request
+ *   client: xseg_get_request -> xseg_prep_request -> fill op/offset/target/
+ *           data -> xseg_submit(dst)
+ *   server: xseg_accept (validates) -> ... -> xseg_respond(error)
+ *           (or xseg_forward to pass it on, keeping the original source)
+ *   client: xseg_receive / xseg_wait_reply -> read result -> xseg_put_request
+ *           (or prep and submit the same request again)
+ *
+ * Fast path: get, prep (when the buffer is big enough), submit, accept,
+ * respond, forward, receive and put take no lock and make no syscall, except
+ * a FUTEX_WAKE when the other side is registered as sleeping.
+ *
+ * Errors: functions return 0 (or a count) on success and a negative errno on
+ * failure; on failure nothing was changed unless the function says so. A
+ * request carries a positive errno in req->error when it failed.
+ *
+ * Robustness: a port's owner is identified by pid + process start time, so a
+ * dead owner is detected even if its pid was recycled. xseg_reap reclaims
+ * ports of dead owners and fails the requests they held back to their
+ * senders with ECONNRESET. See xseg_reap for the exact rules.
+ *
+ * Changes after the first published version are marked "API change:" below.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define XSEG_MAGIC	   0x3147455358435241ULL /* "ARCXSEG1", little endian */
+#define XSEG_VERSION	   1
+#define XSEG_MAX_TARGETLEN 255
+#define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
+#define XSEG_NOPORT	   UINT32_MAX
+#define XSEG_WAIT_FOREVER  UINT64_MAX
+#define XSEG_ERRBUF_LEN	   256 /* enough for any message of create/join */
+
+/* ------------------------------------------------------------------------
+ * Operations, flags, states
+ */
+
+enum xseg_op {
+	XSEG_OP_NONE = 0, /* never valid: a zeroed request fails validation */
+	XSEG_OP_READ,	  /* read size bytes at offset of target into data */
+	XSEG_OP_WRITE,	  /* write size bytes of data at offset of target */
+	XSEG_OP_FLUSH,	  /* every write completed before is durable when
+			     this completes; targetlen may be 0 (all) */
+	XSEG_OP_DELETE,	  /* remove target */
+	XSEG_OP_INFO,	  /* data receives struct xseg_reply_info */
+	XSEG_OP_COPY,	  /* data holds struct xseg_request_copy: clone its
+			     src_target into target */
+	XSEG_OP_HASH,	  /* data receives struct xseg_reply_hash */
+	XSEG_OP_PING,	  /* no-op round trip; targetlen may be 0 */
+	XSEG_OP_COUNT
+};
+
+/* Flags in req->flags. Bits 0..15 are defined here and validated (an unknown
+ * bit in that range fails the request with EINVAL); bits 16..31 belong to
+ * peers (XSEG_F_PEER_MASK) and are passed through unchecked. */
+#define XSEG_F_FUA	 (1u << 0) /* WRITE: durable on completion */
+#define XSEG_F_NOCACHE	 (1u << 1) /* caches pass the request through */
+#define XSEG_F_KNOWN	 (XSEG_F_FUA | XSEG_F_NOCACHE)
+#define XSEG_F_PEER_MASK 0xffff0000u
+
+enum xseg_req_state {
+	XSEG_RS_FREE = 0,  /* in the pool or a port's free queue */
+	XSEG_RS_ALLOCATED, /* returned by xseg_get_request */
+	XSEG_RS_PREPARED,  /* after xseg_prep_request */
+	XSEG_RS_SUBMITTED, /* on a request queue (submit or forward) */
+	XSEG_RS_ACCEPTED,  /* taken by the serving peer */
+	XSEG_RS_SERVED,	   /* answered successfully, on the reply queue */
+	XSEG_RS_FAILED,	   /* answered with req->error, on the reply queue */
+	XSEG_RS_RECEIVED,  /* taken by the client from its reply queue;
+			      req->error tells served (0) from failed */
+};
+
+/* Payload conventions of the ops whose data is structured. Validation checks
+ * that the data buffer is large enough for them (data_cap >= sizeof). */
+struct xseg_reply_info {
+	uint64_t size; /* object size in bytes */
+};
+
+struct xseg_request_copy {
+	uint32_t src_targetlen; /* 1 .. XSEG_MAX_TARGETLEN */
+	char src_target[XSEG_MAX_TARGETLEN + 1];
+};
+
+struct xseg_reply_hash {
+	uint32_t len; /* bytes used in hash (32 for SHA-256) */
+	uint8_t hash[64];
+};
+
+/* ------------------------------------------------------------------------
+ * Requests
+ *
+ * The structure is public so peers read and write its fields directly; it
+ * is 64-byte aligned in the pool. Fields marked (lib) are maintained by the
+ * library and must not be written by callers; the others belong to whoever
+ * holds the request (client before submit, server between accept and
+ * respond). state and holder are accessed with __atomic builtins by the
+ * library; read them with __atomic_load_n if you look at a request you do
+ * not hold.
+ */
+struct xseg_request {
+	/* cache line 0: control, touched by every stage */
+	uint32_t state;		/* (lib) enum xseg_req_state */
+	uint32_t holder;	/* (lib) port that must act on it now */
+	uint32_t src;		/* (lib) port that got and submitted it */
+	uint32_t dst;		/* (lib) port it was addressed to */
+	uint32_t effective_dst; /* (lib) port it was delivered to last
+				   (after redirect / forward) */
+	uint32_t src_gen;	/* (lib) generation of src when submitted;
+				   a stale reply is dropped, see xseg_reap */
+	uint32_t index;		/* (lib) own index in the pool */
+	uint16_t op;		/* enum xseg_op */
+	uint16_t targetlen;	/* bytes of target used, no NUL needed */
+	uint32_t flags;		/* XSEG_F_* */
+	int32_t error;		/* positive errno when failed, else 0 */
+	uint64_t offset;	/* byte offset in the target */
+	uint64_t size;		/* bytes to transfer (READ/WRITE) */
+	uint64_t serviced;	/* bytes transferred, set by the server */
+
+	/* cache line 1: id, buffer, timestamps, client word */
+	uint64_t id;	       /* (lib) unique id, assigned by submit */
+	uint64_t data_off;     /* (lib) segment offset of the data buffer, 0 =
+				  none; use xseg_request_data() */
+	uint64_t data_cap;     /* (lib) usable bytes of the data buffer */
+	uint64_t ts_submitted; /* (lib) CLOCK_MONOTONIC ns, see */
+	uint64_t ts_accepted;  /* xseg_set_timestamps; 0 when off */
+	uint64_t ts_responded;
+	uint64_t ts_received;
+	uint64_t user; /* client's word, untouched by the library and
+			  by servers (e.g. a pointer to its context) */
+
+	/* cache lines 2..6: serving peer's word and the target, inline */
+	uint64_t peer_priv; /* serving peer's word; may be overwritten by
+			       each peer the request passes through */
+	char target[XSEG_MAX_TARGETLEN + 1];
+} __attribute__((aligned(64)));
+
+/* ------------------------------------------------------------------------
+ * Segment
+ */
+
+struct xseg; /* process-local handle, opaque */
+
+/* Configuration, fixed at creation and recorded in the segment header. */
+struct xseg_config {
+	uint64_t size;		    /* total bytes of the segment; may exceed
+				       4 GiB (the shm object is sparse) */
+	uint32_t nr_static_ports;   /* ports 0 .. nr_static_ports-1 */
+	uint32_t nr_dynamic_ports;  /* the next nr_dynamic_ports ports */
+	uint32_t nr_requests;	    /* request pool size (>= 2) */
+	uint32_t free_cache;	    /* capacity of each port's free queue, a
+				       power of two >= 2, or 0 to disable the
+				       per-port cache */
+	uint64_t default_data_size; /* minimum data buffer a prep allocates;
+				       buffers up to this size stay attached
+				       to a request across put/get, larger
+				       ones are freed by put */
+	uint32_t max_targetlen;	    /* read-only: XSEG_MAX_TARGETLEN */
+	uint32_t queue_capacity;    /* read-only: request and reply queue
+				       capacity (nr_requests rounded up to a
+				       power of two, so queues never fill) */
+};
+
+/* Fill cfg with defaults: 64 MiB, 16 static + 48 dynamic ports, 4096
+ * requests, free cache 64, default data 4 KiB. */
+void xseg_config_default(struct xseg_config *cfg);
+
+/* Create segment name ("/name" or "name"; at most 250 characters, no '/'
+ * after the first) with shm_open(O_CREAT|O_EXCL, 0600), size it, initialise
+ * it and return a handle in *segp. errbuf (may be NULL) receives a
+ * one-line message on failure, naming the segment.
+ * Errors: -EINVAL (bad name or configuration: sizes that do not fit,
+ * zero ports, too few requests), -EEXIST (the name exists), -ENOMEM,
+ * or the errno of shm_open/ftruncate/mmap. On failure nothing is left
+ * behind (the shm object is unlinked). */
+int xseg_create(const char *name, const struct xseg_config *cfg,
+		struct xseg **segp, char *errbuf, size_t errlen);
+
+/* Map an existing segment and verify it before use.
+ * Errors: -ENOENT (no such segment), -EPROTO (bad magic, other layout
+ * version, structure sizes of another build, header checksum mismatch),
+ * -EINVAL (header internally inconsistent, or the shm object's size differs
+ * from the size in the header), or the errno of shm_open/mmap. errbuf gets
+ * a message naming the segment and the check that failed. */
+int xseg_join(const char *name, struct xseg **segp, char *errbuf,
+	      size_t errlen);
+
+/* Unmap and free the handle. Ports this process still owns are NOT
+ * released (release them first); they are reclaimed by xseg_reap once the
+ * process has exited. Not thread-safe against other calls on the handle. */
+void xseg_leave(struct xseg *seg);
+
+/* Unlink segment name. Processes that have it mapped keep using it until
+ * they leave. Returns 0, -ENOENT or another errno of shm_unlink. */
+int xseg_destroy(const char *name);
+
+/* The configuration recorded in the header. */
+void xseg_get_config(const struct xseg *seg, struct xseg_config *cfg);
+
+/* "/name" as opened. */
+const char *xseg_name(const struct xseg *seg);
+
+/* Segment-wide numbers (for xsegctl and benchmarks); a snapshot. */
+struct xseg_info {
+	struct xseg_config cfg;
+	uint32_t version;
+	uint64_t nonce;		 /* random, chosen at creation */
+	uint32_t nr_ports;	 /* static + dynamic */
+	uint32_t free_requests;	 /* in the global pool (not counting the
+				    per-port free caches) */
+	uint64_t heap_bytes;	 /* data heap arena */
+	uint64_t heap_allocated; /* bytes in allocated buffers */
+	uint64_t heap_carved;	 /* bytes ever taken from the arena */
+};
+void xseg_info(const struct xseg *seg, struct xseg_info *info);
+
+/* Current CLOCK_MONOTONIC time in ns (vDSO, no syscall). */
+uint64_t xseg_now_ns(void);
+
+/* ------------------------------------------------------------------------
+ * Ports
+ */
+
+uint32_t xseg_nr_ports(const struct xseg *seg); /* static + dynamic */
+
+/* Bind static port (0 .. nr_static_ports-1) to this process as peer_type
+ * (copied, truncated to XSEG_PEER_TYPE_LEN-1). If the port's previous owner
+ * is dead it is reclaimed first (see xseg_reap), so a restarted peer simply
+ * binds again. The port gets a new generation: replies still in flight to
+ * the previous owner are dropped, never delivered to the new one.
+ * Errors: -EINVAL (not a static port, NULL peer_type), -EBUSY (a live
+ * process owns it, or another process is reclaiming it right now: retry),
+ * -EALREADY (this process already owns it). */
+int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type);
+
+/* Allocate a free (or dead-owned, reclaimed first) dynamic port for this
+ * process. Lock-free: one CAS on the port's owner word; safe against other
+ * processes allocating, releasing and serving at the same time.
+ * Errors: -EINVAL (NULL args), -ENOSPC (all dynamic ports are owned by
+ * live processes). */
+int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port);
+
+/* Give up a port this process owns (static or dynamic). The caller must
+ * have stopped all use of the port first (no thread in accept/wait/respond
+ * on it). What is left is cleaned up as for a dead owner: requests still on
+ * its request queue and requests it accepted but did not answer are failed
+ * back to their senders with ECONNRESET; replies on its reply queue and
+ * requests it still holds are returned to the pool; its free queue is
+ * emptied; its redirect (path_next) is kept, counters are kept.
+ * Errors: -EINVAL (no such port), -EPERM (not owned by this process). */
+int xseg_release_port(struct xseg *seg, uint32_t port);
+
+/* 1 if the port has an owner that is alive (pid exists, is not a zombie,
+ * and its start time matches), 0 if it is free or its owner is dead,
+ * -EINVAL for a bad port. Reads /proc: not for a fast path. */
+int xseg_port_alive(struct xseg *seg, uint32_t port);
+
+/* Redirect new requests submitted to port to next (routing: e.g. plug a
+ * cache in front of a store). Takes effect for every submit that starts
+ * after the call returns; a submit running concurrently goes to either the
+ * old or the new target, exactly once. Requests already queued stay where
+ * they are. Redirects are not followed transitively and do not apply to
+ * xseg_forward. Errors: -EINVAL (bad port or next, or next == port). */
+int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
+int xseg_clear_path_next(struct xseg *seg, uint32_t port);
+/* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
+uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);
+
+/* Per-port snapshot for xsegctl and statistics. Counters are maintained by
+ * the port's own process with relaxed atomics, so the snapshot is exact only
+ * when the port is quiet. */
+struct xseg_port_info {
+	uint32_t port;
+	bool dynamic;	 /* in the dynamic range */
+	bool bound;	 /* has an owner (live or dead) */
+	bool alive;	 /* owner alive (as xseg_port_alive) */
+	bool reclaiming; /* a reaper or binder is cleaning it up */
+	pid_t owner_pid;
+	uint32_t owner_start; /* low 32 bits of the owner's start time
+				 (clock ticks since boot, /proc stat 22) */
+	uint32_t generation;  /* changes at every bind and reclaim */
+	uint32_t path_next;   /* XSEG_NOPORT if none */
+	char peer_type[XSEG_PEER_TYPE_LEN];
+	/* as a client */
+	uint64_t sent;	   /* requests submitted from this port */
+	uint64_t received; /* replies taken from its reply queue */
+	/* as a server */
+	uint64_t accepted;  /* valid requests handed to the peer */
+	uint64_t served;    /* answered with error 0 */
+	uint64_t failed;    /* answered with an error (incl. rejected) */
+	uint64_t rejected;  /* failed by validation in accept, or dropped
+			       because they could not be answered */
+	uint64_t forwarded; /* passed on with xseg_forward */
+	uint64_t reaped;    /* requests failed back by reclaims of it */
+	/* queue depths (xq_count snapshots) */
+	uint64_t request_depth;
+	uint64_t reply_depth;
+	uint64_t free_depth;
+};
+int xseg_port_info(struct xseg *seg, uint32_t port,
+		   struct xseg_port_info *info);
+
+/* ------------------------------------------------------------------------
+ * Request life cycle
+ */
+
+/* Take a free request for use by port (which this process must own): from
+ * the port's free queue, else from the global pool. The request is
+ * ALLOCATED, held by port, src = port, with no target and size 0; it keeps
+ * any data buffer it had (capacity <= default_data_size).
+ * Errors: -EINVAL (bad port, NULL reqp), -EPERM (port not owned by this
+ * process), -ENOMEM (pool exhausted; nothing changed). */
+int xseg_get_request(struct xseg *seg, uint32_t port,
+		     struct xseg_request **reqp);
+
+/* Prepare a request the caller holds (ALLOCATED, PREPARED or RECEIVED) for
+ * a new operation: targetlen bytes of target, a data buffer of at least
+ * datalen bytes (grown if needed: a new buffer of max(datalen,
+ * default_data_size) rounded to a power of two; the old contents are not
+ * kept). Resets op (NONE), flags, offset, serviced, error, peer_priv; sets
+ * size = datalen. The caller then fills op, offset, target and data.
+ * Errors: -EINVAL (targetlen > XSEG_MAX_TARGETLEN, wrong state), -ENOMEM
+ * (heap exhausted; the request and its old buffer are unchanged). */
+int xseg_prep_request(struct xseg *seg, struct xseg_request *req,
+		      uint32_t targetlen, uint64_t datalen);
+
+/* The target name (XSEG_MAX_TARGETLEN + 1 bytes, inline in the request). */
+static inline char *xseg_request_target(struct xseg_request *req)
+{
+	return req->target;
+}
+
+/* The data buffer in this process's mapping, or NULL if the request has
+ * none (data_off 0) or its buffer lies outside the data heap. */
+void *xseg_request_data(const struct xseg *seg, const struct xseg_request *req);
+
+/* The request with pool index idx in this mapping, or NULL if idx is out of
+ * range. For tools; the caller must not assume it holds the request. */
+struct xseg_request *xseg_request_at(const struct xseg *seg, uint32_t idx);
+
+/* Send a request the caller holds (ALLOCATED, PREPARED or RECEIVED; src
+ * must be a port this process owns) to port dst. If dst has a redirect
+ * (path_next), the request goes to path_next instead; req->dst records dst,
+ * req->effective_dst the port it went to. Assigns req->id and stamps
+ * ts_submitted, then enqueues and signals the receiving port. No
+ * validation of the payload happens here (the receiver validates).
+ * Errors: -EINVAL (bad dst, request not held by a port of this process or
+ * in a wrong state), -ENXIO (the receiving port has no owner). On error the
+ * caller still holds the request. */
+int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst);
+
+/* Take the next request from port's request queue (non-blocking); the port
+ * must be owned by this process. Each index taken from the queue is checked
+ * (in range, SUBMITTED, delivered to this port) and the request validated
+ * with xseg_validate_request: an invalid request is failed back to its
+ * source with EINVAL/EOPNOTSUPP (or dropped if its source is invalid) and
+ * counted in "rejected", and the next one is tried. Stamps ts_accepted.
+ * Returns 0 and the ACCEPTED request in *reqp, -EAGAIN if nothing valid is
+ * queued, -EINVAL (bad port), -EPERM (port not owned by this process). */
+int xseg_accept(struct xseg *seg, uint32_t port, struct xseg_request **reqp);
+
+/* Take up to n valid requests at once (as xseg_accept). Returns how many
+ * were stored in reqs (0 if none or on a bad/unowned port). */
+unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
+			   struct xseg_request **reqs, unsigned n);
+
+/* Answer an ACCEPTED request this process's port holds: error 0 = served,
+ * a positive errno = failed. The request goes onto its source port's reply
+ * queue and that port is signalled. If the source port has been released
+ * or reclaimed since the request was submitted (generation changed) the
+ * reply has nobody to go to: the request is returned to the pool instead.
+ * Errors: -EINVAL (error < 0, request not ACCEPTED or not held by a port of
+ * this process); nothing changed then. */
+int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);
+
+/* Pass an ACCEPTED request on to port (e.g. a cache forwarding a miss to the
+ * store behind it), keeping src and dst: the final server responds to the
+ * original sender. No redirect is applied (forwarding to the request's
+ * original dst therefore reaches that port even while it is redirected to
+ * the forwarder). Errors: -EINVAL (bad port, port is the current holder,
+ * wrong state, not held by this process), -ENXIO (port has no owner); the
+ * caller still holds the request on error. */
+int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port);
+
+/* Take the next reply from port's reply queue (non-blocking); the request
+ * becomes RECEIVED, held by port; req->error is 0 (served) or the errno.
+ * Indexes that fail the checks (out of range, not SERVED/FAILED, other
+ * source) are dropped; stale replies addressed to a previous owner of the
+ * port are returned to the pool. Stamps ts_received.
+ * Returns 0, -EAGAIN (no reply), -EINVAL, -EPERM (not owner). */
+int xseg_receive(struct xseg *seg, uint32_t port, struct xseg_request **reqp);
+
+/* Take up to n replies at once; returns how many. */
+unsigned xseg_receive_batch(struct xseg *seg, uint32_t port,
+			    struct xseg_request **reqs, unsigned n);
+
+/* Return a request the caller holds (any state but SUBMITTED, ACCEPTED,
+ * SERVED/FAILED-not-yet-received and FREE) to the free queue of its source
+ * port, or to the global pool if that is full or the port is not owned by
+ * this process. A data buffer larger than default_data_size is freed.
+ * Errors: -EINVAL (not a request of this segment, or in a state where it
+ * belongs to someone else), -EALREADY (already free); nothing changed. */
+int xseg_put_request(struct xseg *seg, struct xseg_request *req);
+
+/* Check a request's fields before trusting them (xseg_accept calls it):
+ * op in 1 .. XSEG_OP_COUNT-1 (else -EOPNOTSUPP); no unknown flag in bits
+ * 0..15; targetlen 1 .. XSEG_MAX_TARGETLEN (0 allowed for PING and FLUSH);
+ * offset + size does not overflow; a data buffer (data_off != 0) lies
+ * entirely inside the data heap and data_cap does not overflow; READ and
+ * WRITE have size <= data_cap; INFO, COPY and HASH have a buffer of at least
+ * the size of their payload struct (COPY: src_targetlen 1..255); src and
+ * dst are valid ports. Returns 0, -EINVAL or -EOPNOTSUPP. Pure: reads the
+ * request, changes nothing. */
+int xseg_validate_request(const struct xseg *seg,
+			  const struct xseg_request *req);
+
+/* Set the per-handle option of stamping ts_* (default on; costs a vDSO
+ * clock read per stage). Call before threads use the handle. */
+void xseg_set_timestamps(struct xseg *seg, bool on);
+
+/* ------------------------------------------------------------------------
+ * Signaling
+ *
+ * Each port has one futex word in the segment (FUTEX_WAIT/FUTEX_WAKE, shared,
+ * not PRIVATE) and a count of registered sleepers. submit/forward signal
+ * the receiving port, respond signals the source port. A signal costs a
+ * fence and a load; it bumps the word and issues FUTEX_WAKE (all waiters)
+ * only if a sleeper is registered. A waiter registers, re-reads the word,
+ * re-checks both queues, and only then sleeps on the value it read, so a
+ * signal between the check and the sleep makes FUTEX_WAIT return at once:
+ * no lost wake-ups.
+ */
+
+/* Spin (busy-poll the port's queues) for spin_ns before sleeping in
+ * xseg_wait; 0 = sleep at once (default). Call before threads use the
+ * handle. */
+void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
+
+/* Wait until port's request or reply queue is non-empty, the port is
+ * kicked (xseg_kick), or timeout_ns elapse (XSEG_WAIT_FOREVER: no timeout;
+ * 0: just check). The port should be owned by this process. May return 0
+ * spuriously; callers loop on accept/receive.
+ * Returns 0, -ETIMEDOUT, -EINTR (a signal handler ran while sleeping),
+ * -EINVAL (bad port). */
+int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns);
+
+/* Receive the next reply on port, waiting up to timeout_ns for it. While it
+ * waits it runs xseg_reap about every 100 ms, so a request held by a dead
+ * peer comes back failed with ECONNRESET instead of waiting out the timeout.
+ * Returns 0 and *reqp, -ETIMEDOUT, -EINTR, -EINVAL, -EPERM. */
+int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		    struct xseg_request **reqp);
+
+/* Wake port's sleepers if any are registered (what submit/respond do). */
+void xseg_signal(struct xseg *seg, uint32_t port);
+
+/* Always bump port's futex word and wake all its waiters, e.g. from a
+ * shutdown path so worker threads notice a stop flag. Async-signal-safe. */
+void xseg_kick(struct xseg *seg, uint32_t port);
+
+/* ------------------------------------------------------------------------
+ * Robustness
+ */
+
+struct xseg_reap_stats {
+	uint32_t ports_reclaimed; /* dead-owned ports made free */
+	uint32_t requests_failed; /* failed back with ECONNRESET */
+	uint32_t requests_freed;  /* returned to the pool (held by a dead
+				     client, or replies nobody will read) */
+};
+
+/* Find ports whose owner is dead (pid gone, zombie, or start time differs)
+ * and reclaim each one:
+ *   1. claim it (CAS of the owner word to "reclaiming by me"; only one
+ *      process reclaims a port; if that process dies too, the next reap
+ *      takes over);
+ *   2. give it a new generation, so late replies to it are dropped;
+ *   3. fail back every request on its request queue and every request it
+ *      had accepted and not answered, with error ECONNRESET, to their
+ *      senders (requests are never left queued for a future owner);
+ *   4. return to the pool the requests the dead process held as a client
+ *      (prepared, received, or replies on its reply queue) and empty its
+ *      free queue;
+ *   5. mark the port free.
+ * Free ports with stray requests on their queue (submitted while the
+ * owner was dying) are cleaned the same way. Costs one /proc read per bound
+ * port, plus a scan of the request pool only when a port is reclaimed.
+ * Safe to call from any process at any time, concurrently with traffic
+ * and with other reapers. stats may be NULL.
+ * Returns the number of ports reclaimed (>= 0). */
+int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats);
+
+#endif /* XSEG_H */

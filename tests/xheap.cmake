@@ -2,3 +2,7 @@
 # a SIGKILLed participant.
 ac_test(test_xheap SOURCES test_xheap.c test_xheap_check.c DEPS xheap
         TIMEOUT 120)
+ac_test(test_xheap_stress SOURCES test_xheap_stress.c test_xheap_check.c
+        DEPS xheap LABELS concurrent TIMEOUT 120)
+ac_test(test_xheap_mp SOURCES test_xheap_mp.c test_xheap_check.c DEPS xheap
+        TIMEOUT 120)

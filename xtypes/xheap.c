@@ -137,9 +137,6 @@ int xheap_init(struct xheap *heap, size_t mem_size)
 	heap->arena_size = mem - XHEAP_ARENA_OFF;
 	for (c = 0; c < XHEAP_NCLASSES; c++)
 		heap->cls[c].head = xheap_head_pack(0, XHEAP_EMPTY);
-	/* Publish the initialised header to whoever receives the heap through
-	 * a later release (e.g. the segment's own ready flag). */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -48,7 +48,9 @@ struct xheap; /* layout private to xheap.c */
 /* Initialise a heap in caller memory of mem_size bytes (64-byte aligned,
  * at least 4 KiB). Only the heap header (under 1 KiB) is written: the arena
  * is touched buffer by buffer as it is used, so a MAP_NORESERVE mapping
- * stays unpopulated. Not safe against concurrent users of the same memory.
+ * stays unpopulated. Not safe against concurrent users of the same memory;
+ * the caller publishes the heap to other threads or processes with its own
+ * release (e.g. the segment's ready flag).
  * Returns 0 or -EINVAL. */
 int xheap_init(struct xheap *heap, size_t mem_size);
 

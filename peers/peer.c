@@ -1,0 +1,748 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peer: common main, worker threads, dispatch, signals and shutdown.
+ */
+#include "peer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef AC_VERSION
+#define AC_VERSION "0.0.0"
+#endif
+
+#define PEER_BATCH 16
+/* Idle workers sleep on the port's futex; the timeout only bounds how long
+ * a worker can miss a stop flag set between its check and its sleep. */
+#define PEER_IDLE_WAIT_NS     (500ULL * 1000 * 1000)
+#define PEER_DRAIN_POLL_NS    (20ULL * 1000 * 1000)
+#define PEER_DEFAULT_SPIN_NS  (20ULL * 1000)
+#define PEER_DEFAULT_DRAIN_NS (30ULL * 1000 * 1000 * 1000)
+
+struct peer_worker {
+	struct peer *peer;
+	unsigned index;
+	pthread_t thread;
+	bool started;
+	/* written by the worker only, read by stats with relaxed loads */
+	uint64_t accepted[XSEG_OP_COUNT];
+	uint64_t replies;
+};
+
+struct peer {
+	const struct peer_ops *ops;
+	const char *prog;
+
+	/* options */
+	const char *segment;
+	uint32_t port;
+	bool dynamic_port;
+	unsigned nr_threads;
+	uint64_t spin_ns;
+	enum peer_log_level log_level;
+	bool use_syslog;
+	bool daemon;
+	const char *pidfile;
+	uint64_t drain_ns;
+
+	/* run time */
+	struct xseg *seg;
+	bool port_bound;
+	void *priv;
+	struct peer_worker *workers;
+	int stopping;	  /* shutdown begun: accept nothing new */
+	int exit_workers; /* drained: workers leave their loop */
+	int exit_status;  /* highest requested by peer_request_stop */
+	uint64_t inflight;
+	uint64_t completed;
+	uint64_t failed[XSEG_OP_COUNT];
+	uint64_t forwarded;
+	uint64_t start_ns;
+};
+
+/* Which worker the calling thread is, for peer_worker_index. */
+static __thread struct peer_worker *peer_self;
+
+static const char *const peer_op_names[XSEG_OP_COUNT] = {
+    [XSEG_OP_NONE] = "none",	 [XSEG_OP_READ] = "read",
+    [XSEG_OP_WRITE] = "write",	 [XSEG_OP_FLUSH] = "flush",
+    [XSEG_OP_DELETE] = "delete", [XSEG_OP_INFO] = "info",
+    [XSEG_OP_COPY] = "copy",	 [XSEG_OP_HASH] = "hash",
+    [XSEG_OP_PING] = "ping",
+};
+
+const char *peer_op_name(unsigned op)
+{
+	return op < XSEG_OP_COUNT && peer_op_names[op] ? peer_op_names[op]
+						       : "unknown";
+}
+
+void *peer_priv(struct peer *p)
+{
+	return p->priv;
+}
+
+struct xseg *peer_seg(struct peer *p)
+{
+	return p->seg;
+}
+
+uint32_t peer_port(struct peer *p)
+{
+	return p->port;
+}
+
+unsigned peer_nr_threads(struct peer *p)
+{
+	return p->nr_threads;
+}
+
+int peer_worker_index(struct peer *p)
+{
+	return peer_self && peer_self->peer == p ? (int)peer_self->index : -1;
+}
+
+bool peer_stopping(struct peer *p)
+{
+	return __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE);
+}
+
+uint64_t peer_inflight(struct peer *p)
+{
+	return __atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE);
+}
+
+void peer_request_stop(struct peer *p, int exit_status)
+{
+	int cur = __atomic_load_n(&p->exit_status, __ATOMIC_RELAXED);
+
+	while (exit_status > cur &&
+	       !__atomic_compare_exchange_n(&p->exit_status, &cur, exit_status,
+					    false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+	/* The main thread waits in sigwaitinfo: the same path as an
+	 * operator's SIGTERM. */
+	kill(getpid(), SIGTERM);
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion                                                          */
+/* ------------------------------------------------------------------ */
+
+static void peer_done(struct peer *p)
+{
+	/* release: whatever the handler did is ordered before the drain
+	 * check in the shutdown path sees the count drop */
+	if (__atomic_sub_fetch(&p->inflight, 1, __ATOMIC_RELEASE) == 0 &&
+	    __atomic_load_n(&p->stopping, __ATOMIC_RELAXED))
+		xseg_kick(p->seg, p->port);
+}
+
+int peer_complete(struct peer *p, struct xseg_request *req, int error)
+{
+	unsigned op = req->op;
+	int rc;
+
+	if (error < 0)
+		error = -error; /* forgive a negative errno */
+	rc = xseg_respond(p->seg, req, error);
+	if (rc < 0) {
+		peer_err("port %" PRIu32 ": cannot respond to request %" PRIu64
+			 " (%s): %s",
+			 p->port, req->id, peer_op_name(op), strerror(-rc));
+		return rc;
+	}
+	__atomic_add_fetch(&p->completed, 1, __ATOMIC_RELAXED);
+	if (error && op < XSEG_OP_COUNT)
+		__atomic_add_fetch(&p->failed[op], 1, __ATOMIC_RELAXED);
+	peer_done(p);
+	return 0;
+}
+
+int peer_forward(struct peer *p, struct xseg_request *req, uint32_t port)
+{
+	int rc = xseg_forward(p->seg, req, port);
+
+	if (rc < 0)
+		return rc;
+	__atomic_add_fetch(&p->forwarded, 1, __ATOMIC_RELAXED);
+	peer_done(p);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Workers                                                             */
+/* ------------------------------------------------------------------ */
+
+static inline void peer_count(uint64_t *c)
+{
+	/* single writer: a relaxed load/store pair, no locked instruction */
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
+
+static void peer_dispatch(struct peer *p, struct peer_worker *w,
+			  struct xseg_request *req)
+{
+	unsigned op = req->op; /* validated by xseg_accept */
+	peer_handler_fn h = op < XSEG_OP_COUNT ? p->ops->handlers[op] : NULL;
+	int rc;
+
+	__atomic_add_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+	if (op < XSEG_OP_COUNT)
+		peer_count(&w->accepted[op]);
+	rc = h ? h(p, req) : -EOPNOTSUPP;
+	if (rc < 0)
+		peer_complete(p, req, -rc);
+}
+
+static void peer_reply(struct peer *p, struct peer_worker *w,
+		       struct xseg_request *req)
+{
+	peer_count(&w->replies);
+	if (p->ops->on_reply) {
+		p->ops->on_reply(p, req);
+		return;
+	}
+	peer_warn("port %" PRIu32 ": unexpected reply to request %" PRIu64
+		  " (%s), dropped",
+		  p->port, req->id, peer_op_name(req->op));
+	xseg_put_request(p->seg, req);
+}
+
+static void *peer_worker_main(void *arg)
+{
+	struct peer_worker *w = arg;
+	struct peer *p = w->peer;
+	struct xseg_request *reqs[PEER_BATCH];
+	unsigned n, m;
+
+	peer_self = w;
+	for (;;) {
+		n = 0;
+		if (!__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
+			n = xseg_accept_batch(p->seg, p->port, reqs,
+					      PEER_BATCH);
+		for (unsigned i = 0; i < n; i++)
+			peer_dispatch(p, w, reqs[i]);
+		/* Replies are taken while draining too: an asynchronous
+		 * peer may need them to complete what it accepted. */
+		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
+		for (unsigned i = 0; i < m; i++)
+			peer_reply(p, w, reqs[i]);
+		if (n || m)
+			continue;
+		if (__atomic_load_n(&p->exit_workers, __ATOMIC_ACQUIRE))
+			break;
+		/* Spins for the configured time (xseg_set_spin), then
+		 * sleeps on the port's futex: an idle peer uses no CPU. */
+		xseg_wait(p->seg, p->port,
+			  __atomic_load_n(&p->stopping, __ATOMIC_RELAXED)
+			      ? PEER_DRAIN_POLL_NS
+			      : PEER_IDLE_WAIT_NS);
+	}
+	peer_self = NULL;
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+/* ------------------------------------------------------------------ */
+
+static void peer_dump_stats(struct peer *p)
+{
+	struct xseg_port_info pi;
+	uint64_t accepted[XSEG_OP_COUNT] = {0}, replies = 0, total = 0;
+	char line[512];
+	int len = 0;
+
+	for (unsigned t = 0; t < p->nr_threads; t++) {
+		for (unsigned op = 0; op < XSEG_OP_COUNT; op++)
+			accepted[op] += __atomic_load_n(
+			    &p->workers[t].accepted[op], __ATOMIC_RELAXED);
+		replies +=
+		    __atomic_load_n(&p->workers[t].replies, __ATOMIC_RELAXED);
+	}
+	for (unsigned op = 1; op < XSEG_OP_COUNT; op++) {
+		total += accepted[op];
+		if (!accepted[op])
+			continue;
+		len +=
+		    snprintf(line + len, sizeof(line) - len,
+			     " %s=%" PRIu64 "/%" PRIu64 "f", peer_op_name(op),
+			     accepted[op],
+			     __atomic_load_n(&p->failed[op], __ATOMIC_RELAXED));
+		if (len >= (int)sizeof(line))
+			break;
+	}
+	peer_info(
+	    "stats: port %" PRIu32 " up %.1f s threads %u: accepted %" PRIu64
+	    " completed %" PRIu64 " forwarded %" PRIu64 " in flight %" PRIu64
+	    " replies %" PRIu64,
+	    p->port, (double)(peer_now_ns() - p->start_ns) / 1e9, p->nr_threads,
+	    total, __atomic_load_n(&p->completed, __ATOMIC_RELAXED),
+	    __atomic_load_n(&p->forwarded, __ATOMIC_RELAXED), peer_inflight(p),
+	    replies);
+	if (len)
+		peer_info("stats: by op (accepted/failed):%s", line);
+	if (xseg_port_info(p->seg, p->port, &pi) == 0)
+		peer_info("stats: port %" PRIu32 " counters: accepted %" PRIu64
+			  " served %" PRIu64 " failed %" PRIu64
+			  " rejected %" PRIu64 " sent %" PRIu64
+			  " received %" PRIu64 " queues req %" PRIu64
+			  " reply %" PRIu64 " free %" PRIu64,
+			  p->port, pi.accepted, pi.served, pi.failed,
+			  pi.rejected, pi.sent, pi.received, pi.request_depth,
+			  pi.reply_depth, pi.free_depth);
+	if (p->ops->stats)
+		p->ops->stats(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+enum {
+	PEER_OPT_SYSLOG = 1000,
+	PEER_OPT_PIDFILE,
+	PEER_OPT_DRAIN,
+};
+
+static const struct option peer_common_options[] = {
+    {"segment", required_argument, NULL, 'g'},
+    {"port", required_argument, NULL, 'p'},
+    {"threads", required_argument, NULL, 't'},
+    {"spin", required_argument, NULL, 's'},
+    {"log-level", required_argument, NULL, 'v'},
+    {"syslog", no_argument, NULL, PEER_OPT_SYSLOG},
+    {"daemon", no_argument, NULL, 'd'},
+    {"pidfile", required_argument, NULL, PEER_OPT_PIDFILE},
+    {"drain-timeout", required_argument, NULL, PEER_OPT_DRAIN},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+};
+#define PEER_NR_COMMON (sizeof(peer_common_options) / sizeof(struct option))
+
+static void peer_usage(struct peer *p)
+{
+	const struct peer_ops *ops = p->ops;
+
+	printf("Usage: %s -g SEGMENT -p PORT|dynamic [OPTIONS]\n", p->prog);
+	if (ops->summary)
+		printf("%s\n", ops->summary);
+	printf("\nCommon options:\n"
+	       "  -g, --segment NAME      xseg segment to join (required)\n"
+	       "  -p, --port N|dynamic    static port number to bind, or a "
+	       "dynamic port\n"
+	       "  -t, --threads N         worker threads (default 1)\n"
+	       "  -s, --spin TIME         busy-poll this long before sleeping "
+	       "(default 20us;\n"
+	       "                          units ns us ms s, bare number = us)\n"
+	       "  -v, --log-level LEVEL   error, warn, info (default), debug\n"
+	       "      --syslog            log to syslog instead of stderr\n"
+	       "  -d, --daemon            run in the background (logs go to "
+	       "syslog once\n"
+	       "                          started; exit status tells whether "
+	       "start-up worked)\n"
+	       "      --pidfile PATH      write and lock a pid file\n"
+	       "      --drain-timeout T   at shutdown wait at most T for "
+	       "requests in flight\n"
+	       "                          (default 30s, bare number = s)\n"
+	       "  -h, --help              this help\n"
+	       "  -V, --version           print the version\n");
+	if (ops->options_help)
+		printf("\n%s options:\n%s", ops->type, ops->options_help);
+	printf("\nSignals: SIGTERM/SIGINT shut down gracefully, SIGUSR1 logs "
+	       "statistics.\n");
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int peer_parse_args(struct peer *p, int argc, char **argv)
+{
+	const struct peer_ops *ops = p->ops;
+	size_t nr_extra = 0, i;
+	struct option *longopts;
+	int c, rc, status = -1;
+
+	while (ops->options && ops->options[nr_extra].name)
+		nr_extra++;
+	longopts = calloc(PEER_NR_COMMON + nr_extra + 1, sizeof(*longopts));
+	if (!longopts) {
+		fprintf(stderr, "%s: out of memory\n", p->prog);
+		return 1;
+	}
+	memcpy(longopts, peer_common_options, sizeof(peer_common_options));
+	for (i = 0; i < nr_extra; i++)
+		longopts[PEER_NR_COMMON + i] = ops->options[i];
+
+	opterr = 0;
+	optind = 1;
+	while (status < 0 && (c = getopt_long(argc, argv, ":g:p:t:s:v:dhV",
+					      longopts, NULL)) != -1) {
+		uint64_t v;
+
+		switch (c) {
+		case 'g':
+			p->segment = optarg;
+			break;
+		case 'p':
+			if (!strcmp(optarg, "dynamic") ||
+			    !strcmp(optarg, "auto")) {
+				p->dynamic_port = true;
+			} else if (peer_parse_u64(optarg, &v) ||
+				   v >= XSEG_NOPORT) {
+				peer_usage_error(p->prog,
+						 "bad port '%s' (a number or "
+						 "'dynamic')",
+						 optarg);
+				status = 2;
+			} else {
+				p->port = (uint32_t)v;
+				p->dynamic_port = false;
+			}
+			break;
+		case 't':
+			if (peer_parse_u64(optarg, &v) || v < 1 || v > 1024) {
+				peer_usage_error(p->prog,
+						 "bad thread count '%s' "
+						 "(1..1024)",
+						 optarg);
+				status = 2;
+			} else {
+				p->nr_threads = (unsigned)v;
+			}
+			break;
+		case 's':
+			if (peer_parse_duration(optarg, 1000, &p->spin_ns)) {
+				peer_usage_error(p->prog, "bad spin time '%s'",
+						 optarg);
+				status = 2;
+			}
+			break;
+		case 'v':
+			if (peer_log_parse_level(optarg, &p->log_level)) {
+				peer_usage_error(p->prog,
+						 "bad log level '%s' (error, "
+						 "warn, info, debug)",
+						 optarg);
+				status = 2;
+			}
+			break;
+		case PEER_OPT_SYSLOG:
+			p->use_syslog = true;
+			break;
+		case 'd':
+			p->daemon = true;
+			break;
+		case PEER_OPT_PIDFILE:
+			p->pidfile = optarg;
+			break;
+		case PEER_OPT_DRAIN:
+			if (peer_parse_duration(optarg, 1000000000ULL,
+						&p->drain_ns)) {
+				peer_usage_error(
+				    p->prog, "bad drain timeout '%s'", optarg);
+				status = 2;
+			}
+			break;
+		case 'h':
+			peer_usage(p);
+			status = 0;
+			break;
+		case 'V':
+			printf("%s (%s) %s\n", p->prog,
+			       ops->type ? ops->type : "peer",
+			       ops->version ? ops->version : AC_VERSION);
+			status = 0;
+			break;
+		case ':':
+			peer_usage_error(p->prog, "option '%s' needs a value",
+					 argv[optind - 1]);
+			status = 2;
+			break;
+		case '?':
+			if (optopt)
+				peer_usage_error(
+				    p->prog, "unknown option '-%c'", optopt);
+			else
+				peer_usage_error(p->prog, "unknown option '%s'",
+						 argv[optind - 1]);
+			status = 2;
+			break;
+		default:
+			rc = ops->parse_opt ? ops->parse_opt(p, c, optarg)
+					    : -EINVAL;
+			if (rc < 0) {
+				const char *name = "?";
+				for (i = 0; i < nr_extra; i++)
+					if (ops->options[i].val == c)
+						name = ops->options[i].name;
+				if (optarg)
+					peer_usage_error(p->prog,
+							 "bad value '%s' for "
+							 "--%s",
+							 optarg, name);
+				else
+					peer_usage_error(p->prog,
+							 "option --%s cannot "
+							 "be used here",
+							 name);
+				status = 2;
+			}
+			break;
+		}
+	}
+	free(longopts);
+	if (status >= 0)
+		return status;
+	if (optind < argc) {
+		peer_usage_error(p->prog, "unexpected argument '%s'",
+				 argv[optind]);
+		return 2;
+	}
+	if (!p->segment) {
+		peer_usage_error(p->prog, "no segment given (-g NAME)");
+		return 2;
+	}
+	if (!p->dynamic_port && p->port == XSEG_NOPORT) {
+		peer_usage_error(p->prog, "no port given (-p N|dynamic)");
+		return 2;
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Main                                                                */
+/* ------------------------------------------------------------------ */
+
+static int peer_start_workers(struct peer *p)
+{
+	for (unsigned t = 0; t < p->nr_threads; t++) {
+		struct peer_worker *w = &p->workers[t];
+		int rc;
+
+		w->peer = p;
+		w->index = t;
+		rc = pthread_create(&w->thread, NULL, peer_worker_main, w);
+		if (rc) {
+			peer_err("cannot start worker thread %u: %s", t,
+				 strerror(rc));
+			return -rc;
+		}
+		w->started = true;
+	}
+	return 0;
+}
+
+static void peer_join_workers(struct peer *p)
+{
+	__atomic_store_n(&p->exit_workers, 1, __ATOMIC_RELEASE);
+	for (unsigned t = 0; t < p->nr_threads; t++) {
+		xseg_kick(p->seg, p->port);
+		if (p->workers[t].started)
+			pthread_join(p->workers[t].thread, NULL);
+		p->workers[t].started = false;
+	}
+}
+
+/* Wait for the requests in flight to complete, serving SIGUSR1 meanwhile;
+ * a second SIGTERM/SIGINT or the drain timeout cuts it short. */
+static void peer_drain(struct peer *p, const sigset_t *sigs)
+{
+	uint64_t deadline = peer_now_ns() + p->drain_ns;
+	struct timespec ts = {0, PEER_DRAIN_POLL_NS};
+	siginfo_t si;
+
+	while (peer_inflight(p)) {
+		if (peer_now_ns() >= deadline) {
+			peer_warn("drain timeout: %" PRIu64
+				  " request(s) still in flight are failed "
+				  "back with ECONNRESET",
+				  peer_inflight(p));
+			return;
+		}
+		int sig = sigtimedwait(sigs, &si, &ts);
+		if (sig == SIGUSR1)
+			peer_dump_stats(p);
+		else if (sig == SIGTERM || sig == SIGINT) {
+			peer_warn("second stop signal: not waiting for %" PRIu64
+				  " request(s) in flight",
+				  peer_inflight(p));
+			return;
+		}
+	}
+}
+
+int peer_main(int argc, char **argv, const struct peer_ops *ops)
+{
+	char errbuf[XSEG_ERRBUF_LEN];
+	struct peer *p;
+	sigset_t sigs;
+	int status, rc, ready_fd = -1, pid_fd = -1;
+	const char *slash;
+
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	slash = strrchr(argv[0], '/');
+	p->prog = slash ? slash + 1 : argv[0];
+	p->ops = ops;
+	p->port = XSEG_NOPORT;
+	p->nr_threads = 1;
+	p->spin_ns = PEER_DEFAULT_SPIN_NS;
+	p->log_level = PEER_LOG_INFO;
+	p->drain_ns = PEER_DEFAULT_DRAIN_NS;
+	if (ops->priv_size) {
+		p->priv = calloc(1, ops->priv_size);
+		if (!p->priv) {
+			fprintf(stderr, "%s: out of memory\n", p->prog);
+			free(p);
+			return 1;
+		}
+	}
+	if (ops->defaults)
+		ops->defaults(p);
+	status = peer_parse_args(p, argc, argv);
+	if (status >= 0)
+		goto out_free;
+	status = 1;
+	peer_log_init(p->prog, p->log_level, p->use_syslog);
+
+	if (p->daemon) {
+		rc = peer_daemonize(&ready_fd);
+		if (rc < 0) {
+			peer_err("cannot daemonise: %s", strerror(-rc));
+			goto out_free;
+		}
+	}
+	if (p->pidfile) {
+		pid_fd = peer_pidfile_create(p->pidfile);
+		if (pid_fd < 0) {
+			peer_err("pid file %s: %s", p->pidfile,
+				 pid_fd == -EEXIST ? "locked by a running peer"
+						   : strerror(-pid_fd));
+			goto out_ready;
+		}
+	}
+
+	/* Signals are taken synchronously by the main thread only: block
+	 * them before any thread exists so every worker inherits the mask. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	errbuf[0] = '\0';
+	rc = xseg_join(p->segment, &p->seg, errbuf, sizeof(errbuf));
+	if (rc < 0) {
+		peer_err("%s", errbuf[0] ? errbuf : strerror(-rc));
+		goto out_pid;
+	}
+	xseg_set_spin(p->seg, p->spin_ns);
+	if (p->dynamic_port)
+		rc = xseg_alloc_port(p->seg, ops->type, &p->port);
+	else
+		rc = xseg_bind_port(p->seg, p->port, ops->type);
+	if (rc < 0) {
+		if (p->dynamic_port)
+			peer_err("segment %s: no dynamic port: %s",
+				 xseg_name(p->seg),
+				 rc == -ENOSPC ? "all in use" : strerror(-rc));
+		else
+			peer_err("segment %s: port %" PRIu32
+				 ": cannot bind: %s",
+				 xseg_name(p->seg), p->port,
+				 rc == -EBUSY ? "owned by a live process"
+					      : strerror(-rc));
+		goto out_leave;
+	}
+	p->port_bound = true;
+
+	p->workers = calloc(p->nr_threads, sizeof(*p->workers));
+	if (!p->workers) {
+		peer_err("out of memory");
+		goto out_release;
+	}
+	if (ops->init) {
+		rc = ops->init(p);
+		if (rc < 0) {
+			peer_err("segment %s: port %" PRIu32
+				 ": initialisation failed: %s",
+				 xseg_name(p->seg), p->port, strerror(-rc));
+			goto out_release;
+		}
+	}
+	p->start_ns = peer_now_ns();
+	if (peer_start_workers(p) < 0) {
+		__atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+		peer_join_workers(p);
+		goto out_fini;
+	}
+	peer_info("serving segment %s port %" PRIu32 " with %u thread(s), "
+		  "pid %ld",
+		  xseg_name(p->seg), p->port, p->nr_threads, (long)getpid());
+	if (ready_fd >= 0) {
+		peer_daemon_ready(ready_fd, true);
+		ready_fd = -1;
+		if (!p->use_syslog)
+			peer_log_init(p->prog, p->log_level, true);
+	}
+
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&sigs, &si);
+
+		if (sig == SIGUSR1)
+			peer_dump_stats(p);
+		else if (sig == SIGHUP)
+			peer_info("SIGHUP ignored");
+		else if (sig == SIGTERM || sig == SIGINT)
+			break;
+	}
+	peer_info("shutting down: %" PRIu64 " request(s) in flight",
+		  peer_inflight(p));
+	__atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+	if (ops->stop)
+		ops->stop(p);
+	peer_drain(p, &sigs);
+	peer_join_workers(p);
+	status = __atomic_load_n(&p->exit_status, __ATOMIC_RELAXED);
+out_fini:
+	if (ops->fini)
+		ops->fini(p);
+out_release:
+	if (p->port_bound) {
+		rc = xseg_release_port(p->seg, p->port);
+		if (rc < 0)
+			peer_err("segment %s: port %" PRIu32
+				 ": cannot release: %s",
+				 xseg_name(p->seg), p->port, strerror(-rc));
+		else
+			peer_info("port %" PRIu32 " released", p->port);
+	}
+out_leave:
+	xseg_leave(p->seg);
+out_pid:
+	if (pid_fd >= 0)
+		peer_pidfile_remove(p->pidfile, pid_fd);
+out_ready:
+	if (ready_fd >= 0)
+		peer_daemon_ready(ready_fd, false);
+out_free:
+	free(p->workers);
+	free(p->priv);
+	free(p);
+	return status;
+}

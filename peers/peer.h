@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef PEER_H
+#define PEER_H
+/*
+ * peer: the framework every peer (noop, vlmc, cached, blocker) is built on.
+ *
+ * A peer is a process serving one xseg port. The framework owns main():
+ * it parses the common options, joins the segment, binds the port, runs N
+ * worker threads that take requests from the port and hand each one to the
+ * peer's handler for its op, and shuts down cleanly on SIGTERM/SIGINT.
+ * The peer supplies a struct peer_ops: handlers per op, an optional handler
+ * for replies to requests the peer itself sent, life-cycle hooks and its
+ * own command-line options.
+ *
+ * Life cycle (peer_main)
+ *   1. parse options (common ones, then the peer's via ops->parse_opt);
+ *      --help / --version print and exit 0, bad usage exits 2 with a
+ *      one-line reason;
+ *   2. daemonise if asked (the starting command's exit status reports
+ *      whether start-up below worked), write the pid file;
+ *   3. join the segment, bind the port (static number or dynamic);
+ *   4. ops->init; then the worker threads start;
+ *   5. the main thread waits for signals: SIGUSR1 logs statistics
+ *      (framework, port, then ops->stats), SIGTERM/SIGINT start shutdown;
+ *   6. shutdown: workers stop accepting new requests, ops->stop is called
+ *      (e.g. cached flushes dirty data), workers keep receiving replies
+ *      until every accepted request has been completed (or the drain
+ *      timeout passes), ops->fini, the port is released (libxseg fails
+ *      requests still queued on it back to their senders with ECONNRESET)
+ *      and the segment left.
+ *
+ * Request contract
+ * - A handler is called on a worker thread with an ACCEPTED request that
+ *   libxseg has already validated (xseg_validate_request: op, target
+ *   length, offset + size overflow, data buffer inside the segment, ...).
+ *   An op without a handler is failed with EOPNOTSUPP by the framework.
+ * - A handler returning 0 takes ownership: it must eventually complete the
+ *   request exactly once with peer_complete() (or hand it on with
+ *   peer_forward()), either before returning (synchronous) or later from
+ *   any thread (asynchronous: e.g. after an io_uring completion or a reply
+ *   from another port). A handler returning a negative errno has not taken
+ *   ownership: the framework fails the request with that errno.
+ * - Until completion the request counts as in flight; shutdown waits for
+ *   in-flight requests to drain, so an asynchronous peer must keep
+ *   completing requests after ops->stop (while its fini has not run).
+ * - req->peer_priv is free for the peer (e.g. a pointer to its per-request
+ *   context); the framework does not touch it.
+ * - Requests the peer sends itself (from peer_port(), with the xseg
+ *   life-cycle calls) come back through ops->on_reply on a worker thread;
+ *   the handler then owns the received request (put or resubmit it).
+ *   Without on_reply such replies are logged and put.
+ *
+ * Threads: handlers and on_reply run concurrently on up to nr_threads
+ * workers; the peer provides its own locking. init, stop, fini and
+ * parse_opt run on the main thread with no worker running (stop excepted:
+ * workers still run then). stats runs on the main thread concurrently
+ * with the workers.
+ */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "peer_util.h"
+#include "xseg.h"
+
+struct peer; /* framework state, opaque */
+
+/*
+ * A per-op handler: 0 when the handler has taken the request (completed it
+ * or will complete it), or a negative errno to have the framework fail it.
+ */
+typedef int (*peer_handler_fn)(struct peer *p, struct xseg_request *req);
+
+struct peer_ops {
+	const char *type;    /* peer type recorded in the port, e.g. "noop" */
+	const char *version; /* printed by --version (default: project's) */
+	const char *summary; /* one line for --help */
+
+	/* Size of the peer's private state, allocated zeroed by the
+	 * framework before option parsing; see peer_priv(). */
+	size_t priv_size;
+
+	/* Peer-specific long options (terminated by a zero entry; use val
+	 * >= 256 so they cannot clash with the common short options), their
+	 * help text (one line each, printed after the common options), and
+	 * the parser: return 0, or -EINVAL / -ERANGE after printing nothing;
+	 * the framework then prints "prog: bad value 'arg' for --name". */
+	const struct option *options;
+	/* Set defaults in the private state, before options are parsed. */
+	void (*defaults)(struct peer *p);
+	const char *options_help;
+	int (*parse_opt)(struct peer *p, int val, const char *arg);
+
+	/* After the port is bound, before workers start; a negative errno
+	 * aborts start-up (logged with the reason the hook logged). */
+	int (*init)(struct peer *p);
+	/* Shutdown has begun: no new request will be handed to a handler. */
+	void (*stop)(struct peer *p);
+	/* Workers have exited; last chance before the port is released. */
+	void (*fini)(struct peer *p);
+	/* SIGUSR1: log the peer's own statistics with peer_info(). */
+	void (*stats)(struct peer *p);
+
+	peer_handler_fn handlers[XSEG_OP_COUNT];
+	/* A reply to a request this peer submitted from its port. */
+	void (*on_reply)(struct peer *p, struct xseg_request *req);
+};
+
+/*
+ * Run a peer: the whole life cycle above. Returns the process exit status
+ * (0 clean shutdown, 1 start-up or run-time failure, 2 bad usage); the
+ * caller returns it from main().
+ */
+int peer_main(int argc, char **argv, const struct peer_ops *ops);
+
+/* Complete a request a handler took: error 0 = served, a positive errno =
+ * failed. Thread-safe, callable from any thread, exactly once per
+ * request. Returns 0 or the negative errno of xseg_respond (the request
+ * was not ACCEPTED by this peer: a bug in the peer, logged). */
+int peer_complete(struct peer *p, struct xseg_request *req, int error);
+
+/* Hand a request a handler took on to another port (xseg_forward: the
+ * final server answers the original sender). Counts as completion for
+ * this peer. On error the caller still owns the request and it is still
+ * in flight (complete it, e.g. with the error). */
+int peer_forward(struct peer *p, struct xseg_request *req, uint32_t port);
+
+/* Accessors. */
+void *peer_priv(struct peer *p);
+struct xseg *peer_seg(struct peer *p);
+uint32_t peer_port(struct peer *p);
+unsigned peer_nr_threads(struct peer *p);
+/* Index (0 .. nr_threads-1) of the calling worker thread, or -1 when not
+ * called on a worker (e.g. on a peer's own completion thread). */
+int peer_worker_index(struct peer *p);
+/* True once shutdown has begun. */
+bool peer_stopping(struct peer *p);
+/* Ask for a shutdown as if SIGTERM had arrived (e.g. on a fatal error in a
+ * peer thread). exit_status is what peer_main will return (the highest of
+ * all requests wins). Thread-safe. */
+void peer_request_stop(struct peer *p, int exit_status);
+
+/* Number of requests handed to handlers and not yet completed. */
+uint64_t peer_inflight(struct peer *p);
+
+/* Name of an op ("read", "write", ...; "op<N>" style for unknown values
+ * is not produced: unknown ops give "unknown"). */
+const char *peer_op_name(unsigned op);
+
+#endif /* PEER_H */

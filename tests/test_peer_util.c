@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of peer_util: number/size/duration parsing, log levels, pid
+ * files.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "peer_util.h"
+
+START_TEST(parse_u64)
+{
+	uint64_t v = 7;
+
+	ck_assert_int_eq(peer_parse_u64("0", &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(peer_parse_u64("18446744073709551615", &v), 0);
+	ck_assert_uint_eq(v, UINT64_MAX);
+	ck_assert_int_eq(peer_parse_u64("0x10", &v), 0);
+	ck_assert_uint_eq(v, 16);
+	v = 7;
+	ck_assert_int_eq(peer_parse_u64("18446744073709551616", &v), -ERANGE);
+	ck_assert_int_eq(peer_parse_u64("", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_u64("-1", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_u64(" 1", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_u64("1x", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_u64(NULL, &v), -EINVAL);
+	ck_assert_uint_eq(v, 7); /* unchanged on error */
+}
+END_TEST
+
+START_TEST(parse_size)
+{
+	uint64_t v = 7;
+
+	ck_assert_int_eq(peer_parse_size("4096", &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(peer_parse_size("4k", &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(peer_parse_size("4KiB", &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(peer_parse_size("2M", &v), 0);
+	ck_assert_uint_eq(v, 2 << 20);
+	ck_assert_int_eq(peer_parse_size("3G", &v), 0);
+	ck_assert_uint_eq(v, 3ULL << 30);
+	ck_assert_int_eq(peer_parse_size("1T", &v), 0);
+	ck_assert_uint_eq(v, 1ULL << 40);
+	ck_assert_int_eq(peer_parse_size("512B", &v), 0);
+	ck_assert_uint_eq(v, 512);
+	v = 7;
+	ck_assert_int_eq(peer_parse_size("16777216T", &v), -ERANGE);
+	ck_assert_int_eq(peer_parse_size("4kb2", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_size("4X", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_size("k", &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_size("4Bx", &v), -EINVAL);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+START_TEST(parse_duration)
+{
+	uint64_t v = 7;
+
+	ck_assert_int_eq(peer_parse_duration("5", 1000, &v), 0);
+	ck_assert_uint_eq(v, 5000);
+	ck_assert_int_eq(peer_parse_duration("5ns", 1000, &v), 0);
+	ck_assert_uint_eq(v, 5);
+	ck_assert_int_eq(peer_parse_duration("20us", 1, &v), 0);
+	ck_assert_uint_eq(v, 20000);
+	ck_assert_int_eq(peer_parse_duration("3ms", 1, &v), 0);
+	ck_assert_uint_eq(v, 3000000);
+	ck_assert_int_eq(peer_parse_duration("2s", 1, &v), 0);
+	ck_assert_uint_eq(v, 2000000000ULL);
+	ck_assert_int_eq(peer_parse_duration("1m", 1, &v), 0);
+	ck_assert_uint_eq(v, 60000000000ULL);
+	ck_assert_int_eq(peer_parse_duration("1h", 1, &v), 0);
+	ck_assert_uint_eq(v, 3600000000000ULL);
+	v = 7;
+	ck_assert_int_eq(peer_parse_duration("1y", 1, &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_duration("s", 1, &v), -EINVAL);
+	ck_assert_int_eq(peer_parse_duration("100000000000h", 1, &v), -ERANGE);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+START_TEST(parse_percent_and_level)
+{
+	unsigned pct = 7;
+	enum peer_log_level l = PEER_LOG_INFO;
+
+	ck_assert_int_eq(peer_parse_percent("0", &pct), 0);
+	ck_assert_uint_eq(pct, 0);
+	ck_assert_int_eq(peer_parse_percent("100", &pct), 0);
+	ck_assert_uint_eq(pct, 100);
+	ck_assert_int_eq(peer_parse_percent("101", &pct), -ERANGE);
+	ck_assert_int_eq(peer_parse_percent("x", &pct), -EINVAL);
+	ck_assert_uint_eq(pct, 100);
+
+	ck_assert_int_eq(peer_log_parse_level("debug", &l), 0);
+	ck_assert_int_eq(l, PEER_LOG_DEBUG);
+	ck_assert_int_eq(peer_log_parse_level("ERROR", &l), 0);
+	ck_assert_int_eq(l, PEER_LOG_ERROR);
+	ck_assert_int_eq(peer_log_parse_level("warning", &l), 0);
+	ck_assert_int_eq(l, PEER_LOG_WARN);
+	ck_assert_int_eq(peer_log_parse_level("2", &l), 0);
+	ck_assert_int_eq(l, PEER_LOG_INFO);
+	ck_assert_int_eq(peer_log_parse_level("4", &l), -EINVAL);
+	ck_assert_int_eq(peer_log_parse_level("loud", &l), -EINVAL);
+	ck_assert_int_eq(peer_log_parse_level(NULL, &l), -EINVAL);
+	ck_assert_int_eq(l, PEER_LOG_INFO);
+}
+END_TEST
+
+/* Messages above the level are dropped, others are one line each. */
+START_TEST(log_levels)
+{
+	int pfd[2];
+	char buf[512] = {0};
+	int saved = dup(STDERR_FILENO);
+	ssize_t n;
+
+	ck_assert_int_eq(pipe(pfd), 0);
+	dup2(pfd[1], STDERR_FILENO);
+	peer_log_init("tst", PEER_LOG_WARN, false);
+	peer_info("hidden %d", 1);
+	peer_dbg("hidden %d", 2);
+	peer_warn("shown %d", 3);
+	peer_log_set_level(PEER_LOG_DEBUG);
+	peer_dbg("shown %d", 4);
+	dup2(saved, STDERR_FILENO);
+	close(pfd[1]);
+	n = read(pfd[0], buf, sizeof(buf) - 1);
+	close(pfd[0]);
+	close(saved);
+	ck_assert_int_gt(n, 0);
+	ck_assert_str_eq(buf, "tst: warn: shown 3\ntst: debug: shown 4\n");
+}
+END_TEST
+
+/* A second holder of the pid file is refused; removal unlinks it. */
+START_TEST(pidfile_lock)
+{
+	char path[] = "/tmp/test_peer_util_pid_XXXXXX";
+	int tmp = mkstemp(path), fd, st;
+	char buf[32] = {0};
+	pid_t pid;
+
+	ck_assert_int_ge(tmp, 0);
+	close(tmp);
+	fd = peer_pidfile_create(path);
+	ck_assert_int_ge(fd, 0);
+	tmp = open(path, O_RDONLY);
+	ck_assert_int_gt(read(tmp, buf, sizeof(buf) - 1), 0);
+	close(tmp);
+	ck_assert_int_eq(atol(buf), getpid());
+	/* flock is per open file description: a child opening anew fails */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(peer_pidfile_create(path) == -EEXIST ? 0 : 1);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	peer_pidfile_remove(path, fd);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	ck_assert_int_eq(peer_pidfile_create("/nonexistent-dir/x.pid"),
+			 -ENOENT);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("peer_util");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, parse_u64);
+	tcase_add_test(tc, parse_size);
+	tcase_add_test(tc, parse_duration);
+	tcase_add_test(tc, parse_percent_and_level);
+	tcase_add_test(tc, log_levels);
+	tcase_add_test(tc, pidfile_lock);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,2 @@
+# xwaitq: conditional job queue (process-local).
+ac_library(xwaitq SOURCES xwaitq.c)

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Offline checker: reads a closed store without modifying it. Every record
+ * is decoded and re-hashed, the journal is replayed from the start, every
+ * map reference is resolved against the chunks actually in the log, and
+ * the checkpoint files are validated against the log.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "store_int.h"
+
+struct cset {
+	uint8_t (*keys)[32];
+	uint64_t mask, n;
+};
+
+static uint64_t cset_slot(const uint8_t *k)
+{
+	return get_le64(k + 8);
+}
+
+static int cset_add(struct cset *c, const uint8_t *k)
+{
+	if ((c->n + 1) * 2 > c->mask + 1) {
+		struct cset nc = {0};
+		nc.mask = c->mask ? 2 * c->mask + 1 : 1023;
+		nc.keys = calloc(nc.mask + 1, 32);
+		if (!nc.keys)
+			return -ENOMEM;
+		for (uint64_t i = 0; c->keys && i <= c->mask; i++)
+			if (!blocker_score_is_zero(c->keys[i]))
+				cset_add(&nc, c->keys[i]);
+		free(c->keys);
+		*c = nc;
+	}
+	for (uint64_t i = cset_slot(k) & c->mask;; i = (i + 1) & c->mask) {
+		if (!memcmp(c->keys[i], k, 32))
+			return 0;
+		if (blocker_score_is_zero(c->keys[i])) {
+			memcpy(c->keys[i], k, 32);
+			c->n++;
+			return 0;
+		}
+	}
+}
+
+static bool cset_has(const struct cset *c, const uint8_t *k)
+{
+	if (!c->keys)
+		return false;
+	for (uint64_t i = cset_slot(k) & c->mask;; i = (i + 1) & c->mask) {
+		if (!memcmp(c->keys[i], k, 32))
+			return true;
+		if (blocker_score_is_zero(c->keys[i]))
+			return false;
+	}
+}
+
+struct checker {
+	struct blocker_store *s;
+	void (*report)(void *, const char *);
+	void *arg;
+	uint64_t problems;
+	struct cset chunks;
+};
+
+static void problem(struct checker *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void problem(struct checker *c, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	c->problems++;
+	if (c->report)
+		c->report(c->arg, line);
+}
+
+static void check_refs(struct checker *c, const char *what)
+{
+	struct blocker_store *s = c->s;
+	char hex[65];
+
+	for (uint64_t b = 0; b <= s->objs_mask; b++)
+		for (struct bobj *o = s->objs[b]; o; o = o->next)
+			for (uint64_t i = 0; i < o->nchunks; i++) {
+				if (blocker_score_is_zero(o->scores[i]) ||
+				    cset_has(&c->chunks, o->scores[i]))
+					continue;
+				blocker_hex(o->scores[i], hex);
+				problem(c,
+					"blocker: %s: %s: object %.*s chunk "
+					"%llu: chunk %s is not in the log",
+					s->dir, what, (int)o->namelen, o->name,
+					(unsigned long long)i, hex);
+			}
+}
+
+/* Scan one segment; stops at the first record it cannot get past. */
+static int scan_segment(struct checker *c, uint32_t seg, uint8_t *buf)
+{
+	struct blocker_store *s = c->s;
+	struct stat st;
+	char path[4096];
+	uint64_t off = 0;
+	int r;
+
+	blog_seg_path(s->dir, seg, path, sizeof(path));
+	if (fstat(s->segs[seg].fd, &st) < 0)
+		return -errno;
+	while (off < (uint64_t)st.st_size) {
+		uint64_t pos = (uint64_t)seg * s->segment_size + off;
+		uint8_t hb[BREC_HDR_SIZE], sum[32];
+		struct brec_hdr h;
+		enum brec_err e = BREC_SHORT;
+
+		if (st.st_size - off >= BREC_HDR_SIZE) {
+			r = blog_pread(s, pos, hb, sizeof(hb));
+			if (r)
+				return r;
+			e = brec_decode(hb, &h, pos);
+		}
+		if (e == BREC_OK &&
+		    (off + brec_size(h.len) > (uint64_t)st.st_size ||
+		     (h.type == BREC_CHUNK && h.len != s->chunk_size)))
+			e = off + brec_size(h.len) > (uint64_t)st.st_size
+				? BREC_SHORT
+				: BREC_BAD_LENGTH;
+		if (e == BREC_OK) {
+			r = blog_pread(s, pos + BREC_HDR_SIZE, buf, h.len);
+			if (r)
+				return r;
+			blocker_sha256(buf, h.len, sum);
+			if (memcmp(sum, h.score, 32))
+				e = BREC_BAD_SCORE;
+		}
+		if (e == BREC_BAD_SCORE) {
+			/* the boundary is still known: report and go on */
+			problem(c, "blocker: %s: bad record at offset %llu: %s",
+				path, (unsigned long long)off,
+				brec_strerror(e));
+			off += brec_size(h.len);
+			continue;
+		}
+		if (e != BREC_OK) {
+			problem(c,
+				"blocker: %s: bad record at offset %llu: %s; "
+				"%llu bytes after it unreadable",
+				path, (unsigned long long)off, brec_strerror(e),
+				(unsigned long long)(st.st_size - off));
+			return 0;
+		}
+		if (h.type == BREC_CHUNK) {
+			r = cset_add(&c->chunks, h.score);
+			if (r)
+				return r;
+		} else {
+			if (h.type == BREC_MAP) {
+				const char *name;
+				size_t nl;
+				uint64_t size;
+				uint32_t n;
+				const uint8_t *u;
+				if (!bmap_decode(buf, h.len, &name, &nl, &size,
+						 &n, &u))
+					for (uint32_t k = 0; k < n; k++) {
+						const uint8_t *sc =
+						    u + k * BMAP_UPDATE_SIZE +
+						    8;
+						if (blocker_score_is_zero(sc) ||
+						    cset_has(&c->chunks, sc))
+							continue;
+						problem(
+						    c,
+						    "blocker: %s: map record "
+						    "at offset %llu (object "
+						    "%.*s) references a "
+						    "chunk not before it",
+						    path,
+						    (unsigned long long)off,
+						    (int)nl, name);
+					}
+			}
+			r = bmaps_apply(s, h.type, buf, h.len);
+			if (r)
+				problem(c,
+					"blocker: %s: map record at offset "
+					"%llu cannot be applied: %s",
+					path, (unsigned long long)off,
+					strerror(-r));
+		}
+		off += brec_size(h.len);
+	}
+	return 0;
+}
+
+struct idx_check {
+	struct checker *c;
+	int err;
+};
+
+static int idx_check_fn(void *arg, uint64_t prefix, uint64_t pos)
+{
+	struct idx_check *ic = arg;
+	struct blocker_store *s = ic->c->s;
+	uint8_t hb[BREC_HDR_SIZE];
+	struct brec_hdr h;
+
+	if (blog_pread(s, pos, hb, sizeof(hb)) ||
+	    brec_decode(hb, &h, pos) != BREC_OK || h.type != BREC_CHUNK ||
+	    (get_be64(h.score) >> 24) != (prefix >> 24)) {
+		char path[4096];
+		blog_seg_path(s->dir, pos / s->segment_size, path,
+			      sizeof(path));
+		problem(ic->c,
+			"blocker: %s/%s: entry points to %s offset %llu, "
+			"which is not its chunk",
+			s->dir, BLOCKER_INDEX_FILE, path,
+			(unsigned long long)(pos % s->segment_size));
+	}
+	return 0;
+}
+
+int blocker_check(const char *dir, const struct blocker_opts *o,
+		  void (*report)(void *arg, const char *line), void *arg,
+		  uint64_t *problems)
+{
+	struct checker c = {.report = report, .arg = arg};
+	struct blocker_store *s = calloc(1, sizeof(*s));
+	uint8_t *buf = malloc(BREC_MAX_PAYLOAD);
+	uint64_t pos;
+	int r;
+
+	if (!s || !buf) {
+		free(s);
+		free(buf);
+		return -ENOMEM;
+	}
+	c.s = s;
+	if (o)
+		s->o = *o;
+	else
+		blocker_opts_init(&s->o);
+	s->io = &blocker_io_sync;
+	s->dir = strdup(dir);
+	pthread_rwlock_init(&s->segs_lock, NULL);
+	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!s->dir || s->dirfd < 0) {
+		r = s->dir ? -errno : -ENOMEM;
+		goto out;
+	}
+	r = blocker_read_super(s->dirfd, &s->chunk_size, &s->segment_size);
+	if (r) {
+		problem(&c, "blocker: %s/%s: %s", dir, BLOCKER_SUPER_FILE,
+			r == -ENOENT ? "missing" : "corrupt");
+		r = r == -ENOENT || r == -EBADMSG ? 0 : r;
+		goto out;
+	}
+	r = bmaps_init(s);
+	if (!r)
+		r = bidx_init(&s->index, 40, 0);
+	if (!r)
+		r = blog_open_segments(s, false);
+	if (r)
+		goto out;
+	if (s->nsegs == 0)
+		problem(&c, "blocker: %s/log.000000: missing", dir);
+	for (uint32_t seg = 0; seg < s->nsegs && !r; seg++)
+		r = scan_segment(&c, seg, buf);
+	if (r)
+		goto out;
+	check_refs(&c, "journal");
+
+	/* checkpoint files: valid, and describing chunks in the log */
+	bmaps_destroy(s);
+	bmaps_init(s);
+	r = bmaps_load(s, &pos);
+	if (r == -EBADMSG)
+		problem(&c, "blocker: %s/%s: corrupt (checksum or format)", dir,
+			BLOCKER_MAPS_FILE);
+	else if (!r)
+		check_refs(&c, BLOCKER_MAPS_FILE);
+	r = bidx_load(s, &pos);
+	if (r == -EBADMSG)
+		problem(&c, "blocker: %s/%s: corrupt (checksum or format)", dir,
+			BLOCKER_INDEX_FILE);
+	else if (!r) {
+		struct idx_check ic = {&c, 0};
+		bidx_walk(&s->index, idx_check_fn, &ic);
+	}
+	r = 0;
+out:
+	*problems = c.problems;
+	free(c.chunks.keys);
+	free(buf);
+	bmaps_destroy(s);
+	bidx_destroy(&s->index);
+	blog_close(s);
+	if (s->dirfd >= 0)
+		close(s->dirfd);
+	pthread_rwlock_destroy(&s->segs_lock);
+	free(s->dir);
+	free(s);
+	return r;
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/* I/O backends: plain syscalls, io_uring, and the fault-injection wrapper. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <liburing.h>
+#include "store_int.h"
+
+static ssize_t sync_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
+			   uint64_t off)
+{
+	ssize_t r;
+
+	do
+		r = preadv(fd, iov, cnt, off);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+static ssize_t sync_pwritev(void *ctx, int fd, const struct iovec *iov, int cnt,
+			    uint64_t off)
+{
+	ssize_t r;
+
+	do
+		r = pwritev(fd, iov, cnt, off);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+static int sync_fdatasync(void *ctx, int fd)
+{
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+const struct blocker_io_ops blocker_io_sync = {
+    .name = "sync",
+    .preadv = sync_preadv,
+    .pwritev = sync_pwritev,
+    .fdatasync = sync_fdatasync,
+};
+
+/*
+ * io_uring: one ring per calling thread avoids a shared submission lock
+ * and a completion dispatcher; the peer's worker threads each keep a read
+ * in flight, so the device sees as many as there are workers.
+ */
+struct uring_tls {
+	struct io_uring ring;
+	bool ready;
+};
+static pthread_key_t uring_key;
+static pthread_once_t uring_once = PTHREAD_ONCE_INIT;
+
+static void uring_free(void *p)
+{
+	struct uring_tls *t = p;
+
+	if (t->ready)
+		io_uring_queue_exit(&t->ring);
+	free(t);
+}
+
+static void uring_key_init(void)
+{
+	pthread_key_create(&uring_key, uring_free);
+}
+
+static struct io_uring *uring_get(int *err)
+{
+	struct uring_tls *t;
+	int r;
+
+	pthread_once(&uring_once, uring_key_init);
+	t = pthread_getspecific(uring_key);
+	if (t && t->ready)
+		return &t->ring;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		pthread_setspecific(uring_key, t);
+	}
+	r = io_uring_queue_init(8, &t->ring, 0);
+	if (r < 0) {
+		*err = r;
+		return NULL;
+	}
+	t->ready = true;
+	return &t->ring;
+}
+
+static ssize_t uring_wait(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	ssize_t res;
+	int r;
+
+	r = io_uring_submit_and_wait(ring, 1);
+	if (r < 0)
+		return r;
+	do
+		r = io_uring_wait_cqe(ring, &cqe);
+	while (r == -EINTR);
+	if (r < 0)
+		return r;
+	res = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return res;
+}
+
+static ssize_t uring_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
+			    uint64_t off)
+{
+	int err = 0;
+	struct io_uring *ring = uring_get(&err);
+	struct io_uring_sqe *sqe;
+
+	if (!ring)
+		return sync_preadv(ctx, fd, iov, cnt, off);
+	sqe = io_uring_get_sqe(ring);
+	io_uring_prep_readv(sqe, fd, iov, cnt, off);
+	return uring_wait(ring);
+}
+
+static ssize_t uring_pwritev(void *ctx, int fd, const struct iovec *iov,
+			     int cnt, uint64_t off)
+{
+	int err = 0;
+	struct io_uring *ring = uring_get(&err);
+	struct io_uring_sqe *sqe;
+
+	if (!ring)
+		return sync_pwritev(ctx, fd, iov, cnt, off);
+	sqe = io_uring_get_sqe(ring);
+	io_uring_prep_writev(sqe, fd, iov, cnt, off);
+	return uring_wait(ring);
+}
+
+static int uring_fdatasync(void *ctx, int fd)
+{
+	int err = 0;
+	struct io_uring *ring = uring_get(&err);
+	struct io_uring_sqe *sqe;
+
+	if (!ring)
+		return sync_fdatasync(ctx, fd);
+	sqe = io_uring_get_sqe(ring);
+	io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+	return (int)uring_wait(ring);
+}
+
+const struct blocker_io_ops blocker_io_uring = {
+    .name = "io_uring",
+    .preadv = uring_preadv,
+    .pwritev = uring_pwritev,
+    .fdatasync = uring_fdatasync,
+};
+
+/* ---- fault injection ---- */
+
+void blocker_io_fault_init(struct blocker_io_fault *f,
+			   const struct blocker_io_ops *inner, void *inner_ctx)
+{
+	memset(f, 0, sizeof(*f));
+	f->inner = inner ? inner : &blocker_io_sync;
+	f->inner_ctx = inner_ctx;
+}
+
+void blocker_io_fault_arm(struct blocker_io_fault *f, int64_t budget,
+			  int write_errno, int fsync_errno)
+{
+	f->write_errno = write_errno;
+	f->fsync_errno = fsync_errno;
+	__atomic_store_n(&f->write_budget, budget, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->armed, 1, __ATOMIC_RELEASE);
+}
+
+static ssize_t fault_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
+			    uint64_t off)
+{
+	struct blocker_io_fault *f = ctx;
+
+	if (__atomic_load_n(&f->armed, __ATOMIC_ACQUIRE) && f->read_errno) {
+		__atomic_fetch_add(&f->faults, 1, __ATOMIC_RELAXED);
+		return -f->read_errno;
+	}
+	return f->inner->preadv(f->inner_ctx, fd, iov, cnt, off);
+}
+
+static ssize_t fault_pwritev(void *ctx, int fd, const struct iovec *iov,
+			     int cnt, uint64_t off)
+{
+	struct blocker_io_fault *f = ctx;
+	size_t total = 0;
+	int64_t budget;
+
+	if (!__atomic_load_n(&f->armed, __ATOMIC_ACQUIRE))
+		return f->inner->pwritev(f->inner_ctx, fd, iov, cnt, off);
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	budget = __atomic_load_n(&f->write_budget, __ATOMIC_RELAXED);
+	if (budget <= 0) {
+		__atomic_fetch_add(&f->faults, 1, __ATOMIC_RELAXED);
+		return -f->write_errno;
+	}
+	if ((int64_t)total > budget) {
+		/* a short write: the first budget bytes land, like a full disk
+		 */
+		struct iovec cut[64];
+		int n = 0;
+		size_t left = budget;
+
+		for (int i = 0; i < cnt && left && n < 64; i++, n++) {
+			cut[n] = iov[i];
+			if (cut[n].iov_len > left)
+				cut[n].iov_len = left;
+			left -= cut[n].iov_len;
+		}
+		__atomic_store_n(&f->write_budget, 0, __ATOMIC_RELAXED);
+		return f->inner->pwritev(f->inner_ctx, fd, cut, n, off);
+	}
+	__atomic_fetch_sub(&f->write_budget, (int64_t)total, __ATOMIC_RELAXED);
+	return f->inner->pwritev(f->inner_ctx, fd, iov, cnt, off);
+}
+
+static int fault_fdatasync(void *ctx, int fd)
+{
+	struct blocker_io_fault *f = ctx;
+
+	if (__atomic_load_n(&f->armed, __ATOMIC_ACQUIRE) && f->fsync_errno) {
+		__atomic_fetch_add(&f->faults, 1, __ATOMIC_RELAXED);
+		return -f->fsync_errno;
+	}
+	return f->inner->fdatasync(f->inner_ctx, fd);
+}
+
+const struct blocker_io_ops blocker_io_fault_ops = {
+    .name = "fault",
+    .preadv = fault_preadv,
+    .pwritev = fault_pwritev,
+    .fdatasync = fault_fdatasync,
+};

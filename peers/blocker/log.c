@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The log: segment files DIR/log.NNNNNN of at most segment_size bytes.
+ * A log position is seg * segment_size + offset; a record never crosses a
+ * segment, so a segment may end short of segment_size. Appends are
+ * serialised by append_lock (the log order is the replay order); durability
+ * comes from blog_flush(), a group commit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "store_int.h"
+
+int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/log.%06u", dir, seg);
+
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
+{
+	char msg[160];
+	va_list ap;
+	int expected = 0;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&s->sync_lock);
+	if (__atomic_compare_exchange_n(&s->degraded, &expected, err, false,
+					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		memcpy(s->degraded_reason, msg, sizeof(msg));
+	pthread_mutex_unlock(&s->sync_lock);
+	if (!expected)
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: degraded (writes refused, reads "
+			     "served): %s",
+			     s->dir, msg);
+}
+
+static int seg_push(struct blocker_store *s, int fd)
+{
+	pthread_rwlock_wrlock(&s->segs_lock);
+	if (s->nsegs == s->segs_cap) {
+		uint32_t ncap = s->segs_cap ? 2 * s->segs_cap : 16;
+		struct bseg *n = realloc(s->segs, ncap * sizeof(*n));
+		if (!n) {
+			pthread_rwlock_unlock(&s->segs_lock);
+			return -ENOMEM;
+		}
+		s->segs = n;
+		s->segs_cap = ncap;
+	}
+	s->segs[s->nsegs++].fd = fd;
+	pthread_rwlock_unlock(&s->segs_lock);
+	return 0;
+}
+
+/* Open every existing segment log.000000.. in order (they must be dense). */
+int blog_open_segments(struct blocker_store *s, bool create_first)
+{
+	char path[4096];
+
+	for (uint32_t seg = 0;; seg++) {
+		int r = blog_seg_path(s->dir, seg, path, sizeof(path));
+		int fd;
+
+		if (r)
+			return r;
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT && seg == 0 && create_first) {
+			fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+				  0644);
+			s->dir_dirty = true;
+		}
+		if (fd < 0 && errno == ENOENT)
+			return 0;
+		if (fd < 0)
+			return -errno;
+		r = seg_push(s, fd);
+		if (r) {
+			close(fd);
+			return r;
+		}
+	}
+}
+
+int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off)
+{
+	uint64_t seg = pos / s->segment_size;
+	int r = 0;
+
+	pthread_rwlock_rdlock(&s->segs_lock);
+	if (seg >= s->nsegs)
+		r = -ERANGE;
+	else
+		*fd = s->segs[seg].fd;
+	pthread_rwlock_unlock(&s->segs_lock);
+	*off = pos % s->segment_size;
+	return r;
+}
+
+int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
+		int cnt)
+{
+	uint64_t off;
+	int fd, r;
+
+	r = blog_fd(s, pos, &fd, &off);
+	if (r)
+		return r;
+	while (cnt > 0) {
+		ssize_t n = s->io->preadv(s->io_ctx, fd, iov, cnt, off);
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ENODATA;
+		off += n;
+		/* consume what arrived; iov is the caller's scratch copy */
+		while (cnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= n;
+		}
+	}
+	return 0;
+}
+
+int blog_pread(struct blocker_store *s, uint64_t pos, void *buf, size_t len)
+{
+	struct iovec iov = {buf, len};
+
+	return blog_preadv(s, pos, &iov, 1);
+}
+
+/* Start segment seg (caller holds append_lock). */
+static int seg_create(struct blocker_store *s, uint32_t seg)
+{
+	char path[4096];
+	int fd, r;
+
+	r = blog_seg_path(s->dir, seg, path, sizeof(path));
+	if (r)
+		return r;
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = seg_push(s, fd);
+	if (r) {
+		close(fd);
+		return r;
+	}
+	__atomic_store_n(&s->dir_dirty, true, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static const uint8_t zero_pad[BREC_ALIGN];
+
+int blog_append_locked(struct blocker_store *s, enum brec_type type,
+		       const uint8_t score[32], const struct iovec *payload,
+		       int cnt, uint32_t len, uint64_t *pos_out)
+{
+	uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
+	uint64_t size = brec_size(len), off, done = 0;
+	uint8_t hdr[BREC_HDR_SIZE];
+	struct iovec iov[8];
+	int n = 0, fd, r;
+
+	if (cnt > 6)
+		return -EINVAL;
+	r = blocker_degraded(s);
+	if (r)
+		return -r;
+	if (pos % s->segment_size + size > s->segment_size) {
+		uint32_t next = pos / s->segment_size + 1;
+		pos = (uint64_t)next * s->segment_size;
+		r = seg_create(s, next);
+		if (r) {
+			blocker_degrade(s, -r, "cannot create segment %u: %s",
+					next, strerror(-r));
+			return r;
+		}
+		/* nothing lives between the old end and here */
+		__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
+	}
+	if (pos + size > BIDX_MAX_POS) {
+		blocker_degrade(s, ENOSPC, "log address space exhausted");
+		return -ENOSPC;
+	}
+	brec_encode(hdr, type, len, pos, score);
+	iov[n++] = (struct iovec){hdr, BREC_HDR_SIZE};
+	for (int i = 0; i < cnt; i++)
+		iov[n++] = payload[i];
+	if (size - BREC_HDR_SIZE > len)
+		iov[n++] = (struct iovec){(void *)zero_pad,
+					  size - BREC_HDR_SIZE - len};
+	r = blog_fd(s, pos, &fd, &off);
+	if (r)
+		return r;
+	while (done < size) {
+		/* skip what a short write already wrote */
+		struct iovec rest[8];
+		int rn = 0;
+		uint64_t skip = done;
+
+		for (int i = 0; i < n; i++) {
+			if (skip >= iov[i].iov_len) {
+				skip -= iov[i].iov_len;
+				continue;
+			}
+			rest[rn].iov_base = (char *)iov[i].iov_base + skip;
+			rest[rn++].iov_len = iov[i].iov_len - skip;
+			skip = 0;
+		}
+		ssize_t w = s->io->pwritev(s->io_ctx, fd, rest, rn, off + done);
+		if (w <= 0) {
+			int e = w < 0 ? (int)-w : EIO;
+			char path[4096];
+			blog_seg_path(s->dir, pos / s->segment_size, path,
+				      sizeof(path));
+			blocker_degrade(
+			    s, e, "write of %s at offset %llu failed: %s", path,
+			    (unsigned long long)(off + done), strerror(e));
+			return -e;
+		}
+		done += w;
+	}
+	__atomic_store_n(&s->tail, pos + size, __ATOMIC_RELEASE);
+	*pos_out = pos;
+	return 0;
+}
+
+int blog_append(struct blocker_store *s, enum brec_type type,
+		const uint8_t score[32], const struct iovec *payload, int cnt,
+		uint32_t len, uint64_t *pos_out)
+{
+	int r;
+
+	pthread_mutex_lock(&s->append_lock);
+	r = blog_append_locked(s, type, score, payload, cnt, len, pos_out);
+	pthread_mutex_unlock(&s->append_lock);
+	return r;
+}
+
+/*
+ * Group commit. The first caller that finds no fsync running becomes the
+ * leader: it samples the tail, syncs every segment up to it and publishes
+ * the new synced position. Callers arriving meanwhile wait; the next
+ * leader's fsync covers all of them at once.
+ */
+int blog_flush(struct blocker_store *s)
+{
+	uint64_t target = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	int r = 0;
+
+	STAT_INC(s, flushes);
+	pthread_mutex_lock(&s->sync_lock);
+	while (s->synced < target) {
+		/* after a failed fsync the page cache state is unknown: never
+		 * report success again (a retried fsync may "succeed") */
+		if (s->sync_err) {
+			r = -s->sync_err;
+			break;
+		}
+		if (s->syncing) {
+			pthread_cond_wait(&s->sync_cond, &s->sync_lock);
+			continue;
+		}
+		s->syncing = true;
+		uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		uint32_t from = s->synced_seg;
+		uint32_t to = pos ? (pos - 1) / s->segment_size : 0;
+		pthread_mutex_unlock(&s->sync_lock);
+
+		for (uint32_t seg = from; seg <= to && !r; seg++) {
+			int fd;
+			uint64_t off;
+			r = blog_fd(s, (uint64_t)seg * s->segment_size, &fd,
+				    &off);
+			if (!r) {
+				r = s->io->fdatasync(s->io_ctx, fd);
+				STAT_INC(s, fsyncs);
+			}
+			if (r) {
+				char path[4096];
+				blog_seg_path(s->dir, seg, path, sizeof(path));
+				blocker_degrade(s, -r, "fsync of %s failed: %s",
+						path, strerror(-r));
+			}
+		}
+		if (!r && __atomic_exchange_n(&s->dir_dirty, false,
+					      __ATOMIC_ACQ_REL)) {
+			if (fsync(s->dirfd) < 0) {
+				r = -errno;
+				blocker_degrade(s, -r,
+						"fsync of directory failed: %s",
+						strerror(-r));
+			}
+		}
+
+		pthread_mutex_lock(&s->sync_lock);
+		s->syncing = false;
+		if (!r) {
+			s->synced = pos;
+			s->synced_seg = to;
+		} else {
+			s->sync_err = -r;
+		}
+		pthread_cond_broadcast(&s->sync_cond);
+		if (r)
+			break;
+	}
+	pthread_mutex_unlock(&s->sync_lock);
+	return r;
+}
+
+void blog_close(struct blocker_store *s)
+{
+	for (uint32_t i = 0; i < s->nsegs; i++)
+		if (s->segs[i].fd >= 0)
+			close(s->segs[i].fd);
+	free(s->segs);
+	s->segs = NULL;
+	s->nsegs = 0;
+}

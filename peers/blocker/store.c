@@ -1,0 +1,866 @@
+/* SPDX-License-Identifier: MIT */
+/* Store lifecycle and object operations; the contract is in store.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+#include "store_int.h"
+
+void blocker_opts_init(struct blocker_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->chunk_size = BLOCKER_DEFAULT_CHUNK_SIZE;
+	o->segment_size = BLOCKER_DEFAULT_SEGMENT_SIZE;
+	o->verify_reads = true;
+	o->partial_bits = BLOCKER_DEFAULT_PARTIAL_BITS;
+	o->sync_interval_ms = 1000;
+	o->checkpoint_bytes = 1ULL << 30;
+}
+
+void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
+		  const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (o && o->log)
+		o->log(o->log_arg, lvl, msg);
+	else
+		fprintf(stderr, "%s\n", msg);
+}
+
+int blocker_create(const char *dir, const struct blocker_opts *o)
+{
+	struct blocker_opts def;
+	uint8_t b[32];
+	char path[4096];
+	int dirfd, fd, r;
+
+	if (!o) {
+		blocker_opts_init(&def);
+		o = &def;
+	}
+	if (o->chunk_size < 512 || o->chunk_size > (1u << 20) ||
+	    (o->chunk_size & (o->chunk_size - 1)) ||
+	    o->segment_size < (1u << 20) || o->segment_size % (1u << 20) ||
+	    o->segment_size < 4 * brec_size(o->chunk_size))
+		return -EINVAL;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	if (faccessat(dirfd, BLOCKER_SUPER_FILE, F_OK, 0) == 0) {
+		r = -EEXIST;
+		goto out;
+	}
+	memset(b, 0, sizeof(b));
+	memcpy(b, "BLKSUPER", 8);
+	put_le32(b + 8, 1);
+	put_le32(b + 12, o->chunk_size);
+	put_le64(b + 16, o->segment_size);
+	put_le32(b + 28, blocker_crc32c(0, b, 28));
+	snprintf(path, sizeof(path), "%s/log.000000", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	close(fd);
+	/* the super block last: its presence marks a complete store */
+	r = blocker_write_file_atomic(dirfd, BLOCKER_SUPER_FILE,
+				      &(struct iovec){b, sizeof(b)}, 1);
+out:
+	close(dirfd);
+	return r;
+}
+
+/* ---- chunks ---- */
+
+/*
+ * Find the log position of the chunk with this score: every index
+ * candidate's header is read and its full score compared. 0 with *pos, or
+ * -ENOENT, or an I/O error.
+ */
+static int chunk_find(struct blocker_store *s, const uint8_t score[32],
+		      uint64_t *pos)
+{
+	uint64_t cand[8];
+	int total, skip = 0;
+
+	do {
+		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		for (int i = 0; i < total - skip && i < 8; i++) {
+			uint8_t hb[BREC_HDR_SIZE];
+			struct brec_hdr h;
+			int r = blog_pread(s, cand[i], hb, sizeof(hb));
+			if (r)
+				return r;
+			if (brec_decode(hb, &h, cand[i]) == BREC_OK &&
+			    h.type == BREC_CHUNK &&
+			    !memcmp(h.score, score, 32)) {
+				*pos = cand[i];
+				return 0;
+			}
+			STAT_INC(s, partial_collisions);
+		}
+		skip += 8;
+	} while (skip < total);
+	return -ENOENT;
+}
+
+/* Store one chunk (cs bytes); score_out gets its score, zero for a hole. */
+static int chunk_put(struct blocker_store *s, const void *data,
+		     uint8_t score_out[32])
+{
+	uint64_t pos;
+	int r;
+
+	if (blocker_mem_is_zero(data, s->chunk_size)) {
+		memset(score_out, 0, 32);
+		STAT_INC(s, zero_chunks);
+		return 0;
+	}
+	blocker_sha256(data, s->chunk_size, score_out);
+	r = chunk_find(s, score_out, &pos);
+	if (r != -ENOENT)
+		goto found;
+	pthread_mutex_lock(&s->append_lock);
+	/* a concurrent writer may have stored it since the unlocked look */
+	r = chunk_find(s, score_out, &pos);
+	if (r == -ENOENT) {
+		struct iovec iov = {(void *)data, s->chunk_size};
+		r = blog_append_locked(s, BREC_CHUNK, score_out, &iov, 1,
+				       s->chunk_size, &pos);
+		if (!r) {
+			r = bidx_insert(&s->index, score_out, pos);
+			STAT_ADD(s, chunk_bytes, s->chunk_size);
+		}
+		pthread_mutex_unlock(&s->append_lock);
+		return r;
+	}
+	pthread_mutex_unlock(&s->append_lock);
+found:
+	if (!r)
+		STAT_INC(s, dedup_hits);
+	return r;
+}
+
+/* Read the chunk with this score into dst (cs bytes), verifying it. */
+static int chunk_get(struct blocker_store *s, const uint8_t score[32],
+		     void *dst)
+{
+	uint64_t cand[8];
+	int total, skip = 0;
+	char want[65], got[65], path[4096];
+
+	do {
+		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		for (int i = 0; i < total - skip && i < 8; i++) {
+			uint8_t hb[BREC_HDR_SIZE], sum[32];
+			struct iovec iov[2] = {{hb, sizeof(hb)},
+					       {dst, s->chunk_size}};
+			struct brec_hdr h;
+			int r = blog_preadv(s, cand[i], iov, 2);
+			if (r)
+				return r;
+			if (brec_decode(hb, &h, cand[i]) != BREC_OK ||
+			    h.type != BREC_CHUNK ||
+			    memcmp(h.score, score, 32)) {
+				STAT_INC(s, partial_collisions);
+				continue;
+			}
+			if (!s->o.verify_reads)
+				return 0;
+			blocker_sha256(dst, s->chunk_size, sum);
+			if (!memcmp(sum, score, 32))
+				return 0;
+			STAT_INC(s, verify_failures);
+			blocker_hex(score, want);
+			blocker_hex(sum, got);
+			blog_seg_path(s->dir, cand[i] / s->segment_size, path,
+				      sizeof(path));
+			blocker_logf(
+			    &s->o, BLOCKER_LOG_ERR,
+			    "blocker: %s: chunk at offset %llu fails "
+			    "verification: score %s, data hashes to %s",
+			    path,
+			    (unsigned long long)(cand[i] % s->segment_size),
+			    want, got);
+			return -EIO;
+		}
+		skip += 8;
+	} while (skip < total);
+	blocker_hex(score, want);
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s: chunk %s referenced by a map is missing",
+		     s->dir, want);
+	STAT_INC(s, verify_failures);
+	return -EIO;
+}
+
+/* ---- object operations ---- */
+
+static int check_range(uint64_t off, size_t len)
+{
+	if (len == 0 || off > BLOCKER_MAX_OBJECT_SIZE ||
+	    len > BLOCKER_MAX_OBJECT_SIZE - off)
+		return -EINVAL;
+	return 0;
+}
+
+int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
+		 uint64_t off, size_t len, void *buf)
+{
+	uint32_t cs = s->chunk_size;
+	uint64_t first, last, n;
+	uint8_t(*scores)[32] = NULL;
+	uint8_t *tmp = NULL;
+	struct bobj *o;
+	int r;
+
+	if (!blocker_name_valid(name, namelen) || !buf)
+		return -EINVAL;
+	r = check_range(off, len);
+	if (r)
+		return r;
+	o = bobj_get(s, name, namelen, false);
+	if (!o)
+		return -ENOENT;
+	first = off / cs;
+	last = (off + len - 1) / cs;
+	n = last - first + 1;
+	scores = calloc(n, 32);
+	if (!scores) {
+		bobj_put(s, o);
+		return -ENOMEM;
+	}
+	/* chunks are immutable: copy the scores, then read without locks */
+	pthread_rwlock_rdlock(&o->lock);
+	if (o->deleted)
+		r = -ENOENT;
+	for (uint64_t i = first; i <= last && i < o->nchunks && !r; i++)
+		memcpy(scores[i - first], o->scores[i], 32);
+	pthread_rwlock_unlock(&o->lock);
+	bobj_put(s, o);
+
+	for (uint64_t i = first; i <= last && !r; i++) {
+		uint64_t cstart = i * cs;
+		uint64_t a = off > cstart ? off : cstart;
+		uint64_t b = off + len < cstart + cs ? off + len : cstart + cs;
+		uint8_t *dst = (uint8_t *)buf + (a - off);
+
+		if (blocker_score_is_zero(scores[i - first])) {
+			memset(dst, 0, b - a);
+			continue;
+		}
+		if (a == cstart && b == cstart + cs) {
+			r = chunk_get(s, scores[i - first], dst);
+			continue;
+		}
+		if (!tmp && !(tmp = malloc(cs))) {
+			r = -ENOMEM;
+			break;
+		}
+		r = chunk_get(s, scores[i - first], tmp);
+		if (!r)
+			memcpy(dst, tmp + (a - cstart), b - a);
+	}
+	free(tmp);
+	free(scores);
+	if (!r)
+		STAT_INC(s, reads);
+	return r;
+}
+
+static int append_map(struct blocker_store *s, struct bobj *o, uint64_t size,
+		      const struct bmap_update *u, uint32_t n)
+{
+	size_t len = bmap_payload_size(o->namelen, n);
+	uint8_t *p = malloc(len), score[32];
+	uint64_t pos;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	bmap_encode(p, o->name, o->namelen, size, u, n);
+	blocker_sha256(p, len, score);
+	r = blog_append(s, BREC_MAP, score, &(struct iovec){p, len}, 1, len,
+			&pos);
+	free(p);
+	return r;
+}
+
+/* One atomic piece: chunks [first, last] of the write, at most 4096. */
+static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
+		       size_t len, const uint8_t *buf, uint64_t first,
+		       uint64_t last, struct bmap_update *u, uint8_t *tmp)
+{
+	uint32_t cs = s->chunk_size, n = 0;
+	uint64_t size, end;
+	int r = 0;
+
+	for (uint64_t i = first; i <= last && !r; i++, n++) {
+		uint64_t cstart = i * cs;
+		uint64_t a = off > cstart ? off : cstart;
+		uint64_t b = off + len < cstart + cs ? off + len : cstart + cs;
+		const uint8_t *src = buf + (a - off);
+
+		u[n].index = i;
+		if (a != cstart || b != cstart + cs) {
+			/* partial chunk: read-modify-write under o->lock */
+			if (i < o->nchunks &&
+			    !blocker_score_is_zero(o->scores[i]))
+				r = chunk_get(s, o->scores[i], tmp);
+			else
+				memset(tmp, 0, cs);
+			if (r)
+				break;
+			memcpy(tmp + (a - cstart), src, b - a);
+			src = tmp;
+		}
+		r = chunk_put(s, src, u[n].score);
+	}
+	if (r)
+		return r;
+	end = (last + 1) * cs < off + len ? (last + 1) * cs : off + len;
+	size = o->size > end ? o->size : end;
+	r = bobj_reserve(o, (size + cs - 1) / cs);
+	if (r)
+		return r;
+	/* the map record follows the chunks it references in the log */
+	r = append_map(s, o, size, u, n);
+	if (r)
+		return r;
+	for (uint32_t k = 0; k < n; k++)
+		memcpy(o->scores[u[k].index], u[k].score, 32);
+	o->size = size;
+	return 0;
+}
+
+int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
+		  uint64_t off, size_t len, const void *buf, unsigned flags)
+{
+	uint32_t cs = s->chunk_size;
+	struct bmap_update *u = NULL;
+	uint8_t *tmp = NULL;
+	struct bobj *o;
+	int r;
+
+	if (!blocker_name_valid(name, namelen) || !buf ||
+	    (flags & ~BLOCKER_FUA))
+		return -EINVAL;
+	r = check_range(off, len);
+	if (r)
+		return r;
+	r = blocker_degraded(s);
+	if (r)
+		return -r;
+	u = malloc(sizeof(*u) * BMAP_MAX_UPDATES);
+	tmp = malloc(cs);
+	if (!u || !tmp) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	pthread_rwlock_rdlock(&s->ckpt_lock);
+	for (;;) {
+		o = bobj_get(s, name, namelen, true);
+		if (!o) {
+			r = -ENOMEM;
+			goto out;
+		}
+		pthread_rwlock_wrlock(&o->lock);
+		if (!o->deleted)
+			break;
+		pthread_rwlock_unlock(&o->lock);
+		bobj_put(s, o);
+	}
+	uint64_t first = off / cs, last = (off + len - 1) / cs;
+	for (uint64_t p = first; p <= last && !r; p += BMAP_MAX_UPDATES) {
+		uint64_t pl = p + BMAP_MAX_UPDATES - 1;
+		r = write_piece(s, o, off, len, buf, p, pl < last ? pl : last,
+				u, tmp);
+	}
+	pthread_rwlock_unlock(&o->lock);
+	bobj_put(s, o);
+out:
+	pthread_rwlock_unlock(&s->ckpt_lock);
+	if (!r)
+		STAT_INC(s, writes);
+	if (!r && (flags & BLOCKER_FUA))
+		r = blog_flush(s);
+out_free:
+	free(u);
+	free(tmp);
+	return r;
+}
+
+static int append_names(struct blocker_store *s, enum brec_type type,
+			const char *n1, size_t l1, const char *n2, size_t l2)
+{
+	size_t len = bnames_payload_size(l1, l2);
+	uint8_t p[2 * (BLOCKER_NAME_MAX + 2)], score[32];
+	uint64_t pos;
+
+	bnames_encode(p, n1, l1, n2, l2);
+	blocker_sha256(p, len, score);
+	return blog_append(s, type, score, &(struct iovec){p, len}, 1, len,
+			   &pos);
+}
+
+int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
+{
+	struct bobj *o;
+	int r;
+
+	if (!blocker_name_valid(name, namelen))
+		return -EINVAL;
+	r = blocker_degraded(s);
+	if (r)
+		return -r;
+	pthread_rwlock_rdlock(&s->ckpt_lock);
+	o = bobj_get(s, name, namelen, false);
+	if (!o) {
+		r = -ENOENT;
+		goto out;
+	}
+	pthread_rwlock_wrlock(&o->lock);
+	if (o->deleted)
+		r = -ENOENT;
+	else
+		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
+	if (!r) {
+		o->deleted = true;
+		bmaps_unlink(s, o);
+	}
+	pthread_rwlock_unlock(&o->lock);
+	bobj_put(s, o);
+out:
+	pthread_rwlock_unlock(&s->ckpt_lock);
+	return r;
+}
+
+int blocker_info(struct blocker_store *s, const char *name, size_t namelen,
+		 uint64_t *size)
+{
+	struct bobj *o;
+	int r = 0;
+
+	if (!blocker_name_valid(name, namelen) || !size)
+		return -EINVAL;
+	o = bobj_get(s, name, namelen, false);
+	if (!o)
+		return -ENOENT;
+	pthread_rwlock_rdlock(&o->lock);
+	if (o->deleted)
+		r = -ENOENT;
+	else
+		*size = o->size;
+	pthread_rwlock_unlock(&o->lock);
+	bobj_put(s, o);
+	return r;
+}
+
+int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
+		 const char *dst, size_t dstlen)
+{
+	struct bobj *so, *d;
+	int r;
+
+	if (!blocker_name_valid(src, srclen) ||
+	    !blocker_name_valid(dst, dstlen) ||
+	    (srclen == dstlen && !memcmp(src, dst, srclen)))
+		return -EINVAL;
+	r = blocker_degraded(s);
+	if (r)
+		return -r;
+	pthread_rwlock_rdlock(&s->ckpt_lock);
+	so = bobj_get(s, src, srclen, false);
+	if (!so) {
+		r = -ENOENT;
+		goto out;
+	}
+	for (;;) {
+		d = bobj_get(s, dst, dstlen, true);
+		if (!d) {
+			r = -ENOMEM;
+			goto out_src;
+		}
+		/* two object locks: always in address order */
+		if (so < d) {
+			pthread_rwlock_rdlock(&so->lock);
+			pthread_rwlock_wrlock(&d->lock);
+		} else {
+			pthread_rwlock_wrlock(&d->lock);
+			pthread_rwlock_rdlock(&so->lock);
+		}
+		if (!d->deleted)
+			break;
+		pthread_rwlock_unlock(&so->lock);
+		pthread_rwlock_unlock(&d->lock);
+		bobj_put(s, d);
+	}
+	if (so->deleted) {
+		r = -ENOENT;
+		goto unlock;
+	}
+	void *scores = NULL;
+	if (so->nchunks) {
+		scores = malloc(so->nchunks * 32);
+		if (!scores) {
+			r = -ENOMEM;
+			goto unlock;
+		}
+		memcpy(scores, so->scores, so->nchunks * 32);
+	}
+	r = append_names(s, BREC_COPY, src, srclen, dst, dstlen);
+	if (r) {
+		free(scores);
+		goto unlock;
+	}
+	free(d->scores);
+	d->scores = scores;
+	d->nchunks = so->nchunks;
+	d->size = so->size;
+unlock:
+	pthread_rwlock_unlock(&so->lock);
+	pthread_rwlock_unlock(&d->lock);
+	bobj_put(s, d);
+out_src:
+	bobj_put(s, so);
+out:
+	pthread_rwlock_unlock(&s->ckpt_lock);
+	return r;
+}
+
+int blocker_hash(struct blocker_store *s, const char *name, size_t namelen,
+		 uint8_t digest[BLOCKER_SCORE_SIZE])
+{
+	EVP_MD_CTX *ctx;
+	struct bobj *o;
+	uint8_t le[8];
+	unsigned int dl = 32;
+	int r = 0;
+
+	if (!blocker_name_valid(name, namelen) || !digest)
+		return -EINVAL;
+	o = bobj_get(s, name, namelen, false);
+	if (!o)
+		return -ENOENT;
+	ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		r = -ENOMEM;
+		goto out;
+	}
+	pthread_rwlock_rdlock(&o->lock);
+	if (o->deleted)
+		r = -ENOENT;
+	put_le64(le, o->size);
+	EVP_DigestUpdate(ctx, le, 8);
+	for (uint64_t i = 0; i < o->nchunks && !r; i++) {
+		if (blocker_score_is_zero(o->scores[i]))
+			continue;
+		put_le64(le, i);
+		EVP_DigestUpdate(ctx, le, 8);
+		EVP_DigestUpdate(ctx, o->scores[i], 32);
+	}
+	pthread_rwlock_unlock(&o->lock);
+	if (!r && !EVP_DigestFinal_ex(ctx, digest, &dl))
+		r = -EIO;
+out:
+	EVP_MD_CTX_free(ctx);
+	bobj_put(s, o);
+	return r;
+}
+
+int blocker_flush(struct blocker_store *s)
+{
+	return blog_flush(s);
+}
+
+int blocker_checkpoint(struct blocker_store *s)
+{
+	uint8_t *mp = NULL, *ip = NULL;
+	size_t ml, il;
+	uint64_t mc, ic, pos;
+	int r;
+
+	pthread_mutex_lock(&s->ckpt_mutex);
+	r = blocker_degraded(s);
+	if (r) {
+		r = -r;
+		goto out;
+	}
+	/* writers drained: maps and index describe exactly the log < pos */
+	pthread_rwlock_wrlock(&s->ckpt_lock);
+	pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	r = bmaps_snapshot(s, &mp, &ml, &mc);
+	if (!r)
+		r = bidx_snapshot(s, &ip, &il, &ic);
+	pthread_rwlock_unlock(&s->ckpt_lock);
+	if (!r)
+		r = blog_flush(s);
+	if (!r)
+		r = bmaps_save_buf(s, pos, mp, ml, mc);
+	if (!r)
+		r = bidx_save_buf(s, pos, ip, il, ic);
+	if (!r)
+		__atomic_store_n(&s->last_ckpt, pos, __ATOMIC_RELEASE);
+	else
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: checkpoint failed: %s", s->dir,
+			     strerror(-r));
+out:
+	pthread_mutex_unlock(&s->ckpt_mutex);
+	free(mp);
+	free(ip);
+	return r;
+}
+
+int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_rwlock_rdlock(&s->objs_lock);
+	st->objects = s->nobjs;
+	for (uint64_t b = 0; b <= s->objs_mask; b++)
+		for (struct bobj *o = s->objs[b]; o; o = o->next) {
+			pthread_rwlock_rdlock(&o->lock);
+			for (uint64_t i = 0; i < o->nchunks; i++)
+				if (!blocker_score_is_zero(o->scores[i]))
+					st->logical_bytes += s->chunk_size;
+			pthread_rwlock_unlock(&o->lock);
+		}
+	pthread_rwlock_unlock(&s->objs_lock);
+	pthread_rwlock_rdlock(&s->index.lock);
+	st->chunks = s->index.count;
+	st->index_bytes = s->index.bytes;
+	pthread_rwlock_unlock(&s->index.lock);
+	st->index_usable_bytes = bidx_usable_bytes(&s->index);
+	st->chunk_bytes = st->chunks * s->chunk_size;
+	st->log_bytes = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+#define C(f) st->f = __atomic_load_n(&s->st.f, __ATOMIC_RELAXED)
+	C(reads);
+	C(writes);
+	C(dedup_hits);
+	C(zero_chunks);
+	C(partial_collisions);
+	C(verify_failures);
+	C(flushes);
+	C(fsyncs);
+	C(replayed_records);
+	C(truncated_bytes);
+#undef C
+	st->chunk_size = s->chunk_size;
+	pthread_mutex_lock(&s->sync_lock);
+	st->degraded_errno = s->degraded;
+	memcpy(st->degraded_reason, s->degraded_reason,
+	       sizeof(st->degraded_reason));
+	pthread_mutex_unlock(&s->sync_lock);
+	return 0;
+}
+
+/* ---- open / close ---- */
+
+static void *bg_main(void *arg)
+{
+	struct blocker_store *s = arg;
+	unsigned ms = s->o.sync_interval_ms ? s->o.sync_interval_ms : 1000;
+
+	pthread_mutex_lock(&s->bg_lock);
+	while (!s->bg_stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->bg_cond, &s->bg_lock, &ts);
+		if (s->bg_stop)
+			break;
+		pthread_mutex_unlock(&s->bg_lock);
+		uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		if (s->o.sync_interval_ms && !blocker_degraded(s))
+			blog_flush(s);
+		if (s->o.checkpoint_bytes && !blocker_degraded(s) &&
+		    tail - __atomic_load_n(&s->last_ckpt, __ATOMIC_ACQUIRE) >=
+			s->o.checkpoint_bytes)
+			blocker_checkpoint(s);
+		pthread_mutex_lock(&s->bg_lock);
+	}
+	pthread_mutex_unlock(&s->bg_lock);
+	return NULL;
+}
+
+static void store_free(struct blocker_store *s)
+{
+	bmaps_destroy(s);
+	bidx_destroy(&s->index);
+	blog_close(s);
+	if (s->lockfd >= 0)
+		close(s->lockfd); /* drops the flock */
+	if (s->dirfd >= 0)
+		close(s->dirfd);
+	pthread_mutex_destroy(&s->append_lock);
+	pthread_rwlock_destroy(&s->segs_lock);
+	pthread_mutex_destroy(&s->sync_lock);
+	pthread_cond_destroy(&s->sync_cond);
+	pthread_rwlock_destroy(&s->ckpt_lock);
+	pthread_mutex_destroy(&s->ckpt_mutex);
+	pthread_mutex_destroy(&s->bg_lock);
+	pthread_cond_destroy(&s->bg_cond);
+	free(s->dir);
+	free(s);
+}
+
+static void reset_state(struct blocker_store *s)
+{
+	bmaps_destroy(s);
+	bmaps_init(s);
+	bidx_destroy(&s->index);
+	bidx_init(&s->index, s->o.partial_bits, 0);
+}
+
+int blocker_open(const char *dir, const struct blocker_opts *opts,
+		 struct blocker_store **out)
+{
+	struct blocker_store *s;
+	uint64_t idx_pos = 0, maps_pos = 0;
+	pthread_condattr_t ca;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	if (opts)
+		s->o = *opts;
+	else
+		blocker_opts_init(&s->o);
+	s->dirfd = s->lockfd = -1;
+	pthread_mutex_init(&s->append_lock, NULL);
+	pthread_rwlock_init(&s->segs_lock, NULL);
+	pthread_mutex_init(&s->sync_lock, NULL);
+	pthread_cond_init(&s->sync_cond, NULL);
+	pthread_rwlock_init(&s->ckpt_lock, NULL);
+	pthread_mutex_init(&s->ckpt_mutex, NULL);
+	pthread_mutex_init(&s->bg_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->bg_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	s->io = s->o.io ? s->o.io : &blocker_io_sync;
+	s->io_ctx = s->o.io_ctx;
+	s->dir = strdup(dir);
+	if (!s->dir) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (s->o.partial_bits == 0 || s->o.partial_bits > 40) {
+		r = -EINVAL;
+		goto fail;
+	}
+	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dirfd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = blocker_read_super(s->dirfd, &s->chunk_size, &s->segment_size);
+	if (r)
+		goto fail;
+	s->lockfd = openat(s->dirfd, BLOCKER_LOCK_FILE,
+			   O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (s->lockfd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		goto fail;
+	}
+	r = bidx_init(&s->index, s->o.partial_bits, 0);
+	if (!r)
+		r = bmaps_init(s);
+	if (!r)
+		r = blog_open_segments(s, true);
+	if (r)
+		goto fail;
+
+	r = bidx_load(s, &idx_pos);
+	if (r) {
+		if (r != -ENOENT || s->nsegs > 1 ||
+		    (s->nsegs == 1 && lseek(s->segs[0].fd, 0, SEEK_END) > 0))
+			blocker_logf(&s->o, BLOCKER_LOG_WARN,
+				     "blocker: %s/%s: %s; rebuilding the index "
+				     "from the log",
+				     dir, BLOCKER_INDEX_FILE,
+				     r == -ENOENT ? "missing" : "unusable");
+		idx_pos = 0;
+	}
+	r = bmaps_load(s, &maps_pos);
+	if (r) {
+		if (r != -ENOENT)
+			blocker_logf(&s->o, BLOCKER_LOG_WARN,
+				     "blocker: %s/%s: unusable; replaying the "
+				     "whole journal",
+				     dir, BLOCKER_MAPS_FILE);
+		/* drop what a half-parsed file left behind */
+		bmaps_destroy(s);
+		r = bmaps_init(s);
+		if (r)
+			goto fail;
+		maps_pos = 0;
+	}
+	r = blocker_recover(s, idx_pos, maps_pos);
+	if (r == -ERANGE) {
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: checkpoint lies beyond the end of "
+			     "the log; discarding it and replaying the log",
+			     dir);
+		reset_state(s);
+		r = blocker_recover(s, 0, 0);
+	}
+	if (r)
+		goto fail;
+	s->last_ckpt = idx_pos < maps_pos ? idx_pos : maps_pos;
+	if (s->o.sync_interval_ms || s->o.checkpoint_bytes) {
+		r = -pthread_create(&s->bg, NULL, bg_main, s);
+		if (r)
+			goto fail;
+		s->bg_running = true;
+	}
+	*out = s;
+	return 0;
+fail:
+	store_free(s);
+	return r;
+}
+
+int blocker_close(struct blocker_store *s)
+{
+	int r;
+
+	if (s->bg_running) {
+		pthread_mutex_lock(&s->bg_lock);
+		s->bg_stop = true;
+		pthread_cond_signal(&s->bg_cond);
+		pthread_mutex_unlock(&s->bg_lock);
+		pthread_join(s->bg, NULL);
+	}
+	if (blocker_degraded(s))
+		r = blog_flush(s);
+	else
+		r = blocker_checkpoint(s);
+	store_free(s);
+	return r;
+}

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef BLOCKER_STORE_H
+#define BLOCKER_STORE_H
+/*
+ * blocker store: a venti-style object store in a directory.
+ *
+ * Objects are named, mutable byte ranges to their users. On disk an object
+ * is a map from chunk index to score (SHA-256 of the chunk); chunks live
+ * once (dedup) in an append-only log of segment files; all-zero chunks are
+ * never stored. See docs/on-disk-format.md for the files and the recovery
+ * algorithm.
+ *
+ * Threading contract
+ * - Every blocker_* call on an open store is thread-safe and synchronous:
+ *   the peer's worker threads call them directly, many at once. Reads of
+ *   any objects run in parallel; writes to different objects run in
+ *   parallel (hashing included); writes to one object are serialised.
+ * - Concurrent flush / FUA callers share one fsync (group commit): a flush
+ *   waits for at most one fsync already in progress plus the one that
+ *   covers it.
+ * - A store directory is opened by one process at a time (flock on
+ *   DIR/lock); a second open fails with -EBUSY.
+ *
+ * Durability contract
+ * - blocker_write() returns once its chunk and map records are in the log
+ *   (the page cache): a later read sees it; a crash of the process keeps
+ *   it, a crash of the machine may lose it.
+ * - With BLOCKER_FUA, or for every write that returned before a
+ *   blocker_flush() call started, the data survives a machine crash when
+ *   the call returns 0. The background sync interval makes everything
+ *   durable within sync_interval_ms.
+ * - After any crash, reopening yields the state after some prefix of the
+ *   acknowledged writes that includes every flushed one: a read returns old
+ *   or new data, never garbage.
+ *
+ * Errors: functions return 0 or a negative errno. -EINVAL for a bad name
+ * or range, -ENOENT for a missing object, -EIO for a chunk whose content
+ * does not match its score, and in degraded mode every mutating call fails
+ * with the errno that caused it (e.g. -ENOSPC, -EIO) while reads go on.
+ *
+ * Object names: 1..BLOCKER_NAME_MAX bytes from [A-Za-z0-9._:@+=-]; names
+ * are passed as (pointer, length), not NUL-terminated, because xseg
+ * request targets are not.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define BLOCKER_VERSION_STRING "0.1.0"
+#define BLOCKER_NAME_MAX       255
+#define BLOCKER_SCORE_SIZE     32
+/* Largest object size; an object's map lives in RAM (32 bytes a chunk). */
+#define BLOCKER_MAX_OBJECT_SIZE	     (1ULL << 32)
+#define BLOCKER_DEFAULT_CHUNK_SIZE   4096
+#define BLOCKER_DEFAULT_SEGMENT_SIZE (256ULL << 20)
+/* Partial-score width kept in the in-memory index (bits). */
+#define BLOCKER_DEFAULT_PARTIAL_BITS 40
+
+/* Write flags */
+#define BLOCKER_FUA 1u
+
+struct blocker_store;
+
+/*
+ * I/O layer used for all log data I/O (reads, appends, fsync). Metadata
+ * operations (open, rename, truncate, directory fsync) use plain syscalls.
+ * Each function returns the byte count or 0, or a negative errno; short
+ * transfers are allowed (the caller continues or fails). Implementations must
+ * be thread-safe. ctx is the io_ctx of the options.
+ */
+struct blocker_io_ops {
+	const char *name;
+	ssize_t (*preadv)(void *ctx, int fd, const struct iovec *iov, int cnt,
+			  uint64_t off);
+	ssize_t (*pwritev)(void *ctx, int fd, const struct iovec *iov, int cnt,
+			   uint64_t off);
+	int (*fdatasync)(void *ctx, int fd);
+};
+
+/* Plain pread/pwritev/fdatasync. ctx unused. */
+extern const struct blocker_io_ops blocker_io_sync;
+
+/*
+ * io_uring backend: each calling thread gets its own small ring (created on
+ * first use, freed at thread exit), so reads issued by many worker threads
+ * are in flight concurrently. ctx unused.
+ */
+extern const struct blocker_io_ops blocker_io_uring;
+
+/*
+ * Fault injection wrapper for tests. Wraps another backend; once armed,
+ * the next writes succeed for write_budget bytes (a write crossing the
+ * budget is cut short there), after which every pwritev fails with
+ * write_errno; fsync fails with fsync_errno if non-zero. Counters are
+ * atomics; arm/disarm from any thread.
+ */
+struct blocker_io_fault {
+	const struct blocker_io_ops *inner;
+	void *inner_ctx;
+	int armed;	      /* accessed with __atomic */
+	int64_t write_budget; /* bytes still allowed; __atomic */
+	int write_errno;      /* e.g. ENOSPC */
+	int fsync_errno;      /* 0: fsync passes through */
+	int read_errno;	      /* 0: reads pass through */
+	uint64_t faults;      /* number of injected failures */
+};
+extern const struct blocker_io_ops blocker_io_fault_ops;
+void blocker_io_fault_init(struct blocker_io_fault *f,
+			   const struct blocker_io_ops *inner, void *inner_ctx);
+/* Arm: allow budget more bytes, then fail writes with write_errno. */
+void blocker_io_fault_arm(struct blocker_io_fault *f, int64_t budget,
+			  int write_errno, int fsync_errno);
+
+enum blocker_log_level { BLOCKER_LOG_ERR, BLOCKER_LOG_WARN, BLOCKER_LOG_INFO };
+
+struct blocker_opts {
+	/* creation parameters (blocker_create only) */
+	uint32_t chunk_size;   /* power of two, 512 .. 1 MiB */
+	uint64_t segment_size; /* multiple of 1 MiB, >= 1 MiB */
+	/* runtime parameters (blocker_open) */
+	bool verify_reads;	   /* re-hash chunks read from disk */
+	unsigned partial_bits;	   /* 1..40; tiny values force collisions */
+	unsigned sync_interval_ms; /* 0: no background sync */
+	uint64_t checkpoint_bytes; /* checkpoint after this much log; 0 off */
+	const struct blocker_io_ops *io; /* NULL: blocker_io_sync */
+	void *io_ctx;
+	/* message sink; NULL: stderr. Called without store locks held. */
+	void (*log)(void *arg, enum blocker_log_level level, const char *msg);
+	void *log_arg;
+};
+
+/* Fill with defaults: 4 KiB chunks, 256 MiB segments, verification on. */
+void blocker_opts_init(struct blocker_opts *o);
+
+/*
+ * Create an empty store in dir (created if missing; must be empty of store
+ * files). -EEXIST if a store is already there, -EINVAL for bad parameters.
+ */
+int blocker_create(const char *dir, const struct blocker_opts *o);
+
+/*
+ * Open (and recover) the store in dir. Loads the last checkpoint (maps and
+ * index files), replays the log after it, truncates a torn tail and logs
+ * what it dropped. On success *out is the store; the caller owns it until
+ * blocker_close().
+ */
+int blocker_open(const char *dir, const struct blocker_opts *o,
+		 struct blocker_store **out);
+
+/*
+ * Flush, write a checkpoint (unless degraded) and free the store. No other
+ * call may be in progress or follow. Returns the first error met; the
+ * store is freed regardless.
+ */
+int blocker_close(struct blocker_store *s);
+
+/* Does the name satisfy the name rules? */
+bool blocker_name_valid(const char *name, size_t len);
+
+/*
+ * Read len bytes at off of an object into buf. Unwritten ranges, including
+ * those past the object's size, read as zeros. -ENOENT if the object does
+ * not exist; -EINVAL if len is 0 or off+len overflows or exceeds
+ * BLOCKER_MAX_OBJECT_SIZE; -EIO if a chunk fails verification (buf is then
+ * undefined).
+ */
+int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
+		 uint64_t off, size_t len, void *buf);
+
+/*
+ * Write len bytes from buf at off, creating the object if needed; the size
+ * becomes max(size, off+len). Partial chunks are read-modify-written. A
+ * write of up to 4096 chunks is atomic across a crash; larger writes are
+ * split into atomic pieces. flags: BLOCKER_FUA makes it durable before
+ * returning. Errors as blocker_read, plus the degraded errno.
+ */
+int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
+		  uint64_t off, size_t len, const void *buf, unsigned flags);
+
+/* Delete an object (its chunks stay: other maps may share them). */
+int blocker_delete(struct blocker_store *s, const char *name, size_t namelen);
+
+/* Size of an object. -ENOENT if missing. */
+int blocker_info(struct blocker_store *s, const char *name, size_t namelen,
+		 uint64_t *size);
+
+/*
+ * Copy object src to dst (replacing dst): only the map is copied; later
+ * writes to either never affect the other. -EINVAL if src == dst.
+ */
+int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
+		 const char *dst, size_t dstlen);
+
+/*
+ * Digest over the map: SHA-256 of le64(size) followed by, for each chunk
+ * index i holding a stored (non-zero) chunk in increasing order, le64(i)
+ * and its score. Equal contents give equal digests.
+ */
+int blocker_hash(struct blocker_store *s, const char *name, size_t namelen,
+		 uint8_t digest[BLOCKER_SCORE_SIZE]);
+
+/* Everything acknowledged before the call is durable when it returns 0. */
+int blocker_flush(struct blocker_store *s);
+
+/* Flush and write the maps and index files (bounds the next replay). */
+int blocker_checkpoint(struct blocker_store *s);
+
+struct blocker_stats {
+	uint64_t objects;
+	uint64_t chunks;	/* distinct stored chunks (index entries) */
+	uint64_t chunk_bytes;	/* chunk payload bytes in the log */
+	uint64_t logical_bytes; /* referenced non-zero chunks * chunk size */
+	uint64_t log_bytes;	/* log end position */
+	uint64_t index_bytes;	/* index RAM requested (buckets + entries) */
+	uint64_t index_usable_bytes; /* same, as the allocator rounded it */
+	uint64_t reads, writes, dedup_hits, zero_chunks;
+	uint64_t
+	    partial_collisions; /* index matches whose full score differed */
+	uint64_t verify_failures;
+	uint64_t flushes, fsyncs;
+	uint64_t replayed_records, truncated_bytes;
+	uint32_t chunk_size;
+	int degraded_errno; /* 0 when healthy */
+	char degraded_reason[160];
+};
+
+int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st);
+
+/*
+ * Offline check of a store that is not open: verifies every record's
+ * header checksum and score, every map reference (after replaying the
+ * whole journal) and the checkpoint files. Each problem is passed to
+ * report (one line, naming file and offset or object). *problems gets
+ * their count. Returns 0 if the check ran (even with problems), or a
+ * negative errno if it could not run.
+ */
+int blocker_check(const char *dir, const struct blocker_opts *o,
+		  void (*report)(void *arg, const char *line), void *arg,
+		  uint64_t *problems);
+
+#endif

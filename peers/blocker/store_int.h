@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef BLOCKER_STORE_INT_H
+#define BLOCKER_STORE_INT_H
+/*
+ * Internals of the blocker store, shared by its source files and tests.
+ * Nothing here is a stable interface.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include "store.h"
+
+/* ---- record format (record.c); see docs/on-disk-format.md ---- */
+
+#define BREC_MAGIC	 0x524b4c42u /* "BLKR" little-endian */
+#define BREC_VERSION	 1
+#define BREC_HDR_SIZE	 64
+#define BREC_ALIGN	 16
+#define BREC_MAX_PAYLOAD (16u << 20)
+
+enum brec_type {
+	BREC_CHUNK = 1,	 /* payload: chunk data; score = SHA-256(payload) */
+	BREC_MAP = 2,	 /* payload: object map update */
+	BREC_DELETE = 3, /* payload: object name */
+	BREC_COPY = 4,	 /* payload: source name, destination name */
+};
+
+struct brec_hdr {
+	uint32_t magic;
+	uint8_t type;
+	uint8_t version;
+	uint16_t flags;
+	uint32_t len;	  /* payload bytes */
+	uint32_t hdr_crc; /* crc32c of the 64 bytes with this field zero */
+	uint64_t pos;	  /* the record's own log position */
+	uint8_t score[BLOCKER_SCORE_SIZE]; /* SHA-256 of the payload */
+	uint64_t reserved;
+};
+
+enum brec_err {
+	BREC_OK = 0,
+	BREC_BAD_MAGIC,
+	BREC_BAD_CRC,
+	BREC_BAD_VERSION,
+	BREC_BAD_TYPE,
+	BREC_BAD_LENGTH,
+	BREC_BAD_POS,
+	BREC_SHORT,
+	BREC_BAD_SCORE,
+};
+
+uint32_t blocker_crc32c(uint32_t crc, const void *buf, size_t len);
+void blocker_sha256(const void *buf, size_t len, uint8_t out[32]);
+void brec_encode(uint8_t out[BREC_HDR_SIZE], enum brec_type type, uint32_t len,
+		 uint64_t pos, const uint8_t score[32]);
+/* Checks magic, crc, version, type, length and (if expect_pos != ~0) pos. */
+enum brec_err brec_decode(const uint8_t in[BREC_HDR_SIZE], struct brec_hdr *h,
+			  uint64_t expect_pos);
+const char *brec_strerror(enum brec_err e);
+static inline uint64_t brec_size(uint32_t len)
+{
+	return BREC_HDR_SIZE +
+	       (((uint64_t)len + BREC_ALIGN - 1) & ~(uint64_t)(BREC_ALIGN - 1));
+}
+void blocker_hex(const uint8_t *score, char out[65]);
+static inline bool blocker_score_is_zero(const uint8_t *s)
+{
+	static const uint8_t z[BLOCKER_SCORE_SIZE];
+	return __builtin_memcmp(s, z, BLOCKER_SCORE_SIZE) == 0;
+}
+bool blocker_mem_is_zero(const void *buf, size_t len);
+
+/* little-endian helpers */
+static inline void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+}
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = v >> (8 * i);
+}
+static inline void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = v >> (8 * i);
+}
+static inline uint16_t get_le16(const uint8_t *p)
+{
+	return p[0] | (uint16_t)p[1] << 8;
+}
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+static inline uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+static inline uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* ---- map update payloads (record.c) ---- */
+
+struct bmap_update {
+	uint64_t index;
+	uint8_t score[BLOCKER_SCORE_SIZE]; /* all zero: hole */
+};
+#define BMAP_MAX_UPDATES 4096
+
+/* Encoded size of a BREC_MAP payload. */
+size_t bmap_payload_size(size_t namelen, uint32_t n);
+void bmap_encode(uint8_t *out, const char *name, size_t namelen, uint64_t size,
+		 const struct bmap_update *u, uint32_t n);
+/*
+ * Parse a BREC_MAP payload in place: *name points into p, *updates at the
+ * first update (BMAP_UPDATE_SIZE bytes each). -EBADMSG if malformed.
+ */
+#define BMAP_UPDATE_SIZE 40
+int bmap_decode(const uint8_t *p, size_t len, const char **name,
+		size_t *namelen, uint64_t *size, uint32_t *n,
+		const uint8_t **updates);
+/* BREC_DELETE / BREC_COPY payloads: one or two length-prefixed names. */
+size_t bnames_payload_size(size_t l1, size_t l2);
+void bnames_encode(uint8_t *out, const char *n1, size_t l1, const char *n2,
+		   size_t l2);
+int bnames_decode(const uint8_t *p, size_t len, int count, const char **n1,
+		  size_t *l1, const char **n2, size_t *l2);
+
+/* ---- in-memory index (index.c) ---- */
+
+/*
+ * score -> log position, 10 bytes an entry: the top 40 bits of the score
+ * and the position in 16-byte units (40 bits: 16 TiB of log). Buckets are
+ * selected by the top bits of the score and split when they average more
+ * than 32 entries. Lookups compare only the top partial_bits bits, so a
+ * match is a candidate whose full score the caller checks in the log.
+ * Locking: an internal rwlock; lookups share it, inserts exclude.
+ */
+#define BIDX_ENTRY_SIZE 10
+#define BIDX_MAX_POS	((1ULL << 40) * BREC_ALIGN)
+
+struct bidx_bucket {
+	uint8_t *ents;
+	uint32_t n, cap;
+};
+
+struct bidx {
+	pthread_rwlock_t lock;
+	unsigned bits;	       /* log2 of the bucket count */
+	unsigned partial_bits; /* bits compared on lookup */
+	struct bidx_bucket *buckets;
+	uint64_t count;
+	uint64_t bytes; /* requested RAM: bucket array + entry arrays */
+};
+
+int bidx_init(struct bidx *x, unsigned partial_bits, uint64_t expect);
+void bidx_destroy(struct bidx *x);
+/* Insert; -ENOMEM, -ERANGE if pos is not addressable. */
+int bidx_insert(struct bidx *x, const uint8_t score[32], uint64_t pos);
+/*
+ * Candidates for score: fills up to max positions, skipping the first skip
+ * matches, and returns the total number of matches.
+ */
+int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
+		int skip);
+/* Walk every entry (prefix = top 64 bits of the score, only the top 40
+ * meaningful). Holds the read lock during the walk. */
+int bidx_walk(struct bidx *x,
+	      int (*fn)(void *arg, uint64_t prefix, uint64_t pos), void *arg);
+uint64_t bidx_usable_bytes(struct bidx *x);
+
+/* ---- the store (store.c, log.c, map.c) ---- */
+
+struct bobj {
+	struct bobj *next;     /* hash chain, under s->objs_lock */
+	pthread_rwlock_t lock; /* map contents and size */
+	uint32_t refs;	       /* under s->objs_lock */
+	bool deleted;	       /* under lock (write) */
+	uint64_t size;
+	uint64_t nchunks; /* length of scores[] */
+	uint8_t (*scores)[BLOCKER_SCORE_SIZE];
+	uint16_t namelen;
+	char name[];
+};
+
+struct bseg {
+	int fd;
+};
+
+struct blocker_store {
+	char *dir;
+	int dirfd, lockfd;
+	uint32_t chunk_size;
+	uint64_t segment_size;
+	struct blocker_opts o;
+	const struct blocker_io_ops *io;
+	void *io_ctx;
+
+	/* log: append under append_lock; tail = end of complete records */
+	pthread_mutex_t append_lock;
+	struct bseg *segs;
+	uint32_t nsegs, segs_cap;   /* segs[] grows under append_lock */
+	pthread_rwlock_t segs_lock; /* protects the segs array pointer */
+	uint64_t tail;		    /* __atomic; bytes of complete records */
+
+	/* group commit */
+	pthread_mutex_t sync_lock;
+	pthread_cond_t sync_cond;
+	bool syncing;
+	uint64_t synced;     /* durable up to here */
+	uint32_t synced_seg; /* segments below this are fully synced */
+	bool dir_dirty;	     /* a segment file was created; __atomic */
+	int sync_err;	     /* errno of a failed fsync, sticky */
+
+	/* degraded mode */
+	int degraded; /* __atomic errno, 0 healthy */
+	char degraded_reason[160];
+
+	struct bidx index;
+
+	/* objects */
+	pthread_rwlock_t objs_lock;
+	struct bobj **objs;
+	uint64_t objs_mask, nobjs;
+
+	/* mutating calls hold it shared; checkpoints exclusive */
+	pthread_rwlock_t ckpt_lock;
+	uint64_t last_ckpt;	    /* under ckpt_mutex */
+	pthread_mutex_t ckpt_mutex; /* one checkpoint at a time */
+
+	/* background sync/checkpoint thread */
+	pthread_t bg;
+	bool bg_running, bg_stop;
+	pthread_mutex_t bg_lock;
+	pthread_cond_t bg_cond;
+
+	struct {
+		uint64_t reads, writes, dedup_hits, zero_chunks;
+		uint64_t partial_collisions, verify_failures;
+		uint64_t flushes, fsyncs, chunk_bytes;
+		uint64_t replayed_records, truncated_bytes;
+	} st; /* __atomic counters */
+};
+
+#define STAT_INC(s, f)	  __atomic_fetch_add(&(s)->st.f, 1, __ATOMIC_RELAXED)
+#define STAT_ADD(s, f, v) __atomic_fetch_add(&(s)->st.f, (v), __ATOMIC_RELAXED)
+
+void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
+		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* log.c */
+int blog_open_segments(struct blocker_store *s, bool create_first);
+int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
+int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off);
+/*
+ * Append records (already encoded, header positions filled by the caller
+ * under append_lock via the callback) – see blog_append.
+ */
+int blog_append(struct blocker_store *s, enum brec_type type,
+		const uint8_t score[32], const struct iovec *payload, int cnt,
+		uint32_t len, uint64_t *pos_out);
+int blog_append_locked(struct blocker_store *s, enum brec_type type,
+		       const uint8_t score[32], const struct iovec *payload,
+		       int cnt, uint32_t len, uint64_t *pos_out);
+int blog_flush(struct blocker_store *s);
+int blog_pread(struct blocker_store *s, uint64_t pos, void *buf, size_t len);
+/* iov is modified (consumed) */
+int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
+		int cnt);
+void blog_close(struct blocker_store *s);
+void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int blocker_degraded(struct blocker_store *s)
+{
+	return __atomic_load_n(&s->degraded, __ATOMIC_ACQUIRE);
+}
+
+/* recover.c: scan the log from pos, replaying into index and maps. */
+int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
+		    uint64_t maps_pos);
+
+/* map.c */
+int bmaps_init(struct blocker_store *s);
+void bmaps_destroy(struct blocker_store *s);
+struct bobj *bobj_get(struct blocker_store *s, const char *name, size_t len,
+		      bool create);
+void bobj_put(struct blocker_store *s, struct bobj *o);
+/* resize the map to hold at least n chunks; under o->lock (write) */
+int bobj_reserve(struct bobj *o, uint64_t n);
+/* apply a replayed/decoded record to the in-memory maps (no locking) */
+int bmaps_apply(struct blocker_store *s, enum brec_type type,
+		const uint8_t *payload, uint32_t len);
+int bmaps_unlink(struct blocker_store *s, struct bobj *o);
+int bmaps_save(struct blocker_store *s, uint64_t pos);
+int bmaps_load(struct blocker_store *s, uint64_t *pos);
+int bidx_save(struct blocker_store *s, uint64_t pos);
+/* serialised checkpoint payloads (malloc'd), taken with writers excluded */
+int bmaps_snapshot(struct blocker_store *s, uint8_t **p, size_t *len,
+		   uint64_t *count);
+int bidx_snapshot(struct blocker_store *s, uint8_t **p, size_t *len,
+		  uint64_t *count);
+int bmaps_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
+		   size_t len, uint64_t count);
+int bidx_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
+		  size_t len, uint64_t count);
+int bidx_load(struct blocker_store *s, uint64_t *pos);
+
+/* files in a store directory */
+#define BLOCKER_SUPER_FILE "super"
+#define BLOCKER_LOCK_FILE  "lock"
+#define BLOCKER_MAPS_FILE  "maps"
+#define BLOCKER_INDEX_FILE "index"
+
+int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size);
+/* Write a file atomically: tmp + fsync + rename + directory fsync. */
+int blocker_write_file_atomic(int dirfd, const char *name,
+			      const struct iovec *iov, int cnt);
+
+#endif

@@ -1,0 +1,9 @@
+# blocker store tests (see peers/blocker/store.h)
+ac_test(test_blocker_format SOURCES test_blocker_format.c
+        DEPS blocker_store TIMEOUT 120)
+ac_test(test_blocker_store SOURCES test_blocker_store.c
+        DEPS blocker_store TIMEOUT 300)
+ac_test(test_blocker_crash SOURCES test_blocker_crash.c
+        DEPS blocker_store TIMEOUT 600)
+ac_test(test_blocker_concurrent SOURCES test_blocker_concurrent.c
+        DEPS blocker_store LABELS concurrent TIMEOUT 300)

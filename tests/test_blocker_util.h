@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the blocker tests: scratch store directories. */
+#ifndef TEST_BLOCKER_UTIL_H
+#define TEST_BLOCKER_UTIL_H
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "store.h"
+
+static inline int tb_rm_one(const char *p, const struct stat *sb, int flag,
+			    struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+/* rm -rf */
+static inline void tb_rmtree(const char *dir)
+{
+	nftw(dir, tb_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh directory under TMPDIR (or /tmp); path in out (>= 64 bytes). */
+static inline void tb_mkdtemp(char *out, size_t len)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(out, len, "%s/blocker-test-XXXXXX", t ? t : "/tmp");
+	if (!mkdtemp(out)) {
+		perror("mkdtemp");
+		abort();
+	}
+}
+
+/* Messages from the store, kept so tests can assert what was reported. */
+struct tb_log {
+	char text[16384];
+	size_t len;
+	int lines;
+};
+
+static inline void tb_log_fn(void *arg, enum blocker_log_level lvl,
+			     const char *msg)
+{
+	struct tb_log *l = arg;
+	size_t n = strlen(msg);
+
+	(void)lvl;
+	if (l->len + n + 2 < sizeof(l->text)) {
+		memcpy(l->text + l->len, msg, n);
+		l->len += n;
+		l->text[l->len++] = '\n';
+		l->text[l->len] = 0;
+	}
+	l->lines++;
+}
+
+/* deterministic bytes: content f(seed, position) */
+static inline uint8_t tb_byte(uint64_t seed, uint64_t pos)
+{
+	uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ULL ^
+		     (pos / 8) * 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 31;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 29;
+	return (uint8_t)(x >> (8 * (pos % 8)));
+}
+
+static inline void tb_fill(uint8_t *buf, size_t len, uint64_t seed,
+			   uint64_t pos)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = tb_byte(seed, pos + i);
+}
+#endif

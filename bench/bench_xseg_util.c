@@ -407,15 +407,19 @@ void bench_report_json(FILE *f, const struct bench_result *r)
 	fprintf(f, ",\"mode\":");
 	bench_json_str(f, r->mode);
 	fprintf(f,
-		",\"block_size\":%" PRIu64 ",\"iodepth\":%u"
+		",\"block_size\":%" PRIu64 ",\"iodepth\":%u,\"seed\":%" PRIu64
+		",\"read_pct\":%u,\"verify\":%s,\"verified\":%" PRIu64,
+		r->block_size, r->iodepth, r->seed, r->read_pct,
+		r->verify ? "true" : "false", r->verified);
+	fprintf(f,
 		",\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
 		",\"verify_errors\":%" PRIu64 ",\"bytes\":%" PRIu64
 		",\"elapsed_s\":%.6f,\"iops\":%.1f,\"bw_mib_s\":%.3f"
 		",\"lat_ns\":{\"mean\":%.1f,\"min\":%" PRIu64
 		",\"p50\":%" PRIu64 ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64
 		",\"p99_9\":%" PRIu64 ",\"max\":%" PRIu64 "}}\n",
-		r->block_size, r->iodepth, r->requests, r->errors,
-		r->verify_errors, r->bytes, (double)r->elapsed_ns / 1e9,
+		r->requests, r->errors, r->verify_errors, r->bytes,
+		(double)r->elapsed_ns / 1e9,
 		bench_per_sec(r->requests, r->elapsed_ns),
 		bench_per_sec(r->bytes, r->elapsed_ns) / 1048576.0,
 		bench_hist_mean(h), h->count ? h->min_ns : 0,

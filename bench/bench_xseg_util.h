@@ -118,7 +118,11 @@ struct bench_result {
 	const char *target;  /* port description */
 	const char *mode;    /* "poll" or "sleep" */
 	uint64_t block_size;
+	uint64_t seed;
 	unsigned iodepth;
+	unsigned read_pct; /* mixed only */
+	bool verify;
+	uint64_t verified; /* blocks checked by --verify */
 	uint64_t requests; /* completed (ok + failed) */
 	uint64_t errors;   /* failed replies */
 	uint64_t verify_errors;

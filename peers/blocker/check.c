@@ -143,7 +143,14 @@ static int scan_segment(struct checker *c, uint32_t seg, uint8_t *buf)
 				e = BREC_BAD_SCORE;
 		}
 		if (e == BREC_BAD_SCORE) {
-			/* the boundary is still known: report and go on */
+			/* the boundary is still known: report and go on; the
+			 * chunk exists (damaged), so references are not
+			 * reported a second time */
+			if (h.type == BREC_CHUNK) {
+				r = cset_add(&c->chunks, h.score);
+				if (r)
+					return r;
+			}
 			problem(c, "blocker: %s: bad record at offset %llu: %s",
 				path, (unsigned long long)off,
 				brec_strerror(e));

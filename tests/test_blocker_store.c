@@ -1,0 +1,789 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Store behaviour: object operations, copy-on-write, bad input, reopen and
+ * replay, corruption, torn tails, fault injection and degraded mode.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "store_int.h"
+#include "test_blocker_util.h"
+
+static char dir[256];
+static struct tb_log logbuf;
+
+static void setup(void)
+{
+	tb_mkdtemp(dir, sizeof(dir));
+	memset(&logbuf, 0, sizeof(logbuf));
+}
+
+static void teardown(void)
+{
+	tb_rmtree(dir);
+}
+
+static void opts(struct blocker_opts *o)
+{
+	blocker_opts_init(o);
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->log = tb_log_fn;
+	o->log_arg = &logbuf;
+}
+
+static struct blocker_store *mk(uint32_t chunk, uint64_t seg)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+
+	opts(&o);
+	o.chunk_size = chunk;
+	o.segment_size = seg;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	return s;
+}
+
+static struct blocker_store *reopen(void)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	return s;
+}
+
+static void wr(struct blocker_store *s, const char *name, uint64_t off,
+	       size_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+
+	tb_fill(b, len, seed, off);
+	ck_assert_int_eq(blocker_write(s, name, strlen(name), off, len, b, 0),
+			 0);
+	free(b);
+}
+
+/* read [off, off+len) and compare with seed content (seed ~0: zeros) */
+static void expect(struct blocker_store *s, const char *name, uint64_t off,
+		   size_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len), *e = malloc(len);
+
+	if (seed == ~0ULL)
+		memset(e, 0, len);
+	else
+		tb_fill(e, len, seed, off);
+	ck_assert_int_eq(blocker_read(s, name, strlen(name), off, len, b), 0);
+	ck_assert(!memcmp(b, e, len));
+	free(b);
+	free(e);
+}
+
+static uint64_t fsize(const char *name)
+{
+	char p[512];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	ck_assert_int_eq(stat(p, &st), 0);
+	return st.st_size;
+}
+
+static void flip_bit(const char *name, uint64_t off)
+{
+	char p[512];
+	uint8_t c;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &c, 1, off), 1);
+	c ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+START_TEST(test_create_open_errors)
+{
+	struct blocker_opts o;
+	struct blocker_store *s, *s2;
+	char sub[300];
+
+	opts(&o);
+	o.chunk_size = 1000;
+	ck_assert_int_eq(blocker_create(dir, &o), -EINVAL);
+	o.chunk_size = 256;
+	ck_assert_int_eq(blocker_create(dir, &o), -EINVAL);
+	o.chunk_size = 2u << 20;
+	ck_assert_int_eq(blocker_create(dir, &o), -EINVAL);
+	o.chunk_size = 4096;
+	o.segment_size = (1u << 20) + 4096;
+	ck_assert_int_eq(blocker_create(dir, &o), -EINVAL);
+	o.segment_size = 1u << 20;
+	/* nothing was created by the refused calls */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -ENOENT);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_create(dir, &o), -EEXIST);
+	o.partial_bits = 0;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EINVAL);
+	o.partial_bits = 41;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EINVAL);
+	o.partial_bits = 40;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s2), -EBUSY);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s2), 0);
+	ck_assert_int_eq(blocker_close(s2), 0);
+	snprintf(sub, sizeof(sub), "%s/none", dir);
+	ck_assert_int_eq(blocker_open(sub, &o, &s), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_rw_basic)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	uint64_t size;
+
+	wr(s, "obj", 1000, 10000, 7); /* partial first and last chunks */
+	ck_assert_int_eq(blocker_info(s, "obj", 3, &size), 0);
+	ck_assert_uint_eq(size, 11000);
+	expect(s, "obj", 1000, 10000, 7);
+	expect(s, "obj", 0, 1000, ~0ULL);	/* unwritten head */
+	expect(s, "obj", 11000, 5000, ~0ULL);	/* past the size */
+	expect(s, "obj", 1u << 30, 100, ~0ULL); /* far past the size */
+	expect(s, "obj", 1001, 1, 7);
+	/* overwrite inside one chunk: read-modify-write keeps the rest */
+	wr(s, "obj", 5000, 10, 9);
+	expect(s, "obj", 1000, 4000, 7);
+	expect(s, "obj", 5000, 10, 9);
+	expect(s, "obj", 5010, 6000 - 10, 7);
+	ck_assert_int_eq(blocker_close(s), 0);
+	s = reopen();
+	expect(s, "obj", 1000, 4000, 7);
+	expect(s, "obj", 5000, 10, 9);
+	expect(s, "obj", 5010, 5990, 7);
+	ck_assert_int_eq(blocker_info(s, "obj", 3, &size), 0);
+	ck_assert_uint_eq(size, 11000);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_missing_objects)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	uint8_t b[16], d[32];
+	uint64_t size;
+
+	ck_assert_int_eq(blocker_read(s, "nope", 4, 0, 16, b), -ENOENT);
+	ck_assert_int_eq(blocker_info(s, "nope", 4, &size), -ENOENT);
+	ck_assert_int_eq(blocker_hash(s, "nope", 4, d), -ENOENT);
+	ck_assert_int_eq(blocker_delete(s, "nope", 4), -ENOENT);
+	ck_assert_int_eq(blocker_copy(s, "nope", 4, "dst", 3), -ENOENT);
+	ck_assert_int_eq(blocker_info(s, "dst", 3, &size), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_invalid_input)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats before, after;
+	char longname[BLOCKER_NAME_MAX + 1];
+	const char *bad[] = {"", "a/b", "a b", "x\n", "..\\x"};
+	uint8_t b[64] = {1}, d[32];
+	uint64_t size;
+
+	memset(longname, 'n', sizeof(longname));
+	wr(s, "ok", 0, 100, 1);
+	blocker_get_stats(s, &before);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t l = strlen(bad[i]);
+		ck_assert_int_eq(blocker_write(s, bad[i], l, 0, 4, b, 0),
+				 -EINVAL);
+		ck_assert_int_eq(blocker_read(s, bad[i], l, 0, 4, b), -EINVAL);
+		ck_assert_int_eq(blocker_info(s, bad[i], l, &size), -EINVAL);
+		ck_assert_int_eq(blocker_delete(s, bad[i], l), -EINVAL);
+		ck_assert_int_eq(blocker_hash(s, bad[i], l, d), -EINVAL);
+		ck_assert_int_eq(blocker_copy(s, "ok", 2, bad[i], l), -EINVAL);
+		ck_assert_int_eq(blocker_copy(s, bad[i], l, "ok", 2), -EINVAL);
+	}
+	ck_assert_int_eq(
+	    blocker_write(s, longname, sizeof(longname), 0, 4, b, 0), -EINVAL);
+	ck_assert_int_eq(blocker_write(s, NULL, 3, 0, 4, b, 0), -EINVAL);
+	/* ranges: empty, overflowing, past the maximum object size */
+	ck_assert_int_eq(blocker_write(s, "ok", 2, 0, 0, b, 0), -EINVAL);
+	ck_assert_int_eq(blocker_read(s, "ok", 2, 0, 0, b), -EINVAL);
+	ck_assert_int_eq(blocker_write(s, "ok", 2, UINT64_MAX - 2, 4, b, 0),
+			 -EINVAL);
+	ck_assert_int_eq(blocker_read(s, "ok", 2, UINT64_MAX - 2, 4, b),
+			 -EINVAL);
+	ck_assert_int_eq(
+	    blocker_write(s, "ok", 2, BLOCKER_MAX_OBJECT_SIZE - 2, 4, b, 0),
+	    -EINVAL);
+	ck_assert_int_eq(
+	    blocker_read(s, "ok", 2, BLOCKER_MAX_OBJECT_SIZE, 1, b), -EINVAL);
+	ck_assert_int_eq(blocker_write(s, "ok", 2, 0, SIZE_MAX, b, 0), -EINVAL);
+	ck_assert_int_eq(blocker_write(s, "ok", 2, 0, 4, NULL, 0), -EINVAL);
+	ck_assert_int_eq(blocker_write(s, "ok", 2, 0, 4, b, 0x80), -EINVAL);
+	ck_assert_int_eq(blocker_copy(s, "ok", 2, "ok", 2), -EINVAL);
+	ck_assert_int_eq(blocker_info(s, "ok", 2, NULL), -EINVAL);
+	/* nothing changed */
+	blocker_get_stats(s, &after);
+	ck_assert_uint_eq(after.log_bytes, before.log_bytes);
+	ck_assert_uint_eq(after.writes, before.writes);
+	ck_assert_uint_eq(after.objects, 1);
+	ck_assert_int_eq(blocker_info(s, "ok", 2, &size), 0);
+	ck_assert_uint_eq(size, 100);
+	expect(s, "ok", 0, 100, 1);
+	/* the largest legal range is accepted */
+	ck_assert_int_eq(
+	    blocker_write(s, "ok", 2, BLOCKER_MAX_OBJECT_SIZE - 4, 4, b, 0), 0);
+	ck_assert_int_eq(blocker_info(s, "ok", 2, &size), 0);
+	ck_assert_uint_eq(size, BLOCKER_MAX_OBJECT_SIZE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_dedup_and_zero)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats a, b;
+	uint8_t z[65536] = {0}, d1[32], d2[32];
+
+	wr(s, "one", 0, 65536, 5);
+	blocker_get_stats(s, &a);
+	ck_assert_uint_eq(a.chunks, 16);
+	wr(s, "two", 0, 65536, 5); /* same bytes at the same offsets */
+	blocker_get_stats(s, &b);
+	ck_assert_uint_eq(b.chunks, 16);
+	ck_assert_uint_eq(b.dedup_hits - a.dedup_hits, 16);
+	/* only a map record was appended */
+	ck_assert_uint_lt(b.log_bytes - a.log_bytes, 1024);
+	ck_assert_uint_eq(b.logical_bytes, 2 * 65536);
+	ck_assert_int_eq(blocker_hash(s, "one", 3, d1), 0);
+	ck_assert_int_eq(blocker_hash(s, "two", 3, d2), 0);
+	ck_assert_mem_eq(d1, d2, 32);
+	/* zero chunks are never stored */
+	ck_assert_int_eq(blocker_write(s, "zero", 4, 0, sizeof(z), z, 0), 0);
+	blocker_get_stats(s, &a);
+	ck_assert_uint_eq(a.chunks, 16);
+	ck_assert_uint_eq(a.zero_chunks, 16);
+	expect(s, "zero", 0, sizeof(z), ~0ULL);
+	/* zeroing part of "two" makes its chunk a hole */
+	ck_assert_int_eq(blocker_write(s, "two", 3, 4096, 4096, z, 0), 0);
+	expect(s, "two", 4096, 4096, ~0ULL);
+	expect(s, "two", 8192, 4096, 5);
+	ck_assert_int_eq(blocker_hash(s, "two", 3, d2), 0);
+	ck_assert_mem_ne(d1, d2, 32);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_copy_on_write)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats a, b;
+	uint8_t d1[32], d2[32];
+	uint64_t size;
+
+	wr(s, "src", 0, 40000, 1);
+	blocker_get_stats(s, &a);
+	ck_assert_int_eq(blocker_copy(s, "src", 3, "dst", 3), 0);
+	blocker_get_stats(s, &b);
+	ck_assert_uint_eq(b.chunks, a.chunks); /* no data copied */
+	ck_assert_uint_lt(b.log_bytes - a.log_bytes, 1024);
+	expect(s, "dst", 0, 40000, 1);
+	ck_assert_int_eq(blocker_hash(s, "src", 3, d1), 0);
+	ck_assert_int_eq(blocker_hash(s, "dst", 3, d2), 0);
+	ck_assert_mem_eq(d1, d2, 32);
+	/* writes to either never reach the other */
+	wr(s, "dst", 100, 5000, 2);
+	expect(s, "src", 0, 40000, 1);
+	wr(s, "src", 30000, 20000, 3);
+	expect(s, "dst", 0, 100, 1);
+	expect(s, "dst", 100, 5000, 2);
+	expect(s, "dst", 5100, 40000 - 5100, 1);
+	ck_assert_int_eq(blocker_info(s, "dst", 3, &size), 0);
+	ck_assert_uint_eq(size, 40000);
+	ck_assert_int_eq(blocker_info(s, "src", 3, &size), 0);
+	ck_assert_uint_eq(size, 50000);
+	/* copy over an existing object replaces it */
+	ck_assert_int_eq(blocker_copy(s, "dst", 3, "src", 3), 0);
+	ck_assert_int_eq(blocker_info(s, "src", 3, &size), 0);
+	ck_assert_uint_eq(size, 40000);
+	expect(s, "src", 100, 5000, 2);
+	/* deleting the source keeps the copy */
+	ck_assert_int_eq(blocker_copy(s, "src", 3, "third", 5), 0);
+	ck_assert_int_eq(blocker_delete(s, "src", 3), 0);
+	expect(s, "third", 100, 5000, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* the journal and the checkpoint agree */
+	s = reopen();
+	expect(s, "third", 100, 5000, 2);
+	expect(s, "dst", 5100, 40000 - 5100, 1);
+	ck_assert_int_eq(blocker_info(s, "src", 3, &size), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(unlink(strcat(strcpy((char[300]){0}, dir), "/maps")),
+			 0);
+	s = reopen();
+	expect(s, "third", 100, 5000, 2);
+	expect(s, "dst", 0, 100, 1);
+	ck_assert_int_eq(blocker_info(s, "src", 3, &size), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_delete_recreate)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	uint64_t size;
+
+	wr(s, "o", 0, 20000, 1);
+	ck_assert_int_eq(blocker_delete(s, "o", 1), 0);
+	ck_assert_int_eq(blocker_delete(s, "o", 1), -ENOENT);
+	ck_assert_int_eq(blocker_info(s, "o", 1, &size), -ENOENT);
+	wr(s, "o", 8192, 100, 2);
+	ck_assert_int_eq(blocker_info(s, "o", 1, &size), 0);
+	ck_assert_uint_eq(size, 8292);
+	expect(s, "o", 0, 8192, ~0ULL); /* old content is gone */
+	ck_assert_int_eq(blocker_close(s), 0);
+	s = reopen();
+	expect(s, "o", 0, 8192, ~0ULL);
+	expect(s, "o", 8192, 100, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_hash_contract)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	uint8_t d1[32], d2[32], z[8192] = {0};
+
+	wr(s, "a", 0, 8192, 1);
+	wr(s, "b", 0, 8192, 1);
+	ck_assert_int_eq(blocker_hash(s, "a", 1, d1), 0);
+	ck_assert_int_eq(blocker_hash(s, "b", 1, d2), 0);
+	ck_assert_mem_eq(d1, d2, 32);
+	/* the size is part of the digest */
+	ck_assert_int_eq(blocker_write(s, "b", 1, 8192, 8192, z, 0), 0);
+	ck_assert_int_eq(blocker_hash(s, "b", 1, d2), 0);
+	ck_assert_mem_ne(d1, d2, 32);
+	ck_assert_int_eq(blocker_close(s), 0);
+	s = reopen();
+	ck_assert_int_eq(blocker_hash(s, "a", 1, d2), 0);
+	ck_assert_mem_eq(d1, d2, 32);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* Run fn in a child that exits without closing: a process crash. */
+static void crash_after(void (*fn)(struct blocker_store *))
+{
+	pid_t pid = fork();
+	int st;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct blocker_store *s = reopen();
+		fn(s);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void write_b(struct blocker_store *s)
+{
+	wr(s, "b", 0, 3 * 4096, 22);
+	wr(s, "a", 100, 50, 23);
+}
+
+START_TEST(test_replay_after_crash)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+
+	wr(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+	crash_after(write_b);
+	s = reopen();
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.replayed_records, 3 + 1 + 1 + 1);
+	ck_assert_uint_eq(st.truncated_bytes, 0);
+	expect(s, "b", 0, 3 * 4096, 22);
+	expect(s, "a", 0, 100, 21);
+	expect(s, "a", 100, 50, 23);
+	expect(s, "a", 150, 8192 - 150, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_torn_tail)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+	uint64_t size, end;
+	char p[300];
+
+	wr(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+	end = fsize("log.000000");
+	crash_after(write_b);
+	/* cut the log inside the last record (a's second map update) */
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	ck_assert_int_eq(truncate(p, fsize("log.000000") - 30), 0);
+	s = reopen();
+	blocker_get_stats(s, &st);
+	ck_assert_uint_gt(st.truncated_bytes, 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: torn tail"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "short record"));
+	/* b's write survived whole, a's torn update is gone whole */
+	expect(s, "b", 0, 3 * 4096, 22);
+	expect(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_info(s, "a", 1, &size), 0);
+	ck_assert_uint_eq(size, 8192);
+	ck_assert_int_eq(blocker_close(s), 0);
+
+	/* garbage instead of a record: cut at the bad magic */
+	crash_after(write_b);
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	int fd = open(p, O_WRONLY | O_APPEND);
+	ck_assert_int_ge(fd, 0);
+	char junk[100];
+	memset(junk, 'g', sizeof(junk));
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "bad magic"));
+	expect(s, "a", 100, 50, 23);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_gt(fsize("log.000000"), end);
+	uint64_t problems = 99;
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 0);
+}
+END_TEST
+
+START_TEST(test_index_rebuild)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+	char p[300];
+
+	for (int i = 0; i < 50; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "obj%d", i);
+		wr(s, n, 0, 8192, i);
+	}
+	ck_assert_int_eq(blocker_close(s), 0);
+	snprintf(p, sizeof(p), "%s/index", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "rebuilding the index"));
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.chunks, 100);
+	for (int i = 0; i < 50; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "obj%d", i);
+		expect(s, n, 0, 8192, i);
+	}
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_gt(fsize("index"), 72);
+	/* a corrupt index file is rebuilt too */
+	flip_bit("index", 80);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "unusable"));
+	expect(s, "obj7", 0, 8192, 7);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* and a corrupt maps file makes the whole journal replay */
+	flip_bit("maps", 80);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "maps: unusable"));
+	expect(s, "obj9", 0, 8192, 9);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_bitflip_eio)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+	uint8_t b[4096];
+	uint64_t problems = 0;
+
+	wr(s, "bad", 0, 4096, 1); /* chunk record at offset 0, data at 64 */
+	wr(s, "good", 0, 4096, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	flip_bit("log.000000", 64 + 1000);
+	s = reopen();
+	ck_assert_int_eq(blocker_read(s, "bad", 3, 0, 4096, b), -EIO);
+	ck_assert_int_eq(blocker_read(s, "bad", 3, 10, 10, b), -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.verify_failures, 2);
+	ck_assert_ptr_nonnull(strstr(logbuf.text,
+				     "log.000000: chunk at "
+				     "offset 0 fails verification"));
+	/* both scores in hex */
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "data hashes to "));
+	/* the store stays up: other reads and new writes work */
+	expect(s, "good", 0, 4096, 2);
+	wr(s, "new", 0, 4096, 3);
+	expect(s, "new", 0, 4096, 3);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* the checker finds it too */
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 1);
+	/* with verification off the read "succeeds" (benchmarks only) */
+	struct blocker_opts o;
+	opts(&o);
+	o.verify_reads = false;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(blocker_read(s, "bad", 3, 0, 4096, b), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_partial_collisions)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats a, b;
+
+	opts(&o);
+	o.chunk_size = 512;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	o.partial_bits = 1; /* every lookup matches half the bucket */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	for (int i = 0; i < 40; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "o%d", i);
+		wr(s, n, 0, 512 * 8, i);
+	}
+	blocker_get_stats(s, &a);
+	ck_assert_uint_eq(a.chunks, 320);
+	ck_assert_uint_gt(a.partial_collisions, 0);
+	for (int i = 0; i < 40; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "o%d", i);
+		expect(s, n, 0, 512 * 8, i);
+		wr(s, n, 0, 512 * 8, i); /* still deduplicated */
+	}
+	blocker_get_stats(s, &b);
+	ck_assert_uint_eq(b.chunks, 320);
+	ck_assert_uint_eq(b.dedup_hits - a.dedup_hits, 320);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	expect(s, "o17", 0, 512 * 8, 17);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_segments_and_big_writes)
+{
+	struct blocker_store *s = mk(512, 1u << 20);
+	struct blocker_stats st;
+	uint64_t problems = 1;
+	char p[300];
+
+	/* 3 MiB of 512-byte chunks: 6144 chunks, two atomic pieces, and
+	 * at least four 1 MiB segments */
+	wr(s, "big", 0, 3u << 20, 4);
+	wr(s, "big", 100, 1000, 5);
+	expect(s, "big", 0, 100, 4);
+	expect(s, "big", 100, 1000, 5);
+	expect(s, "big", 1100, (3u << 20) - 1100, 4);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_ge(st.log_bytes, 3u << 20);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_gt(fsize("log.000003"), 0);
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 0);
+	snprintf(p, sizeof(p), "%s/index", dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/maps", dir);
+	unlink(p);
+	s = reopen();
+	expect(s, "big", 1100, (3u << 20) - 1100, 4);
+	expect(s, "big", 100, 1000, 5);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+static void check_report(void *arg, const char *line)
+{
+	tb_log_fn(arg, BLOCKER_LOG_ERR, line);
+}
+
+START_TEST(test_check_reports)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	uint64_t problems = 0;
+	char cmd[600];
+	const char *bin = getenv("AC_BIN_DIR");
+
+	wr(s, "x", 0, 8192, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	if (bin) {
+		snprintf(cmd, sizeof(cmd), "%s/blockerctl check %s >/dev/null",
+			 bin, dir);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+	flip_bit("log.000000", 64 + 4096 + 10); /* second chunk's header */
+	ck_assert_int_eq(
+	    blocker_check(dir, NULL, check_report, &logbuf, &problems), 0);
+	ck_assert_uint_ge(problems, 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "/log.000000: bad record at "
+						  "offset 4160: header "
+						  "checksum mismatch"));
+	if (bin) {
+		snprintf(cmd, sizeof(cmd), "%s/blockerctl check %s >/dev/null",
+			 bin, dir);
+		int st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+		snprintf(cmd, sizeof(cmd), "%s/blockerctl --version >/dev/null",
+			 bin);
+		ck_assert_int_eq(system(cmd), 0);
+		snprintf(cmd, sizeof(cmd),
+			 "%s/blockerctl create %s/n --chunk-size 1000 "
+			 "2>/dev/null",
+			 bin, dir);
+		st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+		snprintf(cmd, sizeof(cmd), "%s/blockerctl frob 2>/dev/null",
+			 bin);
+		st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	}
+}
+END_TEST
+
+static struct blocker_store *open_fault(struct blocker_io_fault *f)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+
+	opts(&o);
+	blocker_io_fault_init(f, NULL, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = f;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	return s;
+}
+
+static void fault_case(int budget, int werr, int serr)
+{
+	struct blocker_io_fault f;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	uint8_t b[65536] = {1};
+	uint64_t size;
+
+	s = mk(4096, 1u << 20);
+	ck_assert_int_eq(blocker_close(s), 0);
+	s = open_fault(&f);
+	wr(s, "acked", 0, 20000, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	wr(s, "acked2", 0, 5000, 2); /* acknowledged, not flushed */
+	blocker_io_fault_arm(&f, budget, werr, serr);
+	tb_fill(b, sizeof(b), 3, 0);
+	int r = blocker_write(s, "lost", 4, 0, sizeof(b), b,
+			      serr ? BLOCKER_FUA : 0);
+	int e = serr ? serr : werr;
+	ck_assert_int_eq(r, -e);
+	blocker_get_stats(s, &st);
+	ck_assert_int_eq(st.degraded_errno, e);
+	ck_assert_str_ne(st.degraded_reason, "");
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "degraded"));
+	/* writes refused with the same errno, nothing appended */
+	ck_assert_int_eq(blocker_write(s, "acked", 5, 0, 10, b, 0), -e);
+	ck_assert_int_eq(blocker_delete(s, "acked", 5), -e);
+	ck_assert_int_eq(blocker_copy(s, "acked", 5, "c", 1), -e);
+	ck_assert_int_eq(blocker_checkpoint(s), -e);
+	/* reads keep working */
+	expect(s, "acked", 0, 20000, 1);
+	expect(s, "acked2", 0, 5000, 2);
+	ck_assert_int_eq(blocker_info(s, "acked", 5, &size), 0);
+	if (serr)
+		ck_assert_int_eq(blocker_flush(s), -serr);
+	blocker_close(s);
+	/* reopened on healthy I/O: every acknowledged write is there */
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	expect(s, "acked", 0, 20000, 1);
+	expect(s, "acked2", 0, 5000, 2);
+	blocker_get_stats(s, &st);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	wr(s, "after", 0, 100, 4);
+	ck_assert_int_eq(blocker_close(s), 0);
+	uint64_t problems = 1;
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 0);
+}
+
+START_TEST(test_fault_enospc_short_write)
+{
+	/* two chunks land, the third is cut short, then ENOSPC */
+	fault_case(2 * 4160 + 1000, ENOSPC, 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "torn tail"));
+}
+END_TEST
+
+START_TEST(test_fault_eio_write)
+{
+	fault_case(0, EIO, 0);
+}
+END_TEST
+
+START_TEST(test_fault_fsync_eio)
+{
+	fault_case(1 << 30, 0, EIO);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("blocker_store");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_open_errors);
+	tcase_add_test(tc, test_rw_basic);
+	tcase_add_test(tc, test_missing_objects);
+	tcase_add_test(tc, test_invalid_input);
+	tcase_add_test(tc, test_dedup_and_zero);
+	tcase_add_test(tc, test_copy_on_write);
+	tcase_add_test(tc, test_delete_recreate);
+	tcase_add_test(tc, test_hash_contract);
+	tcase_add_test(tc, test_replay_after_crash);
+	tcase_add_test(tc, test_torn_tail);
+	tcase_add_test(tc, test_index_rebuild);
+	tcase_add_test(tc, test_bitflip_eio);
+	tcase_add_test(tc, test_partial_collisions);
+	tcase_add_test(tc, test_segments_and_big_writes);
+	tcase_add_test(tc, test_check_reports);
+	tcase_add_test(tc, test_fault_enospc_short_write);
+	tcase_add_test(tc, test_fault_eio_write);
+	tcase_add_test(tc, test_fault_fsync_eio);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

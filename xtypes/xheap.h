@@ -81,7 +81,10 @@ uint64_t xheap_off(struct xheap *heap, const void *ptr);
 
 /* Statistics. When the heap is quiescent:
  *   carved_bytes == allocated_bytes + header_bytes + sum(free_list_bytes)
- * where allocated_bytes also counts buffers leaked by killed processes.
+ * where allocated_bytes also counts buffers leaked by killed processes. A
+ * process killed between a free-list change and its counter update leaves
+ * free_list_bytes of that class off by one buffer (the heap itself stays
+ * sound; only the statistics are off).
  * Under concurrent use the fields are read one by one (not a snapshot). */
 struct xheap_stats {
 	uint64_t arena_bytes;	      /* total arena */

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWERROR=ON \
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWERROR=ON -DAC_STRICT=ON \
 	-DSANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j"$(nproc)"
 ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@"

@@ -7,9 +7,37 @@
 #   ac_bench(NAME SOURCES b.c DEPS lib...)
 #
 # Tests labelled "concurrent" also run under ThreadSanitizer in CI.
+#
+# A target whose source files do not exist yet (a module being written in a
+# shared work tree) is skipped with a warning, so it cannot break everyone
+# else's configure; with -DAC_STRICT=ON (CI) that is an error instead.
+
+option(AC_STRICT "Fail configure when a target names a missing source" OFF)
+
+# Sets ${out} to TRUE when every source of target ${name} exists.
+function(ac_sources_present out name)
+  set(ok TRUE)
+  foreach(src ${ARGN})
+    if(NOT IS_ABSOLUTE ${src})
+      set(src ${CMAKE_CURRENT_SOURCE_DIR}/${src})
+    endif()
+    if(NOT EXISTS ${src})
+      if(AC_STRICT)
+        message(FATAL_ERROR "${name}: missing source ${src}")
+      endif()
+      message(WARNING "${name}: skipped, missing source ${src}")
+      set(ok FALSE)
+    endif()
+  endforeach()
+  set(${out} ${ok} PARENT_SCOPE)
+endfunction()
 
 function(ac_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  ac_sources_present(_present ${name} ${A_SOURCES})
+  if(NOT _present)
+    return()
+  endif()
   add_library(${name} STATIC ${A_SOURCES})
   target_include_directories(${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC ${A_DEPS} Threads::Threads)
@@ -24,6 +52,10 @@ endfunction()
 
 function(ac_program name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  ac_sources_present(_present ${name} ${A_SOURCES})
+  if(NOT _present)
+    return()
+  endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_DEPS} Threads::Threads)
   ac_link_allocator(${name})
@@ -33,6 +65,10 @@ endfunction()
 
 function(ac_test name)
   cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  ac_sources_present(_present ${name} ${A_SOURCES})
+  if(NOT _present)
+    return()
+  endif()
   add_executable(${name} ${A_SOURCES})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${A_DEPS} PkgConfig::CHECK
@@ -50,6 +86,10 @@ endfunction()
 
 function(ac_bench name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  ac_sources_present(_present ${name} ${A_SOURCES})
+  if(NOT _present)
+    return()
+  endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_DEPS} Threads::Threads)
   ac_link_allocator(${name})

@@ -622,6 +622,34 @@ START_TEST(test_segments_and_big_writes)
 }
 END_TEST
 
+START_TEST(test_segment_exact_fill)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+
+	/* 244 * (4160 chunk + 128 map) + 8 * 128 map + 16 * 80 copy records
+	 * fill log.000000 to exactly 1 MiB */
+	for (int i = 0; i < 244; i++)
+		wr(s, "x", (uint64_t)i * 4096, 4096, 1);
+	for (int i = 0; i < 8; i++)
+		wr(s, "x", (uint64_t)i * 4096, 4096, 1);
+	for (int i = 0; i < 16; i++)
+		ck_assert_int_eq(blocker_copy(s, "x", 1, "y", 1), 0);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.log_bytes, 1u << 20);
+	wr(s, "z", 0, 4096, 2);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.log_bytes, (1u << 20) + 4160 + 128);
+	expect(s, "z", 0, 4096, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(fsize("log.000000"), 1u << 20);
+	s = reopen();
+	expect(s, "z", 0, 4096, 2);
+	expect(s, "y", 0, 244 * 4096, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 static void check_report(void *arg, const char *line)
 {
 	tb_log_fn(arg, BLOCKER_LOG_ERR, line);
@@ -776,6 +804,7 @@ int main(void)
 	tcase_add_test(tc, test_bitflip_eio);
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
+	tcase_add_test(tc, test_segment_exact_fill);
 	tcase_add_test(tc, test_check_reports);
 	tcase_add_test(tc, test_fault_enospc_short_write);
 	tcase_add_test(tc, test_fault_eio_write);

@@ -179,9 +179,14 @@ int blog_append_locked(struct blocker_store *s, enum brec_type type,
 	r = blocker_degraded(s);
 	if (r)
 		return -r;
+	uint64_t seg = pos / s->segment_size;
 	if (pos % s->segment_size + size > s->segment_size) {
-		uint32_t next = pos / s->segment_size + 1;
-		pos = (uint64_t)next * s->segment_size;
+		seg++;
+		pos = seg * s->segment_size;
+	}
+	/* also when the previous segment ended exactly at segment_size */
+	if (seg >= s->nsegs) {
+		uint32_t next = seg;
 		r = seg_create(s, next);
 		if (r) {
 			blocker_degrade(s, -r, "cannot create segment %u: %s",

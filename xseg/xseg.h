@@ -441,9 +441,9 @@ int xseg_put_request(struct xseg *seg, struct xseg_request *req);
  * offset + size does not overflow; a data buffer (data_off != 0) lies
  * entirely inside the data heap and data_cap does not overflow; READ and
  * WRITE have size <= data_cap; INFO, COPY and HASH have a buffer of at least
- * the size of their payload struct (COPY: src_targetlen 1..255); src and
- * dst are valid ports. Returns 0, -EINVAL or -EOPNOTSUPP. Pure: reads the
- * request, changes nothing. */
+ * the size of their payload struct (COPY: src_targetlen 1..255); src is a
+ * valid port and dst a valid port or XSEG_NOPORT (not yet submitted). Returns
+ * 0, -EINVAL or -EOPNOTSUPP. Pure: reads the request, changes nothing. */
 int xseg_validate_request(const struct xseg *seg,
 			  const struct xseg_request *req);
 

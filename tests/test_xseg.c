@@ -1,0 +1,1216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libxseg unit tests: segment create/join/checks, ports, request life
+ * cycle, bad inputs, validation, buffers, routing, waits, 3 GiB segment.
+ * Multi-process cases use real children (xseg_testutil) on private
+ * segments.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "xseg.h"
+#include "xseg_internal.h"
+#include "xseg_testutil.h"
+
+#define MS (1000ULL * 1000)
+
+static struct xseg *mkseg_cfg(const char *tag, const struct xseg_config *cfg,
+			      const char **namep)
+{
+	char err[XSEG_ERRBUF_LEN];
+	const char *name = xtu_segname(tag);
+	struct xseg *seg = NULL;
+	int rc;
+
+	ck_assert_ptr_nonnull(name);
+	rc = xseg_create(name, cfg, &seg, err, sizeof(err));
+	ck_assert_msg(rc == 0, "create %s: %d %s", name, rc, err);
+	if (namep)
+		*namep = name;
+	return seg;
+}
+
+static struct xseg *mkseg(const char *tag, const char **namep)
+{
+	struct xseg_config cfg;
+
+	xseg_config_default(&cfg);
+	cfg.size = 16ULL << 20;
+	cfg.nr_static_ports = 4;
+	cfg.nr_dynamic_ports = 4;
+	cfg.nr_requests = 64;
+	cfg.free_cache = 4;
+	return mkseg_cfg(tag, &cfg, namep);
+}
+
+static uint32_t free_requests(struct xseg *seg)
+{
+	struct xseg_info info;
+
+	xseg_info(seg, &info);
+	return info.free_requests;
+}
+
+/* Free requests counting the per-port free caches. */
+static uint32_t all_free_requests(struct xseg *seg)
+{
+	uint32_t n = free_requests(seg);
+	struct xseg_port_info pi;
+
+	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
+		xseg_port_info(seg, p, &pi);
+		n += (uint32_t)pi.free_depth;
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------------- */
+
+START_TEST(test_create_join_leave)
+{
+	char err[XSEG_ERRBUF_LEN];
+	struct xseg_info a, b;
+	struct xseg *seg, *seg2;
+	const char *name;
+	struct stat st;
+	char path[300];
+
+	seg = mkseg("cjl", &name);
+	ck_assert_int_eq(xseg_join(name + 1, &seg2, err, sizeof(err)), 0);
+	xseg_info(seg, &a);
+	xseg_info(seg2, &b);
+	ck_assert_uint_eq(a.nonce, b.nonce);
+	ck_assert_uint_eq(a.cfg.nr_requests, 64);
+	ck_assert_uint_eq(a.cfg.queue_capacity, 64);
+	ck_assert_uint_eq(a.cfg.max_targetlen, XSEG_MAX_TARGETLEN);
+	ck_assert_uint_eq(a.nr_ports, 8);
+	ck_assert_uint_eq(a.free_requests, 64);
+	ck_assert_str_eq(xseg_name(seg2), name);
+	/* Owner-only permissions. */
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	xseg_leave(seg2);
+	xseg_leave(seg);
+	ck_assert_int_eq(xseg_destroy(name), 0);
+	ck_assert_int_eq(xseg_join(name, &seg2, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, name));
+	ck_assert_int_eq(xseg_destroy(name), -ENOENT);
+}
+END_TEST
+
+static void cfg_tiny(struct xseg_config *c)
+{
+	c->size = 8192;
+}
+static void cfg_unaligned(struct xseg_config *c)
+{
+	c->size += 100;
+}
+static void cfg_no_ports(struct xseg_config *c)
+{
+	c->nr_static_ports = 0;
+	c->nr_dynamic_ports = 0;
+}
+static void cfg_one_request(struct xseg_config *c)
+{
+	c->nr_requests = 1;
+}
+static void cfg_free_cache3(struct xseg_config *c)
+{
+	c->free_cache = 3;
+}
+static void cfg_many_ports(struct xseg_config *c)
+{
+	c->nr_dynamic_ports = 1u << 20;
+}
+
+START_TEST(test_create_errors)
+{
+	char err[XSEG_ERRBUF_LEN], longname[300];
+	struct xseg_config cfg, bad;
+	struct xseg *seg = NULL, *seg2;
+	const char *name = xtu_segname("cerr");
+
+	xseg_config_default(&cfg);
+	cfg.size = 8ULL << 20;
+	cfg.nr_requests = 32;
+	memset(longname, 'a', sizeof(longname));
+	longname[sizeof(longname) - 1] = '\0';
+	ck_assert_int_eq(xseg_create("", &cfg, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_create("/", &cfg, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_create("/a/b", &cfg, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_create(NULL, &cfg, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_create(longname, &cfg, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_create(name, NULL, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_null(seg);
+
+	/* Configurations that cannot work; none leaves a segment behind. */
+	static const struct {
+		const char *what;
+		void (*mut)(struct xseg_config *c);
+	} cases[] = {
+	    {"tiny", cfg_tiny},
+	    {"unaligned", cfg_unaligned},
+	    {"no ports", cfg_no_ports},
+	    {"one request", cfg_one_request},
+	    {"free cache 3", cfg_free_cache3},
+	    {"too many ports", cfg_many_ports},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bad = cfg;
+		cases[i].mut(&bad);
+		err[0] = '\0';
+		ck_assert_msg(xseg_create(name, &bad, &seg, err, sizeof(err)) ==
+				  -EINVAL,
+			      "%s accepted", cases[i].what);
+		ck_assert_msg(strstr(err, name) != NULL, "%s: message '%s'",
+			      cases[i].what, err);
+		ck_assert_int_eq(xseg_join(name, &seg2, NULL, 0), -ENOENT);
+	}
+
+	/* An existing name is refused and left intact. */
+	seg = mkseg_cfg("cerr", &cfg, &name);
+	ck_assert_int_eq(xseg_create(name, &cfg, &seg2, err, sizeof(err)),
+			 -EEXIST);
+	ck_assert_int_eq(xseg_join(name, &seg2, err, sizeof(err)), 0);
+	xseg_leave(seg2);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* Rewrite a header field and (optionally) its checksum, then join. */
+static int join_after(const char *name, void (*mut)(struct xseg *),
+		      bool fix_checksum, char *err, size_t errlen)
+{
+	struct xseg *seg, *seg2;
+	int rc;
+
+	ck_assert_int_eq(xseg_join(name, &seg, NULL, 0), 0);
+	mut(seg);
+	if (fix_checksum)
+		seg->hdr->checksum = xseg_header_checksum(seg->hdr);
+	rc = xseg_join(name, &seg2, err, errlen);
+	if (rc == 0)
+		xseg_leave(seg2);
+	xseg_leave(seg);
+	return rc;
+}
+
+static void mut_version(struct xseg *s)
+{
+	s->hdr->version = XSEG_VERSION + 1;
+}
+static void mut_magic(struct xseg *s)
+{
+	s->hdr->magic ^= 1;
+}
+static void mut_reqsize(struct xseg *s)
+{
+	s->hdr->sizeof_request += 64;
+}
+static void mut_nr_requests(struct xseg *s)
+{
+	s->hdr->nr_requests += 1;
+}
+static void mut_pool_off(struct xseg *s)
+{
+	s->hdr->pool_off += 64;
+}
+static void mut_size(struct xseg *s)
+{
+	s->hdr->size += 4096;
+}
+static uint64_t saved_word;
+static void mut_restore(struct xseg *s)
+{
+	(void)s;
+}
+
+START_TEST(test_join_checks)
+{
+	char err[XSEG_ERRBUF_LEN];
+	struct xseg *seg, *seg2;
+	const char *name;
+	int fd;
+
+	seg = mkseg("jchk", &name);
+	saved_word = seg->hdr->checksum;
+
+	/* Other layout version, even with a valid checksum. */
+	ck_assert_int_eq(join_after(name, mut_version, true, err, sizeof(err)),
+			 -EPROTO);
+	ck_assert_ptr_nonnull(strstr(err, "version"));
+	ck_assert_ptr_nonnull(strstr(err, name));
+	seg->hdr->version = XSEG_VERSION;
+	seg->hdr->checksum = xseg_header_checksum(seg->hdr);
+	ck_assert_int_eq(join_after(name, mut_restore, false, err, sizeof(err)),
+			 0);
+
+	/* Corrupt byte in the configuration: checksum catches it. */
+	ck_assert_int_eq(
+	    join_after(name, mut_nr_requests, false, err, sizeof(err)),
+	    -EPROTO);
+	ck_assert_ptr_nonnull(strstr(err, "checksum"));
+	seg->hdr->nr_requests -= 1;
+
+	ck_assert_int_eq(join_after(name, mut_magic, false, err, sizeof(err)),
+			 -EPROTO);
+	ck_assert_ptr_nonnull(strstr(err, "magic"));
+	seg->hdr->magic ^= 1;
+
+	ck_assert_int_eq(join_after(name, mut_reqsize, true, err, sizeof(err)),
+			 -EPROTO);
+	seg->hdr->sizeof_request -= 64;
+	seg->hdr->checksum = xseg_header_checksum(seg->hdr);
+
+	/* Internally inconsistent but correctly checksummed: -EINVAL. */
+	ck_assert_int_eq(join_after(name, mut_pool_off, true, err, sizeof(err)),
+			 -EINVAL);
+	seg->hdr->pool_off -= 64;
+	seg->hdr->checksum = xseg_header_checksum(seg->hdr);
+	ck_assert_int_eq(
+	    join_after(name, mut_nr_requests, true, err, sizeof(err)), -EINVAL);
+	seg->hdr->nr_requests -= 1;
+	seg->hdr->checksum = xseg_header_checksum(seg->hdr);
+	ck_assert_int_eq(join_after(name, mut_size, true, err, sizeof(err)),
+			 -EINVAL);
+	seg->hdr->size -= 4096;
+	seg->hdr->checksum = xseg_header_checksum(seg->hdr);
+	ck_assert_uint_eq(seg->hdr->checksum, saved_word);
+	ck_assert_int_eq(join_after(name, mut_restore, false, err, sizeof(err)),
+			 0);
+
+	/* The shm object grew behind the header's back. */
+	fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)seg->size + 4096), 0);
+	ck_assert_int_eq(xseg_join(name, &seg2, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "bytes"));
+	ck_assert_int_eq(ftruncate(fd, (off_t)seg->size), 0);
+	close(fd);
+	ck_assert_int_eq(xseg_join(name, &seg2, err, sizeof(err)), 0);
+	xseg_leave(seg2);
+	xseg_leave(seg);
+
+	/* Too small to hold a header at all. */
+	name = xtu_segname("jsmall");
+	fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 100), 0);
+	close(fd);
+	ck_assert_int_eq(xseg_join(name, &seg2, err, sizeof(err)), -EPROTO);
+	/* And an all-zero header (e.g. creation in progress). */
+	fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	ck_assert_int_eq(xseg_join(name, &seg2, err, sizeof(err)), -EPROTO);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+struct child_bind {
+	const char *name;
+	uint32_t port;
+	int expect;
+};
+
+static int child_try_bind(void *arg)
+{
+	struct child_bind *cb = arg;
+	struct xseg *seg;
+	int rc;
+
+	if (xseg_join(cb->name, &seg, NULL, 0))
+		return 100;
+	rc = xseg_bind_port(seg, cb->port, "child");
+	xseg_leave(seg);
+	return rc == cb->expect ? 0 : 101;
+}
+
+START_TEST(test_static_ports)
+{
+	struct xseg_port_info pi;
+	struct child_bind cb;
+	struct xseg *seg;
+	const char *name;
+	pid_t pid;
+
+	seg = mkseg("sport", &name);
+	ck_assert_int_eq(xseg_port_alive(seg, 0), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), -EALREADY);
+	ck_assert_int_eq(xseg_bind_port(seg, 4, "server"), -EINVAL);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_port_alive(seg, 0), 1);
+	ck_assert_int_eq(xseg_port_alive(seg, 99), -EINVAL);
+	ck_assert_int_eq(xseg_port_info(seg, 0, &pi), 0);
+	ck_assert(pi.bound && pi.alive && !pi.dynamic && !pi.reclaiming);
+	ck_assert_int_eq(pi.owner_pid, getpid());
+	ck_assert_str_eq(pi.peer_type, "server");
+	ck_assert_uint_eq(pi.path_next, XSEG_NOPORT);
+	ck_assert_uint_ne(pi.generation, 0);
+
+	/* Another live process cannot take it. */
+	cb = (struct child_bind){name, 0, -EBUSY};
+	pid = xtu_fork(child_try_bind, &cb);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+
+	/* A child binds port 1 and exits without releasing: dead owner. */
+	cb = (struct child_bind){name, 1, 0};
+	pid = xtu_fork(child_try_bind, &cb);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(pi.bound && !pi.alive);
+	ck_assert_int_eq(pi.owner_pid, pid);
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "again"), 0);
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+
+	/* Release, then bind again with a new generation. */
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	uint32_t gen = pi.generation;
+	ck_assert_int_eq(xseg_release_port(seg, 1), 0);
+	ck_assert_int_eq(xseg_release_port(seg, 1), -EPERM);
+	ck_assert_int_eq(xseg_release_port(seg, 100), -EINVAL);
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "third"), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert_uint_ne(pi.generation, gen);
+	xseg_leave(seg);
+}
+END_TEST
+
+START_TEST(test_dynamic_ports)
+{
+	uint32_t got[4], extra, again;
+	struct xseg_port_info pi;
+	struct xseg *seg;
+
+	seg = mkseg("dport", NULL);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(xseg_alloc_port(seg, "client", &got[i]), 0);
+		ck_assert_uint_ge(got[i], 4);
+		ck_assert_uint_lt(got[i], 8);
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(got[i], got[j]);
+		ck_assert_int_eq(xseg_port_info(seg, got[i], &pi), 0);
+		ck_assert(pi.dynamic && pi.alive);
+	}
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &extra), -ENOSPC);
+	ck_assert_int_eq(xseg_alloc_port(seg, NULL, &extra), -EINVAL);
+	ck_assert_int_eq(xseg_alloc_port(seg, "x", NULL), -EINVAL);
+	ck_assert_int_eq(xseg_release_port(seg, got[2]), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &again), 0);
+	ck_assert_uint_eq(again, got[2]);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(xseg_release_port(seg, got[i]), 0);
+	ck_assert_int_eq(xseg_port_alive(seg, got[0]), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+START_TEST(test_lifecycle_local)
+{
+	struct xseg_request *req, *acc, *rep;
+	struct xseg_port_info pi;
+	uint32_t client;
+	struct xseg *seg;
+	uint64_t id1;
+	char *data;
+
+	seg = mkseg("life", NULL);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_uint_eq(req->state, XSEG_RS_ALLOCATED);
+	ck_assert_uint_eq(req->holder, client);
+	ck_assert_uint_eq(req->src, client);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 5, 1000), 0);
+	ck_assert_uint_eq(req->state, XSEG_RS_PREPARED);
+	ck_assert_uint_eq(req->size, 1000);
+	ck_assert_uint_ge(req->data_cap, 4096); /* default_data_size */
+	data = xseg_request_data(seg, req);
+	ck_assert_ptr_nonnull(data);
+	ck_assert_ptr_eq(xseg_request_at(seg, req->index), req);
+	memcpy(xseg_request_target(req), "obj-1", 5);
+	memset(data, 0xab, 1000);
+	req->op = XSEG_OP_WRITE;
+	req->offset = 4096;
+	req->flags = XSEG_F_FUA;
+	req->user = 0x1234;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	ck_assert_uint_eq(req->state, XSEG_RS_SUBMITTED);
+	ck_assert_uint_eq(req->holder, 0);
+	ck_assert_uint_eq(req->dst, 0);
+	ck_assert_uint_eq(req->effective_dst, 0);
+	ck_assert_uint_ne(req->id, 0);
+	ck_assert_uint_ne(req->ts_submitted, 0);
+	id1 = req->id;
+
+	ck_assert_int_eq(xseg_receive(seg, client, &rep), -EAGAIN);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), 0);
+	ck_assert_ptr_eq(acc, req);
+	ck_assert_uint_eq(acc->state, XSEG_RS_ACCEPTED);
+	ck_assert_int_eq(memcmp(acc->target, "obj-1", 5), 0);
+	ck_assert_uint_eq(acc->offset, 4096);
+	ck_assert_uint_ge(acc->ts_accepted, acc->ts_submitted);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), -EAGAIN);
+	req->serviced = 1000;
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(xseg_receive(seg, client, &rep), 0);
+	ck_assert_ptr_eq(rep, req);
+	ck_assert_uint_eq(rep->state, XSEG_RS_RECEIVED);
+	ck_assert_int_eq(rep->error, 0);
+	ck_assert_uint_eq(rep->serviced, 1000);
+	ck_assert_uint_eq(rep->user, 0x1234);
+	ck_assert_uint_ge(rep->ts_responded, rep->ts_accepted);
+	ck_assert_uint_ge(rep->ts_received, rep->ts_responded);
+
+	/* Reuse without put: a failed answer this time. */
+	ck_assert_int_eq(xseg_prep_request(seg, req, 5, 10), 0);
+	req->op = XSEG_OP_READ;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	ck_assert_uint_gt(req->id, id1);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), 0);
+	ck_assert_int_eq(xseg_respond(seg, acc, EIO), 0);
+	ck_assert_int_eq(xseg_receive(seg, client, &rep), 0);
+	ck_assert_int_eq(rep->error, EIO);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	ck_assert_uint_eq(req->state, XSEG_RS_FREE);
+
+	ck_assert_int_eq(xseg_port_info(seg, client, &pi), 0);
+	ck_assert_uint_eq(pi.sent, 2);
+	ck_assert_uint_eq(pi.received, 2);
+	ck_assert_uint_eq(pi.free_depth, 1);
+	ck_assert_int_eq(xseg_port_info(seg, 0, &pi), 0);
+	ck_assert_uint_eq(pi.accepted, 2);
+	ck_assert_uint_eq(pi.served, 1);
+	ck_assert_uint_eq(pi.failed, 1);
+	ck_assert_uint_eq(pi.request_depth, 0);
+	ck_assert_uint_eq(all_free_requests(seg), 64);
+
+	/* The cached request comes back first. */
+	ck_assert_int_eq(xseg_get_request(seg, client, &rep), 0);
+	ck_assert_ptr_eq(rep, req);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+START_TEST(test_bad_inputs)
+{
+	struct xseg_request *req, *acc, fake;
+	uint32_t client, free0;
+	struct xseg *seg;
+
+	seg = mkseg("bad", NULL);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+
+	/* get */
+	ck_assert_int_eq(xseg_get_request(seg, 99, &req), -EINVAL);
+	ck_assert_int_eq(xseg_get_request(seg, client, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_get_request(seg, 2, &req), -EPERM);
+	free0 = all_free_requests(seg);
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+
+	/* prep */
+	ck_assert_int_eq(xseg_prep_request(seg, req, XSEG_MAX_TARGETLEN + 1, 0),
+			 -EINVAL);
+	ck_assert_uint_eq(req->state, XSEG_RS_ALLOCATED);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 3, 0), 0);
+	req->op = XSEG_OP_PING;
+
+	/* submit */
+	ck_assert_int_eq(xseg_submit(seg, req, 99), -EINVAL);
+	ck_assert_int_eq(xseg_submit(seg, req, 1), -ENXIO); /* unbound */
+	ck_assert_uint_eq(req->state, XSEG_RS_PREPARED);
+	ck_assert_uint_eq(req->holder, client);
+	ck_assert_int_eq(xseg_submit(seg, NULL, 0), -EINVAL);
+	memset(&fake, 0, sizeof(fake));
+	ck_assert_int_eq(xseg_submit(seg, &fake, 0), -EINVAL);
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	ck_assert_int_eq(xseg_submit(seg, req, 0), -EINVAL);   /* twice */
+	ck_assert_int_eq(xseg_put_request(seg, req), -EINVAL); /* queued */
+	ck_assert_int_eq(xseg_respond(seg, req, 0), -EINVAL);  /* queued */
+
+	/* accept / respond / forward */
+	ck_assert_int_eq(xseg_accept(seg, 99, &acc), -EINVAL);
+	ck_assert_int_eq(xseg_accept(seg, 1, &acc), -EPERM);
+	ck_assert_int_eq(xseg_accept(seg, 0, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), 0);
+	ck_assert_int_eq(xseg_respond(seg, acc, -EIO), -EINVAL);
+	ck_assert_int_eq(xseg_forward(seg, acc, 0), -EINVAL); /* to itself */
+	ck_assert_int_eq(xseg_forward(seg, acc, 99), -EINVAL);
+	ck_assert_int_eq(xseg_forward(seg, acc, 1), -ENXIO);
+	ck_assert_uint_eq(acc->state, XSEG_RS_ACCEPTED);
+	ck_assert_uint_eq(acc->holder, 0);
+	ck_assert_int_eq(xseg_put_request(seg, acc), -EINVAL);
+	ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	ck_assert_int_eq(xseg_respond(seg, acc, 0), -EINVAL); /* twice */
+
+	/* receive / put */
+	ck_assert_int_eq(xseg_receive(seg, 99, &acc), -EINVAL);
+	ck_assert_int_eq(xseg_receive(seg, 0, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_receive(seg, 2, &acc), -EPERM);
+	ck_assert_int_eq(xseg_receive(seg, client, &acc), 0);
+	ck_assert_int_eq(xseg_put_request(seg, &fake), -EINVAL);
+	ck_assert_int_eq(xseg_put_request(seg, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_put_request(seg, (void *)((char *)req + 64)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_put_request(seg, req), 0);
+	ck_assert_int_eq(xseg_put_request(seg, req), -EALREADY);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 0), -EINVAL);
+	ck_assert_int_eq(xseg_submit(seg, req, 0), -EINVAL);
+	ck_assert_uint_eq(all_free_requests(seg), free0);
+
+	/* routing */
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 0), -EINVAL);
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 99), -EINVAL);
+	ck_assert_int_eq(xseg_set_path_next(seg, 99, 0), -EINVAL);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 99), -EINVAL);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 0), XSEG_NOPORT);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 99), XSEG_NOPORT);
+
+	/* waits */
+	ck_assert_int_eq(xseg_wait(seg, 99, 0), -EINVAL);
+	ck_assert_int_eq(xseg_wait_reply(seg, 99, 0, &acc), -EINVAL);
+	ck_assert_int_eq(xseg_wait_reply(seg, client, 0, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_port_info(seg, 99, NULL), -EINVAL);
+	xseg_leave(seg);
+}
+END_TEST
+
+START_TEST(test_pool_exhaustion)
+{
+	struct xseg_request *reqs[8], *extra;
+	struct xseg_config cfg;
+	uint32_t client;
+	struct xseg *seg;
+
+	xseg_config_default(&cfg);
+	cfg.size = 4ULL << 20;
+	cfg.nr_static_ports = 1;
+	cfg.nr_dynamic_ports = 2;
+	cfg.nr_requests = 8;
+	cfg.free_cache = 2;
+	seg = mkseg_cfg("pool", &cfg, NULL);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(xseg_get_request(seg, client, &reqs[i]), 0);
+	ck_assert_int_eq(xseg_get_request(seg, client, &extra), -ENOMEM);
+	ck_assert_uint_eq(free_requests(seg), 0);
+	/* Recovery: what is put back is usable again, by this port (via
+	 * its free cache) and beyond the cache via the pool. */
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(xseg_put_request(seg, reqs[i]), 0);
+	ck_assert_uint_eq(all_free_requests(seg), 8);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(xseg_get_request(seg, client, &reqs[i]), 0);
+	ck_assert_int_eq(xseg_get_request(seg, client, &extra), -ENOMEM);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(xseg_put_request(seg, reqs[i]), 0);
+	/* Releasing the port empties its free cache into the pool. */
+	ck_assert_int_eq(xseg_release_port(seg, client), 0);
+	ck_assert_uint_eq(free_requests(seg), 8);
+	xseg_leave(seg);
+}
+END_TEST
+
+START_TEST(test_data_resize)
+{
+	struct xseg_request *req;
+	struct xseg_info info0, info;
+	uint64_t off, cap;
+	uint32_t client;
+	struct xseg *seg;
+	char *d;
+
+	seg = mkseg("resize", NULL);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_ptr_null(xseg_request_data(seg, req));
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	ck_assert_uint_eq(req->data_off, 0); /* no data, no buffer */
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 100), 0);
+	ck_assert_uint_eq(req->data_cap, 4096);
+	off = req->data_off;
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 4096), 0);
+	ck_assert_uint_eq(req->data_off, off); /* fits: kept */
+	xseg_info(seg, &info0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 10000), 0);
+	ck_assert_uint_eq(req->data_cap, 16384);
+	ck_assert_uint_ne(req->data_off, off);
+	d = xseg_request_data(seg, req);
+	ck_assert_ptr_nonnull(d);
+	memset(d, 1, 10000);
+	ck_assert_int_eq(xseg_validate_request(seg, req), -EOPNOTSUPP);
+	req->op = XSEG_OP_WRITE;
+	ck_assert_int_eq(xseg_validate_request(seg, req), 0);
+
+	/* Heap exhaustion: -ENOMEM, request untouched. */
+	off = req->data_off;
+	cap = req->data_cap;
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 1ULL << 30), -ENOMEM);
+	ck_assert_uint_eq(req->data_off, off);
+	ck_assert_uint_eq(req->data_cap, cap);
+	ck_assert_uint_eq(req->size, 10000);
+	ck_assert_uint_eq(req->op, XSEG_OP_WRITE);
+
+	/* put frees a buffer above default_data_size. */
+	ck_assert_int_eq(xseg_put_request(seg, req), 0);
+	ck_assert_uint_eq(req->data_off, 0);
+	xseg_info(seg, &info);
+	ck_assert_uint_lt(info.heap_allocated, info0.heap_allocated + 16384);
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 10), 0);
+	ck_assert_int_eq(xseg_put_request(seg, req), 0);
+	/* ... and keeps a default-sized one. */
+	ck_assert_uint_eq(req->data_cap, 4096);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+static int start_echo(const char *name, uint32_t port, pid_t *pid)
+{
+	static struct xtu_echo_opts o; /* copied into the child by fork */
+
+	o = (struct xtu_echo_opts){.segname = name, .port = port};
+	*pid = xtu_fork(xtu_echo_server, &o);
+	return *pid > 0 ? 0 : (int)*pid;
+}
+
+static bool port_alive_cond(void *arg)
+{
+	struct xseg **segp = arg;
+
+	return xseg_port_alive(*segp, 0) == 1;
+}
+
+START_TEST(test_lifecycle_mp)
+{
+	struct xseg_request *req, *rep;
+	uint32_t client;
+	struct xseg *seg;
+	const char *name;
+	pid_t server;
+
+	seg = mkseg("lifemp", &name);
+	ck_assert_int_eq(start_echo(name, 0, &server), 0);
+	ck_assert_int_eq(xtu_wait_until(port_alive_cond, &seg, 10000), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	for (int i = 0; i < 2000; i++) {
+		ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+		ck_assert_int_eq(xseg_prep_request(seg, req, 4, 512), 0);
+		memcpy(req->target, "obj1", 4);
+		req->op = i % 2 ? XSEG_OP_READ : XSEG_OP_WRITE;
+		req->offset = (uint64_t)i * 512;
+		req->user = (uint64_t)i;
+		ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+		ck_assert_int_eq(xseg_wait_reply(seg, client, 10000 * MS, &rep),
+				 0);
+		ck_assert_ptr_eq(rep, req);
+		ck_assert_uint_eq(rep->user, (uint64_t)i);
+		ck_assert_int_eq(rep->error, 0);
+		ck_assert_uint_eq(rep->serviced, 512);
+		if (rep->op == XSEG_OP_READ) {
+			unsigned char *d = xseg_request_data(seg, rep);
+
+			for (int j = 0; j < 512; j++)
+				ck_assert_uint_eq(d[j],
+						  xtu_pattern(rep->offset, j));
+		}
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	/* A failed answer travels back with its errno. */
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 6, 0), 0);
+	memcpy(req->target, "fail:x", 6);
+	req->op = XSEG_OP_DELETE;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	ck_assert_int_eq(xseg_wait_reply(seg, client, 10000 * MS, &rep), 0);
+	ck_assert_int_eq(rep->error, EIO);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	ck_assert_int_eq(xtu_kill(server, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(server, 10000), 128 + SIGKILL);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* Each case breaks one rule of xseg_validate_request. */
+static void break_op0(struct xseg *s, struct xseg_request *r)
+{
+	r->op = XSEG_OP_NONE;
+}
+static void break_op_unknown(struct xseg *s, struct xseg_request *r)
+{
+	r->op = XSEG_OP_COUNT + 3;
+}
+static void break_targetlen0(struct xseg *s, struct xseg_request *r)
+{
+	r->targetlen = 0;
+}
+static void break_targetlen_big(struct xseg *s, struct xseg_request *r)
+{
+	r->targetlen = XSEG_MAX_TARGETLEN + 1;
+}
+static void break_overflow(struct xseg *s, struct xseg_request *r)
+{
+	r->offset = UINT64_MAX - 10;
+	r->size = 100;
+}
+static void break_size(struct xseg *s, struct xseg_request *r)
+{
+	r->size = r->data_cap + 1;
+}
+static void break_flags(struct xseg *s, struct xseg_request *r)
+{
+	r->flags = 1u << 9;
+}
+static void break_data_off_low(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off = 64;
+}
+static void break_data_off_high(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off = s->size + 4096;
+}
+static void break_data_cap(struct xseg *s, struct xseg_request *r)
+{
+	r->data_cap = UINT64_MAX - 4;
+}
+static void break_data_end(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off = s->size - 64;
+	r->data_cap = 128;
+	r->size = 0;
+}
+static void break_cap_without_buffer(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off = 0;
+	r->size = 0;
+}
+static void break_info_small(struct xseg *s, struct xseg_request *r)
+{
+	r->op = XSEG_OP_INFO;
+	r->data_off = 0;
+	r->data_cap = 0;
+	r->size = 0;
+}
+static void break_copy_src(struct xseg *s, struct xseg_request *r)
+{
+	struct xseg_request_copy *c = xseg_request_data(s, r);
+
+	r->op = XSEG_OP_COPY;
+	c->src_targetlen = 0;
+}
+
+START_TEST(test_validation_mp)
+{
+	static const struct {
+		const char *what;
+		void (*brk)(struct xseg *, struct xseg_request *);
+		int err;
+	} cases[] = {
+	    {"op 0", break_op0, EOPNOTSUPP},
+	    {"unknown op", break_op_unknown, EOPNOTSUPP},
+	    {"targetlen 0", break_targetlen0, EINVAL},
+	    {"targetlen 256", break_targetlen_big, EINVAL},
+	    {"offset+size overflow", break_overflow, EINVAL},
+	    {"size > buffer", break_size, EINVAL},
+	    {"unknown flag", break_flags, EINVAL},
+	    {"buffer below heap", break_data_off_low, EINVAL},
+	    {"buffer beyond segment", break_data_off_high, EINVAL},
+	    {"capacity overflow", break_data_cap, EINVAL},
+	    {"buffer past the end", break_data_end, EINVAL},
+	    {"capacity without buffer", break_cap_without_buffer, EINVAL},
+	    {"INFO without buffer", break_info_small, EINVAL},
+	    {"COPY without source", break_copy_src, EINVAL},
+	};
+	const size_t n = sizeof(cases) / sizeof(cases[0]);
+	struct xseg_request *req, *rep;
+	struct xseg_port_info pi;
+	uint32_t client;
+	struct xseg *seg;
+	const char *name;
+	pid_t server;
+
+	seg = mkseg("valid", &name);
+	ck_assert_int_eq(start_echo(name, 0, &server), 0);
+	ck_assert_int_eq(xtu_wait_until(port_alive_cond, &seg, 10000), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	for (size_t i = 0; i <= n; i++) {
+		ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+		ck_assert_int_eq(
+		    xseg_prep_request(seg, req, 3,
+				      sizeof(struct xseg_request_copy)),
+		    0);
+		memcpy(req->target, "obj", 3);
+		req->op = XSEG_OP_READ;
+		req->flags = XSEG_F_FUA | (1u << 20); /* peer bits pass */
+		uint64_t off = req->data_off, cap = req->data_cap;
+		if (i < n)
+			cases[i].brk(seg, req);
+		ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+		ck_assert_int_eq(xseg_wait_reply(seg, client, 10000 * MS, &rep),
+				 0);
+		ck_assert_ptr_eq(rep, req);
+		if (i < n) {
+			ck_assert_msg(rep->error == cases[i].err,
+				      "%s: error %d, expected %d",
+				      cases[i].what, rep->error, cases[i].err);
+			ck_assert_uint_eq(rep->serviced, 0);
+		} else {
+			/* The server survived all of the above. */
+			ck_assert_int_eq(rep->error, 0);
+			ck_assert_uint_eq(rep->serviced, rep->size);
+		}
+		/* Restore what the case broke before returning it. */
+		req->data_off = off;
+		req->data_cap = cap;
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_int_eq(xseg_port_info(seg, 0, &pi), 0);
+	ck_assert_uint_eq(pi.rejected, n);
+	ck_assert_uint_eq(pi.accepted, 1);
+	ck_assert_int_eq(xseg_port_alive(seg, 0), 1);
+
+	/* Pure checks in this process too. */
+	ck_assert_int_eq(xseg_validate_request(seg, NULL), -EINVAL);
+	xtu_kill(server, SIGKILL);
+	xtu_wait(server, 10000);
+	xseg_leave(seg);
+}
+END_TEST
+
+START_TEST(test_redirect_forward_local)
+{
+	struct xseg_request *req, *acc, *rep;
+	uint32_t client;
+	struct xseg *seg;
+
+	seg = mkseg("route", NULL);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "store"), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "cache"), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 1), 0);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 0), 1);
+
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	ck_assert_uint_eq(req->dst, 0);
+	ck_assert_uint_eq(req->effective_dst, 1);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), -EAGAIN);
+	ck_assert_int_eq(xseg_accept(seg, 1, &acc), 0);
+	/* The cache passes it to the store it sits in front of. */
+	ck_assert_int_eq(xseg_forward(seg, acc, acc->dst), 0);
+	ck_assert_int_eq(xseg_accept(seg, 1, &acc), -EAGAIN);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), 0);
+	ck_assert_uint_eq(acc->src, client);
+	ck_assert_uint_eq(acc->effective_dst, 0);
+	ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	ck_assert_int_eq(xseg_receive(seg, client, &rep), 0);
+	ck_assert_int_eq(rep->error, 0);
+
+	/* Unplug: new requests go straight to the store. */
+	ck_assert_int_eq(xseg_clear_path_next(seg, 0), 0);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 0), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_prep_request(seg, rep, 1, 0), 0);
+	rep->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, rep, 0), 0);
+	ck_assert_uint_eq(rep->effective_dst, 0);
+	ck_assert_int_eq(xseg_accept(seg, 0, &acc), 0);
+	ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	ck_assert_int_eq(xseg_receive(seg, client, &rep), 0);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+
+	/* A redirect to an unbound port refuses new requests. */
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 2), 0);
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), -ENXIO);
+	ck_assert_int_eq(xseg_put_request(seg, req), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+struct kick_arg {
+	const char *name;
+	uint32_t port;
+};
+
+static int child_kick(void *arg)
+{
+	struct kick_arg *ka = arg;
+	struct xseg *seg;
+
+	if (xseg_join(ka->name, &seg, NULL, 0))
+		return 1;
+	usleep(50 * 1000);
+	xseg_kick(seg, ka->port);
+	xseg_leave(seg);
+	return 0;
+}
+
+START_TEST(test_wait_timeout_kick)
+{
+	struct xseg_request *req, *rep;
+	struct kick_arg ka;
+	uint32_t client;
+	struct xseg *seg;
+	const char *name;
+	uint64_t t0;
+	pid_t pid;
+
+	seg = mkseg("wait", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	ck_assert_int_eq(xseg_wait(seg, 0, 0), -ETIMEDOUT);
+	ck_assert_int_eq(xseg_wait(seg, 0, 20 * MS), -ETIMEDOUT);
+	xseg_set_spin(seg, 5 * MS);
+	ck_assert_int_eq(xseg_wait(seg, 0, 20 * MS), -ETIMEDOUT);
+	ck_assert_int_eq(xseg_wait(seg, 0, 2 * MS), -ETIMEDOUT);
+	xseg_set_spin(seg, 0);
+	ck_assert_int_eq(xseg_wait_reply(seg, client, 20 * MS, &rep),
+			 -ETIMEDOUT);
+
+	/* Pending work: no wait at all. */
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	ck_assert_int_eq(xseg_wait(seg, 0, 0), 0);
+	ck_assert_int_eq(xseg_wait(seg, 0, XSEG_WAIT_FOREVER), 0);
+	ck_assert_int_eq(xseg_accept(seg, 0, &req), 0);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(xseg_wait(seg, client, 0), 0);
+	ck_assert_int_eq(xseg_wait_reply(seg, client, 0, &rep), 0);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+
+	/* A kick from another process ends an endless wait. */
+	ka = (struct kick_arg){name, 0};
+	pid = xtu_fork(child_kick, &ka);
+	t0 = xtu_now_ms();
+	ck_assert_int_eq(xseg_wait(seg, 0, 30000 * MS), 0);
+	ck_assert_uint_lt(xtu_now_ms() - t0, 29000);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+struct dead_client_arg {
+	const char *name;
+	int n;
+};
+
+/* Submit n requests to port 0, keep two prepared, then die. */
+static int child_dead_client(void *arg)
+{
+	struct dead_client_arg *a = arg;
+	struct xseg_request *req;
+	struct xseg *seg;
+	uint32_t port;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_alloc_port(seg, "doomed", &port))
+		return 1;
+	for (int i = 0; i < a->n + 2; i++) {
+		if (xseg_get_request(seg, port, &req) ||
+		    xseg_prep_request(seg, req, 1, 100))
+			return 2;
+		req->target[0] = 'x';
+		req->op = XSEG_OP_READ;
+		if (i < a->n && xseg_submit(seg, req, 0))
+			return 3;
+	}
+	_exit(0);
+}
+
+START_TEST(test_reap_dead_client)
+{
+	struct dead_client_arg a;
+	struct xseg_reap_stats st;
+	struct xseg_request *acc[16];
+	struct xseg *seg;
+	const char *name;
+	pid_t pid;
+	unsigned n;
+
+	seg = mkseg("deadcl", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	a = (struct dead_client_arg){name, 6};
+	pid = xtu_fork(child_dead_client, &a);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	/* Accept half before the reap, answer after it. */
+	n = xseg_accept_batch(seg, 0, acc, 3);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(xseg_reap(seg, &st), 1);
+	ck_assert_uint_eq(st.ports_reclaimed, 1);
+	ck_assert_uint_eq(st.requests_freed, 2); /* the prepared ones */
+	ck_assert_int_eq(xseg_reap(seg, &st), 0);
+	n += xseg_accept_batch(seg, 0, acc + 3, 13);
+	ck_assert_uint_eq(n, 6);
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(xseg_respond(seg, acc[i], 0), 0);
+	/* Nobody to answer to: every request is back in the pool. */
+	ck_assert_uint_eq(all_free_requests(seg), 64);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+static int child_big_reader(void *arg)
+{
+	const char *name = arg;
+	struct xseg_request *req, *rep;
+	struct xseg *seg;
+	uint32_t port;
+	char *d;
+
+	if (xseg_join(name, &seg, NULL, 0) ||
+	    xseg_alloc_port(seg, "reader", &port))
+		return 1;
+	if (xseg_get_request(seg, port, &req) ||
+	    xseg_prep_request(seg, req, 3, 8192))
+		return 2;
+	if (req->data_off < (3ULL << 30) / 2)
+		return 3; /* the third buffer lies beyond 2 GiB */
+	d = xseg_request_data(seg, req);
+	memcpy(req->target, "big", 3);
+	req->op = XSEG_OP_READ;
+	req->offset = 5;
+	if (xseg_submit(seg, req, 0) ||
+	    xseg_wait_reply(seg, port, 10000 * MS, &rep) || rep->error)
+		return 4;
+	for (int i = 0; i < 8192; i++)
+		if ((unsigned char)d[i] != xtu_pattern(5, i))
+			return 5;
+	xseg_put_request(seg, rep);
+	xseg_release_port(seg, port);
+	xseg_leave(seg);
+	return 0;
+}
+
+START_TEST(test_segment_3gib)
+{
+	struct xseg_request *r1, *r2, *acc;
+	struct xseg_config cfg;
+	struct xseg_info info;
+	uint32_t client;
+	struct xseg *seg;
+	const char *name;
+	pid_t pid;
+
+	xseg_config_default(&cfg);
+	cfg.size = 3ULL << 30;
+	seg = mkseg_cfg("big", &cfg, &name);
+	xseg_info(seg, &info);
+	ck_assert_uint_gt(info.heap_bytes, 2ULL << 30);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	/* Two 1 GiB buffers (only their headers are touched) push the next
+	 * allocation past 2 GiB. */
+	ck_assert_int_eq(xseg_get_request(seg, client, &r1), 0);
+	ck_assert_int_eq(xseg_get_request(seg, client, &r2), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, r1, 1, 1ULL << 30), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, r2, 1, 1ULL << 30), 0);
+	ck_assert_uint_eq(r2->data_cap, 1ULL << 30);
+	r2->target[0] = 'b';
+	r2->op = XSEG_OP_WRITE;
+	ck_assert_int_eq(xseg_validate_request(seg, r2), 0);
+
+	pid = xtu_fork(child_big_reader, (void *)name);
+	/* Serve the child's read from here. */
+	uint64_t deadline = xtu_now_ms() + 20000;
+	while (xseg_accept(seg, 0, &acc) == -EAGAIN) {
+		ck_assert_uint_lt(xtu_now_ms(), deadline);
+		xseg_wait(seg, 0, 100 * MS);
+	}
+	ck_assert_uint_gt(acc->data_off, 2ULL << 30);
+	unsigned char *d = xseg_request_data(seg, acc);
+	for (uint64_t i = 0; i < acc->size; i++)
+		d[i] = xtu_pattern(acc->offset, i);
+	acc->serviced = acc->size;
+	ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	ck_assert_int_eq(xtu_wait(pid, 20000), 0);
+	ck_assert_int_eq(xseg_put_request(seg, r1), 0);
+	ck_assert_int_eq(xseg_put_request(seg, r2), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+static Suite *xseg_suite(void)
+{
+	Suite *s = suite_create("xseg");
+	TCase *tc = tcase_create("segment");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_join_leave);
+	tcase_add_test(tc, test_create_errors);
+	tcase_add_test(tc, test_join_checks);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ports");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_static_ports);
+	tcase_add_test(tc, test_dynamic_ports);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("requests");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_lifecycle_local);
+	tcase_add_test(tc, test_bad_inputs);
+	tcase_add_test(tc, test_pool_exhaustion);
+	tcase_add_test(tc, test_data_resize);
+	tcase_add_test(tc, test_lifecycle_mp);
+	tcase_add_test(tc, test_validation_mp);
+	tcase_add_test(tc, test_redirect_forward_local);
+	tcase_add_test(tc, test_wait_timeout_kick);
+	tcase_add_test(tc, test_reap_dead_client);
+	tcase_add_test(tc, test_segment_3gib);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	xtu_init();
+	sr = srunner_create(xseg_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xseg ports: bind, allocate, release, liveness, redirects, statistics.
+ *
+ * A port changes owner only by CAS on its owner word; taking a port always
+ * goes through "self | RECLAIM" and a cleanup of whatever the previous
+ * owner left, so a new owner never sees its predecessor's requests or
+ * replies (see reaper.c).
+ */
+#include "xseg_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XSEG_BIND_WAIT_NS (1000ULL * 1000 * 1000)
+
+/* Take port for this process. wait: if another live process is reclaiming
+ * it, wait up to a second for it to finish. */
+static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
+		      bool wait)
+{
+	struct xseg_port *p = seg->ports[port].port;
+	struct xseg_reap_stats st = {0};
+	uint64_t self = seg->self_owner, claim = self | XSEG_OWNER_RECLAIM;
+	uint64_t deadline = xseg_now_ns() + XSEG_BIND_WAIT_NS, o;
+	uint32_t gen;
+	bool scan;
+
+	for (;;) {
+		o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+		if (o == self)
+			return -EALREADY;
+		if (o == claim)
+			return -EBUSY; /* another thread of ours reclaims it */
+		if (o == 0) {
+			scan = false;
+		} else if (xseg_owner_alive(o)) {
+			if ((o & XSEG_OWNER_RECLAIM) && wait &&
+			    xseg_now_ns() < deadline) {
+				usleep(1000);
+				continue;
+			}
+			return -EBUSY;
+		} else {
+			scan = true; /* its owner died: it may hold requests */
+		}
+		if (__atomic_compare_exchange_n(&p->owner, &o, claim, false,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	xseg_port_cleanup(seg, port, scan, &st);
+	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+	memset(p->peer_type, 0, sizeof(p->peer_type));
+	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
+	/* Ids: 24 bits of the generation above a 40-bit sequence. */
+	__atomic_store_n(&p->id_next, ((uint64_t)(gen & 0xffffff) << 40) | 1,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->owner, self, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
+{
+	if (!peer_type || port >= seg->nr_static)
+		return -EINVAL;
+	xseg_self_identity(seg);
+	return claim_port(seg, port, peer_type, true);
+}
+
+int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port)
+{
+	if (!peer_type || !port)
+		return -EINVAL;
+	xseg_self_identity(seg);
+	for (uint32_t i = seg->nr_static; i < seg->nr_ports; i++) {
+		uint64_t o = __atomic_load_n(&seg->ports[i].port->owner,
+					     __ATOMIC_RELAXED);
+
+		/* Skip ports owned by us without asking /proc. */
+		if ((o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
+			continue;
+		if (claim_port(seg, i, peer_type, false) == 0) {
+			*port = i;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+int xseg_release_port(struct xseg *seg, uint32_t port)
+{
+	struct xseg_reap_stats st = {0};
+	uint64_t self, o;
+	struct xseg_port *p;
+
+	if (port >= seg->nr_ports)
+		return -EINVAL;
+	p = seg->ports[port].port;
+	self = seg->self_owner;
+	o = self;
+	if (self == 0 || !__atomic_compare_exchange_n(
+			     &p->owner, &o, self | XSEG_OWNER_RECLAIM, false,
+			     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return -EPERM;
+	xseg_port_cleanup(seg, port, true, &st);
+	__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int xseg_port_alive(struct xseg *seg, uint32_t port)
+{
+	uint64_t o;
+
+	if (port >= seg->nr_ports)
+		return -EINVAL;
+	o = __atomic_load_n(&seg->ports[port].port->owner, __ATOMIC_ACQUIRE);
+	return o ? xseg_owner_alive(o) : 0;
+}
+
+int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
+{
+	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
+		return -EINVAL;
+	__atomic_store_n(&seg->ports[port].port->path_next, next,
+			 __ATOMIC_RELEASE);
+	return 0;
+}
+
+int xseg_clear_path_next(struct xseg *seg, uint32_t port)
+{
+	if (port >= seg->nr_ports)
+		return -EINVAL;
+	__atomic_store_n(&seg->ports[port].port->path_next, XSEG_NOPORT,
+			 __ATOMIC_RELEASE);
+	return 0;
+}
+
+uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port)
+{
+	if (port >= seg->nr_ports)
+		return XSEG_NOPORT;
+	return __atomic_load_n(&seg->ports[port].port->path_next,
+			       __ATOMIC_ACQUIRE);
+}
+
+static uint64_t rd(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
+{
+	struct xseg_port_local *pl;
+	struct xseg_port *p;
+	uint64_t o;
+
+	if (!info || port >= seg->nr_ports)
+		return -EINVAL;
+	pl = &seg->ports[port];
+	p = pl->port;
+	memset(info, 0, sizeof(*info));
+	o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	info->port = port;
+	info->dynamic = port >= seg->nr_static;
+	info->bound = o != 0;
+	info->alive = o != 0 && xseg_owner_alive(o) == 1;
+	info->reclaiming = (o & XSEG_OWNER_RECLAIM) != 0;
+	info->owner_pid = xseg_owner_pid(o);
+	info->owner_start = xseg_owner_start(o);
+	info->generation = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+	info->path_next = __atomic_load_n(&p->path_next, __ATOMIC_RELAXED);
+	if (o)
+		memcpy(info->peer_type, p->peer_type, sizeof(p->peer_type));
+	info->peer_type[XSEG_PEER_TYPE_LEN - 1] = '\0';
+	info->sent = rd(&p->sent);
+	info->received = rd(&p->received);
+	info->accepted = rd(&p->accepted);
+	info->served = rd(&p->served);
+	info->failed = rd(&p->failed);
+	info->rejected = rd(&p->rejected);
+	info->forwarded = rd(&p->forwarded);
+	info->reaped = rd(&p->reaped);
+	info->request_depth = xq_count(pl->reqq);
+	info->reply_depth = xq_count(pl->replyq);
+	info->free_depth = pl->freeq ? xq_count(pl->freeq) : 0;
+	return 0;
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xseg signaling: futex words in the segment, spin-then-sleep waits.
+ *
+ * Protocol (per port: futex_seq, sleepers; both 32-bit words in the segment)
+ *   waiter:   sleepers += 1 (seq_cst RMW); v = futex_seq; re-check queues;
+ *             FUTEX_WAIT(futex_seq, v); sleepers -= 1
+ *   signaler: enqueue (seq_cst CAS inside xq); s = sleepers (seq_cst RMW);
+ *             if s: futex_seq += 1; FUTEX_WAKE(futex_seq, all)
+ * Either the signaler's read of sleepers comes after the waiter's increment
+ * in the single order of seq_cst operations, and it bumps the word (the
+ * waiter's FUTEX_WAIT then returns at once or is woken), or it comes before
+ * it, and then the enqueue precedes the waiter's re-check, which sees the
+ * request. No wake-up can be lost. RMWs stand in for fences because
+ * ThreadSanitizer does not model fences.
+ *
+ * The shared futex ops (not FUTEX_PRIVATE) are needed: the waiters and
+ * signalers are different processes with different mappings.
+ */
+#include "xseg_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XSEG_WAIT_REQ	 1u
+#define XSEG_WAIT_REPLY	 2u
+#define XSEG_REAP_PERIOD (100ULL * 1000 * 1000)
+#define XSEG_SPIN_BATCH	 32
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+static int futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+{
+	struct timespec ts, *tp = NULL;
+
+	if (timeout_ns != XSEG_WAIT_FOREVER) {
+		ts.tv_sec = (time_t)(timeout_ns / 1000000000ULL);
+		ts.tv_nsec = (long)(timeout_ns % 1000000000ULL);
+		tp = &ts;
+	}
+	/* FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC). */
+	if (syscall(SYS_futex, addr, FUTEX_WAIT, val, tp, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+static void futex_wake_all(uint32_t *addr)
+{
+	int saved = errno;
+
+	syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	errno = saved;
+}
+
+static bool has_work(const struct xseg_port_local *pl, unsigned mask)
+{
+	return ((mask & XSEG_WAIT_REQ) && xq_count(pl->reqq)) ||
+	       ((mask & XSEG_WAIT_REPLY) && xq_count(pl->replyq));
+}
+
+void xseg_signal(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port *p;
+
+	if (port >= seg->nr_ports)
+		return;
+	p = seg->ports[port].port;
+	if (__atomic_fetch_add(&p->sleepers, 0, __ATOMIC_SEQ_CST) == 0)
+		return;
+	__atomic_fetch_add(&p->futex_seq, 1, __ATOMIC_SEQ_CST);
+	futex_wake_all(&p->futex_seq);
+}
+
+void xseg_kick(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port *p;
+
+	if (port >= seg->nr_ports)
+		return;
+	p = seg->ports[port].port;
+	__atomic_fetch_add(&p->futex_seq, 1, __ATOMIC_SEQ_CST);
+	futex_wake_all(&p->futex_seq);
+}
+
+static uint64_t deadline_after(uint64_t now, uint64_t timeout_ns)
+{
+	if (timeout_ns == XSEG_WAIT_FOREVER || timeout_ns > UINT64_MAX - now)
+		return UINT64_MAX;
+	return now + timeout_ns;
+}
+
+static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		     unsigned mask)
+{
+	struct xseg_port_local *pl;
+	struct xseg_port *p;
+	uint64_t now, deadline;
+	uint32_t seq0, v;
+	int rc;
+
+	if (port >= seg->nr_ports)
+		return -EINVAL;
+	pl = &seg->ports[port];
+	p = pl->port;
+	if (has_work(pl, mask))
+		return 0;
+	if (timeout_ns == 0)
+		return -ETIMEDOUT;
+	now = xseg_now_ns();
+	deadline = deadline_after(now, timeout_ns);
+	seq0 = __atomic_load_n(&p->futex_seq, __ATOMIC_SEQ_CST);
+
+	if (seg->spin_ns) {
+		uint64_t end = deadline_after(now, seg->spin_ns);
+
+		if (end > deadline)
+			end = deadline;
+		for (;;) {
+			for (int i = 0; i < XSEG_SPIN_BATCH; i++) {
+				if (has_work(pl, mask))
+					return 0;
+				cpu_relax();
+			}
+			now = xseg_now_ns();
+			if (now >= end)
+				break;
+		}
+		if (now >= deadline)
+			return has_work(pl, mask) ? 0 : -ETIMEDOUT;
+	}
+
+	for (;;) {
+		__atomic_fetch_add(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+		v = __atomic_load_n(&p->futex_seq, __ATOMIC_SEQ_CST);
+		/* A changed word means a signal or kick since we started. */
+		if (v != seq0 || has_work(pl, mask)) {
+			__atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+			return 0;
+		}
+		now = xseg_now_ns();
+		if (now >= deadline) {
+			__atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+			return -ETIMEDOUT;
+		}
+		rc = futex_wait(&p->futex_seq, v,
+				deadline == UINT64_MAX ? XSEG_WAIT_FOREVER
+						       : deadline - now);
+		__atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+		if (rc == -EINTR)
+			return -EINTR;
+		if (rc != -ETIMEDOUT)
+			return 0; /* woken, or the word changed (EAGAIN) */
+		if (has_work(pl, mask))
+			return 0;
+		if (xseg_now_ns() >= deadline)
+			return -ETIMEDOUT;
+	}
+}
+
+int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
+{
+	return wait_mask(seg, port, timeout_ns,
+			 XSEG_WAIT_REQ | XSEG_WAIT_REPLY);
+}
+
+int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		    struct xseg_request **reqp)
+{
+	uint64_t now, deadline, next_reap, until;
+	int rc;
+
+	if (!reqp || port >= seg->nr_ports)
+		return -EINVAL;
+	now = xseg_now_ns();
+	deadline = deadline_after(now, timeout_ns);
+	next_reap = now + XSEG_REAP_PERIOD;
+	for (;;) {
+		rc = xseg_receive(seg, port, reqp);
+		if (rc != -EAGAIN)
+			return rc;
+		now = xseg_now_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (now >= next_reap) {
+			/* The peer holding our request may have died: its
+			 * reclaim fails the request back to us. */
+			xseg_reap(seg, NULL);
+			next_reap = xseg_now_ns() + XSEG_REAP_PERIOD;
+			continue;
+		}
+		until = deadline < next_reap ? deadline : next_reap;
+		rc = wait_mask(seg, port, until - now, XSEG_WAIT_REPLY);
+		if (rc == -EINTR || rc == -EINVAL)
+			return rc;
+	}
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef XSEG_INTERNAL_H
+#define XSEG_INTERNAL_H
+/*
+ * libxseg internals: the segment layout in shared memory and the
+ * process-local handle. Exposed to the library's own sources and to its
+ * tests (which corrupt headers on purpose); not for other modules.
+ * docs/protocol.md describes the layout.
+ */
+#include "xseg.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "xheap.h"
+#include "xobj.h"
+#include "xq.h"
+
+#define XSEG_HEADER_SIZE 4096u
+#define XSEG_ALIGN	 64u
+#define XSEG_NAME_MAX	 251 /* "/" + 250 characters + NUL */
+
+/*
+ * Owner word of a port (one 64-bit word, changed only by CAS):
+ *   0                                   free
+ *   start32 << 32 | pid                 owned by a live or dead process
+ *   start32 << 32 | RECLAIM | pid       being cleaned up by that process
+ * pid is at most 2^22 on Linux, so bit 31 is free for the flag. start32 is
+ * the low 32 bits of the process start time (clock ticks since boot, field
+ * 22 of /proc/PID/stat): a recycled pid has another start time.
+ */
+#define XSEG_OWNER_RECLAIM (1ULL << 31)
+#define XSEG_OWNER_PIDMASK 0x7fffffffULL
+
+static inline pid_t xseg_owner_pid(uint64_t owner)
+{
+	return (pid_t)(owner & XSEG_OWNER_PIDMASK);
+}
+
+static inline uint32_t xseg_owner_start(uint64_t owner)
+{
+	return (uint32_t)(owner >> 32);
+}
+
+/* Immutable part first (covered by the checksum), then mutable words. */
+struct xseg_shared_header {
+	uint64_t magic; /* written last at creation (release) */
+	uint32_t version;
+	uint32_t header_size;
+	uint32_t sizeof_request; /* sizes of this build's shared structs */
+	uint32_t sizeof_port;
+	uint32_t sizeof_header;
+	uint32_t max_targetlen;
+
+	uint64_t size;
+	uint32_t nr_static_ports;
+	uint32_t nr_dynamic_ports;
+	uint32_t nr_requests;
+	uint32_t free_cache;
+	uint64_t default_data_size;
+	uint32_t queue_capacity;
+	uint32_t reserved0;
+
+	uint64_t nonce;
+	uint64_t ports_off;	   /* port table */
+	uint64_t queues_off;	   /* per port: request q, reply q, free q */
+	uint64_t queue_bytes;	   /* bytes of one request/reply queue */
+	uint64_t free_queue_bytes; /* bytes of one free queue (0: none) */
+	uint64_t pool_off;	   /* xobj pool of requests */
+	uint64_t pool_bytes;
+	uint64_t heap_off; /* xheap of data buffers */
+	uint64_t heap_bytes;
+
+	uint64_t checksum; /* FNV-1a 64 of the bytes from version to here */
+
+	/* Mutable: source of port generations (and request id epochs). */
+	_Alignas(64) uint32_t epoch;
+};
+
+struct xseg_port {
+	/* line 0: read by every submit/accept/respond, written rarely */
+	_Alignas(64) uint64_t owner; /* see XSEG_OWNER_* */
+	uint32_t gen;		     /* new at every bind and reclaim */
+	uint32_t path_next;	     /* redirect target or XSEG_NOPORT */
+	uint64_t reqq_off;	     /* segment offsets of the queues */
+	uint64_t replyq_off;
+	uint64_t freeq_off; /* 0 when free_cache == 0 */
+	uint32_t number;
+	uint32_t dynamic;
+
+	/* line 1: identity, written at bind */
+	_Alignas(64) char peer_type[XSEG_PEER_TYPE_LEN];
+
+	/* line 2: the futex word, bumped only when a sleeper is registered,
+	 * so spinning waiters' reads of it are not disturbed per signal */
+	_Alignas(64) uint32_t futex_seq;
+
+	/* line 3: registered sleepers; every signal does an RMW on it */
+	_Alignas(64) uint32_t sleepers;
+
+	/* line 4: server-side counters, written by the owner only */
+	_Alignas(64) uint64_t accepted;
+	uint64_t served;
+	uint64_t failed;
+	uint64_t rejected;
+	uint64_t forwarded;
+	uint64_t reaped;
+
+	/* line 5: client-side counters and the id sequence, owner only */
+	_Alignas(64) uint64_t sent;
+	uint64_t received;
+	uint64_t id_next;
+};
+
+/* Process-local view of one port: pointers into this mapping. */
+struct xseg_port_local {
+	struct xseg_port *port;
+	struct xq *reqq;
+	struct xq *replyq;
+	struct xq *freeq; /* NULL when free_cache == 0 */
+};
+
+struct xseg {
+	char *base;
+	uint64_t size;
+	struct xseg_shared_header *hdr;
+	struct xseg_port_local *ports;
+	uint32_t nr_ports;
+	uint32_t nr_static;
+	uint32_t nr_requests;
+	uint64_t default_data_size;
+	struct xobj_pool *pool;
+	struct xheap *heap;
+	uint64_t heap_off; /* segment offset of the heap block */
+	uint64_t heap_bytes;
+	uint64_t self_owner; /* owner word of this process (0: unknown) */
+	pid_t self_pid;
+	uint64_t spin_ns;
+	bool timestamps;
+	char name[XSEG_NAME_MAX];
+};
+
+/* Layout computed from a configuration: used by create and, to check the
+ * recorded offsets, by join. */
+struct xseg_layout {
+	uint64_t ports_off, queues_off, queue_bytes, free_queue_bytes;
+	uint64_t pool_off, pool_bytes, heap_off, heap_bytes;
+	uint32_t queue_capacity;
+};
+
+/* segment.c */
+int xseg_compute_layout(const struct xseg_config *cfg, struct xseg_layout *lay);
+uint64_t xseg_header_checksum(const struct xseg_shared_header *hdr);
+int xseg_self_identity(struct xseg *seg);
+uint32_t xseg_new_generation(struct xseg *seg);
+/* Start time (field 22 of /proc/PID/stat) and state (field 3). Returns 0,
+ * or -ESRCH if the process does not exist. */
+int xseg_proc_stat(pid_t pid, uint64_t *start, char *state);
+
+/* reaper.c */
+/* 1 alive, 0 dead (owner word, flags ignored) */
+int xseg_owner_alive(uint64_t owner);
+/* Reclaim a port whose owner word the caller has just set to
+ * self|RECLAIM. scan: also scan the pool for requests the previous owner
+ * held. Leaves the owner word as it is (the caller stores the final one). */
+void xseg_port_cleanup(struct xseg *seg, uint32_t port, bool scan,
+		       struct xseg_reap_stats *st);
+
+/* request.c */
+/* Fail req (held by a port being cleaned up, or invalid) back to its
+ * source with error err, or free it if nobody can receive the reply.
+ * counter_port: whose counters to bump (XSEG_NOPORT: none). Returns true if
+ * a reply was queued, false if the request was freed. */
+bool xseg_fail_back(struct xseg *seg, struct xseg_request *req, int err,
+		    uint32_t counter_port);
+/* Return a request to the global pool regardless of caches. */
+void xseg_free_to_pool(struct xseg *seg, struct xseg_request *req);
+
+static inline uint64_t xseg_load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline uint32_t xseg_load32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void xseg_count(uint64_t *counter)
+{
+	__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
+static inline bool xseg_owned_by_self(const struct xseg *seg, uint32_t port)
+{
+	return port < seg->nr_ports && seg->self_owner != 0 &&
+	       __atomic_load_n(&seg->ports[port].port->owner,
+			       __ATOMIC_RELAXED) == seg->self_owner;
+}
+
+#endif /* XSEG_INTERNAL_H */

@@ -14,7 +14,10 @@
  * - A process opens a segment with xseg_create or xseg_join and gets a
  *   process-local handle (struct xseg). One handle may be shared by all
  *   threads of the process; every call below is thread-safe unless it says
- *   otherwise.
+ *   otherwise. A handle is not meant to cross fork(): the child should
+ *   xseg_join on its own (the fast paths identify "this process" by an
+ *   identity cached in the handle, which only bind, alloc and reap
+ *   refresh).
  * - A port is a mailbox owned by one process: a request queue (requests
  *   addressed to it), a reply queue (answers to requests it sent) and a free
  *   queue (a small cache of free requests for that port, so get/put rarely

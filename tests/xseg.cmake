@@ -1,0 +1,5 @@
+# libxseg tests. xseg_testutil: helpers for multi-process tests on private
+# segments (also used by the peer framework's tests).
+ac_library(xseg_testutil
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/xseg_testutil.c DEPS xseg)
+ac_test(test_xseg SOURCES test_xseg.c DEPS xseg xseg_testutil TIMEOUT 300)

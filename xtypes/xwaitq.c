@@ -56,9 +56,15 @@ int xwaitq_signal(struct xwaitq *wq)
 	 * before its predicate call, so at least one of the two sees the
 	 * other (store-buffer pattern with full fences on both sides).
 	 */
+#if defined(AC_TSAN)
+	/* TSan does not model fences; a seq_cst RMW is as strong here. */
+	if (__atomic_fetch_add(&wq->nr_queued, 0, __ATOMIC_SEQ_CST) == 0)
+		return 0;
+#else
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&wq->nr_queued, __ATOMIC_SEQ_CST) == 0)
 		return 0;
+#endif
 	for (;;) {
 		pthread_mutex_lock(&wq->lock);
 		job = wq->head;

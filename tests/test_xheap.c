@@ -309,6 +309,34 @@ START_TEST(test_stats_consistency_random)
 }
 END_TEST
 
+/* A free list holding a buffer whose header says it is allocated (memory
+ * scribbled over) is refused with -EIO, never handed out. The test copies
+ * one buffer header over another: it knows only that the 64 bytes before a
+ * buffer are its header. */
+START_TEST(test_corrupted_free_list_is_eio)
+{
+	struct xheap *h = new_heap(1 << 20);
+	uint64_t x, y, off = 99;
+	char *px, *py;
+
+	ck_assert_int_eq(xheap_alloc(h, 4096, &x), 4096);
+	ck_assert_int_eq(xheap_alloc(h, 4096, &y), 4096);
+	px = xheap_ptr(h, x);
+	py = xheap_ptr(h, y);
+	ck_assert_int_eq(xheap_free(h, x), 0);
+	memcpy(px - 64, py - 64, 64); /* x now looks like an allocated y */
+	ck_assert_int_eq(xheap_alloc(h, 4096, &off), -EIO);
+	ck_assert_uint_eq(off, 99);
+	/* x is out of circulation and no longer passes for a buffer. */
+	ck_assert_int_eq(xheap_free(h, x), -EINVAL);
+	ck_assert_int_eq(xheap_alloc(h, 4096, &off), 4096);
+	ck_assert_uint_ne(off, x);
+	ck_assert_int_eq(xheap_free(h, off), 0);
+	ck_assert_int_eq(xheap_free(h, y), 0);
+	free_heap();
+}
+END_TEST
+
 /* Write and check a few bytes at both ends of a buffer: enough to prove the
  * offset arithmetic without populating gigabytes. */
 static void touch(struct xheap *h, uint64_t off, uint64_t size, char v)
@@ -447,6 +475,7 @@ int main(void)
 	tcase_add_test(tc, test_reuse_per_class);
 	tcase_add_test(tc, test_exhaustion_changes_nothing);
 	tcase_add_test(tc, test_stats_consistency_random);
+	tcase_add_test(tc, test_corrupted_free_list_is_eio);
 	tcase_add_test(tc, test_arena_beyond_4gib);
 	tcase_add_test(tc, test_arena_index_limit);
 	suite_add_tcase(s, tc);

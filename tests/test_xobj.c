@@ -203,6 +203,35 @@ START_TEST(test_fifo_reuse_and_not_zeroed_on_get)
 }
 END_TEST
 
+/* White box: the state bytes are the count bytes of the 64-byte-aligned
+ * part just before object 0 (the layout xobj.h describes). Scribbling over
+ * them must make get and put refuse, never hand out an object twice. */
+static uint8_t *state_byte(struct xobj_pool *p, uint32_t count, uint32_t i)
+{
+	return (uint8_t *)xobj_ptr(p, 0) - ((count + 63) & ~63u) + i;
+}
+
+START_TEST(test_corrupted_state_is_refused)
+{
+	struct xobj_pool *p = new_pool(4, 64);
+	uint32_t idx = 99, first, i;
+
+	for (i = 0; i < 4; i++)
+		ck_assert_uint_eq(*state_byte(p, 4, i), 'F'); /* layout */
+	/* Pool FIFO: index 0 comes out first. Make it look allocated. */
+	*state_byte(p, 4, 0) = 'A';
+	ck_assert_int_eq(xobj_get(p, &idx), -EIO);
+	ck_assert_uint_eq(idx, 99);
+	ck_assert_int_eq(xobj_get(p, &first), 0);
+	ck_assert_uint_eq(first, 1);
+	/* A state byte that is neither free nor allocated: put refuses. */
+	*state_byte(p, 4, 1) = 0;
+	ck_assert_int_eq(xobj_put(p, 1), -EINVAL);
+	ck_assert_uint_eq(*state_byte(p, 4, 1), 0);
+	free_pool();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("xobj");
@@ -217,6 +246,7 @@ int main(void)
 	tcase_add_test(tc, test_put_refuses_bad_and_double);
 	tcase_add_test(tc, test_ptr_and_index_bounds);
 	tcase_add_test(tc, test_fifo_reuse_and_not_zeroed_on_get);
+	tcase_add_test(tc, test_corrupted_state_is_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -487,8 +487,8 @@ static int noop_init(struct peer *p)
 			return -rc;
 		n->delay_started = true;
 	}
-	peer_info("noop: info size %" PRIu64 ", read fill %s%s%s", n->info_size,
-		  n->pattern < 0 ? "none" : "pattern",
+	peer_info("info size %" PRIu64 ", read fill %s%s%s", n->info_size,
+		  n->pattern < 0 ? "none" : (n->pattern ? "pattern" : "zeroes"),
 		  n->store ? ", storing writes" : "",
 		  n->delay_ns ? ", delayed completion" : "");
 	return 0;
@@ -525,7 +525,7 @@ static void noop_stats(struct peer *p)
 	pthread_mutex_lock(&n->delay_lock);
 	uint64_t delayed = n->delayed_total;
 	pthread_mutex_unlock(&n->delay_lock);
-	peer_info("stats: noop: stored objects %" PRIu64 " bytes %" PRIu64
+	peer_info("stats: noop stored objects %" PRIu64 " bytes %" PRIu64
 		  " delayed completions %" PRIu64,
 		  objects, bytes, delayed);
 }

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Peer framework tests, through the noop peer running as a real process on
+ * a private segment: handlers are called, invalid requests are refused and
+ * the peer keeps serving, graceful shutdown with requests in flight
+ * completes them and releases the port, SIGUSR1 logs statistics without
+ * disturbing service, daemon mode with a pid file, usage errors.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_peer_run.h"
+#include "xseg_testutil.h"
+
+#define SEC 1000000000ULL
+
+struct env {
+	struct xseg *seg;
+	const char *name;
+	struct tpr_client cli;
+	pid_t peer;
+	char *log;
+};
+
+/* Create a segment and start noop on static port 1 with extra options. */
+static void env_start(struct env *e, const char *tag, const char *const *extra)
+{
+	const char *argv[32] = {"noop", "-g", NULL, "-p", "1", "-v", "debug"};
+	int n = 7;
+
+	e->name = tpr_segment(tag, &e->seg);
+	ck_assert_ptr_nonnull(e->name);
+	argv[2] = e->name;
+	while (extra && *extra)
+		argv[n++] = *extra++;
+	argv[n] = NULL;
+	e->log = tpr_tmpfile(tag);
+	e->peer = tpr_start(argv, e->log);
+	ck_assert_int_gt(e->peer, 0);
+	ck_assert_msg(tpr_wait_port(e->seg, 1, 10000) == 0,
+		      "noop did not bind port 1: %s", tpr_slurp(e->log));
+	ck_assert_int_eq(tpr_client_open(&e->cli, e->name), 0);
+}
+
+/* Stop noop with SIGTERM and check it exits 0 and frees its port. */
+static void env_stop(struct env *e)
+{
+	tpr_client_close(&e->cli);
+	ck_assert_int_eq(xtu_kill(e->peer, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e->peer, 20000), 0);
+	ck_assert_int_eq(tpr_wait_port_free(e->seg, 1, 1000), 0);
+	xseg_leave(e->seg);
+}
+
+START_TEST(handlers_called)
+{
+	const char *extra[] = {"-t",	      "2",     "--pattern", "171",
+			       "--info-size", "12345", NULL};
+	struct env e;
+	struct xseg_request *req;
+	unsigned char *d;
+
+	env_start(&e, "handlers", extra);
+	/* READ fills the pattern and reports the bytes */
+	ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, XSEG_OP_READ, "obj", 4096,
+				       4096, 4096, &req),
+			 0);
+	ck_assert_uint_eq(req->serviced, 4096);
+	d = xseg_request_data(e.cli.seg, req);
+	for (int i = 0; i < 4096; i++)
+		ck_assert_uint_eq(d[i], 171);
+	xseg_put_request(e.cli.seg, req);
+	/* INFO reports the configured size */
+	ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, XSEG_OP_INFO, "obj", 0, 0,
+				       sizeof(struct xseg_reply_info), &req),
+			 0);
+	ck_assert_uint_eq(
+	    ((struct xseg_reply_info *)xseg_request_data(e.cli.seg, req))->size,
+	    12345);
+	xseg_put_request(e.cli.seg, req);
+	/* every other op succeeds */
+	static const uint16_t ops[] = {XSEG_OP_WRITE, XSEG_OP_FLUSH,
+				       XSEG_OP_DELETE, XSEG_OP_PING};
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		uint64_t sz = ops[i] == XSEG_OP_WRITE ? 512 : 0;
+		ck_assert_int_eq(
+		    tpr_roundtrip(&e.cli, 1, ops[i], "obj", 0, sz, sz, &req),
+		    0);
+		xseg_put_request(e.cli.seg, req);
+	}
+	ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, XSEG_OP_HASH, "obj", 0, 0,
+				       sizeof(struct xseg_reply_hash), &req),
+			 0);
+	xseg_put_request(e.cli.seg, req);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(invalid_refused)
+{
+	struct env e;
+	struct xseg_request *req;
+	struct xseg_port_info pi;
+
+	env_start(&e, "invalid", NULL);
+	/* unknown op */
+	ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, 77, "obj", 0, 0, 0, &req),
+			 EOPNOTSUPP);
+	xseg_put_request(e.cli.seg, req);
+	/* READ larger than its buffer */
+	ck_assert_int_eq(xseg_get_request(e.cli.seg, e.cli.port, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(e.cli.seg, req, 3, 4096), 0);
+	memcpy(req->target, "obj", 3);
+	req->op = XSEG_OP_READ;
+	req->size = req->data_cap + 1;
+	ck_assert_int_eq(xseg_submit(e.cli.seg, req, 1), 0);
+	struct xseg_request *rep;
+	ck_assert_int_eq(xseg_wait_reply(e.cli.seg, e.cli.port, 10 * SEC, &rep),
+			 0);
+	ck_assert_int_eq(rep->error, EINVAL);
+	xseg_put_request(e.cli.seg, rep);
+	/* offset + size overflow */
+	ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, XSEG_OP_READ, "obj",
+				       UINT64_MAX - 10, 4096, 4096, &req),
+			 EINVAL);
+	xseg_put_request(e.cli.seg, req);
+	/* READ without a target */
+	ck_assert_int_eq(
+	    tpr_roundtrip(&e.cli, 1, XSEG_OP_READ, NULL, 0, 512, 512, &req),
+	    EINVAL);
+	xseg_put_request(e.cli.seg, req);
+	/* the peer keeps serving */
+	ck_assert_int_eq(xseg_port_alive(e.seg, 1), 1);
+	ck_assert_int_eq(
+	    tpr_roundtrip(&e.cli, 1, XSEG_OP_PING, NULL, 0, 0, 0, &req), 0);
+	xseg_put_request(e.cli.seg, req);
+	ck_assert_int_eq(xseg_port_info(e.seg, 1, &pi), 0);
+	ck_assert_uint_ge(pi.rejected, 3);
+	env_stop(&e);
+}
+END_TEST
+
+/* Requests the peer has accepted when SIGTERM arrives are completed
+ * (served, not failed), the peer exits 0 and its port is free. */
+START_TEST(graceful_shutdown_inflight)
+{
+	const char *extra[] = {"--delay", "300ms", "-t", "2", NULL};
+	enum { N = 16 };
+	struct xseg_request *reqs[N], *rep;
+	struct xseg_port_info pi;
+	struct env e;
+	int served = 0;
+
+	env_start(&e, "shutdown", extra);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(
+		    xseg_get_request(e.cli.seg, e.cli.port, &reqs[i]), 0);
+		ck_assert_int_eq(xseg_prep_request(e.cli.seg, reqs[i], 3, 512),
+				 0);
+		memcpy(reqs[i]->target, "obj", 3);
+		reqs[i]->op = XSEG_OP_READ;
+		ck_assert_int_eq(xseg_submit(e.cli.seg, reqs[i], 1), 0);
+	}
+	/* wait until all are accepted (held by the delay) */
+	for (int t = 0; t < 5000; t++) {
+		ck_assert_int_eq(xseg_port_info(e.seg, 1, &pi), 0);
+		if (pi.accepted >= N)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_eq(pi.accepted, N);
+	ck_assert_uint_eq(pi.served, 0);
+	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(e.cli.seg, e.cli.port, 10 * SEC, &rep), 0);
+		served += rep->error == 0;
+		xseg_put_request(e.cli.seg, rep);
+	}
+	ck_assert_int_eq(served, N);
+	ck_assert_int_eq(xtu_wait(e.peer, 20000), 0);
+	ck_assert_int_eq(tpr_wait_port_free(e.seg, 1, 1000), 0);
+	char *log = tpr_slurp(e.log);
+	ck_assert_msg(strstr(log, "shutting down: 16 request(s) in flight"),
+		      "%s", log);
+	ck_assert_msg(strstr(log, "port 1 released"), "%s", log);
+	free(log);
+	/* a new peer can bind the port again */
+	const char *argv[] = {"noop", "-g", e.name, "-p", "1", NULL};
+	pid_t again = tpr_start(argv, e.log);
+	ck_assert_int_eq(tpr_wait_port(e.seg, 1, 10000), 0);
+	ck_assert_int_eq(xtu_kill(again, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(again, 20000), 0);
+	tpr_client_close(&e.cli);
+	xseg_leave(e.seg);
+}
+END_TEST
+
+START_TEST(sigusr1_stats)
+{
+	struct env e;
+	struct xseg_request *req;
+
+	env_start(&e, "usr1", NULL);
+	for (int i = 0; i < 200; i++) {
+		if (i % 20 == 0)
+			ck_assert_int_eq(xtu_kill(e.peer, SIGUSR1), 0);
+		ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, XSEG_OP_READ, "o", 0,
+					       512, 512, &req),
+				 0);
+		xseg_put_request(e.cli.seg, req);
+	}
+	ck_assert_int_eq(xseg_port_alive(e.seg, 1), 1);
+	/* the last dump is in the log once it mentions some reads */
+	char *log = NULL;
+	for (int t = 0; t < 2000; t++) {
+		free(log);
+		log = tpr_slurp(e.log);
+		if (strstr(log, "stats: port 1 counters"))
+			break;
+		usleep(1000);
+	}
+	ck_assert_msg(strstr(log, "stats: port 1 up"), "%s", log);
+	ck_assert_msg(strstr(log, "stats: by op (accepted/failed): read="),
+		      "%s", log);
+	ck_assert_msg(strstr(log, "stats: noop stored"), "%s", log);
+	free(log);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(dynamic_port)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("dyn", &seg);
+	char *log = tpr_tmpfile("dyn");
+	const char *argv[] = {"noop", "-g", name, "-p", "dynamic", NULL};
+	pid_t pid = tpr_start(argv, log);
+	struct xseg_port_info pi;
+	uint32_t found = XSEG_NOPORT;
+
+	for (int t = 0; t < 5000 && found == XSEG_NOPORT; t++) {
+		for (uint32_t p = 8; p < 16; p++)
+			if (xseg_port_info(seg, p, &pi) == 0 && pi.alive &&
+			    !strcmp(pi.peer_type, "noop"))
+				found = p;
+		usleep(1000);
+	}
+	ck_assert_uint_ne(found, XSEG_NOPORT);
+	struct tpr_client c;
+	struct xseg_request *req;
+	ck_assert_int_eq(tpr_client_open(&c, name), 0);
+	ck_assert_int_eq(
+	    tpr_roundtrip(&c, found, XSEG_OP_PING, NULL, 0, 0, 0, &req), 0);
+	xseg_put_request(c.seg, req);
+	tpr_client_close(&c);
+	ck_assert_int_eq(xtu_kill(pid, SIGINT), 0);
+	ck_assert_int_eq(xtu_wait(pid, 20000), 0);
+	ck_assert_int_eq(tpr_wait_port_free(seg, found, 1000), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* --daemon returns once the peer serves; the pid file names it and is
+ * removed at shutdown; a second instance with the same pid file fails. */
+START_TEST(daemon_pidfile)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("daemon", &seg);
+	char *pidfile = tpr_tmpfile("pid");
+	const char *argv[] = {"noop",	  "-g",	       name,	"-p", "2",
+			      "--daemon", "--pidfile", pidfile, NULL};
+	char *err = NULL;
+	long pid;
+
+	ck_assert_int_eq(tpr_run(argv, NULL, &err, 20000), 0);
+	free(err);
+	char *txt = tpr_slurp(pidfile);
+	pid = atol(txt);
+	free(txt);
+	ck_assert_int_gt(pid, 1);
+	ck_assert_int_eq(xseg_port_alive(seg, 2), 1);
+	/* second instance on another port, same pid file */
+	const char *argv2[] = {"noop",	   "-g",	name,	 "-p", "3",
+			       "--daemon", "--pidfile", pidfile, NULL};
+	int rc = tpr_run(argv2, NULL, &err, 20000);
+	kill((pid_t)pid, SIGTERM); /* not our child: clean up first */
+	ck_assert_int_eq(rc, 1);
+	ck_assert_msg(strstr(err, "locked by a running peer"), "%s", err);
+	free(err);
+	for (int t = 0; t < 20000 && access(pidfile, F_OK) == 0; t++)
+		usleep(1000);
+	ck_assert_int_ne(access(pidfile, F_OK), 0);
+	ck_assert_int_eq(tpr_wait_port_free(seg, 2, 5000), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* Bad usage exits 2 with a one-line reason; a missing segment exits 1. */
+START_TEST(usage_errors)
+{
+	static const struct {
+		const char *argv[8];
+		int status;
+		const char *msg;
+	} cases[] = {
+	    {{"noop", "--help", NULL}, 0, NULL},
+	    {{"noop", "--version", NULL}, 0, NULL},
+	    {{"noop", "--bogus", NULL}, 2, "unknown option '--bogus'"},
+	    {{"noop", "-p", "1", NULL}, 2, "no segment given"},
+	    {{"noop", "-g", "x", NULL}, 2, "no port given"},
+	    {{"noop", "-g", "x", "-p", "one", NULL}, 2, "bad port 'one'"},
+	    {{"noop", "-g", "x", "-p", "1", "-t", "0", NULL},
+	     2,
+	     "bad thread count"},
+	    {{"noop", "-g", "x", "-p", "1", "--info-size", "z", NULL},
+	     2,
+	     "bad value 'z' for --info-size"},
+	    {{"noop", "-g", "x", "-p", "1", "extra", NULL},
+	     2,
+	     "unexpected argument 'extra'"},
+	    {{"noop", "-g", "x", "-p", "1", "-g", NULL}, 2, "needs a value"},
+	    {{"noop", "-g", "/tpr-no-such-segment", "-p", "1", NULL},
+	     1,
+	     "tpr-no-such-segment"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *out = NULL, *err = NULL;
+		int rc = tpr_run(cases[i].argv, &out, &err, 20000);
+
+		ck_assert_msg(rc == cases[i].status, "case %zu: status %d: %s",
+			      i, rc, err);
+		if (cases[i].msg)
+			ck_assert_msg(strstr(err, cases[i].msg), "case %zu: %s",
+				      i, err);
+		if (i == 0)
+			ck_assert_ptr_nonnull(strstr(out, "--segment"));
+		if (i == 1)
+			ck_assert_ptr_nonnull(strstr(out, "noop"));
+		free(out);
+		free(err);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("peer");
+	TCase *tc = tcase_create("noop");
+	SRunner *sr;
+	int failed;
+
+	xtu_init();
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, handlers_called);
+	tcase_add_test(tc, invalid_refused);
+	tcase_add_test(tc, graceful_shutdown_inflight);
+	tcase_add_test(tc, sigusr1_stats);
+	tcase_add_test(tc, dynamic_port);
+	tcase_add_test(tc, daemon_pidfile);
+	tcase_add_test(tc, usage_errors);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

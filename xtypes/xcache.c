@@ -294,10 +294,15 @@ static struct xcache_entry *
 xcache_evicted_find_locked(struct xcache *c, const struct xcache_key *key,
 			   uint64_t hash)
 {
+	struct cds_list_head *head = xcache_ev_bucket(c, hash), *pos;
 	struct xcache_entry *e;
 
-	cds_list_for_each_entry(e, xcache_ev_bucket(c, hash), link)
-	{
+	/*
+	 * Not cds_list_for_each_entry: it forms an entry pointer from the
+	 * list head itself, which UBSan rightly flags as misaligned.
+	 */
+	for (pos = head->next; pos != head; pos = pos->next) {
+		e = cds_list_entry(pos, struct xcache_entry, link);
 		if (e->hash == hash && e->name_len == key->len &&
 		    memcmp(e->name, key->name, key->len) == 0)
 			return e;

@@ -333,6 +333,18 @@ START_TEST(test_corrupted_free_list_is_eio)
 	ck_assert_uint_ne(off, x);
 	ck_assert_int_eq(xheap_free(h, off), 0);
 	ck_assert_int_eq(xheap_free(h, y), 0);
+
+	/* A zeroed header on a free list: popping it is -EIO, and the list
+	 * head it leaves behind (block index 0, the heap header) is refused
+	 * with -EIO instead of being followed outside the arena. */
+	ck_assert_int_eq(xheap_alloc(h, 256, &x), 256);
+	ck_assert_int_eq(xheap_free(h, x), 0);
+	memset((char *)xheap_ptr(h, x) - 64, 0, 64);
+	ck_assert_int_eq(xheap_alloc(h, 256, &off), -EIO);
+	ck_assert_int_eq(xheap_alloc(h, 256, &off), -EIO);
+	/* Other classes are unaffected. */
+	ck_assert_int_eq(xheap_alloc(h, 512, &off), 512);
+	ck_assert_int_eq(xheap_free(h, off), 0);
 	free_heap();
 }
 END_TEST

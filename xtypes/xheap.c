@@ -38,6 +38,10 @@
 #define XHEAP_MAX_CLASS	  40u /* 1 TiB */
 #define XHEAP_NCLASSES	  (XHEAP_MAX_CLASS + 1)
 #define XHEAP_EMPTY	  0xFFFFFFFFu /* free-list end / empty head index */
+/* Returned by pop for a head that names no possible block (memory scribbled
+ * over). Never a block index: a block there could not fit below
+ * XHEAP_MAX_MEM. */
+#define XHEAP_CORRUPT 0xFFFFFFFEu
 /* Block indexes are 32-bit counts of 64-byte units from the heap start, and
  * XHEAP_EMPTY is reserved: the heap block may not extend beyond this. */
 #define XHEAP_MAX_MEM ((uint64_t)XHEAP_EMPTY * XHEAP_UNIT)
@@ -140,7 +144,9 @@ int xheap_init(struct xheap *heap, size_t mem_size)
 	return 0;
 }
 
-/* Pop a block from class c, or return XHEAP_EMPTY. */
+/* Pop a block from class c, or return XHEAP_EMPTY, or XHEAP_CORRUPT if the
+ * head names no block of the arena (checked so that a scribbled-over heap
+ * makes alloc fail instead of reading outside the heap). */
 static uint32_t xheap_pop(struct xheap *heap, unsigned c)
 {
 	struct xheap_class *cl = &heap->cls[c];
@@ -152,6 +158,10 @@ static uint32_t xheap_pop(struct xheap *heap, unsigned c)
 		idx = (uint32_t)head;
 		if (idx == XHEAP_EMPTY)
 			return XHEAP_EMPTY;
+		if ((uint64_t)idx * XHEAP_UNIT < heap->arena_off ||
+		    (uint64_t)idx * XHEAP_UNIT + 2 * XHEAP_UNIT >
+			heap->arena_off + heap->arena_size)
+			return XHEAP_CORRUPT;
 		/* The block may be popped and reused by someone else right
 		 * now; then next is stale and the tag makes the CAS fail. The
 		 * header is never user memory, so reading it is harmless. */
@@ -171,6 +181,11 @@ static void xheap_push(struct xheap *heap, unsigned c, uint32_t idx)
 	struct xheap_block *b = xheap_block_at(heap, idx);
 	uint64_t head, newhead;
 
+	/* Counter first, list second (pop: list first, counter second): the
+	 * counter never falls below what the list holds, so a reader never
+	 * sees it wrap below zero, and a process killed between the two steps
+	 * of either leaves it one buffer high (that buffer is lost). */
+	__atomic_fetch_add(&cl->free_bytes, (uint64_t)1 << c, __ATOMIC_RELAXED);
 	head = __atomic_load_n(&cl->head, __ATOMIC_RELAXED);
 	do {
 		__atomic_store_n(&b->next, (uint32_t)head, __ATOMIC_RELAXED);
@@ -180,7 +195,6 @@ static void xheap_push(struct xheap *heap, unsigned c, uint32_t idx)
 	} while (!__atomic_compare_exchange_n(&cl->head, &head, newhead, true,
 					      __ATOMIC_RELEASE,
 					      __ATOMIC_RELAXED));
-	__atomic_fetch_add(&cl->free_bytes, (uint64_t)1 << c, __ATOMIC_RELAXED);
 }
 
 /* Carve a fresh block of class c, or return XHEAP_EMPTY when the arena is
@@ -227,6 +241,8 @@ int64_t xheap_alloc(struct xheap *heap, size_t size, uint64_t *off)
 		return -EINVAL;
 
 	idx = xheap_pop(heap, c);
+	if (idx == XHEAP_CORRUPT)
+		return -EIO;
 	if (idx == XHEAP_EMPTY)
 		idx = xheap_carve(heap, c);
 	if (idx == XHEAP_EMPTY)

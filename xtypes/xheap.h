@@ -58,9 +58,11 @@ int xheap_init(struct xheap *heap, size_t mem_size);
  * buffer's offset and the usable size is returned (> 0). Returns -ENOMEM
  * (the class's free list is empty and the uncarved arena is too small), or
  * -EINVAL (size 0, or so large that its class plus header cannot fit even an
- * empty arena), or -EIO (the heap is corrupted: the free list held a buffer
- * that was not free). Lock-free: one CAS on the class's free-list head, or
- * on the carve offset when the list is empty. */
+ * empty arena), or -EIO (the heap memory was scribbled over: the class's
+ * free list held a buffer that was not free, which is then left out, or
+ * named no buffer of the arena, which makes that class fail from then on
+ * rather than read outside the heap). Lock-free: one CAS on the class's
+ * free-list head, or on the carve offset when the list is empty. */
 int64_t xheap_alloc(struct xheap *heap, size_t size, uint64_t *off);
 
 /* Free the buffer at off. 0, -EINVAL (not a buffer of this heap: outside
@@ -83,8 +85,9 @@ uint64_t xheap_off(struct xheap *heap, const void *ptr);
  *   carved_bytes == allocated_bytes + header_bytes + sum(free_list_bytes)
  * where allocated_bytes also counts buffers leaked by killed processes. A
  * process killed between a free-list change and its counter update leaves
- * free_list_bytes of that class off by one buffer (the heap itself stays
- * sound; only the statistics are off).
+ * free_list_bytes of that class one buffer high: the lost buffer is counted
+ * as free (the heap itself stays sound; only the statistics are off). Each
+ * counter is at least what its list holds at every instant.
  * Under concurrent use the fields are read one by one (not a snapshot). */
 struct xheap_stats {
 	uint64_t arena_bytes;	      /* total arena */

@@ -10,6 +10,15 @@
  * (CPython's "key = NULL" in the entries array), so iteration is a scan for
  * set bits and never needs a deleted flag inside the record.
  *
+ * Slot tags: a slot is as wide as CPython would make it (1, 2, 4 or 8
+ * bytes by table size), but a unit position rarely needs all its bits; the
+ * spare high bits below the sign hold the top bits of the key's hash. A
+ * probe that meets another key's slot then usually rejects it from the tag
+ * alone instead of loading that key's record, which in a table larger than
+ * the caches is a memory miss saved for about a third of all lookups (the
+ * mean successful probe count at our load is ~1.4). Tiny tables get no tag
+ * bits, which is harmless as their records are in cache anyway.
+ *
  * Integer records do not store the hash: comparing the 64-bit key costs the
  * same as comparing a stored hash, and recomputing the mixer on growth is
  * cheaper than 8 more bytes per record (a third more memory, so more cache
@@ -47,6 +56,9 @@ struct xhash {
 	uint64_t *live;	 /* bit per dense unit: a live record starts here */
 	uint64_t mask;	 /* index slots - 1 */
 	unsigned slot_shift;
+	unsigned unit_bits;  /* low bits of a slot: dense unit position */
+	unsigned tag_rshift; /* (hash >> 1) >> tag_rshift = the slot tag */
+	uint64_t unit_mask;
 	unsigned unit_words;  /* words per unit: 2 (int) or 1 (str) */
 	uint64_t used_units;  /* dense units appended since the last growth */
 	uint64_t cap_units;   /* dense capacity in units */
@@ -233,6 +245,24 @@ static unsigned xh_slot_shift_for(uint64_t cap_units)
 	return 3;
 }
 
+static inline uint64_t xh_tag(const struct xhash *h, uint64_t hash)
+{
+	/* two shifts: tag_rshift is 63 when there are no tag bits */
+	return (hash >> 1) >> h->tag_rshift;
+}
+
+static inline int64_t xh_slot_value(const struct xhash *h, uint64_t hash,
+				    uint64_t unit)
+{
+	return (int64_t)(xh_tag(h, hash) << h->unit_bits | unit);
+}
+
+/* Dense unit held by a slot that holds a live record. */
+static inline uint64_t xh_slot_unit(const struct xhash *h, uint64_t i)
+{
+	return (uint64_t)xh_slot_get(h, i) & h->unit_mask;
+}
+
 static inline uint64_t *xh_rec(const struct xhash *h, uint64_t unit)
 {
 	return h->dense + unit * h->unit_words;
@@ -264,30 +294,37 @@ static inline uint64_t xh_rec_hash(const struct xhash *h, uint64_t unit)
 
 /*
  * Probe loops, one instance per slot width so the hot loop has no width
- * switch. They return the slot position holding the key, or -1 when an
- * empty slot ends the probe sequence. The load limit guarantees an empty
- * slot exists, so the loops terminate.
+ * switch. They return the key's record and its slot position in *slot, or
+ * NULL when an empty slot ends the probe sequence. The load limit guarantees an
+ * empty slot exists, so the loops terminate.
  */
 #define XH_PROBE(T, MATCH)                                                     \
 	do {                                                                   \
 		const T *ix = h->index;                                        \
 		uint64_t mask = h->mask, i = hash & mask, perturb = hash;      \
+		uint64_t tag = xh_tag(h, hash), umask = h->unit_mask;          \
+		unsigned ubits = h->unit_bits;                                 \
 		for (;;) {                                                     \
 			int64_t u = ix[i];                                     \
 			if (u >= 0) {                                          \
-				const uint64_t *rec = xh_rec(h, (uint64_t)u);  \
-				if (MATCH)                                     \
-					return (int64_t)i;                     \
+				if ((uint64_t)u >> ubits == tag) {             \
+					const uint64_t *rec =                  \
+					    xh_rec(h, (uint64_t)u & umask);    \
+					if (MATCH) {                           \
+						*slot = i;                     \
+						return (uint64_t *)rec;        \
+					}                                      \
+				}                                              \
 			} else if (u == XH_EMPTY) {                            \
-				return -1;                                     \
+				return NULL;                                   \
 			}                                                      \
 			perturb >>= XH_PERTURB_SHIFT;                          \
 			i = (5 * i + 1 + perturb) & mask;                      \
 		}                                                              \
 	} while (0)
 
-static inline int64_t xh_int_find(const struct xhash *h, uint64_t key,
-				  uint64_t hash)
+static inline uint64_t *xh_int_find(const struct xhash *h, uint64_t key,
+				    uint64_t hash, uint64_t *slot)
 {
 	switch (h->slot_shift) {
 	case 0:
@@ -305,8 +342,8 @@ static inline int64_t xh_int_find(const struct xhash *h, uint64_t key,
 	(rec[0] == hash && xh_str_bytes(rec)[0] == len &&                      \
 	 memcmp(xh_str_bytes(rec) + 1, key, len) == 0)
 
-static inline int64_t xh_str_find(const struct xhash *h, const void *key,
-				  size_t len, uint64_t hash)
+static inline uint64_t *xh_str_find(const struct xhash *h, const void *key,
+				    size_t len, uint64_t hash, uint64_t *slot)
 {
 	switch (h->slot_shift) {
 	case 0:
@@ -392,6 +429,8 @@ static int xh_rebuild(struct xhash *h, uint64_t want_records,
 	if (cap_units > XH_MAX_SLOTS * 64)
 		return -ENOMEM;
 	unsigned shift = xh_slot_shift_for(cap_units);
+	unsigned unit_bits = 64 - (unsigned)__builtin_clzll(cap_units | 1);
+	unsigned tag_bits = (8u << shift) - 1 - unit_bits;
 	uint64_t live_words = (cap_units + 63) / 64;
 
 	void *index = h->a.alloc(h->a.ctx, (size_t)(slots << shift));
@@ -414,6 +453,9 @@ static int xh_rebuild(struct xhash *h, uint64_t want_records,
 	h->live = live;
 	h->mask = slots - 1;
 	h->slot_shift = shift;
+	h->unit_bits = unit_bits;
+	h->unit_mask = (UINT64_C(1) << unit_bits) - 1;
+	h->tag_rshift = 63 - tag_bits;
 	h->cap_units = cap_units;
 	h->max_records = max_records;
 
@@ -426,8 +468,9 @@ static int xh_rebuild(struct xhash *h, uint64_t want_records,
 		       n * h->unit_words * sizeof(uint64_t));
 		/* The new index has no dummies and the keys are distinct:
 		 * the first empty slot is the right one, no compares. */
-		xh_slot_set(h, xh_free_slot(h, xh_rec_hash(h, out)),
-			    (int64_t)out);
+		uint64_t hash = xh_rec_hash(h, out);
+		xh_slot_set(h, xh_free_slot(h, hash),
+			    xh_slot_value(h, hash, out));
 		xh_live_set(live, out);
 		out += n;
 	}
@@ -532,12 +575,11 @@ static int xh_int_put(struct xhash *h, uint64_t key, uint64_t value,
 	if (!h || h->kind != XHASH_KEY_INT)
 		return -EINVAL;
 	uint64_t hash = xh_int_hash(h->seed, key);
-	int64_t pos = xh_int_find(h, key, hash);
-	if (pos >= 0) {
+	uint64_t slot;
+	uint64_t *rec = xh_int_find(h, key, hash, &slot);
+	if (rec) {
 		if (!replace)
 			return -EEXIST;
-		uint64_t *rec =
-		    xh_rec(h, (uint64_t)xh_slot_get(h, (uint64_t)pos));
 		if (old)
 			*old = rec[1];
 		rec[1] = value;
@@ -547,10 +589,10 @@ static int xh_int_put(struct xhash *h, uint64_t key, uint64_t value,
 	if (rc)
 		return rc;
 	uint64_t u = h->used_units;
-	uint64_t *rec = xh_rec(h, u);
+	rec = xh_rec(h, u);
 	rec[0] = key;
 	rec[1] = value;
-	xh_slot_set(h, xh_free_slot(h, hash), (int64_t)u);
+	xh_slot_set(h, xh_free_slot(h, hash), xh_slot_value(h, hash, u));
 	xh_live_set(h->live, u);
 	h->used_units++;
 	h->records++;
@@ -574,18 +616,20 @@ int xhash_int_lookup(const struct xhash *h, uint64_t key, uint64_t *value)
 {
 	if (!h || h->kind != XHASH_KEY_INT)
 		return -EINVAL;
-	int64_t pos = xh_int_find(h, key, xh_int_hash(h->seed, key));
-	if (pos < 0)
+	uint64_t slot;
+	const uint64_t *rec =
+	    xh_int_find(h, key, xh_int_hash(h->seed, key), &slot);
+	if (!rec)
 		return -ENOENT;
 	if (value)
-		*value = xh_rec(h, (uint64_t)xh_slot_get(h, (uint64_t)pos))[1];
+		*value = rec[1];
 	return 0;
 }
 
 /* Turn slot `pos` into a dummy and retire its record in place. */
 static void xh_remove_at(struct xhash *h, uint64_t pos, uint64_t *old)
 {
-	uint64_t u = (uint64_t)xh_slot_get(h, pos);
+	uint64_t u = xh_slot_unit(h, pos);
 	if (old)
 		*old = xh_rec(h, u)[1];
 	h->live_units -= xh_rec_units(h, u);
@@ -598,10 +642,10 @@ int xhash_int_delete(struct xhash *h, uint64_t key, uint64_t *old)
 {
 	if (!h || h->kind != XHASH_KEY_INT)
 		return -EINVAL;
-	int64_t pos = xh_int_find(h, key, xh_int_hash(h->seed, key));
-	if (pos < 0)
+	uint64_t slot;
+	if (!xh_int_find(h, key, xh_int_hash(h->seed, key), &slot))
 		return -ENOENT;
-	xh_remove_at(h, (uint64_t)pos, old);
+	xh_remove_at(h, slot, old);
 	return 0;
 }
 
@@ -617,12 +661,11 @@ static int xh_str_put(struct xhash *h, const void *key, size_t len,
 	if (!xh_str_ok(h, key, len))
 		return -EINVAL;
 	uint64_t hash = xh_str_hash(h->seed, key, len);
-	int64_t pos = xh_str_find(h, key, len, hash);
-	if (pos >= 0) {
+	uint64_t slot;
+	uint64_t *rec = xh_str_find(h, key, len, hash, &slot);
+	if (rec) {
 		if (!replace)
 			return -EEXIST;
-		uint64_t *rec =
-		    xh_rec(h, (uint64_t)xh_slot_get(h, (uint64_t)pos));
 		if (old)
 			*old = rec[1];
 		rec[1] = value;
@@ -633,14 +676,14 @@ static int xh_str_put(struct xhash *h, const void *key, size_t len,
 	if (rc)
 		return rc;
 	uint64_t u = h->used_units;
-	uint64_t *rec = xh_rec(h, u);
+	rec = xh_rec(h, u);
 	rec[n - 1] = 0; /* deterministic padding */
 	rec[0] = hash;
 	rec[1] = value;
 	uint8_t *bytes = (uint8_t *)(rec + 2);
 	bytes[0] = (uint8_t)len;
 	memcpy(bytes + 1, key, len);
-	xh_slot_set(h, xh_free_slot(h, hash), (int64_t)u);
+	xh_slot_set(h, xh_free_slot(h, hash), xh_slot_value(h, hash, u));
 	xh_live_set(h->live, u);
 	h->used_units += n;
 	h->records++;
@@ -666,11 +709,13 @@ int xhash_str_lookup(const struct xhash *h, const void *key, size_t len,
 {
 	if (!xh_str_ok(h, key, len))
 		return -EINVAL;
-	int64_t pos = xh_str_find(h, key, len, xh_str_hash(h->seed, key, len));
-	if (pos < 0)
+	uint64_t slot;
+	const uint64_t *rec =
+	    xh_str_find(h, key, len, xh_str_hash(h->seed, key, len), &slot);
+	if (!rec)
 		return -ENOENT;
 	if (value)
-		*value = xh_rec(h, (uint64_t)xh_slot_get(h, (uint64_t)pos))[1];
+		*value = rec[1];
 	return 0;
 }
 
@@ -679,10 +724,10 @@ int xhash_str_delete(struct xhash *h, const void *key, size_t len,
 {
 	if (!xh_str_ok(h, key, len))
 		return -EINVAL;
-	int64_t pos = xh_str_find(h, key, len, xh_str_hash(h->seed, key, len));
-	if (pos < 0)
+	uint64_t slot;
+	if (!xh_str_find(h, key, len, xh_str_hash(h->seed, key, len), &slot))
 		return -ENOENT;
-	xh_remove_at(h, (uint64_t)pos, old);
+	xh_remove_at(h, slot, old);
 	return 0;
 }
 
@@ -740,7 +785,7 @@ int xhash_stats(const struct xhash *h, struct xhash_stats *st)
 	     u = xh_live_next(h->live, u + 1, h->used_units)) {
 		uint64_t hash = xh_rec_hash(h, u), mask = h->mask;
 		uint64_t i = hash & mask, perturb = hash, probes = 1;
-		while (xh_slot_get(h, i) != (int64_t)u) {
+		while (xh_slot_get(h, i) != xh_slot_value(h, hash, u)) {
 			perturb >>= XH_PERTURB_SHIFT;
 			i = (5 * i + 1 + perturb) & mask;
 			probes++;

@@ -22,11 +22,14 @@
  *   Treiber stack whose head packs a 32-bit ABA tag with a 32-bit index in
  *   64-byte units, so arenas of up to 256 GiB are addressable); a class whose
  *   list is empty carves from the untouched part of the arena with one
- *   atomic add. Buffers are not coalesced: memory freed into one class is
- *   reused only by that class (the original xseg heap made the same trade
- *   for O(1)); xheap_stats shows how much sits in each class.
- * - Thread- and process-safe; each operation takes effect with one atomic
- *   instruction, so a process killed at any instruction leaks at most the
+ *   compare-and-swap on the carve offset (not an add: a request that does
+ *   not fit leaves the offset where it was, for smaller ones). Buffers are not
+ * coalesced: memory freed into one class is reused only by that class (the
+ * original xseg heap made the same trade for O(1)); xheap_stats shows how much
+ * sits in each class.
+ * - Thread- and process-safe; every change of the heap's structure is one
+ *   atomic instruction (free-list head CAS, carve CAS, buffer state
+ *   exchange), so a process killed at any instruction leaks at most the
  *   buffer it was handling and never corrupts the heap.
  * - Exhaustion returns -ENOMEM and changes nothing; the heap keeps working
  *   (free something of that class, or leave uncarved arena, and allocate

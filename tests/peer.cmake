@@ -9,3 +9,9 @@ ac_library(test_peer_run SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_peer_run.c
 ac_test(test_peer SOURCES test_peer.c DEPS test_peer_run xseg_testutil xseg
         LABELS concurrent TIMEOUT 300)
 add_dependencies(test_peer noop)
+ac_test(test_bench_xseg SOURCES test_bench_xseg.c
+        DEPS test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 600)
+add_dependencies(test_bench_xseg noop bench_xseg)
+ac_test(test_xsegctl SOURCES test_xsegctl.c
+        DEPS test_peer_run xseg_testutil xseg TIMEOUT 300)
+add_dependencies(test_xsegctl xsegctl noop bench_xseg)

@@ -153,8 +153,11 @@ static int ctl_parse(struct ctl *c, int argc, char **argv)
 		case OPT_REQUESTS:
 		case OPT_FREE_CACHE:
 			if (ctl_u32(optarg, &u))
-				BAD("bad number '%s' for %s", optarg,
-				    argv[optind - 1]);
+				BAD("bad number '%s' for --%s", optarg,
+				    opt == OPT_STATIC	  ? "static-ports"
+				    : opt == OPT_DYNAMIC  ? "dynamic-ports"
+				    : opt == OPT_REQUESTS ? "requests"
+							  : "free-cache");
 			if (opt == OPT_STATIC)
 				c->cfg.nr_static_ports = u;
 			else if (opt == OPT_DYNAMIC)

@@ -39,17 +39,23 @@ struct bench {
 	struct xobj_pool *pool;
 	pthread_barrier_t barrier;
 	uint64_t pairs[MAX_THREADS];
+	double cpu[MAX_THREADS];
 	int error;
 };
 
 static size_t mixed_sizes[NSIZES];
 
-static double now(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now(void)
+{
+	return clock_s(CLOCK_MONOTONIC);
 }
 
 struct thread_arg {
@@ -65,10 +71,11 @@ static void *run_thread(void *arg)
 	uint64_t offs[BATCH], pairs = 0;
 	uint32_t idx[BATCH];
 	unsigned s = ta->id * 977, i;
-	double deadline;
+	double deadline, cpu0;
 
 	pthread_barrier_wait(&b->barrier);
 	deadline = now() + b->seconds;
+	cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
 	do {
 		for (int rep = 0; rep < 64; rep++) {
 			for (i = 0; i < BATCH; i++) {
@@ -118,16 +125,19 @@ static void *run_thread(void *arg)
 		}
 	} while (now() < deadline);
 	b->pairs[ta->id] = pairs;
+	b->cpu[ta->id] = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	return NULL;
 }
 
-/* Pairs per second, or a negative errno. */
-static double measure(struct bench *b)
+/* Pairs per wall-clock second (and *per_cpu: per second of CPU time the
+ * threads got, which is what a shared, loaded machine distorts least), or a
+ * negative errno. */
+static double measure(struct bench *b, double *per_cpu)
 {
 	struct thread_arg ta[MAX_THREADS];
 	pthread_t th[MAX_THREADS];
 	uint64_t total = 0;
-	double t0, t1;
+	double t0, t1, cpu = 0;
 	unsigned i;
 
 	b->error = 0;
@@ -145,8 +155,11 @@ static double measure(struct bench *b)
 	pthread_barrier_destroy(&b->barrier);
 	if (b->error)
 		return b->error;
-	for (i = 0; i < b->nthreads; i++)
+	for (i = 0; i < b->nthreads; i++) {
 		total += b->pairs[i];
+		cpu += b->cpu[i];
+	}
+	*per_cpu = cpu > 0 ? (double)total / cpu : 0;
 	return (double)total / (t1 - t0);
 }
 
@@ -201,22 +214,26 @@ int main(int argc, char **argv)
 	printf("  \"mixed_sizes\": \"log-uniform 33 B .. 64 KiB\",\n");
 	printf("  \"reference_allocator\": \"%s\",\n", ref);
 	printf("  \"seconds_per_measurement\": %.2f,\n", seconds);
+	printf("  \"fields\": \"per_s: pairs per wall-clock second (all "
+	       "threads); per_cpu_s: pairs per second of CPU time the threads "
+	       "got\",\n");
 	printf("  \"results\": {");
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		for (t = 1; t <= MAX_THREADS; t++) {
-			double r;
+			double r, per_cpu = 0;
 
 			b.target = cases[i].target;
 			b.mixed = cases[i].mixed;
 			b.nthreads = t;
-			r = measure(&b);
+			r = measure(&b, &per_cpu);
 			printf("%s\n    \"%s_%uthread%s\": ",
 			       i || t > 1 ? "," : "", cases[i].name, t,
 			       t > 1 ? "s" : "");
 			if (r < 0)
 				printf("null");
 			else
-				printf("%.0f", r);
+				printf("{\"per_s\": %.0f, \"per_cpu_s\": %.0f}",
+				       r, per_cpu);
 		}
 	}
 	printf("\n  }\n}\n");

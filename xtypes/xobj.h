@@ -26,8 +26,11 @@
  * - Memory ordering: a put happens-before the get that returns the same
  *   index (xq release/acquire), so an object can be handed from one owner to
  *   the next through the pool alone.
- * - Killed processes: an object lost that way stays marked free but is never
- *   handed out again (a put of its index returns -EALREADY).
+ * - Killed processes: an object lost in the middle of a get or put stays
+ *   marked free but is never handed out again (a put of its index returns
+ *   -EALREADY). An object a killed process held (taken, not yet returned)
+ *   is still allocated: whoever reclaims the dead process's objects (xseg's
+ *   reaper) returns it with xobj_put.
  * - Only the functions below touch the pool; none validate the pool header,
  *   so passing memory that was never initialised is undefined.
  */
@@ -36,8 +39,9 @@
 
 struct xobj_pool; /* layout private to xobj.c */
 
-/* Bytes needed for a pool of count objects of obj_size bytes each. Returns 0
- * for count == 0, obj_size == 0 or overflow. */
+/* Bytes needed for a pool of count objects of obj_size bytes each (a
+ * multiple of 64). Returns 0 for count == 0, count > 2^31, obj_size == 0 or
+ * overflow. */
 size_t xobj_pool_size(uint32_t count, size_t obj_size);
 
 /* Initialise in caller memory (64-byte aligned, mem_size bytes, at least

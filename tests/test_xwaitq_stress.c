@@ -17,6 +17,9 @@
 #if defined(AC_TSAN)
 #define RACE_ROUNDS 200000
 #define TOKEN_JOBS  5000
+#elif defined(__SANITIZE_ADDRESS__)
+#define RACE_ROUNDS 1000000
+#define TOKEN_JOBS  20000
 #else
 #define RACE_ROUNDS 2000000
 #define TOKEN_JOBS  50000

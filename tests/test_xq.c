@@ -234,8 +234,15 @@ START_TEST(test_wrap_laps)
 	run_laps(q, 200000, 7);
 	ck_assert_uint_gt(xq_test_enqueue_pos(q), 1000);
 	free(q);
+	/* 16 and up: consecutive positions are spread over cache lines. */
+	q = alloc_q(16, NULL);
+	run_laps(q, 100000, 5);
+	free(q);
 	q = alloc_q(64, NULL);
 	run_laps(q, 200000, 11);
+	free(q);
+	q = alloc_q(4096, NULL);
+	run_laps(q, 200000, 13);
 	free(q);
 }
 END_TEST

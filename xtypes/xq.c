@@ -9,7 +9,8 @@
  *
  * Cells and positions
  * -------------------
- * Positions are unbounded 64-bit counters; position p uses cell p & mask.
+ * Positions are unbounded 64-bit counters; position p uses the cell
+ * xq_cell_of(p), a fixed permutation of p & mask.
  * A cell is one 64-bit word (seq << 32) | value, where seq is a 32-bit lap
  * sequence. Writing P = (uint32_t)p, the cell of position p goes through
  *
@@ -103,18 +104,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define XQ_MAGIC	0x78715f5155455545ULL /* "xq_QUEUE" */
-#define XQ_VERSION	1u
-#define XQ_MIN_CAPACITY 2ULL
-#define XQ_MAX_CAPACITY (1ULL << 31)
-#define XQ_ALIGN	64u
+#define XQ_MAGIC	       0x78715f5155455545ULL /* "xq_QUEUE" */
+#define XQ_VERSION	       1u
+#define XQ_MIN_CAPACITY	       2ULL
+#define XQ_MAX_CAPACITY	       (1ULL << 31)
+#define XQ_ALIGN	       64u
+#define XQ_CELLS_PER_LINE_BITS 3 /* 64-byte line / 8-byte cell */
+#define XQ_CELLS_PER_LINE      (1u << XQ_CELLS_PER_LINE_BITS)
 
 struct xq {
 	_Alignas(64) uint64_t magic;
 	uint32_t version;
-	uint32_t reserved;
+	/* position -> cell spreading (see xq_cell_of) */
+	uint8_t row_bits;
+	uint8_t col_bits;
+	uint16_t reserved;
 	uint64_t capacity;
 	uint64_t mask;
+	uint64_t row_mask;
 	/* Producers and consumers each hammer one counter: keep them on
 	 * separate lines from each other and from the read-mostly header. */
 	_Alignas(64) uint64_t enqueue_pos;
@@ -142,6 +149,22 @@ static inline bool xq_cas(uint64_t *p, uint64_t expected, uint64_t desired)
 {
 	return __atomic_compare_exchange_n(p, &expected, desired, false,
 					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Consecutive positions go to cells on different cache lines: the cells
+ * are viewed as a matrix of rows (one 64-byte line = 8 cells = one row)
+ * and position p & mask walks down a column first. Without this a producer
+ * writing cell i + 1 and a consumer taking cell i fight over one line; with
+ * it they touch different lines unless they are a whole column apart.
+ * Queues smaller than 16 cells keep the identity mapping (col_bits 0).
+ */
+static inline uint64_t *xq_cell_of(struct xq *q, uint64_t pos)
+{
+	uint64_t p = pos & q->mask;
+
+	return &q->cells[((p & q->row_mask) << q->col_bits) |
+			 (p >> q->row_bits)];
 }
 
 static inline uint64_t xq_cell(uint64_t pos, uint32_t value)
@@ -193,14 +216,24 @@ int xq_init(struct xq *q, uint64_t capacity, size_t mem_size)
 	    ((uintptr_t)q & (XQ_ALIGN - 1)) != 0)
 		return -EINVAL;
 
-	for (uint64_t i = 0; i < capacity; i++)
-		__atomic_store_n(&q->cells[i], xq_cell(i, 0), __ATOMIC_RELAXED);
-	__atomic_store_n(&q->enqueue_pos, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&q->dequeue_pos, 0, __ATOMIC_RELAXED);
 	q->version = XQ_VERSION;
 	q->reserved = 0;
 	q->capacity = capacity;
 	q->mask = capacity - 1;
+	if (capacity >= 2 * XQ_CELLS_PER_LINE) {
+		q->col_bits = XQ_CELLS_PER_LINE_BITS;
+		q->row_bits = (uint8_t)(__builtin_ctzll(capacity) -
+					XQ_CELLS_PER_LINE_BITS);
+	} else {
+		q->col_bits = 0;
+		q->row_bits = (uint8_t)__builtin_ctzll(capacity);
+	}
+	q->row_mask = (1ULL << q->row_bits) - 1;
+	for (uint64_t i = 0; i < capacity; i++)
+		__atomic_store_n(xq_cell_of(q, i), xq_cell(i, 0),
+				 __ATOMIC_RELAXED);
+	__atomic_store_n(&q->enqueue_pos, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->dequeue_pos, 0, __ATOMIC_RELAXED);
 	/* Publish last: whoever sees the magic through an acquire (or a later
 	 * synchronisation such as the segment's own) sees a whole queue. */
 	__atomic_store_n(&q->magic, XQ_MAGIC, __ATOMIC_RELEASE);
@@ -210,12 +243,12 @@ int xq_init(struct xq *q, uint64_t capacity, size_t mem_size)
 /* advance == false stops after the cell CAS (test hook: a killed producer) */
 static int xq_enqueue_one(struct xq *q, xqindex v, bool advance)
 {
-	const uint64_t cap = q->capacity, mask = q->mask;
+	const uint64_t cap = q->capacity;
 
 	assert(q->magic == XQ_MAGIC);
 	for (;;) {
 		uint64_t pos = xq_load(&q->enqueue_pos);
-		uint64_t *cell = &q->cells[pos & mask];
+		uint64_t *cell = xq_cell_of(q, pos);
 		uint64_t w = xq_load(cell);
 
 		switch (xq_classify_enqueue((uint32_t)(w >> 32), pos, cap)) {
@@ -242,12 +275,12 @@ static int xq_enqueue_one(struct xq *q, xqindex v, bool advance)
 /* advance == false stops after the cell CAS (test hook: a killed consumer) */
 static int xq_dequeue_one(struct xq *q, xqindex *v, bool advance)
 {
-	const uint64_t cap = q->capacity, mask = q->mask;
+	const uint64_t cap = q->capacity;
 
 	assert(q->magic == XQ_MAGIC);
 	for (;;) {
 		uint64_t pos = xq_load(&q->dequeue_pos);
-		uint64_t *cell = &q->cells[pos & mask];
+		uint64_t *cell = xq_cell_of(q, pos);
 		uint64_t w = xq_load(cell);
 
 		switch (xq_classify_dequeue((uint32_t)(w >> 32), pos, cap)) {
@@ -331,7 +364,7 @@ uint64_t xq_capacity(const struct xq *q)
 
 int xq_test_set_position(struct xq *q, uint64_t pos)
 {
-	const uint64_t cap = q->capacity, mask = q->mask;
+	const uint64_t cap = q->capacity;
 	uint64_t tail = xq_load(&q->enqueue_pos);
 	uint64_t head = xq_load(&q->dequeue_pos);
 
@@ -341,7 +374,7 @@ int xq_test_set_position(struct xq *q, uint64_t pos)
 	for (uint64_t k = 0; k < cap; k++) {
 		uint64_t p = pos + k;
 
-		__atomic_store_n(&q->cells[p & mask], xq_cell(p, 0),
+		__atomic_store_n(xq_cell_of(q, p), xq_cell(p, 0),
 				 __ATOMIC_SEQ_CST);
 	}
 	__atomic_store_n(&q->enqueue_pos, pos, __ATOMIC_SEQ_CST);

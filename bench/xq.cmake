@@ -1,0 +1,1 @@
+ac_bench(bench_xq SOURCES bench_xq.c DEPS xq)

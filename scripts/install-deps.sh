@@ -8,6 +8,8 @@ packages=(
 	build-essential cmake pkg-config clang-format
 	liburcu-dev libjemalloc-dev liburing-dev check libssl-dev
 	fio
+	# real NBD clients and the nbdkit reference, for tests and benchmarks
+	libnbd-bin nbdkit qemu-utils
 )
 
 missing=()

@@ -164,68 +164,14 @@ static int seg_create(struct blocker_store *s, uint32_t seg)
 
 static const uint8_t zero_pad[BREC_ALIGN];
 
-int blog_append_locked(struct blocker_store *s, enum brec_type type,
-		       const uint8_t score[32], const struct iovec *payload,
-		       int cnt, uint32_t len, uint64_t *pos_out)
+/* pwritev all of iov at off, continuing after short writes */
+static int write_all(struct blocker_store *s, int fd, struct iovec *iov, int n,
+		     uint64_t off, uint64_t size, uint64_t pos)
 {
-	uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
-	uint64_t size = brec_size(len), off, done = 0;
-	uint8_t hdr[BREC_HDR_SIZE];
-	struct iovec iov[8];
-	int n = 0, fd, r;
+	uint64_t done = 0;
 
-	if (cnt > 6)
-		return -EINVAL;
-	r = blocker_degraded(s);
-	if (r)
-		return -r;
-	uint64_t seg = pos / s->segment_size;
-	if (pos % s->segment_size + size > s->segment_size) {
-		seg++;
-		pos = seg * s->segment_size;
-	}
-	/* also when the previous segment ended exactly at segment_size */
-	if (seg >= s->nsegs) {
-		uint32_t next = seg;
-		r = seg_create(s, next);
-		if (r) {
-			blocker_degrade(s, -r, "cannot create segment %u: %s",
-					next, strerror(-r));
-			return r;
-		}
-		/* nothing lives between the old end and here */
-		__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
-	}
-	if (pos + size > BIDX_MAX_POS) {
-		blocker_degrade(s, ENOSPC, "log address space exhausted");
-		return -ENOSPC;
-	}
-	brec_encode(hdr, type, len, pos, score);
-	iov[n++] = (struct iovec){hdr, BREC_HDR_SIZE};
-	for (int i = 0; i < cnt; i++)
-		iov[n++] = payload[i];
-	if (size - BREC_HDR_SIZE > len)
-		iov[n++] = (struct iovec){(void *)zero_pad,
-					  size - BREC_HDR_SIZE - len};
-	r = blog_fd(s, pos, &fd, &off);
-	if (r)
-		return r;
 	while (done < size) {
-		/* skip what a short write already wrote */
-		struct iovec rest[8];
-		int rn = 0;
-		uint64_t skip = done;
-
-		for (int i = 0; i < n; i++) {
-			if (skip >= iov[i].iov_len) {
-				skip -= iov[i].iov_len;
-				continue;
-			}
-			rest[rn].iov_base = (char *)iov[i].iov_base + skip;
-			rest[rn++].iov_len = iov[i].iov_len - skip;
-			skip = 0;
-		}
-		ssize_t w = s->io->pwritev(s->io_ctx, fd, rest, rn, off + done);
+		ssize_t w = s->io->pwritev(s->io_ctx, fd, iov, n, off + done);
 		if (w <= 0) {
 			int e = w < 0 ? (int)-w : EIO;
 			char path[4096];
@@ -237,20 +183,119 @@ int blog_append_locked(struct blocker_store *s, enum brec_type type,
 			return -e;
 		}
 		done += w;
+		/* drop what a short write already wrote (iov is ours) */
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= w;
+		}
 	}
-	__atomic_store_n(&s->tail, pos + size, __ATOMIC_RELEASE);
-	*pos_out = pos;
 	return 0;
 }
 
+#define BATCH_IOV 1020 /* below IOV_MAX, a multiple of 3 */
+
+int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
+			     int n)
+{
+	uint8_t(*hdr)[BREC_HDR_SIZE] = NULL;
+	struct iovec *iov = NULL;
+	int i = 0, r;
+
+	r = blocker_degraded(s);
+	if (r)
+		return -r;
+	hdr = malloc((size_t)n * BREC_HDR_SIZE);
+	iov = malloc(sizeof(*iov) * BATCH_IOV);
+	if (!hdr || !iov) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (i < n) {
+		uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
+		uint64_t seg = pos / s->segment_size, start, size = 0, off;
+		int k = 0, fd;
+
+		if (pos % s->segment_size + brec_size(rec[i].len) >
+		    s->segment_size) {
+			seg++;
+			pos = seg * s->segment_size;
+		}
+		/* also when the previous segment ended exactly at its end */
+		if (seg >= s->nsegs) {
+			r = seg_create(s, seg);
+			if (r) {
+				blocker_degrade(
+				    s, -r, "cannot create segment %llu: %s",
+				    (unsigned long long)seg, strerror(-r));
+				goto out;
+			}
+			/* nothing lives between the old end and here */
+			__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
+		}
+		start = pos;
+		/* a run: the records that fit in this segment and one iov */
+		while (i < n && k + 3 <= BATCH_IOV) {
+			uint64_t rs = brec_size(rec[i].len);
+			if ((pos + rs - 1) / s->segment_size != seg)
+				break;
+			if (pos + rs > BIDX_MAX_POS) {
+				blocker_degrade(s, ENOSPC,
+						"log address space exhausted");
+				r = -ENOSPC;
+				goto out;
+			}
+			brec_encode(hdr[i], rec[i].type, rec[i].len, pos,
+				    rec[i].score);
+			rec[i].pos = pos;
+			iov[k++] = (struct iovec){hdr[i], BREC_HDR_SIZE};
+			iov[k++] =
+			    (struct iovec){(void *)rec[i].payload, rec[i].len};
+			if (rs - BREC_HDR_SIZE > rec[i].len)
+				iov[k++] = (struct iovec){(void *)zero_pad,
+							  rs - BREC_HDR_SIZE -
+							      rec[i].len};
+			pos += rs;
+			size += rs;
+			i++;
+		}
+		r = blog_fd(s, start, &fd, &off);
+		if (!r)
+			r = write_all(s, fd, iov, k, off, size, start);
+		if (r)
+			goto out;
+		__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
+	}
+out:
+	free(hdr);
+	free(iov);
+	return r;
+}
+
+int blog_append_locked(struct blocker_store *s, enum brec_type type,
+		       const uint8_t score[32], const void *payload,
+		       uint32_t len, uint64_t *pos_out)
+{
+	struct brec_out rec = {type, score, payload, len, 0};
+	int r = blog_append_batch_locked(s, &rec, 1);
+
+	if (!r)
+		*pos_out = rec.pos;
+	return r;
+}
+
 int blog_append(struct blocker_store *s, enum brec_type type,
-		const uint8_t score[32], const struct iovec *payload, int cnt,
-		uint32_t len, uint64_t *pos_out)
+		const uint8_t score[32], const void *payload, uint32_t len,
+		uint64_t *pos_out)
 {
 	int r;
 
 	pthread_mutex_lock(&s->append_lock);
-	r = blog_append_locked(s, type, score, payload, cnt, len, pos_out);
+	r = blog_append_locked(s, type, score, payload, len, pos_out);
 	pthread_mutex_unlock(&s->append_lock);
 	return r;
 }

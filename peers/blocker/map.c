@@ -203,6 +203,7 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 		}
 		if (!r && size > o->size)
 			o->size = size;
+		o->live = true;
 		bobj_put(s, o);
 		return r;
 	}
@@ -237,6 +238,7 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 			memcpy(d->scores, o->scores,
 			       o->nchunks * BLOCKER_SCORE_SIZE);
 		d->size = o->size;
+		d->live = true;
 		bobj_put(s, d);
 		bobj_put(s, o);
 		return r;
@@ -373,6 +375,8 @@ static int maps_serialize(struct blocker_store *s, uint8_t **out, size_t *len,
 	*count = 0;
 	for (uint64_t b = 0; b <= s->objs_mask; b++)
 		for (struct bobj *o = s->objs[b]; o; o = o->next) {
+			if (!o->live)
+				continue;
 			need += 2 + o->namelen + 16;
 			for (uint64_t i = 0; i < o->nchunks; i++)
 				if (!blocker_score_is_zero(o->scores[i]))
@@ -386,6 +390,8 @@ static int maps_serialize(struct blocker_store *s, uint8_t **out, size_t *len,
 			uint64_t n = 0;
 			size_t at;
 
+			if (!o->live)
+				continue;
 			put_le16(buf + off, o->namelen);
 			memcpy(buf + off + 2, o->name, o->namelen);
 			off += 2 + o->namelen;
@@ -471,6 +477,7 @@ int bmaps_load(struct blocker_store *s, uint64_t *pos)
 			return -ENOMEM;
 		}
 		o->size = size;
+		o->live = true;
 		r = bobj_reserve(o, (size + s->chunk_size - 1) / s->chunk_size);
 		off += 18 + nl;
 		for (uint64_t i = 0; i < n && !r; i++, off += 40) {

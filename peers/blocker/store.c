@@ -118,43 +118,6 @@ static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 	return -ENOENT;
 }
 
-/* Store one chunk (cs bytes); score_out gets its score, zero for a hole. */
-static int chunk_put(struct blocker_store *s, const void *data,
-		     uint8_t score_out[32])
-{
-	uint64_t pos;
-	int r;
-
-	if (blocker_mem_is_zero(data, s->chunk_size)) {
-		memset(score_out, 0, 32);
-		STAT_INC(s, zero_chunks);
-		return 0;
-	}
-	blocker_sha256(data, s->chunk_size, score_out);
-	r = chunk_find(s, score_out, &pos);
-	if (r != -ENOENT)
-		goto found;
-	pthread_mutex_lock(&s->append_lock);
-	/* a concurrent writer may have stored it since the unlocked look */
-	r = chunk_find(s, score_out, &pos);
-	if (r == -ENOENT) {
-		struct iovec iov = {(void *)data, s->chunk_size};
-		r = blog_append_locked(s, BREC_CHUNK, score_out, &iov, 1,
-				       s->chunk_size, &pos);
-		if (!r) {
-			r = bidx_insert(&s->index, score_out, pos);
-			STAT_ADD(s, chunk_bytes, s->chunk_size);
-		}
-		pthread_mutex_unlock(&s->append_lock);
-		return r;
-	}
-	pthread_mutex_unlock(&s->append_lock);
-found:
-	if (!r)
-		STAT_INC(s, dedup_hits);
-	return r;
-}
-
 /* Read the chunk with this score into dst (cs bytes), verifying it. */
 static int chunk_get(struct blocker_store *s, const uint8_t score[32],
 		     void *dst)
@@ -246,7 +209,7 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 	}
 	/* chunks are immutable: copy the scores, then read without locks */
 	pthread_rwlock_rdlock(&o->lock);
-	if (o->deleted)
+	if (o->deleted || !o->live)
 		r = -ENOENT;
 	for (uint64_t i = first; i <= last && i < o->nchunks && !r; i++)
 		memcpy(scores[i - first], o->scores[i], 32);
@@ -282,68 +245,163 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 	return r;
 }
 
-static int append_map(struct blocker_store *s, struct bobj *o, uint64_t size,
-		      const struct bmap_update *u, uint32_t n)
-{
-	size_t len = bmap_payload_size(o->namelen, n);
-	uint8_t *p = malloc(len), score[32];
-	uint64_t pos;
-	int r;
+/* Scratch for one atomic piece of a write (at most BMAP_MAX_UPDATES chunks). */
+struct wscratch {
+	struct bmap_update *u;
+	const uint8_t **src;
+	bool *miss;
+	struct brec_out *rec; /* n + 1 */
+	uint16_t *seen;	      /* in-batch dedup table: record index + 1 */
+	uint8_t *tmp;	      /* two chunks for partial read-modify-write */
+};
 
-	if (!p)
-		return -ENOMEM;
-	bmap_encode(p, o->name, o->namelen, size, u, n);
-	blocker_sha256(p, len, score);
-	r = blog_append(s, BREC_MAP, score, &(struct iovec){p, len}, 1, len,
-			&pos);
-	free(p);
-	return r;
+/* One allocation sized for pieces of n chunks (a 4 KiB write: ~8 KiB). */
+static struct wscratch *wscratch_new(uint32_t n, uint32_t cs)
+{
+	uint32_t tsize = 32;
+	struct wscratch *w;
+	size_t sz;
+	char *p;
+
+	while (tsize < 2 * n)
+		tsize *= 2;
+	sz = sizeof(*w) + n * sizeof(*w->u) + n * sizeof(*w->src) +
+	     (n + 1) * sizeof(*w->rec) + tsize * sizeof(*w->seen) + n +
+	     2 * (size_t)cs + 64;
+	w = malloc(sz);
+	if (!w)
+		return NULL;
+	p = (char *)(w + 1);
+	w->u = (void *)p;
+	p += n * sizeof(*w->u);
+	w->src = (void *)p;
+	p += n * sizeof(*w->src);
+	w->rec = (void *)p;
+	p += (n + 1) * sizeof(*w->rec);
+	w->seen = (void *)p;
+	p += tsize * sizeof(*w->seen);
+	w->tmp = (void *)p;
+	p += 2 * (size_t)cs;
+	w->miss = (void *)p;
+	return w;
 }
 
-/* One atomic piece: chunks [first, last] of the write, at most 4096. */
+/*
+ * One atomic piece: chunks [first, last] of the write. Hashing and the
+ * dedup lookups run without the append lock; then the new chunks and the
+ * map record that references them go to the log in one batch, the map
+ * record last, so it is never in the log without its chunks.
+ */
 static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
 		       size_t len, const uint8_t *buf, uint64_t first,
-		       uint64_t last, struct bmap_update *u, uint8_t *tmp)
+		       uint64_t last, struct wscratch *w)
 {
-	uint32_t cs = s->chunk_size, n = 0;
-	uint64_t size, end;
+	uint32_t cs = s->chunk_size, n = last - first + 1, nrec = 0;
+	uint32_t tsize = 32;
+	uint64_t size, end, pos;
+	uint8_t *map = NULL, mscore[32];
+	size_t mlen;
 	int r = 0;
 
-	for (uint64_t i = first; i <= last && !r; i++, n++) {
-		uint64_t cstart = i * cs;
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t i = first + k, cstart = i * cs;
 		uint64_t a = off > cstart ? off : cstart;
 		uint64_t b = off + len < cstart + cs ? off + len : cstart + cs;
 		const uint8_t *src = buf + (a - off);
 
-		u[n].index = i;
+		w->u[k].index = i;
+		w->miss[k] = false;
 		if (a != cstart || b != cstart + cs) {
-			/* partial chunk: read-modify-write under o->lock */
+			/* partial chunk (first or last of the write):
+			 * read-modify-write under o->lock */
+			uint8_t *t = w->tmp + (k ? cs : 0);
 			if (i < o->nchunks &&
 			    !blocker_score_is_zero(o->scores[i]))
-				r = chunk_get(s, o->scores[i], tmp);
+				r = chunk_get(s, o->scores[i], t);
 			else
-				memset(tmp, 0, cs);
+				memset(t, 0, cs);
 			if (r)
-				break;
-			memcpy(tmp + (a - cstart), src, b - a);
-			src = tmp;
+				return r;
+			memcpy(t + (a - cstart), src, b - a);
+			src = t;
 		}
-		r = chunk_put(s, src, u[n].score);
+		w->src[k] = src;
+		if (blocker_mem_is_zero(src, cs)) {
+			memset(w->u[k].score, 0, 32);
+			STAT_INC(s, zero_chunks);
+			continue;
+		}
+		blocker_sha256(src, cs, w->u[k].score);
+		r = chunk_find(s, w->u[k].score, &pos);
+		if (r == -ENOENT)
+			w->miss[k] = true;
+		else if (r)
+			return r;
+		else
+			STAT_INC(s, dedup_hits);
+		r = 0;
 	}
-	if (r)
-		return r;
+
 	end = (last + 1) * cs < off + len ? (last + 1) * cs : off + len;
 	size = o->size > end ? o->size : end;
 	r = bobj_reserve(o, (size + cs - 1) / cs);
 	if (r)
 		return r;
-	/* the map record follows the chunks it references in the log */
-	r = append_map(s, o, size, u, n);
+	mlen = bmap_payload_size(o->namelen, n);
+	map = malloc(mlen);
+	if (!map)
+		return -ENOMEM;
+	bmap_encode(map, o->name, o->namelen, size, w->u, n);
+	blocker_sha256(map, mlen, mscore);
+
+	while (tsize < 2 * n)
+		tsize *= 2;
+	memset(w->seen, 0, tsize * sizeof(w->seen[0]));
+	pthread_mutex_lock(&s->append_lock);
+	for (uint32_t k = 0; k < n && !r; k++) {
+		if (!w->miss[k])
+			continue;
+		/* the same new chunk twice in this write: store it once */
+		uint32_t h = get_le32(w->u[k].score) & (tsize - 1);
+		bool dup = false;
+		for (; w->seen[h]; h = (h + 1) & (tsize - 1))
+			if (!memcmp(w->rec[w->seen[h] - 1].score, w->u[k].score,
+				    32)) {
+				dup = true;
+				break;
+			}
+		/* a concurrent writer may have stored it since the look */
+		if (!dup) {
+			r = chunk_find(s, w->u[k].score, &pos);
+			if (r == -ENOENT) {
+				r = 0;
+				w->seen[h] = nrec + 1;
+				w->rec[nrec++] =
+				    (struct brec_out){BREC_CHUNK, w->u[k].score,
+						      w->src[k], cs, 0};
+				continue;
+			}
+		}
+		if (!r)
+			STAT_INC(s, dedup_hits);
+	}
+	if (!r) {
+		w->rec[nrec++] =
+		    (struct brec_out){BREC_MAP, mscore, map, mlen, 0};
+		r = blog_append_batch_locked(s, w->rec, nrec);
+	}
+	for (uint32_t k = 0; k + 1 < nrec && !r; k++) {
+		r = bidx_insert(&s->index, w->rec[k].score, w->rec[k].pos);
+		STAT_ADD(s, chunk_bytes, cs);
+	}
+	pthread_mutex_unlock(&s->append_lock);
+	free(map);
 	if (r)
 		return r;
 	for (uint32_t k = 0; k < n; k++)
-		memcpy(o->scores[u[k].index], u[k].score, 32);
+		memcpy(o->scores[w->u[k].index], w->u[k].score, 32);
 	o->size = size;
+	o->live = true;
 	return 0;
 }
 
@@ -351,8 +409,7 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 		  uint64_t off, size_t len, const void *buf, unsigned flags)
 {
 	uint32_t cs = s->chunk_size;
-	struct bmap_update *u = NULL;
-	uint8_t *tmp = NULL;
+	struct wscratch *w = NULL;
 	struct bobj *o;
 	int r;
 
@@ -365,12 +422,10 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 	r = blocker_degraded(s);
 	if (r)
 		return -r;
-	u = malloc(sizeof(*u) * BMAP_MAX_UPDATES);
-	tmp = malloc(cs);
-	if (!u || !tmp) {
-		r = -ENOMEM;
-		goto out_free;
-	}
+	uint64_t nch = (off + len - 1) / cs - off / cs + 1;
+	w = wscratch_new(nch < BMAP_MAX_UPDATES ? nch : BMAP_MAX_UPDATES, cs);
+	if (!w)
+		return -ENOMEM;
 	pthread_rwlock_rdlock(&s->ckpt_lock);
 	for (;;) {
 		o = bobj_get(s, name, namelen, true);
@@ -388,7 +443,12 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 	for (uint64_t p = first; p <= last && !r; p += BMAP_MAX_UPDATES) {
 		uint64_t pl = p + BMAP_MAX_UPDATES - 1;
 		r = write_piece(s, o, off, len, buf, p, pl < last ? pl : last,
-				u, tmp);
+				w);
+	}
+	if (!o->live) {
+		/* created by this write, which failed: forget the name */
+		o->deleted = true;
+		bmaps_unlink(s, o);
 	}
 	pthread_rwlock_unlock(&o->lock);
 	bobj_put(s, o);
@@ -398,9 +458,7 @@ out:
 		STAT_INC(s, writes);
 	if (!r && (flags & BLOCKER_FUA))
 		r = blog_flush(s);
-out_free:
-	free(u);
-	free(tmp);
+	free(w);
 	return r;
 }
 
@@ -413,8 +471,7 @@ static int append_names(struct blocker_store *s, enum brec_type type,
 
 	bnames_encode(p, n1, l1, n2, l2);
 	blocker_sha256(p, len, score);
-	return blog_append(s, type, score, &(struct iovec){p, len}, 1, len,
-			   &pos);
+	return blog_append(s, type, score, p, len, &pos);
 }
 
 int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
@@ -434,7 +491,7 @@ int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
 		goto out;
 	}
 	pthread_rwlock_wrlock(&o->lock);
-	if (o->deleted)
+	if (o->deleted || !o->live)
 		r = -ENOENT;
 	else
 		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
@@ -461,7 +518,7 @@ int blocker_info(struct blocker_store *s, const char *name, size_t namelen,
 	if (!o)
 		return -ENOENT;
 	pthread_rwlock_rdlock(&o->lock);
-	if (o->deleted)
+	if (o->deleted || !o->live)
 		r = -ENOENT;
 	else
 		*size = o->size;
@@ -509,7 +566,7 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 		pthread_rwlock_unlock(&d->lock);
 		bobj_put(s, d);
 	}
-	if (so->deleted) {
+	if (so->deleted || !so->live) {
 		r = -ENOENT;
 		goto unlock;
 	}
@@ -531,6 +588,7 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 	d->scores = scores;
 	d->nchunks = so->nchunks;
 	d->size = so->size;
+	d->live = true;
 unlock:
 	pthread_rwlock_unlock(&so->lock);
 	pthread_rwlock_unlock(&d->lock);
@@ -562,7 +620,7 @@ int blocker_hash(struct blocker_store *s, const char *name, size_t namelen,
 		goto out;
 	}
 	pthread_rwlock_rdlock(&o->lock);
-	if (o->deleted)
+	if (o->deleted || !o->live)
 		r = -ENOENT;
 	put_le64(le, o->size);
 	EVP_DigestUpdate(ctx, le, 8);
@@ -630,10 +688,10 @@ int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	pthread_rwlock_rdlock(&s->objs_lock);
-	st->objects = s->nobjs;
 	for (uint64_t b = 0; b <= s->objs_mask; b++)
 		for (struct bobj *o = s->objs[b]; o; o = o->next) {
 			pthread_rwlock_rdlock(&o->lock);
+			st->objects += o->live && !o->deleted;
 			for (uint64_t i = 0; i < o->nchunks; i++)
 				if (!blocker_score_is_zero(o->scores[i]))
 					st->logical_bytes += s->chunk_size;

@@ -188,6 +188,10 @@ struct bobj {
 	pthread_rwlock_t lock; /* map contents and size */
 	uint32_t refs;	       /* under s->objs_lock */
 	bool deleted;	       /* under lock (write) */
+	/* false until the first map or copy record for it is in the log: a
+	 * name created by a write still in progress (or failed) does not
+	 * exist for other operations, so no record can refer to it early */
+	bool live;
 	uint64_t size;
 	uint64_t nchunks; /* length of scores[] */
 	uint8_t (*scores)[BLOCKER_SCORE_SIZE];
@@ -264,16 +268,30 @@ void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 int blog_open_segments(struct blocker_store *s, bool create_first);
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
 int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off);
+/* One record to append; pos is filled in. */
+struct brec_out {
+	enum brec_type type;
+	const uint8_t *score;
+	const void *payload;
+	uint32_t len;
+	uint64_t pos;
+};
 /*
- * Append records (already encoded, header positions filled by the caller
- * under append_lock via the callback) – see blog_append.
+ * Append records in order with as few pwritev calls as segment boundaries
+ * allow. Caller holds append_lock. The tail advances after each write, so
+ * a record is readable once its index entry (inserted by the caller after
+ * this returns) is visible. On error the store is degraded and records
+ * not yet written are not in the log; some may be (the caller's map
+ * record is last, so a partial batch is never referenced).
  */
-int blog_append(struct blocker_store *s, enum brec_type type,
-		const uint8_t score[32], const struct iovec *payload, int cnt,
-		uint32_t len, uint64_t *pos_out);
+int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
+			     int n);
 int blog_append_locked(struct blocker_store *s, enum brec_type type,
-		       const uint8_t score[32], const struct iovec *payload,
-		       int cnt, uint32_t len, uint64_t *pos_out);
+		       const uint8_t score[32], const void *payload,
+		       uint32_t len, uint64_t *pos_out);
+int blog_append(struct blocker_store *s, enum brec_type type,
+		const uint8_t score[32], const void *payload, uint32_t len,
+		uint64_t *pos_out);
 int blog_flush(struct blocker_store *s);
 int blog_pread(struct blocker_store *s, uint64_t pos, void *buf, size_t len);
 /* iov is modified (consumed) */

@@ -16,8 +16,8 @@
 /*
  * Feedback masks of maximal-length Galois LFSRs (right shift, xor the mask
  * when the bit shifted out is 1), widths 2..32. Each one is checked to
- * have period 2^w - 1 (exhaustively up to width 24 by test_bench_xseg,
- * and once offline for the others).
+ * have period 2^w - 1 (exhaustively up to width 20 by
+ * test_bench_xseg_util, and once offline for widths 21..32).
  */
 static const uint32_t bench_lfsr_masks[33] = {
     [2] = 0x3,	       [3] = 0x6,	  [4] = 0xC,	     [5] = 0x14,

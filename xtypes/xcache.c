@@ -27,6 +27,7 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,34 +55,38 @@
 
 #define XCACHE_CACHELINE 64
 
-struct xcache_lfnode {
-	struct cds_lfht_node node;
-	struct xcache_entry *entry;
-};
-
+/*
+ * Layout: a hit reads the hash-table node, the reference count, the name
+ * length and the name; they share the first cache line (with the first 24
+ * bytes of the name), so that a lookup of a short name in a table too big
+ * for the CPU caches misses once in the entry rather than three times.
+ */
 struct xcache_entry {
-	/* Read on the hit path. */
-	uint32_t ref;	    /* __atomic; 1 -> 0 only under c->lock */
-	uint8_t referenced; /* __atomic relaxed; CLOCK bit */
-	uint8_t state;	    /* enum xcache_state; written under c->lock */
-	uint8_t slot;	    /* lfnode in the active table; c->lock */
-	bool finalizing;    /* on_finalize running; c->lock */
-	bool refinalize;    /* ref hit 0 again meanwhile; c->lock */
-	uint16_t name_len;
-	uint32_t index;
-	uint64_t hash;
-	void *priv;
-	struct cds_list_head link; /* LRU / evicted chain / pool; c->lock */
 	/*
 	 * Two hash-table nodes: a node deleted from the table may be added
 	 * again only after a grace period, and an evicted entry may be
 	 * re-inserted at once. del_epoch[i] is c->gp_epoch when lfnode[i]
 	 * was deleted; the node is reusable once c->gp_epoch has moved past.
 	 */
-	uint64_t del_epoch[2];
-	struct xcache_lfnode lfnode[2];
+	struct cds_lfht_node lfnode[2];
+	uint32_t ref; /* __atomic; 1 -> 0 only under c->lock */
+	uint16_t name_len;
+	uint8_t referenced; /* __atomic relaxed; CLOCK bit */
+	uint8_t state;	    /* enum xcache_state; written under c->lock */
 	char name[XCACHE_NAME_MAX + 1];
+	/* Cold: writers only, under c->lock, or set once at create. */
+	uint8_t slot;	 /* lfnode in the active table */
+	bool finalizing; /* on_finalize running */
+	bool refinalize; /* ref hit 0 again meanwhile */
+	uint32_t index;
+	uint64_t hash;
+	void *priv;
+	struct cds_list_head link; /* LRU / evicted chain / pool */
+	uint64_t del_epoch[2];
 } __attribute__((aligned(XCACHE_CACHELINE)));
+
+_Static_assert(offsetof(struct xcache_entry, name) + 16 <= XCACHE_CACHELINE,
+	       "hit-path fields and the name's start share the first line");
 
 struct xcache {
 	pthread_mutex_t lock;
@@ -113,7 +118,17 @@ struct xcache {
 struct xcache_key {
 	const char *name;
 	size_t len;
+	const struct xcache *c;
 };
+
+/* The entry holding a hash-table node: nodes live in the pool array. */
+static struct xcache_entry *xcache_node_entry(const struct xcache *c,
+					      const struct cds_lfht_node *node)
+{
+	uintptr_t off = (uintptr_t)node - (uintptr_t)c->nodes;
+
+	return &c->nodes[off / sizeof(struct xcache_entry)];
+}
 
 /* 64-bit multiply-xorshift hash; the final mix feeds cds_lfht's bits. */
 static uint64_t xcache_hash(const char *s, size_t len)
@@ -162,10 +177,8 @@ static void xcache_set_state(struct xcache_entry *e, enum xcache_state s)
 
 static int xcache_match(struct cds_lfht_node *node, const void *key)
 {
-	const struct xcache_lfnode *ln =
-	    caa_container_of(node, struct xcache_lfnode, node);
-	const struct xcache_entry *e = ln->entry;
 	const struct xcache_key *k = key;
+	const struct xcache_entry *e = xcache_node_entry(k->c, node);
 
 	XC_TSAN_ACQUIRE(e);
 	return e->name_len == k->len && memcmp(e->name, k->name, k->len) == 0;
@@ -184,7 +197,7 @@ static struct xcache_entry *xcache_active_find(struct xcache *c,
 	node = cds_lfht_iter_get_node(&iter);
 	if (!node)
 		return NULL;
-	return caa_container_of(node, struct xcache_lfnode, node)->entry;
+	return xcache_node_entry(c, node);
 }
 
 static bool xcache_ref_get_unless_zero(struct xcache_entry *e)
@@ -273,21 +286,21 @@ static void xcache_active_add_locked(struct xcache *c, struct xcache_entry *e,
 				     uint8_t slot)
 {
 	e->slot = slot;
-	cds_lfht_node_init(&e->lfnode[slot].node);
+	cds_lfht_node_init(&e->lfnode[slot]);
 	__atomic_store_n(&e->referenced, 0, __ATOMIC_RELAXED);
 	xcache_set_state(e, XCACHE_ACTIVE);
 	cds_list_add(&e->link, &c->lru);
 	c->nr_active++;
 	XC_TSAN_RELEASE(e);
 	urcu_memb_read_lock();
-	cds_lfht_add(c->active, (unsigned long)e->hash, &e->lfnode[slot].node);
+	cds_lfht_add(c->active, (unsigned long)e->hash, &e->lfnode[slot]);
 	urcu_memb_read_unlock();
 }
 
 static void xcache_active_del_locked(struct xcache *c, struct xcache_entry *e)
 {
 	urcu_memb_read_lock();
-	cds_lfht_del(c->active, &e->lfnode[e->slot].node);
+	cds_lfht_del(c->active, &e->lfnode[e->slot]);
 	urcu_memb_read_unlock();
 	e->del_epoch[e->slot] = c->gp_epoch;
 	cds_list_del(&e->link);
@@ -538,8 +551,6 @@ int xcache_create(const struct xcache_config *cfg, struct xcache **out)
 		struct xcache_entry *e = &c->nodes[i];
 
 		e->index = (uint32_t)i;
-		e->lfnode[0].entry = e;
-		e->lfnode[1].entry = e;
 		xcache_set_state(e, XCACHE_FREE);
 		cds_list_add_tail(&e->link, &c->free_list);
 		if (c->ops.on_node_init) {
@@ -614,6 +625,7 @@ int xcache_lookup(struct xcache *c, const char *name, struct xcache_entry **out)
 	if (err)
 		return err;
 	key.name = name;
+	key.c = c;
 	if (!xcache_lookup_get(c, &key, xcache_hash(name, key.len), out))
 		return -ENOENT;
 	return 0;
@@ -650,6 +662,7 @@ int xcache_insert(struct xcache *c, const char *name, struct xcache_entry **out,
 	if (err)
 		return err;
 	key.name = name;
+	key.c = c;
 	hash = xcache_hash(name, key.len);
 
 	if (xcache_lookup_get(c, &key, hash, &e)) {
@@ -772,6 +785,7 @@ int xcache_invalidate(struct xcache *c, const char *name)
 	if (err)
 		return err;
 	key.name = name;
+	key.c = c;
 	hash = xcache_hash(name, key.len);
 
 	/* Find and detach in one lock hold: the entry cannot change hands. */

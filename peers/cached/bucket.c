@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cached: the preallocated bucket pool and the per-object slot states.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cached.h"
+
+int cached_pool_init(struct cached_pool *pool, uint32_t nr,
+		     uint32_t bucket_size, bool prefault)
+{
+	uint64_t len;
+	long page = sysconf(_SC_PAGESIZE);
+	int rc;
+
+	memset(pool, 0, sizeof(*pool));
+	if (!nr || !bucket_size || nr == CACHED_NO_BUCKET)
+		return -EINVAL;
+	len = (uint64_t)nr * bucket_size;
+	if (len / bucket_size != nr || len > SIZE_MAX)
+		return -EINVAL;
+	pool->data = mmap(
+	    NULL, len, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0), -1, 0);
+	if (pool->data == MAP_FAILED) {
+		pool->data = NULL;
+		return -ENOMEM;
+	}
+	pool->map_len = len;
+	/* Transparent huge pages where the kernel allows them: fewer TLB
+	 * misses on the hit path. Advisory; failure changes nothing. */
+	madvise(pool->data, len, MADV_HUGEPAGE);
+	if (prefault && page > 0)
+		/* MAP_POPULATE maps the zero page for reads only on some
+		 * kernels; a write per page makes every page private now
+		 * rather than on the first pass over the working set. */
+		for (uint64_t off = 0; off < len; off += (uint64_t)page)
+			pool->data[off] = 0;
+	pool->free_stack = malloc((size_t)nr * sizeof(uint32_t));
+	if (!pool->free_stack) {
+		munmap(pool->data, len);
+		pool->data = NULL;
+		return -ENOMEM;
+	}
+	/* Highest index at the bottom: buckets are handed out from the start
+	 * of the map, which keeps a small working set dense. */
+	for (uint32_t i = 0; i < nr; i++)
+		pool->free_stack[i] = nr - 1 - i;
+	rc = pthread_mutex_init(&pool->lock, NULL);
+	if (rc) {
+		free(pool->free_stack);
+		munmap(pool->data, len);
+		pool->data = NULL;
+		return -rc;
+	}
+	pool->nr = nr;
+	pool->bucket_size = bucket_size;
+	pool->nr_free = nr;
+	return 0;
+}
+
+void cached_pool_destroy(struct cached_pool *pool)
+{
+	if (!pool->data)
+		return;
+	pthread_mutex_destroy(&pool->lock);
+	free(pool->free_stack);
+	munmap(pool->data, pool->map_len);
+	memset(pool, 0, sizeof(*pool));
+}
+
+int cached_pool_get(struct cached_pool *pool, uint32_t *out, uint32_t n)
+{
+	uint32_t nf;
+
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&pool->lock);
+	nf = pool->nr_free;
+	if (nf < n) {
+		pthread_mutex_unlock(&pool->lock);
+		return -ENOSPC;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = pool->free_stack[nf - 1 - i];
+	__atomic_store_n(&pool->nr_free, nf - n, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pool->lock);
+	return 0;
+}
+
+void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n)
+{
+	uint32_t nf;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	nf = pool->nr_free;
+	for (uint32_t i = 0; i < n; i++)
+		pool->free_stack[nf + i] = idx[i];
+	__atomic_store_n(&pool->nr_free, nf + n, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Slots                                                               */
+/* ------------------------------------------------------------------ */
+
+int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots)
+{
+	o->bucket = malloc((size_t)nr_slots * sizeof(*o->bucket));
+	o->bstate = calloc(nr_slots, 1);
+	if (!o->bucket || !o->bstate) {
+		free(o->bucket);
+		free(o->bstate);
+		o->bucket = NULL;
+		o->bstate = NULL;
+		return -ENOMEM;
+	}
+	for (uint32_t s = 0; s < nr_slots; s++)
+		o->bucket[s] = CACHED_NO_BUCKET;
+	o->nr_slots = nr_slots;
+	return 0;
+}
+
+void cached_obj_free_slots(struct cached_obj *o)
+{
+	free(o->bucket);
+	free(o->bstate);
+	o->bucket = NULL;
+	o->bstate = NULL;
+	o->nr_slots = 0;
+}
+
+static void cached_global_count(struct cached *c, enum cached_bstate st,
+				int delta)
+{
+	if (!c)
+		return;
+	if (st == CACHED_B_DIRTY)
+		__atomic_add_fetch(&c->dirty_buckets, (uint64_t)(int64_t)delta,
+				   __ATOMIC_RELEASE);
+	else if (st == CACHED_B_WRITING)
+		__atomic_add_fetch(&c->writing_buckets,
+				   (uint64_t)(int64_t)delta, __ATOMIC_RELEASE);
+}
+
+void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
+			   enum cached_bstate st)
+{
+	enum cached_bstate old = (enum cached_bstate)o->bstate[s];
+
+	if (old == st)
+		return;
+	o->counts[old]--;
+	o->counts[st]++;
+	o->bstate[s] = (uint8_t)st;
+	/* Increment the new state first so a reader of the sum never sees
+	 * a bucket that is DIRTY -> WRITING as clean. */
+	cached_global_count(o->c, st, 1);
+	cached_global_count(o->c, old, -1);
+	__atomic_store_n(&o->unclean,
+			 o->counts[CACHED_B_DIRTY] +
+			     o->counts[CACHED_B_WRITING],
+			 __ATOMIC_RELEASE);
+}
+
+uint32_t cached_obj_unclaimed(const struct cached_obj *o, uint32_t first,
+			      uint32_t n)
+{
+	uint32_t k = 0;
+
+	for (uint32_t s = first; s < first + n; s++)
+		k += o->bucket[s] == CACHED_NO_BUCKET;
+	return k;
+}
+
+int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n)
+{
+	uint32_t need = cached_obj_unclaimed(o, first, n), got[64];
+	uint32_t *idx = got;
+	int rc;
+
+	if (!need)
+		return 0;
+	if (need > 64) {
+		idx = malloc(need * sizeof(*idx));
+		if (!idx)
+			return -ENOMEM;
+	}
+	rc = cached_pool_get(&o->c->pool, idx, need);
+	if (!rc) {
+		uint32_t k = 0;
+		for (uint32_t s = first; s < first + n; s++) {
+			if (o->bucket[s] != CACHED_NO_BUCKET)
+				continue;
+			o->bucket[s] = idx[k++];
+			o->bstate[s] = CACHED_B_INVALID;
+			o->counts[CACHED_B_INVALID]++;
+			o->nr_claimed++;
+		}
+	}
+	if (idx != got)
+		free(idx);
+	return rc;
+}
+
+void cached_obj_release_all(struct cached_obj *o)
+{
+	uint32_t batch[64], k = 0;
+
+	for (uint32_t s = 0; s < o->nr_slots && o->nr_claimed; s++) {
+		if (o->bucket[s] == CACHED_NO_BUCKET)
+			continue;
+		/* dirty data can only be dropped here if a DELETE discarded
+		 * it already; keep the global counters exact regardless */
+		cached_global_count(o->c, (enum cached_bstate)o->bstate[s], -1);
+		o->counts[o->bstate[s]]--;
+		batch[k++] = o->bucket[s];
+		o->bucket[s] = CACHED_NO_BUCKET;
+		o->bstate[s] = CACHED_B_INVALID;
+		o->nr_claimed--;
+		if (k == 64) {
+			cached_pool_put(&o->c->pool, batch, k);
+			k = 0;
+		}
+	}
+	cached_pool_put(&o->c->pool, batch, k);
+	memset(o->counts, 0, sizeof(o->counts));
+	__atomic_store_n(&o->unclean, 0, __ATOMIC_RELEASE);
+	o->nr_claimed = 0;
+	o->waiters = NULL;
+	o->flushing = false;
+	o->fua_wanted = false;
+	o->round_fua = false;
+	o->kept = false;
+	o->cursor = 0;
+	o->round_inflight = 0;
+	o->round_error = 0;
+	o->seq_started = o->seq_done = 0;
+	o->last_round_error = 0;
+	cached_obj_set_state(o, CACHED_O_READY);
+}

@@ -1,0 +1,627 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cached: the object cache peer. This file is the glue to the peer
+ * framework and the segment: options, handlers, requests to the next
+ * port, statistics, plug at start and unplug at shutdown. The cache
+ * itself is in object.c and bucket.c (see cached.h, docs/cached.md).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cached.h"
+#include "peer.h"
+
+enum {
+	OPT_CACHE_SIZE = 256,
+	OPT_BUCKET_SIZE,
+	OPT_OBJECT_SIZE,
+	OPT_MAX_OBJECTS,
+	OPT_POLICY,
+	OPT_DIRTY_THRESHOLD,
+	OPT_MAX_REQ_SIZE,
+	OPT_MAX_INFLIGHT,
+	OPT_NEXT_PORT,
+	OPT_PLUG,
+	OPT_NO_PREFAULT,
+	OPT_FLUSH_TIMEOUT,
+};
+
+struct cached_peer {
+	struct cached c;
+	struct cached_config cfg;
+	struct peer *p;
+	struct xseg *seg;
+	uint32_t port;
+	uint32_t next_port;
+	bool plug;
+	bool plugged; /* we set the redirect of next_port to us */
+	bool dirty_threshold_set;
+	bool max_objects_set;
+	bool initialised;
+	uint64_t flush_timeout_ns;
+};
+
+static const struct option cached_options[] = {
+    {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+    {"bucket-size", required_argument, NULL, OPT_BUCKET_SIZE},
+    {"object-size", required_argument, NULL, OPT_OBJECT_SIZE},
+    {"max-objects", required_argument, NULL, OPT_MAX_OBJECTS},
+    {"write-policy", required_argument, NULL, OPT_POLICY},
+    {"dirty-threshold", required_argument, NULL, OPT_DIRTY_THRESHOLD},
+    {"max-req-size", required_argument, NULL, OPT_MAX_REQ_SIZE},
+    {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
+    {"next-port", required_argument, NULL, OPT_NEXT_PORT},
+    {"plug", no_argument, NULL, OPT_PLUG},
+    {"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
+    {"flush-timeout", required_argument, NULL, OPT_FLUSH_TIMEOUT},
+    {NULL, 0, NULL, 0},
+};
+
+static const char cached_options_help[] =
+    "      --next-port N         port of the store behind the cache "
+    "(required)\n"
+    "      --cache-size SIZE     bucket memory (default 128M)\n"
+    "      --bucket-size SIZE    bucket size, a power of two (default "
+    "4k)\n"
+    "      --object-size SIZE    largest object size (default 4M)\n"
+    "      --max-objects N       objects indexed at once (default 4 x "
+    "cache/object)\n"
+    "      --write-policy P      writeback (default) or writethrough\n"
+    "      --dirty-threshold SIZE  write-back: flush above this much "
+    "dirty data\n"
+    "                          (default half the cache)\n"
+    "      --max-req-size SIZE   largest request to the next port "
+    "(default 128k)\n"
+    "      --max-inflight N      requests to the next port in flight "
+    "(default 32)\n"
+    "      --plug                redirect the next port to this one at "
+    "start, and\n"
+    "                          remove the redirect at shutdown (after "
+    "flushing)\n"
+    "      --no-prefault         do not touch the cache memory at start\n"
+    "      --flush-timeout TIME  at shutdown give up flushing after TIME\n"
+    "                          (default 60s, bare number = s)\n";
+
+static void cached_defaults(struct peer *p)
+{
+	struct cached_peer *cp = peer_priv(p);
+
+	cp->next_port = XSEG_NOPORT;
+	cp->cfg.cache_size = 128ULL << 20;
+	cp->cfg.bucket_size = 4096;
+	cp->cfg.object_size = 4ULL << 20;
+	cp->cfg.policy = CACHED_WRITEBACK;
+	cp->cfg.max_req_size = 128 << 10;
+	cp->cfg.max_inflight = 32;
+	cp->cfg.prefault = true;
+	cp->flush_timeout_ns = 60ULL * 1000000000ULL;
+}
+
+static int cached_parse_opt(struct peer *p, int val, const char *arg)
+{
+	struct cached_peer *cp = peer_priv(p);
+	uint64_t v;
+	int rc;
+
+	switch (val) {
+	case OPT_CACHE_SIZE:
+		return peer_parse_size(arg, &cp->cfg.cache_size);
+	case OPT_BUCKET_SIZE:
+		rc = peer_parse_size(arg, &v);
+		if (rc)
+			return rc;
+		if (v > (1u << 30))
+			return -ERANGE;
+		cp->cfg.bucket_size = (uint32_t)v;
+		return 0;
+	case OPT_OBJECT_SIZE:
+		return peer_parse_size(arg, &cp->cfg.object_size);
+	case OPT_MAX_OBJECTS:
+		rc = peer_parse_u64(arg, &v);
+		if (rc)
+			return rc;
+		if (!v || v > (1u << 30))
+			return -ERANGE;
+		cp->cfg.max_objects = (uint32_t)v;
+		cp->max_objects_set = true;
+		return 0;
+	case OPT_POLICY:
+		if (!strcmp(arg, "writeback") || !strcmp(arg, "write-back"))
+			cp->cfg.policy = CACHED_WRITEBACK;
+		else if (!strcmp(arg, "writethrough") ||
+			 !strcmp(arg, "write-through"))
+			cp->cfg.policy = CACHED_WRITETHROUGH;
+		else
+			return -EINVAL;
+		return 0;
+	case OPT_DIRTY_THRESHOLD:
+		cp->dirty_threshold_set = true;
+		return peer_parse_size(arg, &cp->cfg.dirty_threshold);
+	case OPT_MAX_REQ_SIZE:
+		return peer_parse_size(arg, &cp->cfg.max_req_size);
+	case OPT_MAX_INFLIGHT:
+		rc = peer_parse_u64(arg, &v);
+		if (rc)
+			return rc;
+		if (!v || v > 65536)
+			return -ERANGE;
+		cp->cfg.max_inflight = (uint32_t)v;
+		return 0;
+	case OPT_NEXT_PORT:
+		rc = peer_parse_u64(arg, &v);
+		if (rc)
+			return rc;
+		if (v >= XSEG_NOPORT)
+			return -ERANGE;
+		cp->next_port = (uint32_t)v;
+		return 0;
+	case OPT_PLUG:
+		cp->plug = true;
+		return 0;
+	case OPT_NO_PREFAULT:
+		cp->cfg.prefault = false;
+		return 0;
+	case OPT_FLUSH_TIMEOUT:
+		return peer_parse_duration(arg, 1000000000ULL,
+					   &cp->flush_timeout_ns);
+	}
+	return -EINVAL;
+}
+
+/* ------------------------------------------------------------------ */
+/* liburcu registration of the framework's threads                     */
+/* ------------------------------------------------------------------ */
+
+static pthread_key_t cached_urcu_key;
+static pthread_once_t cached_urcu_once = PTHREAD_ONCE_INIT;
+static __thread bool cached_urcu_registered;
+
+static void cached_urcu_exit(void *arg)
+{
+	(void)arg;
+	if (cached_urcu_registered) {
+		xcache_thread_unregister();
+		cached_urcu_registered = false;
+	}
+}
+
+static void cached_urcu_key_init(void)
+{
+	pthread_key_create(&cached_urcu_key, cached_urcu_exit);
+}
+
+/* Worker threads belong to the framework: register each the first time
+ * it enters cached, and unregister it when it exits (key destructor). */
+static inline void cached_thread_enter(void)
+{
+	if (__builtin_expect(cached_urcu_registered, 1))
+		return;
+	pthread_once(&cached_urcu_once, cached_urcu_key_init);
+	xcache_thread_register();
+	cached_urcu_registered = true;
+	pthread_setspecific(cached_urcu_key, (void *)1);
+}
+
+/* ------------------------------------------------------------------ */
+/* I/O to the segment                                                  */
+/* ------------------------------------------------------------------ */
+
+static void *io_data(struct cached *c, struct xseg_request *req)
+{
+	struct cached_peer *cp = c->io_priv;
+
+	return xseg_request_data(cp->seg, req);
+}
+
+static void io_complete(struct cached *c, struct xseg_request *req, int error)
+{
+	struct cached_peer *cp = c->io_priv;
+
+	peer_complete(cp->p, req, error);
+}
+
+static int io_forward(struct cached *c, struct xseg_request *req)
+{
+	struct cached_peer *cp = c->io_priv;
+
+	return peer_forward(cp->p, req, cp->next_port);
+}
+
+static int io_submit(struct cached *c, struct cached_nreq *n)
+{
+	struct cached_peer *cp = c->io_priv;
+	struct xseg_request *req = n->req;
+	uint16_t op = req->op;
+	uint32_t flags = req->flags;
+	uint64_t offset = req->offset, size = req->size;
+	const char *name = xcache_entry_name(n->obj->entry);
+	size_t len = strlen(name);
+	int rc;
+
+	/* the buffer is big enough, so prep keeps it (and its contents) */
+	rc = xseg_prep_request(cp->seg, req, (uint32_t)len, size);
+	if (rc < 0)
+		return rc;
+	req->op = op;
+	req->flags = flags;
+	req->offset = offset;
+	req->size = size;
+	req->user = (uint64_t)(uintptr_t)n;
+	memcpy(xseg_request_target(req), name, len);
+	return xseg_submit(cp->seg, req, cp->next_port);
+}
+
+static const struct cached_io_ops cached_xseg_io = {
+    .data = io_data,
+    .complete = io_complete,
+    .forward = io_forward,
+    .submit = io_submit,
+};
+
+/* ------------------------------------------------------------------ */
+/* Handlers                                                            */
+/* ------------------------------------------------------------------ */
+
+static int cached_handle(struct peer *p, struct xseg_request *req)
+{
+	struct cached_peer *cp = peer_priv(p);
+
+	/* Plugged in front of the next port, our own requests to it are
+	 * redirected back to us: pass them on, bypassing the redirect. */
+	if (req->src == cp->port)
+		return peer_forward(p, req, cp->next_port);
+	cached_thread_enter();
+	return cached_submit_request(&cp->c, req);
+}
+
+static int cached_passthrough(struct peer *p, struct xseg_request *req)
+{
+	struct cached_peer *cp = peer_priv(p);
+
+	return peer_forward(p, req, cp->next_port);
+}
+
+static void cached_on_reply(struct peer *p, struct xseg_request *req)
+{
+	struct cached_peer *cp = peer_priv(p);
+	struct cached_nreq *n = (struct cached_nreq *)(uintptr_t)req->user;
+
+	if (!n || n < cp->c.nreqs || n >= cp->c.nreqs + cp->cfg.max_inflight ||
+	    n->req != req || !n->obj) {
+		peer_warn("cached: port %" PRIu32 ": stray reply to request "
+			  "%" PRIu64 " (%s), dropped",
+			  cp->port, req->id, peer_op_name(req->op));
+		return;
+	}
+	cached_thread_enter();
+	cached_nreq_done(&cp->c, n, req->error, req->serviced);
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle                                                          */
+/* ------------------------------------------------------------------ */
+
+static void cached_sleep_ms(unsigned ms)
+{
+	struct timespec ts = {0, (long)ms * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Plug: requests addressed to the next port come to us from now on.
+ * Requests the next port took before the redirect may still be in flight
+ * there; wait (bounded) until it has answered them, so that nothing we
+ * fetch can be older than a write it acknowledges afterwards. */
+static void cached_plug(struct cached_peer *cp)
+{
+	struct xseg_port_info pi;
+	uint64_t deadline = peer_now_ns() + 5000000000ULL;
+	int rc = xseg_set_path_next(cp->seg, cp->next_port, cp->port);
+
+	if (rc < 0) {
+		peer_warn("cached: cannot redirect port %" PRIu32 " to %" PRIu32
+			  ": %s",
+			  cp->next_port, cp->port, strerror(-rc));
+		return;
+	}
+	cp->plugged = true;
+	while (peer_now_ns() < deadline) {
+		if (xseg_port_info(cp->seg, cp->next_port, &pi) < 0)
+			break;
+		if (!pi.request_depth &&
+		    pi.accepted <= pi.served + pi.failed + pi.forwarded)
+			break;
+		cached_sleep_ms(1);
+	}
+	peer_info("cached: plugged in front of port %" PRIu32, cp->next_port);
+}
+
+static int cached_init_peer(struct peer *p)
+{
+	struct cached_peer *cp = peer_priv(p);
+	struct xseg_config sc;
+	char why[160];
+	int rc;
+
+	cp->p = p;
+	cp->seg = peer_seg(p);
+	cp->port = peer_port(p);
+	if (cp->next_port == XSEG_NOPORT) {
+		peer_err("cached: no --next-port given");
+		return -EINVAL;
+	}
+	if (cp->next_port >= xseg_nr_ports(cp->seg) ||
+	    cp->next_port == cp->port) {
+		peer_err("cached: bad next port %" PRIu32, cp->next_port);
+		return -EINVAL;
+	}
+	xseg_get_config(cp->seg, &sc);
+	if (!cp->max_objects_set) {
+		uint64_t m =
+		    4 * (cp->cfg.cache_size /
+			 (cp->cfg.object_size ? cp->cfg.object_size : 1));
+		cp->cfg.max_objects = (uint32_t)(m < 16		  ? 16
+						 : m > (1u << 20) ? (1u << 20)
+								  : m);
+	}
+	if (!cp->dirty_threshold_set)
+		cp->cfg.dirty_threshold = cp->cfg.cache_size / 2;
+	cp->cfg.nr_cios = sc.nr_requests + 64;
+	rc = cached_validate_config(&cp->cfg, why, sizeof(why));
+	if (rc) {
+		peer_err("cached: %s", why);
+		return rc;
+	}
+	cached_thread_enter();
+	rc = cached_init(&cp->c, &cp->cfg);
+	if (rc) {
+		peer_err("cached: cannot set up the cache: %s", strerror(-rc));
+		return rc;
+	}
+	cp->initialised = true;
+	cp->c.io = &cached_xseg_io;
+	cp->c.io_priv = cp;
+	for (uint32_t i = 0; i < cp->cfg.max_inflight; i++) {
+		struct xseg_request *req;
+
+		rc = xseg_get_request(cp->seg, cp->port, &req);
+		if (!rc) {
+			rc = xseg_prep_request(cp->seg, req, XSEG_MAX_TARGETLEN,
+					       cp->cfg.max_req_size);
+			if (rc)
+				xseg_put_request(cp->seg, req);
+		}
+		if (rc) {
+			peer_err("cached: cannot reserve request %" PRIu32
+				 " of %" PRIu32 " for the next port: %s",
+				 i, cp->cfg.max_inflight, strerror(-rc));
+			return rc;
+		}
+		req->user = (uint64_t)(uintptr_t)&cp->c.nreqs[i];
+		cp->c.nreqs[i].req = req;
+	}
+	peer_info("cached: %" PRIu64 " MiB in %" PRIu32 " buckets of %" PRIu32
+		  " bytes, objects of %" PRIu64 " bytes, max %" PRIu32
+		  " objects, %s, dirty threshold %" PRIu64
+		  " bytes, next port %" PRIu32 " (at most %" PRIu32
+		  " requests of %" PRIu64 " bytes in flight)%s",
+		  cp->cfg.cache_size >> 20, cp->c.pool.nr, cp->cfg.bucket_size,
+		  cp->cfg.object_size, cp->cfg.max_objects,
+		  cp->cfg.policy == CACHED_WRITEBACK ? "write-back"
+						     : "write-through",
+		  cp->cfg.dirty_threshold, cp->next_port, cp->cfg.max_inflight,
+		  cp->cfg.max_req_size,
+		  cp->cfg.prefault ? ", memory pre-faulted" : "");
+	if (cp->plug)
+		cached_plug(cp);
+	return 0;
+}
+
+/* Hand every request queued on our port to the next port: our own ones
+ * (redirected back while plugged) always; client ones only when hold is
+ * NULL, else they are kept on the hold list until the cache is clean. */
+struct cached_held {
+	struct xseg_request **reqs;
+	size_t nr, cap;
+};
+
+static unsigned cached_pump(struct cached_peer *cp, struct cached_held *hold)
+{
+	struct xseg_request *req;
+	unsigned n = 0;
+
+	while (xseg_accept(cp->seg, cp->port, &req) == 0) {
+		n++;
+		if (req->src != cp->port && hold) {
+			if (hold->nr == hold->cap) {
+				size_t cap = hold->cap ? 2 * hold->cap : 64;
+				void *r = realloc(hold->reqs,
+						  cap * sizeof(*hold->reqs));
+				if (!r) {
+					xseg_respond(cp->seg, req, ENOMEM);
+					continue;
+				}
+				hold->reqs = r;
+				hold->cap = cap;
+			}
+			hold->reqs[hold->nr++] = req;
+			continue;
+		}
+		if (xseg_forward(cp->seg, req, cp->next_port) < 0)
+			xseg_respond(cp->seg, req, ENXIO);
+	}
+	return n;
+}
+
+/*
+ * Shutdown = unplug: switch to write-through, write every dirty bucket to
+ * the next port (at most max_inflight requests at a time), remove our
+ * redirect, then pass whatever is still queued on our port straight to the
+ * next port. The framework has stopped handing us new requests; requests
+ * already accepted finish in its drain (written through now).
+ */
+static void cached_stop(struct peer *p)
+{
+	struct cached_peer *cp = peer_priv(p);
+	struct cached *c = &cp->c;
+	struct cached_held hold = {0};
+	uint64_t start = peer_now_ns(), last_kick = 0, quiet_since;
+	bool plugged;
+
+	if (!cp->initialised)
+		return;
+	cached_thread_enter();
+	cached_set_policy(c, CACHED_WRITETHROUGH);
+	plugged = xseg_get_path_next(cp->seg, cp->next_port) == cp->port;
+	peer_info("cached: stopping: write-through, flushing %" PRIu64
+		  " dirty bytes%s",
+		  cached_unclean(c) * cp->cfg.bucket_size,
+		  plugged ? ", then unplugging" : "");
+	for (;;) {
+		uint64_t now = peer_now_ns();
+
+		if (plugged)
+			cached_pump(cp, &hold);
+		if (!cached_unclean(c))
+			break;
+		if (now - start > cp->flush_timeout_ns) {
+			peer_err("cached: flush timeout: %" PRIu64
+				 " dirty bytes could not be written to port "
+				 "%" PRIu32,
+				 cached_unclean(c) * cp->cfg.bucket_size,
+				 cp->next_port);
+			break;
+		}
+		if (now - last_kick > 100000000ULL) {
+			/* also retries objects whose last round failed */
+			cached_flush_all(c);
+			last_kick = now;
+		}
+		cached_sleep_ms(1);
+	}
+	if (plugged && xseg_get_path_next(cp->seg, cp->next_port) == cp->port) {
+		xseg_clear_path_next(cp->seg, cp->next_port);
+		peer_info("cached: unplugged from port %" PRIu32,
+			  cp->next_port);
+	}
+	for (size_t i = 0; i < hold.nr; i++)
+		if (xseg_forward(cp->seg, hold.reqs[i], cp->next_port) < 0)
+			xseg_respond(cp->seg, hold.reqs[i], ENXIO);
+	free(hold.reqs);
+	/* A submit that read the redirect just before we cleared it may
+	 * still land here: keep passing requests on until the queue has
+	 * been quiet for a while. */
+	quiet_since = peer_now_ns();
+	while (peer_now_ns() - quiet_since < 200000000ULL) {
+		if (cached_pump(cp, NULL))
+			quiet_since = peer_now_ns();
+		cached_sleep_ms(1);
+	}
+	peer_info("cached: flushed in %.3f s",
+		  (double)(peer_now_ns() - start) / 1e9);
+}
+
+static void cached_fini(struct peer *p)
+{
+	struct cached_peer *cp = peer_priv(p);
+
+	if (!cp->initialised)
+		return;
+	cached_thread_enter();
+	for (uint32_t i = 0; i < cp->cfg.max_inflight; i++)
+		if (cp->c.nreqs && cp->c.nreqs[i].req && !cp->c.nreqs[i].obj)
+			xseg_put_request(cp->seg, cp->c.nreqs[i].req);
+	if (cp->plugged &&
+	    xseg_get_path_next(cp->seg, cp->next_port) == cp->port)
+		xseg_clear_path_next(cp->seg, cp->next_port);
+	cached_destroy(&cp->c);
+	cp->initialised = false;
+}
+
+static void cached_stats(struct peer *p)
+{
+	struct cached_peer *cp = peer_priv(p);
+	struct cached *c = &cp->c;
+	struct cached_stats s;
+	struct xcache_stats xs;
+
+	if (!cp->initialised)
+		return;
+#define LD(f) s.f = __atomic_load_n(&c->st.f, __ATOMIC_RELAXED)
+	LD(hits);
+	LD(misses);
+	LD(partial_hits);
+	LD(reads);
+	LD(writes);
+	LD(evictions);
+	LD(flush_rounds);
+	LD(flush_writes);
+	LD(fetches);
+	LD(bytes_to_next);
+	LD(bytes_from_next);
+	LD(next_errors);
+	LD(space_waits);
+	LD(nreq_waits);
+#undef LD
+	xcache_get_stats(c->cache, &xs);
+	peer_info(
+	    "stats: cached: %s reads %" PRIu64 " hits %" PRIu64
+	    " misses %" PRIu64 " partial hits %" PRIu64 " writes %" PRIu64
+	    " evictions %" PRIu64 " dirty bytes %" PRIu64
+	    " writing bytes %" PRIu64,
+	    __atomic_load_n(&c->policy, __ATOMIC_RELAXED) == CACHED_WRITEBACK
+		? "write-back"
+		: "write-through",
+	    s.reads, s.hits, s.misses, s.partial_hits, s.writes, s.evictions,
+	    __atomic_load_n(&c->dirty_buckets, __ATOMIC_RELAXED) *
+		cp->cfg.bucket_size,
+	    __atomic_load_n(&c->writing_buckets, __ATOMIC_RELAXED) *
+		cp->cfg.bucket_size);
+	peer_info("stats: cached: flushes %" PRIu64 " flush writes %" PRIu64
+		  " fetches %" PRIu64 " bytes to next %" PRIu64
+		  " bytes from next %" PRIu64 " next-port errors %" PRIu64
+		  " waits for space %" PRIu64 " waits for requests %" PRIu64,
+		  s.flush_rounds, s.flush_writes, s.fetches, s.bytes_to_next,
+		  s.bytes_from_next, s.next_errors, s.space_waits,
+		  s.nreq_waits);
+	peer_info("stats: cached: objects active %" PRIu32 " evicted %" PRIu32
+		  " detached %" PRIu32 " free buckets %" PRIu32 " of %" PRIu32,
+		  xs.nr_active, xs.nr_evicted, xs.nr_detached,
+		  cached_pool_nr_free(&c->pool), c->pool.nr);
+}
+
+static const struct peer_ops cached_ops = {
+    .type = "cached",
+    .summary = "Cache objects in RAM in front of another port "
+	       "(write-back or write-through).",
+    .priv_size = sizeof(struct cached_peer),
+    .options = cached_options,
+    .options_help = cached_options_help,
+    .defaults = cached_defaults,
+    .parse_opt = cached_parse_opt,
+    .init = cached_init_peer,
+    .stop = cached_stop,
+    .fini = cached_fini,
+    .stats = cached_stats,
+    .handlers =
+	{
+	    [XSEG_OP_READ] = cached_handle,
+	    [XSEG_OP_WRITE] = cached_handle,
+	    [XSEG_OP_FLUSH] = cached_handle,
+	    [XSEG_OP_DELETE] = cached_handle,
+	    [XSEG_OP_INFO] = cached_handle,
+	    [XSEG_OP_COPY] = cached_handle,
+	    [XSEG_OP_HASH] = cached_handle,
+	    [XSEG_OP_PING] = cached_passthrough,
+	},
+    .on_reply = cached_on_reply,
+};
+
+int main(int argc, char **argv)
+{
+	return peer_main(argc, argv, &cached_ops);
+}

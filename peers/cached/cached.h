@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef CACHED_H
+#define CACHED_H
+/*
+ * cached: the object cache peer. Internal contract between the bucket pool
+ * (bucket.c), the per-object state machine (object.c) and the peer glue
+ * (cached.c). docs/cached.md describes the design; this header states who
+ * owns what and which thread may touch it.
+ *
+ * Model
+ * - An object (struct cached_obj) is the private part of an xcache entry.
+ *   It is split into nr_slots slots of bucket_size bytes; a slot holds the
+ *   index of a bucket of the preallocated pool (allocation state CLAIMED)
+ *   or CACHED_NO_BUCKET (FREE). A claimed bucket has a data state
+ *   (enum cached_bstate); obj->counts[] counts the claimed buckets of each
+ *   data state, so "is it clean", "is anything loading" are O(1).
+ * - Everything in an object (slots, states, counters, waiters, flush
+ *   book-keeping) is touched only by jobs of the object's xworkq, so it
+ *   needs no lock. The only exceptions: the xcache hooks on_finalize,
+ *   on_put (the object has no reference then, hence no job can run) and
+ *   the global counters, which are atomics.
+ * - Who holds an object reference: every client request context (cio)
+ *   working on it, every request to the next port in flight for it
+ *   (nreq), and the flush that keeps an evicted dirty object alive
+ *   (obj->kept). The object's buckets go back to the pool in on_put,
+ *   i.e. when nobody can use them any more.
+ * - Requests to the next port come from a fixed pool of max_inflight
+ *   xseg requests taken at start-up (nreq): at most that many are in
+ *   flight, whatever the amount of dirty data, and the segment's request
+ *   pool is never drained by cached. Work that finds the pool empty is
+ *   parked in c->nreq_waitq and resumed when one is returned.
+ * - Work that finds no free bucket (or no free xcache node) drops its
+ *   object reference, evicts the least recently used object and is parked
+ *   in c->space_waitq; it restarts from the lookup when space is freed.
+ *   Holding nothing while waiting is what makes this deadlock-free.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "xcache.h"
+#include "xseg.h"
+#include "xwaitq.h"
+#include "xworkq.h"
+
+#define CACHED_NO_BUCKET UINT32_MAX
+
+/* Data state of a claimed bucket. */
+enum cached_bstate {
+	CACHED_B_INVALID = 0, /* claimed, contents unknown */
+	CACHED_B_LOADING,     /* a read from the next port will fill it */
+	CACHED_B_VALID,	      /* same contents as the next port */
+	CACHED_B_DIRTY,	      /* newer than the next port */
+	CACHED_B_WRITING,     /* being written to the next port */
+	CACHED_B_NR_STATES
+};
+
+/* Object state. */
+enum cached_ostate {
+	CACHED_O_READY = 0,   /* usable, no flush in flight */
+	CACHED_O_FLUSHING,    /* a flush round is in flight */
+	CACHED_O_DELETING,    /* a DELETE/COPY waits for a flush to end */
+	CACHED_O_INVALIDATED, /* removed from the cache; requests that
+				 still hold it look the name up again */
+	CACHED_O_FAILED,      /* the last flush round failed; dirty data
+				 stays dirty and is retried */
+};
+
+enum cached_policy {
+	CACHED_WRITEBACK = 0,
+	CACHED_WRITETHROUGH = 1,
+};
+
+/* ------------------------------------------------------------------------
+ * Bucket pool (bucket.c). Thread-safe (a mutex around a stack of free
+ * indexes: taken once per request, not per bucket).
+ */
+struct cached_pool {
+	unsigned char *data; /* nr * bucket_size bytes, mmap'd */
+	uint64_t map_len;
+	uint32_t bucket_size;
+	uint32_t nr;
+	uint32_t *free_stack;
+	uint32_t nr_free; /* __atomic loads outside the lock */
+	pthread_mutex_t lock;
+};
+
+/* Map nr buckets of bucket_size bytes; prefault: touch every page now
+ * (MAP_POPULATE plus a write per page), so the first pass over the cache
+ * does not pay page faults. Returns 0, -EINVAL (nr or bucket_size 0,
+ * size overflow), -ENOMEM. */
+int cached_pool_init(struct cached_pool *pool, uint32_t nr,
+		     uint32_t bucket_size, bool prefault);
+void cached_pool_destroy(struct cached_pool *pool);
+/* Take n buckets into out[], all or none. Returns 0 or -ENOSPC. */
+int cached_pool_get(struct cached_pool *pool, uint32_t *out, uint32_t n);
+/* Return n buckets. */
+void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n);
+static inline uint32_t cached_pool_nr_free(const struct cached_pool *pool)
+{
+	return __atomic_load_n(&pool->nr_free, __ATOMIC_ACQUIRE);
+}
+static inline unsigned char *cached_pool_bucket(struct cached_pool *pool,
+						uint32_t idx)
+{
+	return pool->data + (uint64_t)idx * pool->bucket_size;
+}
+
+/* ------------------------------------------------------------------------
+ * Objects
+ */
+struct cached;
+struct cached_obj;
+
+/* Something waiting for an event of one object (a load or a flush round
+ * completing). Run on the object's workq; fn either finishes or links the
+ * waiter again with cached_obj_wait(). */
+struct cached_waiter {
+	struct cached_waiter *next;
+	void (*fn)(struct cached_obj *o, struct cached_waiter *w);
+	uint64_t need_seq; /* flush waiters: round that must complete */
+};
+
+struct cached_obj {
+	struct cached *c;
+	struct xcache_entry *entry; /* set in on_init, valid while used */
+	struct xworkq wq;
+	uint32_t state; /* enum cached_ostate; __atomic for readers
+			   outside the workq (stats, tests) */
+	uint32_t nr_slots;
+	uint32_t *bucket; /* per slot: pool index or CACHED_NO_BUCKET */
+	uint8_t *bstate;  /* per slot: enum cached_bstate if claimed */
+	uint32_t counts[CACHED_B_NR_STATES];
+	uint32_t nr_claimed;
+
+	/* waiters for loads and flush rounds */
+	struct cached_waiter *waiters;
+
+	/* flush rounds: at most one in flight */
+	bool flushing;
+	bool fua_wanted; /* a FUA write waits: next round writes FUA */
+	bool round_fua;
+	bool kept;	       /* on_finalize kept it alive for a flush */
+	uint32_t kept_claimed; /* __atomic: its buckets counted in
+				  c->kept_buckets until freed or active */
+	bool nreq_parked;
+	uint32_t cursor;	 /* next slot the round scans */
+	uint32_t round_inflight; /* writes of the round in flight */
+	int round_error;	 /* first error of the round */
+	uint64_t seq_started, seq_done;
+	int last_round_error;
+
+	uint32_t unclean;	      /* __atomic: DIRTY + WRITING, a hint for
+					 walkers outside the workq (FLUSH, shutdown) */
+	struct xworkq_job kick_job;   /* obj_kick */
+	struct xworkq_job unpark_job; /* resume after an nreq wait */
+	bool kick_queued;	      /* __atomic */
+	struct xwaitq_job nreq_wjob;
+};
+
+/* Slot helpers (bucket.c), called on the object's workq. */
+int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots);
+void cached_obj_free_slots(struct cached_obj *o);
+/* Change the data state of claimed slot s, keeping counts and the global
+ * dirty counter right. */
+void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
+			   enum cached_bstate st);
+/* Claim a bucket for every free slot in [first, first+n): all or none
+ * (-ENOSPC). New buckets are INVALID. */
+int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n);
+/* Return every claimed bucket to the pool and reset the object to an
+ * empty READY state (on_put: no reference, no job). */
+void cached_obj_release_all(struct cached_obj *o);
+/* Number of free slots in [first, first+n). */
+uint32_t cached_obj_unclaimed(const struct cached_obj *o, uint32_t first,
+			      uint32_t n);
+static inline bool cached_obj_clean(const struct cached_obj *o)
+{
+	return !o->counts[CACHED_B_DIRTY] && !o->counts[CACHED_B_WRITING];
+}
+static inline enum cached_ostate cached_obj_state(const struct cached_obj *o)
+{
+	return (enum cached_ostate)__atomic_load_n(&o->state, __ATOMIC_RELAXED);
+}
+static inline void cached_obj_set_state(struct cached_obj *o,
+					enum cached_ostate st)
+{
+	__atomic_store_n(&o->state, (uint32_t)st, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------------
+ * Requests to the next port (nreq) and client request contexts (cio)
+ */
+enum cached_nreq_kind {
+	CACHED_N_FETCH = 1, /* READ of slots [first, first+n) */
+	CACHED_N_WRITE,	    /* flush WRITE of slots [first, first+n) */
+};
+
+struct cached_nreq {
+	struct xseg_request *req; /* held by cached between uses */
+	struct cached_obj *obj;	  /* holds a reference while in flight */
+	uint32_t kind;
+	uint32_t first, n;
+	int error; /* result, set before the done job runs */
+	struct xworkq_job job;
+	struct cached_nreq *next_free;
+};
+
+enum cached_cio_kind {
+	CACHED_C_READ = 1,
+	CACHED_C_WRITE,
+	CACHED_C_FLUSHWAIT, /* INFO, HASH: flush the object, then forward */
+	CACHED_C_DELETE,    /* flush-wait, invalidate, forward */
+	CACHED_C_COPY_SRC,  /* COPY phase 1: flush the source */
+	CACHED_C_COPY_DST,  /* COPY phase 2: invalidate the target */
+	CACHED_C_FLUSH,	    /* FLUSH: every object, then forward */
+};
+
+struct cached_cio {
+	struct cached *c;
+	struct xseg_request *req;
+	struct cached_obj *obj;	    /* NULL when not attached */
+	struct xcache_entry *entry; /* the reference we hold */
+	uint32_t kind;
+	uint32_t phase;	  /* 0 new, 1 applied/waiting for a round */
+	int error;	  /* first error from the next port */
+	bool counted;	  /* hit/miss accounted */
+	bool fua;	  /* written through with FUA */
+	uint64_t pending; /* FLUSH: objects still flushing (atomic) */
+	struct cached_waiter waiter;
+	struct xworkq_job job;
+	struct xwaitq_job wjob;
+	struct cached_cio *next_free;
+};
+
+/* ------------------------------------------------------------------------
+ * The cache
+ */
+
+/* How cached talks to the world: the peer glue supplies the xseg versions,
+ * unit tests supply fakes so the state machine runs without a segment. */
+struct cached_io_ops {
+	void *(*data)(struct cached *c, struct xseg_request *req);
+	/* complete a client request (error 0 or positive errno) */
+	void (*complete)(struct cached *c, struct xseg_request *req, int error);
+	/* hand a client request on to the next port; negative errno if
+	 * that failed (the caller then completes it with the error) */
+	int (*forward)(struct cached *c, struct xseg_request *req);
+	/* submit an nreq (prepared by the caller) to the next port; a
+	 * negative errno means it was not sent */
+	int (*submit)(struct cached *c, struct cached_nreq *n);
+};
+
+struct cached_stats {
+	uint64_t hits, misses, partial_hits;
+	uint64_t reads, writes;
+	uint64_t evictions, flush_rounds, flush_writes, fetches;
+	uint64_t bytes_to_next, bytes_from_next;
+	uint64_t next_errors;
+	uint64_t space_waits, nreq_waits;
+};
+
+struct cached_config {
+	uint64_t cache_size;
+	uint32_t bucket_size;
+	uint64_t object_size;
+	uint32_t max_objects;
+	uint32_t policy; /* enum cached_policy */
+	uint64_t dirty_threshold;
+	uint64_t max_req_size;
+	uint32_t max_inflight;
+	uint32_t nr_cios; /* client contexts: the segment's request count */
+	bool prefault;
+};
+
+struct cached {
+	struct cached_config cfg;
+	uint32_t policy; /* __atomic: unplug switches it at run time */
+	uint32_t slots_per_obj;
+	uint32_t max_req_slots;
+	const struct cached_io_ops *io;
+	void *io_priv;
+
+	struct xcache *cache;
+	struct cached_pool pool;
+	struct cached_obj *objs; /* one per xcache node */
+	uint32_t nr_nodes;
+	uint32_t nodes_used; /* __atomic */
+
+	/* client contexts */
+	struct cached_cio *cios;
+	struct cached_cio *cio_free;
+	pthread_mutex_t cio_lock;
+
+	/* next-port requests */
+	struct cached_nreq *nreqs;
+	struct cached_nreq *nreq_free;
+	uint32_t nreq_nr_free; /* __atomic */
+	pthread_mutex_t nreq_lock;
+
+	struct xwaitq space_waitq; /* buckets / xcache nodes */
+	uint32_t space_want;	   /* __atomic: most buckets a parked
+				      request needed */
+	uint64_t kept_buckets;	   /* __atomic: buckets of evicted objects
+				      that will be freed after their flush */
+	struct xwaitq nreq_waitq;  /* a free nreq */
+	/* restarts of parked cios run from here, never nested in a hook */
+	struct xworkq redispatch_wq;
+
+	bool destroying;	  /* hooks run by xcache_destroy wake nobody */
+	uint64_t dirty_buckets;	  /* __atomic */
+	uint64_t writing_buckets; /* __atomic */
+	struct cached_stats st;	  /* __atomic relaxed adds */
+};
+
+#define CACHED_STAT(c, field, v)                                               \
+	__atomic_add_fetch(&(c)->st.field, (v), __ATOMIC_RELAXED)
+
+/* Set up / tear down the cache (object.c). cfg is validated: -EINVAL with
+ * nothing allocated when sizes are inconsistent (bucket size not a power
+ * of two or not dividing the object size, cache smaller than one object,
+ * max_req_size smaller than a bucket, zero counts). The caller fills
+ * c->io, c->io_priv and, after init, the nreqs' xseg requests
+ * (cached_nreq_attach). */
+int cached_validate_config(const struct cached_config *cfg, char *why,
+			   size_t whylen);
+int cached_init(struct cached *c, const struct cached_config *cfg);
+void cached_destroy(struct cached *c);
+
+/* Entry points (object.c). Any thread registered with liburcu. */
+/* Start serving a client request (READ, WRITE, INFO, HASH, DELETE, COPY,
+ * FLUSH). Takes ownership: the request is completed or forwarded later.
+ * Returns 0, or a negative errno (nothing taken: no context free). */
+int cached_submit_request(struct cached *c, struct xseg_request *req);
+/* The next port answered nreq n; error is its result (0 = served) and
+ * serviced what it reported. */
+void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
+		      uint64_t serviced);
+/* Start a flush of every object with dirty data (shutdown, unplug);
+ * returns the number of objects kicked. */
+unsigned cached_flush_all(struct cached *c);
+/* Dirty or writing buckets anywhere (0 = everything reached the port). */
+static inline uint64_t cached_unclean(const struct cached *c)
+{
+	return __atomic_load_n(&c->dirty_buckets, __ATOMIC_ACQUIRE) +
+	       __atomic_load_n(&c->writing_buckets, __ATOMIC_ACQUIRE);
+}
+void cached_set_policy(struct cached *c, enum cached_policy p);
+
+#endif /* CACHED_H */

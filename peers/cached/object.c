@@ -1,0 +1,1280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cached: per-object state machine. Every function named obj_* or cio_*
+ * that takes a struct cached_obj runs as (or from) a job of that object's
+ * xworkq, so object state needs no lock; see cached.h.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cached.h"
+
+#define container_of(ptr, type, member)                                        \
+	((type *)((char *)(ptr)-offsetof(type, member)))
+
+static void cio_run(struct cached_obj *o, struct cached_cio *cio);
+static void obj_flush_continue(struct cached_obj *o);
+static void cio_dispatch(struct cached *c, struct cached_cio *cio);
+
+/* ------------------------------------------------------------------ */
+/* Context pools                                                       */
+/* ------------------------------------------------------------------ */
+
+static struct cached_cio *cio_get(struct cached *c)
+{
+	struct cached_cio *cio;
+
+	pthread_mutex_lock(&c->cio_lock);
+	cio = c->cio_free;
+	if (cio)
+		c->cio_free = cio->next_free;
+	pthread_mutex_unlock(&c->cio_lock);
+	if (cio)
+		memset(cio, 0, offsetof(struct cached_cio, next_free));
+	return cio;
+}
+
+static void cio_put(struct cached *c, struct cached_cio *cio)
+{
+	pthread_mutex_lock(&c->cio_lock);
+	cio->next_free = c->cio_free;
+	c->cio_free = cio;
+	pthread_mutex_unlock(&c->cio_lock);
+}
+
+static struct cached_nreq *nreq_get(struct cached *c)
+{
+	struct cached_nreq *n;
+
+	pthread_mutex_lock(&c->nreq_lock);
+	n = c->nreq_free;
+	if (n) {
+		c->nreq_free = n->next_free;
+		__atomic_sub_fetch(&c->nreq_nr_free, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&c->nreq_lock);
+	return n;
+}
+
+static void nreq_put(struct cached *c, struct cached_nreq *n)
+{
+	n->obj = NULL;
+	pthread_mutex_lock(&c->nreq_lock);
+	n->next_free = c->nreq_free;
+	c->nreq_free = n;
+	__atomic_add_fetch(&c->nreq_nr_free, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->nreq_lock);
+	xwaitq_signal(&c->nreq_waitq);
+}
+
+static bool nreq_available(void *arg)
+{
+	struct cached *c = arg;
+
+	return __atomic_load_n(&c->nreq_nr_free, __ATOMIC_ACQUIRE) > 0;
+}
+
+static bool space_available(void *arg)
+{
+	struct cached *c = arg;
+	uint32_t want = __atomic_load_n(&c->space_want, __ATOMIC_RELAXED);
+
+	return cached_pool_nr_free(&c->pool) >= (want ? want : 1) &&
+	       __atomic_load_n(&c->nodes_used, __ATOMIC_ACQUIRE) < c->nr_nodes;
+}
+
+/* ------------------------------------------------------------------ */
+/* Waiters                                                             */
+/* ------------------------------------------------------------------ */
+
+static void obj_wait(struct cached_obj *o, struct cached_waiter *w)
+{
+	w->next = o->waiters;
+	o->waiters = w;
+}
+
+/* Run every waiter once; they re-link themselves if still waiting. */
+static void obj_wake_all(struct cached_obj *o)
+{
+	struct cached_waiter *w = o->waiters, *next;
+
+	o->waiters = NULL;
+	for (; w; w = next) {
+		next = w->next;
+		w->fn(o, w);
+	}
+}
+
+static bool obj_needs_round(const struct cached_obj *o)
+{
+	for (const struct cached_waiter *w = o->waiters; w; w = w->next)
+		if (w->need_seq > o->seq_done)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Client request completion and restart                               */
+/* ------------------------------------------------------------------ */
+
+static void cio_release_obj(struct cached *c, struct cached_cio *cio)
+{
+	struct xcache_entry *e = cio->entry;
+
+	cio->entry = NULL;
+	cio->obj = NULL;
+	if (e)
+		xcache_put(c->cache, e);
+}
+
+/* Complete the client request and drop everything the context holds.
+ * The object may be released by the put: callers return right after. */
+static void cio_finish(struct cached *c, struct cached_cio *cio, int error)
+{
+	struct xseg_request *req = cio->req;
+
+	c->io->complete(c, req, error);
+	cio_release_obj(c, cio);
+	cio_put(c, cio);
+}
+
+static void cio_forward(struct cached *c, struct cached_cio *cio)
+{
+	struct xseg_request *req = cio->req;
+	int rc = c->io->forward(c, req);
+
+	if (rc < 0)
+		c->io->complete(c, req, -rc);
+	cio_release_obj(c, cio);
+	cio_put(c, cio);
+}
+
+static void redispatch_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	cio_dispatch(cio->c, cio);
+}
+
+/* Parked jobs of the wait queues run in whatever thread signalled, maybe
+ * deep inside an xcache hook: they only queue the restart on the
+ * redispatch workq, whose executor does the work iteratively. */
+static void space_wake_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	xworkq_enqueue(&cio->c->redispatch_wq, &cio->job, redispatch_job, cio);
+}
+
+/* Evict until the free buckets plus those that evicted objects will free
+ * after their flush cover the largest need of a parked request. Evicted
+ * objects give their buckets back when their last user and their flush are
+ * done, and that signals the wait queue. */
+static void space_make_room(struct cached *c, uint32_t need)
+{
+	uint32_t want = __atomic_load_n(&c->space_want, __ATOMIC_RELAXED);
+
+	if (need < want)
+		need = want;
+	for (uint32_t i = 0;
+	     i < c->cfg.max_objects &&
+	     cached_pool_nr_free(&c->pool) +
+		     __atomic_load_n(&c->kept_buckets, __ATOMIC_RELAXED) <
+		 need;
+	     i++)
+		if (xcache_evict_lru(c->cache) < 0)
+			break;
+}
+
+/* No bucket or no xcache node: hold nothing, make room, wait for space. */
+static void cio_park_space(struct cached *c, struct cached_cio *cio,
+			   uint32_t need)
+{
+	uint32_t want = __atomic_load_n(&c->space_want, __ATOMIC_RELAXED);
+
+	while (need > want &&
+	       !__atomic_compare_exchange_n(&c->space_want, &want, need, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	cio_release_obj(c, cio);
+	CACHED_STAT(c, space_waits, 1);
+	space_make_room(c, need);
+	xwaitq_enqueue(&c->space_waitq, &cio->wjob, space_wake_job, cio);
+}
+
+static void obj_unkeep_count(struct cached_obj *o)
+{
+	uint32_t v = __atomic_exchange_n(&o->kept_claimed, 0, __ATOMIC_RELAXED);
+
+	__atomic_sub_fetch(&o->c->kept_buckets, v, __ATOMIC_RELAXED);
+}
+
+static void cio_restart(struct cached *c, struct cached_cio *cio)
+{
+	cio_release_obj(c, cio);
+	xworkq_enqueue(&c->redispatch_wq, &cio->job, redispatch_job, cio);
+}
+
+static void cio_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	cio_run(cio->obj, cio);
+}
+
+static void nreq_wake_cio_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
+}
+
+static void cio_park_nreq(struct cached *c, struct cached_cio *cio)
+{
+	CACHED_STAT(c, nreq_waits, 1);
+	xwaitq_enqueue(&c->nreq_waitq, &cio->wjob, nreq_wake_cio_job, cio);
+}
+
+static void cio_waiter_fn(struct cached_obj *o, struct cached_waiter *w)
+{
+	cio_run(o, container_of(w, struct cached_cio, waiter));
+}
+
+/* ------------------------------------------------------------------ */
+/* Fetches (reads from the next port)                                  */
+/* ------------------------------------------------------------------ */
+
+static void nreq_send(struct cached *c, struct cached_obj *o,
+		      struct cached_nreq *n)
+{
+	int rc;
+
+	xcache_get(o->entry);
+	n->obj = o;
+	n->error = 0;
+	rc = c->io->submit(c, n);
+	if (rc < 0)
+		cached_nreq_done(c, n, -rc, 0);
+}
+
+/* Start reads of the INVALID slots among [first, first+n) (only those
+ * with want[] set if want is not NULL). Returns false if it ran out of
+ * next-port requests (the caller parks). */
+static bool obj_fetch(struct cached_obj *o, uint32_t first, uint32_t n,
+		      const bool *want)
+{
+	struct cached *c = o->c;
+	uint64_t bs = c->cfg.bucket_size;
+
+	for (uint32_t s = first; s < first + n;) {
+		uint32_t e;
+		struct cached_nreq *nr;
+
+		if (o->bstate[s] != CACHED_B_INVALID ||
+		    (want && !want[s - first])) {
+			s++;
+			continue;
+		}
+		for (e = s + 1; e < first + n && e - s < c->max_req_slots &&
+				o->bstate[e] == CACHED_B_INVALID &&
+				(!want || want[e - first]);
+		     e++)
+			;
+		nr = nreq_get(c);
+		if (!nr)
+			return false;
+		nr->kind = CACHED_N_FETCH;
+		nr->first = s;
+		nr->n = e - s;
+		for (uint32_t k = s; k < e; k++)
+			cached_obj_set_bstate(o, k, CACHED_B_LOADING);
+		nr->req->op = XSEG_OP_READ;
+		nr->req->flags = 0;
+		nr->req->offset = s * bs;
+		nr->req->size = (e - s) * bs;
+		CACHED_STAT(c, fetches, 1);
+		nreq_send(c, o, nr);
+		s = e;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* READ                                                                */
+/* ------------------------------------------------------------------ */
+
+static bool cio_range(struct cached *c, struct cached_cio *cio, uint32_t *first,
+		      uint32_t *n)
+{
+	struct xseg_request *req = cio->req;
+	uint64_t bs = c->cfg.bucket_size;
+
+	if (req->offset >= c->cfg.object_size ||
+	    req->size > c->cfg.object_size - req->offset)
+		return false;
+	*first = (uint32_t)(req->offset / bs);
+	*n = (uint32_t)((req->offset + req->size - 1) / bs) - *first + 1;
+	return true;
+}
+
+static inline bool bstate_has_data(uint8_t st)
+{
+	return st == CACHED_B_VALID || st == CACHED_B_DIRTY ||
+	       st == CACHED_B_WRITING;
+}
+
+static void cio_copy(struct cached *c, struct cached_obj *o,
+		     struct cached_cio *cio, bool to_cache)
+{
+	struct xseg_request *req = cio->req;
+	unsigned char *data = c->io->data(c, req);
+	uint64_t bs = c->cfg.bucket_size, off = req->offset, done = 0;
+
+	while (done < req->size) {
+		uint32_t s = (uint32_t)(off / bs);
+		uint64_t in = off % bs, len = bs - in;
+		unsigned char *b;
+
+		if (len > req->size - done)
+			len = req->size - done;
+		b = cached_pool_bucket(&c->pool, o->bucket[s]) + in;
+		if (to_cache) {
+			memcpy(b, data + done, len);
+			cached_obj_set_bstate(o, s, CACHED_B_DIRTY);
+		} else {
+			memcpy(data + done, b, len);
+		}
+		done += len;
+		off += len;
+	}
+}
+
+static void cio_read(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	uint32_t first, n, present = 0, loading = 0;
+
+	if (cio->error) {
+		cio_finish(c, cio, cio->error);
+		return;
+	}
+	if (!cio_range(c, cio, &first, &n)) {
+		cio_finish(c, cio, EINVAL);
+		return;
+	}
+	if (!cio->req->size) {
+		cio_finish(c, cio, 0);
+		return;
+	}
+	if (cached_obj_unclaimed(o, first, n) &&
+	    cached_obj_claim(o, first, n) < 0) {
+		cio_park_space(c, cio, n);
+		return;
+	}
+	for (uint32_t s = first; s < first + n; s++) {
+		present += bstate_has_data(o->bstate[s]);
+		loading += o->bstate[s] == CACHED_B_LOADING;
+	}
+	if (!cio->counted) {
+		cio->counted = true;
+		if (present == n)
+			CACHED_STAT(c, hits, 1);
+		else if (!present)
+			CACHED_STAT(c, misses, 1);
+		else
+			CACHED_STAT(c, partial_hits, 1);
+	}
+	if (present == n) {
+		cio_copy(c, o, cio, false);
+		cio->req->serviced = cio->req->size;
+		cio_finish(c, cio, 0);
+		return;
+	}
+	if (present + loading < n && !obj_fetch(o, first, n, NULL)) {
+		/* some fetches may be in flight; we rescan when resumed */
+		cio_park_nreq(c, cio);
+		return;
+	}
+	cio->waiter.fn = cio_waiter_fn;
+	cio->waiter.need_seq = 0;
+	obj_wait(o, &cio->waiter);
+}
+
+/* ------------------------------------------------------------------ */
+/* WRITE                                                               */
+/* ------------------------------------------------------------------ */
+
+static void obj_kick_now(struct cached_obj *o)
+{
+	if (!o->flushing && !o->nreq_parked)
+		obj_flush_continue(o);
+}
+
+static void cio_write_wait_round(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+
+	if (o->seq_done >= cio->waiter.need_seq) {
+		int err = o->last_round_error;
+
+		if (!err)
+			cio->req->serviced = cio->req->size;
+		cio_finish(c, cio, err);
+		return;
+	}
+	cio->waiter.fn = cio_waiter_fn;
+	obj_wait(o, &cio->waiter);
+	obj_kick_now(o);
+}
+
+static void cio_write(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	struct xseg_request *req = cio->req;
+	uint64_t bs = c->cfg.bucket_size;
+	uint32_t first, n, last;
+	bool head_partial, tail_partial, wait = false;
+	bool want_fetch[2] = {false, false};
+
+	if (cio->phase == 1) {
+		cio_write_wait_round(o, cio);
+		return;
+	}
+	if (cio->error) {
+		cio_finish(c, cio, cio->error);
+		return;
+	}
+	if (!cio_range(c, cio, &first, &n)) {
+		cio_finish(c, cio, EINVAL);
+		return;
+	}
+	if (!req->size) {
+		cio_finish(c, cio, 0);
+		return;
+	}
+	if (cached_obj_unclaimed(o, first, n) &&
+	    cached_obj_claim(o, first, n) < 0) {
+		cio_park_space(c, cio, n);
+		return;
+	}
+	last = first + n - 1;
+	head_partial = req->offset % bs != 0 || (n == 1 && req->size < bs);
+	tail_partial = (req->offset + req->size) % bs != 0;
+	for (uint32_t s = first; s <= last; s++) {
+		uint8_t st = o->bstate[s];
+		bool partial =
+		    (s == first && head_partial) || (s == last && tail_partial);
+
+		/* A load in flight would overwrite what we write. */
+		if (st == CACHED_B_LOADING)
+			wait = true;
+		else if (partial && st == CACHED_B_INVALID) {
+			/* read-modify-write of a bucket we do not have */
+			if (s == first)
+				want_fetch[0] = true;
+			else
+				want_fetch[1] = true;
+			wait = true;
+		}
+	}
+	if (want_fetch[0] || want_fetch[1]) {
+		bool ok = true;
+		if (want_fetch[0])
+			ok = obj_fetch(o, first, 1, NULL);
+		if (ok && want_fetch[1] && last != first)
+			ok = obj_fetch(o, last, 1, NULL);
+		if (!ok) {
+			cio_park_nreq(c, cio);
+			return;
+		}
+	}
+	if (wait) {
+		cio->waiter.fn = cio_waiter_fn;
+		cio->waiter.need_seq = 0;
+		obj_wait(o, &cio->waiter);
+		return;
+	}
+	cio_copy(c, o, cio, true);
+	CACHED_STAT(c, writes, 1);
+	if ((req->flags & XSEG_F_FUA) ||
+	    __atomic_load_n(&c->policy, __ATOMIC_RELAXED) ==
+		CACHED_WRITETHROUGH) {
+		/* Written through: acknowledged once a flush round that
+		 * started after the data landed in the buckets completed. */
+		if (req->flags & XSEG_F_FUA)
+			o->fua_wanted = true;
+		cio->phase = 1;
+		cio->waiter.need_seq = o->seq_started + 1;
+		cio_write_wait_round(o, cio);
+		return;
+	}
+	if (__atomic_load_n(&c->dirty_buckets, __ATOMIC_RELAXED) * bs >
+	    c->cfg.dirty_threshold)
+		obj_kick_now(o);
+	req->serviced = req->size;
+	cio_finish(c, cio, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Flush rounds                                                        */
+/* ------------------------------------------------------------------ */
+
+static void obj_unpark_job(void *arg)
+{
+	struct cached_obj *o = arg;
+
+	o->nreq_parked = false;
+	obj_flush_continue(o);
+	xcache_put(o->c->cache, o->entry); /* the parking reference */
+}
+
+static void nreq_wake_obj_job(void *arg)
+{
+	struct cached_obj *o = arg;
+
+	xworkq_enqueue(&o->wq, &o->unpark_job, obj_unpark_job, o);
+}
+
+static void obj_round_end(struct cached_obj *o)
+{
+	struct cached *c = o->c;
+	enum cached_ostate st = cached_obj_state(o);
+
+	o->flushing = false;
+	o->seq_done = o->seq_started;
+	o->last_round_error = o->round_error;
+	if (st == CACHED_O_FLUSHING || st == CACHED_O_FAILED)
+		cached_obj_set_state(o, o->round_error ? CACHED_O_FAILED
+						       : CACHED_O_READY);
+	obj_wake_all(o);
+	if (obj_needs_round(o)) {
+		obj_flush_continue(o);
+		return;
+	}
+	if (o->kept) {
+		/* Evicted with dirty data: keep flushing until clean, unless
+		 * it became active again (its next eviction flushes it). */
+		if (!cached_obj_clean(o) &&
+		    xcache_entry_state(o->entry) != XCACHE_ACTIVE &&
+		    cached_obj_state(o) != CACHED_O_INVALIDATED) {
+			obj_flush_continue(o);
+			return;
+		}
+		o->kept = false;
+		obj_unkeep_count(o);
+		xcache_put(c->cache, o->entry); /* may release o */
+		/* if it stays (active again), requests waiting for space
+		 * need another victim */
+		if (xwaitq_nr_queued(&c->space_waitq))
+			space_make_room(c, 1);
+	}
+}
+
+static void obj_flush_continue(struct cached_obj *o)
+{
+	struct cached *c = o->c;
+	uint64_t bs = c->cfg.bucket_size;
+
+	if (!o->flushing) {
+		if (!o->counts[CACHED_B_DIRTY] && !obj_needs_round(o))
+			return;
+		o->flushing = true;
+		o->seq_started++;
+		o->cursor = 0;
+		o->round_error = 0;
+		o->round_fua = o->fua_wanted;
+		o->fua_wanted = false;
+		if (cached_obj_state(o) != CACHED_O_DELETING)
+			cached_obj_set_state(o, CACHED_O_FLUSHING);
+		CACHED_STAT(c, flush_rounds, 1);
+	}
+	while (o->cursor < o->nr_slots) {
+		uint32_t s = o->cursor, e;
+		struct cached_nreq *n;
+
+		while (s < o->nr_slots && (o->bucket[s] == CACHED_NO_BUCKET ||
+					   o->bstate[s] != CACHED_B_DIRTY))
+			s++;
+		if (s >= o->nr_slots) {
+			o->cursor = o->nr_slots;
+			break;
+		}
+		for (e = s + 1; e < o->nr_slots && e - s < c->max_req_slots &&
+				o->bucket[e] != CACHED_NO_BUCKET &&
+				o->bstate[e] == CACHED_B_DIRTY;
+		     e++)
+			;
+		n = nreq_get(c);
+		if (!n) {
+			/* Back-pressure: at most max_inflight requests to
+			 * the next port; resume when one comes back. */
+			o->cursor = s;
+			o->nreq_parked = true;
+			xcache_get(o->entry);
+			CACHED_STAT(c, nreq_waits, 1);
+			xwaitq_enqueue(&c->nreq_waitq, &o->nreq_wjob,
+				       nreq_wake_obj_job, o);
+			return;
+		}
+		unsigned char *data = c->io->data(c, n->req);
+		for (uint32_t k = s; k < e; k++) {
+			memcpy(data + (uint64_t)(k - s) * bs,
+			       cached_pool_bucket(&c->pool, o->bucket[k]), bs);
+			cached_obj_set_bstate(o, k, CACHED_B_WRITING);
+		}
+		n->kind = CACHED_N_WRITE;
+		n->first = s;
+		n->n = e - s;
+		n->req->op = XSEG_OP_WRITE;
+		n->req->offset = s * bs;
+		n->req->size = (e - s) * bs;
+		n->req->flags = o->round_fua ? XSEG_F_FUA : 0;
+		o->round_inflight++;
+		o->cursor = e;
+		CACHED_STAT(c, flush_writes, 1);
+		nreq_send(c, o, n);
+	}
+	if (o->flushing && !o->round_inflight && o->cursor >= o->nr_slots)
+		obj_round_end(o);
+}
+
+static void obj_kick_job(void *arg)
+{
+	struct cached_obj *o = arg;
+
+	__atomic_store_n(&o->kick_queued, false, __ATOMIC_RELEASE);
+	obj_kick_now(o);
+	xcache_put(o->c->cache, o->entry); /* the kick's reference */
+}
+
+/* Queue a flush of o from outside its workq; the caller holds a reference
+ * (the kick takes its own). */
+static void obj_kick(struct cached_obj *o)
+{
+	if (__atomic_exchange_n(&o->kick_queued, true, __ATOMIC_ACQ_REL))
+		return;
+	xcache_get(o->entry);
+	xworkq_enqueue(&o->wq, &o->kick_job, obj_kick_job, o);
+}
+
+/* ------------------------------------------------------------------ */
+/* Next-port completions                                               */
+/* ------------------------------------------------------------------ */
+
+/* A failed fetch fails the readers and writers that wait for its slots:
+ * the buckets go back to INVALID and the error reaches the clients. */
+static void obj_fail_waiters(struct cached_obj *o, uint32_t first, uint32_t n,
+			     int error)
+{
+	struct cached *c = o->c;
+
+	for (struct cached_waiter *w = o->waiters; w; w = w->next) {
+		struct cached_cio *cio;
+		uint32_t f, k;
+
+		if (w->fn != cio_waiter_fn)
+			continue;
+		cio = container_of(w, struct cached_cio, waiter);
+		if (cio->phase || !cio_range(c, cio, &f, &k))
+			continue;
+		if (f < first + n && first < f + k && !cio->error)
+			cio->error = error;
+	}
+}
+
+static void nreq_done_job(void *arg)
+{
+	struct cached_nreq *n = arg;
+	struct cached_obj *o = n->obj;
+	struct cached *c = o->c;
+	struct xcache_entry *e = o->entry;
+	uint64_t bs = c->cfg.bucket_size;
+	int error = n->error;
+
+	if (n->kind == CACHED_N_FETCH) {
+		const unsigned char *data = c->io->data(c, n->req);
+
+		for (uint32_t s = n->first; s < n->first + n->n; s++) {
+			if (o->bstate[s] != CACHED_B_LOADING)
+				continue;
+			if (!error) {
+				memcpy(
+				    cached_pool_bucket(&c->pool, o->bucket[s]),
+				    data + (uint64_t)(s - n->first) * bs, bs);
+				cached_obj_set_bstate(o, s, CACHED_B_VALID);
+			} else {
+				cached_obj_set_bstate(o, s, CACHED_B_INVALID);
+			}
+		}
+		if (error)
+			obj_fail_waiters(o, n->first, n->n, error);
+		else
+			CACHED_STAT(c, bytes_from_next, (uint64_t)n->n * bs);
+		nreq_put(c, n);
+		obj_wake_all(o);
+	} else {
+		for (uint32_t s = n->first; s < n->first + n->n; s++)
+			/* DIRTY means rewritten meanwhile: stays dirty */
+			if (o->bstate[s] == CACHED_B_WRITING)
+				cached_obj_set_bstate(o, s,
+						      error ? CACHED_B_DIRTY
+							    : CACHED_B_VALID);
+		if (error && !o->round_error)
+			o->round_error = error;
+		if (!error)
+			CACHED_STAT(c, bytes_to_next, (uint64_t)n->n * bs);
+		o->round_inflight--;
+		nreq_put(c, n);
+		if (o->flushing && !o->nreq_parked)
+			obj_flush_continue(o);
+	}
+	xcache_put(c->cache, e); /* the nreq's reference; may release o */
+}
+
+void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
+		      uint64_t serviced)
+{
+	uint64_t size = n->req->size;
+
+	if (error < 0)
+		error = -error;
+	if (!error && serviced < size) {
+		if (n->kind == CACHED_N_WRITE) {
+			/* A store that "succeeds" without writing would leave
+			 * the buckets dirty forever: an error, retried. */
+			error = EIO;
+		} else {
+			/* a short read ends at the end of the object */
+			unsigned char *data = c->io->data(c, n->req);
+			memset(data + serviced, 0, size - serviced);
+		}
+	}
+	if (error)
+		CACHED_STAT(c, next_errors, 1);
+	n->error = error;
+	xworkq_enqueue(&n->obj->wq, &n->job, nreq_done_job, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Flush-wait, DELETE, COPY, INFO, HASH                                */
+/* ------------------------------------------------------------------ */
+
+static void cio_flushwait(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+
+	if (cio->phase == 0) {
+		if (cached_obj_clean(o) && !o->flushing)
+			goto done;
+		cio->phase = 1;
+		cio->waiter.need_seq = o->seq_started + 1;
+	}
+	if (o->seq_done < cio->waiter.need_seq) {
+		cio->waiter.fn = cio_waiter_fn;
+		obj_wait(o, &cio->waiter);
+		obj_kick_now(o);
+		return;
+	}
+	if (o->last_round_error) {
+		cio_finish(c, cio, o->last_round_error);
+		return;
+	}
+done:
+	if (cio->kind == CACHED_C_COPY_SRC) {
+		cio_release_obj(c, cio);
+		cio->kind = CACHED_C_COPY_DST;
+		cio->phase = 0;
+		xworkq_enqueue(&c->redispatch_wq, &cio->job, redispatch_job,
+			       cio);
+		return;
+	}
+	cio_forward(c, cio);
+}
+
+static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+
+	/* A flush write still in flight could land after the DELETE (or
+	 * the COPY) and bring old data back: wait for it. */
+	if (o->flushing || o->nreq_parked) {
+		cached_obj_set_state(o, CACHED_O_DELETING);
+		cio->waiter.fn = cio_waiter_fn;
+		cio->waiter.need_seq = 0;
+		obj_wait(o, &cio->waiter);
+		return;
+	}
+	for (uint32_t s = 0; s < o->nr_slots; s++)
+		if (o->bucket[s] != CACHED_NO_BUCKET &&
+		    o->bstate[s] == CACHED_B_DIRTY)
+			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
+	xcache_remove(c->cache, o->entry); /* -ENOENT: already detached */
+	cached_obj_set_state(o, CACHED_O_INVALIDATED);
+	obj_wake_all(o); /* they look the name up again */
+	cio_forward(c, cio);
+}
+
+/* ------------------------------------------------------------------ */
+/* FLUSH                                                               */
+/* ------------------------------------------------------------------ */
+
+struct cached_flushwait {
+	struct cached_waiter waiter;
+	struct cached_cio *cio;
+	struct cached_obj *obj;
+	struct xworkq_job job;
+};
+
+static void flush_op_finish(struct cached *c, struct cached_cio *cio)
+{
+	if (cio->error)
+		cio_finish(c, cio, cio->error);
+	else
+		cio_forward(c, cio);
+}
+
+static void flush_op_put(struct cached *c, struct cached_cio *cio)
+{
+	if (__atomic_sub_fetch(&cio->pending, 1, __ATOMIC_ACQ_REL) == 0)
+		flush_op_finish(c, cio);
+}
+
+static void flushwait_fn(struct cached_obj *o, struct cached_waiter *w)
+{
+	struct cached_flushwait *fw =
+	    container_of(w, struct cached_flushwait, waiter);
+	struct cached *c = o->c;
+	struct cached_cio *cio = fw->cio;
+
+	if (o->seq_done < w->need_seq) {
+		obj_wait(o, w);
+		return;
+	}
+	if (o->last_round_error) {
+		int zero = 0;
+		__atomic_compare_exchange_n(&cio->error, &zero,
+					    o->last_round_error, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	}
+	xcache_put(c->cache, o->entry);
+	free(fw);
+	flush_op_put(c, cio);
+}
+
+static void flushwait_job(void *arg)
+{
+	struct cached_flushwait *fw = arg;
+	struct cached_obj *o = fw->obj;
+
+	if (cached_obj_clean(o) && !o->flushing) {
+		fw->waiter.need_seq = 0; /* done at once */
+		flushwait_fn(o, &fw->waiter);
+		return;
+	}
+	fw->waiter.fn = flushwait_fn;
+	fw->waiter.need_seq = o->seq_started + 1;
+	obj_wait(o, &fw->waiter);
+	obj_kick_now(o);
+}
+
+static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
+			  void *arg)
+{
+	struct cached_cio *cio = arg;
+	struct cached_obj *o = xcache_entry_priv(e);
+	struct cached_flushwait *fw;
+
+	if (!__atomic_load_n(&o->unclean, __ATOMIC_ACQUIRE))
+		return 0;
+	fw = calloc(1, sizeof(*fw));
+	if (!fw) {
+		int zero = 0;
+		__atomic_compare_exchange_n(&cio->error, &zero, ENOMEM, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		return 0;
+	}
+	(void)cache;
+	fw->cio = cio;
+	fw->obj = o;
+	xcache_get(e);
+	__atomic_add_fetch(&cio->pending, 1, __ATOMIC_ACQ_REL);
+	xworkq_enqueue(&o->wq, &fw->job, flushwait_job, fw);
+	return 0;
+}
+
+static void flush_op_start(struct cached *c, struct cached_cio *cio)
+{
+	cio->pending = 1; /* ours, dropped after the walk */
+	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
+			flush_op_visit, cio);
+	flush_op_put(c, cio);
+}
+
+static int flush_all_visit(struct xcache *cache, struct xcache_entry *e,
+			   void *arg)
+{
+	struct cached_obj *o = xcache_entry_priv(e);
+	unsigned *count = arg;
+
+	(void)cache;
+	if (__atomic_load_n(&o->unclean, __ATOMIC_ACQUIRE)) {
+		obj_kick(o);
+		(*count)++;
+	}
+	return 0;
+}
+
+unsigned cached_flush_all(struct cached *c)
+{
+	unsigned count = 0;
+
+	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
+			flush_all_visit, &count);
+	return count;
+}
+
+void cached_set_policy(struct cached *c, enum cached_policy p)
+{
+	__atomic_store_n(&c->policy, (uint32_t)p, __ATOMIC_SEQ_CST);
+}
+
+/* ------------------------------------------------------------------ */
+/* Dispatch                                                            */
+/* ------------------------------------------------------------------ */
+
+static void cio_run(struct cached_obj *o, struct cached_cio *cio)
+{
+	if (cached_obj_state(o) == CACHED_O_INVALIDATED) {
+		/* deleted or replaced by a COPY since we found it */
+		cio_restart(o->c, cio);
+		return;
+	}
+	switch (cio->kind) {
+	case CACHED_C_READ:
+		cio_read(o, cio);
+		break;
+	case CACHED_C_WRITE:
+		cio_write(o, cio);
+		break;
+	case CACHED_C_FLUSHWAIT:
+	case CACHED_C_COPY_SRC:
+		cio_flushwait(o, cio);
+		break;
+	case CACHED_C_DELETE:
+	case CACHED_C_COPY_DST:
+		cio_delete(o, cio);
+		break;
+	default:
+		cio_finish(o->c, cio, EOPNOTSUPP);
+		break;
+	}
+}
+
+static void cio_dispatch(struct cached *c, struct cached_cio *cio)
+{
+	struct xseg_request *req = cio->req;
+	char name[XSEG_MAX_TARGETLEN + 1];
+	struct xcache_entry *e;
+	size_t len;
+	int rc;
+
+	if (cio->kind == CACHED_C_COPY_SRC) {
+		const struct xseg_request_copy *cp = c->io->data(c, req);
+		len = cp->src_targetlen;
+		memcpy(name, cp->src_target, len);
+	} else {
+		len = req->targetlen;
+		memcpy(name, req->target, len);
+	}
+	name[len] = '\0';
+	rc = xcache_insert(c->cache, name, &e, NULL);
+	if (rc == -EAGAIN) {
+		cio_park_space(c, cio, 1);
+		return;
+	}
+	if (rc < 0) {
+		cio_finish(c, cio, -rc);
+		return;
+	}
+	cio->entry = e;
+	cio->obj = xcache_entry_priv(e);
+	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
+}
+
+int cached_submit_request(struct cached *c, struct xseg_request *req)
+{
+	struct cached_cio *cio;
+
+	switch (req->op) {
+	case XSEG_OP_READ:
+	case XSEG_OP_WRITE:
+	case XSEG_OP_INFO:
+	case XSEG_OP_HASH:
+	case XSEG_OP_DELETE:
+	case XSEG_OP_COPY:
+	case XSEG_OP_FLUSH:
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (req->op != XSEG_OP_FLUSH && !req->targetlen)
+		return -EINVAL;
+	if ((req->op == XSEG_OP_READ || req->op == XSEG_OP_WRITE) &&
+	    req->size && !c->io->data(c, req))
+		return -EINVAL;
+	if (req->op == XSEG_OP_COPY) {
+		const struct xseg_request_copy *cp = c->io->data(c, req);
+		if (!cp || !cp->src_targetlen ||
+		    cp->src_targetlen > XSEG_MAX_TARGETLEN)
+			return -EINVAL;
+	}
+	cio = cio_get(c);
+	if (!cio)
+		return -EBUSY;
+	cio->c = c;
+	cio->req = req;
+	switch (req->op) {
+	case XSEG_OP_READ:
+		cio->kind = CACHED_C_READ;
+		CACHED_STAT(c, reads, 1);
+		break;
+	case XSEG_OP_WRITE:
+		cio->kind = CACHED_C_WRITE;
+		break;
+	case XSEG_OP_DELETE:
+		cio->kind = CACHED_C_DELETE;
+		break;
+	case XSEG_OP_COPY:
+		cio->kind = CACHED_C_COPY_SRC;
+		break;
+	case XSEG_OP_FLUSH:
+		cio->kind = CACHED_C_FLUSH;
+		flush_op_start(c, cio);
+		return 0;
+	default:
+		cio->kind = CACHED_C_FLUSHWAIT;
+		break;
+	}
+	cio_dispatch(c, cio);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* xcache hooks                                                        */
+/* ------------------------------------------------------------------ */
+
+static int hook_node_init(void *cache_priv, uint32_t index, void **priv)
+{
+	struct cached *c = cache_priv;
+	struct cached_obj *o = &c->objs[index];
+	int rc;
+
+	o->c = c;
+	rc = cached_obj_alloc_slots(o, c->slots_per_obj);
+	if (rc)
+		return rc;
+	xworkq_init(&o->wq);
+	*priv = o;
+	return 0;
+}
+
+static int hook_init(void *cache_priv, struct xcache_entry *e)
+{
+	struct cached *c = cache_priv;
+	struct cached_obj *o = xcache_entry_priv(e);
+
+	o->entry = e;
+	cached_obj_set_state(o, CACHED_O_READY);
+	__atomic_add_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void hook_evict(void *cache_priv, struct xcache_entry *e)
+{
+	struct cached *c = cache_priv;
+
+	(void)e;
+	CACHED_STAT(c, evictions, 1);
+}
+
+static void hook_reinsert(void *cache_priv, struct xcache_entry *e)
+{
+	(void)cache_priv;
+	/* active again: its buckets will not be freed by its flush */
+	obj_unkeep_count(xcache_entry_priv(e));
+}
+
+static bool hook_finalize(void *cache_priv, struct xcache_entry *e)
+{
+	struct cached_obj *o = xcache_entry_priv(e);
+
+	(void)cache_priv;
+	if (o->kept)
+		return false; /* kept already; cannot happen (it holds a ref) */
+	/* Nobody holds it, so no job runs and the counters are stable. */
+	if (cached_obj_clean(o) || cached_obj_state(o) == CACHED_O_INVALIDATED)
+		return false;
+	/* Dirty data must reach the next port before the buckets go: keep
+	 * the entry alive; the end of its flush drops this reference. */
+	xcache_get(e);
+	o->kept = true;
+	__atomic_store_n(&o->kept_claimed, o->nr_claimed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&o->c->kept_buckets, o->nr_claimed,
+			   __ATOMIC_RELAXED);
+	obj_kick(o);
+	return true;
+}
+
+static void hook_put(void *cache_priv, struct xcache_entry *e)
+{
+	struct cached *c = cache_priv;
+	struct cached_obj *o = xcache_entry_priv(e);
+
+	cached_obj_release_all(o);
+	if (!c->destroying)
+		xwaitq_signal(&c->space_waitq);
+}
+
+static void hook_free(void *cache_priv, struct xcache_entry *e)
+{
+	struct cached *c = cache_priv;
+
+	(void)e;
+	__atomic_sub_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
+	if (!c->destroying)
+		xwaitq_signal(&c->space_waitq);
+}
+
+static const struct xcache_ops cached_xcache_ops = {
+    .on_node_init = hook_node_init,
+    .on_init = hook_init,
+    .on_evict = hook_evict,
+    .on_reinsert = hook_reinsert,
+    .on_finalize = hook_finalize,
+    .on_put = hook_put,
+    .on_free = hook_free,
+};
+
+/* ------------------------------------------------------------------ */
+/* Set-up                                                              */
+/* ------------------------------------------------------------------ */
+
+static bool is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+int cached_validate_config(const struct cached_config *cfg, char *why,
+			   size_t whylen)
+{
+	const char *msg = NULL;
+
+	if (!is_pow2(cfg->bucket_size) || cfg->bucket_size < 512)
+		msg = "bucket size must be a power of two >= 512";
+	else if (!cfg->object_size || cfg->object_size % cfg->bucket_size ||
+		 cfg->object_size / cfg->bucket_size > (1u << 24))
+		msg = "object size must be a multiple of the bucket size "
+		      "(at most 2^24 buckets)";
+	else if (cfg->cache_size < 2 * cfg->object_size)
+		msg = "cache size must hold at least two objects";
+	else if (cfg->cache_size / cfg->bucket_size >= CACHED_NO_BUCKET)
+		msg = "too many buckets (cache size / bucket size >= 2^32)";
+	else if (!cfg->max_objects || cfg->max_objects > (1u << 30))
+		msg = "max objects must be 1 .. 2^30";
+	else if (cfg->max_req_size < cfg->bucket_size)
+		msg = "max request size must be at least one bucket";
+	else if (!cfg->max_inflight || cfg->max_inflight > 65536)
+		msg = "max in-flight requests must be 1 .. 65536";
+	else if (!cfg->nr_cios)
+		msg = "no client contexts";
+	else if (cfg->policy > CACHED_WRITETHROUGH)
+		msg = "unknown write policy";
+	if (msg && why)
+		snprintf(why, whylen, "%s", msg);
+	return msg ? -EINVAL : 0;
+}
+
+int cached_init(struct cached *c, const struct cached_config *cfg)
+{
+	struct xcache_config xc;
+	int rc;
+
+	rc = cached_validate_config(cfg, NULL, 0);
+	if (rc)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	c->cfg = *cfg;
+	c->policy = cfg->policy;
+	c->slots_per_obj = (uint32_t)(cfg->object_size / cfg->bucket_size);
+	c->max_req_slots = (uint32_t)(cfg->max_req_size / cfg->bucket_size);
+	if (c->max_req_slots > c->slots_per_obj)
+		c->max_req_slots = c->slots_per_obj;
+	pthread_mutex_init(&c->cio_lock, NULL);
+	pthread_mutex_init(&c->nreq_lock, NULL);
+	xwaitq_init(&c->space_waitq, space_available, c);
+	xwaitq_init(&c->nreq_waitq, nreq_available, c);
+	xworkq_init(&c->redispatch_wq);
+
+	rc = cached_pool_init(&c->pool,
+			      (uint32_t)(cfg->cache_size / cfg->bucket_size),
+			      cfg->bucket_size, cfg->prefault);
+	if (rc)
+		goto err;
+	c->cios = calloc(cfg->nr_cios, sizeof(*c->cios));
+	c->nreqs = calloc(cfg->max_inflight, sizeof(*c->nreqs));
+	/* room for the active objects plus as many evicted ones still
+	 * flushing or referenced */
+	c->nr_nodes = cfg->max_objects +
+		      (cfg->max_objects > 64 ? cfg->max_objects / 2 : 32);
+	c->objs = calloc(c->nr_nodes, sizeof(*c->objs));
+	if (!c->cios || !c->nreqs || !c->objs) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	for (uint32_t i = cfg->nr_cios; i-- > 0;) {
+		c->cios[i].next_free = c->cio_free;
+		c->cio_free = &c->cios[i];
+	}
+	for (uint32_t i = cfg->max_inflight; i-- > 0;) {
+		c->nreqs[i].next_free = c->nreq_free;
+		c->nreq_free = &c->nreqs[i];
+	}
+	c->nreq_nr_free = cfg->max_inflight;
+	xc.capacity = cfg->max_objects;
+	xc.nr_nodes = c->nr_nodes;
+	xc.ops = &cached_xcache_ops;
+	xc.priv = c;
+	rc = xcache_create(&xc, &c->cache);
+	if (rc)
+		goto err;
+	return 0;
+err:
+	cached_destroy(c);
+	return rc;
+}
+
+void cached_destroy(struct cached *c)
+{
+	c->destroying = true;
+	if (c->cache) {
+		int rc = xcache_destroy(c->cache);
+		if (rc)
+			fprintf(stderr,
+				"cached: cache still in use at exit: %s\n",
+				strerror(-rc));
+		c->cache = NULL;
+	}
+	if (c->objs)
+		for (uint32_t i = 0; i < c->nr_nodes; i++)
+			cached_obj_free_slots(&c->objs[i]);
+	free(c->objs);
+	free(c->cios);
+	free(c->nreqs);
+	c->objs = NULL;
+	c->cios = NULL;
+	c->nreqs = NULL;
+	cached_pool_destroy(&c->pool);
+}

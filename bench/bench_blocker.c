@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <ftw.h>
-#include <openssl/sha.h>
+#include <openssl/evp.h>
 #include "store.h"
 
 static double now(void)
@@ -92,14 +92,23 @@ static struct blocker_store *mkstore(const char *dir, uint32_t chunk,
 	return s;
 }
 
+/* the fastest way OpenSSL offers: a fetched EVP_MD and a reused context */
 static double sha_mbps(const uint8_t *buf, size_t total, size_t piece)
 {
+	EVP_MD *md = EVP_MD_fetch(NULL, "SHA256", NULL);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	uint8_t d[32];
+	unsigned int n;
 	double t = now();
 
-	for (size_t o = 0; o < total; o += piece)
-		SHA256(buf + (o % (64u << 20)), piece, d);
+	for (size_t o = 0; o < total; o += piece) {
+		EVP_DigestInit_ex2(ctx, md, NULL);
+		EVP_DigestUpdate(ctx, buf + (o % (64u << 20)), piece);
+		EVP_DigestFinal_ex(ctx, d, &n);
+	}
 	t = now() - t;
+	EVP_MD_CTX_free(ctx);
+	EVP_MD_free(md);
 	return total / t / 1e6;
 }
 

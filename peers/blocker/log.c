@@ -313,6 +313,7 @@ int blog_flush(struct blocker_store *s)
 
 	STAT_INC(s, flushes);
 	pthread_mutex_lock(&s->sync_lock);
+	s->flushers++;
 	while (s->synced < target) {
 		/* after a failed fsync the page cache state is unknown: never
 		 * report success again (a retried fsync may "succeed") */
@@ -325,10 +326,20 @@ int blog_flush(struct blocker_store *s)
 			continue;
 		}
 		s->syncing = true;
+		bool linger = s->group > 1;
+		pthread_mutex_unlock(&s->sync_lock);
+		/*
+		 * The callers the previous fsync released are appending their
+		 * next writes right now; sampling the tail at once would leave
+		 * them to the fsync after this one and split the writers into
+		 * two alternating groups. When flushes come in groups, wait a
+		 * moment (small next to an fsync) so one fsync takes them all.
+		 */
+		if (linger)
+			usleep(100);
 		uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 		uint32_t from = s->synced_seg;
 		uint32_t to = pos ? (pos - 1) / s->segment_size : 0;
-		pthread_mutex_unlock(&s->sync_lock);
 
 		for (uint32_t seg = from; seg <= to && !r; seg++) {
 			int fd;
@@ -358,6 +369,7 @@ int blog_flush(struct blocker_store *s)
 
 		pthread_mutex_lock(&s->sync_lock);
 		s->syncing = false;
+		s->group = s->flushers;
 		if (!r) {
 			s->synced = pos;
 			s->synced_seg = to;
@@ -368,6 +380,7 @@ int blog_flush(struct blocker_store *s)
 		if (r)
 			break;
 	}
+	s->flushers--;
 	pthread_mutex_unlock(&s->sync_lock);
 	return r;
 }

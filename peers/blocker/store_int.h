@@ -227,6 +227,8 @@ struct blocker_store {
 	uint32_t synced_seg; /* segments below this are fully synced */
 	bool dir_dirty;	     /* a segment file was created; __atomic */
 	int sync_err;	     /* errno of a failed fsync, sticky */
+	uint32_t flushers;   /* callers inside blog_flush */
+	uint32_t group;	     /* flushers when the last fsync ended */
 
 	/* degraded mode */
 	int degraded; /* __atomic errno, 0 healthy */

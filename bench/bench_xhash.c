@@ -16,7 +16,12 @@
  * - ref_array_read_per_s: the reference measured in the same run: random
  *   8-byte reads, with the same index stream, from a plain array as large
  *   as the table's dense array: the cost of one cache/TLB miss per lookup,
- *   the floor for any table that must touch its record.
+ *   the floor for any table that must touch its record;
+ * - ref_dependent_read_ns: the latency of one miss that cannot overlap with
+ *   others (a pointer chase through the same array in random line order).
+ *   A CPython-style lookup makes two dependent accesses (index slot, then
+ *   record), so in a table much larger than the caches it cannot beat this
+ *   latency divided by how many lookups the CPU overlaps.
  * The goal checked at the end: the 1 Mi lookup rate within 2x of the 1 Ki
  * rate (ratio = rate_1K / rate_1M <= 2).
  *
@@ -37,7 +42,21 @@
 #define NAME_STRIDE 40
 #define REPEATS	    3
 
+/*
+ * Rates are computed from the thread's CPU time: the benchmark machine is
+ * shared, and wall time there mostly measures how long other processes
+ * kept us off the CPU. CPU time still includes every cache and TLB miss of
+ * our own loop (and the cache damage other processes left behind). The
+ * wall-clock lookup rate is printed too.
+ */
 static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double wall_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -79,7 +98,9 @@ struct result {
 	double insert_per_s;
 	double insert_presized_per_s;
 	double lookup_per_s;
+	double lookup_per_s_wall;
 	double ref_array_read_per_s;
+	double ref_dependent_read_ns;
 	struct xhash_stats st;
 	uint64_t hits;
 };
@@ -166,10 +187,11 @@ static void measure(enum xhash_kind kind, uint64_t n, uint64_t queries,
 			name_key(idx[q], qname + q * NAME_STRIDE);
 	}
 
-	double best = 0;
+	double best = 0, best_wall = 0;
 	uint64_t sum = 0, hits = 0;
 	for (int r = 0; r < REPEATS; r++) {
 		hits = 0;
+		double w0 = wall_s();
 		double t0 = now_s();
 		if (kind == XHASH_KEY_INT) {
 			for (uint64_t q = 0; q < queries; q++) {
@@ -190,10 +212,14 @@ static void measure(enum xhash_kind kind, uint64_t n, uint64_t queries,
 			}
 		}
 		double rate = (double)queries / (now_s() - t0);
+		double rate_wall = (double)queries / (wall_s() - w0);
 		if (rate > best)
 			best = rate;
+		if (rate_wall > best_wall)
+			best_wall = rate_wall;
 	}
 	res->lookup_per_s = best;
+	res->lookup_per_s_wall = best_wall;
 	res->hits = hits;
 
 	/* Reference: one random read per query from an array the size of
@@ -215,6 +241,37 @@ static void measure(enum xhash_kind kind, uint64_t n, uint64_t queries,
 			best = rate;
 	}
 	res->ref_array_read_per_s = best;
+
+	uint64_t lines = words / 8;
+	uint32_t *perm = malloc(lines * sizeof(*perm));
+	if (!perm)
+		exit(1);
+	for (uint64_t l = 0; l < lines; l++)
+		perm[l] = (uint32_t)l;
+	for (uint64_t l = lines - 1; l > 0; l--) {
+		uint64_t j = mix(l ^ s) % (l + 1);
+		uint32_t tmp = perm[l];
+		perm[l] = perm[j];
+		perm[j] = tmp;
+	}
+	for (uint64_t l = 0; l < lines; l++)
+		arr[(uint64_t)perm[l] * 8] =
+		    (uint64_t)perm[(l + 1) % lines] * 8;
+	uint64_t steps =
+	    queries < (UINT64_C(1) << 20) ? queries : (UINT64_C(1) << 20);
+	uint64_t x = (uint64_t)perm[0] * 8;
+	double best_ns = 1e30;
+	for (int r = 0; r < REPEATS; r++) {
+		double t0 = now_s();
+		for (uint64_t q = 0; q < steps; q++)
+			x = arr[x];
+		double ns = (now_s() - t0) * 1e9 / (double)steps;
+		if (ns < best_ns)
+			best_ns = ns;
+	}
+	sum += x;
+	res->ref_dependent_read_ns = best_ns;
+	free(perm);
 	if (sum == 42) /* keep the loops' results alive */
 		fprintf(stderr, "!");
 	free(arr);
@@ -228,13 +285,16 @@ static void print_result(const char *label, const struct result *r, bool last)
 {
 	printf("    \"%s\": {\"entries\": %lu, \"insert_per_s\": %.0f, "
 	       "\"insert_presized_per_s\": %.0f, \"lookup_per_s\": %.0f, "
-	       "\"ns_per_lookup\": %.1f, \"hits\": %lu, "
-	       "\"ref_array_read_per_s\": %.0f, \"mean_probes\": %.3f, "
+	       "\"ns_per_lookup\": %.1f, \"lookup_per_s_wall\": %.0f, "
+	       "\"hits\": %lu, "
+	       "\"ref_array_read_per_s\": %.0f, "
+	       "\"ref_dependent_read_ns\": %.1f, \"mean_probes\": %.3f, "
 	       "\"slot_bytes\": %u, \"index_bytes\": %lu, "
 	       "\"dense_bytes\": %lu}%s\n",
 	       label, (unsigned long)r->entries, r->insert_per_s,
 	       r->insert_presized_per_s, r->lookup_per_s, 1e9 / r->lookup_per_s,
-	       (unsigned long)r->hits, r->ref_array_read_per_s,
+	       r->lookup_per_s_wall, (unsigned long)r->hits,
+	       r->ref_array_read_per_s, r->ref_dependent_read_ns,
 	       (double)r->st.probes_total / (double)r->st.count,
 	       r->st.slot_bytes,
 	       (unsigned long)(r->st.index_slots * r->st.slot_bytes),
@@ -269,6 +329,8 @@ int main(int argc, char **argv)
 	printf("{\n  \"bench\": \"xhash\",\n  \"queries\": %lu,\n"
 	       "  \"repeats_best_of\": %d,\n",
 	       (unsigned long)queries, REPEATS);
+	printf("  \"clock\": \"thread_cputime (lookup_per_s_wall: "
+	       "monotonic)\",\n");
 	for (int k = 0; k < 2; k++) {
 		printf("  \"%s\": {\n", k ? "str_keys_38B" : "int_keys");
 		int last = 0;

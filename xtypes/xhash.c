@@ -44,9 +44,9 @@
  * only keeps the size arithmetic free of overflow. */
 #define XH_MAX_SLOTS (UINT64_C(1) << 40)
 /* Initial guess of string record size (units) before any key is seen:
- * 2 header words + up to 23 key bytes. Wrong guesses only cost an early
- * growth. */
-#define XH_STR_GUESS_UNITS 5
+ * 2 header words + up to 39 key bytes (object names here are ~26-40 bytes).
+ * Wrong guesses only cost an early growth. */
+#define XH_STR_GUESS_UNITS 7
 #define XH_HUGE_MIN	   (UINT64_C(4) << 20)
 #define XH_HUGE_ALIGN	   (UINT64_C(2) << 20)
 
@@ -575,7 +575,7 @@ uint64_t xhash_count(const struct xhash *h)
 
 enum xhash_kind xhash_kind(const struct xhash *h)
 {
-	return h->kind;
+	return h ? h->kind : (enum xhash_kind)0;
 }
 
 int xhash_reserve(struct xhash *h, uint64_t n)

@@ -79,6 +79,7 @@ void xhash_destroy(struct xhash *h);
 /* Number of live entries. */
 uint64_t xhash_count(const struct xhash *h);
 
+/* Key kind given at creation; 0 for NULL. */
 enum xhash_kind xhash_kind(const struct xhash *h);
 
 /*

@@ -1,0 +1,7 @@
+# cached: unit tests of the state machine (fake I/O), the fault-injecting
+# test store, and multi-process tests through real peers.
+ac_test(test_cached SOURCES test_cached.c DEPS cached_core TIMEOUT 60)
+add_executable(cached_testpeer cached_testpeer.c)
+target_link_libraries(cached_testpeer PRIVATE peer Threads::Threads)
+set_target_properties(cached_testpeer PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                      ${CMAKE_BINARY_DIR}/bin)

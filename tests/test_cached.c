@@ -1,0 +1,849 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of cached's bucket pool, slot states and per-object state
+ * machine, driven through fake I/O (no segment): requests to the next port
+ * are collected and completed by the test, one by one, so every
+ * transition can be observed.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cached.h"
+
+/* ------------------------------------------------------------------ */
+/* Fake I/O                                                            */
+/* ------------------------------------------------------------------ */
+
+#define BS	   4096u
+#define OBJ_SIZE   (16u * BS)
+#define MAX_NREQ   4
+#define MAX_CLIENT 64
+
+struct fake_req {
+	struct xseg_request req;
+	unsigned char *buf;
+	bool done;
+	bool forwarded;
+	int error;
+};
+
+static struct cached C;
+static struct cached_nreq *sent[256];
+static unsigned nr_sent;
+static struct fake_req nreq_reqs[MAX_NREQ];
+static struct fake_req clients[MAX_CLIENT];
+
+static void *f_data(struct cached *c, struct xseg_request *req)
+{
+	(void)c;
+	return ((struct fake_req *)req)->buf;
+}
+
+static void f_complete(struct cached *c, struct xseg_request *req, int error)
+{
+	struct fake_req *f = (struct fake_req *)req;
+
+	(void)c;
+	ck_assert(!f->done);
+	f->done = true;
+	f->error = error;
+}
+
+static int f_forward(struct cached *c, struct xseg_request *req)
+{
+	struct fake_req *f = (struct fake_req *)req;
+
+	(void)c;
+	ck_assert(!f->done);
+	f->done = true;
+	f->forwarded = true;
+	return 0;
+}
+
+static int f_submit(struct cached *c, struct cached_nreq *n)
+{
+	(void)c;
+	ck_assert_uint_lt(nr_sent, 256);
+	sent[nr_sent++] = n;
+	return 0;
+}
+
+static const struct cached_io_ops fake_io = {f_data, f_complete, f_forward,
+					     f_submit};
+
+/* The store behind the fake next port: one object image per name. */
+static unsigned char store_a[OBJ_SIZE];
+
+static void setup_with(uint32_t policy, uint64_t cache_buckets)
+{
+	struct cached_config cfg = {
+	    .cache_size = cache_buckets * BS,
+	    .bucket_size = BS,
+	    .object_size = OBJ_SIZE,
+	    .max_objects = 4,
+	    .policy = policy,
+	    .dirty_threshold = 1ull << 40,
+	    .max_req_size = 4 * BS,
+	    .max_inflight = MAX_NREQ,
+	    .nr_cios = MAX_CLIENT,
+	    .prefault = false,
+	};
+
+	xcache_thread_register();
+	ck_assert_int_eq(cached_init(&C, &cfg), 0);
+	C.io = &fake_io;
+	for (unsigned i = 0; i < MAX_NREQ; i++) {
+		nreq_reqs[i].buf = calloc(1, cfg.max_req_size);
+		C.nreqs[i].req = &nreq_reqs[i].req;
+	}
+	nr_sent = 0;
+	memset(clients, 0, sizeof(clients));
+	for (unsigned i = 0; i < OBJ_SIZE; i++)
+		store_a[i] = (unsigned char)(i * 7 + 1);
+}
+
+static void setup(void)
+{
+	setup_with(CACHED_WRITEBACK, 64);
+}
+
+static void setup_wt(void)
+{
+	setup_with(CACHED_WRITETHROUGH, 64);
+}
+
+static void teardown(void)
+{
+	cached_destroy(&C);
+	for (unsigned i = 0; i < MAX_NREQ; i++)
+		free(nreq_reqs[i].buf);
+	for (unsigned i = 0; i < MAX_CLIENT; i++)
+		free(clients[i].buf);
+	memset(clients, 0, sizeof(clients));
+	xcache_thread_unregister();
+}
+
+static struct fake_req *client(unsigned i, uint16_t op, const char *name,
+			       uint64_t off, uint64_t size)
+{
+	struct fake_req *f = &clients[i];
+
+	free(f->buf);
+	memset(f, 0, sizeof(*f));
+	f->buf = calloc(1, size ? size : 512);
+	f->req.op = op;
+	f->req.offset = off;
+	f->req.size = size;
+	f->req.targetlen = (uint16_t)strlen(name);
+	memcpy(f->req.target, name, f->req.targetlen);
+	return f;
+}
+
+static int submit(struct fake_req *f)
+{
+	return cached_submit_request(&C, &f->req);
+}
+
+/* Complete sent request k as the store would (or with error / short). */
+static void serve(unsigned k, int error, bool short_write)
+{
+	struct cached_nreq *n = sent[k];
+	struct fake_req *f = (struct fake_req *)n->req;
+	uint64_t serviced = n->req->size;
+
+	if (!error && n->req->op == XSEG_OP_READ)
+		memcpy(f->buf, store_a + n->req->offset, n->req->size);
+	else if (!error && n->req->op == XSEG_OP_WRITE && !short_write)
+		memcpy(store_a + n->req->offset, f->buf, n->req->size);
+	if (short_write)
+		serviced = 0;
+	cached_nreq_done(&C, n, error, error ? 0 : serviced);
+}
+
+/* Serve everything sent so far, in order, and whatever that triggers. */
+static void serve_all(void)
+{
+	for (unsigned k = 0; k < nr_sent; k++)
+		serve(k, 0, false);
+	nr_sent = 0;
+}
+
+static struct cached_obj *obj(const char *name)
+{
+	struct xcache_entry *e;
+	struct cached_obj *o;
+
+	if (xcache_lookup(C.cache, name, &e))
+		return NULL;
+	o = xcache_entry_priv(e);
+	xcache_put(C.cache, e);
+	return o;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pool and slots                                                      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_pool)
+{
+	struct cached_pool p;
+	uint32_t idx[8], again[8];
+
+	ck_assert_int_eq(cached_pool_init(&p, 0, BS, false), -EINVAL);
+	ck_assert_int_eq(cached_pool_init(&p, 4, 0, false), -EINVAL);
+	ck_assert_int_eq(cached_pool_init(&p, 4, BS, true), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&p), 4);
+	/* all or nothing */
+	ck_assert_int_eq(cached_pool_get(&p, idx, 5), -ENOSPC);
+	ck_assert_uint_eq(cached_pool_nr_free(&p), 4);
+	ck_assert_int_eq(cached_pool_get(&p, idx, 3), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&p), 1);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_lt(idx[i], 4);
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(idx[i], idx[j]);
+		memset(cached_pool_bucket(&p, idx[i]), i, BS);
+	}
+	ck_assert_int_eq(cached_pool_get(&p, again, 2), -ENOSPC);
+	cached_pool_put(&p, idx, 3);
+	ck_assert_uint_eq(cached_pool_nr_free(&p), 4);
+	ck_assert_int_eq(cached_pool_get(&p, again, 4), 0);
+	cached_pool_destroy(&p);
+}
+END_TEST
+
+START_TEST(test_config_refused)
+{
+	struct cached_config ok = {
+	    .cache_size = 1 << 20,
+	    .bucket_size = BS,
+	    .object_size = 64 * BS,
+	    .max_objects = 8,
+	    .dirty_threshold = 1,
+	    .max_req_size = BS,
+	    .max_inflight = 1,
+	    .nr_cios = 1,
+	};
+	struct cached_config bad;
+	struct cached c;
+	char why[128];
+
+	ck_assert_int_eq(cached_validate_config(&ok, why, sizeof(why)), 0);
+	bad = ok;
+	bad.bucket_size = 3000;
+	ck_assert_int_eq(cached_validate_config(&bad, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "power of two"));
+	bad = ok;
+	bad.object_size = BS * 3 / 2;
+	ck_assert_int_eq(cached_validate_config(&bad, NULL, 0), -EINVAL);
+	bad = ok;
+	bad.cache_size = bad.object_size; /* one object only */
+	ck_assert_int_eq(cached_validate_config(&bad, NULL, 0), -EINVAL);
+	bad = ok;
+	bad.max_req_size = BS / 2;
+	ck_assert_int_eq(cached_validate_config(&bad, NULL, 0), -EINVAL);
+	bad = ok;
+	bad.max_inflight = 0;
+	ck_assert_int_eq(cached_validate_config(&bad, NULL, 0), -EINVAL);
+	bad = ok;
+	bad.max_objects = 0;
+	ck_assert_int_eq(cached_validate_config(&bad, NULL, 0), -EINVAL);
+	bad = ok;
+	bad.policy = 7;
+	ck_assert_int_eq(cached_validate_config(&bad, NULL, 0), -EINVAL);
+	memset(&c, 0x5a, sizeof(c));
+	ck_assert_int_eq(cached_init(&c, &bad), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_slot_states)
+{
+	struct cached_obj *o = &C.objs[0];
+
+	/* claim: free -> claimed INVALID, all or nothing */
+	ck_assert_uint_eq(cached_obj_unclaimed(o, 0, 4), 4);
+	ck_assert_int_eq(cached_obj_claim(o, 0, 4), 0);
+	ck_assert_uint_eq(o->nr_claimed, 4);
+	ck_assert_uint_eq(o->counts[CACHED_B_INVALID], 4);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 60);
+	/* every data transition keeps the O(1) counters and the global
+	 * dirty/writing counts exact */
+	cached_obj_set_bstate(o, 0, CACHED_B_LOADING);
+	cached_obj_set_bstate(o, 0, CACHED_B_VALID);
+	cached_obj_set_bstate(o, 1, CACHED_B_DIRTY);
+	cached_obj_set_bstate(o, 2, CACHED_B_DIRTY);
+	ck_assert(!cached_obj_clean(o));
+	ck_assert_uint_eq(C.dirty_buckets, 2);
+	ck_assert_uint_eq(o->unclean, 2);
+	cached_obj_set_bstate(o, 1, CACHED_B_WRITING);
+	ck_assert_uint_eq(C.dirty_buckets, 1);
+	ck_assert_uint_eq(C.writing_buckets, 1);
+	ck_assert_uint_eq(cached_unclean(&C), 2);
+	cached_obj_set_bstate(o, 1, CACHED_B_VALID);
+	cached_obj_set_bstate(o, 2, CACHED_B_WRITING);
+	cached_obj_set_bstate(o, 2, CACHED_B_DIRTY); /* failed write */
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 2);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	ck_assert_uint_eq(o->counts[CACHED_B_INVALID], 1);
+	/* release: claimed -> free, counters and pool back */
+	cached_obj_release_all(o);
+	ck_assert_uint_eq(o->nr_claimed, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 64);
+	for (int s = 0; s < CACHED_B_NR_STATES; s++)
+		ck_assert_uint_eq(o->counts[s], 0);
+	/* a claim bigger than the pool takes nothing */
+	ck_assert_int_eq(cached_obj_claim(o, 0, 16), 0);
+	ck_assert_int_eq(cached_obj_claim(&C.objs[1], 0, 16), 0);
+	ck_assert_int_eq(cached_obj_claim(&C.objs[2], 0, 16), 0);
+	ck_assert_int_eq(cached_obj_claim(&C.objs[3], 0, 15), 0);
+	ck_assert_int_eq(cached_obj_claim(&C.objs[4], 0, 2), -ENOSPC);
+	ck_assert_uint_eq(C.objs[4].nr_claimed, 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 1);
+	for (int i = 0; i < 4; i++)
+		cached_obj_release_all(&C.objs[i]);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Read path                                                           */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_read_miss_then_hit)
+{
+	struct fake_req *r = client(0, XSEG_OP_READ, "a", 100, 2 * BS);
+	struct cached_obj *o;
+
+	ck_assert_int_eq(submit(r), 0);
+	/* miss: one coalesced read of the 3 buckets the range touches */
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->offset, 0);
+	ck_assert_uint_eq(sent[0]->req->size, 3 * BS);
+	ck_assert(!r->done);
+	o = obj("a");
+	ck_assert_uint_eq(o->counts[CACHED_B_LOADING], 3);
+	serve_all();
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_mem_eq(r->buf, store_a + 100, 2 * BS);
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 3);
+	ck_assert_uint_eq(C.st.misses, 1);
+	/* hit: nothing sent */
+	r = client(1, XSEG_OP_READ, "a", BS, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done);
+	ck_assert_uint_eq(nr_sent, 0);
+	ck_assert_mem_eq(r->buf, store_a + BS, BS);
+	ck_assert_uint_eq(C.st.hits, 1);
+}
+END_TEST
+
+START_TEST(test_partial_hit_fetches_missing_only)
+{
+	struct fake_req *r = client(0, XSEG_OP_READ, "a", 2 * BS, BS);
+
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	/* buckets 0..4, bucket 2 cached: two reads, [0,2) and [3,5) */
+	r = client(1, XSEG_OP_READ, "a", 0, 5 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 2);
+	ck_assert_uint_eq(sent[0]->req->offset, 0);
+	ck_assert_uint_eq(sent[0]->req->size, 2 * BS);
+	ck_assert_uint_eq(sent[1]->req->offset, 3 * BS);
+	ck_assert_uint_eq(sent[1]->req->size, 2 * BS);
+	serve(0, 0, false);
+	ck_assert(!r->done);
+	serve(1, 0, false);
+	nr_sent = 0;
+	ck_assert(r->done);
+	ck_assert_mem_eq(r->buf, store_a, 5 * BS);
+	ck_assert_uint_eq(C.st.partial_hits, 1);
+}
+END_TEST
+
+START_TEST(test_concurrent_readers_share_one_load)
+{
+	struct fake_req *r1 = client(0, XSEG_OP_READ, "a", 0, BS);
+	struct fake_req *r2 = client(1, XSEG_OP_READ, "a", 0, BS);
+	struct fake_req *r3 = client(2, XSEG_OP_READ, "a", 512, 100);
+
+	ck_assert_int_eq(submit(r1), 0);
+	ck_assert_int_eq(submit(r2), 0);
+	ck_assert_int_eq(submit(r3), 0);
+	ck_assert_uint_eq(nr_sent, 1); /* one load for the three */
+	ck_assert(!r1->done && !r2->done && !r3->done);
+	serve_all();
+	ck_assert(r1->done && r2->done && r3->done);
+	ck_assert_mem_eq(r2->buf, store_a, BS);
+	ck_assert_mem_eq(r3->buf, store_a + 512, 100);
+}
+END_TEST
+
+START_TEST(test_read_error_leaves_invalid)
+{
+	struct fake_req *r1 = client(0, XSEG_OP_READ, "a", 0, BS);
+	struct fake_req *r2 = client(1, XSEG_OP_READ, "a", 0, BS);
+	struct cached_obj *o;
+
+	ck_assert_int_eq(submit(r1), 0);
+	ck_assert_int_eq(submit(r2), 0);
+	o = obj("a");
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(r1->done && r2->done);
+	ck_assert_int_eq(r1->error, EIO);
+	ck_assert_int_eq(r2->error, EIO);
+	ck_assert_uint_eq(o->counts[CACHED_B_INVALID], 1);
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 0);
+	/* a later read loads again and succeeds */
+	r1 = client(2, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r1), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all();
+	ck_assert_int_eq(r1->error, 0);
+	ck_assert_mem_eq(r1->buf, store_a, BS);
+}
+END_TEST
+
+START_TEST(test_bad_range_refused)
+{
+	struct fake_req *r = client(0, XSEG_OP_READ, "a", OBJ_SIZE - 10, 20);
+
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, EINVAL);
+	ck_assert_uint_eq(nr_sent, 0);
+	r = client(1, XSEG_OP_PING, "a", 0, 0);
+	ck_assert_int_eq(submit(r), -EOPNOTSUPP);
+	ck_assert(!r->done);
+	r = client(2, XSEG_OP_READ, "", 0, BS);
+	r->req.targetlen = 0;
+	ck_assert_int_eq(submit(r), -EINVAL);
+	ck_assert(!r->done);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Write path                                                          */
+/* ------------------------------------------------------------------ */
+
+static void fill(struct fake_req *f, unsigned char v)
+{
+	memset(f->buf, v, f->req.size);
+}
+
+START_TEST(test_writeback_dirty_then_flush_coalesced)
+{
+	struct fake_req *w;
+	struct cached_obj *o;
+
+	/* six adjacent buckets and one apart, written back */
+	for (unsigned i = 0; i < 6; i++) {
+		w = client(i, XSEG_OP_WRITE, "a", i * BS, BS);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+		ck_assert_uint_eq(w->req.serviced, BS);
+	}
+	w = client(6, XSEG_OP_WRITE, "a", 10 * BS, BS);
+	fill(w, 0x99);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(nr_sent, 0); /* nothing reached the store yet */
+	o = obj("a");
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 7);
+	ck_assert_uint_eq(C.dirty_buckets, 7);
+	/* FLUSH: dirty data goes first, coalesced up to max_req_size (4
+	 * buckets): [0,4) [4,6) [10,11); then FLUSH is forwarded */
+	struct fake_req *fl = client(7, XSEG_OP_FLUSH, "", 0, 0);
+	fl->req.targetlen = 0;
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 3);
+	ck_assert_uint_eq(sent[0]->req->size, 4 * BS);
+	ck_assert_uint_eq(sent[1]->req->offset, 4 * BS);
+	ck_assert_uint_eq(sent[1]->req->size, 2 * BS);
+	ck_assert_uint_eq(sent[2]->req->offset, 10 * BS);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_FLUSHING);
+	ck_assert_uint_eq(o->counts[CACHED_B_WRITING], 7);
+	ck_assert(!fl->done);
+	serve(0, 0, false);
+	serve(1, 0, false);
+	ck_assert(!fl->done);
+	serve(2, 0, false);
+	nr_sent = 0;
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 7);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_READY);
+	for (unsigned i = 0; i < 6; i++)
+		ck_assert_uint_eq(store_a[i * BS + 5], 0x10 + i);
+	ck_assert_uint_eq(store_a[10 * BS], 0x99);
+}
+END_TEST
+
+START_TEST(test_flush_bounded_by_max_inflight)
+{
+	struct fake_req *w;
+	struct cached_obj *o;
+
+	/* 8 separate dirty buckets, 4 next-port requests: the round sends 4,
+	 * then one more each time one comes back */
+	for (unsigned i = 0; i < 8; i++) {
+		w = client(i, XSEG_OP_WRITE, "a", 2 * i * BS, BS);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+	}
+	struct fake_req *fl = client(9, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	o = obj("a");
+	ck_assert_uint_eq(nr_sent, MAX_NREQ);
+	ck_assert(o->nreq_parked);
+	for (unsigned k = 0; k < 8; k++) {
+		ck_assert_uint_le(o->round_inflight, MAX_NREQ);
+		serve(k, 0, false);
+	}
+	nr_sent = 0;
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(C.st.flush_rounds, 1);
+}
+END_TEST
+
+START_TEST(test_flush_error_keeps_dirty_and_retries)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	struct fake_req *fl;
+	struct cached_obj *o;
+
+	fill(w, 0x42);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	o = obj("a");
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(fl->done && !fl->forwarded);
+	ck_assert_int_eq(fl->error, EIO);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_FAILED);
+	/* the data is still readable from the cache */
+	struct fake_req *r = client(2, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done);
+	ck_assert_uint_eq(r->buf[7], 0x42);
+	/* a 0-bytes-served "success" is an error as well */
+	fl = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve(0, 0, true);
+	nr_sent = 0;
+	ck_assert(fl->done && !fl->forwarded);
+	ck_assert_int_eq(fl->error, EIO);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	/* the retry succeeds */
+	fl = client(4, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all();
+	ck_assert(fl->forwarded);
+	ck_assert_uint_eq(store_a[9], 0x42);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_READY);
+}
+END_TEST
+
+START_TEST(test_one_flush_per_object)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	struct fake_req *f1, *f2;
+	struct cached_obj *o;
+
+	fill(w, 1);
+	ck_assert_int_eq(submit(w), 0);
+	f1 = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(f1), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	o = obj("a");
+	/* rewritten while its write is in flight: WRITING -> DIRTY */
+	w = client(2, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 2);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	f2 = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(f2), 0);
+	ck_assert_uint_eq(nr_sent, 1); /* the second round waits */
+	serve(0, 0, false);
+	ck_assert(f1->done);
+	/* the write of the second round started only now */
+	ck_assert_uint_eq(nr_sent, 2);
+	ck_assert(!f2->done);
+	ck_assert_uint_eq(store_a[0], 1);
+	serve(1, 0, false);
+	nr_sent = 0;
+	ck_assert(f2->done && f2->forwarded);
+	ck_assert_uint_eq(store_a[0], 2);
+	ck_assert_uint_eq(C.st.flush_rounds, 2);
+}
+END_TEST
+
+START_TEST(test_partial_write_reads_first)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 100, 200);
+	struct fake_req *r;
+
+	fill(w, 0xee);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(nr_sent, 1); /* read-modify-write */
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_READ);
+	ck_assert(!w->done);
+	serve_all();
+	ck_assert(w->done);
+	r = client(1, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done);
+	ck_assert_mem_eq(r->buf, store_a, 100);
+	ck_assert_uint_eq(r->buf[100], 0xee);
+	ck_assert_uint_eq(r->buf[299], 0xee);
+	ck_assert_mem_eq(r->buf + 300, store_a + 300, BS - 300);
+}
+END_TEST
+
+START_TEST(test_writethrough_acks_after_store)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", BS, BS);
+	struct cached_obj *o;
+
+	fill(w, 0x77);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
+	o = obj("a");
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, EIO);
+	/* the data stays dirty for a retry, never silently dropped */
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	w = client(1, XSEG_OP_WRITE, "a", BS, BS);
+	fill(w, 0x78);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all();
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(store_a[BS], 0x78);
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 1);
+}
+END_TEST
+
+START_TEST(test_fua_written_through)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+
+	fill(w, 3);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert(sent[0]->req->flags & XSEG_F_FUA);
+	serve_all();
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+}
+END_TEST
+
+START_TEST(test_delete_discards_and_forwards)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	struct fake_req *d, *r;
+
+	fill(w, 5);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(cached_unclean(&C), 1);
+	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert(d->forwarded);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(nr_sent, 0); /* dirty data of a deleted object
+					  is never written */
+	ck_assert_ptr_null(obj("a"));
+	/* a read after the delete goes to the store */
+	r = client(2, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all();
+	ck_assert_mem_eq(r->buf, store_a, BS);
+}
+END_TEST
+
+START_TEST(test_delete_waits_for_flush_in_flight)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	struct fake_req *fl, *d;
+	struct cached_obj *o;
+
+	fill(w, 5);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	o = obj("a");
+	d = client(2, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert(!d->done);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_DELETING);
+	serve_all();
+	ck_assert(d->forwarded);
+}
+END_TEST
+
+START_TEST(test_copy_flushes_source)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	struct fake_req *cp;
+	struct xseg_request_copy *arg;
+
+	fill(w, 9);
+	ck_assert_int_eq(submit(w), 0);
+	cp = client(1, XSEG_OP_COPY, "b", 0, sizeof(*arg));
+	arg = (void *)cp->buf;
+	arg->src_targetlen = 1;
+	arg->src_target[0] = 'a';
+	ck_assert_int_eq(submit(cp), 0);
+	ck_assert(!cp->done);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all();
+	ck_assert(cp->forwarded);
+	ck_assert_uint_eq(store_a[0], 9);
+	/* a bad copy argument is refused, nothing taken */
+	cp = client(2, XSEG_OP_COPY, "b", 0, sizeof(*arg));
+	ck_assert_int_eq(submit(cp), -EINVAL);
+	ck_assert(!cp->done);
+}
+END_TEST
+
+START_TEST(test_eviction_flushes_dirty_object)
+{
+	struct fake_req *w;
+	char name[8];
+
+	/* max_objects 4: a fifth object evicts the first, whose dirty data
+	 * is written out (on_finalize keeps it) before its buckets go */
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+	}
+	ck_assert_uint_ge(C.st.evictions, 1);
+	ck_assert_uint_ge(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
+	ck_assert_uint_eq(C.kept_buckets, 1);
+	uint32_t free_before = cached_pool_nr_free(&C.pool);
+	serve_all();
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), free_before + 1);
+	ck_assert_uint_eq(C.kept_buckets, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 4);
+}
+END_TEST
+
+START_TEST(test_reinsert_during_flush_reuses)
+{
+	struct fake_req *w;
+	char name[8];
+	struct cached_obj *o0;
+
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)(i + 1));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	ck_assert_uint_eq(nr_sent, 1); /* o0 evicted and flushing */
+	o0 = sent[0]->obj;
+	/* o0 comes back while its flush is in flight: same entry, its data
+	 * served from the cache */
+	w = client(10, XSEG_OP_READ, "o0", 0, BS);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_uint_eq(w->buf[0], 1);
+	ck_assert_ptr_eq(obj("o0"), o0);
+	serve_all(); /* o0's flush, and that of the object its return
+			evicted */
+	ck_assert_uint_eq(o0->counts[CACHED_B_VALID], 1);
+	ck_assert(!o0->kept);
+}
+END_TEST
+
+START_TEST(test_space_wait_no_deadlock)
+{
+	struct fake_req *w;
+	char name[8];
+
+	/* 64 buckets, objects of 16: four full dirty objects fill the
+	 * cache; the next write waits for space, evicts, and proceeds once
+	 * the victim's flush completes */
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+	}
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	w = client(5, XSEG_OP_WRITE, "x", 0, BS);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_ge(C.st.space_waits, 1);
+	for (int guard = 0; guard < 100 && !w->done && nr_sent; guard++)
+		serve_all();
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cached");
+	TCase *tc = tcase_create("pool");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_pool);
+	tcase_add_test(tc, test_config_refused);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("states");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_slot_states);
+	tcase_add_test(tc, test_read_miss_then_hit);
+	tcase_add_test(tc, test_partial_hit_fetches_missing_only);
+	tcase_add_test(tc, test_concurrent_readers_share_one_load);
+	tcase_add_test(tc, test_read_error_leaves_invalid);
+	tcase_add_test(tc, test_bad_range_refused);
+	tcase_add_test(tc, test_writeback_dirty_then_flush_coalesced);
+	tcase_add_test(tc, test_flush_bounded_by_max_inflight);
+	tcase_add_test(tc, test_flush_error_keeps_dirty_and_retries);
+	tcase_add_test(tc, test_one_flush_per_object);
+	tcase_add_test(tc, test_partial_write_reads_first);
+	tcase_add_test(tc, test_fua_written_through);
+	tcase_add_test(tc, test_delete_discards_and_forwards);
+	tcase_add_test(tc, test_delete_waits_for_flush_in_flight);
+	tcase_add_test(tc, test_copy_flushes_source);
+	tcase_add_test(tc, test_eviction_flushes_dirty_object);
+	tcase_add_test(tc, test_reinsert_during_flush_reuses);
+	tcase_add_test(tc, test_space_wait_no_deadlock);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("writethrough");
+	tcase_add_checked_fixture(tc, setup_wt, teardown);
+	tcase_add_test(tc, test_writethrough_acks_after_store);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

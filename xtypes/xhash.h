@@ -8,13 +8,16 @@
  * Layout
  * - A sparse index array of 2^k slots, each 1, 2, 4 or 8 bytes wide (the
  *   narrowest signed width that can address the dense array), holding
- *   XHASH_EMPTY, a DUMMY (deleted) marker or a position in the dense array.
+ *   EMPTY, DUMMY (deleted) or a position in the dense array; spare high
+ *   bits of a position slot carry a few hash bits (a tag) so probes skip
+ *   other keys without loading their records.
  * - A dense array of records in insertion order. Integer tables store
  *   {key, value} (16 bytes); string tables store {hash, value, len, key
  *   bytes} inline, padded to 8 bytes, so a lookup touches one index slot and
  *   one record and never chases a separate key allocation.
  * - Probing: i = hash & mask, then perturb >>= 5; i = (5*i + 1 + perturb) &
- *   mask, which visits every slot once perturb has drained to zero.
+ *   mask, which visits every slot once perturb has drained to zero. The
+ *   first two slots of the sequence are read together (see xhash.c).
  * - The table grows when the dense array is full; the dense array holds at
  *   most 2/3 of the slot count, so the index load (live + deleted) never
  *   exceeds 2/3. Growing rebuilds both arrays and compacts deleted records

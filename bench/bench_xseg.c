@@ -64,6 +64,7 @@ struct bench {
 	uint64_t count;
 	uint64_t seed;
 	const char *prefix;
+	size_t prefix_len;
 	bool verify;
 	bool json;
 	bool poll;
@@ -357,6 +358,7 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 		if (b->objects > UINT32_MAX)
 			BAD("too many objects (at most 2^32 - 1)");
 	}
+	b->prefix_len = strlen(b->prefix);
 	if (!b->duration_ns && !b->count)
 		b->count = b->op == BENCH_PING ? 100000 : b->units;
 	if (b->verify && b->iodepth > b->units) {
@@ -396,8 +398,20 @@ static void bench_target_of(const struct bench *b, uint64_t unit, char *name,
 			    uint64_t *offset)
 {
 	uint64_t obj = unit / b->units_per_obj;
+	char digits[24];
+	int nd = 0;
 
-	snprintf(name, XSEG_MAX_TARGETLEN + 1, "%s_%06" PRIu64, b->prefix, obj);
+	/* prefix + '_' + at least 6 digits; by hand, as snprintf would cost
+	 * as much as a round trip (the prefix length was checked) */
+	do {
+		digits[nd++] = (char)('0' + obj % 10);
+		obj /= 10;
+	} while (obj || nd < 6);
+	memcpy(name, b->prefix, b->prefix_len);
+	name[b->prefix_len] = '_';
+	for (int i = 0; i < nd; i++)
+		name[b->prefix_len + 1 + i] = digits[nd - 1 - i];
+	name[b->prefix_len + 1 + nd] = '\0';
 	*offset = (unit % b->units_per_obj) * b->bs;
 }
 

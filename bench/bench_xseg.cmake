@@ -2,3 +2,7 @@
 # bin/ like the peers). Its building blocks are a library so tests link them.
 ac_library(bench_xseg_util SOURCES bench_xseg_util.c)
 ac_program(bench_xseg SOURCES bench_xseg.c DEPS bench_xseg_util peer)
+# The floor a cross-process round trip can reach on this machine (shared
+# word ping-pong, polling and futex), compared with in run_xseg_bench.sh.
+ac_bench(bench_xseg_floor SOURCES bench_xseg_floor.c
+         DEPS bench_xseg_util peer_util)

@@ -18,7 +18,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-${AC_BIN_DIR:-$here/../build/bin}}
 secs=${2:-2}
-for p in noop bench_xseg xsegctl; do
+for p in noop bench_xseg xsegctl bench_xseg_floor; do
 	if [ ! -x "$bin/$p" ]; then
 		echo "run_xseg_bench: $bin/$p not found (build first)" >&2
 		exit 1
@@ -37,6 +37,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# The floor of a cross-process round trip on this machine, same run.
+floor=$("$bin/bench_xseg_floor" 300000 | sed 's/^/    /')
 "$bin/xsegctl" create --size 256M --requests 4096 "$seg"
 
 # start_noop SPIN: (re)start the peer on port 0 with that spin time.
@@ -45,7 +47,8 @@ start_noop() {
 		kill "$noop_pid"
 		wait "$noop_pid" 2>/dev/null || true
 	fi
-	"$bin/noop" -g "$seg" -p 0 -t 1 --spin "$1" --no-fill -v warn &
+	"$bin/noop" -g "$seg" -p 0 -t 1 --spin "$1" --no-fill --no-timestamps \
+		-v warn &
 	noop_pid=$!
 	for _ in $(seq 100); do
 		if "$bin/xsegctl" list "$seg" 2>/dev/null | grep -q "noop"; then
@@ -105,12 +108,14 @@ cat <<EOF
               "loadavg_before": "$load_before",
               "loadavg_after": "$(cut -d' ' -f1-3 /proc/loadavg)",
               "clocksource": "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"},
-  "setup": "bench_xseg (1 thread, own dynamic port) -> noop (1 worker, --no-fill) on one segment; poll: both busy-poll; sleep: both sleep on the port futex at once (spin 0)",
+  "setup": "bench_xseg (1 thread, own dynamic port) -> noop (1 worker, --no-fill --no-timestamps) on one segment; poll: both busy-poll; sleep: both sleep on the port futex at once (spin 0)",
   "reference": {
     "source": "original Archipelago xseg bench -> dummy peer, both busy-polling, 4 KiB requests with untouched data, on this kind of 2-core machine (figures quoted in issue 3, not measured in this run)",
     "iodepth1_requests_per_s": 1000000,
     "iodepth1_mean_us": 0.6,
-    "iodepth16_requests_per_s": [1200000, 1400000]
+    "iodepth16_requests_per_s": [1200000, 1400000],
+    "measured_floor":
+$floor
   },
   "goals": {
     "iodepth1_p50_us_poll": 0.5,

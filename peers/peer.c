@@ -50,6 +50,7 @@ struct peer {
 	bool daemon;
 	const char *pidfile;
 	uint64_t drain_ns;
+	bool no_timestamps;
 
 	/* run time */
 	struct xseg *seg;
@@ -60,7 +61,6 @@ struct peer {
 	int exit_workers; /* drained: workers leave their loop */
 	int exit_status;  /* highest requested by peer_request_stop */
 	uint64_t inflight;
-	uint64_t completed;
 	uint64_t failed[XSEG_OP_COUNT];
 	uint64_t forwarded;
 	uint64_t start_ns;
@@ -159,7 +159,6 @@ int peer_complete(struct peer *p, struct xseg_request *req, int error)
 			 p->port, req->id, peer_op_name(op), strerror(-rc));
 		return rc;
 	}
-	__atomic_add_fetch(&p->completed, 1, __ATOMIC_RELAXED);
 	if (error && op < XSEG_OP_COUNT)
 		__atomic_add_fetch(&p->failed[op], 1, __ATOMIC_RELAXED);
 	peer_done(p);
@@ -282,14 +281,19 @@ static void peer_dump_stats(struct peer *p)
 		if (len >= (int)sizeof(line))
 			break;
 	}
+	uint64_t inflight = peer_inflight(p);
+	uint64_t forwarded = __atomic_load_n(&p->forwarded, __ATOMIC_RELAXED);
+	/* completed is derived: one atomic less per request on the hot path
+	 * (a snapshot, exact when the peer is quiet) */
+	uint64_t completed = total - inflight - forwarded;
+	if (inflight + forwarded > total)
+		completed = 0;
 	peer_info(
 	    "stats: port %" PRIu32 " up %.1f s threads %u: accepted %" PRIu64
 	    " completed %" PRIu64 " forwarded %" PRIu64 " in flight %" PRIu64
 	    " replies %" PRIu64,
 	    p->port, (double)(peer_now_ns() - p->start_ns) / 1e9, p->nr_threads,
-	    total, __atomic_load_n(&p->completed, __ATOMIC_RELAXED),
-	    __atomic_load_n(&p->forwarded, __ATOMIC_RELAXED), peer_inflight(p),
-	    replies);
+	    total, completed, forwarded, inflight, replies);
 	if (len)
 		peer_info("stats: by op (accepted/failed):%s", line);
 	if (xseg_port_info(p->seg, p->port, &pi) == 0)
@@ -313,6 +317,7 @@ enum {
 	PEER_OPT_SYSLOG = 1000,
 	PEER_OPT_PIDFILE,
 	PEER_OPT_DRAIN,
+	PEER_OPT_NO_TS,
 };
 
 static const struct option peer_common_options[] = {
@@ -325,6 +330,7 @@ static const struct option peer_common_options[] = {
     {"daemon", no_argument, NULL, 'd'},
     {"pidfile", required_argument, NULL, PEER_OPT_PIDFILE},
     {"drain-timeout", required_argument, NULL, PEER_OPT_DRAIN},
+    {"no-timestamps", no_argument, NULL, PEER_OPT_NO_TS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
 };
@@ -355,6 +361,8 @@ static void peer_usage(struct peer *p)
 	       "      --drain-timeout T   at shutdown wait at most T for "
 	       "requests in flight\n"
 	       "                          (default 30s, bare number = s)\n"
+	       "      --no-timestamps     do not stamp accept/respond times in "
+	       "requests\n"
 	       "  -h, --help              this help\n"
 	       "  -V, --version           print the version\n");
 	if (ops->options_help)
@@ -451,6 +459,9 @@ static int peer_parse_args(struct peer *p, int argc, char **argv)
 				    p->prog, "bad drain timeout '%s'", optarg);
 				status = 2;
 			}
+			break;
+		case PEER_OPT_NO_TS:
+			p->no_timestamps = true;
 			break;
 		case 'h':
 			peer_usage(p);
@@ -587,6 +598,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	sigset_t sigs;
 	int status, rc, ready_fd = -1, pid_fd = -1;
 	const char *slash;
+	char *pidfile_abs = NULL;
 
 	p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -617,6 +629,13 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	status = 1;
 	peer_log_init(p->prog, p->log_level, p->use_syslog);
 
+	if (p->daemon && p->pidfile && p->pidfile[0] != '/') {
+		/* the daemon runs in "/": keep the path the operator meant */
+		char cwd[4096];
+		if (getcwd(cwd, sizeof(cwd)) &&
+		    asprintf(&pidfile_abs, "%s/%s", cwd, p->pidfile) > 0)
+			p->pidfile = pidfile_abs;
+	}
 	if (p->daemon) {
 		rc = peer_daemonize(&ready_fd);
 		if (rc < 0) {
@@ -651,6 +670,8 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		goto out_pid;
 	}
 	xseg_set_spin(p->seg, p->spin_ns);
+	if (p->no_timestamps)
+		xseg_set_timestamps(p->seg, false);
 	if (p->dynamic_port)
 		rc = xseg_alloc_port(p->seg, ops->type, &p->port);
 	else
@@ -741,6 +762,7 @@ out_ready:
 	if (ready_fd >= 0)
 		peer_daemon_ready(ready_fd, false);
 out_free:
+	free(pidfile_abs);
 	free(p->workers);
 	free(p->priv);
 	free(p);

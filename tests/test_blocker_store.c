@@ -83,7 +83,8 @@ static void expect(struct blocker_store *s, const char *name, uint64_t off,
 	else
 		tb_fill(e, len, seed, off);
 	ck_assert_int_eq(blocker_read(s, name, strlen(name), off, len, b), 0);
-	ck_assert(!memcmp(b, e, len));
+	ck_assert_msg(!memcmp(b, e, len), "%s [%llu, +%zu) differs", name,
+		      (unsigned long long)off, len);
 	free(b);
 	free(e);
 }
@@ -650,6 +651,55 @@ START_TEST(test_segment_exact_fill)
 }
 END_TEST
 
+START_TEST(test_uring_batched_reads)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	uint8_t z[4096] = {0}, b[5 * 4096];
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	o.io = &blocker_io_uring;
+	o.partial_bits = 2; /* first candidates often the wrong chunk */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	for (int i = 0; i < 20; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "u%d", i);
+		wr(s, n, 0, 16 * 4096, i);
+		/* a hole in the middle */
+		ck_assert_int_eq(
+		    blocker_write(s, n, strlen(n), 4 * 4096, 4096, z, 0), 0);
+	}
+	for (int i = 0; i < 20; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "u%d", i);
+		expect(s, n, 0, 4 * 4096, i);
+		expect(s, n, 4 * 4096, 4096, ~0ULL);
+		expect(s, n, 5 * 4096, 11 * 4096, i);
+		expect(s, n, 100, 3 * 4096, i);	 /* partial both ends */
+		expect(s, n, 4096 + 7, 4096, i); /* two partial chunks */
+		expect(s, n, 15 * 4096, 4096, i);
+		expect(s, n, 16 * 4096, 2 * 4096, ~0ULL); /* past the size */
+		ck_assert_int_eq(
+		    blocker_read(s, n, strlen(n), 3 * 4096 + 1, 4096 * 2, b),
+		    0);
+		ck_assert(blocker_mem_is_zero(b + 4095, 4096));
+	}
+	blocker_get_stats(s, &st);
+	ck_assert_uint_gt(st.partial_collisions, 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* a damaged middle chunk fails the batched read with EIO */
+	flip_bit("log.000000", 64 + 2 * 4160 + 5);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(blocker_read(s, "u0", 2, 0, 5 * 4096, b), -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.verify_failures, 1);
+	expect(s, "u1", 0, 4 * 4096, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 static void check_report(void *arg, const char *line)
 {
 	tb_log_fn(arg, BLOCKER_LOG_ERR, line);
@@ -805,6 +855,7 @@ int main(void)
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill);
+	tcase_add_test(tc, test_uring_batched_reads);
 	tcase_add_test(tc, test_check_reports);
 	tcase_add_test(tc, test_fault_enospc_short_write);
 	tcase_add_test(tc, test_fault_eio_write);

@@ -46,6 +46,8 @@ const struct blocker_io_ops blocker_io_sync = {
  * and a completion dispatcher; the peer's worker threads each keep a read
  * in flight, so the device sees as many as there are workers.
  */
+#define URING_DEPTH 64
+
 struct uring_tls {
 	struct io_uring ring;
 	bool ready;
@@ -84,7 +86,7 @@ static struct io_uring *uring_get(int *err)
 		}
 		pthread_setspecific(uring_key, t);
 	}
-	r = io_uring_queue_init(8, &t->ring, 0);
+	r = io_uring_queue_init(URING_DEPTH, &t->ring, 0);
 	if (r < 0) {
 		*err = r;
 		return NULL;
@@ -153,7 +155,47 @@ static int uring_fdatasync(void *ctx, int fd)
 	return (int)uring_wait(ring);
 }
 
+static int uring_preadv_batch(void *ctx, struct blocker_io_req *reqs, int n)
+{
+	int err = 0;
+	struct io_uring *ring = uring_get(&err);
+
+	if (!ring) {
+		for (int i = 0; i < n; i++)
+			reqs[i].res = sync_preadv(ctx, reqs[i].fd, reqs[i].iov,
+						  reqs[i].cnt, reqs[i].off);
+		return 0;
+	}
+	for (int base = 0; base < n; base += URING_DEPTH) {
+		int wave = n - base < URING_DEPTH ? n - base : URING_DEPTH;
+		int r;
+
+		for (int i = 0; i < wave; i++) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+			struct blocker_io_req *q = &reqs[base + i];
+			io_uring_prep_readv(sqe, q->fd, q->iov, q->cnt, q->off);
+			io_uring_sqe_set_data64(sqe, base + i);
+		}
+		r = io_uring_submit_and_wait(ring, wave);
+		if (r < 0)
+			return r;
+		for (int done = 0; done < wave;) {
+			struct io_uring_cqe *cqe;
+			r = io_uring_wait_cqe(ring, &cqe);
+			if (r == -EINTR)
+				continue;
+			if (r < 0)
+				return r;
+			reqs[io_uring_cqe_get_data64(cqe)].res = cqe->res;
+			io_uring_cqe_seen(ring, cqe);
+			done++;
+		}
+	}
+	return 0;
+}
+
 const struct blocker_io_ops blocker_io_uring = {
+    .preadv_batch = uring_preadv_batch,
     .name = "io_uring",
     .preadv = uring_preadv,
     .pwritev = uring_pwritev,

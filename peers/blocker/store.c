@@ -118,18 +118,42 @@ static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 	return -ENOENT;
 }
 
+/* dst holds the chunk read at pos for score: verify it if enabled. */
+static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
+			const void *dst, uint64_t pos)
+{
+	char want[65], got[65], path[4096];
+	uint8_t sum[32];
+
+	if (!s->o.verify_reads)
+		return 0;
+	blocker_sha256(dst, s->chunk_size, sum);
+	if (!memcmp(sum, score, 32))
+		return 0;
+	STAT_INC(s, verify_failures);
+	blocker_hex(score, want);
+	blocker_hex(sum, got);
+	blog_seg_path(s->dir, pos / s->segment_size, path, sizeof(path));
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s: chunk at offset %llu fails verification: "
+		     "score %s, data hashes to %s",
+		     path, (unsigned long long)(pos % s->segment_size), want,
+		     got);
+	return -EIO;
+}
+
 /* Read the chunk with this score into dst (cs bytes), verifying it. */
 static int chunk_get(struct blocker_store *s, const uint8_t score[32],
 		     void *dst)
 {
 	uint64_t cand[8];
 	int total, skip = 0;
-	char want[65], got[65], path[4096];
+	char want[65];
 
 	do {
 		total = bidx_lookup(&s->index, score, cand, 8, skip);
 		for (int i = 0; i < total - skip && i < 8; i++) {
-			uint8_t hb[BREC_HDR_SIZE], sum[32];
+			uint8_t hb[BREC_HDR_SIZE];
 			struct iovec iov[2] = {{hb, sizeof(hb)},
 					       {dst, s->chunk_size}};
 			struct brec_hdr h;
@@ -142,24 +166,7 @@ static int chunk_get(struct blocker_store *s, const uint8_t score[32],
 				STAT_INC(s, partial_collisions);
 				continue;
 			}
-			if (!s->o.verify_reads)
-				return 0;
-			blocker_sha256(dst, s->chunk_size, sum);
-			if (!memcmp(sum, score, 32))
-				return 0;
-			STAT_INC(s, verify_failures);
-			blocker_hex(score, want);
-			blocker_hex(sum, got);
-			blog_seg_path(s->dir, cand[i] / s->segment_size, path,
-				      sizeof(path));
-			blocker_logf(
-			    &s->o, BLOCKER_LOG_ERR,
-			    "blocker: %s: chunk at offset %llu fails "
-			    "verification: score %s, data hashes to %s",
-			    path,
-			    (unsigned long long)(cand[i] % s->segment_size),
-			    want, got);
-			return -EIO;
+			return chunk_verify(s, score, dst, cand[i]);
 		}
 		skip += 8;
 	} while (skip < total);
@@ -171,6 +178,76 @@ static int chunk_get(struct blocker_store *s, const uint8_t score[32],
 	return -EIO;
 }
 
+/*
+ * Read several chunks with one batch of reads (the backend may have them
+ * all in flight at once): each chunk's first index candidate is read
+ * together with its header; anything unexpected (a partial-score
+ * collision, a short read) falls back to chunk_get for that chunk.
+ */
+static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
+			    uint8_t **dst, int n)
+{
+	struct blocker_io_req *q = malloc(n * sizeof(*q));
+	struct iovec *iov = malloc(2 * n * sizeof(*iov));
+	uint8_t(*hb)[BREC_HDR_SIZE] = malloc(n * sizeof(*hb));
+	uint64_t *pos = malloc(n * sizeof(*pos));
+	int r = 0;
+
+	if (!q || !iov || !hb || !pos) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < n && !r; i++) {
+		uint64_t off;
+		q[i].res = -ENOENT;
+		q[i].fd = -1;
+		if (bidx_lookup(&s->index, scores[i], &pos[i], 1, 0) < 1 ||
+		    blog_fd(s, pos[i], &q[i].fd, &off))
+			continue;
+		iov[2 * i] = (struct iovec){hb[i], BREC_HDR_SIZE};
+		iov[2 * i + 1] = (struct iovec){dst[i], s->chunk_size};
+		q[i].iov = &iov[2 * i];
+		q[i].cnt = 2;
+		q[i].off = off;
+	}
+	/* requests without a candidate are skipped by moving them last */
+	int m = 0;
+	struct blocker_io_req *sub = malloc(n * sizeof(*sub));
+	int *map = malloc(n * sizeof(*map));
+	if (!sub || !map) {
+		free(sub);
+		free(map);
+		r = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		if (q[i].fd >= 0) {
+			sub[m] = q[i];
+			map[m++] = i;
+		}
+	if (m)
+		r = s->io->preadv_batch(s->io_ctx, sub, m);
+	for (int k = 0; k < m; k++)
+		q[map[k]].res = sub[k].res;
+	free(sub);
+	free(map);
+	for (int i = 0; i < n && !r; i++) {
+		struct brec_hdr h;
+		if (q[i].res == (ssize_t)(BREC_HDR_SIZE + s->chunk_size) &&
+		    brec_decode(hb[i], &h, pos[i]) == BREC_OK &&
+		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32))
+			r = chunk_verify(s, scores[i], dst[i], pos[i]);
+		else
+			r = chunk_get(s, scores[i], dst[i]);
+	}
+out:
+	free(q);
+	free(iov);
+	free(hb);
+	free(pos);
+	return r;
+}
+
 /* ---- object operations ---- */
 
 static int check_range(uint64_t off, size_t len)
@@ -179,6 +256,56 @@ static int check_range(uint64_t off, size_t len)
 	    len > BLOCKER_MAX_OBJECT_SIZE - off)
 		return -EINVAL;
 	return 0;
+}
+
+/* A multi-chunk read with all its chunk reads issued as one batch. */
+static int read_batched(struct blocker_store *s, uint64_t off, size_t len,
+			void *buf, uint64_t first, uint64_t n,
+			uint8_t (*scores)[32])
+{
+	uint32_t cs = s->chunk_size;
+	uint8_t *tmp = malloc(2 * (size_t)cs), **dst = malloc(n * sizeof(*dst));
+	uint8_t(*sc)[32] = malloc(n * 32);
+	int m = 0, r;
+
+	if (!tmp || !dst || !sc) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t cstart = (first + k) * cs;
+		uint64_t a = off > cstart ? off : cstart;
+		uint64_t b = off + len < cstart + cs ? off + len : cstart + cs;
+
+		if (blocker_score_is_zero(scores[k])) {
+			memset((uint8_t *)buf + (a - off), 0, b - a);
+			continue;
+		}
+		/* only the first and the last chunk can be partial */
+		dst[m] = a == cstart && b == cstart + cs
+			     ? (uint8_t *)buf + (a - off)
+			     : tmp + (k ? cs : 0);
+		memcpy(sc[m++], scores[k], 32);
+	}
+	r = m ? chunks_get_batch(s, sc, dst, m) : 0;
+	if (r)
+		goto out;
+	for (uint64_t k = 0; k < n; k += n - 1) {
+		uint64_t cstart = (first + k) * cs;
+		uint64_t a = off > cstart ? off : cstart;
+		uint64_t b = off + len < cstart + cs ? off + len : cstart + cs;
+		if ((a != cstart || b != cstart + cs) &&
+		    !blocker_score_is_zero(scores[k]))
+			memcpy((uint8_t *)buf + (a - off),
+			       tmp + (k ? cs : 0) + (a - cstart), b - a);
+		if (n == 1)
+			break;
+	}
+out:
+	free(tmp);
+	free(dst);
+	free(sc);
+	return r;
 }
 
 int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
@@ -216,6 +343,10 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 	pthread_rwlock_unlock(&o->lock);
 	bobj_put(s, o);
 
+	if (!r && n > 1 && s->io->preadv_batch) {
+		r = read_batched(s, off, len, buf, first, n, scores);
+		goto out;
+	}
 	for (uint64_t i = first; i <= last && !r; i++) {
 		uint64_t cstart = i * cs;
 		uint64_t a = off > cstart ? off : cstart;
@@ -238,6 +369,7 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 		if (!r)
 			memcpy(dst, tmp + (a - cstart), b - a);
 	}
+out:
 	free(tmp);
 	free(scores);
 	if (!r)

@@ -69,6 +69,14 @@ struct blocker_store;
  * transfers are allowed (the caller continues or fails). Implementations must
  * be thread-safe. ctx is the io_ctx of the options.
  */
+struct blocker_io_req {
+	int fd;
+	int cnt;
+	const struct iovec *iov;
+	uint64_t off;
+	ssize_t res;
+};
+
 struct blocker_io_ops {
 	const char *name;
 	ssize_t (*preadv)(void *ctx, int fd, const struct iovec *iov, int cnt,
@@ -76,15 +84,23 @@ struct blocker_io_ops {
 	ssize_t (*pwritev)(void *ctx, int fd, const struct iovec *iov, int cnt,
 			   uint64_t off);
 	int (*fdatasync)(void *ctx, int fd);
+	/*
+	 * Optional (NULL: the store issues preadv calls one by one): start
+	 * all n reads at once, wait for all, store each result (bytes or
+	 * negative errno) in reqs[i].res. Returns 0, or a negative errno if
+	 * the batch could not be issued at all.
+	 */
+	int (*preadv_batch)(void *ctx, struct blocker_io_req *reqs, int n);
 };
 
 /* Plain pread/pwritev/fdatasync. ctx unused. */
 extern const struct blocker_io_ops blocker_io_sync;
 
 /*
- * io_uring backend: each calling thread gets its own small ring (created on
- * first use, freed at thread exit), so reads issued by many worker threads
- * are in flight concurrently. ctx unused.
+ * io_uring backend: each calling thread gets its own ring (created on first
+ * use, freed at thread exit), so reads issued by many worker threads are in
+ * flight concurrently, and a multi-chunk read submits all its chunk reads
+ * in one io_uring_enter (preadv_batch). ctx unused.
  */
 extern const struct blocker_io_ops blocker_io_uring;
 

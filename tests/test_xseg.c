@@ -396,6 +396,25 @@ START_TEST(test_static_ports)
 }
 END_TEST
 
+struct hold_arg {
+	const char *name;
+	uint32_t *port_out; /* shared memory */
+};
+
+static int child_hold_port(void *arg)
+{
+	struct hold_arg *ha = arg;
+	struct xseg *seg;
+	uint32_t port;
+
+	if (xseg_join(ha->name, &seg, NULL, 0) ||
+	    xseg_alloc_port(seg, "holder", &port))
+		return 1;
+	__atomic_store_n(ha->port_out, port, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+}
+
 START_TEST(test_dynamic_ports)
 {
 	uint32_t got[4], extra, again;
@@ -421,6 +440,30 @@ START_TEST(test_dynamic_ports)
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(xseg_release_port(seg, got[i]), 0);
 	ck_assert_int_eq(xseg_port_alive(seg, got[0]), 0);
+
+	/* Across processes: a live child's port is not handed out; once the
+	 * child is killed its port is reclaimed by the next alloc. */
+	struct hold_arg ha = {xseg_name(seg), NULL};
+	int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(shared, MAP_FAILED);
+	ha.port_out = (uint32_t *)shared;
+	*ha.port_out = XSEG_NOPORT;
+	pid_t pid = xtu_fork(child_hold_port, &ha);
+	uint64_t deadline = xtu_now_ms() + 10000;
+	while (__atomic_load_n(ha.port_out, __ATOMIC_ACQUIRE) == XSEG_NOPORT)
+		ck_assert_uint_lt(xtu_now_ms(), deadline);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(xseg_alloc_port(seg, "client", &got[i]), 0);
+		ck_assert_uint_ne(got[i], *ha.port_out);
+	}
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &extra), -ENOSPC);
+	ck_assert_int_eq(xseg_port_alive(seg, *ha.port_out), 1);
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &extra), 0);
+	ck_assert_uint_eq(extra, *ha.port_out);
+	munmap(shared, 4096);
 	xseg_leave(seg);
 }
 END_TEST

@@ -3,3 +3,5 @@
 ac_library(xseg_testutil
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/xseg_testutil.c DEPS xseg)
 ac_test(test_xseg SOURCES test_xseg.c DEPS xseg xseg_testutil TIMEOUT 300)
+ac_test(test_xseg_mp SOURCES test_xseg_mp.c DEPS xseg xseg_testutil
+  TIMEOUT 600)

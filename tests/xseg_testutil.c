@@ -254,6 +254,25 @@ int xtu_wait(pid_t pid, uint64_t timeout_ms)
 	return 255;
 }
 
+int xtu_try_wait(pid_t pid)
+{
+	int status;
+	pid_t r = waitpid(pid, &status, WNOHANG);
+
+	if (r == 0)
+		return -EAGAIN;
+	if (r < 0) {
+		xtu_unregister(pid);
+		return -errno;
+	}
+	xtu_unregister(pid);
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 255;
+}
+
 int xtu_kill(pid_t pid, int sig)
 {
 	return kill(pid, sig) < 0 ? -errno : 0;

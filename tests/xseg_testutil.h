@@ -57,6 +57,9 @@ pid_t xtu_spawn(char *const argv[]);
  * SIGKILL (and reaping it). Unregisters it. */
 int xtu_wait(pid_t pid, uint64_t timeout_ms);
 
+/* Like xtu_wait without waiting: -EAGAIN if pid is still running. */
+int xtu_try_wait(pid_t pid);
+
 /* Send sig to a registered child (it stays registered until waited). */
 int xtu_kill(pid_t pid, int sig);
 

@@ -21,15 +21,17 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define XSEG_WAIT_REQ	 1u
-#define XSEG_WAIT_REPLY	 2u
-#define XSEG_REAP_PERIOD (100ULL * 1000 * 1000)
-#define XSEG_SPIN_BATCH	 32
+#define XSEG_WAIT_REQ	   1u
+#define XSEG_WAIT_REPLY	   2u
+#define XSEG_REAP_PERIOD   (100ULL * 1000 * 1000)
+#define XSEG_SPIN_BATCH	   32
+#define XSEG_SPIN_YIELD_NS (20ULL * 1000)
 
 static inline void cpu_relax(void)
 {
@@ -126,6 +128,8 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 
 		if (end > deadline)
 			end = deadline;
+		uint64_t yield_at = now + XSEG_SPIN_YIELD_NS;
+
 		for (;;) {
 			for (int i = 0; i < XSEG_SPIN_BATCH; i++) {
 				if (has_work(pl, mask))
@@ -135,6 +139,14 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 			now = xseg_now_ns();
 			if (now >= end)
 				break;
+			/* Nothing for a while: the peer we wait for may be
+			 * runnable on this very CPU (more processes than
+			 * cores). Let it run; when work keeps arriving
+			 * within the period this syscall never happens. */
+			if (now >= yield_at) {
+				sched_yield();
+				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;
+			}
 		}
 		if (now >= deadline)
 			return has_work(pl, mask) ? 0 : -ETIMEDOUT;

@@ -5,3 +5,5 @@ ac_library(xseg_testutil
 ac_test(test_xseg SOURCES test_xseg.c DEPS xseg xseg_testutil TIMEOUT 300)
 ac_test(test_xseg_mp SOURCES test_xseg_mp.c DEPS xseg xseg_testutil
   TIMEOUT 600)
+ac_test(test_xseg_threads SOURCES test_xseg_threads.c
+  DEPS xseg xseg_testutil LABELS concurrent TIMEOUT 600)

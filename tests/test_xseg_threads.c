@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libxseg multi-threaded tests (label "concurrent": CI also runs them under
+ * ThreadSanitizer, which checks that every hand-over of a request between
+ * threads is ordered by the queues). Threads of one process share one
+ * handle, as peers with worker threads do.
+ *
+ * XSEG_STRESS_ROUNDS changes the number of round trips (default 20000).
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xseg.h"
+#include "xseg_testutil.h"
+
+#define MS	      (1000ULL * 1000)
+#define REPLY_TIMEOUT (5000 * MS)
+#define ID_SEQ(id)    ((id) & ((1ULL << 40) - 1))
+
+static uint64_t rounds(void)
+{
+	return xtu_env_u64("XSEG_STRESS_ROUNDS", 20000);
+}
+
+static struct xseg *mkseg(const char *tag, uint32_t nr_requests)
+{
+	char err[XSEG_ERRBUF_LEN];
+	struct xseg_config cfg;
+	struct xseg *seg = NULL;
+	int rc;
+
+	xseg_config_default(&cfg);
+	cfg.size = 16ULL << 20;
+	cfg.nr_static_ports = 2;
+	cfg.nr_dynamic_ports = 8;
+	cfg.nr_requests = nr_requests;
+	cfg.free_cache = 16;
+	rc = xseg_create(xtu_segname(tag), &cfg, &seg, err, sizeof(err));
+	ck_assert_msg(rc == 0, "create: %s", err);
+	return seg;
+}
+
+static uint32_t all_free_requests(struct xseg *seg)
+{
+	struct xseg_port_info pi;
+	struct xseg_info info;
+	uint32_t n;
+
+	xseg_info(seg, &info);
+	n = info.free_requests;
+	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
+		xseg_port_info(seg, p, &pi);
+		n += (uint32_t)pi.free_depth;
+	}
+	return n;
+}
+
+/* Server threads: serve port 0 until stop is set (then kicked). */
+struct server {
+	struct xseg *seg;
+	uint32_t port;
+	uint32_t stop;
+	uint64_t served; /* atomic */
+	int error;	 /* first failure, 0 if none */
+};
+
+static void *server_thread(void *arg)
+{
+	struct server *sv = arg;
+	struct xseg_request *reqs[8];
+
+	while (!__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE)) {
+		unsigned n = xseg_accept_batch(sv->seg, sv->port, reqs, 8);
+
+		if (n == 0) {
+			int rc = xseg_wait(sv->seg, sv->port, 100 * MS);
+
+			if (rc && rc != -ETIMEDOUT && rc != -EINTR)
+				sv->error = rc;
+			continue;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			/* The client wrote user before submit: the queue's
+			 * release/acquire makes it visible here. */
+			reqs[i]->serviced = reqs[i]->user;
+			int rc = xseg_respond(sv->seg, reqs[i], 0);
+
+			if (rc)
+				sv->error = rc;
+		}
+		__atomic_fetch_add(&sv->served, n, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+struct client {
+	struct xseg *seg;
+	uint32_t port;
+	uint32_t dst;
+	unsigned depth;
+	uint64_t total;
+	char failure[160];
+};
+
+static void *client_thread(void *arg)
+{
+	struct client *cl = arg;
+	struct xseg_request *req, *rep;
+	uint64_t sent = 0, done = 0, base = 0;
+	uint8_t *seen = calloc(cl->total, 1);
+	int rc;
+
+	while (seen && done < cl->total) {
+		while (sent < cl->total && sent - done < cl->depth) {
+			rc = xseg_get_request(cl->seg, cl->port, &req);
+			if (!rc)
+				rc = xseg_prep_request(cl->seg, req, 1, 0);
+			if (rc) {
+				snprintf(cl->failure, sizeof(cl->failure),
+					 "get/prep: %s", strerror(-rc));
+				goto out;
+			}
+			req->target[0] = 't';
+			req->op = XSEG_OP_PING;
+			req->user = sent + 1;
+			rc = xseg_submit(cl->seg, req, cl->dst);
+			if (rc) {
+				snprintf(cl->failure, sizeof(cl->failure),
+					 "submit: %s", strerror(-rc));
+				goto out;
+			}
+			if (sent == 0)
+				base = ID_SEQ(req->id);
+			sent++;
+		}
+		rc = xseg_wait_reply(cl->seg, cl->port, REPLY_TIMEOUT, &rep);
+		if (rc) {
+			snprintf(cl->failure, sizeof(cl->failure),
+				 "wait_reply after %llu replies, %llu pending: "
+				 "%s (lost wake-up?)",
+				 (unsigned long long)done,
+				 (unsigned long long)(sent - done),
+				 strerror(-rc));
+			goto out;
+		}
+		uint64_t k = ID_SEQ(rep->id) - base;
+		if (rep->error || k >= cl->total || seen[k] ||
+		    rep->serviced != rep->user) {
+			snprintf(cl->failure, sizeof(cl->failure),
+				 "bad reply: error %d, id %llu seen %d, "
+				 "serviced %llu user %llu",
+				 rep->error, (unsigned long long)k,
+				 k < cl->total ? seen[k] : -1,
+				 (unsigned long long)rep->serviced,
+				 (unsigned long long)rep->user);
+			goto out;
+		}
+		seen[k] = 1;
+		done++;
+		rc = xseg_put_request(cl->seg, rep);
+		if (rc) {
+			snprintf(cl->failure, sizeof(cl->failure), "put: %s",
+				 strerror(-rc));
+			goto out;
+		}
+	}
+out:
+	free(seen);
+	return NULL;
+}
+
+static void run_threads(uint64_t spin_ns, unsigned nservers, unsigned nclients,
+			unsigned depth, uint64_t total)
+{
+	pthread_t st[8], ct[8];
+	struct client cl[8];
+	struct server sv;
+	struct xseg *seg;
+
+	seg = mkseg("threads", 256);
+	xseg_set_spin(seg, spin_ns);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	sv = (struct server){.seg = seg, .port = 0};
+	for (unsigned i = 0; i < nservers; i++)
+		ck_assert_int_eq(
+		    pthread_create(&st[i], NULL, server_thread, &sv), 0);
+	for (unsigned i = 0; i < nclients; i++) {
+		cl[i] = (struct client){
+		    .seg = seg, .dst = 0, .depth = depth, .total = total};
+		ck_assert_int_eq(xseg_alloc_port(seg, "client", &cl[i].port),
+				 0);
+		ck_assert_int_eq(
+		    pthread_create(&ct[i], NULL, client_thread, &cl[i]), 0);
+	}
+	for (unsigned i = 0; i < nclients; i++) {
+		pthread_join(ct[i], NULL);
+		ck_assert_msg(cl[i].failure[0] == '\0', "client %u: %s", i,
+			      cl[i].failure);
+	}
+	__atomic_store_n(&sv.stop, 1, __ATOMIC_RELEASE);
+	xseg_kick(seg, 0);
+	for (unsigned i = 0; i < nservers; i++)
+		pthread_join(st[i], NULL);
+	ck_assert_int_eq(sv.error, 0);
+	ck_assert_uint_eq(sv.served, total * nclients);
+	ck_assert_uint_eq(all_free_requests(seg), 256);
+	xseg_leave(seg);
+}
+
+START_TEST(test_pingpong_sleeping)
+{
+	run_threads(0, 1, 1, 1, rounds());
+}
+END_TEST
+
+START_TEST(test_pingpong_polling)
+{
+	run_threads(1000 * MS, 1, 1, 1, rounds());
+}
+END_TEST
+
+START_TEST(test_workers_and_clients)
+{
+	/* Four workers sleeping on one port's futex word and two clients
+	 * with 8 requests in flight each: every request answered once. */
+	run_threads(0, 4, 2, 8, rounds());
+	run_threads(20 * 1000, 4, 2, 8, rounds() / 2);
+}
+END_TEST
+
+/* get/put from several threads on one port (its free queue and the pool),
+ * and racing double puts: exactly one wins. */
+struct getput {
+	struct xseg *seg;
+	uint32_t port;
+	uint64_t n;
+	int error;
+};
+
+static void *getput_thread(void *arg)
+{
+	struct getput *gp = arg;
+	struct xseg_request *reqs[4];
+
+	for (uint64_t i = 0; i < gp->n; i++) {
+		unsigned k = (unsigned)(i % 4) + 1;
+
+		for (unsigned j = 0; j < k; j++) {
+			int rc = xseg_get_request(gp->seg, gp->port, &reqs[j]);
+
+			if (rc) {
+				gp->error = rc;
+				return NULL;
+			}
+			reqs[j]->user = (uint64_t)(uintptr_t)gp;
+		}
+		for (unsigned j = 0; j < k; j++) {
+			if (reqs[j]->user != (uint64_t)(uintptr_t)gp) {
+				gp->error = -EBADE; /* handed out twice */
+				return NULL;
+			}
+			int rc = xseg_put_request(gp->seg, reqs[j]);
+
+			if (rc) {
+				gp->error = rc;
+				return NULL;
+			}
+		}
+	}
+	return NULL;
+}
+
+struct double_put {
+	struct xseg *seg;
+	struct xseg_request *req;
+	pthread_barrier_t *barrier;
+	int rc;
+};
+
+static void *double_put_thread(void *arg)
+{
+	struct double_put *dp = arg;
+
+	pthread_barrier_wait(dp->barrier);
+	dp->rc = xseg_put_request(dp->seg, dp->req);
+	return NULL;
+}
+
+START_TEST(test_concurrent_get_put)
+{
+	struct getput gp[4];
+	pthread_t t[4];
+	struct xseg *seg;
+	uint32_t port;
+
+	seg = mkseg("getput", 64);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &port), 0);
+	for (int i = 0; i < 4; i++) {
+		gp[i] = (struct getput){
+		    .seg = seg, .port = port, .n = rounds() * 2};
+		ck_assert_int_eq(
+		    pthread_create(&t[i], NULL, getput_thread, &gp[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(gp[i].error == 0, "thread %d: %s", i,
+			      strerror(-gp[i].error));
+	}
+	ck_assert_uint_eq(all_free_requests(seg), 64);
+
+	for (int round = 0; round < 200; round++) {
+		pthread_barrier_t barrier;
+		struct double_put dp[2];
+		struct xseg_request *req;
+
+		ck_assert_int_eq(xseg_get_request(seg, port, &req), 0);
+		pthread_barrier_init(&barrier, NULL, 2);
+		for (int i = 0; i < 2; i++) {
+			dp[i] = (struct double_put){seg, req, &barrier, 1};
+			pthread_create(&t[i], NULL, double_put_thread, &dp[i]);
+		}
+		pthread_join(t[0], NULL);
+		pthread_join(t[1], NULL);
+		pthread_barrier_destroy(&barrier);
+		ck_assert_msg((dp[0].rc == 0 && dp[1].rc == -EALREADY) ||
+				  (dp[1].rc == 0 && dp[0].rc == -EALREADY),
+			      "double put: %d and %d", dp[0].rc, dp[1].rc);
+	}
+	ck_assert_uint_eq(all_free_requests(seg), 64);
+	xseg_leave(seg);
+}
+END_TEST
+
+static Suite *threads_suite(void)
+{
+	Suite *s = suite_create("xseg_threads");
+	TCase *tc = tcase_create("threads");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_pingpong_sleeping);
+	tcase_add_test(tc, test_pingpong_polling);
+	tcase_add_test(tc, test_workers_and_clients);
+	tcase_add_test(tc, test_concurrent_get_put);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	xtu_init();
+	sr = srunner_create(threads_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

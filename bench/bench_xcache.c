@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "xcache.h"
@@ -196,6 +197,7 @@ static double hit_rate(struct xcache *c, int nthreads, bool locked,
 
 struct scale {
 	uint32_t entries;
+	double chase_ns;
 	double lookup_uniform_ns;
 	double lookup_hot_ns;
 	double insert_evict_ns;
@@ -230,6 +232,57 @@ static double lookup_ns(struct xcache *c, uint32_t range)
 	return best;
 }
 
+/*
+ * Reference for the uniform lookups: the latency of one dependent random
+ * memory access over the same footprint (one line per 384-byte entry,
+ * huge pages advised as the pool is), measured now, under the same load.
+ * lookup_uniform_ns / chase_ns is about the number of cache misses a
+ * lookup takes, which should not grow with the size.
+ */
+static double chase_ns(uint32_t n)
+{
+	const size_t stride = 384;
+	size_t len = (size_t)n * stride;
+	uint32_t *perm = malloc((size_t)n * sizeof(*perm));
+	uint64_t seed = 0x853c49e6748fea9bULL, off;
+	unsigned long k;
+	double best = 1e30, t0, ns;
+	char *buf;
+	uint32_t i, j, t;
+	int r;
+
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED || !perm) {
+		free(perm);
+		return -1;
+	}
+	(void)madvise(buf, len, MADV_HUGEPAGE);
+	for (i = 0; i < n; i++)
+		perm[i] = i;
+	for (i = n - 1; i > 0; i--) {
+		j = (uint32_t)(xorshift(&seed) % (i + 1));
+		t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (i = 0; i < n; i++)
+		*(uint64_t *)(buf + (size_t)perm[i] * stride) =
+		    (uint64_t)perm[(i + 1) % n] * stride;
+	off = (uint64_t)perm[0] * stride;
+	for (r = 0; r < REPEATS; r++) {
+		t0 = cpu_s();
+		for (k = 0; k < g_scale_ops; k++)
+			off = *(volatile uint64_t *)(buf + off);
+		ns = (cpu_s() - t0) * 1e9 / (double)g_scale_ops;
+		if (ns < best)
+			best = ns;
+	}
+	munmap(buf, len);
+	free(perm);
+	return best;
+}
+
 static int run_scale(uint32_t entries, struct scale *out)
 {
 	/* Pool slack of 1/4: freed nodes are recycled in batches of that
@@ -250,6 +303,7 @@ static int run_scale(uint32_t entries, struct scale *out)
 	if (err)
 		return err;
 	out->entries = entries;
+	out->chase_ns = chase_ns(entries);
 	out->lookup_uniform_ns = lookup_ns(c, entries);
 	out->lookup_hot_ns =
 	    lookup_ns(c, entries < HOT_SET ? entries : HOT_SET);
@@ -345,10 +399,14 @@ int main(int argc, char **argv)
 	for (i = 0; i < 3; i++)
 		printf("    {\"entries\": %u, \"lookup_uniform_ns\": %.1f, "
 		       "\"lookup_hot_%d_ns\": %.1f, \"insert_evict_ns\": %.1f, "
-		       "\"grace_periods_per_insert\": %.6f}%s\n",
+		       "\"grace_periods_per_insert\": %.6f,\n"
+		       "     \"reference_dependent_random_read_ns\": %.1f, "
+		       "\"lookup_uniform_in_random_reads\": %.2f}%s\n",
 		       sc[i].entries, sc[i].lookup_uniform_ns, HOT_SET,
 		       sc[i].lookup_hot_ns, sc[i].insert_evict_ns,
-		       sc[i].grace_periods_per_insert, i < 2 ? "," : "");
+		       sc[i].grace_periods_per_insert, sc[i].chase_ns,
+		       sc[i].lookup_uniform_ns / sc[i].chase_ns,
+		       i < 2 ? "," : "");
 	printf("  ],\n");
 	printf("  \"ratio_1m_vs_1k\": {\"lookup_uniform\": %.3f, "
 	       "\"lookup_hot\": %.3f, \"insert_evict\": %.3f, "

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <urcu/urcu-memb.h>
 #include <urcu/list.h>
@@ -95,6 +96,7 @@ struct xcache {
 	struct xcache_ops ops;
 	void *priv;
 	struct xcache_entry *nodes;
+	size_t nodes_map_len; /* > 0: nodes come from xcache_map_pool() */
 	struct cds_lfht *active;
 	struct cds_list_head *ev_buckets;
 	uint64_t ev_mask;
@@ -495,10 +497,43 @@ static unsigned long xcache_pow2(uint64_t n)
 	return p;
 }
 
+/*
+ * The pool is one array touched at random by lookups; for big caches it is
+ * mapped 2 MiB-aligned and advised for transparent huge pages, so that a
+ * lookup in a 1 M-entry cache costs cache misses but not also TLB misses.
+ * The advice is best effort (THP may be disabled). Memory is zeroed.
+ */
+#define XCACHE_HUGE (2UL << 20)
+
+static void *xcache_map_pool(size_t len, size_t *map_len)
+{
+	size_t total = len + XCACHE_HUGE;
+	uintptr_t p, aligned;
+	void *m;
+
+	m = mmap(NULL, total, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	p = (uintptr_t)m;
+	aligned = (p + XCACHE_HUGE - 1) & ~(XCACHE_HUGE - 1);
+	/* Give back the unaligned head and the unused tail. */
+	if (aligned > p)
+		munmap(m, aligned - p);
+	if (p + total > aligned + len)
+		munmap((void *)(aligned + len), p + total - (aligned + len));
+	(void)madvise((void *)aligned, len, MADV_HUGEPAGE);
+	*map_len = len;
+	return (void *)aligned;
+}
+
 static void xcache_free_struct(struct xcache *c)
 {
 	free(c->ev_buckets);
-	free(c->nodes);
+	if (c->nodes_map_len)
+		munmap(c->nodes, c->nodes_map_len);
+	else
+		free(c->nodes);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -508,6 +543,7 @@ int xcache_create(const struct xcache_config *cfg, struct xcache **out)
 	struct xcache *c;
 	unsigned long size;
 	uint64_t nr_nodes, i;
+	size_t len;
 	int err;
 
 	if (!cfg || !out || cfg->capacity == 0)
@@ -534,15 +570,20 @@ int xcache_create(const struct xcache_config *cfg, struct xcache **out)
 	CDS_INIT_LIST_HEAD(&c->free_list);
 	CDS_INIT_LIST_HEAD(&c->limbo);
 
-	c->nodes = aligned_alloc(XCACHE_CACHELINE,
-				 nr_nodes * sizeof(struct xcache_entry));
+	len = nr_nodes * sizeof(struct xcache_entry);
+	if (len >= XCACHE_HUGE) {
+		c->nodes = xcache_map_pool(len, &c->nodes_map_len);
+	} else {
+		c->nodes = aligned_alloc(XCACHE_CACHELINE, len);
+		if (c->nodes)
+			memset(c->nodes, 0, len);
+	}
 	size = xcache_pow2(nr_nodes);
 	c->ev_buckets = calloc(size, sizeof(*c->ev_buckets));
 	if (!c->nodes || !c->ev_buckets) {
 		xcache_free_struct(c);
 		return -ENOMEM;
 	}
-	memset(c->nodes, 0, nr_nodes * sizeof(struct xcache_entry));
 	c->ev_mask = size - 1;
 	for (i = 0; i < size; i++)
 		CDS_INIT_LIST_HEAD(&c->ev_buckets[i]);

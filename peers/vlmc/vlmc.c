@@ -1,0 +1,1239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vlmc: the volume composer peer.
+ *
+ * Serves volumes: volume requests arriving on its port (target = volume
+ * name, offset/size within the volume) and NBD commands (nbd.c) are split
+ * at object boundaries into object requests to the next port (the
+ * blocker's; when cached is plugged, the redirect on that port sends them
+ * through cached). A volume request completes when all its parts have; the
+ * first failed part's error fails it.
+ *
+ * Volume operations (create, remove, resize, info, list, snapshot, clone)
+ * arrive on a control Unix socket, one text command per connection (see
+ * docs/vlmc.md); the metadata of every volume is one object in the store
+ * below (VLMC_META_OBJECT), so it survives restarts of every peer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "vlmc_int.h"
+
+enum {
+	VLMC_OPT_NEXT = 256,
+	VLMC_OPT_OBJ_SIZE,
+	VLMC_OPT_NBD_SOCKET,
+	VLMC_OPT_NBD_TCP,
+	VLMC_OPT_CTL_SOCKET,
+	VLMC_OPT_NBD_INFLIGHT,
+};
+
+static const struct option vlmc_options[] = {
+    {"next-port", required_argument, NULL, VLMC_OPT_NEXT},
+    {"object-size", required_argument, NULL, VLMC_OPT_OBJ_SIZE},
+    {"nbd-socket", required_argument, NULL, VLMC_OPT_NBD_SOCKET},
+    {"nbd-tcp", required_argument, NULL, VLMC_OPT_NBD_TCP},
+    {"ctl-socket", required_argument, NULL, VLMC_OPT_CTL_SOCKET},
+    {"nbd-inflight", required_argument, NULL, VLMC_OPT_NBD_INFLIGHT},
+    {NULL, 0, NULL, 0},
+};
+
+static const char vlmc_options_help[] =
+    "      --next-port N       port of the store below (blocker; required)\n"
+    "      --object-size SIZE  object size of new volumes (default 4M)\n"
+    "      --nbd-socket PATH   NBD Unix socket (default "
+    "/tmp/vlmc-SEGMENT.nbd;\n"
+    "                          'none' disables it)\n"
+    "      --nbd-tcp PORT      also serve NBD on 127.0.0.1:PORT\n"
+    "      --ctl-socket PATH   control socket for xsegctl volume (default\n"
+    "                          /tmp/vlmc-SEGMENT.ctl)\n"
+    "      --nbd-inflight N    commands in flight per NBD connection "
+    "(default 64)\n";
+
+static void vlmc_defaults(struct peer *p)
+{
+	struct vlmc *v = peer_priv(p);
+
+	v->next_port = XSEG_NOPORT;
+	v->obj_size = VLMC_DEFAULT_OBJ_SIZE;
+	v->nbd_max_inflight = 64;
+	v->ctl_fd = -1;
+}
+
+static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
+{
+	struct vlmc *v = peer_priv(p);
+	uint64_t x;
+	int rc;
+
+	switch (val) {
+	case VLMC_OPT_NEXT:
+		rc = peer_parse_u64(arg, &x);
+		if (rc || x >= XSEG_NOPORT)
+			return rc ? rc : -ERANGE;
+		v->next_port = (uint32_t)x;
+		return 0;
+	case VLMC_OPT_OBJ_SIZE:
+		rc = peer_parse_size(arg, &x);
+		if (rc || !vlmc_obj_size_valid(x))
+			return rc ? rc : -EINVAL;
+		v->obj_size = (uint32_t)x;
+		return 0;
+	case VLMC_OPT_NBD_SOCKET:
+		free(v->nbd_socket);
+		v->nbd_socket = strdup(arg);
+		return v->nbd_socket ? 0 : -ENOMEM;
+	case VLMC_OPT_CTL_SOCKET:
+		free(v->ctl_socket);
+		v->ctl_socket = strdup(arg);
+		return v->ctl_socket ? 0 : -ENOMEM;
+	case VLMC_OPT_NBD_TCP:
+		rc = peer_parse_u64(arg, &x);
+		if (rc || x == 0 || x > 65535)
+			return rc ? rc : -ERANGE;
+		v->nbd_tcp_port = (int)x;
+		return 0;
+	case VLMC_OPT_NBD_INFLIGHT:
+		rc = peer_parse_u64(arg, &x);
+		if (rc || x == 0 || x > 1024)
+			return rc ? rc : -ERANGE;
+		v->nbd_max_inflight = (unsigned)x;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Volume table                                                        */
+/* ------------------------------------------------------------------ */
+
+static struct vlmc_volume *vlmc_vol_new(const struct vlmc_volume_meta *m)
+{
+	struct vlmc_volume *vol = calloc(1, sizeof(*vol));
+
+	if (!vol)
+		return NULL;
+	vol->m = *m;
+	vol->refs = 1;
+	pthread_mutex_init(&vol->mu, NULL);
+	pthread_cond_init(&vol->cond, NULL);
+	return vol;
+}
+
+void vlmc_vol_put(struct vlmc_volume *vol)
+{
+	if (!vol || __atomic_sub_fetch(&vol->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_destroy(&vol->mu);
+	pthread_cond_destroy(&vol->cond);
+	free(vol);
+}
+
+/* Caller holds vols_lock. Index of name or -1. */
+static long vlmc_vol_find(struct vlmc *v, const char *name, size_t len)
+{
+	for (size_t i = 0; i < v->nr_vols; i++)
+		if (strlen(v->vols[i]->m.name) == len &&
+		    !memcmp(v->vols[i]->m.name, name, len))
+			return (long)i;
+	return -1;
+}
+
+struct vlmc_volume *vlmc_vol_get(struct vlmc *v, const char *name, size_t len)
+{
+	struct vlmc_volume *vol = NULL;
+	long i;
+
+	pthread_rwlock_rdlock(&v->vols_lock);
+	i = vlmc_vol_find(v, name, len);
+	if (i >= 0) {
+		vol = v->vols[i];
+		__atomic_add_fetch(&vol->refs, 1, __ATOMIC_RELAXED);
+	}
+	pthread_rwlock_unlock(&v->vols_lock);
+	return vol;
+}
+
+size_t vlmc_vol_list(struct vlmc *v, struct vlmc_volume_meta *out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_rwlock_rdlock(&v->vols_lock);
+	for (size_t i = 0; i < v->nr_vols && n < max; i++) {
+		pthread_mutex_lock(&v->vols[i]->mu);
+		out[n++] = v->vols[i]->m;
+		pthread_mutex_unlock(&v->vols[i]->mu);
+	}
+	pthread_rwlock_unlock(&v->vols_lock);
+	return n;
+}
+
+void vlmc_vol_enter(struct vlmc_volume *vol)
+{
+	pthread_mutex_lock(&vol->mu);
+	while (vol->frozen)
+		pthread_cond_wait(&vol->cond, &vol->mu);
+	vol->inflight++;
+	pthread_mutex_unlock(&vol->mu);
+}
+
+void vlmc_vol_exit(struct vlmc_volume *vol)
+{
+	pthread_mutex_lock(&vol->mu);
+	if (--vol->inflight == 0 && vol->frozen)
+		pthread_cond_broadcast(&vol->cond);
+	pthread_mutex_unlock(&vol->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* I/O split                                                           */
+/* ------------------------------------------------------------------ */
+
+struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
+			      enum vlmc_io_op op, uint64_t off, uint64_t len)
+{
+	struct vlmc_extent *ext = NULL;
+	struct vlmc_io *io;
+	uint64_t n = 1;
+
+	if (op != VLMC_IO_FLUSH) {
+		n = vlmc_split_count(off, len, vol->m.obj_size);
+		if (!n)
+			return NULL;
+	}
+	io = calloc(1, sizeof(*io) + n * sizeof(struct vlmc_part));
+	if (!io)
+		return NULL;
+	io->parts = (struct vlmc_part *)(io + 1);
+	io->nr_parts = n;
+	io->v = v;
+	io->vol = vol;
+	io->op = op;
+	io->off = off;
+	io->len = len;
+	if (op == VLMC_IO_FLUSH) {
+		io->parts[0].io = io;
+		return io;
+	}
+	ext = malloc(n * sizeof(*ext));
+	if (!ext) {
+		free(io);
+		return NULL;
+	}
+	vlmc_split(off, len, vol->m.obj_size, ext, n);
+	for (uint64_t i = 0; i < n; i++) {
+		io->parts[i].io = io;
+		io->parts[i].buf_off = ext[i].buf_off;
+		io->parts[i].len = ext[i].len;
+	}
+	free(ext);
+	return io;
+}
+
+void vlmc_io_free(struct vlmc_io *io)
+{
+	free(io);
+}
+
+static void vlmc_io_fail(struct vlmc_io *io, int error)
+{
+	int zero = 0;
+
+	__atomic_compare_exchange_n(&io->error, &zero, error, false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+static void vlmc_io_put_part(struct vlmc_io *io)
+{
+	if (__atomic_sub_fetch(&io->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (io->error)
+			__atomic_add_fetch(&io->v->st_errors, 1,
+					   __ATOMIC_RELAXED);
+		io->done(io);
+	}
+}
+
+/* Get and prepare a request, waiting a little while the pool or heap is
+ * exhausted (back-pressure from deep queues), then giving up. */
+static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
+			 uint64_t datalen, struct xseg_request **reqp)
+{
+	struct xseg_request *req = NULL;
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		if (!req) {
+			rc = xseg_get_request(v->seg, port, &req);
+			if (rc == -ENOMEM && tries < 2000) {
+				usleep(500);
+				continue;
+			}
+			if (rc)
+				return rc;
+		}
+		rc = xseg_prep_request(v->seg, req, targetlen, datalen);
+		if (rc == -ENOMEM && tries < 2000) {
+			usleep(500);
+			continue;
+		}
+		if (rc) {
+			xseg_put_request(v->seg, req);
+			return rc;
+		}
+		*reqp = req;
+		return 0;
+	}
+}
+
+static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
+			    uint64_t idx)
+{
+	struct vlmc *v = io->v;
+	uint32_t osz = io->vol ? io->vol->m.obj_size : 0;
+	uint64_t obj_off = io->vol ? (io->off + part->buf_off) % osz : 0;
+	char name[VLMC_OBJNAME_MAX + 1];
+	struct xseg_request *req;
+	size_t nl = 0;
+	uint64_t datalen = 0;
+	uint16_t op;
+	int rc;
+
+	if (io->op == VLMC_IO_FLUSH) {
+		op = XSEG_OP_FLUSH;
+	} else {
+		nl = vlmc_object_name(name, io->vol->m.name, idx);
+		if (io->op == VLMC_IO_READ) {
+			op = XSEG_OP_READ;
+			datalen = part->len;
+		} else if (io->op == VLMC_IO_WRITE || obj_off ||
+			   part->len != osz) {
+			op = XSEG_OP_WRITE;
+			datalen = part->len;
+		} else {
+			op = XSEG_OP_DELETE; /* a whole object zeroed */
+		}
+	}
+	rc = vlmc_get_prep(v, io->port, (uint32_t)nl, datalen, &req);
+	if (rc)
+		return rc;
+	req->op = op;
+	req->offset = obj_off;
+	req->size = datalen;
+	req->flags = op == XSEG_OP_WRITE ? io->xflags : 0;
+	if (nl)
+		memcpy(xseg_request_target(req), name, nl);
+	req->user = (uint64_t)(uintptr_t)part;
+	if (op == XSEG_OP_WRITE) {
+		void *d = xseg_request_data(v->seg, req);
+
+		if (io->op == VLMC_IO_WRITE)
+			memcpy(d, io->buf + part->buf_off, datalen);
+		else
+			memset(d, 0, datalen);
+	}
+	rc = xseg_submit(v->seg, req, v->next_port);
+	if (rc) {
+		xseg_put_request(v->seg, req);
+		return rc;
+	}
+	__atomic_add_fetch(&v->st_parts, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void vlmc_io_submit(struct vlmc_io *io)
+{
+	uint64_t first = io->vol ? io->off / io->vol->m.obj_size : 0;
+
+	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
+	/* One extra count held by this loop, so done cannot run before
+	 * every part has been submitted. */
+	__atomic_store_n(&io->remaining, io->nr_parts + 1, __ATOMIC_RELAXED);
+	for (uint64_t i = 0; i < io->nr_parts; i++) {
+		int rc = vlmc_part_submit(io, &io->parts[i], first + i);
+
+		if (rc) {
+			vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
+			vlmc_io_put_part(io);
+		}
+	}
+	vlmc_io_put_part(io);
+}
+
+void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
+{
+	struct vlmc_part *part = (struct vlmc_part *)(uintptr_t)req->user;
+	struct vlmc_io *io = part->io;
+	int err = req->error;
+
+	if (io->op == VLMC_IO_READ) {
+		if (err == ENOENT) {
+			/* never written: reads as zeroes */
+			memset(io->buf + part->buf_off, 0, part->len);
+			err = 0;
+		} else if (!err) {
+			memcpy(io->buf + part->buf_off,
+			       xseg_request_data(v->seg, req), part->len);
+		}
+	} else if (req->op == XSEG_OP_DELETE && err == ENOENT) {
+		err = 0;
+	}
+	if (err)
+		vlmc_io_fail(io, err);
+	xseg_put_request(v->seg, req);
+	vlmc_io_put_part(io);
+}
+
+/* ------------------------------------------------------------------ */
+/* Volume requests on vlmc's port                                      */
+/* ------------------------------------------------------------------ */
+
+static void vlmc_xreq_done(struct vlmc_io *io)
+{
+	struct xseg_request *req = io->arg;
+	struct vlmc *v = io->v;
+
+	if (io->vol) {
+		vlmc_vol_exit(io->vol);
+		vlmc_vol_put(io->vol);
+	}
+	if (!io->error)
+		req->serviced = io->op == VLMC_IO_FLUSH ? 0 : io->len;
+	peer_complete(v->p, req, io->error);
+	vlmc_io_free(io);
+}
+
+/* Start an xseg I/O, or park it while its volume is frozen. */
+static void vlmc_xreq_start(struct vlmc_io *io)
+{
+	struct vlmc_volume *vol = io->vol;
+
+	if (vol) {
+		pthread_mutex_lock(&vol->mu);
+		if (vol->frozen) {
+			io->next = vol->pending;
+			vol->pending = io;
+			pthread_mutex_unlock(&vol->mu);
+			return;
+		}
+		vol->inflight++;
+		pthread_mutex_unlock(&vol->mu);
+	}
+	vlmc_io_submit(io);
+}
+
+static int vlmc_h_rw(struct peer *p, struct xseg_request *req)
+{
+	struct vlmc *v = peer_priv(p);
+	struct vlmc_volume *vol;
+	struct vlmc_io *io;
+	bool write = req->op == XSEG_OP_WRITE;
+	uint64_t size;
+	int rc = 0;
+
+	vol = vlmc_vol_get(v, req->target, req->targetlen);
+	if (!vol)
+		return -ENOENT;
+	pthread_mutex_lock(&vol->mu);
+	size = vol->m.size;
+	if (write && vol->m.readonly)
+		rc = -EROFS;
+	pthread_mutex_unlock(&vol->mu);
+	if (!rc && (req->offset > size || req->size > size - req->offset))
+		rc = -EINVAL;
+	if (rc) {
+		vlmc_vol_put(vol);
+		return rc;
+	}
+	if (!req->size) {
+		vlmc_vol_put(vol);
+		req->serviced = 0;
+		peer_complete(p, req, 0);
+		return 0;
+	}
+	io = vlmc_io_alloc(v, vol, write ? VLMC_IO_WRITE : VLMC_IO_READ,
+			   req->offset, req->size);
+	if (!io) {
+		vlmc_vol_put(vol);
+		return -ENOMEM;
+	}
+	io->buf = xseg_request_data(v->seg, req);
+	io->xflags = req->flags & XSEG_F_FUA;
+	io->port = peer_port(p);
+	io->done = vlmc_xreq_done;
+	io->arg = req;
+	vlmc_xreq_start(io);
+	return 0;
+}
+
+static int vlmc_h_flush(struct peer *p, struct xseg_request *req)
+{
+	struct vlmc *v = peer_priv(p);
+	struct vlmc_io *io = vlmc_io_alloc(v, NULL, VLMC_IO_FLUSH, 0, 0);
+
+	if (!io)
+		return -ENOMEM;
+	io->port = peer_port(p);
+	io->done = vlmc_xreq_done;
+	io->arg = req;
+	vlmc_io_submit(io);
+	return 0;
+}
+
+static int vlmc_h_info(struct peer *p, struct xseg_request *req)
+{
+	struct vlmc *v = peer_priv(p);
+	struct xseg_reply_info *info = xseg_request_data(v->seg, req);
+	struct vlmc_volume *vol = vlmc_vol_get(v, req->target, req->targetlen);
+
+	if (!vol)
+		return -ENOENT;
+	if (!info) {
+		vlmc_vol_put(vol);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&vol->mu);
+	info->size = vol->m.size;
+	pthread_mutex_unlock(&vol->mu);
+	vlmc_vol_put(vol);
+	peer_complete(p, req, 0);
+	return 0;
+}
+
+static int vlmc_h_ping(struct peer *p, struct xseg_request *req)
+{
+	peer_complete(p, req, 0);
+	return 0;
+}
+
+static void vlmc_on_reply(struct peer *p, struct xseg_request *req)
+{
+	vlmc_io_part_reply(peer_priv(p), req);
+}
+
+/* ------------------------------------------------------------------ */
+/* Synchronous object requests from the control port                   */
+/* ------------------------------------------------------------------ */
+
+#define VLMC_SYNC_TIMEOUT_NS (120ULL * 1000000000ULL)
+
+/* One object request from ctl_port to the next port, waited for. READ
+ * fills buf, WRITE sends it, COPY copies src into name. Returns 0 or a
+ * negative errno (the request's error). Caller holds ctl_lock (or runs
+ * before threads start). */
+static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
+		     uint64_t off, uint64_t len, void *buf, uint32_t flags,
+		     const char *src)
+{
+	struct xseg_request *req;
+	uint64_t datalen = len;
+	size_t nl = name ? strlen(name) : 0;
+	int rc;
+
+	if (op == XSEG_OP_COPY)
+		datalen = sizeof(struct xseg_request_copy);
+	rc = vlmc_get_prep(v, v->ctl_port, (uint32_t)nl, datalen, &req);
+	if (rc)
+		return rc;
+	req->op = op;
+	req->offset = off;
+	req->size = op == XSEG_OP_COPY ? 0 : len;
+	req->flags = flags;
+	if (nl)
+		memcpy(xseg_request_target(req), name, nl);
+	if (op == XSEG_OP_WRITE)
+		memcpy(xseg_request_data(v->seg, req), buf, len);
+	if (op == XSEG_OP_COPY) {
+		struct xseg_request_copy *cp = xseg_request_data(v->seg, req);
+
+		memset(cp, 0, sizeof(*cp));
+		cp->src_targetlen = (uint32_t)strlen(src);
+		memcpy(cp->src_target, src, cp->src_targetlen);
+	}
+	rc = xseg_submit(v->seg, req, v->next_port);
+	if (rc) {
+		xseg_put_request(v->seg, req);
+		return rc;
+	}
+	rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS, &req);
+	if (rc) {
+		/* The request is still out there; its late reply is dropped
+		 * by the next receive on this port (other id). */
+		peer_err("%s %s: no reply from port %" PRIu32 ": %s",
+			 peer_op_name(op), name ? name : "(all)", v->next_port,
+			 strerror(-rc));
+		return rc;
+	}
+	rc = -req->error;
+	if (!rc && op == XSEG_OP_READ)
+		memcpy(buf, xseg_request_data(v->seg, req), len);
+	xseg_put_request(v->seg, req);
+	return rc;
+}
+
+/* Write the whole table as the metadata object, durably. Caller holds
+ * ctl_lock. metas: the table to persist (may differ from the live one
+ * when an operation commits it first). */
+static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
+			   size_t n)
+{
+	long len = vlmc_meta_encode(m, n, v->meta_buf, VLMC_META_MAX);
+	int rc;
+
+	if (len < 0)
+		return (int)len;
+	rc = vlmc_sync(v, XSEG_OP_WRITE, VLMC_META_OBJECT, 0, (uint64_t)len,
+		       v->meta_buf, XSEG_F_FUA, NULL);
+	if (!rc)
+		rc = vlmc_sync(v, XSEG_OP_FLUSH, NULL, 0, 0, NULL, 0, NULL);
+	return rc;
+}
+
+/* Read the metadata object; waits up to 10 s for the next port to get an
+ * owner (the stack starts the store first, but it may still be binding). */
+static int vlmc_meta_load(struct vlmc *v)
+{
+	struct vlmc_volume_meta *m;
+	long n;
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = vlmc_sync(v, XSEG_OP_READ, VLMC_META_OBJECT, 0,
+			       VLMC_META_MAX, v->meta_buf, 0, NULL);
+		if (rc != -ENXIO || tries >= 100)
+			break;
+		usleep(100000);
+	}
+	if (rc == -ENOENT) {
+		peer_info("no volume metadata yet (new store)");
+		return 0;
+	}
+	if (rc) {
+		peer_err("cannot read %s from port %" PRIu32 ": %s",
+			 VLMC_META_OBJECT, v->next_port, strerror(-rc));
+		return rc;
+	}
+	m = calloc(VLMC_MAX_VOLUMES, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	n = vlmc_meta_decode(v->meta_buf, VLMC_META_MAX, m, VLMC_MAX_VOLUMES);
+	if (n < 0) {
+		peer_err("%s: corrupt volume metadata: %s", VLMC_META_OBJECT,
+			 strerror((int)-n));
+		free(m);
+		return (int)n;
+	}
+	for (long i = 0; i < n; i++) {
+		v->vols[i] = vlmc_vol_new(&m[i]);
+		if (!v->vols[i]) {
+			free(m);
+			return -ENOMEM;
+		}
+		v->nr_vols++;
+	}
+	peer_info("loaded %zu volume(s)", v->nr_vols);
+	free(m);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Volume operations (control thread, under ctl_lock)                  */
+/* ------------------------------------------------------------------ */
+
+/* Copy of the table with one change applied, for committing it before
+ * (create) or after (remove) the change goes live. */
+static struct vlmc_volume_meta *vlmc_meta_snapshot(struct vlmc *v, size_t *n)
+{
+	struct vlmc_volume_meta *m = calloc(VLMC_MAX_VOLUMES + 1, sizeof(*m));
+
+	if (m)
+		*n = vlmc_vol_list(v, m, VLMC_MAX_VOLUMES);
+	return m;
+}
+
+static int vlmc_add_volume(struct vlmc *v, const struct vlmc_volume_meta *nm)
+{
+	struct vlmc_volume_meta *m;
+	struct vlmc_volume *vol;
+	size_t n;
+	int rc;
+
+	if (v->nr_vols >= VLMC_MAX_VOLUMES)
+		return -ENOSPC;
+	m = vlmc_meta_snapshot(v, &n);
+	if (!m)
+		return -ENOMEM;
+	m[n++] = *nm;
+	vol = vlmc_vol_new(nm);
+	rc = vol ? vlmc_meta_store(v, m, n) : -ENOMEM;
+	free(m);
+	if (rc) {
+		vlmc_vol_put(vol);
+		return rc;
+	}
+	pthread_rwlock_wrlock(&v->vols_lock);
+	v->vols[v->nr_vols++] = vol;
+	pthread_rwlock_unlock(&v->vols_lock);
+	return 0;
+}
+
+/* Write errors to the control client as "error ERRNO message". */
+struct vlmc_reply {
+	FILE *f;
+};
+
+#define CTL_ERR(r, e, ...)                                                     \
+	do {                                                                   \
+		fprintf((r)->f, "error %d ", (e));                             \
+		fprintf((r)->f, __VA_ARGS__);                                  \
+		fputc('\n', (r)->f);                                           \
+		return -(e);                                                   \
+	} while (0)
+
+static int vlmc_check_name(struct vlmc_reply *r, const char *name)
+{
+	if (!vlmc_name_valid(name, strlen(name)))
+		CTL_ERR(r, EINVAL,
+			"bad volume name '%.64s': 1..%d characters from "
+			"[A-Za-z0-9._@+=-]",
+			name, VLMC_NAME_MAX);
+	return 0;
+}
+
+static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
+			  const char *name, const char *size_s,
+			  const char *osz_s)
+{
+	struct vlmc_volume_meta nm = {0};
+	struct vlmc_volume *old;
+	uint64_t size, osz = v->obj_size;
+	int rc;
+
+	if (vlmc_check_name(r, name))
+		return -EINVAL;
+	if (peer_parse_size(size_s, &size) || size == 0 ||
+	    size > VLMC_MAX_VOLUME_SIZE)
+		CTL_ERR(r, EINVAL, "bad size '%s' (1 .. 1P)", size_s);
+	if (osz_s &&
+	    (peer_parse_size(osz_s, &osz) || !vlmc_obj_size_valid(osz)))
+		CTL_ERR(r, EINVAL,
+			"bad object size '%s' (power of two, 4k .. 64M)",
+			osz_s);
+	old = vlmc_vol_get(v, name, strlen(name));
+	if (old) {
+		vlmc_vol_put(old);
+		CTL_ERR(r, EEXIST, "volume %s exists", name);
+	}
+	strcpy(nm.name, name);
+	nm.size = size;
+	nm.obj_size = (uint32_t)osz;
+	rc = vlmc_add_volume(v, &nm);
+	if (rc)
+		CTL_ERR(r, -rc, "create %s: %s", name, strerror(-rc));
+	peer_info("created volume %s, %" PRIu64 " bytes", name, size);
+	return 0;
+}
+
+/* Delete objects [from, to) of volume name; ENOENT is fine. */
+static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
+			       uint64_t to)
+{
+	char obj[VLMC_OBJNAME_MAX + 1];
+	int first = 0;
+
+	for (uint64_t i = from; i < to; i++) {
+		int rc;
+
+		vlmc_object_name(obj, name, i);
+		rc = vlmc_sync(v, XSEG_OP_DELETE, obj, 0, 0, NULL, 0, NULL);
+		if (rc && rc != -ENOENT && !first)
+			first = rc;
+	}
+	return first;
+}
+
+static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
+			  const char *name)
+{
+	struct vlmc_volume_meta *m;
+	struct vlmc_volume *vol;
+	size_t n, k = 0;
+	long idx;
+	int rc;
+
+	if (vlmc_check_name(r, name))
+		return -EINVAL;
+	pthread_rwlock_wrlock(&v->vols_lock);
+	idx = vlmc_vol_find(v, name, strlen(name));
+	vol = idx >= 0 ? v->vols[idx] : NULL;
+	if (vol && (__atomic_load_n(&vol->refs, __ATOMIC_ACQUIRE) > 1 ||
+		    __atomic_load_n(&vol->nbd_conns, __ATOMIC_ACQUIRE))) {
+		pthread_rwlock_unlock(&v->vols_lock);
+		CTL_ERR(r, EBUSY,
+			"volume %s is in use (open NBD connection "
+			"or I/O in flight)",
+			name);
+	}
+	pthread_rwlock_unlock(&v->vols_lock);
+	if (!vol)
+		CTL_ERR(r, ENOENT, "no volume %s", name);
+	m = vlmc_meta_snapshot(v, &n);
+	if (!m)
+		CTL_ERR(r, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(m[i].name, name))
+			m[k++] = m[i];
+	rc = vlmc_meta_store(v, m, k);
+	free(m);
+	if (rc)
+		CTL_ERR(r, -rc, "remove %s: metadata write failed: %s", name,
+			strerror(-rc));
+	pthread_rwlock_wrlock(&v->vols_lock);
+	idx = vlmc_vol_find(v, name, strlen(name));
+	if (idx >= 0) {
+		v->vols[idx] = v->vols[--v->nr_vols];
+		v->vols[v->nr_vols] = NULL;
+	}
+	pthread_rwlock_unlock(&v->vols_lock);
+	/* The table no longer names it: its objects are garbage now. */
+	rc = vlmc_delete_objects(v, name, 0,
+				 vlmc_nr_objects(vol->m.size, vol->m.obj_size));
+	if (rc)
+		peer_warn("remove %s: some objects not deleted: %s", name,
+			  strerror(-rc));
+	vlmc_vol_put(vol);
+	peer_info("removed volume %s", name);
+	return 0;
+}
+
+static int vlmc_op_resize(struct vlmc *v, struct vlmc_reply *r,
+			  const char *name, const char *size_s)
+{
+	struct vlmc_volume_meta *m;
+	struct vlmc_volume *vol;
+	uint64_t size;
+	size_t n;
+	int rc;
+
+	if (vlmc_check_name(r, name))
+		return -EINVAL;
+	if (peer_parse_size(size_s, &size) || size == 0 ||
+	    size > VLMC_MAX_VOLUME_SIZE)
+		CTL_ERR(r, EINVAL, "bad size '%s' (1 .. 1P)", size_s);
+	vol = vlmc_vol_get(v, name, strlen(name));
+	if (!vol)
+		CTL_ERR(r, ENOENT, "no volume %s", name);
+	if (vol->m.readonly) {
+		vlmc_vol_put(vol);
+		CTL_ERR(r, EROFS, "volume %s is a read-only snapshot", name);
+	}
+	if (size < vol->m.size) {
+		vlmc_vol_put(vol);
+		CTL_ERR(r, EINVAL,
+			"resize %s: shrinking is not supported (%" PRIu64
+			" < %" PRIu64 ")",
+			name, size, vol->m.size);
+	}
+	m = vlmc_meta_snapshot(v, &n);
+	if (!m) {
+		vlmc_vol_put(vol);
+		CTL_ERR(r, ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(m[i].name, name))
+			m[i].size = size;
+	rc = vlmc_meta_store(v, m, n);
+	free(m);
+	if (!rc) {
+		pthread_mutex_lock(&vol->mu);
+		vol->m.size = size;
+		pthread_mutex_unlock(&vol->mu);
+	}
+	vlmc_vol_put(vol);
+	if (rc)
+		CTL_ERR(r, -rc, "resize %s: %s", name, strerror(-rc));
+	return 0;
+}
+
+static void vlmc_print_meta(FILE *f, const struct vlmc_volume_meta *m)
+{
+	fprintf(f, "%s %" PRIu64 " %" PRIu32 " %s %s\n", m->name, m->size,
+		m->obj_size, m->readonly ? "ro" : "rw",
+		m->parent[0] ? m->parent : "-");
+}
+
+static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
+{
+	struct vlmc_volume *vol;
+
+	if (vlmc_check_name(r, name))
+		return -EINVAL;
+	vol = vlmc_vol_get(v, name, strlen(name));
+	if (!vol)
+		CTL_ERR(r, ENOENT, "no volume %s", name);
+	pthread_mutex_lock(&vol->mu);
+	fprintf(r->f,
+		"name=%s\nsize=%" PRIu64 "\nobject_size=%" PRIu32
+		"\nobjects=%" PRIu64 "\nreadonly=%d\nparent=%s\n"
+		"nbd_connections=%" PRIu32 "\ninflight=%" PRIu64 "\n",
+		vol->m.name, vol->m.size, vol->m.obj_size,
+		vlmc_nr_objects(vol->m.size, vol->m.obj_size), vol->m.readonly,
+		vol->m.parent[0] ? vol->m.parent : "-",
+		__atomic_load_n(&vol->nbd_conns, __ATOMIC_RELAXED),
+		vol->inflight);
+	pthread_mutex_unlock(&vol->mu);
+	vlmc_vol_put(vol);
+	return 0;
+}
+
+static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
+{
+	size_t n;
+	struct vlmc_volume_meta *m = vlmc_meta_snapshot(v, &n);
+
+	if (!m)
+		CTL_ERR(r, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		vlmc_print_meta(r->f, &m[i]);
+	free(m);
+	return 0;
+}
+
+/* Freeze vol: new I/O waits (NBD) or is parked (xseg), in-flight I/O
+ * drains. */
+static void vlmc_freeze(struct vlmc_volume *vol)
+{
+	pthread_mutex_lock(&vol->mu);
+	vol->frozen = true;
+	while (vol->inflight)
+		pthread_cond_wait(&vol->cond, &vol->mu);
+	pthread_mutex_unlock(&vol->mu);
+}
+
+static void vlmc_thaw(struct vlmc_volume *vol)
+{
+	struct vlmc_io *parked, *io;
+
+	pthread_mutex_lock(&vol->mu);
+	vol->frozen = false;
+	parked = vol->pending;
+	vol->pending = NULL;
+	pthread_cond_broadcast(&vol->cond);
+	pthread_mutex_unlock(&vol->mu);
+	while ((io = parked)) {
+		parked = io->next;
+		vlmc_xreq_start(io);
+	}
+}
+
+/* Copy every object of src into dst (COPY of the maps in the store: no
+ * data copied); a never-written object (ENOENT) has nothing to copy. */
+static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
+			     const char *dst)
+{
+	char s[VLMC_OBJNAME_MAX + 1], d[VLMC_OBJNAME_MAX + 1];
+	uint64_t n = vlmc_nr_objects(src->size, src->obj_size);
+
+	for (uint64_t i = 0; i < n; i++) {
+		int rc;
+
+		vlmc_object_name(s, src->name, i);
+		vlmc_object_name(d, dst, i);
+		rc = vlmc_sync(v, XSEG_OP_COPY, d, 0, 0, NULL, 0, s);
+		if (rc == -ENOENT)
+			rc = vlmc_sync(v, XSEG_OP_DELETE, d, 0, 0, NULL, 0,
+				       NULL);
+		if (rc && rc != -ENOENT)
+			return rc;
+	}
+	return 0;
+}
+
+/* snapshot (readonly = true): point-in-time read-only copy of a volume;
+ * clone (readonly = false): writable copy of a snapshot. */
+static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
+			const char *dst, bool snapshot)
+{
+	struct vlmc_volume_meta nm;
+	struct vlmc_volume *vol, *old;
+	int rc;
+
+	if (vlmc_check_name(r, src) || vlmc_check_name(r, dst))
+		return -EINVAL;
+	vol = vlmc_vol_get(v, src, strlen(src));
+	if (!vol)
+		CTL_ERR(r, ENOENT, "no volume %s", src);
+	if (!snapshot && !vol->m.readonly) {
+		vlmc_vol_put(vol);
+		CTL_ERR(r, EINVAL,
+			"clone %s: not a snapshot (take a snapshot first)",
+			src);
+	}
+	old = vlmc_vol_get(v, dst, strlen(dst));
+	if (old) {
+		vlmc_vol_put(old);
+		vlmc_vol_put(vol);
+		CTL_ERR(r, EEXIST, "volume %s exists", dst);
+	}
+	if (snapshot)
+		vlmc_freeze(vol);
+	nm = vol->m;
+	rc = vlmc_copy_objects(v, &nm, dst);
+	if (snapshot)
+		vlmc_thaw(vol);
+	if (!rc) {
+		strcpy(nm.name, dst);
+		strcpy(nm.parent, src);
+		nm.readonly = snapshot;
+		rc = vlmc_add_volume(v, &nm);
+	}
+	if (rc) {
+		vlmc_delete_objects(v, dst, 0,
+				    vlmc_nr_objects(nm.size, nm.obj_size));
+		vlmc_vol_put(vol);
+		CTL_ERR(r, -rc, "%s %s -> %s: %s",
+			snapshot ? "snapshot" : "clone", src, dst,
+			strerror(-rc));
+	}
+	vlmc_vol_put(vol);
+	peer_info("%s %s -> %s", snapshot ? "snapshot" : "clone", src, dst);
+	return 0;
+}
+
+/* One control command line; answers on r. */
+static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
+{
+	char *argv[5], *save;
+	int argc = 0, rc = -EINVAL;
+
+	for (char *t = strtok_r(line, " \t\r\n", &save); t && argc < 5;
+	     t = strtok_r(NULL, " \t\r\n", &save))
+		argv[argc++] = t;
+	if (!argc) {
+		fprintf(r->f, "error %d empty command\n", EINVAL);
+		return;
+	}
+	pthread_mutex_lock(&v->ctl_lock);
+	if (!strcmp(argv[0], "create") && (argc == 3 || argc == 4))
+		rc = vlmc_op_create(v, r, argv[1], argv[2],
+				    argc == 4 ? argv[3] : NULL);
+	else if (!strcmp(argv[0], "remove") && argc == 2)
+		rc = vlmc_op_remove(v, r, argv[1]);
+	else if (!strcmp(argv[0], "resize") && argc == 3)
+		rc = vlmc_op_resize(v, r, argv[1], argv[2]);
+	else if (!strcmp(argv[0], "info") && argc == 2)
+		rc = vlmc_op_info(v, r, argv[1]);
+	else if (!strcmp(argv[0], "list") && argc == 1)
+		rc = vlmc_op_list(v, r);
+	else if (!strcmp(argv[0], "snapshot") && argc == 3)
+		rc = vlmc_op_copy(v, r, argv[1], argv[2], true);
+	else if (!strcmp(argv[0], "clone") && argc == 3)
+		rc = vlmc_op_copy(v, r, argv[1], argv[2], false);
+	else
+		fprintf(r->f,
+			"error %d unknown command or wrong arguments: "
+			"%.32s\n",
+			EINVAL, argv[0]);
+	pthread_mutex_unlock(&v->ctl_lock);
+	if (!rc)
+		fprintf(r->f, "ok\n");
+}
+
+static void *vlmc_ctl_main(void *arg)
+{
+	struct vlmc *v = arg;
+
+	for (;;) {
+		char line[1024];
+		struct vlmc_reply r;
+		int fd = accept(v->ctl_fd, NULL, NULL);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break; /* shut down by vlmc_stop */
+		}
+		r.f = fdopen(fd, "r+");
+		if (!r.f) {
+			close(fd);
+			continue;
+		}
+		if (fgets(line, sizeof(line), r.f))
+			vlmc_ctl_command(v, line, &r);
+		fclose(r.f);
+	}
+	return NULL;
+}
+
+/* Bind a Unix stream socket at path (replacing a stale socket file). */
+int vlmc_listen_unix(const char *path, int *fdp);
+int vlmc_listen_unix(const char *path, int *fdp)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	if (!lstat(path, &st) && S_ISSOCK(st.st_mode))
+		unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0600) ||
+	    listen(fd, 64)) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle                                                          */
+/* ------------------------------------------------------------------ */
+
+static char *vlmc_default_path(struct vlmc *v, const char *suffix)
+{
+	const char *seg = xseg_name(v->seg);
+	char *s;
+
+	while (*seg == '/')
+		seg++;
+	if (asprintf(&s, "/tmp/vlmc-%s.%s", seg, suffix) < 0)
+		return NULL;
+	return s;
+}
+
+static int vlmc_init(struct peer *p)
+{
+	struct vlmc *v = peer_priv(p);
+	int rc;
+
+	v->p = p;
+	v->seg = peer_seg(p);
+	pthread_rwlock_init(&v->vols_lock, NULL);
+	pthread_mutex_init(&v->ctl_lock, NULL);
+	if (v->next_port == XSEG_NOPORT ||
+	    v->next_port >= xseg_nr_ports(v->seg) ||
+	    v->next_port == peer_port(p)) {
+		peer_err("--next-port must name the store's port");
+		return -EINVAL;
+	}
+	if (!v->nbd_socket)
+		v->nbd_socket = vlmc_default_path(v, "nbd");
+	if (!v->ctl_socket)
+		v->ctl_socket = vlmc_default_path(v, "ctl");
+	v->meta_buf = malloc(VLMC_META_MAX);
+	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf)
+		return -ENOMEM;
+	rc = xseg_alloc_port(v->seg, "vlmc-ctl", &v->ctl_port);
+	if (rc) {
+		peer_err("no dynamic port for control requests: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	v->have_ctl_port = true;
+	rc = vlmc_meta_load(v);
+	if (rc)
+		return rc;
+	rc = vlmc_listen_unix(v->ctl_socket, &v->ctl_fd);
+	if (rc) {
+		peer_err("control socket %s: %s", v->ctl_socket, strerror(-rc));
+		return rc;
+	}
+	rc = pthread_create(&v->ctl_thread, NULL, vlmc_ctl_main, v);
+	if (rc)
+		return -rc;
+	v->ctl_started = true;
+	rc = vlmc_nbd_start(v);
+	if (rc)
+		return rc;
+	peer_info("next port %" PRIu32 ", object size %" PRIu32
+		  ", control socket %s",
+		  v->next_port, v->obj_size, v->ctl_socket);
+	return 0;
+}
+
+static void vlmc_stop(struct peer *p)
+{
+	struct vlmc *v = peer_priv(p);
+
+	vlmc_nbd_stop(v);
+	if (v->ctl_started) {
+		shutdown(v->ctl_fd, SHUT_RDWR);
+		pthread_join(v->ctl_thread, NULL);
+		v->ctl_started = false;
+	}
+}
+
+static void vlmc_fini(struct peer *p)
+{
+	struct vlmc *v = peer_priv(p);
+
+	vlmc_stop(p); /* if init failed half-way, stop was not called */
+	if (v->ctl_fd >= 0) {
+		close(v->ctl_fd);
+		unlink(v->ctl_socket);
+		v->ctl_fd = -1;
+	}
+	if (v->have_ctl_port)
+		xseg_release_port(v->seg, v->ctl_port);
+	v->have_ctl_port = false;
+	for (size_t i = 0; i < v->nr_vols; i++)
+		vlmc_vol_put(v->vols[i]);
+	v->nr_vols = 0;
+	free(v->meta_buf);
+	free(v->nbd_socket);
+	free(v->ctl_socket);
+	v->meta_buf = v->nbd_socket = v->ctl_socket = NULL;
+}
+
+static void vlmc_stats(struct peer *p)
+{
+	struct vlmc *v = peer_priv(p);
+
+	peer_info("stats: vlmc volumes %zu ios %" PRIu64 " object requests "
+		  "%" PRIu64 " failed ios %" PRIu64,
+		  v->nr_vols, __atomic_load_n(&v->st_ios, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_parts, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED));
+}
+
+static const struct peer_ops vlmc_ops = {
+    .type = "vlmc",
+    .summary = "Serve volumes (xseg volume requests and NBD) on top of an "
+	       "object store.",
+    .priv_size = sizeof(struct vlmc),
+    .options = vlmc_options,
+    .options_help = vlmc_options_help,
+    .defaults = vlmc_defaults,
+    .parse_opt = vlmc_parse_opt,
+    .init = vlmc_init,
+    .stop = vlmc_stop,
+    .fini = vlmc_fini,
+    .stats = vlmc_stats,
+    .handlers =
+	{
+	    [XSEG_OP_READ] = vlmc_h_rw,
+	    [XSEG_OP_WRITE] = vlmc_h_rw,
+	    [XSEG_OP_FLUSH] = vlmc_h_flush,
+	    [XSEG_OP_INFO] = vlmc_h_info,
+	    [XSEG_OP_PING] = vlmc_h_ping,
+	},
+    .on_reply = vlmc_on_reply,
+};
+
+int main(int argc, char **argv)
+{
+	return peer_main(argc, argv, &vlmc_ops);
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef VLMC_INT_H
+#define VLMC_INT_H
+/*
+ * vlmc internals shared by vlmc.c (peer, volumes, I/O split, control
+ * socket) and nbd.c (NBD server). Not a public interface.
+ *
+ * Threads and locking
+ * - vols_lock (rwlock) protects the volume table; lookups take it shared
+ *   and return a referenced volume (vlmc_vol_get / vlmc_vol_put).
+ * - ctl_lock serialises control operations (create, remove, snapshot, ...)
+ *   and every write of the metadata object; only the control thread and
+ *   init use ctl_port, synchronously.
+ * - Each volume's mu protects inflight / frozen / pending: a snapshot
+ *   freezes the volume, waits for its in-flight I/O to drain, copies the
+ *   objects, and thaws it. NBD readers block while a volume is frozen;
+ *   xseg requests are parked on the pending list instead (worker threads
+ *   must keep running: they deliver the replies the drain waits for).
+ * - Object requests of an I/O are submitted from the port the I/O names
+ *   (vlmc's port for xseg volume requests, whose replies arrive through
+ *   peer on_reply; a connection's own dynamic port for NBD, drained by
+ *   the connection's completer thread). vlmc_io_part_reply is called with
+ *   every reply, on whichever thread received it.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "peer.h"
+#include "volume.h"
+
+struct vlmc_nbd;
+
+struct vlmc_volume {
+	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
+				      the volume's mu */
+	uint32_t refs;		   /* __atomic; the table holds one */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	uint64_t inflight; /* I/Os started and not done */
+	bool frozen;
+	struct vlmc_io *pending; /* xseg I/Os parked while frozen */
+	uint32_t nbd_conns;	 /* __atomic: open NBD connections */
+};
+
+struct vlmc {
+	/* options */
+	uint32_t next_port;
+	uint32_t obj_size;
+	char *nbd_socket;
+	char *ctl_socket;
+	int nbd_tcp_port; /* 0: no TCP listener */
+	unsigned nbd_max_inflight;
+
+	struct peer *p;
+	struct xseg *seg;
+
+	pthread_rwlock_t vols_lock;
+	struct vlmc_volume *vols[VLMC_MAX_VOLUMES];
+	size_t nr_vols;
+
+	pthread_mutex_t ctl_lock;
+	uint32_t ctl_port;
+	bool have_ctl_port;
+	int ctl_fd;
+	pthread_t ctl_thread;
+	bool ctl_started;
+	char *meta_buf; /* VLMC_META_MAX bytes, under ctl_lock */
+
+	struct vlmc_nbd *nbd;
+
+	/* statistics, __atomic */
+	uint64_t st_ios, st_parts, st_errors;
+};
+
+enum vlmc_io_op {
+	VLMC_IO_READ,
+	VLMC_IO_WRITE,
+	VLMC_IO_ZERO, /* TRIM / WRITE_ZEROES: whole objects deleted, the rest
+			 written with zeroes */
+	VLMC_IO_FLUSH,
+};
+
+struct vlmc_io;
+typedef void (*vlmc_io_done_fn)(struct vlmc_io *io);
+
+struct vlmc_part {
+	struct vlmc_io *io;
+	uint64_t buf_off;
+	uint64_t len;
+};
+
+struct vlmc_io {
+	struct vlmc *v;
+	struct vlmc_volume *vol; /* referenced; NULL for FLUSH */
+	enum vlmc_io_op op;
+	uint32_t xflags; /* XSEG_F_FUA */
+	uint64_t off, len;
+	unsigned char *buf; /* READ destination / WRITE source */
+	uint32_t port;	    /* submit parts from this port */
+	uint32_t remaining; /* __atomic */
+	int error;	    /* first error (positive errno), __atomic */
+	vlmc_io_done_fn done;
+	void *arg;	      /* owner's context */
+	uint64_t arg2;	      /* owner's word (e.g. NBD cookie) */
+	struct vlmc_io *next; /* pending list */
+	uint64_t nr_parts;
+	struct vlmc_part *parts; /* nr_parts entries */
+};
+
+/* Volume table. */
+struct vlmc_volume *vlmc_vol_get(struct vlmc *v, const char *name, size_t len);
+void vlmc_vol_put(struct vlmc_volume *vol);
+/* Snapshot of the names of all volumes (for NBD_OPT_LIST): fills up to
+ * max metas; returns the count. */
+size_t vlmc_vol_list(struct vlmc *v, struct vlmc_volume_meta *out, size_t max);
+
+/* Allocate an I/O with its parts for [off, off+len) of vol (or a FLUSH
+ * when op is VLMC_IO_FLUSH). Returns NULL on ENOMEM. */
+struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
+			      enum vlmc_io_op op, uint64_t off, uint64_t len);
+void vlmc_io_free(struct vlmc_io *io);
+
+/* Wait until vol is not frozen and count an I/O in flight on it. */
+void vlmc_vol_enter(struct vlmc_volume *vol);
+/* The matching exit (wakes a snapshot waiting for the drain). */
+void vlmc_vol_exit(struct vlmc_volume *vol);
+
+/* Submit all parts of io (the caller counted it with vlmc_vol_enter when
+ * it has a volume). io->done runs exactly once when every part has
+ * completed, possibly before this returns; io->error then holds the first
+ * error. */
+void vlmc_io_submit(struct vlmc_io *io);
+
+/* A reply to a part request (any thread). Takes ownership of req. */
+void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req);
+
+/* NBD server (nbd.c). start: listeners and their thread; stop: close
+ * listeners, shut every connection down and wait for them. */
+int vlmc_nbd_start(struct vlmc *v);
+void vlmc_nbd_stop(struct vlmc *v);
+
+#endif /* VLMC_INT_H */

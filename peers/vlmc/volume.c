@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vlmc volume core: names, split, metadata encoding. See volume.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "volume.h"
+
+static bool vlmc_name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '@' ||
+	       c == '+' || c == '=' || c == '-';
+}
+
+bool vlmc_name_valid(const char *name, size_t len)
+{
+	if (!name || len == 0 || len > VLMC_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!vlmc_name_char(name[i]))
+			return false;
+	return true;
+}
+
+bool vlmc_obj_size_valid(uint64_t obj_size)
+{
+	return obj_size >= 4096 && obj_size <= (64u << 20) &&
+	       !(obj_size & (obj_size - 1));
+}
+
+size_t vlmc_object_name(char *buf, const char *vol, uint64_t idx)
+{
+	int n = snprintf(buf, VLMC_OBJNAME_MAX + 1, "%s:%016" PRIx64, vol, idx);
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+uint64_t vlmc_split_count(uint64_t off, uint64_t len, uint32_t obj_size)
+{
+	if (!len)
+		return 0;
+	return (off + len - 1) / obj_size - off / obj_size + 1;
+}
+
+uint64_t vlmc_split(uint64_t off, uint64_t len, uint32_t obj_size,
+		    struct vlmc_extent *ext, uint64_t max)
+{
+	uint64_t n = vlmc_split_count(off, len, obj_size), done = 0;
+
+	if (!n || n > max)
+		return 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t pos = off + done;
+		uint64_t in_obj = pos % obj_size;
+		uint64_t take = obj_size - in_obj;
+
+		if (take > len - done)
+			take = len - done;
+		ext[i].obj_index = pos / obj_size;
+		ext[i].obj_off = in_obj;
+		ext[i].buf_off = done;
+		ext[i].len = take;
+		done += take;
+	}
+	return n;
+}
+
+long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
+		      size_t cap)
+{
+	size_t pos = 0;
+	int w;
+
+	w = snprintf(buf, cap, "vlmc-meta 1 %zu\n", n);
+	if (w < 0 || (size_t)w >= cap)
+		return -ENOSPC;
+	pos = (size_t)w;
+	for (size_t i = 0; i < n; i++) {
+		w = snprintf(buf + pos, cap - pos,
+			     "%s %" PRIu64 " %" PRIu32 " %s %s\n", v[i].name,
+			     v[i].size, v[i].obj_size,
+			     v[i].readonly ? "ro" : "rw",
+			     v[i].parent[0] ? v[i].parent : "-");
+		if (w < 0 || (size_t)w >= cap - pos)
+			return -ENOSPC;
+		pos += (size_t)w;
+	}
+	w = snprintf(buf + pos, cap - pos, "end\n");
+	if (w < 0 || (size_t)w >= cap - pos)
+		return -ENOSPC;
+	return (long)(pos + (size_t)w);
+}
+
+/* Next line of buf[*pos..len) into line (NUL terminated, at most cap-1
+ * bytes); false at the end, on a line without '\n', or one too long. */
+static bool vlmc_next_line(const char *buf, size_t len, size_t *pos, char *line,
+			   size_t cap)
+{
+	const char *nl;
+	size_t l;
+
+	if (*pos >= len)
+		return false;
+	nl = memchr(buf + *pos, '\n', len - *pos);
+	if (!nl)
+		return false;
+	l = (size_t)(nl - (buf + *pos));
+	if (l >= cap)
+		return false;
+	memcpy(line, buf + *pos, l);
+	line[l] = 0;
+	*pos += l + 1;
+	return true;
+}
+
+static int vlmc_parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
+		      size_t max)
+{
+	char line[2 * VLMC_NAME_MAX + 96];
+	size_t pos = 0, i;
+	uint64_t count;
+	char *tok[6], *save;
+
+	if (len == 0 || buf[0] == 0)
+		return 0; /* never written, or all zeroes */
+	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)) ||
+	    strncmp(line, "vlmc-meta 1 ", 12) ||
+	    vlmc_parse_u64(line + 12, &count))
+		return -EBADMSG;
+	if (count > max)
+		return -ENOSPC;
+	for (i = 0; i < count; i++) {
+		int nt = 0;
+		uint64_t size, osz;
+
+		if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)))
+			return -EBADMSG;
+		for (char *t = strtok_r(line, " ", &save); t && nt < 6;
+		     t = strtok_r(NULL, " ", &save))
+			tok[nt++] = t;
+		if (nt != 5 || !vlmc_name_valid(tok[0], strlen(tok[0])) ||
+		    vlmc_parse_u64(tok[1], &size) ||
+		    size > VLMC_MAX_VOLUME_SIZE ||
+		    vlmc_parse_u64(tok[2], &osz) || !vlmc_obj_size_valid(osz) ||
+		    (strcmp(tok[3], "ro") && strcmp(tok[3], "rw")) ||
+		    (strcmp(tok[4], "-") &&
+		     !vlmc_name_valid(tok[4], strlen(tok[4]))))
+			return -EBADMSG;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(v[j].name, tok[0]))
+				return -EBADMSG;
+		memset(&v[i], 0, sizeof(v[i]));
+		strcpy(v[i].name, tok[0]);
+		v[i].size = size;
+		v[i].obj_size = (uint32_t)osz;
+		v[i].readonly = !strcmp(tok[3], "ro");
+		if (strcmp(tok[4], "-"))
+			strcpy(v[i].parent, tok[4]);
+	}
+	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)) ||
+	    strcmp(line, "end"))
+		return -EBADMSG;
+	return (long)count;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef VLMC_VOLUME_H
+#define VLMC_VOLUME_H
+/*
+ * vlmc volume core: pure functions on volume metadata, no I/O, no xseg.
+ *
+ * - Names. A volume name is 1..VLMC_NAME_MAX bytes from [A-Za-z0-9._@+=-]
+ *   (the blocker's object-name charset without ':'). Object i of volume V
+ *   is named "V:%016x" (i in hex), so object names stay valid blocker names
+ *   and never collide across volumes (':' cannot occur in V). The metadata
+ *   object is VLMC_META_OBJECT, which no volume object name can equal.
+ * - Split. A byte range of a volume maps onto consecutive objects; each
+ *   extent is one object request.
+ * - Metadata table. All volumes are persisted as one text object in the
+ *   store below vlmc (see vlmc_meta_encode for the format), rewritten
+ *   whole on every change.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VLMC_NAME_MAX	      200
+#define VLMC_OBJNAME_MAX      (VLMC_NAME_MAX + 1 + 16)
+#define VLMC_META_OBJECT      "vlmc:meta"
+#define VLMC_DEFAULT_OBJ_SIZE (4u << 20)
+#define VLMC_MAX_VOLUMES      1024
+/* Largest volume: object index must fit the 16 hex digits and offsets must
+ * not overflow; 2^50 (1 PiB) is far beyond any test. */
+#define VLMC_MAX_VOLUME_SIZE (1ULL << 50)
+/* Bytes reserved for the encoded metadata object. */
+#define VLMC_META_MAX (VLMC_MAX_VOLUMES * (VLMC_NAME_MAX * 2 + 64) + 64)
+
+/* Persistent description of a volume. */
+struct vlmc_volume_meta {
+	char name[VLMC_NAME_MAX + 1];
+	uint64_t size;
+	uint32_t obj_size;		/* power of two, 4 KiB .. 64 MiB */
+	bool readonly;			/* a snapshot */
+	char parent[VLMC_NAME_MAX + 1]; /* snapshot/clone source, "" if none */
+};
+
+/* true if name[0..len) is a valid volume name. */
+bool vlmc_name_valid(const char *name, size_t len);
+
+/* true if size is a valid object size (power of two, 4 KiB .. 64 MiB). */
+bool vlmc_obj_size_valid(uint64_t obj_size);
+
+/* Write the name of object idx of volume vol (NUL terminated) into buf
+ * (at least VLMC_OBJNAME_MAX + 1 bytes); returns its length. vol must be
+ * a valid name. */
+size_t vlmc_object_name(char *buf, const char *vol, uint64_t idx);
+
+/* Number of objects of a volume of size bytes. */
+static inline uint64_t vlmc_nr_objects(uint64_t size, uint32_t obj_size)
+{
+	return (size + obj_size - 1) / obj_size;
+}
+
+/* One piece of a split: len bytes at obj_off of object obj_index, at
+ * buf_off of the caller's buffer. */
+struct vlmc_extent {
+	uint64_t obj_index;
+	uint64_t obj_off;
+	uint64_t buf_off;
+	uint64_t len;
+};
+
+/* Number of extents vlmc_split produces for [off, off+len). 0 for len 0. */
+uint64_t vlmc_split_count(uint64_t off, uint64_t len, uint32_t obj_size);
+
+/* Split [off, off+len) at object boundaries into ext (room for max);
+ * returns the number written (vlmc_split_count), or 0 if max is too small
+ * or len is 0. The caller checks range and overflow first. */
+uint64_t vlmc_split(uint64_t off, uint64_t len, uint32_t obj_size,
+		    struct vlmc_extent *ext, uint64_t max);
+
+/*
+ * Encode n volumes into buf (cap bytes). Format (text, one volume a line):
+ *   "vlmc-meta 1 <n>\n"
+ *   "<name> <size> <obj_size> <ro|rw> <parent|->\n" ... n times
+ *   "end\n"
+ * The trailer makes a shorter table written over a longer one unambiguous
+ * (bytes after "end\n" are ignored). Returns the encoded length, or
+ * -ENOSPC if it does not fit.
+ */
+long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
+		      size_t cap);
+
+/*
+ * Decode a buffer of len bytes. An empty table (all zero bytes, len 0)
+ * decodes to 0 volumes. On success returns the number of volumes stored
+ * in v (room for max). -EBADMSG on any syntax error, bad name or value,
+ * duplicate name, count mismatch or missing trailer; -ENOSPC if more than
+ * max volumes.
+ */
+long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
+		      size_t max);
+
+#endif /* VLMC_VOLUME_H */

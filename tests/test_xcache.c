@@ -20,6 +20,10 @@ static int g_fail_node_init = -1; /* index whose on_node_init fails */
 static int g_fail_init;		  /* on_init fails while set */
 static int g_keep;		  /* on_finalize keeps this many times */
 static struct xcache_entry *g_kept;
+static struct xcache *g_cache;	   /* for hooks that call back in */
+static int g_put_in_finalize;	   /* keep, then drop at once */
+static int g_reinsert_in_finalize; /* re-insert the name from the hook */
+static struct xcache_entry *g_reinserted;
 static int g_priv[64];
 
 static void log_event(const char *ev, struct xcache_entry *e)
@@ -85,6 +89,24 @@ static bool h_finalize(void *cp, struct xcache_entry *e)
 {
 	(void)cp;
 	log_event("finalize", e);
+	if (g_put_in_finalize) {
+		/* Keep it, and the "flush" completes before we return. */
+		g_put_in_finalize = 0;
+		xcache_get(e);
+		ck_assert_int_eq(xcache_put(g_cache, e), 0);
+		return true;
+	}
+	if (g_reinsert_in_finalize) {
+		enum xcache_insert_how how;
+
+		g_reinsert_in_finalize = 0;
+		ck_assert_int_eq(xcache_insert(g_cache, xcache_entry_name(e),
+					       &g_reinserted, &how),
+				 0);
+		ck_assert_int_eq(how, XCACHE_REINSERTED);
+		ck_assert_ptr_eq(g_reinserted, e);
+		return false; /* ignored: the entry is active again */
+	}
 	if (g_keep > 0) {
 		g_keep--;
 		xcache_get(e);
@@ -126,6 +148,10 @@ static void setup(void)
 	g_fail_init = 0;
 	g_keep = 0;
 	g_kept = NULL;
+	g_cache = NULL;
+	g_put_in_finalize = 0;
+	g_reinsert_in_finalize = 0;
+	g_reinserted = NULL;
 }
 
 static void teardown(void)
@@ -725,6 +751,53 @@ START_TEST(test_reinsert_ping_pong)
 }
 END_TEST
 
+START_TEST(test_finalize_put_during_hook)
+{
+	struct xcache *c = mk(1, 4);
+
+	g_cache = c;
+	ck_assert_int_eq(xcache_put(c, ins(c, "a", XCACHE_INSERTED)), 0);
+	g_nlog = 0;
+	/*
+	 * The hook keeps a and drops its reference before returning: the
+	 * finalizer must notice and ask again (second call lets it go).
+	 */
+	g_put_in_finalize = 1;
+	ck_assert_int_eq(xcache_put(c, ins(c, "b", XCACHE_INSERTED)), 0);
+	EXPECT("init:b", "evict:a", "post_evict:a", "finalize:a", "finalize:a",
+	       "put:a", "free:a");
+	ck_assert_int_eq(xcache_destroy(c), 0);
+}
+END_TEST
+
+START_TEST(test_reinsert_during_finalize)
+{
+	struct xcache *c = mk(2, 6);
+	struct xcache_entry *a;
+	struct xcache_stats s;
+
+	g_cache = c;
+	a = ins(c, "a", XCACHE_INSERTED);
+	ck_assert_int_eq(xcache_evict_lru(c), 0);
+	g_nlog = 0;
+	/* The last put finalizes a; the hook re-inserts it meanwhile. */
+	g_reinsert_in_finalize = 1;
+	ck_assert_int_eq(xcache_put(c, a), 0);
+	EXPECT("finalize:a", "reinsert:a");
+	ck_assert_ptr_eq(g_reinserted, a);
+	ck_assert_int_eq(xcache_entry_state(a), XCACHE_ACTIVE);
+	ck_assert_uint_eq(xcache_entry_refcount(a), 2);
+	st(c, &s);
+	ck_assert_uint_eq(s.nr_active, 1);
+	ck_assert_uint_eq(s.nr_evicted, 0);
+	ck_assert_uint_eq(s.releases, 0);
+	ck_assert_int_eq(xcache_put(c, a), 0);
+	EXPECT_NONE();
+	ck_assert_int_eq(xcache_destroy(c), 0);
+	EXPECT("put:a", "free:a");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("xcache");
@@ -749,6 +822,8 @@ int main(void)
 	tcase_add_test(tc, test_on_init_failure);
 	tcase_add_test(tc, test_destroy_busy);
 	tcase_add_test(tc, test_reinsert_ping_pong);
+	tcase_add_test(tc, test_finalize_put_during_hook);
+	tcase_add_test(tc, test_reinsert_during_finalize);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -309,7 +309,7 @@ static inline uint64_t xh_rec_hash(const struct xhash *h, uint64_t unit)
  * does not (a key further along, a tag false positive, an absent key) the
  * plain CPython loop runs from the start.
  */
-#define XH_PROBE(T, MATCH)                                                     \
+#define XH_PROBE(T, REC, MATCH)                                                \
 	do {                                                                   \
 		const T *ix = h->index;                                        \
 		uint64_t mask = h->mask, i = hash & mask, perturb = hash;      \
@@ -324,7 +324,7 @@ static inline uint64_t xh_rec_hash(const struct xhash *h, uint64_t unit)
 		    ((uint64_t)s0 & pick) | ((uint64_t)s1 & ~pick);            \
 		uint64_t cand_slot = (i & pick) | (i1 & ~pick);                \
 		if ((int64_t)cand >= 0 && cand >> ubits == tag) {              \
-			const uint64_t *rec = xh_rec(h, cand & umask);         \
+			const uint64_t *rec = REC(cand & umask);               \
 			if (MATCH) {                                           \
 				*slot = cand_slot;                             \
 				return (uint64_t *)rec;                        \
@@ -335,7 +335,7 @@ static inline uint64_t xh_rec_hash(const struct xhash *h, uint64_t unit)
 			if (u >= 0) {                                          \
 				if ((uint64_t)u >> ubits == tag) {             \
 					const uint64_t *rec =                  \
-					    xh_rec(h, (uint64_t)u & umask);    \
+					    REC((uint64_t)u & umask);          \
 					if (MATCH) {                           \
 						*slot = i;                     \
 						return (uint64_t *)rec;        \
@@ -349,18 +349,24 @@ static inline uint64_t xh_rec_hash(const struct xhash *h, uint64_t unit)
 		}                                                              \
 	} while (0)
 
-static inline uint64_t *xh_int_find(const struct xhash *h, uint64_t key,
-				    uint64_t hash, uint64_t *slot)
+/* Record addresses with the unit size as a constant, not h->unit_words. */
+#define XH_INT_REC(u) (h->dense + 2 * (u))
+#define XH_STR_REC(u) (h->dense + (u))
+
+/* Inlined into each caller so the lookup path has no call, no register
+ * spills, and no store of the slot position it does not use. */
+static inline __attribute__((always_inline)) uint64_t *
+xh_int_find(const struct xhash *h, uint64_t key, uint64_t hash, uint64_t *slot)
 {
 	switch (h->slot_shift) {
 	case 0:
-		XH_PROBE(int8_t, rec[0] == key);
+		XH_PROBE(int8_t, XH_INT_REC, rec[0] == key);
 	case 1:
-		XH_PROBE(int16_t, rec[0] == key);
+		XH_PROBE(int16_t, XH_INT_REC, rec[0] == key);
 	case 2:
-		XH_PROBE(int32_t, rec[0] == key);
+		XH_PROBE(int32_t, XH_INT_REC, rec[0] == key);
 	default:
-		XH_PROBE(int64_t, rec[0] == key);
+		XH_PROBE(int64_t, XH_INT_REC, rec[0] == key);
 	}
 }
 
@@ -368,18 +374,19 @@ static inline uint64_t *xh_int_find(const struct xhash *h, uint64_t key,
 	(rec[0] == hash && xh_str_bytes(rec)[0] == len &&                      \
 	 memcmp(xh_str_bytes(rec) + 1, key, len) == 0)
 
-static inline uint64_t *xh_str_find(const struct xhash *h, const void *key,
-				    size_t len, uint64_t hash, uint64_t *slot)
+static inline __attribute__((always_inline)) uint64_t *
+xh_str_find(const struct xhash *h, const void *key, size_t len, uint64_t hash,
+	    uint64_t *slot)
 {
 	switch (h->slot_shift) {
 	case 0:
-		XH_PROBE(int8_t, XH_STR_MATCH);
+		XH_PROBE(int8_t, XH_STR_REC, XH_STR_MATCH);
 	case 1:
-		XH_PROBE(int16_t, XH_STR_MATCH);
+		XH_PROBE(int16_t, XH_STR_REC, XH_STR_MATCH);
 	case 2:
-		XH_PROBE(int32_t, XH_STR_MATCH);
+		XH_PROBE(int32_t, XH_STR_REC, XH_STR_MATCH);
 	default:
-		XH_PROBE(int64_t, XH_STR_MATCH);
+		XH_PROBE(int64_t, XH_STR_REC, XH_STR_MATCH);
 	}
 }
 

@@ -798,6 +798,40 @@ START_TEST(test_reinsert_during_finalize)
 }
 END_TEST
 
+START_TEST(test_no_hooks)
+{
+	struct xcache_config cfg = {.capacity = 2, .nr_nodes = 4};
+	struct xcache_entry *a, *e;
+	struct xcache_stats s;
+	struct xcache *c;
+	char name[8];
+	int i;
+
+	/* No ops at all: the release path takes no detours. */
+	ck_assert_int_eq(xcache_create(&cfg, &c), 0);
+	a = ins(c, "a", XCACHE_INSERTED);
+	for (i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		e = ins(c, name, XCACHE_INSERTED);
+		ck_assert_int_eq(xcache_put(c, e), 0);
+	}
+	st(c, &s);
+	ck_assert_uint_eq(s.nr_active, 2);
+	ck_assert_uint_eq(s.nr_evicted, 1); /* a, still referenced */
+	ck_assert_uint_eq(s.releases, 18);
+	ck_assert_uint_ge(s.grace_periods, 1);
+	ck_assert_int_eq(xcache_put(c, a), 0);
+	ck_assert_int_eq(xcache_entry_state(a), XCACHE_FREE);
+	st(c, &s);
+	ck_assert_uint_eq(s.nr_free + s.nr_limbo, 2);
+	ck_assert_int_eq(xcache_lookup(c, "n19", &e), 0);
+	ck_assert_int_eq(xcache_put(c, e), 0);
+	ck_assert_int_eq(xcache_lookup(c, "n17", &e), -ENOENT);
+	EXPECT_NONE();
+	ck_assert_int_eq(xcache_destroy(c), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("xcache");
@@ -824,6 +858,7 @@ int main(void)
 	tcase_add_test(tc, test_reinsert_ping_pong);
 	tcase_add_test(tc, test_finalize_put_during_hook);
 	tcase_add_test(tc, test_reinsert_during_finalize);
+	tcase_add_test(tc, test_no_hooks);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

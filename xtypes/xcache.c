@@ -383,11 +383,11 @@ static void xcache_evict_locked(struct xcache *c, struct xcache_entry *v)
 static void xcache_finalize_locked(struct xcache *c, struct xcache_entry *e)
 {
 	e->finalizing = true;
-	for (;;) {
+	/* Without the hook nobody can revive it: release at once. */
+	while (c->ops.on_finalize) {
 		e->refinalize = false;
 		pthread_mutex_unlock(&c->lock);
-		if (c->ops.on_finalize)
-			(void)c->ops.on_finalize(c->priv, e);
+		(void)c->ops.on_finalize(c->priv, e);
 		pthread_mutex_lock(&c->lock);
 		if (e->state == XCACHE_ACTIVE ||
 		    __atomic_load_n(&e->ref, __ATOMIC_ACQUIRE) > 0) {
@@ -407,6 +407,12 @@ static void xcache_finalize_locked(struct xcache *c, struct xcache_entry *e)
 		c->nr_detached--;
 	xcache_set_state(e, XCACHE_FREE);
 	c->releases++;
+	if (!c->ops.on_put && !c->ops.on_free) {
+		cds_list_add_tail(&e->link, &c->limbo);
+		c->nr_limbo++;
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	pthread_mutex_unlock(&c->lock);
 
 	if (c->ops.on_put)
@@ -723,7 +729,8 @@ int xcache_insert(struct xcache *c, const char *name, struct xcache_entry **out,
 		goto unlock;
 	}
 
-	e = xcache_evicted_find_locked(c, &key, hash);
+	/* Usually nothing is evicted: spare the cold bucket. */
+	e = c->nr_evicted ? xcache_evicted_find_locked(c, &key, hash) : NULL;
 	if (e) {
 		slot = xcache_reinsert_slot_locked(c, e);
 		xcache_evicted_del_locked(c, e);
@@ -834,7 +841,7 @@ int xcache_invalidate(struct xcache *c, const char *name)
 	urcu_memb_read_lock();
 	e = xcache_active_find(c, &key, hash);
 	urcu_memb_read_unlock();
-	if (!e)
+	if (!e && c->nr_evicted)
 		e = xcache_evicted_find_locked(c, &key, hash);
 	if (!e) {
 		pthread_mutex_unlock(&c->lock);

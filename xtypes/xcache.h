@@ -198,7 +198,10 @@ int xcache_lookup(struct xcache *c, const char *name,
  * table full, the replacement policy's victim is evicted in the same
  * critical section (see the hook order above).
  * Errors: -EINVAL, -ENAMETOOLONG, -EAGAIN (every pool node is in use by
- * active or referenced entries: retry after puts; nothing changed), or the
+ * active or referenced entries, and none waits for reuse; nothing changed:
+ * retry after puts, or after xcache_evict_lru() has released an
+ * unreferenced entry; size nr_nodes >= capacity + the number of evicted
+ * entries that may stay referenced + 1 to avoid it), or the
  * error returned by on_init. how may be NULL.
  */
 int xcache_insert(struct xcache *c, const char *name, struct xcache_entry **out,

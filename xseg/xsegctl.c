@@ -18,6 +18,7 @@
 
 #include "peer_util.h"
 #include "xseg.h"
+#include "xsegctl_cmds.h"
 
 #define PROG "xsegctl"
 
@@ -51,7 +52,11 @@ static void ctl_usage(void)
 	       "                        remove the redirect of PORT\n"
 	       "  reap SEGMENT          reclaim ports of dead peers and fail "
 	       "their requests\n"
-	       "                        back to the senders\n\n"
+	       "                        back to the senders\n"
+	       "  volume ...            volume operations (xsegctl volume "
+	       "--help)\n"
+	       "  stack ...             start/stop/inspect a whole stack "
+	       "(xsegctl stack --help)\n\n"
 	       "Options of create (defaults: 64M, 16 static + 48 dynamic "
 	       "ports, 4096 requests,\n"
 	       "free cache 64, data size 4k):\n"
@@ -543,7 +548,14 @@ int main(int argc, char **argv)
 {
 	struct ctl c = {0};
 	struct xseg *seg;
-	int status = ctl_parse(&c, argc, argv);
+	int status;
+
+	/* volume and stack commands live in xsegctl_{volume,stack}.c */
+	if (argc > 1 && !strcmp(argv[1], "volume"))
+		return xsegctl_volume_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "stack"))
+		return xsegctl_stack_main(argc - 1, argv + 1);
+	status = ctl_parse(&c, argc, argv);
 
 	if (status >= 0)
 		return status;

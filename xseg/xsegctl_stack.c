@@ -1,0 +1,1010 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xsegctl stack: start, stop and inspect a whole stack
+ *   vlmc (NBD) -> [cached, write-back, plugged] -> store (blocker)
+ * from a key = value config file or the embedded default.
+ *
+ * Layout of a stack's directory DIR (default ./archcache-data):
+ *   DIR/store/          the blocker's store
+ *   DIR/run/stack.conf  the resolved configuration of the running stack
+ *                       (stop, status, plug and unplug read it)
+ *   DIR/run/NAME.log    each peer's stderr;  DIR/run/NAME.pid  its pid
+ *   DIR/run/nbd.sock    NBD socket;  DIR/run/vlmc.ctl  vlmc control socket
+ * Ports: store 1, cached 2, vlmc 3 (static). The segment name defaults to
+ * archcache-XXXXXXXX, a hash of DIR's absolute path, so stacks in
+ * different directories do not collide.
+ *
+ * Peers are started detached (own session, stdin /dev/null, stderr to
+ * their log) from the directory of this xsegctl binary (or $AC_BIN_DIR),
+ * and a start waits until each peer's port is bound by a live process.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "peer_util.h"
+#include "xseg.h"
+#include "xsegctl_cmds.h"
+
+#define STACK_STORE_PORT  1
+#define STACK_CACHED_PORT 2
+#define STACK_VLMC_PORT	  3
+
+struct stack {
+	char dir[PATH_MAX];
+	char segment[128];
+	uint64_t segment_size;
+	uint64_t requests;
+	char store[16]; /* blocker, noop, auto */
+	bool cached;
+	char cache_size[32];
+	char write_policy[32];
+	char object_size[32];
+	uint64_t store_threads, cached_threads, vlmc_threads;
+	char nbd_socket[PATH_MAX];
+	char ctl_socket[PATH_MAX];
+	uint64_t nbd_tcp;
+	bool verify_reads;
+	bool json;
+};
+
+static const char stack_default_conf[] =
+    "# embedded default stack (xsegctl stack start without CONFIG)\n"
+    "dir = " XSEGCTL_STACK_DIR "\n"
+    "segment_size = 1G\n"
+    "requests = 8192\n"
+    "store = auto\n"
+    "cached = on\n"
+    "cache_size = 256M\n"
+    "write_policy = writeback\n"
+    "object_size = 4M\n"
+    "store_threads = 2\n"
+    "cached_threads = 1\n"
+    "vlmc_threads = 2\n"
+    "verify_reads = on\n";
+
+static void stack_err(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static void stack_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("xsegctl: stack: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int stack_bool(const char *v, bool *out)
+{
+	if (!strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true") ||
+	    !strcmp(v, "1"))
+		*out = true;
+	else if (!strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false") ||
+		 !strcmp(v, "0"))
+		*out = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int stack_str(char *dst, size_t cap, const char *v)
+{
+	if (strlen(v) >= cap)
+		return -ENAMETOOLONG;
+	strcpy(dst, v);
+	return 0;
+}
+
+/* One "key = value" setting. */
+static int stack_set(struct stack *st, const char *k, const char *v)
+{
+	uint64_t x;
+
+	if (!strcmp(k, "dir"))
+		return stack_str(st->dir, sizeof(st->dir), v);
+	if (!strcmp(k, "segment"))
+		return stack_str(st->segment, sizeof(st->segment), v);
+	if (!strcmp(k, "segment_size"))
+		return peer_parse_size(v, &st->segment_size);
+	if (!strcmp(k, "requests"))
+		return peer_parse_u64(v, &st->requests);
+	if (!strcmp(k, "store")) {
+		if (strcmp(v, "blocker") && strcmp(v, "noop") &&
+		    strcmp(v, "auto"))
+			return -EINVAL;
+		return stack_str(st->store, sizeof(st->store), v);
+	}
+	if (!strcmp(k, "cached"))
+		return stack_bool(v, &st->cached);
+	if (!strcmp(k, "verify_reads"))
+		return stack_bool(v, &st->verify_reads);
+	if (!strcmp(k, "cache_size"))
+		return peer_parse_size(v, &x)
+			   ? -EINVAL
+			   : stack_str(st->cache_size, sizeof(st->cache_size),
+				       v);
+	if (!strcmp(k, "object_size"))
+		return peer_parse_size(v, &x)
+			   ? -EINVAL
+			   : stack_str(st->object_size, sizeof(st->object_size),
+				       v);
+	if (!strcmp(k, "write_policy")) {
+		if (strcmp(v, "writeback") && strcmp(v, "writethrough"))
+			return -EINVAL;
+		return stack_str(st->write_policy, sizeof(st->write_policy), v);
+	}
+	if (!strcmp(k, "store_threads"))
+		return peer_parse_u64(v, &st->store_threads);
+	if (!strcmp(k, "cached_threads"))
+		return peer_parse_u64(v, &st->cached_threads);
+	if (!strcmp(k, "vlmc_threads"))
+		return peer_parse_u64(v, &st->vlmc_threads);
+	if (!strcmp(k, "nbd_socket"))
+		return stack_str(st->nbd_socket, sizeof(st->nbd_socket), v);
+	if (!strcmp(k, "ctl_socket"))
+		return stack_str(st->ctl_socket, sizeof(st->ctl_socket), v);
+	if (!strcmp(k, "nbd_tcp"))
+		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
+			   ? -EINVAL
+			   : 0;
+	return -ENOENT;
+}
+
+static char *stack_trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+/* Parse config text; name is used in messages. */
+static int stack_parse(struct stack *st, const char *text, const char *name)
+{
+	char *copy = strdup(text), *save, *line;
+	int lineno = 0, rc = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (line = strtok_r(copy, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *eq, *k, *v;
+		int e;
+
+		lineno++;
+		line[strcspn(line, "#")] = 0;
+		k = stack_trim(line);
+		if (!*k)
+			continue;
+		eq = strchr(k, '=');
+		if (!eq) {
+			stack_err("%s: line %d: expected 'key = value'", name,
+				  lineno);
+			rc = -EINVAL;
+			break;
+		}
+		*eq = 0;
+		v = stack_trim(eq + 1);
+		k = stack_trim(k);
+		e = stack_set(st, k, v);
+		if (e == -ENOENT) {
+			stack_err("%s: line %d: unknown key '%s'", name, lineno,
+				  k);
+			rc = -EINVAL;
+			break;
+		}
+		if (e) {
+			stack_err("%s: line %d: bad value '%s' for %s", name,
+				  lineno, v, k);
+			rc = -EINVAL;
+			break;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+static int stack_read_file(const char *path, char **text)
+{
+	FILE *f = fopen(path, "r");
+	size_t cap = 0;
+	ssize_t n;
+	char *buf = NULL;
+
+	if (!f)
+		return -errno;
+	n = getdelim(&buf, &cap, 0, f);
+	fclose(f);
+	if (n < 0) {
+		free(buf);
+		buf = strdup("");
+		if (!buf)
+			return -ENOMEM;
+	}
+	*text = buf;
+	return 0;
+}
+
+static uint32_t stack_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* Fill in what depends on the directory. */
+static int stack_resolve(struct stack *st)
+{
+	char abs[PATH_MAX];
+
+	if (mkdir(st->dir, 0700) && errno != EEXIST) {
+		stack_err("%s: %s", st->dir, strerror(errno));
+		return -errno;
+	}
+	if (!realpath(st->dir, abs)) {
+		stack_err("%s: %s", st->dir, strerror(errno));
+		return -errno;
+	}
+	strcpy(st->dir, abs);
+	if (!st->segment[0])
+		snprintf(st->segment, sizeof(st->segment), "archcache-%08x",
+			 stack_hash(abs));
+	if (!st->nbd_socket[0] &&
+	    snprintf(st->nbd_socket, sizeof(st->nbd_socket), "%s/run/nbd.sock",
+		     abs) >= (int)sizeof(st->nbd_socket))
+		return -ENAMETOOLONG;
+	if (!st->ctl_socket[0] &&
+	    snprintf(st->ctl_socket, sizeof(st->ctl_socket), "%s/run/vlmc.ctl",
+		     abs) >= (int)sizeof(st->ctl_socket))
+		return -ENAMETOOLONG;
+	if (strlen(st->nbd_socket) >= 108 || strlen(st->ctl_socket) >= 108) {
+		stack_err("socket paths under %s are too long for a Unix "
+			  "socket; set nbd_socket and ctl_socket",
+			  abs);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+static void stack_path(char *out, size_t cap, const struct stack *st,
+		       const char *name)
+{
+	snprintf(out, cap, "%s/%s", st->dir, name);
+}
+
+/* Directory of the peer binaries: $AC_BIN_DIR, else this binary's. */
+static void stack_bin(char *out, size_t cap, const char *prog)
+{
+	char self[PATH_MAX];
+	const char *env = getenv("AC_BIN_DIR");
+	ssize_t n;
+
+	if (env && *env) {
+		if (snprintf(out, cap, "%s/%s", env, prog) >= (int)cap)
+			out[0] = 0;
+		return;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0) {
+		snprintf(out, cap, "%s", prog);
+		return;
+	}
+	self[n] = 0;
+	*strrchr(self, '/') = 0;
+	if (snprintf(out, cap, "%s/%s", self, prog) >= (int)cap)
+		out[0] = 0;
+}
+
+static const char *stack_store_prog(const struct stack *st)
+{
+	char path[PATH_MAX];
+
+	if (strcmp(st->store, "auto"))
+		return st->store;
+	stack_bin(path, sizeof(path), "blocker");
+	return access(path, X_OK) ? "noop" : "blocker";
+}
+
+static int stack_write_state(const struct stack *st)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+
+	stack_path(path, sizeof(path), st, "run/stack.conf");
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"# written by xsegctl stack start: the running stack\n"
+		"dir = %s\nsegment = %s\nsegment_size = %" PRIu64
+		"\nrequests = %" PRIu64 "\nstore = %s\ncached = %s\n"
+		"cache_size = %s\nwrite_policy = %s\nobject_size = %s\n"
+		"store_threads = %" PRIu64 "\ncached_threads = %" PRIu64
+		"\nvlmc_threads = %" PRIu64 "\nnbd_socket = %s\n"
+		"ctl_socket = %s\nnbd_tcp = %" PRIu64 "\nverify_reads = %s\n",
+		st->dir, st->segment, st->segment_size, st->requests,
+		stack_store_prog(st), st->cached ? "on" : "off", st->cache_size,
+		st->write_policy, st->object_size, st->store_threads,
+		st->cached_threads, st->vlmc_threads, st->nbd_socket,
+		st->ctl_socket, st->nbd_tcp, st->verify_reads ? "on" : "off");
+	return fclose(f) ? -errno : 0;
+}
+
+/* Load the running stack's state from dir. */
+static int stack_load_state(struct stack *st, const char *dir)
+{
+	char path[PATH_MAX + 32], *text;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/run/stack.conf", dir);
+	rc = stack_read_file(path, &text);
+	if (rc) {
+		stack_err("no stack state in %s (%s): is a stack running "
+			  "there?",
+			  dir, strerror(-rc));
+		return rc;
+	}
+	rc = stack_parse(st, text, path);
+	free(text);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Peers                                                               */
+/* ------------------------------------------------------------------ */
+
+static void stack_sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void stack_log_tail(const struct stack *st, const char *name)
+{
+	char path[PATH_MAX + 32], *text;
+
+	snprintf(path, sizeof(path), "%s/run/%s.log", st->dir, name);
+	if (stack_read_file(path, &text))
+		return;
+	size_t n = strlen(text);
+	const char *p = n > 1500 ? text + n - 1500 : text;
+	fprintf(stderr, "--- last lines of %s ---\n%s", path, p);
+	free(text);
+}
+
+/* Start prog detached with its stderr in DIR/run/NAME.log. */
+static int stack_spawn(const struct stack *st, const char *name,
+		       char *const argv[])
+{
+	char log[PATH_MAX + 32], bin[PATH_MAX];
+	pid_t pid;
+	int status;
+
+	stack_bin(bin, sizeof(bin), argv[0]);
+	if (access(bin, X_OK)) {
+		stack_err("%s: %s (not built?)", bin, strerror(errno));
+		return -ENOENT;
+	}
+	snprintf(log, sizeof(log), "%s/run/%s.log", st->dir, name);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd;
+
+		setsid();
+		/* double fork: the peer is not our child, nobody has to
+		 * reap it when this xsegctl exits */
+		pid = fork();
+		if (pid)
+			_exit(pid < 0);
+		fd = open("/dev/null", O_RDONLY);
+		if (fd >= 0)
+			dup2(fd, 0);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		return -ECHILD;
+	return 0;
+}
+
+static pid_t stack_pidfile(const struct stack *st, const char *name)
+{
+	char path[PATH_MAX + 32], *text;
+	long pid;
+
+	snprintf(path, sizeof(path), "%s/run/%s.pid", st->dir, name);
+	if (stack_read_file(path, &text))
+		return 0;
+	pid = strtol(text, NULL, 10);
+	free(text);
+	return pid > 0 ? (pid_t)pid : 0;
+}
+
+/* Wait for port to be bound by a live process (and for cond_fn if given);
+ * fail early if the peer's pid file names a dead process. */
+static int stack_wait_port(const struct stack *st, struct xseg *seg,
+			   uint32_t port, const char *name,
+			   bool (*cond_fn)(struct xseg *seg))
+{
+	for (int i = 0; i < 1500; i++) { /* 30 s */
+		pid_t pid;
+
+		if (xseg_port_alive(seg, port) == 1 &&
+		    (!cond_fn || cond_fn(seg)))
+			return 0;
+		pid = stack_pidfile(st, name);
+		if (i > 25 && pid && kill(pid, 0) && errno == ESRCH)
+			break;
+		stack_sleep_ms(20);
+	}
+	stack_err("%s did not come up on port %u", name, port);
+	stack_log_tail(st, name);
+	return -ETIMEDOUT;
+}
+
+static bool stack_plugged(struct xseg *seg)
+{
+	return xseg_get_path_next(seg, STACK_STORE_PORT) == STACK_CACHED_PORT;
+}
+
+static int stack_ctl_up(const struct stack *st)
+{
+	for (int i = 0; i < 500; i++) {
+		if (!access(st->ctl_socket, F_OK))
+			return 0;
+		stack_sleep_ms(20);
+	}
+	return -ETIMEDOUT;
+}
+
+#define ARGV_MAX 32
+struct stack_argv {
+	char *v[ARGV_MAX];
+	char buf[ARGV_MAX][PATH_MAX + 32];
+	int n;
+};
+
+static void stack_arg(struct stack_argv *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void stack_arg(struct stack_argv *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(a->buf[a->n], sizeof(a->buf[0]), fmt, ap);
+	va_end(ap);
+	a->v[a->n] = a->buf[a->n];
+	a->n++;
+	a->v[a->n] = NULL;
+}
+
+static void stack_common_args(struct stack_argv *a, const struct stack *st,
+			      const char *prog, const char *name, uint32_t port,
+			      uint64_t threads)
+{
+	a->n = 0;
+	stack_arg(a, "%s", prog);
+	stack_arg(a, "--segment=%s", st->segment);
+	stack_arg(a, "--port=%u", port);
+	stack_arg(a, "--threads=%" PRIu64, threads ? threads : 1);
+	stack_arg(a, "--pidfile=%s/run/%s.pid", st->dir, name);
+}
+
+static int stack_start_cached(const struct stack *st, struct xseg *seg)
+{
+	struct stack_argv *a = calloc(1, sizeof(*a));
+	int rc;
+
+	if (!a)
+		return -ENOMEM;
+	stack_common_args(a, st, "cached", "cached", STACK_CACHED_PORT,
+			  st->cached_threads);
+	stack_arg(a, "--next-port=%u", STACK_STORE_PORT);
+	stack_arg(a, "--cache-size=%s", st->cache_size);
+	stack_arg(a, "--write-policy=%s", st->write_policy);
+	stack_arg(a, "--object-size=%s", st->object_size);
+	stack_arg(a, "--plug");
+	rc = stack_spawn(st, "cached", a->v);
+	free(a);
+	if (!rc)
+		rc = stack_wait_port(st, seg, STACK_CACHED_PORT, "cached",
+				     stack_plugged);
+	return rc;
+}
+
+/* SIGTERM the live owner of port and wait (up to timeout_s) for it to
+ * exit. 0 also when nothing was running there. */
+static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
+			   unsigned timeout_s)
+{
+	struct xseg_port_info pi;
+	pid_t pid;
+
+	if (xseg_port_info(seg, port, &pi) || !pi.alive)
+		return 0;
+	pid = pi.owner_pid;
+	if (kill(pid, SIGTERM))
+		return errno == ESRCH ? 0 : -errno;
+	for (unsigned i = 0; i < timeout_s * 50; i++) {
+		if (kill(pid, 0) && errno == ESRCH)
+			return 0;
+		if (xseg_port_alive(seg, port) != 1) {
+			/* port released; give the process a moment */
+			stack_sleep_ms(20);
+			if (kill(pid, 0) && errno == ESRCH)
+				return 0;
+		}
+		stack_sleep_ms(20);
+	}
+	stack_err("%s (pid %d) did not exit within %u s", name, (int)pid,
+		  timeout_s);
+	return -ETIMEDOUT;
+}
+
+/* ------------------------------------------------------------------ */
+/* Commands                                                            */
+/* ------------------------------------------------------------------ */
+
+static int stack_any_alive(struct xseg *seg)
+{
+	for (uint32_t p = STACK_STORE_PORT; p <= STACK_VLMC_PORT; p++)
+		if (xseg_port_alive(seg, p) == 1)
+			return 1;
+	return 0;
+}
+
+static int stack_stop(struct stack *st);
+
+static int stack_start(struct stack *st)
+{
+	struct stack_argv *a = NULL;
+	struct xseg_config cfg;
+	struct xseg *seg = NULL;
+	char path[PATH_MAX + 32], err[XSEG_ERRBUF_LEN];
+	const char *store;
+	int rc;
+
+	if (stack_resolve(st))
+		return 1;
+	stack_path(path, sizeof(path), st, "run");
+	if (mkdir(path, 0700) && errno != EEXIST)
+		goto sys_err;
+	stack_path(path, sizeof(path), st, "store");
+	if (mkdir(path, 0700) && errno != EEXIST)
+		goto sys_err;
+	if (!xseg_join(st->segment, &seg, err, sizeof(err))) {
+		if (stack_any_alive(seg)) {
+			stack_err("a stack is already running on segment %s "
+				  "(xsegctl stack stop --dir %s)",
+				  st->segment, st->dir);
+			xseg_leave(seg);
+			return 1;
+		}
+		xseg_leave(seg); /* left over from a crash */
+		xseg_destroy(st->segment);
+		seg = NULL;
+	}
+	xseg_config_default(&cfg);
+	cfg.size = st->segment_size;
+	cfg.nr_requests = (uint32_t)st->requests;
+	rc = xseg_create(st->segment, &cfg, &seg, err, sizeof(err));
+	if (rc) {
+		stack_err("%s", err);
+		return 1;
+	}
+	rc = stack_write_state(st);
+	if (rc) {
+		stack_err("%s/run/stack.conf: %s", st->dir, strerror(-rc));
+		goto fail;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		goto fail;
+	store = stack_store_prog(st);
+	stack_common_args(a, st, store, "store", STACK_STORE_PORT,
+			  st->store_threads);
+	if (!strcmp(store, "blocker")) {
+		stack_arg(a, "--store=%s/store", st->dir);
+		stack_arg(a, "--create");
+		if (!st->verify_reads)
+			stack_arg(a, "--no-verify");
+	} else {
+		stack_arg(a, "--store");
+		stack_arg(a, "--store-max=%" PRIu64, st->segment_size * 4);
+	}
+	rc = stack_spawn(st, "store", a->v);
+	if (!rc)
+		rc = stack_wait_port(st, seg, STACK_STORE_PORT, "store", NULL);
+	if (rc)
+		goto fail;
+	if (st->cached && stack_start_cached(st, seg))
+		goto fail;
+	stack_common_args(a, st, "vlmc", "vlmc", STACK_VLMC_PORT,
+			  st->vlmc_threads);
+	stack_arg(a, "--next-port=%u", STACK_STORE_PORT);
+	stack_arg(a, "--object-size=%s", st->object_size);
+	stack_arg(a, "--nbd-socket=%s", st->nbd_socket);
+	stack_arg(a, "--ctl-socket=%s", st->ctl_socket);
+	if (st->nbd_tcp)
+		stack_arg(a, "--nbd-tcp=%" PRIu64, st->nbd_tcp);
+	rc = stack_spawn(st, "vlmc", a->v);
+	if (!rc)
+		rc = stack_wait_port(st, seg, STACK_VLMC_PORT, "vlmc", NULL);
+	if (!rc && stack_ctl_up(st)) {
+		stack_err("vlmc: no control socket at %s", st->ctl_socket);
+		rc = -ETIMEDOUT;
+	}
+	if (rc)
+		goto fail;
+	free(a);
+	xseg_leave(seg);
+	printf("stack started: segment %s, store %s%s, vlmc on port %u\n"
+	       "  NBD: nbd+unix:///VOLUME?socket=%s\n"
+	       "  volumes: xsegctl volume --dir %s create NAME SIZE\n",
+	       st->segment, store, st->cached ? " behind cached" : "",
+	       STACK_VLMC_PORT, st->nbd_socket, st->dir);
+	return 0;
+sys_err:
+	stack_err("%s: %s", path, strerror(errno));
+	return 1;
+fail:
+	free(a);
+	if (seg)
+		xseg_leave(seg);
+	stack_err("start failed; stopping what was started");
+	stack_stop(st);
+	return 1;
+}
+
+static int stack_stop(struct stack *st)
+{
+	struct xseg *seg;
+	char err[XSEG_ERRBUF_LEN];
+	int rc = 0;
+
+	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
+		stack_err("%s", err);
+		return 1;
+	}
+	/* top down: vlmc drains NBD, cached flushes and unplugs, the store
+	 * checkpoints */
+	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60) ||
+	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300) ||
+	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120))
+		rc = 1;
+	if (!rc && stack_any_alive(seg))
+		rc = 1;
+	xseg_leave(seg);
+	if (rc) {
+		stack_err("some peers are still running; segment %s kept",
+			  st->segment);
+		return 1;
+	}
+	xseg_destroy(st->segment);
+	printf("stack stopped: segment %s removed, data kept in %s/store\n",
+	       st->segment, st->dir);
+	return 0;
+}
+
+/* Cache statistics: cached logs them on SIGUSR1; show its last line. */
+static void stack_cached_stats(const struct stack *st, struct xseg *seg,
+			       char *out, size_t cap)
+{
+	struct xseg_port_info pi;
+	char path[PATH_MAX + 32], *text, *last = NULL, *p;
+
+	out[0] = 0;
+	if (xseg_port_info(seg, STACK_CACHED_PORT, &pi) || !pi.alive)
+		return;
+	if (kill(pi.owner_pid, SIGUSR1))
+		return;
+	stack_sleep_ms(300);
+	snprintf(path, sizeof(path), "%s/run/cached.log", st->dir);
+	if (stack_read_file(path, &text))
+		return;
+	for (p = strstr(text, "stats:"); p; p = strstr(p + 1, "stats:"))
+		last = p;
+	if (last) {
+		last[strcspn(last, "\n")] = 0;
+		snprintf(out, cap, "%s", last);
+	}
+	free(text);
+}
+
+static void stack_json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		if ((unsigned char)*s >= 0x20)
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static int stack_status(struct stack *st)
+{
+	static const struct {
+		uint32_t port;
+		const char *role;
+	} roles[] = {{STACK_STORE_PORT, "store"},
+		     {STACK_CACHED_PORT, "cached"},
+		     {STACK_VLMC_PORT, "vlmc"}};
+	struct xseg *seg;
+	char err[XSEG_ERRBUF_LEN], stats[1024], *vols = NULL, verr[256];
+	size_t vlen = 0;
+	FILE *vf;
+	uint32_t next;
+	int live = 0;
+
+	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
+		stack_err("not running: %s", err);
+		return 1;
+	}
+	next = xseg_get_path_next(seg, STACK_STORE_PORT);
+	stack_cached_stats(st, seg, stats, sizeof(stats));
+	vf = open_memstream(&vols, &vlen);
+	if (vf) {
+		if (xsegctl_vlmc_command(st->ctl_socket, "list", vf, verr,
+					 sizeof(verr)))
+			fprintf(vf, "(%s)\n", verr);
+		fclose(vf);
+	}
+	if (st->json) {
+		printf("{\"segment\":");
+		stack_json_str(st->segment);
+		printf(",\"dir\":");
+		stack_json_str(st->dir);
+		printf(",\"cached_plugged\":%s,\"peers\":[",
+		       next == STACK_CACHED_PORT ? "true" : "false");
+	} else {
+		printf("stack in %s, segment %s\n", st->dir, st->segment);
+		printf("%-7s %-5s %-8s %-8s %-6s %12s %12s %8s %6s\n", "role",
+		       "port", "type", "pid", "alive", "accepted", "served",
+		       "failed", "queue");
+	}
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+		struct xseg_port_info pi;
+
+		if (xseg_port_info(seg, roles[i].port, &pi))
+			continue;
+		live += pi.alive;
+		if (st->json) {
+			printf("%s{\"role\":\"%s\",\"port\":%u,\"type\":",
+			       i ? "," : "", roles[i].role, roles[i].port);
+			stack_json_str(pi.bound ? pi.peer_type : "");
+			printf(",\"pid\":%d,\"alive\":%s,\"accepted\":%" PRIu64
+			       ",\"served\":%" PRIu64 ",\"failed\":%" PRIu64
+			       ",\"request_depth\":%" PRIu64 "}",
+			       pi.bound ? (int)pi.owner_pid : 0,
+			       pi.alive ? "true" : "false", pi.accepted,
+			       pi.served, pi.failed, pi.request_depth);
+		} else {
+			printf("%-7s %-5u %-8s %-8d %-6s %12" PRIu64
+			       " %12" PRIu64 " %8" PRIu64 " %6" PRIu64 "\n",
+			       roles[i].role, roles[i].port,
+			       pi.bound ? pi.peer_type : "-",
+			       pi.bound ? (int)pi.owner_pid : 0,
+			       pi.alive ? "yes" : "no", pi.accepted, pi.served,
+			       pi.failed, pi.request_depth);
+		}
+	}
+	if (st->json) {
+		printf("],\"cache_stats\":");
+		stack_json_str(stats);
+		printf(",\"volumes\":");
+		stack_json_str(vols ? vols : "");
+		printf("}\n");
+	} else {
+		printf("redirect: port %u -> %s\n", STACK_STORE_PORT,
+		       next == STACK_CACHED_PORT ? "2 (cached plugged)"
+						 : "none (cached unplugged)");
+		if (stats[0])
+			printf("cache: %s\n", stats);
+		printf("volumes (name size object_size ro|rw parent):\n%s",
+		       vols ? vols : "");
+		printf("NBD: nbd+unix:///VOLUME?socket=%s\n", st->nbd_socket);
+	}
+	free(vols);
+	xseg_leave(seg);
+	return live == (st->cached ? 3 : 2) || live >= 2 ? 0 : 1;
+}
+
+static int stack_plug(struct stack *st, bool plug)
+{
+	struct xseg *seg;
+	char err[XSEG_ERRBUF_LEN];
+	int rc;
+
+	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
+		stack_err("not running: %s", err);
+		return 1;
+	}
+	if (plug) {
+		if (xseg_port_alive(seg, STACK_CACHED_PORT) == 1) {
+			stack_err("cached is already running on port %u",
+				  STACK_CACHED_PORT);
+			xseg_leave(seg);
+			return 1;
+		}
+		rc = stack_start_cached(st, seg);
+	} else {
+		if (xseg_port_alive(seg, STACK_CACHED_PORT) != 1) {
+			stack_err("cached is not running");
+			xseg_leave(seg);
+			return 1;
+		}
+		/* cached's shutdown is the unplug sequence: write-through,
+		 * flush every dirty bucket, remove the redirect, pass on
+		 * what is still queued, exit (docs/cached.md) */
+		rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300);
+		if (!rc && stack_plugged(seg))
+			rc = -EBUSY;
+	}
+	xseg_leave(seg);
+	if (rc) {
+		stack_err("%s failed: %s", plug ? "plug" : "unplug",
+			  strerror(-rc));
+		return 1;
+	}
+	printf("cached %s\n", plug ? "plugged" : "unplugged");
+	return 0;
+}
+
+static void stack_usage(void)
+{
+	printf("Usage: xsegctl stack COMMAND [--dir DIR] [--json] [CONFIG]\n"
+	       "Run a whole stack: vlmc (NBD) -> cached -> blocker.\n\n"
+	       "Commands:\n"
+	       "  start [CONFIG]   start the stack of CONFIG (key = value "
+	       "file), or the\n"
+	       "                   embedded default (print it with "
+	       "'default-config')\n"
+	       "  stop             stop every peer (top down), remove the "
+	       "segment\n"
+	       "  status           peers, ports, liveness, redirect, cache "
+	       "statistics, volumes\n"
+	       "  plug-cached      start cached and redirect the store's "
+	       "port to it (online)\n"
+	       "  unplug-cached    flush cached, remove the redirect, stop "
+	       "it (online)\n"
+	       "  default-config   print the embedded default "
+	       "configuration\n\n"
+	       "      --dir DIR    the stack's directory "
+	       "(default " XSEGCTL_STACK_DIR "; a CONFIG's\n"
+	       "                   'dir' wins)\n"
+	       "      --json       status as JSON\n");
+}
+
+int xsegctl_stack_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"dir", required_argument, NULL, 'D'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct stack *st = calloc(1, sizeof(*st));
+	const char *dir = NULL, *cmd, *config = NULL;
+	char *text = NULL;
+	int c, rc = 2;
+
+	if (!st)
+		return 1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'D':
+			dir = optarg;
+			break;
+		case 'j':
+			st->json = true;
+			break;
+		case 'h':
+			stack_usage();
+			free(st);
+			return 0;
+		default:
+			free(st);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		peer_usage_error("xsegctl", "stack: no command (try 'xsegctl "
+					    "stack --help')");
+		goto out;
+	}
+	cmd = argv[optind++];
+	if (optind < argc)
+		config = argv[optind++];
+	if (optind < argc) {
+		peer_usage_error("xsegctl", "stack %s: too many arguments",
+				 cmd);
+		goto out;
+	}
+	if (!strcmp(cmd, "default-config")) {
+		fputs(stack_default_conf, stdout);
+		rc = 0;
+		goto out;
+	}
+	if (strcmp(cmd, "start") && strcmp(cmd, "stop") &&
+	    strcmp(cmd, "status") && strcmp(cmd, "plug-cached") &&
+	    strcmp(cmd, "unplug-cached")) {
+		peer_usage_error("xsegctl", "stack: unknown command '%s'", cmd);
+		goto out;
+	}
+	if (stack_parse(st, stack_default_conf, "default"))
+		goto out;
+	if (dir && stack_str(st->dir, sizeof(st->dir), dir)) {
+		peer_usage_error("xsegctl", "stack: --dir too long");
+		goto out;
+	}
+	if (config) {
+		rc = stack_read_file(config, &text);
+		if (rc) {
+			stack_err("%s: %s", config, strerror(-rc));
+			rc = 1;
+			goto out;
+		}
+		rc = 2;
+		if (stack_parse(st, text, config))
+			goto out;
+	}
+	if (!strcmp(cmd, "start")) {
+		rc = stack_start(st);
+		goto out;
+	}
+	/* the other commands act on the running stack in that dir */
+	{
+		char d[PATH_MAX];
+		bool json = st->json;
+
+		strcpy(d, st->dir);
+		memset(st, 0, sizeof(*st));
+		st->json = json;
+		if (stack_load_state(st, d)) {
+			rc = 1;
+			goto out;
+		}
+	}
+	if (!strcmp(cmd, "stop"))
+		rc = stack_stop(st);
+	else if (!strcmp(cmd, "status"))
+		rc = stack_status(st);
+	else
+		rc = stack_plug(st, !strcmp(cmd, "plug-cached"));
+out:
+	free(text);
+	free(st);
+	return rc;
+}

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xsegctl volume: volume operations, sent to vlmc's control socket as one
+ * text line per connection (docs/vlmc.md, "Control protocol"):
+ *   create NAME SIZE [OBJSIZE] | remove NAME | resize NAME SIZE |
+ *   info NAME | list | snapshot VOLUME SNAPSHOT | clone SNAPSHOT NAME
+ * vlmc answers with data lines, then "ok" or "error ERRNO MESSAGE".
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "peer_util.h"
+#include "xsegctl_cmds.h"
+
+#define PROG "xsegctl volume"
+
+int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
+			 char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char buf[1024];
+	FILE *f;
+	int fd, rc = -EPROTO;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "control socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot reach vlmc at %s: %s", path,
+			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	f = fdopen(fd, "r+");
+	if (!f) {
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	fprintf(f, "%s\n", line);
+	fflush(f);
+	snprintf(err, errlen,
+		 "vlmc at %s closed the connection without an "
+		 "answer",
+		 path);
+	while (fgets(buf, sizeof(buf), f)) {
+		if (!strcmp(buf, "ok\n")) {
+			rc = 0;
+			break;
+		}
+		if (!strncmp(buf, "error ", 6)) {
+			char *msg;
+			long e = strtol(buf + 6, &msg, 10);
+
+			if (*msg == ' ')
+				msg++;
+			msg[strcspn(msg, "\n")] = 0;
+			snprintf(err, errlen, "%s", msg);
+			rc = e > 0 && e < 4096 ? (int)e : EIO;
+			break;
+		}
+		if (out)
+			fputs(buf, out);
+	}
+	fclose(f);
+	return rc;
+}
+
+static void volume_usage(void)
+{
+	printf("Usage: xsegctl volume [--ctl PATH | --dir DIR | -g SEGMENT] "
+	       "COMMAND ARGS\n"
+	       "Volume operations, served by vlmc.\n\n"
+	       "Commands:\n"
+	       "  create NAME SIZE [OBJSIZE]   new empty volume (object size "
+	       "default 4M)\n"
+	       "  remove NAME                  delete a volume and its "
+	       "objects\n"
+	       "  resize NAME SIZE             grow a volume\n"
+	       "  info NAME                    one volume, key=value\n"
+	       "  list                         all volumes: name size "
+	       "object_size ro|rw parent\n"
+	       "  snapshot VOLUME SNAPSHOT     read-only point-in-time copy\n"
+	       "  clone SNAPSHOT NAME          writable copy of a snapshot\n\n"
+	       "Where vlmc listens (first that applies):\n"
+	       "      --ctl PATH      vlmc's control socket\n"
+	       "      --dir DIR       the stack in DIR (DIR/run/vlmc.ctl)\n"
+	       "  -g, --segment SEG   vlmc's default /tmp/vlmc-SEG.ctl\n"
+	       "  (none)              the stack in " XSEGCTL_STACK_DIR "\n");
+}
+
+static const struct {
+	const char *name;
+	int min, max; /* arguments after the command */
+} volume_cmds[] = {
+    {"create", 2, 3}, {"remove", 1, 1},	  {"resize", 2, 2}, {"info", 1, 1},
+    {"list", 0, 0},   {"snapshot", 2, 2}, {"clone", 2, 2},
+};
+
+int xsegctl_volume_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"ctl", required_argument, NULL, 'c'},
+	    {"dir", required_argument, NULL, 'D'},
+	    {"segment", required_argument, NULL, 'g'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *ctl = NULL, *dir = NULL, *segment = NULL;
+	char path[512], line[1024], err[512];
+	size_t k, pos;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+g:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			ctl = optarg;
+			break;
+		case 'D':
+			dir = optarg;
+			break;
+		case 'g':
+			segment = optarg;
+			break;
+		case 'h':
+			volume_usage();
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		peer_usage_error("xsegctl", "volume: no command (try "
+					    "'xsegctl volume --help')");
+		return 2;
+	}
+	for (k = 0; k < sizeof(volume_cmds) / sizeof(volume_cmds[0]); k++)
+		if (!strcmp(argv[optind], volume_cmds[k].name))
+			break;
+	if (k == sizeof(volume_cmds) / sizeof(volume_cmds[0])) {
+		peer_usage_error("xsegctl", "volume: unknown command '%s'",
+				 argv[optind]);
+		return 2;
+	}
+	if (argc - optind - 1 < volume_cmds[k].min ||
+	    argc - optind - 1 > volume_cmds[k].max) {
+		peer_usage_error("xsegctl",
+				 "volume %s: wrong number of "
+				 "arguments (try 'xsegctl volume "
+				 "--help')",
+				 volume_cmds[k].name);
+		return 2;
+	}
+	pos = 0;
+	for (int i = optind; i < argc; i++) {
+		/* the line protocol splits on blanks: refuse them here */
+		if (strpbrk(argv[i], " \t\r\n") || !argv[i][0] ||
+		    strlen(argv[i]) + 1 >= sizeof(line) - pos) {
+			peer_usage_error("xsegctl",
+					 "volume %s: bad argument "
+					 "'%.64s'",
+					 volume_cmds[k].name, argv[i]);
+			return 2;
+		}
+		pos += (size_t)sprintf(line + pos, "%s%s", pos ? " " : "",
+				       argv[i]);
+	}
+	if (ctl)
+		snprintf(path, sizeof(path), "%s", ctl);
+	else if (segment)
+		snprintf(path, sizeof(path), "/tmp/vlmc-%s.ctl",
+			 segment + (segment[0] == '/'));
+	else
+		snprintf(path, sizeof(path), "%s/run/vlmc.ctl",
+			 dir ? dir : XSEGCTL_STACK_DIR);
+	rc = xsegctl_vlmc_command(path, line, stdout, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "xsegctl: volume %s: %s\n", volume_cmds[k].name,
+			err);
+		return 1;
+	}
+	return 0;
+}

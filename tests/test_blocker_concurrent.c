@@ -213,7 +213,12 @@ static void *churn(void *p)
 			e = blocker_delete(st, n1, 1);
 			break;
 		case 2:
-			e = blocker_checkpoint(st);
+			if ((r >> 20) & 1) {
+				e = blocker_checkpoint(st);
+			} else {
+				struct blocker_stats bs;
+				e = blocker_get_stats(st, &bs);
+			}
 			break;
 		default:
 			tb_fill(buf, sizeof(buf), r, 0);

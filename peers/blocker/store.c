@@ -818,18 +818,32 @@ out:
 
 int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 {
+	struct bobj **all = NULL;
+	uint64_t n = 0;
+
 	memset(st, 0, sizeof(*st));
+	/* take references under the table lock, look inside each object
+	 * after dropping it: delete holds an object's lock while it takes
+	 * the table lock */
 	pthread_rwlock_rdlock(&s->objs_lock);
-	for (uint64_t b = 0; b <= s->objs_mask; b++)
+	all = malloc((s->nobjs + 1) * sizeof(*all));
+	for (uint64_t b = 0; all && b <= s->objs_mask; b++)
 		for (struct bobj *o = s->objs[b]; o; o = o->next) {
-			pthread_rwlock_rdlock(&o->lock);
-			st->objects += o->live && !o->deleted;
-			for (uint64_t i = 0; i < o->nchunks; i++)
-				if (!blocker_score_is_zero(o->scores[i]))
-					st->logical_bytes += s->chunk_size;
-			pthread_rwlock_unlock(&o->lock);
+			__atomic_fetch_add(&o->refs, 1, __ATOMIC_RELAXED);
+			all[n++] = o;
 		}
 	pthread_rwlock_unlock(&s->objs_lock);
+	for (uint64_t k = 0; k < n; k++) {
+		struct bobj *o = all[k];
+		pthread_rwlock_rdlock(&o->lock);
+		st->objects += o->live && !o->deleted;
+		for (uint64_t i = 0; i < o->nchunks && !o->deleted; i++)
+			if (!blocker_score_is_zero(o->scores[i]))
+				st->logical_bytes += s->chunk_size;
+		pthread_rwlock_unlock(&o->lock);
+		bobj_put(s, o);
+	}
+	free(all);
 	pthread_rwlock_rdlock(&s->index.lock);
 	st->chunks = s->index.count;
 	st->index_bytes = s->index.bytes;

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vlmc_core unit tests: volume names, object names, the split at object
+ * boundaries, the metadata encoding (and every way it can be corrupt), and
+ * the NBD wire protocol parser (handshake, options, request validation).
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nbd_proto.h"
+#include "volume.h"
+
+START_TEST(test_names)
+{
+	char big[VLMC_NAME_MAX + 2];
+
+	ck_assert(vlmc_name_valid("vol-1.a_b@c+d=e", 15));
+	ck_assert(!vlmc_name_valid("", 0));
+	ck_assert(!vlmc_name_valid(NULL, 3));
+	ck_assert(!vlmc_name_valid("a:b", 3)); /* object separator */
+	ck_assert(!vlmc_name_valid("a/b", 3));
+	ck_assert(!vlmc_name_valid("a b", 3));
+	ck_assert(!vlmc_name_valid("a\0b", 3));
+	memset(big, 'x', sizeof(big));
+	ck_assert(vlmc_name_valid(big, VLMC_NAME_MAX));
+	ck_assert(!vlmc_name_valid(big, VLMC_NAME_MAX + 1));
+}
+END_TEST
+
+START_TEST(test_object_name)
+{
+	char buf[VLMC_OBJNAME_MAX + 1], big[VLMC_NAME_MAX + 1];
+
+	ck_assert_uint_eq(vlmc_object_name(buf, "v", 0), 18);
+	ck_assert_str_eq(buf, "v:0000000000000000");
+	vlmc_object_name(buf, "v", 0x1234abcd);
+	ck_assert_str_eq(buf, "v:000000001234abcd");
+	memset(big, 'y', VLMC_NAME_MAX);
+	big[VLMC_NAME_MAX] = 0;
+	ck_assert_uint_eq(vlmc_object_name(buf, big, UINT64_MAX),
+			  VLMC_OBJNAME_MAX);
+	/* within the blocker's 255-byte name limit */
+	ck_assert_uint_le(VLMC_OBJNAME_MAX, 255);
+}
+END_TEST
+
+START_TEST(test_obj_size)
+{
+	ck_assert(vlmc_obj_size_valid(4096));
+	ck_assert(vlmc_obj_size_valid(4u << 20));
+	ck_assert(vlmc_obj_size_valid(64u << 20));
+	ck_assert(!vlmc_obj_size_valid(0));
+	ck_assert(!vlmc_obj_size_valid(2048));
+	ck_assert(!vlmc_obj_size_valid(12288));
+	ck_assert(!vlmc_obj_size_valid(128u << 20));
+}
+END_TEST
+
+START_TEST(test_split)
+{
+	struct vlmc_extent e[8];
+	const uint32_t os = 4096;
+
+	ck_assert_uint_eq(vlmc_split_count(0, 0, os), 0);
+	ck_assert_uint_eq(vlmc_split(0, 0, os, e, 8), 0);
+	/* inside one object */
+	ck_assert_uint_eq(vlmc_split(100, 200, os, e, 8), 1);
+	ck_assert_uint_eq(e[0].obj_index, 0);
+	ck_assert_uint_eq(e[0].obj_off, 100);
+	ck_assert_uint_eq(e[0].len, 200);
+	ck_assert_uint_eq(e[0].buf_off, 0);
+	/* exactly one object */
+	ck_assert_uint_eq(vlmc_split(4096, 4096, os, e, 8), 1);
+	ck_assert_uint_eq(e[0].obj_index, 1);
+	ck_assert_uint_eq(e[0].obj_off, 0);
+	/* crossing two boundaries */
+	ck_assert_uint_eq(vlmc_split(4000, 8200, os, e, 8), 3);
+	ck_assert_uint_eq(e[0].obj_index, 0);
+	ck_assert_uint_eq(e[0].obj_off, 4000);
+	ck_assert_uint_eq(e[0].len, 96);
+	ck_assert_uint_eq(e[1].obj_index, 1);
+	ck_assert_uint_eq(e[1].obj_off, 0);
+	ck_assert_uint_eq(e[1].len, 4096);
+	ck_assert_uint_eq(e[1].buf_off, 96);
+	ck_assert_uint_eq(e[2].obj_index, 2);
+	ck_assert_uint_eq(e[2].len, 4008);
+	ck_assert_uint_eq(e[2].len + e[1].len + e[0].len, 8200);
+	ck_assert_uint_eq(e[2].buf_off, 96 + 4096);
+	/* not enough room: nothing produced */
+	ck_assert_uint_eq(vlmc_split(4000, 8200, os, e, 2), 0);
+}
+END_TEST
+
+static void meta_fill(struct vlmc_volume_meta *m, const char *name,
+		      uint64_t size, bool ro, const char *parent)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->name, name);
+	m->size = size;
+	m->obj_size = 4u << 20;
+	m->readonly = ro;
+	strcpy(m->parent, parent);
+}
+
+START_TEST(test_meta_roundtrip)
+{
+	struct vlmc_volume_meta in[3], out[3];
+	char buf[4096];
+	long len;
+
+	meta_fill(&in[0], "a", 1 << 20, false, "");
+	meta_fill(&in[1], "snap", 1 << 20, true, "a");
+	meta_fill(&in[2], "clone", 1 << 20, false, "snap");
+	len = vlmc_meta_encode(in, 3, buf, sizeof(buf));
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(vlmc_meta_decode(buf, (size_t)len, out, 3), 3);
+	ck_assert_mem_eq(in, out, sizeof(in));
+	/* trailing garbage of an older, longer table is ignored */
+	memset(buf + len, 'z', 100);
+	ck_assert_int_eq(vlmc_meta_decode(buf, (size_t)len + 100, out, 3), 3);
+	/* empty (never written / zeroes) */
+	memset(buf, 0, 64);
+	ck_assert_int_eq(vlmc_meta_decode(buf, 64, out, 3), 0);
+	ck_assert_int_eq(vlmc_meta_decode(buf, 0, out, 3), 0);
+	/* no room */
+	ck_assert_int_eq(vlmc_meta_encode(in, 3, buf, 20), -ENOSPC);
+	len = vlmc_meta_encode(in, 3, buf, sizeof(buf));
+	ck_assert_int_eq(vlmc_meta_decode(buf, (size_t)len, out, 2), -ENOSPC);
+}
+END_TEST
+
+START_TEST(test_meta_corrupt)
+{
+	static const char *bad[] = {
+	    "garbage\n",
+	    "vlmc-meta 2 0\nend\n",
+	    "vlmc-meta 1 1\nend\n",				  /* count */
+	    "vlmc-meta 1 0\n",					  /* trailer */
+	    "vlmc-meta 1 1\na 10 4194304 rw -\n",		  /* trailer */
+	    "vlmc-meta 1 1\na:b 10 4194304 rw -\nend\n",	  /* name */
+	    "vlmc-meta 1 1\na x 4194304 rw -\nend\n",		  /* size */
+	    "vlmc-meta 1 1\na 10 1000 rw -\nend\n",		  /* obj size */
+	    "vlmc-meta 1 1\na 10 4194304 rx -\nend\n",		  /* flag */
+	    "vlmc-meta 1 1\na 10 4194304 rw\nend\n",		  /* fields */
+	    "vlmc-meta 1 1\na 10 4194304 rw - x\nend\n",	  /* fields */
+	    "vlmc-meta 1 1\na 10 4194304 rw b/c\nend\n",	  /* parent */
+	    "vlmc-meta 1 2\na 1 4096 rw -\na 1 4096 rw -\nend\n", /* dup */
+	    "vlmc-meta 1 1\na 18446744073709551616 4096 rw -\nend\n",
+	    "vlmc-meta 1 1\na -1 4096 rw -\nend\n",
+	};
+	struct vlmc_volume_meta out[4];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(vlmc_meta_decode(bad[i], strlen(bad[i]), out,
+					       4) == -EBADMSG,
+			      "accepted: %s", bad[i]);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- NBD */
+
+START_TEST(test_nbd_greeting)
+{
+	uint8_t g[NBD_HANDSHAKE_LEN], f[4];
+	bool nz;
+
+	nbd_encode_greeting(g);
+	ck_assert_mem_eq(g, "NBDMAGICIHAVEOPT", 16);
+	ck_assert_uint_eq(nbd_get16(g + 16), 3);
+	nbd_put32(f, 3);
+	ck_assert_int_eq(nbd_parse_client_flags(f, &nz), 0);
+	ck_assert(nz);
+	nbd_put32(f, 1);
+	ck_assert_int_eq(nbd_parse_client_flags(f, &nz), 0);
+	ck_assert(!nz);
+	nbd_put32(f, 0); /* not fixed newstyle */
+	ck_assert_int_eq(nbd_parse_client_flags(f, &nz), -EPROTO);
+	nbd_put32(f, 1 | 4); /* unknown flag */
+	ck_assert_int_eq(nbd_parse_client_flags(f, &nz), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_nbd_options)
+{
+	uint8_t h[NBD_OPT_HDR_LEN], go[64];
+	const uint8_t *infos;
+	const char *name;
+	uint32_t opt, len, nl;
+	uint16_t ni;
+
+	nbd_put64(h, NBD_OPTS_MAGIC);
+	nbd_put32(h + 8, NBD_OPT_GO);
+	nbd_put32(h + 12, 10);
+	ck_assert_int_eq(nbd_parse_opt_header(h, &opt, &len), 0);
+	ck_assert_uint_eq(opt, NBD_OPT_GO);
+	ck_assert_uint_eq(len, 10);
+	h[0] ^= 1;
+	ck_assert_int_eq(nbd_parse_opt_header(h, &opt, &len), -EPROTO);
+
+	/* name "vol", two info requests */
+	nbd_put32(go, 3);
+	memcpy(go + 4, "vol", 3);
+	nbd_put16(go + 7, 2);
+	nbd_put16(go + 9, NBD_INFO_BLOCK_SIZE);
+	nbd_put16(go + 11, NBD_INFO_NAME);
+	ck_assert_int_eq(nbd_parse_go(go, 13, &name, &nl, &infos, &ni), 0);
+	ck_assert_uint_eq(nl, 3);
+	ck_assert_mem_eq(name, "vol", 3);
+	ck_assert_uint_eq(ni, 2);
+	ck_assert_uint_eq(nbd_get16(infos), NBD_INFO_BLOCK_SIZE);
+	/* lengths that do not add up */
+	ck_assert_int_eq(nbd_parse_go(go, 12, &name, &nl, &infos, &ni),
+			 -EINVAL);
+	ck_assert_int_eq(nbd_parse_go(go, 14, &name, &nl, &infos, &ni),
+			 -EINVAL);
+	ck_assert_int_eq(nbd_parse_go(go, 5, &name, &nl, &infos, &ni), -EINVAL);
+	nbd_put32(go, 0xffffffffu);
+	ck_assert_int_eq(nbd_parse_go(go, 13, &name, &nl, &infos, &ni),
+			 -EINVAL);
+	/* empty name, no infos */
+	nbd_put32(go, 0);
+	nbd_put16(go + 4, 0);
+	ck_assert_int_eq(nbd_parse_go(go, 6, &name, &nl, &infos, &ni), 0);
+	ck_assert_uint_eq(nl, 0);
+}
+END_TEST
+
+static void req_fill(uint8_t *b, uint16_t flags, uint16_t type, uint64_t off,
+		     uint32_t len)
+{
+	nbd_put32(b, NBD_REQUEST_MAGIC);
+	nbd_put16(b + 4, flags);
+	nbd_put16(b + 6, type);
+	nbd_put64(b + 8, 0x1122334455667788ULL);
+	nbd_put64(b + 16, off);
+	nbd_put32(b + 24, len);
+}
+
+static enum nbd_verdict check(uint16_t flags, uint16_t type, uint64_t off,
+			      uint32_t len, bool ro, uint32_t *err)
+{
+	uint8_t b[NBD_REQUEST_LEN];
+	struct nbd_request r;
+
+	req_fill(b, flags, type, off, len);
+	ck_assert_int_eq(nbd_parse_request(b, &r), 0);
+	ck_assert_uint_eq(r.cookie, 0x1122334455667788ULL);
+	return nbd_check_request(&r, 1 << 20, ro, err);
+}
+
+START_TEST(test_nbd_requests)
+{
+	uint8_t b[NBD_REQUEST_LEN];
+	struct nbd_request r;
+	uint32_t e;
+
+	req_fill(b, 0, NBD_CMD_READ, 0, 4096);
+	b[0] ^= 0x80;
+	ck_assert_int_eq(nbd_parse_request(b, &r), -EPROTO);
+
+	ck_assert_int_eq(check(0, NBD_CMD_READ, 0, 4096, false, &e), NBD_DO);
+	ck_assert_int_eq(
+	    check(NBD_CMD_FLAG_FUA, NBD_CMD_WRITE, 4096, 4096, false, &e),
+	    NBD_DO);
+	ck_assert_int_eq(check(0, NBD_CMD_FLUSH, 0, 0, false, &e), NBD_DO);
+	ck_assert_int_eq(check(0, NBD_CMD_DISC, 0, 0, false, &e), NBD_DO);
+	ck_assert_int_eq(check(NBD_CMD_FLAG_NO_HOLE, NBD_CMD_WRITE_ZEROES, 0,
+			       1 << 20, false, &e),
+			 NBD_DO);
+	ck_assert_int_eq(check(0, NBD_CMD_TRIM, 0, 1 << 20, false, &e), NBD_DO);
+	/* the last byte exactly */
+	ck_assert_int_eq(check(0, NBD_CMD_READ, (1 << 20) - 1, 1, false, &e),
+			 NBD_DO);
+
+	/* out of range */
+	ck_assert_int_eq(check(0, NBD_CMD_READ, 1 << 20, 1, false, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(check(0, NBD_CMD_WRITE, (1 << 20) - 1, 2, false, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_ENOSPC);
+	ck_assert_int_eq(check(0, NBD_CMD_READ, UINT64_MAX, 2, false, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(check(0, NBD_CMD_TRIM, 4096, 1 << 20, false, &e),
+			 NBD_REFUSE);
+	/* unknown command, unknown or misplaced flags */
+	ck_assert_int_eq(check(0, 99, 0, 0, false, &e), NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(check(0, 5 /* CACHE */, 0, 4096, false, &e),
+			 NBD_REFUSE);
+	ck_assert_int_eq(
+	    check(NBD_CMD_FLAG_FUA, NBD_CMD_READ, 0, 4096, false, &e),
+	    NBD_REFUSE);
+	ck_assert_int_eq(check(0x8000, NBD_CMD_WRITE, 0, 4096, false, &e),
+			 NBD_REFUSE);
+	ck_assert_int_eq(check(0, NBD_CMD_FLUSH, 0, 1, false, &e), NBD_REFUSE);
+	/* zero length */
+	ck_assert_int_eq(check(0, NBD_CMD_READ, 0, 0, false, &e), NBD_REFUSE);
+	/* oversized: a read is refused, a write's payload is not read */
+	ck_assert_int_eq(
+	    check(0, NBD_CMD_READ, 0, NBD_MAX_PAYLOAD + 1, false, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EOVERFLOW);
+	ck_assert_int_eq(
+	    check(0, NBD_CMD_WRITE, 0, NBD_MAX_PAYLOAD + 1, false, &e),
+	    NBD_DISCONNECT);
+	ck_assert_int_eq(
+	    check(0x8000, NBD_CMD_WRITE, 0, NBD_MAX_PAYLOAD + 1, false, &e),
+	    NBD_DISCONNECT);
+	/* read-only export */
+	ck_assert_int_eq(check(0, NBD_CMD_WRITE, 0, 4096, true, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EPERM);
+	ck_assert_int_eq(check(0, NBD_CMD_TRIM, 0, 4096, true, &e), NBD_REFUSE);
+	ck_assert_int_eq(check(0, NBD_CMD_READ, 0, 4096, true, &e), NBD_DO);
+	ck_assert_int_eq(check(0, NBD_CMD_FLUSH, 0, 0, true, &e), NBD_DO);
+}
+END_TEST
+
+START_TEST(test_nbd_replies)
+{
+	uint8_t b[NBD_EXPORT_REPLY_LEN];
+
+	nbd_encode_simple_reply(b, NBD_EIO, 42);
+	ck_assert_uint_eq(nbd_get32(b), NBD_SIMPLE_REPLY_MAGIC);
+	ck_assert_uint_eq(nbd_get32(b + 4), 5);
+	ck_assert_uint_eq(nbd_get64(b + 8), 42);
+	nbd_encode_opt_reply(b, NBD_OPT_LIST, NBD_REP_ERR_UNSUP, 7);
+	ck_assert_uint_eq(nbd_get64(b), NBD_REP_MAGIC);
+	ck_assert_uint_eq(nbd_get32(b + 12), (1u << 31) + 1);
+	ck_assert_uint_eq(nbd_encode_export_reply(b, 1 << 20, 0x3, true), 10);
+	ck_assert_uint_eq(nbd_encode_export_reply(b, 1 << 20, 0x3, false), 134);
+	ck_assert_uint_eq(nbd_get64(b), 1 << 20);
+	nbd_encode_info_export(b, 77, 9);
+	ck_assert_uint_eq(nbd_get16(b), NBD_INFO_EXPORT);
+	ck_assert_uint_eq(nbd_get64(b + 2), 77);
+	ck_assert_uint_eq(nbd_errno(0), 0);
+	ck_assert_uint_eq(nbd_errno(EROFS), NBD_EPERM);
+	ck_assert_uint_eq(nbd_errno(ECONNRESET), NBD_EIO);
+	ck_assert_uint_eq(nbd_errno(ENOSPC), NBD_ENOSPC);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("vlmc");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_object_name);
+	tcase_add_test(tc, test_obj_size);
+	tcase_add_test(tc, test_split);
+	tcase_add_test(tc, test_meta_roundtrip);
+	tcase_add_test(tc, test_meta_corrupt);
+	tcase_add_test(tc, test_nbd_greeting);
+	tcase_add_test(tc, test_nbd_options);
+	tcase_add_test(tc, test_nbd_requests);
+	tcase_add_test(tc, test_nbd_replies);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vlmc peer, multi-process: noop --store as the store on port 1, vlmc on
+ * port 2, volume operations through `xsegctl volume --ctl`, volume
+ * requests through xseg from a client port of this process.
+ *
+ * Checked: split writes/reads across object boundaries read back exactly,
+ * never-written ranges read as zeroes, FLUSH and INFO, every bad input
+ * (unknown volume ENOENT, out of range EINVAL, write to a snapshot EROFS,
+ * bad names, duplicate, shrink, clone of a non-snapshot) refused with
+ * nothing changed, snapshot is point-in-time and clone diverges,
+ * metadata survives a restart of vlmc, bench_xseg --verify through vlmc.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_peer_run.h"
+#include "xseg_testutil.h"
+
+#ifdef AC_TSAN
+#define THREADS "1"
+#else
+#define THREADS "2"
+#endif
+
+struct env {
+	const char *name;
+	struct xseg *seg;
+	pid_t store, vlmc;
+	char *store_log, *vlmc_log, *ctl;
+	struct tpr_client cl;
+};
+
+static void vlmc_start(struct env *e)
+{
+	char ctlopt[512];
+	const char *argv[] = {
+	    "vlmc", "-g",    e->name,	      "-p",  "2",
+	    "-t",   THREADS, "--next-port",   "1",   "--nbd-socket",
+	    "none", ctlopt,  "--object-size", "64k", NULL};
+
+	snprintf(ctlopt, sizeof(ctlopt), "--ctl-socket=%s", e->ctl);
+	e->vlmc = tpr_start(argv, e->vlmc_log);
+	ck_assert_int_gt(e->vlmc, 0);
+	ck_assert_msg(tpr_wait_port(e->seg, 2, 20000) == 0,
+		      "vlmc did not bind port 2: %s", tpr_slurp(e->vlmc_log));
+}
+
+static void vlmc_stop(struct env *e)
+{
+	ck_assert_int_eq(xtu_kill(e->vlmc, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e->vlmc, 30000), 0);
+}
+
+static void env_start(struct env *e, const char *tag)
+{
+	const char *argv[] = {"noop", "-g",    NULL,	  "-p", "1",
+			      "-t",   THREADS, "--store", NULL};
+
+	e->name = tpr_segment(tag, &e->seg);
+	ck_assert_ptr_nonnull(e->name);
+	argv[2] = e->name;
+	e->store_log = tpr_tmpfile("store");
+	e->vlmc_log = tpr_tmpfile("vlmc");
+	e->ctl = tpr_tmpfile("ctl");
+	e->store = tpr_start(argv, e->store_log);
+	ck_assert_int_gt(e->store, 0);
+	ck_assert_int_eq(tpr_wait_port(e->seg, 1, 10000), 0);
+	vlmc_start(e);
+	ck_assert_int_eq(tpr_client_open(&e->cl, e->name), 0);
+}
+
+static void env_stop(struct env *e)
+{
+	tpr_client_close(&e->cl);
+	vlmc_stop(e);
+	ck_assert_int_eq(xtu_kill(e->store, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e->store, 20000), 0);
+	xseg_leave(e->seg);
+}
+
+/* xsegctl volume --ctl CTL ARGS...: exit status; output in out and err. */
+static int vol(struct env *e, char **out, char **err, ...)
+{
+	const char *argv[16] = {"xsegctl", "volume", "--ctl", e->ctl};
+	int n = 4;
+	va_list ap;
+
+	va_start(ap, err);
+	for (const char *a; (a = va_arg(ap, const char *));)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	return tpr_run(argv, out, err, 60000);
+}
+
+static void vol_ok(struct env *e, const char *a, const char *b, const char *c,
+		   const char *d)
+{
+	char *err = NULL;
+	int rc = vol(e, NULL, &err, a, b, c, d, NULL);
+
+	ck_assert_msg(rc == 0, "volume %s %s: %d %s", a, b, rc, err);
+	free(err);
+}
+
+/* Volume request: op on target at off, len bytes from/into buf. Returns
+ * the request's error (0 or a positive errno). */
+static int io(struct env *e, uint16_t op, const char *target, uint64_t off,
+	      uint64_t len, void *buf)
+{
+	struct xseg_request *req;
+	size_t tl = strlen(target);
+	int rc;
+
+	ck_assert_int_eq(xseg_get_request(e->seg, e->cl.port, &req), 0);
+	ck_assert_int_eq(
+	    xseg_prep_request(e->seg, req, (uint32_t)tl, len ? len : 64), 0);
+	req->op = op;
+	req->offset = off;
+	req->size = len;
+	memcpy(xseg_request_target(req), target, tl);
+	if (op == XSEG_OP_WRITE)
+		memcpy(xseg_request_data(e->seg, req), buf, len);
+	ck_assert_int_eq(xseg_submit(e->seg, req, 2), 0);
+	ck_assert_int_eq(
+	    xseg_wait_reply(e->seg, e->cl.port, 30ULL * 1000000000ULL, &req),
+	    0);
+	rc = req->error;
+	if (!rc && op == XSEG_OP_READ) {
+		ck_assert_uint_eq(req->serviced, len);
+		memcpy(buf, xseg_request_data(e->seg, req), len);
+	}
+	if (!rc && op == XSEG_OP_INFO)
+		memcpy(buf, xseg_request_data(e->seg, req), 8);
+	xseg_put_request(e->seg, req);
+	return rc;
+}
+
+static void pattern(unsigned char *b, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		b[i] = (unsigned char)(i * 31 + seed + (i >> 9));
+}
+
+START_TEST(split_roundtrip)
+{
+	struct env e;
+	const size_t len = 200 * 1024; /* over 4 objects of 64k */
+	unsigned char *w = malloc(len), *r = malloc(len);
+	uint64_t size;
+
+	env_start(&e, "vsplit");
+	vol_ok(&e, "create", "v", "1M", NULL);
+	pattern(w, len, 7);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 60000, len, w), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "v", 60000, len, r), 0);
+	ck_assert_mem_eq(w, r, len);
+	/* unwritten range reads zeroes */
+	memset(w, 0, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "v", 1048576 - len, len, r), 0);
+	ck_assert_mem_eq(w, r, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_FLUSH, "", 0, 0, NULL), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_INFO, "v", 0, 0, &size), 0);
+	ck_assert_uint_eq(size, 1 << 20);
+	env_stop(&e);
+	free(w);
+	free(r);
+}
+END_TEST
+
+START_TEST(bad_requests)
+{
+	struct env e;
+	unsigned char buf[8192] = {1}, zero[8192] = {0};
+	char *out = NULL, *err = NULL;
+
+	env_start(&e, "vbad");
+	vol_ok(&e, "create", "v", "64k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "nosuch", 0, 4096, buf), ENOENT);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "nosuch", 0, 4096, buf), ENOENT);
+	ck_assert_int_eq(io(&e, XSEG_OP_INFO, "nosuch", 0, 0, buf), ENOENT);
+	/* out of range: nothing written */
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 65536 - 4096, 8192, buf),
+			 EINVAL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 65536, 1, buf), EINVAL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "v", 65536 - 4096, 8192, buf),
+			 EINVAL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "v", 65536 - 8192, 8192, buf), 0);
+	ck_assert_mem_eq(buf, zero, sizeof(buf));
+	/* ops vlmc does not serve on volumes */
+	ck_assert_int_eq(io(&e, XSEG_OP_DELETE, "v", 0, 0, NULL), EOPNOTSUPP);
+
+	/* control: bad names, duplicates, shrink, clone of a volume */
+	ck_assert_int_eq(vol(&e, NULL, &err, "create", "a:b", "1M", NULL), 1);
+	ck_assert_ptr_nonnull(strstr(err, "bad volume name"));
+	free(err);
+	ck_assert_int_eq(vol(&e, NULL, &err, "create", "v", "1M", NULL), 1);
+	ck_assert_ptr_nonnull(strstr(err, "exists"));
+	free(err);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "create", "w", "0", NULL), 1);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "create", "w", "1M", "1000", NULL),
+			 1);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "remove", "nosuch", NULL), 1);
+	ck_assert_int_eq(vol(&e, NULL, &err, "resize", "v", "4k", NULL), 1);
+	ck_assert_ptr_nonnull(strstr(err, "shrinking"));
+	free(err);
+	ck_assert_int_eq(vol(&e, NULL, &err, "clone", "v", "c", NULL), 1);
+	ck_assert_ptr_nonnull(strstr(err, "not a snapshot"));
+	free(err);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "snapshot", "nosuch", "s", NULL),
+			 1);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "bogus", NULL), 2);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "create", "x", NULL), 2);
+	/* nothing changed: only v, with its size */
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "v 65536 65536 rw -\n");
+	free(out);
+	/* grow, then the new range is usable */
+	vol_ok(&e, "resize", "v", "128k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 65536, 8192, buf), 0);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(snapshot_clone)
+{
+	struct env e;
+	const size_t len = 256 * 1024;
+	unsigned char *a = malloc(len), *b = malloc(len), *r = malloc(len);
+	char *out = NULL;
+
+	env_start(&e, "vsnap");
+	vol_ok(&e, "create", "v", "256k", NULL);
+	pattern(a, len, 1);
+	pattern(b, len, 2);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 0, len / 2, a), 0);
+	vol_ok(&e, "snapshot", "v", "s", NULL);
+	/* write more to v: the snapshot must not change */
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 0, len, b), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len / 2);
+	memset(a + len / 2, 0, len / 2);
+	ck_assert_mem_eq(r + len / 2, a + len / 2, len / 2);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 0, 4096, b), EROFS);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "resize", "s", "1M", NULL), 1);
+	/* clone diverges from its snapshot */
+	vol_ok(&e, "clone", "s", "c", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "c", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "c", 4096, 4096, b), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "c", 4096, 4096, r), 0);
+	ck_assert_mem_eq(r, b, 4096);
+
+	/* metadata survives a restart of vlmc */
+	vlmc_stop(&e);
+	vlmc_start(&e);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "v 262144 65536 rw -\n"
+			      "s 262144 65536 ro v\n"
+			      "c 262144 65536 rw s\n");
+	free(out);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 0, 4096, b), EROFS);
+	/* remove: gone, its objects too */
+	vol_ok(&e, "remove", "c", NULL, NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "c", 0, 4096, r), ENOENT);
+	vol_ok(&e, "create", "c", "256k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "c", 4096, 4096, r), 0);
+	memset(b, 0, 4096);
+	ck_assert_mem_eq(r, b, 4096);
+	env_stop(&e);
+	free(a);
+	free(b);
+	free(r);
+}
+END_TEST
+
+START_TEST(bench_verify)
+{
+	struct env e;
+	char *out = NULL, *err = NULL;
+	const char *w[] = {"bench_xseg", "-g",	  NULL,
+			   "-p",	 "2",	  "--prefix",
+			   "bv",	 "-O",	  "1M",
+			   "-n",	 "1",	  "-b",
+			   "16k",	 "-q",	  "8",
+			   "-P",	 "rand",  "--verify",
+			   "-o",	 "write", "--no-progress",
+			   NULL};
+	int rc;
+
+	env_start(&e, "vbench");
+	vol_ok(&e, "create", "bv_000000", "1M", NULL);
+	w[2] = e.name;
+	rc = tpr_run(w, &out, &err, 120000);
+	ck_assert_msg(rc == 0, "bench write: %d %s %s", rc, out, err);
+	free(out);
+	free(err);
+	w[19] = "read";
+	rc = tpr_run(w, &out, &err, 120000);
+	ck_assert_msg(rc == 0, "bench read: %d %s %s", rc, out, err);
+	free(out);
+	free(err);
+	env_stop(&e);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("vlmc_peer");
+	TCase *tc = tcase_create("mp");
+	SRunner *sr;
+	int failed;
+
+	xtu_init();
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, split_roundtrip);
+	tcase_add_test(tc, bad_requests);
+	tcase_add_test(tc, snapshot_clone);
+	tcase_add_test(tc, bench_verify);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

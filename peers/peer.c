@@ -391,7 +391,7 @@ static int peer_parse_args(struct peer *p, int argc, char **argv)
 		longopts[PEER_NR_COMMON + i] = ops->options[i];
 
 	opterr = 0;
-	optind = 1;
+	optind = 0; /* full re-initialisation of getopt (glibc) */
 	while (status < 0 && (c = getopt_long(argc, argv, ":g:p:t:s:v:dhV",
 					      longopts, NULL)) != -1) {
 		uint64_t v;

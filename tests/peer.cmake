@@ -15,3 +15,5 @@ add_dependencies(test_bench_xseg noop bench_xseg)
 ac_test(test_xsegctl SOURCES test_xsegctl.c
         DEPS test_peer_run xseg_testutil xseg TIMEOUT 300)
 add_dependencies(test_xsegctl xsegctl noop bench_xseg)
+ac_test(test_peer_threads SOURCES test_peer_threads.c
+        DEPS peer test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 300)

@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The peer framework in one process, so ThreadSanitizer sees every
+ * happens-before edge: peer_main runs on a thread with a test peer (four
+ * workers, handlers that count their calls, READs completed later from a
+ * completion thread, an op without a handler), client threads drive it
+ * through the segment, SIGUSR1 dumps statistics mid-load, SIGTERM with
+ * requests in flight drains them and releases the port.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "peer.h"
+#include "test_peer_run.h"
+#include "xseg_testutil.h"
+
+#define SEC	    1000000000ULL
+#define PORT	    1
+#define CLIENTS	    2
+#define ROUNDS	    3000
+#define DEPTH	    8
+#define ASYNC_EVERY 3 /* every third READ completes from another thread */
+
+/*
+ * The clients use the peer's own segment handle (one mapping): TSan tracks
+ * memory by address, so a second mapping of the segment would hide the
+ * synchronisation through the queues from it. fini waits until the test
+ * says the clients are done, so the handle outlives them.
+ */
+static struct xseg *shared_seg;
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+static bool clients_done;
+
+static struct xseg *wait_shared_seg(void)
+{
+	struct xseg *seg;
+
+	for (int t = 0; t < 10000; t++) {
+		seg = __atomic_load_n(&shared_seg, __ATOMIC_ACQUIRE);
+		if (seg)
+			return seg;
+		usleep(1000);
+	}
+	ck_abort_msg("the peer did not start");
+	return NULL;
+}
+
+static void set_clients_done(void)
+{
+	pthread_mutex_lock(&done_lock);
+	clients_done = true;
+	pthread_cond_broadcast(&done_cond);
+	pthread_mutex_unlock(&done_lock);
+}
+
+/* Test peer state (peer_priv). */
+struct tpeer {
+	uint64_t calls[XSEG_OP_COUNT];
+	uint64_t init_calls, stop_calls, fini_calls, stats_calls;
+	uint64_t async_started, async_done;
+	unsigned max_worker; /* highest peer_worker_index seen + 1 */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct xseg_request *pending[256];
+	unsigned npending;
+	bool exit;
+	bool hold; /* completer waits until stop() clears it */
+	pthread_t completer;
+	struct peer *peer;
+};
+
+static void *tpeer_completer(void *arg)
+{
+	struct tpeer *t = arg;
+
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		while ((!t->npending || t->hold) && !t->exit)
+			pthread_cond_wait(&t->cond, &t->lock);
+		if (!t->npending && t->exit)
+			break;
+		struct xseg_request *req = t->pending[--t->npending];
+		pthread_mutex_unlock(&t->lock);
+		/* called off the workers: the asynchronous contract */
+		ck_assert_int_eq(peer_worker_index(t->peer), -1);
+		req->serviced = req->size;
+		ck_assert_int_eq(peer_complete(t->peer, req, 0), 0);
+		__atomic_add_fetch(&t->async_done, 1, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+static void tpeer_defaults(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	t->peer = p;
+}
+
+static int tpeer_init(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	t->init_calls++;
+	__atomic_store_n(&shared_seg, peer_seg(p), __ATOMIC_RELEASE);
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cond, NULL);
+	return -pthread_create(&t->completer, NULL, tpeer_completer, t);
+}
+
+static void tpeer_stop(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	ck_assert(peer_stopping(p));
+	t->stop_calls++;
+}
+
+static void tpeer_fini(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	pthread_mutex_lock(&t->lock);
+	t->exit = true;
+	pthread_cond_signal(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	pthread_join(t->completer, NULL);
+	t->fini_calls++;
+	ck_assert_uint_eq(peer_inflight(p), 0);
+	pthread_mutex_lock(&done_lock);
+	while (!clients_done)
+		pthread_cond_wait(&done_cond, &done_lock);
+	pthread_mutex_unlock(&done_lock);
+}
+
+/* peer_main frees the private state: what the test checks afterwards is
+ * counted here. */
+static uint64_t stats_seen;
+
+static void tpeer_stats(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	__atomic_add_fetch(&t->stats_calls, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&stats_seen, 1, __ATOMIC_RELAXED);
+}
+
+static void tpeer_seen(struct peer *p, struct xseg_request *req)
+{
+	struct tpeer *t = peer_priv(p);
+	int w = peer_worker_index(p);
+	unsigned cur;
+
+	ck_assert_int_ge(w, 0);
+	ck_assert_int_lt(w, (int)peer_nr_threads(p));
+	__atomic_add_fetch(&t->calls[req->op], 1, __ATOMIC_RELAXED);
+	cur = __atomic_load_n(&t->max_worker, __ATOMIC_RELAXED);
+	while ((unsigned)w + 1 > cur &&
+	       !__atomic_compare_exchange_n(&t->max_worker, &cur, w + 1, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static int tpeer_read(struct peer *p, struct xseg_request *req)
+{
+	struct tpeer *t = peer_priv(p);
+	unsigned char *d = xseg_request_data(peer_seg(p), req);
+
+	tpeer_seen(p, req);
+	/* the reply carries the offset so the client checks it is its own */
+	memcpy(d, &req->offset, sizeof(req->offset));
+	if (req->offset % ASYNC_EVERY == 0) {
+		__atomic_add_fetch(&t->async_started, 1, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&t->lock);
+		ck_assert_uint_lt(t->npending, 256);
+		t->pending[t->npending++] = req;
+		pthread_cond_signal(&t->cond);
+		pthread_mutex_unlock(&t->lock);
+		return 0;
+	}
+	req->serviced = req->size;
+	return peer_complete(p, req, 0);
+}
+
+static int tpeer_write(struct peer *p, struct xseg_request *req)
+{
+	tpeer_seen(p, req);
+	return -ENOSPC; /* the framework fails it for us */
+}
+
+static int tpeer_ping(struct peer *p, struct xseg_request *req)
+{
+	tpeer_seen(p, req);
+	return peer_complete(p, req, 0);
+}
+
+static const struct peer_ops tpeer_ops = {
+    .type = "tpeer",
+    .priv_size = sizeof(struct tpeer),
+    .defaults = tpeer_defaults,
+    .init = tpeer_init,
+    .stop = tpeer_stop,
+    .fini = tpeer_fini,
+    .stats = tpeer_stats,
+    .handlers =
+	{
+	    [XSEG_OP_READ] = tpeer_read,
+	    [XSEG_OP_WRITE] = tpeer_write,
+	    [XSEG_OP_PING] = tpeer_ping,
+	    /* FLUSH: no handler -> EOPNOTSUPP */
+	},
+};
+
+/* peer_main on a thread; the test reads the private state through the
+ * pointer the defaults hook stored (leaked on purpose: peer_main frees its
+ * own copy, so the hooks copy counters here before it returns). */
+struct peer_run {
+	const char *segname;
+	int status;
+};
+
+static void *peer_thread(void *arg)
+{
+	struct peer_run *r = arg;
+	char *argv[] = {"tpeer", "-g",	 (char *)r->segname,
+			"-p",	 "1",	 "-t",
+			"4",	 "-s",	 "5us",
+			"-v",	 "warn", "--drain-timeout",
+			"20s",	 NULL};
+
+	r->status = peer_main(13, argv, &tpeer_ops);
+	return NULL;
+}
+
+struct client_run {
+	const char *segname;
+	unsigned id;
+	uint64_t ok, einval, enospc, eopnotsupp, bad;
+};
+
+/* DEPTH requests in flight; ops cycle READ, READ, WRITE, PING, FLUSH, and
+ * now and then an invalid READ (size beyond its buffer). */
+static void *client_thread(void *arg)
+{
+	struct client_run *c = arg;
+	struct tpr_client cli = {.seg = wait_shared_seg()};
+	struct xseg_request *req;
+	uint64_t sent = 0, done = 0;
+
+	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	while (done < ROUNDS) {
+		while (sent < ROUNDS && sent - done < DEPTH) {
+			unsigned kind = (unsigned)(sent % 5);
+			ck_assert_int_eq(
+			    xseg_get_request(cli.seg, cli.port, &req), 0);
+			ck_assert_int_eq(xseg_prep_request(cli.seg, req, 1, 64),
+					 0);
+			req->target[0] = 'a' + (char)c->id;
+			req->offset = sent * CLIENTS + c->id;
+			req->size = 64;
+			req->op = kind < 2    ? XSEG_OP_READ
+				  : kind == 2 ? XSEG_OP_WRITE
+				  : kind == 3 ? XSEG_OP_PING
+					      : XSEG_OP_FLUSH;
+			if (sent % 97 == 0) {
+				req->op = XSEG_OP_READ;
+				req->size = req->data_cap + 1; /* invalid */
+			}
+			ck_assert_int_eq(xseg_submit(cli.seg, req, PORT), 0);
+			sent++;
+		}
+		ck_assert_int_eq(
+		    xseg_wait_reply(cli.seg, cli.port, 30 * SEC, &req), 0);
+		done++;
+		switch (req->error) {
+		case 0:
+			c->ok++;
+			if (req->op == XSEG_OP_READ) {
+				uint64_t off;
+				memcpy(&off, xseg_request_data(cli.seg, req),
+				       sizeof(off));
+				if (off != req->offset ||
+				    req->serviced != req->size)
+					c->bad++;
+			}
+			break;
+		case EINVAL:
+			c->einval++;
+			break;
+		case ENOSPC:
+			c->enospc++;
+			break;
+		case EOPNOTSUPP:
+			c->eopnotsupp++;
+			break;
+		default:
+			c->bad++;
+		}
+		xseg_put_request(cli.seg, req);
+	}
+	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
+	return NULL;
+}
+
+START_TEST(dispatch_under_load)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pthreads", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	struct client_run cr[CLIENTS];
+	pthread_t pt, ct[CLIENTS];
+	struct xseg_port_info pi;
+
+	ck_assert_ptr_nonnull(name);
+	ck_assert_int_eq(pthread_create(&pt, NULL, peer_thread, &pr), 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	for (unsigned i = 0; i < CLIENTS; i++) {
+		cr[i] = (struct client_run){.segname = name, .id = i};
+		ck_assert_int_eq(
+		    pthread_create(&ct[i], NULL, client_thread, &cr[i]), 0);
+	}
+	/* statistics mid-load do not disturb service */
+	for (int i = 0; i < 5; i++) {
+		usleep(20000);
+		kill(getpid(), SIGUSR1);
+	}
+	for (unsigned i = 0; i < CLIENTS; i++)
+		ck_assert_int_eq(pthread_join(ct[i], NULL), 0);
+	set_clients_done();
+	kill(getpid(), SIGTERM);
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 0);
+	ck_assert_uint_ge(__atomic_load_n(&stats_seen, __ATOMIC_RELAXED), 1);
+
+	uint64_t invalid = 0;
+	for (uint64_t s = 0; s < ROUNDS; s++)
+		invalid += s % 97 == 0;
+	for (unsigned i = 0; i < CLIENTS; i++) {
+		ck_assert_uint_eq(cr[i].bad, 0);
+		ck_assert_uint_eq(cr[i].einval, invalid);
+		ck_assert_uint_eq(cr[i].ok + cr[i].einval + cr[i].enospc +
+				      cr[i].eopnotsupp,
+				  ROUNDS);
+		ck_assert_uint_gt(cr[i].enospc, 0);
+		ck_assert_uint_gt(cr[i].eopnotsupp, 0);
+	}
+	ck_assert_int_eq(xseg_port_info(seg, PORT, &pi), 0);
+	ck_assert(!pi.bound);
+	ck_assert_uint_eq(pi.rejected, invalid * CLIENTS);
+	ck_assert_uint_eq(pi.accepted, (ROUNDS - invalid) * CLIENTS);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* SIGTERM while READs wait for the completion thread: the framework waits
+ * for them (they are served, not failed) before releasing the port. */
+static int slow_read(struct peer *p, struct xseg_request *req)
+{
+	struct tpeer *t = peer_priv(p);
+
+	req->serviced = req->size;
+	pthread_mutex_lock(&t->lock);
+	t->pending[t->npending++] = req;
+	pthread_mutex_unlock(&t->lock);
+	/* completed only after stop() runs: requests are surely in flight
+	 * when the shutdown begins */
+	return 0;
+}
+
+static void slow_stop(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	pthread_mutex_lock(&t->lock);
+	ck_assert_uint_eq(peer_inflight(p), t->npending);
+	t->hold = false;
+	pthread_cond_signal(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void slow_defaults(struct peer *p)
+{
+	struct tpeer *t = peer_priv(p);
+
+	t->peer = p;
+	t->hold = true;
+}
+
+static void *slow_peer_thread(void *arg)
+{
+	struct peer_run *r = arg;
+	static struct peer_ops ops;
+	char *argv[] = {
+	    "tpeer", "-g", (char *)r->segname, "-p", "1", "-t", "2", "-v",
+	    "warn",  NULL};
+
+	ops = tpeer_ops;
+	ops.handlers[XSEG_OP_READ] = slow_read;
+	ops.stop = slow_stop;
+	ops.defaults = slow_defaults;
+	r->status = peer_main(9, argv, &ops);
+	return NULL;
+}
+
+START_TEST(drain_on_sigterm)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pdrain", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	struct tpr_client cli;
+	struct xseg_request *req;
+	struct xseg_port_info pi;
+	pthread_t pt;
+	enum { N = 12 };
+
+	ck_assert_int_eq(pthread_create(&pt, NULL, slow_peer_thread, &pr), 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	cli.seg = wait_shared_seg();
+	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(xseg_get_request(cli.seg, cli.port, &req), 0);
+		ck_assert_int_eq(xseg_prep_request(cli.seg, req, 1, 64), 0);
+		req->target[0] = 'x';
+		req->op = XSEG_OP_READ;
+		ck_assert_int_eq(xseg_submit(cli.seg, req, PORT), 0);
+	}
+	for (int t = 0; t < 10000; t++) {
+		ck_assert_int_eq(xseg_port_info(seg, PORT, &pi), 0);
+		if (pi.accepted == N)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_eq(pi.accepted, N);
+	kill(getpid(), SIGTERM);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(cli.seg, cli.port, 30 * SEC, &req), 0);
+		ck_assert_int_eq(req->error, 0);
+		xseg_put_request(cli.seg, req);
+	}
+	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
+	set_clients_done();
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 0);
+	ck_assert_int_eq(tpr_wait_port_free(seg, PORT, 1000), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("peer_threads");
+	TCase *tc = tcase_create("inproc");
+	SRunner *sr;
+	sigset_t sigs;
+	int failed;
+
+	/* peer_main takes these with sigwaitinfo: no other thread of the
+	 * test may receive them */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGHUP);
+	xtu_init();
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, dispatch_under_load);
+	tcase_add_test(tc, drain_on_sigterm);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

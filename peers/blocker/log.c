@@ -75,7 +75,7 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		if (fd < 0 && errno == ENOENT && seg == 0 && create_first) {
 			fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
 				  0644);
-			s->dir_dirty = true;
+			__atomic_fetch_add(&s->dir_seq, 1, __ATOMIC_RELEASE);
 		}
 		if (fd < 0 && errno == ENOENT)
 			return 0;
@@ -158,7 +158,7 @@ static int seg_create(struct blocker_store *s, uint32_t seg)
 		close(fd);
 		return r;
 	}
-	__atomic_store_n(&s->dir_dirty, true, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&s->dir_seq, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -301,11 +301,19 @@ int blog_append(struct blocker_store *s, enum brec_type type,
 }
 
 /*
- * Group commit. The first caller that finds no fsync running becomes the
- * leader: it samples the tail, syncs every segment up to it and publishes
- * the new synced position. Callers arriving meanwhile wait; the next
- * leader's fsync covers all of them at once.
+ * Group commit. A caller whose writes are not yet durable becomes a leader
+ * if fewer than FLUSH_INFLIGHT fsyncs are running and none of them already
+ * covers its writes: it samples the tail, fdatasyncs every segment written
+ * since the last sync (and the directory if a segment was created), and
+ * publishes the synced position. Everyone else waits; each fsync covers
+ * every write appended before it started, so callers arriving during one
+ * fsync share the next. Two fsyncs may overlap (the kernel merges their
+ * journal commits); fdatasync makes everything written before the call
+ * durable regardless of the other, so a finished sync publishes
+ * max(synced, its position).
  */
+#define FLUSH_INFLIGHT 2
+
 int blog_flush(struct blocker_store *s)
 {
 	uint64_t target = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
@@ -321,25 +329,32 @@ int blog_flush(struct blocker_store *s)
 			r = -s->sync_err;
 			break;
 		}
-		if (s->syncing) {
+		if (s->inflight >= FLUSH_INFLIGHT ||
+		    (s->inflight && s->inflight_max >= target)) {
 			pthread_cond_wait(&s->sync_cond, &s->sync_lock);
 			continue;
 		}
-		s->syncing = true;
-		bool linger = s->group > 1;
-		pthread_mutex_unlock(&s->sync_lock);
+		s->inflight++;
 		/*
 		 * The callers the previous fsync released are appending their
 		 * next writes right now; sampling the tail at once would leave
 		 * them to the fsync after this one and split the writers into
-		 * two alternating groups. When flushes come in groups, wait a
+		 * alternating groups. When flushes come in groups, wait a
 		 * moment (small next to an fsync) so one fsync takes them all.
 		 */
-		if (linger)
+		if (s->group > 1) {
+			pthread_mutex_unlock(&s->sync_lock);
 			usleep(100);
+			pthread_mutex_lock(&s->sync_lock);
+		}
 		uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		uint32_t dseq = __atomic_load_n(&s->dir_seq, __ATOMIC_ACQUIRE);
+		bool dir = dseq != s->dir_synced_seq;
 		uint32_t from = s->synced_seg;
 		uint32_t to = pos ? (pos - 1) / s->segment_size : 0;
+		if (pos > s->inflight_max)
+			s->inflight_max = pos;
+		pthread_mutex_unlock(&s->sync_lock);
 
 		for (uint32_t seg = from; seg <= to && !r; seg++) {
 			int fd;
@@ -357,22 +372,23 @@ int blog_flush(struct blocker_store *s)
 						path, strerror(-r));
 			}
 		}
-		if (!r && __atomic_exchange_n(&s->dir_dirty, false,
-					      __ATOMIC_ACQ_REL)) {
-			if (fsync(s->dirfd) < 0) {
-				r = -errno;
-				blocker_degrade(s, -r,
-						"fsync of directory failed: %s",
-						strerror(-r));
-			}
+		/* a new segment's directory entry must be durable too */
+		if (!r && dir && fsync(s->dirfd) < 0) {
+			r = -errno;
+			blocker_degrade(s, -r, "fsync of directory failed: %s",
+					strerror(-r));
 		}
 
 		pthread_mutex_lock(&s->sync_lock);
-		s->syncing = false;
+		s->inflight--;
 		s->group = s->flushers;
 		if (!r) {
-			s->synced = pos;
-			s->synced_seg = to;
+			if (pos > s->synced)
+				s->synced = pos;
+			if (to > s->synced_seg)
+				s->synced_seg = to;
+			if ((int32_t)(dseq - s->dir_synced_seq) > 0)
+				s->dir_synced_seq = dseq;
 		} else {
 			s->sync_err = -r;
 		}

@@ -222,13 +222,15 @@ struct blocker_store {
 	/* group commit */
 	pthread_mutex_t sync_lock;
 	pthread_cond_t sync_cond;
-	bool syncing;
-	uint64_t synced;     /* durable up to here */
-	uint32_t synced_seg; /* segments below this are fully synced */
-	bool dir_dirty;	     /* a segment file was created; __atomic */
-	int sync_err;	     /* errno of a failed fsync, sticky */
-	uint32_t flushers;   /* callers inside blog_flush */
-	uint32_t group;	     /* flushers when the last fsync ended */
+	uint32_t inflight;	 /* fsyncs running */
+	uint64_t inflight_max;	 /* largest position a running fsync covers */
+	uint64_t synced;	 /* durable up to here */
+	uint32_t synced_seg;	 /* segments below this are fully synced */
+	uint32_t dir_seq;	 /* segments created; __atomic */
+	uint32_t dir_synced_seq; /* dir_seq covered by a directory fsync */
+	int sync_err;		 /* errno of a failed fsync, sticky */
+	uint32_t flushers;	 /* callers inside blog_flush */
+	uint32_t group;		 /* flushers when the last fsync ended */
 
 	/* degraded mode */
 	int degraded; /* __atomic errno, 0 healthy */

@@ -344,7 +344,28 @@ int xtu_echo_server(void *arg)
 		unsigned n = xseg_accept_batch(seg, port, reqs, 16);
 
 		if (n == 0) {
-			xseg_wait(seg, port, 100ULL * 1000 * 1000);
+			struct xseg_port_info pi;
+
+			if (!o->stall_ns) {
+				xseg_wait(seg, port, 100ULL * 1000 * 1000);
+				continue;
+			}
+			/* xseg_wait returns 0 if work is there when its
+			 * timeout expires: judge by the time it took. */
+			uint64_t t0 = xseg_now_ns();
+
+			xseg_wait(seg, port, o->stall_ns);
+			if (xseg_now_ns() - t0 >= o->stall_ns &&
+			    xseg_port_info(seg, port, &pi) == 0 &&
+			    pi.request_depth > 0) {
+				fprintf(stderr,
+					"echo server: %s: port %u: wait timed "
+					"out with %llu requests queued: lost "
+					"wake-up\n",
+					o->segname, port,
+					(unsigned long long)pi.request_depth);
+				return 3;
+			}
 			continue;
 		}
 		for (unsigned i = 0; i < n; i++) {

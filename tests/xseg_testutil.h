@@ -86,7 +86,7 @@ uint64_t xtu_env_u64(const char *name, uint64_t def);
  * serviced = size; WRITE sets serviced = size; other ops are served with
  * nothing done. A request whose target starts with "fail:" is failed with
  * EIO. spin_ns is passed to xseg_set_spin. Returns 0, or 1 after printing
- * why to stderr.
+ * why to stderr (3: a lost wake-up, see stall_ns).
  */
 #include "xseg.h"
 
@@ -96,6 +96,10 @@ struct xtu_echo_opts {
 	uint64_t spin_ns;
 	uint64_t stop_after;
 	uint32_t *dyn_port_out;
+	/* 0: wait in slices of 100 ms. Otherwise wait up to stall_ns and
+	 * treat a wait that lasted stall_ns while requests were queued as
+	 * a lost wake-up: print it and exit with status 3. */
+	uint64_t stall_ns;
 };
 
 int xtu_echo_server(void *opts);

@@ -7,3 +7,16 @@ ac_test(test_vlmc_peer SOURCES test_vlmc_peer.c
 if(TARGET test_vlmc_peer)
   add_dependencies(test_vlmc_peer vlmc noop xsegctl bench_xseg)
 endif()
+
+# Real NBD clients and the end-to-end stack: shell scripts driving the
+# built programs (xsegctl stack, vlmc, cached, the store). 77 = skipped
+# (a client binary such as nbdcopy, qemu-img or fio is missing).
+foreach(_t test_nbd_clients test_vlmc_e2e)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_t}.sh)
+    add_test(NAME ${_t}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${_t}.sh)
+    set_tests_properties(${_t} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+                         LABELS nbd
+                         ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  endif()
+endforeach()

@@ -1,0 +1,210 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# vlmc's NBD server against real clients, on a private stack
+# (vlmc -> cached -> store) started with `xsegctl stack`:
+#   nbdinfo lists and describes exports; nbdcopy in and out byte-identical;
+#   qemu-img convert/compare; fio's nbd engine with verify=crc32c;
+#   malformed handshakes and commands refused per the protocol while
+#   another client keeps working.
+# Exit 77 (skip) only when a client binary is missing.
+set -u
+BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
+for tool in nbdinfo nbdcopy qemu-img fio python3; do
+	command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+X=$BIN/xsegctl
+T=$(mktemp -d /tmp/test-nbd-XXXXXX)
+FAILS=0
+cleanup() {
+	$X stack stop --dir $T/stack >/dev/null 2>&1 || {
+		for f in $T/stack/run/*.pid; do
+			[ -f "$f" ] && kill -9 "$(cat $f)" 2>/dev/null
+		done
+		seg=$(sed -n 's/^segment = //p' $T/stack/run/stack.conf 2>/dev/null)
+		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
+	}
+	rm -rf $T
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+
+cat > $T/stack.conf <<CONF
+dir = $T/stack
+segment_size = 512M
+cache_size = 64M
+store_threads = 2
+vlmc_threads = 2
+CONF
+$X stack start $T/stack.conf || { cat $T/stack/run/*.log; exit 1; }
+SOCK=$T/stack/run/nbd.sock
+U="nbd+unix:///v?socket=$SOCK"
+$X volume --dir $T/stack create v 64M || { echo "FAIL: create"; exit 1; }
+$X volume --dir $T/stack create w 8M || exit 1
+
+# --- nbdinfo
+out=$(nbdinfo --list "nbd+unix://?socket=$SOCK" 2>&1)
+echo "$out" | grep -q 'export="v"' && echo "$out" | grep -q 'export="w"' &&
+	ok "nbdinfo --list" || fail "nbdinfo --list: $out"
+out=$(nbdinfo --json "$U" 2>&1)
+echo "$out" | grep -q '"export-size": 67108864' &&
+	echo "$out" | grep -q '"can_multi_conn": true' &&
+	ok "nbdinfo describes v" || fail "nbdinfo: $out"
+nbdinfo "nbd+unix:///nosuch?socket=$SOCK" >/dev/null 2>&1 &&
+	fail "nbdinfo accepted an unknown export" || ok "unknown export refused"
+
+# --- nbdcopy in and out
+head -c 32M /dev/urandom > $T/in
+nbdcopy $T/in "$U" && nbdcopy "$U" $T/out.full &&
+	head -c 32M $T/out.full > $T/out && cmp -s $T/in $T/out &&
+	ok "nbdcopy round trip" || fail "nbdcopy round trip"
+
+# --- qemu-img
+head -c 8M /dev/urandom > $T/q
+qemu-img convert -n -f raw -O raw $T/q "nbd+unix:///w?socket=$SOCK" &&
+	qemu-img compare -q -f raw -F raw $T/q "nbd+unix:///w?socket=$SOCK" &&
+	ok "qemu-img convert/compare" || fail "qemu-img convert/compare"
+head -c 8M /dev/urandom > $T/q2
+qemu-img compare -q -f raw -F raw $T/q2 "nbd+unix:///w?socket=$SOCK" \
+	>/dev/null 2>&1 && fail "qemu-img compare saw no difference" ||
+	ok "qemu-img compare notices a difference"
+
+# --- fio verify (runs on while the malformed clients below connect)
+cat > $T/verify.fio <<FIO
+[global]
+ioengine=nbd
+uri=$U
+bs=4k
+size=16M
+iodepth=16
+verify=crc32c
+verify_fatal=1
+do_verify=1
+[randwrite]
+rw=randwrite
+[seq]
+stonewall
+rw=write
+bs=256k
+offset=32M
+FIO
+fio --output=$T/fio.out $T/verify.fio &
+FIO_PID=$!
+
+# --- malformed handshakes and commands, straight on the socket
+python3 - "$SOCK" <<'PY'
+import socket, struct, sys
+path = sys.argv[1]
+fails = 0
+def check(cond, what):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond: fails += 1
+def conn():
+    s = socket.socket(socket.AF_UNIX); s.settimeout(20); s.connect(path)
+    g = recvn(s, 18)
+    assert g[:16] == b"NBDMAGICIHAVEOPT"
+    return s
+def recvn(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c: raise EOFError
+        b += c
+    return b
+def closed(s):
+    try:
+        return s.recv(1) == b""
+    except (ConnectionResetError, socket.timeout):
+        return True
+def opt(s, o, data=b""):
+    s.sendall(struct.pack(">QII", 0x49484156454F5054, o, len(data)) + data)
+def rep(s):
+    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
+    assert magic == 0x3e889045565a9
+    return o, t, recvn(s, l)
+def go(s, name, o=7):
+    n = name.encode()
+    opt(s, o, struct.pack(">I", len(n)) + n + struct.pack(">H", 0))
+    out = []
+    while True:
+        r = rep(s); out.append(r)
+        if r[1] != 3: return out
+def cmd(s, typ, off, ln, flags=0, cookie=1, data=b""):
+    s.sendall(struct.pack(">IHHQQI", 0x25609513, flags, typ, cookie, off, ln) + data)
+def reply(s, cookie):
+    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
+    assert magic == 0x67446698 and c == cookie, (hex(magic), c)
+    return err
+ERR = 1 << 31
+
+# bad client flags: the server must disconnect
+s = conn(); s.sendall(struct.pack(">I", 0x80000001)); check(closed(s), "unknown client flags: disconnect")
+s = conn(); s.sendall(struct.pack(">I", 0)); check(closed(s), "client without fixed newstyle: disconnect")
+# bad option magic
+s = conn(); s.sendall(struct.pack(">I", 3)); s.sendall(struct.pack(">QII", 0x1122334455667788, 7, 0)); check(closed(s), "bad option magic: disconnect")
+# unknown option, LIST with payload, unknown export, too-big option, INFO, then GO works
+s = conn(); s.sendall(struct.pack(">I", 3))
+opt(s, 99, b"xyz"); o, t, _ = rep(s); check(o == 99 and t == ERR + 1, "unknown option: NBD_REP_ERR_UNSUP")
+opt(s, 8); o, t, _ = rep(s); check(t == ERR + 1, "structured replies: NBD_REP_ERR_UNSUP")
+opt(s, 3, b"x"); o, t, _ = rep(s); check(t == ERR + 3, "LIST with payload: NBD_REP_ERR_INVALID")
+opt(s, 7, b"\0\0\0\xff"); o, t, _ = rep(s); check(t == ERR + 3, "GO with bad lengths: NBD_REP_ERR_INVALID")
+r = go(s, "nosuch"); check(r[-1][1] == ERR + 6, "GO unknown export: NBD_REP_ERR_UNKNOWN")
+r = go(s, "bad:name/../x"); check(r[-1][1] == ERR + 6, "GO bad name: NBD_REP_ERR_UNKNOWN")
+opt(s, 7, b"\0" * 8192); o, t, _ = rep(s); check(t == ERR + 9, "oversized option: NBD_REP_ERR_TOO_BIG")
+r = go(s, "w", 6); check(r[-1][1] == 1 and len(r) >= 2, "INFO w: info + ACK")
+opt(s, 3); names = []
+while True:
+    o, t, d = rep(s)
+    if t != 2: break
+    names.append(d[4:4 + struct.unpack(">I", d[:4])[0]].decode())
+check("v" in names and "w" in names and t == 1, "LIST: both exports then ACK")
+r = go(s, "w")
+info = [d for (_, t, d) in r if t == 3 and struct.unpack(">H", d[:2])[0] == 0]
+check(r[-1][1] == 1 and struct.unpack(">Q", info[0][2:10])[0] == 8 << 20, "GO w: size 8M")
+size = 8 << 20
+# transmission: refusals keep the connection usable
+cmd(s, 0, size, 4096, cookie=2); check(reply(s, 2) == 22, "read past the end: EINVAL")
+cmd(s, 0, 2**64 - 4096, 8192, cookie=3); check(reply(s, 3) == 22, "read offset overflow: EINVAL")
+cmd(s, 1, size - 4096, 8192, cookie=4, data=b"\xaa" * 8192); check(reply(s, 4) == 28, "write past the end: ENOSPC (payload skipped)")
+cmd(s, 0, 0, 33 << 20, cookie=5); check(reply(s, 5) == 75, "oversized read: EOVERFLOW")
+cmd(s, 77, 0, 0, cookie=6); check(reply(s, 6) == 22, "unknown command: EINVAL")
+cmd(s, 0, 0, 4096, flags=0x100, cookie=7); check(reply(s, 7) == 22, "unknown flag: EINVAL")
+cmd(s, 3, 0, 1, cookie=8); check(reply(s, 8) == 22, "flush with a length: EINVAL")
+cmd(s, 0, 0, 0, cookie=9); check(reply(s, 9) == 22, "zero-length read: EINVAL")
+cmd(s, 1, 4096, 4096, flags=1, cookie=10, data=b"\x5a" * 4096); check(reply(s, 10) == 0, "FUA write after refusals: ok")
+cmd(s, 0, 4096, 4096, cookie=11); e = reply(s, 11); d = recvn(s, 4096)
+check(e == 0 and d == b"\x5a" * 4096, "read back")
+cmd(s, 6, 4096, 4096, cookie=12); check(reply(s, 12) == 0, "WRITE_ZEROES")
+cmd(s, 0, 4096, 4096, cookie=13); e = reply(s, 13); d = recvn(s, 4096)
+check(e == 0 and d == b"\0" * 4096, "zeroes read back")
+cmd(s, 4, 0, 4 << 20, cookie=14); check(reply(s, 14) == 0, "TRIM a whole object")
+cmd(s, 3, 0, 0, cookie=15); check(reply(s, 15) == 0, "FLUSH")
+# bad request magic: disconnect
+s.sendall(b"\0" * 28); check(closed(s), "bad request magic: disconnect")
+# oversized write: disconnect (the payload is not read)
+s = conn(); s.sendall(struct.pack(">I", 3)); go(s, "w")
+cmd(s, 1, 0, 64 << 20); check(closed(s), "oversized write: disconnect")
+# EXPORT_NAME: unknown -> disconnect; known -> size and flags
+s = conn(); s.sendall(struct.pack(">I", 3)); opt(s, 1, b"nosuch"); check(closed(s), "EXPORT_NAME unknown: disconnect")
+s = conn(); s.sendall(struct.pack(">I", 3)); opt(s, 1, b"w")
+check(struct.unpack(">QH", recvn(s, 10))[0] == size, "EXPORT_NAME w (no zeroes)")
+cmd(s, 2, 0, 0); check(closed(s), "DISC closes")
+# ABORT
+s = conn(); s.sendall(struct.pack(">I", 3)); opt(s, 2); o, t, _ = rep(s); check(t == 1 and closed(s), "ABORT: ACK and close")
+# a client that vanishes mid-command
+s = conn(); s.sendall(struct.pack(">I", 3)); go(s, "w"); cmd(s, 1, 0, 65536, data=b"x" * 100); s.close()
+sys.exit(1 if fails else 0)
+PY
+[ $? -eq 0 ] || fail "malformed input checks"
+
+wait $FIO_PID && grep -q 'err= 0' $T/fio.out && ! grep -q 'verify:' $T/fio.out &&
+	ok "fio verify=crc32c (concurrent with the malformed clients)" ||
+	{ cat $T/fio.out; fail "fio verify"; }
+
+# server still serves
+nbdcopy "nbd+unix:///w?socket=$SOCK" $T/w.out && ok "still serving" || fail "server stopped serving"
+$X stack status --dir $T/stack | grep -q 'vlmc .*yes' || fail "vlmc not alive"
+
+[ $FAILS -eq 0 ] || { tail -n 20 $T/stack/run/vlmc.log; echo "$FAILS failure(s)"; exit 1; }
+echo "all NBD client checks passed"

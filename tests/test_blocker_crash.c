@@ -8,7 +8,9 @@
  * includes every flushed one: flushed data reads back exactly, and
  * nothing else reads back as anything but old or new content.
  * Small segments, a short sync interval and frequent checkpoints put the
- * kill inside segment switches and checkpoints too.
+ * kill inside segment switches and checkpoints too; every fourth child
+ * runs on a fault-injecting disk that fills up mid-record, leaving a torn
+ * record for recovery to cut.
  */
 #include <check.h>
 #include <errno.h>
@@ -120,14 +122,26 @@ static void quiet_log(void *arg, enum blocker_log_level l, const char *m)
 	(void)m;
 }
 
-static void child_main(uint64_t seed)
+/*
+ * fault_budget >= 0: the disk "fills up" after that many bytes, cutting a
+ * record short (a torn write) and degrading the store; the child then
+ * waits for its SIGKILL.
+ */
+static void child_main(uint64_t seed, int64_t fault_budget)
 {
 	struct blocker_opts o;
 	struct blocker_store *s;
+	struct blocker_io_fault f;
 	static uint8_t buf[OBJ_MAX];
 
 	store_opts(&o);
 	o.log = quiet_log;
+	if (fault_budget >= 0) {
+		blocker_io_fault_init(&f, NULL, NULL);
+		blocker_io_fault_arm(&f, fault_budget, ENOSPC, 0);
+		o.io = &blocker_io_fault_ops;
+		o.io_ctx = &f;
+	}
 	if (blocker_open(dir, &o, &s))
 		_exit(3);
 	for (uint64_t i = 0; i < MAXOPS; i++) {
@@ -179,6 +193,9 @@ static void child_main(uint64_t seed)
 			e = blocker_flush(s);
 			break;
 		}
+		if (e && fault_budget >= 0)
+			for (;;)
+				pause();
 		if (e)
 			_exit(4);
 		if (op.kind == OP_FLUSH || op.kind == OP_FUA_WRITE)
@@ -264,7 +281,9 @@ START_TEST(test_crash_loop)
 		child = fork();
 		ck_assert_int_ge(child, 0);
 		if (child == 0)
-			child_main(cseed);
+			child_main(cseed, it % 4 == 3 ? (int64_t)(rnd(&seed) %
+								  (256 * 1024))
+						      : -1);
 		usleep(20000 + rnd(&seed) % 300000);
 		kill(child, SIGKILL);
 		ck_assert_int_eq(waitpid(child, &st, 0), child);
@@ -302,8 +321,8 @@ START_TEST(test_crash_loop)
 		*base = *seen;
 		ck_assert_int_eq(blocker_close(s), 0);
 	}
-	printf("crash test: %d kills, %u ops issued, %u flushed, %u torn "
-	       "tails cut\n",
+	printf("crash test: %d kills (every 4th on a disk that fills up), %u "
+	       "ops issued, %u flushed, %u torn tails cut\n",
 	       ITERATIONS, total_ops, total_flushed, kills_mid);
 	ck_assert_uint_gt(total_flushed, 0);
 	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);

@@ -90,16 +90,20 @@ _Static_assert(offsetof(struct xcache_entry, name) + 16 <= XCACHE_CACHELINE,
 	       "hit-path fields and the name's start share the first line");
 
 struct xcache {
-	pthread_mutex_t lock;
+	/* Read by every lookup, written only at create: never shares a line
+	 * with what writers change, so hits do not miss on it. */
+	struct cds_lfht *active;
+	struct xcache_entry *nodes;
 	uint32_t capacity;
 	uint32_t nr_nodes;
-	struct xcache_ops ops;
-	void *priv;
-	struct xcache_entry *nodes;
 	size_t nodes_map_len; /* > 0: nodes come from xcache_map_pool() */
-	struct cds_lfht *active;
 	struct cds_list_head *ev_buckets;
 	uint64_t ev_mask;
+	void *priv;
+	struct xcache_ops ops;
+
+	/* Writers' state, under the lock. */
+	pthread_mutex_t lock __attribute__((aligned(XCACHE_CACHELINE)));
 	struct cds_list_head lru; /* next = MRU end, prev = LRU end */
 	struct cds_list_head free_list;
 	struct cds_list_head limbo; /* freed, waiting for a grace period */
@@ -114,7 +118,8 @@ struct xcache {
 	uint64_t reinsertions;
 	uint64_t releases;
 	uint64_t grace_periods;
-	char tsan_gp; /* TSan sync object for grace periods */
+	/* TSan sync object for grace periods (written by readers there). */
+	char tsan_gp __attribute__((aligned(XCACHE_CACHELINE)));
 };
 
 struct xcache_key {
@@ -558,9 +563,10 @@ int xcache_create(const struct xcache_config *cfg, struct xcache **out)
 	if (nr_nodes <= cfg->capacity || nr_nodes > UINT32_MAX)
 		return -EINVAL;
 
-	c = calloc(1, sizeof(*c));
+	c = aligned_alloc(XCACHE_CACHELINE, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	memset(c, 0, sizeof(*c));
 	err = pthread_mutex_init(&c->lock, NULL);
 	if (err) {
 		free(c);

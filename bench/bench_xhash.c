@@ -35,7 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "xhash.h"
 
@@ -281,6 +283,45 @@ static void measure(enum xhash_kind kind, uint64_t n, uint64_t queries,
 	xhash_destroy(h);
 }
 
+/*
+ * Each measurement runs in a fresh child process: otherwise the allocator
+ * and page state left by one size (freed 100 MB arrays, huge or small
+ * pages) changed the next size's results by up to 4x.
+ */
+static int measure_isolated(enum xhash_kind kind, uint64_t n, uint64_t queries,
+			    struct result *res)
+{
+	int fd[2];
+	if (pipe(fd) != 0) {
+		perror("bench_xhash: pipe");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("bench_xhash: fork");
+		return -1;
+	}
+	if (pid == 0) {
+		close(fd[0]);
+		measure(kind, n, queries, res);
+		ssize_t w = write(fd[1], res, sizeof(*res));
+		_exit(w == (ssize_t)sizeof(*res) ? 0 : 1);
+	}
+	close(fd[1]);
+	ssize_t got = read(fd[0], res, sizeof(*res));
+	close(fd[0]);
+	int status;
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0 || got != (ssize_t)sizeof(*res)) {
+		fprintf(stderr,
+			"bench_xhash: measurement of %lu entries "
+			"failed\n",
+			(unsigned long)n);
+		return -1;
+	}
+	return 0;
+}
+
 static void print_result(const char *label, const struct result *r, bool last)
 {
 	printf("    \"%s\": {\"entries\": %lu, \"insert_per_s\": %.0f, "
@@ -323,8 +364,9 @@ int main(int argc, char **argv)
 	memset(res, 0, sizeof(res));
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < 3 && sizes[i] <= max_entries; i++)
-			measure(k ? XHASH_KEY_STR : XHASH_KEY_INT, sizes[i],
-				queries, &res[k][i]);
+			if (measure_isolated(k ? XHASH_KEY_STR : XHASH_KEY_INT,
+					     sizes[i], queries, &res[k][i]))
+				return 1;
 
 	printf("{\n  \"bench\": \"xhash\",\n  \"queries\": %lu,\n"
 	       "  \"repeats_best_of\": %d,\n",

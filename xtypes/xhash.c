@@ -159,7 +159,7 @@ static inline uint64_t xh_rd32(const uint8_t *p)
  * random seed enters every step, so an attacker who does not know the seed
  * cannot precompute colliding names. Not a cryptographic hash.
  */
-static uint64_t xh_str_hash(uint64_t seed, const void *key, size_t len)
+static inline uint64_t xh_str_hash(uint64_t seed, const void *key, size_t len)
 {
 	const uint8_t *p = key;
 	size_t n = len;
@@ -186,6 +186,26 @@ static uint64_t xh_str_hash(uint64_t seed, const void *key, size_t len)
 	uint64_t x = xh_fold_mul(a ^ XH_K1 ^ s, b ^ XH_K2 ^ s);
 	return xh_fold_mul(x ^ XH_K0, s ^ (uint64_t)len ^ XH_K2);
 }
+
+#ifdef XHASH_TEST_COLLIDE
+/*
+ * Test builds only (tests/test_xhash_collide.c): degenerate hashes, so that
+ * equal hashes, equal tags, long probe chains and the key comparison
+ * itself, which a good 64-bit hash never exercises, are tested.
+ */
+static inline uint64_t xh_hash_collide_int(uint64_t key)
+{
+	return key % 3;
+}
+
+static inline uint64_t xh_hash_collide_str(size_t len)
+{
+	return (uint64_t)(len % 4) * XH_K0;
+}
+#define xh_int_hash(seed, key) ((void)(seed), xh_hash_collide_int(key))
+#define xh_str_hash(seed, key, len)                                            \
+	((void)(seed), (void)(key), xh_hash_collide_str(len))
+#endif
 
 static uint64_t xh_make_seed(const void *salt)
 {
@@ -370,9 +390,30 @@ xh_int_find(const struct xhash *h, uint64_t key, uint64_t hash, uint64_t *slot)
 	}
 }
 
+/*
+ * Key equality for 1..255 bytes: word compares with an overlapping last
+ * word instead of a memcmp call; after a full 64-bit hash match the keys
+ * are nearly always equal, so there is nothing to gain from memcmp's early
+ * exit, and the call and its length dispatch were a noticeable part of a
+ * string lookup's instructions.
+ */
+static inline bool xh_key_eq(const uint8_t *a, const uint8_t *b, size_t len)
+{
+	if (len >= 8) {
+		uint64_t diff = xh_rd64(a + len - 8) ^ xh_rd64(b + len - 8);
+		for (size_t i = 0; i + 8 < len; i += 8)
+			diff |= xh_rd64(a + i) ^ xh_rd64(b + i);
+		return diff == 0;
+	}
+	if (len >= 4)
+		return ((xh_rd32(a) ^ xh_rd32(b)) |
+			(xh_rd32(a + len - 4) ^ xh_rd32(b + len - 4))) == 0;
+	return memcmp(a, b, len) == 0;
+}
+
 #define XH_STR_MATCH                                                           \
 	(rec[0] == hash && xh_str_bytes(rec)[0] == len &&                      \
-	 memcmp(xh_str_bytes(rec) + 1, key, len) == 0)
+	 xh_key_eq(xh_str_bytes(rec) + 1, key, len))
 
 static inline __attribute__((always_inline)) uint64_t *
 xh_str_find(const struct xhash *h, const void *key, size_t len, uint64_t hash,

@@ -48,8 +48,8 @@
  *   with an atomic increment-if-not-zero, the referenced bit set.
  * - Everything that changes the tables or the list (insert, eviction,
  *   invalidate, remove, the put that drops the last reference) takes the
- *   cache's mutex. The thesis' xcache took one lock for every lookup too,
- *   and did not scale past two threads.
+ *   cache's mutex; a hit never touches it. (The thesis' xcache took its
+ *   lock for every lookup as well, and did not scale past two threads.)
  * - Freed entries return to the pool only after an RCU grace period, so a
  *   reader that found an entry in the table before it was removed never
  *   sees it renamed; the grace period is waited for (synchronize_rcu) when
@@ -89,7 +89,8 @@
  *                 back to the pool (reused after a grace period).
  * Order for one entry: on_init, then any number of (on_evict, post_evict
  * [, on_finalize...] , on_reinsert) cycles, then on_finalize (once per time
- * ref reaches 0 while not ACTIVE), on_put, on_free. An insert into a full
+ * ref reaches 0 while not ACTIVE), on_put, on_free; xcache_invalidate()
+ * and xcache_remove() call no hook themselves. An insert into a full
  * cache calls on_init(new) (or, for a re-insertion, nothing yet), then
  * on_evict(victim), then on_reinsert(entry) if re-inserting, then, after
  * the mutex is dropped, post_evict(victim), then the victim's finalize
@@ -183,7 +184,9 @@ int xcache_destroy(struct xcache *c);
  * Find an ACTIVE entry by name and take a reference. Lock-free. Returns 0
  * and *out, -ENOENT (not active; evicted entries are not returned),
  * -EINVAL (NULL argument or empty name) or -ENAMETOOLONG. Marks the entry
- * referenced for the replacement policy.
+ * referenced for the replacement policy. An eviction racing with the
+ * lookup may leave the caller holding an entry that is EVICTED by the
+ * time it looks (as if the lookup had come just before the eviction).
  */
 int xcache_lookup(struct xcache *c, const char *name,
 		  struct xcache_entry **out);

@@ -226,6 +226,7 @@ struct cached_cio {
 	int error;	  /* first error from the next port */
 	bool counted;	  /* hit/miss accounted */
 	bool fua;	  /* written through with FUA */
+	uint8_t parked;	  /* 1 on nreq_waitq, 2 on space_waitq */
 	uint64_t pending; /* FLUSH: objects still flushing (atomic) */
 	struct cached_waiter waiter;
 	struct xworkq_job job;

@@ -5,12 +5,23 @@
  * xworkq, so object state needs no lock; see cached.h.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cached.h"
+
+#define CACHED_CHECK(cond)                                                     \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr,                                        \
+				"cached: %s:%d: invariant %s broken\n",        \
+				__FILE__, __LINE__, #cond);                    \
+			__builtin_trap();                                      \
+		}                                                              \
+	} while (0)
 
 #define container_of(ptr, type, member)                                        \
 	((type *)((char *)(ptr)-offsetof(type, member)))
@@ -39,6 +50,7 @@ static struct cached_cio *cio_get(struct cached *c)
 
 static void cio_put(struct cached *c, struct cached_cio *cio)
 {
+	CACHED_CHECK(cio->parked == 0);
 	pthread_mutex_lock(&c->cio_lock);
 	cio->next_free = c->cio_free;
 	c->cio_free = cio;
@@ -166,6 +178,8 @@ static void space_wake_job(void *arg)
 {
 	struct cached_cio *cio = arg;
 
+	CACHED_CHECK(cio->parked == 2);
+	cio->parked = 0;
 	xworkq_enqueue(&cio->c->redispatch_wq, &cio->job, redispatch_job, cio);
 }
 
@@ -202,6 +216,8 @@ static void cio_park_space(struct cached *c, struct cached_cio *cio,
 	cio_release_obj(c, cio);
 	CACHED_STAT(c, space_waits, 1);
 	space_make_room(c, need);
+	CACHED_CHECK(cio->parked == 0);
+	cio->parked = 2;
 	xwaitq_enqueue(&c->space_waitq, &cio->wjob, space_wake_job, cio);
 }
 
@@ -229,12 +245,16 @@ static void nreq_wake_cio_job(void *arg)
 {
 	struct cached_cio *cio = arg;
 
+	CACHED_CHECK(cio->parked == 1);
+	cio->parked = 0;
 	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
 }
 
 static void cio_park_nreq(struct cached *c, struct cached_cio *cio)
 {
 	CACHED_STAT(c, nreq_waits, 1);
+	CACHED_CHECK(cio->parked == 0);
+	cio->parked = 1;
 	xwaitq_enqueue(&c->nreq_waitq, &cio->wjob, nreq_wake_cio_job, cio);
 }
 
@@ -535,6 +555,7 @@ static void nreq_wake_obj_job(void *arg)
 {
 	struct cached_obj *o = arg;
 
+	CACHED_CHECK(o->nreq_parked);
 	xworkq_enqueue(&o->wq, &o->unpark_job, obj_unpark_job, o);
 }
 
@@ -550,6 +571,10 @@ static void obj_round_end(struct cached_obj *o)
 		cached_obj_set_state(o, o->round_error ? CACHED_O_FAILED
 						       : CACHED_O_READY);
 	obj_wake_all(o);
+	/* A waiter may have started the next round already; its end does
+	 * what is left here. */
+	if (o->flushing || o->nreq_parked)
+		return;
 	if (obj_needs_round(o)) {
 		obj_flush_continue(o);
 		return;
@@ -609,6 +634,7 @@ static void obj_flush_continue(struct cached_obj *o)
 			;
 		n = nreq_get(c);
 		if (!n) {
+			CACHED_CHECK(!o->nreq_parked);
 			/* Back-pressure: at most max_inflight requests to
 			 * the next port; resume when one comes back. */
 			o->cursor = s;
@@ -1158,6 +1184,66 @@ static const struct xcache_ops cached_xcache_ops = {
     .on_free = hook_free,
 };
 
+/* Name every object still referenced, and why (diagnosis at exit). */
+static void cached_dump_busy(struct cached *c)
+{
+	uint32_t nfree = 0;
+
+	for (struct cached_cio *cio = c->cio_free; cio; cio = cio->next_free)
+		nfree++;
+	fprintf(stderr,
+		"cached: %u client contexts in use, %" PRIu64
+		" parked for space, %" PRIu64 " for requests\n",
+		c->cfg.nr_cios - nfree, xwaitq_nr_queued(&c->space_waitq),
+		xwaitq_nr_queued(&c->nreq_waitq));
+	for (uint32_t i = 0; i < c->cfg.nr_cios; i++) {
+		struct cached_cio *cio = &c->cios[i];
+		bool isfree = false;
+		for (struct cached_cio *f = c->cio_free; f; f = f->next_free)
+			if (f == cio)
+				isfree = true;
+		if (!isfree)
+			fprintf(stderr,
+				"cached: context %u: kind %u phase %u obj %s "
+				"error %d\n",
+				i, cio->kind, cio->phase,
+				cio->entry ? xcache_entry_name(cio->entry)
+					   : "-",
+				cio->error);
+	}
+	for (uint32_t i = 0; i < c->cfg.max_inflight; i++)
+		if (c->nreqs[i].obj)
+			fprintf(stderr,
+				"cached: request %u to the next port still in "
+				"flight: %s of %s slots %u+%u\n",
+				i,
+				c->nreqs[i].kind == CACHED_N_FETCH ? "read"
+								   : "write",
+				xcache_entry_name(c->nreqs[i].obj->entry),
+				c->nreqs[i].first, c->nreqs[i].n);
+	for (uint32_t i = 0; i < c->nr_nodes; i++) {
+		struct xcache_entry *e = xcache_node(c->cache, i);
+		struct cached_obj *o = &c->objs[i];
+		uint32_t refs;
+
+		if (!e || xcache_entry_state(e) == XCACHE_FREE)
+			continue;
+		refs = xcache_entry_refcount(e);
+		if (xcache_entry_state(e) == XCACHE_ACTIVE && refs <= 1)
+			continue;
+		fprintf(stderr,
+			"cached: object %s: xcache state %d refs %u, state %d "
+			"dirty %u writing %u loading %u flushing %d parked %d "
+			"kept %d kick %d waiters %s round inflight %u\n",
+			xcache_entry_name(e), (int)xcache_entry_state(e), refs,
+			(int)cached_obj_state(o), o->counts[CACHED_B_DIRTY],
+			o->counts[CACHED_B_WRITING],
+			o->counts[CACHED_B_LOADING], o->flushing,
+			o->nreq_parked, o->kept, o->kick_queued,
+			o->waiters ? "yes" : "no", o->round_inflight);
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* Set-up                                                              */
 /* ------------------------------------------------------------------ */
@@ -1261,10 +1347,14 @@ void cached_destroy(struct cached *c)
 	c->destroying = true;
 	if (c->cache) {
 		int rc = xcache_destroy(c->cache);
-		if (rc)
+		if (rc) {
 			fprintf(stderr,
 				"cached: cache still in use at exit: %s\n",
 				strerror(-rc));
+			cached_dump_busy(c);
+			/* the entries still referenced keep their memory */
+			return;
+		}
 		c->cache = NULL;
 	}
 	if (c->objs)

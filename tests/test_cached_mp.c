@@ -1,0 +1,773 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Multi-process tests of cached: real cached, bench_xseg and the
+ * fault-injecting test store (cached_testpeer) on a private segment.
+ *
+ * The test's own client writes versioned blocks (every 8-byte word of a
+ * block holds block id and version), so a stale read (an older version
+ * than the last acknowledged write) is detected, which bench_xseg's
+ * stamps cannot do.
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "xseg.h"
+#include "xseg_testutil.h"
+
+#define STORE_PORT  1
+#define CACHED_PORT 2
+#define BLK	    4096u
+#define TIMEOUT_NS  (30ull * 1000000000ull)
+
+struct env {
+	const char *name;
+	struct xseg *seg;
+	uint32_t port; /* the test's client port */
+	pid_t store, cached;
+};
+
+static void env_up(struct env *e, const char *tag, uint32_t nr_requests)
+{
+	struct xseg_config cfg;
+	char err[XSEG_ERRBUF_LEN];
+
+	memset(e, 0, sizeof(*e));
+	xseg_config_default(&cfg);
+	cfg.size = 256ull << 20;
+	cfg.nr_requests = nr_requests;
+	e->name = xtu_segname(tag);
+	ck_assert_msg(xseg_create(e->name, &cfg, &e->seg, err, sizeof(err)) ==
+			  0,
+		      "%s", err);
+	ck_assert_int_eq(xseg_alloc_port(e->seg, "test", &e->port), 0);
+}
+
+static void env_down(struct env *e)
+{
+	if (e->cached > 0)
+		xtu_wait(e->cached, 1);
+	if (e->store > 0) {
+		xtu_kill(e->store, SIGTERM);
+		xtu_wait(e->store, 10000);
+	}
+	xseg_release_port(e->seg, e->port);
+	xseg_leave(e->seg);
+	xseg_destroy(e->name);
+	xtu_forget_segname(e->name);
+}
+
+struct alive_arg {
+	struct env *e;
+	uint32_t port;
+};
+
+static bool port_alive(void *arg)
+{
+	struct alive_arg *a = arg;
+
+	return xseg_port_alive(a->e->seg, a->port) == 1;
+}
+
+static void wait_alive(struct env *e, uint32_t port)
+{
+	struct alive_arg a = {e, port};
+
+	ck_assert_int_eq(xtu_wait_until(port_alive, &a, 20000), 0);
+}
+
+struct redirect_arg {
+	struct env *e;
+	uint32_t next;
+};
+
+static bool redirected(void *arg)
+{
+	struct redirect_arg *a = arg;
+
+	return xseg_get_path_next(a->e->seg, STORE_PORT) == a->next;
+}
+
+static pid_t spawn(char *const argv[])
+{
+	pid_t pid = xtu_spawn(argv);
+
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+static void start_store(struct env *e, const char *extra)
+{
+	char *argv[] = {"cached_testpeer",
+			"-g",
+			(char *)e->name,
+			"-p",
+			"1",
+			"-v",
+			"warn",
+			"-t",
+			"2",
+			(char *)extra,
+			NULL};
+
+	e->store = spawn(argv);
+	wait_alive(e, STORE_PORT);
+}
+
+/* cached with the given options (NULL-terminated list appended). */
+static pid_t start_cached(struct env *e, const char *const *opts)
+{
+	char *argv[40];
+	int n = 0;
+
+	argv[n++] = "cached";
+	argv[n++] = "-g";
+	argv[n++] = (char *)e->name;
+	argv[n++] = "-p";
+	argv[n++] = "2";
+	argv[n++] = "--next-port";
+	argv[n++] = "1";
+	argv[n++] = "-v";
+	argv[n++] = "warn";
+	for (int i = 0; opts && opts[i] && n < 39; i++)
+		argv[n++] = (char *)opts[i];
+	argv[n] = NULL;
+	e->cached = spawn(argv);
+	wait_alive(e, CACHED_PORT);
+	return e->cached;
+}
+
+static int stop_cached(struct env *e, int sig)
+{
+	int st;
+
+	xtu_kill(e->cached, sig);
+	st = xtu_wait(e->cached, 60000);
+	e->cached = 0;
+	return st;
+}
+
+/* bench_xseg against port; returns its exit status. */
+static int bench(struct env *e, uint32_t port, const char *op,
+		 const char *objects, const char *objsize, const char *bs,
+		 const char *seed)
+{
+	char ps[16];
+	snprintf(ps, sizeof(ps), "%" PRIu32, port);
+	char *argv[] = {"bench_xseg",
+			"-g",
+			(char *)e->name,
+			"-p",
+			ps,
+			"-o",
+			(char *)op,
+			"-P",
+			"rand",
+			"-b",
+			(char *)bs,
+			"-O",
+			(char *)objsize,
+			"-n",
+			(char *)objects,
+			"-q",
+			"16",
+			"--verify",
+			"--seed",
+			(char *)seed,
+			"--no-progress",
+			NULL};
+	pid_t pid = spawn(argv);
+
+	return xtu_wait(pid, 120000);
+}
+
+/* ------------------------------------------------------------------ */
+/* A synchronous client                                                */
+/* ------------------------------------------------------------------ */
+
+static int io(struct env *e, uint32_t dst, uint16_t op, const char *target,
+	      uint64_t off, void *buf, uint64_t size)
+{
+	struct xseg_request *req, *rep;
+	size_t tl = target ? strlen(target) : 0;
+	int rc;
+
+	rc = xseg_get_request(e->seg, e->port, &req);
+	if (rc)
+		return rc;
+	rc = xseg_prep_request(e->seg, req, (uint32_t)tl, size);
+	if (rc) {
+		xseg_put_request(e->seg, req);
+		return rc;
+	}
+	req->op = op;
+	req->offset = off;
+	req->size = size;
+	if (tl)
+		memcpy(xseg_request_target(req), target, tl);
+	if (op == XSEG_OP_WRITE)
+		memcpy(xseg_request_data(e->seg, req), buf, size);
+	rc = xseg_submit(e->seg, req, dst);
+	if (rc) {
+		xseg_put_request(e->seg, req);
+		return rc;
+	}
+	rc = xseg_wait_reply(e->seg, e->port, TIMEOUT_NS, &rep);
+	if (rc)
+		return rc; /* the request is lost to us: the test fails */
+	ck_assert_ptr_eq(rep, req);
+	rc = -req->error;
+	if (!rc && (op == XSEG_OP_READ || op == XSEG_OP_WRITE) &&
+	    req->serviced != size)
+		rc = -EIO;
+	if (!rc && op == XSEG_OP_READ)
+		memcpy(buf, xseg_request_data(e->seg, req), size);
+	xseg_put_request(e->seg, req);
+	return rc;
+}
+
+static void blk_name(unsigned b, unsigned per_obj, char *name, uint64_t *off)
+{
+	snprintf(name, 32, "tobj_%04u", b / per_obj);
+	*off = (uint64_t)(b % per_obj) * BLK;
+}
+
+static void blk_fill(uint64_t *w, unsigned b, uint32_t version)
+{
+	for (unsigned i = 0; i < BLK / 8; i++)
+		w[i] = ((uint64_t)b << 32) | version;
+}
+
+/* The version a block holds (0 = never written), or -1 if torn/foreign. */
+static int64_t blk_version(const uint64_t *w, unsigned b)
+{
+	if (!w[0])
+		for (unsigned i = 0; i < BLK / 8; i++)
+			if (w[i])
+				return -1;
+	if (!w[0])
+		return 0;
+	for (unsigned i = 0; i < BLK / 8; i++)
+		if (w[i] != w[0] || (w[i] >> 32) != b)
+			return -1;
+	return (int64_t)(w[0] & 0xffffffffu);
+}
+
+static int write_blk(struct env *e, uint32_t dst, unsigned b, unsigned per_obj,
+		     uint32_t version)
+{
+	uint64_t buf[BLK / 8], off;
+	char name[32];
+
+	blk_name(b, per_obj, name, &off);
+	blk_fill(buf, b, version);
+	return io(e, dst, XSEG_OP_WRITE, name, off, buf, BLK);
+}
+
+/* Read block b, retrying up to tries times on error; its version. */
+static int64_t read_blk(struct env *e, uint32_t dst, unsigned b,
+			unsigned per_obj, int tries)
+{
+	uint64_t buf[BLK / 8], off;
+	char name[32];
+	int rc = -EIO;
+
+	blk_name(b, per_obj, name, &off);
+	while (tries-- > 0 &&
+	       (rc = io(e, dst, XSEG_OP_READ, name, off, buf, BLK)) < 0)
+		;
+	if (rc < 0)
+		return -2;
+	return blk_version(buf, b);
+}
+
+static int flush(struct env *e, uint32_t dst)
+{
+	return io(e, dst, XSEG_OP_FLUSH, NULL, 0, NULL, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* bench_xseg --verify through cached, cache smaller than the data     */
+/* ------------------------------------------------------------------ */
+
+static void verify_through(const char *policy)
+{
+	struct env e;
+	const char *opts[] = {"--write-policy",
+			      policy,
+			      "--cache-size",
+			      "2M",
+			      "--object-size",
+			      "256k",
+			      "-t",
+			      "2",
+			      NULL};
+
+	env_up(&e, "vt", 1024);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	/* 8 MiB working set through a 2 MiB cache: eviction and flushes of
+	 * dirty objects under load */
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "write", "32", "256k", "4k", "1"), 0);
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "read", "32", "256k", "4k", "1"), 0);
+	/* overwrite with another seed: a stale block would fail the check */
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "write", "32", "256k", "16k", "2"), 0);
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "read", "32", "256k", "16k", "2"), 0);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	/* everything reached the store */
+	ck_assert_int_eq(
+	    bench(&e, STORE_PORT, "read", "32", "256k", "16k", "2"), 0);
+	env_down(&e);
+}
+
+START_TEST(test_verify_writeback)
+{
+	verify_through("writeback");
+}
+END_TEST
+
+START_TEST(test_verify_writethrough)
+{
+	verify_through("writethrough");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Faults of the next port                                             */
+/* ------------------------------------------------------------------ */
+
+#define FB_BLOCKS  256
+#define FB_PER_OBJ 64
+
+START_TEST(test_fail_every_nth)
+{
+	struct env e;
+	const char *opts[] = {"--cache-size", "512k", "--object-size", "256k",
+			      NULL};
+	uint32_t acked[FB_BLOCKS] = {0}, issued[FB_BLOCKS] = {0};
+	unsigned errors = 0, tries;
+	int rc;
+
+	env_up(&e, "fe", 1024);
+	start_store(&e, "--fail-every=5");
+	start_cached(&e, opts);
+	/* 1 MiB of blocks through a 512 KiB cache, three versions each */
+	for (uint32_t v = 1; v <= 3; v++)
+		for (unsigned b = 0; b < FB_BLOCKS; b++) {
+			issued[b] = v;
+			rc = write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, v);
+			if (rc == 0)
+				acked[b] = v;
+			else
+				errors++;
+		}
+	for (tries = 0; tries < 100 && (rc = flush(&e, CACHED_PORT)); tries++)
+		errors++;
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(xseg_port_alive(e.seg, CACHED_PORT), 1);
+	/* every acknowledged write reads back through cached */
+	for (unsigned b = 0; b < FB_BLOCKS; b++) {
+		int64_t v = read_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 20);
+		ck_assert_msg(v >= acked[b] && v <= issued[b],
+			      "block %u: version %" PRId64 ", acked %u", b, v,
+			      acked[b]);
+	}
+	/* and through a cold cache, where reads miss and the store's
+	 * failures reach the client */
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	start_cached(&e, opts);
+	for (unsigned b = 0; b < FB_BLOCKS; b++) {
+		uint64_t buf[BLK / 8], off;
+		char name[32];
+
+		blk_name(b, FB_PER_OBJ, name, &off);
+		if (io(&e, CACHED_PORT, XSEG_OP_READ, name, off, buf, BLK))
+			errors++;
+	}
+	ck_assert_uint_gt(errors, 0);
+	ck_assert_int_eq(xseg_port_alive(e.seg, CACHED_PORT), 1);
+	for (unsigned b = 0; b < FB_BLOCKS; b++) {
+		int64_t v = read_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 20);
+		ck_assert_msg(v >= acked[b] && v <= issued[b],
+			      "cold block %u: version %" PRId64 ", acked %u", b,
+			      v, acked[b]);
+	}
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	for (unsigned b = 0; b < FB_BLOCKS; b++) {
+		int64_t v = read_blk(&e, STORE_PORT, b, FB_PER_OBJ, 20);
+		ck_assert_msg(v >= acked[b] && v <= issued[b],
+			      "store block %u: version %" PRId64 ", acked %u",
+			      b, v, acked[b]);
+	}
+	env_down(&e);
+}
+END_TEST
+
+START_TEST(test_zero_byte_writes_are_errors)
+{
+	struct env e;
+	const char *wb[] = {
+	    "--cache-size", "1M", "--object-size", "256k", "--flush-timeout",
+	    "2s",	    NULL};
+	const char *wt[] = {"--cache-size",
+			    "1M",
+			    "--object-size",
+			    "256k",
+			    "--write-policy",
+			    "writethrough",
+			    "--flush-timeout",
+			    "2s",
+			    NULL};
+	uint64_t t0;
+	int st;
+
+	env_up(&e, "zw", 1024);
+	start_store(&e, "--zero-writes");
+	/* write-through: the write itself fails */
+	start_cached(&e, wt);
+	ck_assert_int_eq(write_blk(&e, CACHED_PORT, 0, FB_PER_OBJ, 1), -EIO);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	/* write-back: acknowledged, then FLUSH fails, and cached still exits
+	 * (after its flush timeout), saying why */
+	start_cached(&e, wb);
+	for (unsigned b = 0; b < 16; b++)
+		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 1),
+				 0);
+	ck_assert_int_eq(flush(&e, CACHED_PORT), -EIO);
+	t0 = xtu_now_ms();
+	st = stop_cached(&e, SIGTERM);
+	ck_assert_int_ne(st, -ETIMEDOUT);
+	ck_assert_uint_lt(xtu_now_ms() - t0, 30000);
+	env_down(&e);
+}
+END_TEST
+
+/* At shutdown the original flushed everything at once and exhausted the
+ * segment's requests. Here 24 MiB of dirty data go out through a segment
+ * of 128 requests, at most 8 at a time. */
+START_TEST(test_shutdown_flush_bounded)
+{
+	struct env e;
+	const char *opts[] = {"--cache-size",
+			      "32M",
+			      "--object-size",
+			      "1M",
+			      "--max-inflight",
+			      "8",
+			      NULL};
+
+	env_up(&e, "sf", 128);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "write", "24", "1M", "64k", "3"), 0);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	ck_assert_int_eq(bench(&e, STORE_PORT, "read", "24", "1M", "64k", "3"),
+			 0);
+	env_down(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* SIGKILL                                                             */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_sigkill_writethrough)
+{
+	struct env e;
+	const char *opts[] = {
+	    "--cache-size", "2M", "--object-size", "256k", "--write-policy",
+	    "writethrough", NULL};
+
+	env_up(&e, "kt", 1024);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "write", "16", "256k", "4k", "4"), 0);
+	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
+	/* every acknowledged write is in the store */
+	ck_assert_int_eq(bench(&e, STORE_PORT, "read", "16", "256k", "4k", "4"),
+			 0);
+	env_down(&e);
+}
+END_TEST
+
+START_TEST(test_sigkill_writeback_after_flush)
+{
+	struct env e;
+	const char *opts[] = {"--cache-size", "4M", "--object-size", "256k",
+			      NULL};
+
+	env_up(&e, "kb", 1024);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	for (unsigned b = 0; b < FB_BLOCKS; b++)
+		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 1),
+				 0);
+	ck_assert_int_eq(flush(&e, CACHED_PORT), 0);
+	/* acknowledged after the last FLUSH: may be lost */
+	for (unsigned b = 0; b < FB_BLOCKS; b += 2)
+		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 2),
+				 0);
+	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
+	for (unsigned b = 0; b < FB_BLOCKS; b++) {
+		int64_t v = read_blk(&e, STORE_PORT, b, FB_PER_OBJ, 1);
+		ck_assert_msg(v == 1 || (v == 2 && b % 2 == 0),
+			      "block %u: version %" PRId64, b, v);
+	}
+	env_down(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Plug and unplug under verified load                                 */
+/* ------------------------------------------------------------------ */
+
+#define PL_BLOCKS  512
+#define PL_PER_OBJ 32
+#define PL_DEPTH   8
+
+struct load_shared {
+	volatile int stop;
+	uint64_t ops, reads, writes, errors, stale;
+	char why[256];
+};
+
+struct load_arg {
+	const char *segname;
+	struct load_shared *sh;
+};
+
+/* A child process: keeps PL_DEPTH requests in flight to the store's port
+ * (wherever it is redirected), writes new versions and checks that every
+ * read returns exactly the last acknowledged version. */
+static int load_main(void *arg)
+{
+	struct load_arg *a = arg;
+	struct load_shared *sh = a->sh;
+	struct xseg *seg;
+	uint32_t port, acked[PL_BLOCKS] = {0}, issued[PL_BLOCKS] = {0};
+	bool busy[PL_BLOCKS] = {false};
+	struct {
+		struct xseg_request *req;
+		unsigned b;
+		uint32_t version;
+		bool busy;
+	} slot[PL_DEPTH];
+	uint64_t rng = 88172645463325252ull;
+	char err[XSEG_ERRBUF_LEN];
+	unsigned inflight = 0;
+
+	if (xseg_join(a->segname, &seg, err, sizeof(err)) ||
+	    xseg_alloc_port(seg, "load", &port))
+		return 2;
+	memset(slot, 0, sizeof(slot));
+	for (unsigned i = 0; i < PL_DEPTH; i++)
+		if (xseg_get_request(seg, port, &slot[i].req))
+			return 2;
+	for (;;) {
+		for (unsigned i = 0; i < PL_DEPTH && !sh->stop; i++) {
+			struct xseg_request *req = slot[i].req;
+			char name[32];
+			uint64_t off;
+			unsigned b;
+			bool wr;
+
+			if (slot[i].busy)
+				continue;
+			do {
+				rng ^= rng << 13;
+				rng ^= rng >> 7;
+				rng ^= rng << 17;
+				b = (unsigned)(rng % PL_BLOCKS);
+			} while (busy[b]);
+			wr = (rng >> 32) & 1;
+			blk_name(b, PL_PER_OBJ, name, &off);
+			if (xseg_prep_request(seg, req, (uint32_t)strlen(name),
+					      BLK))
+				return 2;
+			req->op = wr ? XSEG_OP_WRITE : XSEG_OP_READ;
+			req->offset = off;
+			req->size = BLK;
+			req->user = i;
+			memcpy(xseg_request_target(req), name, strlen(name));
+			if (wr) {
+				slot[i].version = ++issued[b];
+				blk_fill(xseg_request_data(seg, req), b,
+					 slot[i].version);
+			} else {
+				slot[i].version = 0;
+			}
+			slot[i].b = b;
+			busy[b] = true;
+			if (xseg_submit(seg, req, STORE_PORT)) {
+				snprintf(sh->why, sizeof(sh->why),
+					 "submit failed");
+				return 1;
+			}
+			slot[i].busy = true;
+			inflight++;
+		}
+		if (!inflight)
+			break;
+		struct xseg_request *rep;
+		int rc = xseg_wait_reply(seg, port, TIMEOUT_NS, &rep);
+		if (rc) {
+			snprintf(sh->why, sizeof(sh->why),
+				 "no reply in 30 s: %s", strerror(-rc));
+			return 1;
+		}
+		unsigned i = (unsigned)rep->user, b;
+		if (i >= PL_DEPTH || slot[i].req != rep) {
+			snprintf(sh->why, sizeof(sh->why), "stray reply");
+			return 1;
+		}
+		b = slot[i].b;
+		inflight--;
+		busy[b] = false;
+		__atomic_add_fetch(&sh->ops, 1, __ATOMIC_RELAXED);
+		if (rep->error || rep->serviced != BLK) {
+			__atomic_add_fetch(&sh->errors, 1, __ATOMIC_RELAXED);
+			snprintf(sh->why, sizeof(sh->why),
+				 "%s of block %u failed: %s (served %" PRIu64
+				 ")",
+				 rep->op == XSEG_OP_READ ? "read" : "write", b,
+				 strerror(rep->error), rep->serviced);
+			/* a failed write leaves the block undefined */
+			if (rep->op == XSEG_OP_WRITE)
+				acked[b] = UINT32_MAX;
+		} else if (rep->op == XSEG_OP_WRITE) {
+			acked[b] = slot[i].version;
+			__atomic_add_fetch(&sh->writes, 1, __ATOMIC_RELAXED);
+		} else {
+			int64_t v = blk_version(xseg_request_data(seg, rep), b);
+			__atomic_add_fetch(&sh->reads, 1, __ATOMIC_RELAXED);
+			if (acked[b] != UINT32_MAX && v != acked[b]) {
+				__atomic_add_fetch(&sh->stale, 1,
+						   __ATOMIC_RELAXED);
+				snprintf(sh->why, sizeof(sh->why),
+					 "block %u: read version %" PRId64
+					 ", last acknowledged %u",
+					 b, v, acked[b]);
+			}
+		}
+		slot[i].busy = false;
+	}
+	return sh->errors || sh->stale ? 1 : 0;
+}
+
+START_TEST(test_plug_unplug_under_load)
+{
+	struct env e;
+	struct load_shared *sh;
+	struct load_arg la;
+	unsigned cycles = (unsigned)xtu_env_u64("CACHED_PLUG_CYCLES", 10);
+	pid_t load;
+	int st;
+
+	env_up(&e, "pl", 1024);
+	start_store(&e, NULL);
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(sh, MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	la.segname = e.name;
+	la.sh = sh;
+	load = xtu_fork(load_main, &la);
+	ck_assert_int_gt(load, 0);
+	for (unsigned c = 0; c < cycles; c++) {
+		const char *opts[] = {"--plug",
+				      "--cache-size",
+				      "1M",
+				      "--object-size",
+				      "128k",
+				      "--write-policy",
+				      c % 2 ? "writethrough" : "writeback",
+				      "-t",
+				      getenv("CACHED_TEST_THREADS")
+					  ? getenv("CACHED_TEST_THREADS")
+					  : "2",
+				      NULL};
+		uint64_t ops0;
+
+		struct redirect_arg ra = {&e, CACHED_PORT};
+
+		start_cached(&e, opts);
+		ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
+		ops0 = __atomic_load_n(&sh->ops, __ATOMIC_RELAXED);
+		/* let traffic flow through the cache for a while */
+		for (int i = 0; i < 2000; i++) {
+			if (__atomic_load_n(&sh->ops, __ATOMIC_RELAXED) >
+			    ops0 + 2000)
+				break;
+			usleep(1000);
+		}
+		ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT),
+				  CACHED_PORT);
+		ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+		ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT),
+				  XSEG_NOPORT);
+		ck_assert_msg(!sh->errors && !sh->stale, "cycle %u: %s", c,
+			      sh->why);
+		/* and some traffic straight to the store */
+		usleep(50000);
+	}
+	sh->stop = 1;
+	st = xtu_wait(load, 60000);
+	ck_assert_msg(st == 0,
+		      "load: status %d: %s (%" PRIu64 " reads, %" PRIu64
+		      " writes)",
+		      st, sh->why, sh->reads, sh->writes);
+	ck_assert_uint_gt(sh->reads, 0);
+	ck_assert_uint_gt(sh->writes, 0);
+	munmap(sh, sizeof(*sh));
+	env_down(&e);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cached_mp");
+	TCase *tc;
+	SRunner *sr;
+	int failed;
+
+	/* one case per behaviour, so CK_RUN_CASE=plug runs just that */
+	xtu_init();
+	tc = tcase_create("verify");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_verify_writeback);
+	tcase_add_test(tc, test_verify_writethrough);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("faults");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_fail_every_nth);
+	tcase_add_test(tc, test_zero_byte_writes_are_errors);
+	tcase_add_test(tc, test_shutdown_flush_bounded);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("kill");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_sigkill_writethrough);
+	tcase_add_test(tc, test_sigkill_writeback_after_flush);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("plug");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_plug_unplug_under_load);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? 1 : 0;
+}

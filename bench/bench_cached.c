@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_cached: cached's hit path and first-pass cost, measured with real
+ * processes. On a private segment it starts noop --store (the in-memory
+ * store behind the cache) and cached in front of it, then runs bench_xseg
+ * against cached and embeds its JSON reports in one JSON object, next to
+ * the reference measured in the same run: memcpy bandwidth for the same
+ * block sizes (from a buffer the size of the working set into a request-
+ * sized buffer, as a hit does).
+ *
+ *   bench_cached [--quick] [--duration SECONDS] [--working-set SIZE]
+ *
+ * Runs: for 1 and 2 cached threads, random 4k/16k/64k read and write hits
+ * at iodepth 1 and 16 (the working set fits in the cache, warmed by a
+ * write pass first); and the first (cold) and second (warm) write pass over
+ * the working set with and without pre-faulted cache memory.
+ * Programs are taken from the directory of this binary.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char bindir[PATH_MAX];
+static char segname[64];
+static pid_t children[4];
+static int nr_children;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pid_t start(char *const argv[])
+{
+	char path[PATH_MAX + 64];
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/%s", bindir, argv[0]);
+	pid = fork();
+	if (pid == 0) {
+		execv(path, argv);
+		fprintf(stderr, "bench_cached: cannot run %s: %s\n", path,
+			strerror(errno));
+		_exit(127);
+	}
+	if (pid > 0)
+		children[nr_children++] = pid;
+	return pid;
+}
+
+static int run_wait(char *const argv[])
+{
+	int st;
+	pid_t pid = start(argv);
+
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -1;
+	nr_children--;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void stop_all(void)
+{
+	while (nr_children > 0) {
+		pid_t pid = children[--nr_children];
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+static void on_exit_cleanup(void)
+{
+	char argv0[] = "xsegctl";
+
+	stop_all();
+	if (segname[0]) {
+		char *argv[] = {argv0, "destroy", segname, NULL};
+		run_wait(argv);
+	}
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	exit(1);
+}
+
+/* Run bench_xseg with args and copy its one-line JSON into out. */
+static int bench_xseg(const char *args, char *out, size_t outlen)
+{
+	char cmd[PATH_MAX + 1024];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "%s/bench_xseg -g %s --json --no-progress %s", bindir, segname,
+		 args);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	out[0] = '\0';
+	if (!fgets(out, (int)outlen, f))
+		out[0] = '\0';
+	pclose(f);
+	out[strcspn(out, "\n")] = '\0';
+	if (!out[0])
+		snprintf(out, outlen, "null");
+	return 0;
+}
+
+static void wait_port(unsigned port)
+{
+	char cmd[PATH_MAX + 512];
+
+	/* xsegctl stats fails until the port has a live owner */
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s/xsegctl stats %s %u 2>/dev/null | grep -q '^state: *alive'",
+	    bindir, segname, port);
+	for (int i = 0; i < 500; i++) {
+		if (system(cmd) == 0)
+			return;
+		usleep(10000);
+	}
+}
+
+static double memcpy_gbps(size_t bs, size_t ws, double secs)
+{
+	unsigned char *src = malloc(ws), *dst = aligned_alloc(4096, bs);
+	uint64_t t0, bytes = 0, x = 88172645463325252ull;
+	size_t blocks = ws / bs;
+	double gbps;
+
+	if (!src || !dst)
+		return 0;
+	memset(src, 1, ws);
+	memset(dst, 0, bs);
+	t0 = now_ns();
+	while (now_ns() - t0 < (uint64_t)(secs * 1e9)) {
+		for (int i = 0; i < 256; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			memcpy(dst, src + (x % blocks) * bs, bs);
+			bytes += bs;
+		}
+		__asm__ volatile("" ::"r"(dst) : "memory");
+	}
+	gbps = (double)bytes / ((double)(now_ns() - t0));
+	free(src);
+	free(dst);
+	return gbps;
+}
+
+static void start_stack(unsigned threads, bool prefault, const char *cache)
+{
+	char argv0[] = "noop", argv1[] = "cached", th[8];
+	char *noop[] = {argv0,	       "-g", segname, "-p",   "1", "--store",
+			"--store-max", "1G", "-v",    "warn", NULL};
+	char *cached[] = {argv1,
+			  "-g",
+			  segname,
+			  "-p",
+			  "2",
+			  "--next-port",
+			  "1",
+			  "--cache-size",
+			  (char *)cache,
+			  "-t",
+			  th,
+			  "-v",
+			  "warn",
+			  prefault ? NULL : "--no-prefault",
+			  NULL};
+
+	snprintf(th, sizeof(th), "%u", threads);
+	start(noop);
+	wait_port(1);
+	start(cached);
+	wait_port(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const bss[] = {"4k", "16k", "64k"};
+	static const size_t bsz[] = {4096, 16384, 65536};
+	char self[PATH_MAX], out[4096], args[512];
+	double duration = 3;
+	const char *ws = "64M";
+	size_t ws_bytes = 64u << 20;
+	bool first = true;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick")) {
+			duration = 1;
+			ws = "16M";
+			ws_bytes = 16u << 20;
+		} else if (!strcmp(argv[i], "--duration") && i + 1 < argc) {
+			duration = atof(argv[++i]);
+		} else {
+			fprintf(stderr,
+				"usage: bench_cached [--quick] [--duration "
+				"S]\n");
+			return 2;
+		}
+	}
+	if (!realpath("/proc/self/exe", self))
+		return 1;
+	snprintf(bindir, sizeof(bindir), "%s", dirname(self));
+	snprintf(segname, sizeof(segname), "bench_cached_%d", (int)getpid());
+	atexit(on_exit_cleanup);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	{
+		char argv0[] = "xsegctl";
+		char *create[] = {argv0,  "create",	segname, "--size",
+				  "512M", "--requests", "1024",	 "--data-size",
+				  "64k",  NULL};
+		if (run_wait(create)) {
+			fprintf(stderr,
+				"bench_cached: cannot create segment\n");
+			segname[0] = '\0';
+			return 1;
+		}
+	}
+
+	printf("{\"bench\":\"cached\",\"working_set\":\"%s\","
+	       "\"duration_s\":%.1f,\"memcpy_gbps\":{",
+	       ws, duration);
+	for (int b = 0; b < 3; b++)
+		printf("%s\"%s\":%.2f", b ? "," : "", bss[b],
+		       memcpy_gbps(bsz[b], ws_bytes, duration));
+	printf("},\"hits\":[");
+	fflush(stdout);
+	for (unsigned threads = 1; threads <= 2; threads++) {
+		start_stack(threads, true, "128M");
+		/* warm: every block in the cache */
+		snprintf(args, sizeof(args),
+			 "-p 2 -o write -P seq -b 64k -S %s -q 16", ws);
+		bench_xseg(args, out, sizeof(out));
+		for (int op = 0; op < 2; op++)
+			for (int b = 0; b < 3; b++)
+				for (int q = 1; q <= 16; q += 15) {
+					snprintf(args, sizeof(args),
+						 "-p 2 -o %s -P rand -b %s -S "
+						 "%s -q %d -T %.1f",
+						 op ? "write" : "read", bss[b],
+						 ws, q, duration);
+					bench_xseg(args, out, sizeof(out));
+					printf(
+					    "%s{\"threads\":%u,\"op\":\"%s\","
+					    "\"bs\":\"%s\",\"iodepth\":%d,"
+					    "\"bench_xseg\":%s}",
+					    first ? "" : ",", threads,
+					    op ? "write" : "read", bss[b], q,
+					    out);
+					first = false;
+					fflush(stdout);
+				}
+		stop_all();
+	}
+	printf("],\"first_pass\":[");
+	first = true;
+	for (int prefault = 1; prefault >= 0; prefault--) {
+		start_stack(1, prefault, "256M");
+		for (int pass = 0; pass < 2; pass++) {
+			snprintf(args, sizeof(args),
+				 "-p 2 -o write -P seq -b 4k -S 128M -q 16");
+			bench_xseg(args, out, sizeof(out));
+			printf("%s{\"prefault\":%s,\"pass\":\"%s\","
+			       "\"bench_xseg\":%s}",
+			       first ? "" : ",", prefault ? "true" : "false",
+			       pass ? "warm" : "cold", out);
+			first = false;
+			fflush(stdout);
+		}
+		stop_all();
+	}
+	printf("]}\n");
+	return 0;
+}

@@ -1123,7 +1123,10 @@ START_TEST(test_reap_dead_client)
 	ck_assert_uint_eq(n, 6);
 	for (unsigned i = 0; i < n; i++)
 		ck_assert_int_eq(xseg_respond(seg, acc[i], 0), 0);
-	/* Nobody to answer to: every request is back in the pool. */
+	/* Nobody to answer to: the replies wait on the free port's reply
+	 * queue until a reap returns them to the pool. */
+	ck_assert_int_eq(xseg_reap(seg, &st), 0);
+	ck_assert_uint_eq(st.requests_freed, 6);
 	ck_assert_uint_eq(all_free_requests(seg), 64);
 	xseg_leave(seg);
 }

@@ -368,7 +368,7 @@ END_TEST
 
 START_TEST(test_peer_killed_mid_load)
 {
-	const unsigned depth = 32, kills = 4;
+	const unsigned depth = 32, kills = 4; /* depth + 8 <= 256 */
 	const uint64_t per_phase = 3000 * scale();
 	struct xseg_request *req, *rep;
 	uint64_t outstanding = 0, resets = 0, served = 0, enxio = 0;
@@ -419,7 +419,18 @@ START_TEST(test_peer_killed_mid_load)
 			}
 			break;
 		}
-		/* Kill with requests queued and accepted. */
+		/* Kill with requests queued: stop the server, queue 8 more
+		 * it can never serve, then kill it. */
+		ck_assert_int_eq(xtu_kill(server, SIGSTOP), 0);
+		for (int i = 0; i < 8; i++) {
+			ck_assert_int_eq(xseg_get_request(seg, client, &req),
+					 0);
+			ck_assert_int_eq(xseg_prep_request(seg, req, 1, 0), 0);
+			req->target[0] = 'q';
+			req->op = XSEG_OP_PING;
+			ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+			outstanding++;
+		}
 		ck_assert_int_eq(xtu_kill(server, SIGKILL), 0);
 		/* Every outstanding request comes back, served (answered
 		 * before the kill) or failed with ECONNRESET (by the reap
@@ -456,7 +467,7 @@ START_TEST(test_peer_killed_mid_load)
 		wait_bound(seg, 0);
 	}
 	/* The reaper failed at least the requests queued at each kill. */
-	ck_assert_uint_gt(resets, 0);
+	ck_assert_uint_ge(resets, 8 * kills);
 	fprintf(stderr, "peer killed %u times: %llu served, %llu reset\n",
 		kills, (unsigned long long)served, (unsigned long long)resets);
 	stop(server);

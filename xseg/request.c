@@ -196,10 +196,12 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 	req->id = __atomic_fetch_add(&sp->id_next, 1, __ATOMIC_RELAXED);
 	req->error = 0;
 	req->serviced = 0;
-	req->ts_submitted = stamp(seg);
-	req->ts_accepted = 0;
-	req->ts_responded = 0;
-	req->ts_received = 0;
+	if (seg->timestamps) {
+		req->ts_submitted = xseg_now_ns();
+		req->ts_accepted = 0;
+		req->ts_responded = 0;
+		req->ts_received = 0;
+	}
 	req_set_holder(req, eff);
 	req_set_state(req, XSEG_RS_SUBMITTED);
 	if (xq_enqueue(seg->ports[eff].reqq, idx) < 0) {
@@ -327,14 +329,17 @@ static int accept_one(struct xseg *seg, uint32_t port,
 			xseg_count(&pl->port->rejected);
 			continue;
 		}
-		req->index = idx;
+		/* Not even req->index is written here: a server that
+		 * only reads the hand-over line (line 0) leaves the
+		 * client's other lines in the client's cache. */
 		rc = xseg_validate_request(seg, req);
 		if (rc) {
 			xseg_count(&pl->port->rejected);
 			xseg_fail_back(seg, req, -rc, port);
 			continue;
 		}
-		req->ts_accepted = stamp(seg);
+		if (seg->timestamps)
+			req->ts_accepted = xseg_now_ns();
 		xseg_count(&pl->port->accepted);
 		*reqp = req;
 		return 0;
@@ -365,17 +370,19 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
 int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 {
 	struct xseg_port *hp;
-	uint32_t h, src;
+	uint32_t h, src, idx;
 
 	if (!req || error < 0)
 		return -EINVAL;
 	h = req_holder(req);
-	if (!xseg_owned_by_self(seg, h) || req_state(req) != XSEG_RS_ACCEPTED)
+	if (!xseg_owned_by_self(seg, h) || req_state(req) != XSEG_RS_ACCEPTED ||
+	    xobj_index(seg->pool, req, &idx) < 0)
 		return -EINVAL;
 	hp = seg->ports[h].port;
 	xseg_count(error ? &hp->failed : &hp->served);
 	req->error = error;
-	req->ts_responded = stamp(seg);
+	if (seg->timestamps)
+		req->ts_responded = xseg_now_ns();
 	src = req->src;
 	if (src >= seg->nr_ports) {
 		xseg_count(&hp->rejected);
@@ -384,21 +391,17 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 	}
 	req_set_holder(req, src);
 	req_set_state(req, error ? XSEG_RS_FAILED : XSEG_RS_SERVED);
-	/* The sender's port was released or reclaimed since it submitted:
-	 * nobody will read this reply. */
-	if (__atomic_load_n(&seg->ports[src].port->gen, __ATOMIC_ACQUIRE) !=
-	    req->src_gen) {
-		xseg_free_to_pool(seg, req);
-		return 0;
-	}
-	xq_enqueue(seg->ports[src].replyq, req->index);
+	/* No generation check here (it would read the client's line 1):
+	 * a reply to a port that changed owner since the submit is dropped
+	 * by xseg_receive, or by the reaper if the port stays free. */
+	xq_enqueue(seg->ports[src].replyq, idx);
 	xseg_signal(seg, src);
 	return 0;
 }
 
 int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 {
-	uint32_t h;
+	uint32_t h, idx;
 
 	if (!req || port >= seg->nr_ports)
 		return -EINVAL;
@@ -409,11 +412,13 @@ int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 	if (__atomic_load_n(&seg->ports[port].port->owner, __ATOMIC_RELAXED) ==
 	    0)
 		return -ENXIO;
+	if (xobj_index(seg->pool, req, &idx) < 0)
+		return -EINVAL;
 	req->effective_dst = port;
 	xseg_count(&seg->ports[h].port->forwarded);
 	req_set_holder(req, port);
 	req_set_state(req, XSEG_RS_SUBMITTED);
-	xq_enqueue(seg->ports[port].reqq, req->index);
+	xq_enqueue(seg->ports[port].reqq, idx);
 	xseg_signal(seg, port);
 	return 0;
 }
@@ -441,9 +446,11 @@ static int receive_one(struct xseg *seg, uint32_t port,
 			xseg_free_to_pool(seg, req);
 			continue;
 		}
-		req->index = idx;
+		if (req->index != idx)
+			req->index = idx;
 		req_set_state(req, XSEG_RS_RECEIVED);
-		req->ts_received = stamp(seg);
+		if (seg->timestamps)
+			req->ts_received = xseg_now_ns();
 		xseg_count(&pl->port->received);
 		*reqp = req;
 		return 0;

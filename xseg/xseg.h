@@ -54,6 +54,10 @@
  * senders with ECONNRESET. See xseg_reap for the exact rules.
  *
  * Changes after the first published version are marked "API change:" below.
+ * API change (layout only, source compatible): the fields of struct
+ * xseg_request were reordered so that line 0 carries everything a server
+ * touches (data_off/data_cap moved up, serviced/index/src_gen down); the
+ * layout version stays 1 as no segment outlives a build yet.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -135,31 +139,34 @@ struct xseg_reply_hash {
  * not hold.
  */
 struct xseg_request {
-	/* cache line 0: control, touched by every stage */
+	/* cache line 0: the hand-over line. Everything a server needs to
+	 * accept, validate and answer a request, so that a round trip moves
+	 * this one line each way (plus line 1 only if the server sets
+	 * serviced or timestamps, and the target lines if it reads them). */
 	uint32_t state;		/* (lib) enum xseg_req_state */
 	uint32_t holder;	/* (lib) port that must act on it now */
 	uint32_t src;		/* (lib) port that got and submitted it */
 	uint32_t dst;		/* (lib) port it was addressed to */
 	uint32_t effective_dst; /* (lib) port it was delivered to last
 				   (after redirect / forward) */
-	uint32_t src_gen;	/* (lib) generation of src when submitted;
-				   a stale reply is dropped, see xseg_reap */
-	uint32_t index;		/* (lib) own index in the pool */
 	uint16_t op;		/* enum xseg_op */
 	uint16_t targetlen;	/* bytes of target used, no NUL needed */
 	uint32_t flags;		/* XSEG_F_* */
 	int32_t error;		/* positive errno when failed, else 0 */
 	uint64_t offset;	/* byte offset in the target */
 	uint64_t size;		/* bytes to transfer (READ/WRITE) */
-	uint64_t serviced;	/* bytes transferred, set by the server */
+	uint64_t data_off;	/* (lib) segment offset of the data buffer, 0 =
+				   none; use xseg_request_data() */
+	uint64_t data_cap;	/* (lib) usable bytes of the data buffer */
 
-	/* cache line 1: id, buffer, timestamps, client word */
+	/* cache line 1: result size, id, timestamps, client word */
+	uint64_t serviced;     /* bytes transferred, set by the server */
 	uint64_t id;	       /* (lib) unique id, assigned by submit */
-	uint64_t data_off;     /* (lib) segment offset of the data buffer, 0 =
-				  none; use xseg_request_data() */
-	uint64_t data_cap;     /* (lib) usable bytes of the data buffer */
+	uint32_t index;	       /* (lib) own index in the pool */
+	uint32_t src_gen;      /* (lib) generation of src when submitted;
+				  a stale reply is dropped, see xseg_reap */
 	uint64_t ts_submitted; /* (lib) CLOCK_MONOTONIC ns, see */
-	uint64_t ts_accepted;  /* xseg_set_timestamps; 0 when off */
+	uint64_t ts_accepted;  /* xseg_set_timestamps; left alone when off */
 	uint64_t ts_responded;
 	uint64_t ts_received;
 	uint64_t user; /* client's word, untouched by the library and
@@ -404,7 +411,9 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
  * a positive errno = failed. The request goes onto its source port's reply
  * queue and that port is signalled. If the source port has been released
  * or reclaimed since the request was submitted (generation changed) the
- * reply has nobody to go to: the request is returned to the pool instead.
+ * reply has nobody to go to: xseg_receive of the port's next owner returns
+ * it to the pool, or xseg_reap does if the port stays free. (Checking here
+ * would read a cache line the server otherwise never touches.)
  * Errors: -EINVAL (error < 0, request not ACCEPTED or not held by a port of
  * this process); nothing changed then. */
 int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);

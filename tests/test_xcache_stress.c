@@ -12,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,74 @@ START_TEST(test_concurrent_mixed)
 }
 END_TEST
 
+/*
+ * The hit path takes no cache lock: while one thread sits in on_evict
+ * (called with the cache mutex held), another looks up, re-finds via
+ * insert and puts an active entry. If any of those took the mutex, the two
+ * threads would wait for each other and the test would time out.
+ */
+static int g_in_hook;	/* __atomic */
+static int g_hits_done; /* __atomic */
+
+static void blocking_evict(void *cp, struct xcache_entry *e)
+{
+	(void)cp;
+	(void)e;
+	__atomic_store_n(&g_in_hook, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&g_hits_done, __ATOMIC_SEQ_CST))
+		sched_yield();
+}
+
+static void *evicting_insert(void *arg)
+{
+	struct xcache *c = arg;
+	struct xcache_entry *e;
+
+	xcache_thread_register();
+	if (xcache_insert(c, "c", &e, NULL) == 0)
+		xcache_put(c, e);
+	else
+		__atomic_add_fetch(&g_errors, 1, __ATOMIC_RELAXED);
+	xcache_thread_unregister();
+	return NULL;
+}
+
+START_TEST(test_hit_while_mutex_held)
+{
+	static const struct xcache_ops ops = {.on_evict = blocking_evict};
+	struct xcache_config cfg = {.capacity = 2, .nr_nodes = 4, .ops = &ops};
+	enum xcache_insert_how how;
+	struct xcache_entry *e;
+	struct xcache *c;
+	pthread_t th;
+
+	xcache_thread_register();
+	ck_assert_int_eq(xcache_create(&cfg, &c), 0);
+	ck_assert_int_eq(xcache_insert(c, "a", &e, NULL), 0);
+	ck_assert_int_eq(xcache_put(c, e), 0);
+	ck_assert_int_eq(xcache_insert(c, "b", &e, NULL), 0);
+	ck_assert_int_eq(xcache_put(c, e), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, evicting_insert, c), 0);
+	while (!__atomic_load_n(&g_in_hook, __ATOMIC_SEQ_CST))
+		sched_yield();
+	/* The other thread holds the mutex now (evicting a). */
+	ck_assert_int_eq(xcache_lookup(c, "b", &e), 0);
+	ck_assert_int_eq(xcache_put(c, e), 0);
+	ck_assert_int_eq(xcache_insert(c, "b", &e, &how), 0);
+	ck_assert_int_eq(how, XCACHE_FOUND);
+	xcache_touch(e);
+	ck_assert_int_eq(xcache_put(c, e), 0);
+	__atomic_store_n(&g_hits_done, 1, __ATOMIC_SEQ_CST);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(__atomic_load_n(&g_errors, __ATOMIC_RELAXED), 0);
+	ck_assert_int_eq(xcache_lookup(c, "a", &e), -ENOENT);
+	ck_assert_int_eq(xcache_lookup(c, "c", &e), 0);
+	ck_assert_int_eq(xcache_put(c, e), 0);
+	ck_assert_int_eq(xcache_destroy(c), 0);
+	xcache_thread_unregister();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("xcache_stress");
@@ -387,6 +456,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_concurrent_mixed);
+	tcase_add_test(tc, test_hit_while_mutex_held);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -23,7 +23,9 @@
  *   leaving is either run by it or makes its own enqueuer the next
  *   executor: no job is left behind, and nobody ever waits for another
  *   thread's job to finish. (The only wait is liburcu's wfcqueue waiting
- *   for a producer between its two enqueue stores, a few instructions.)
+ *   for a producer between its two enqueue stores, a few instructions; if
+ *   that producer is preempted right there, the executor spins briefly,
+ *   then sleeps in 10 ms steps until it is scheduled again.)
  * - Mutual exclusion and ordering: jobs of one queue never run
  *   concurrently, and everything a job wrote is visible to the next job of
  *   the queue, whichever thread runs it (acquire/release on the counter).

@@ -17,7 +17,8 @@ struct stress {
 	struct xq *q;
 	uint32_t per_producer;
 	uint64_t total;
-	uint64_t received; /* atomic */
+	uint64_t received;	 /* atomic */
+	uint64_t producers_done; /* atomic: set once all producers joined */
 	/* seen[c][p][seq]: how often consumer c got value (p, seq) */
 	uint8_t *seen[CONSUMERS][PRODUCERS];
 	uint64_t order_errors[CONSUMERS];
@@ -52,8 +53,15 @@ static void *consumer(void *arg)
 
 	for (unsigned p = 0; p < PRODUCERS; p++)
 		last[p] = -1;
-	while (__atomic_load_n(&st->received, __ATOMIC_RELAXED) < st->total) {
+	for (;;) {
+		/* Stop on empty only once no producer is left: a lost value
+		 * then shows up as missing instead of as a hang. */
+		uint64_t done =
+		    __atomic_load_n(&st->producers_done, __ATOMIC_ACQUIRE);
+
 		if (xq_dequeue(st->q, &v) != 0) {
+			if (done)
+				break;
 			txq_wait(&fails);
 			continue;
 		}
@@ -105,6 +113,7 @@ static void run_stress(uint64_t capacity, uint32_t per_producer)
 	}
 	for (unsigned p = 0; p < PRODUCERS; p++)
 		pthread_join(pt[p], NULL);
+	__atomic_store_n(&st.producers_done, 1, __ATOMIC_RELEASE);
 	for (unsigned c = 0; c < CONSUMERS; c++)
 		pthread_join(ct[c], NULL);
 
@@ -143,18 +152,11 @@ static void run_stress(uint64_t capacity, uint32_t per_producer)
 	free(st.q);
 }
 
-/* Values per producer; 10 million operations in all by default (2 x 2.5M
- * enqueues + as many dequeues). XQ_STRESS_VALUES overrides. */
 static uint32_t per_producer_values(void)
 {
-	const char *env = getenv("XQ_STRESS_VALUES");
-	uint32_t n = 2500000;
+	uint32_t n = txq_per_producer();
 
-	if (env && *env)
-		n = (uint32_t)strtoul(env, NULL, 0);
-	if (n > TXQ_SEQ_MASK)
-		n = TXQ_SEQ_MASK;
-	return n;
+	return n > TXQ_SEQ_MASK ? TXQ_SEQ_MASK : n;
 }
 
 /* Big queue: mostly neither full nor empty. */

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * blocker: the peer that serves a venti-style store (store.h) on an xseg
+ * port.
+ *
+ * Each worker thread calls the synchronous, thread-safe store directly, so
+ * up to --threads requests are in flight in the store at once; FUA writes
+ * and FLUSHes from different workers share fsyncs through the store's group
+ * commit.
+ *
+ * Semantics on top of the store (docs/operations.md, "Blocker peer"):
+ * - READ of an object that was never written, or of a range past its end,
+ *   returns zeros: objects are extents of virtual disks, and an unwritten
+ *   extent reads as zeros on a disk. INFO and DELETE of a missing object
+ *   fail with ENOENT, which is how callers learn that it does not exist.
+ * - WRITE with XSEG_F_FUA is durable when it completes; FLUSH makes every
+ *   write completed before it durable.
+ * - Every request is validated again here (target name characters and
+ *   length, offset + size against the store's maximum object size) on top
+ *   of libxseg's checks, and a bad one fails with EINVAL.
+ * - After a write error the store is degraded: writes fail with that errno,
+ *   reads are still served, and SIGUSR1 statistics say why.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.h"
+#include "store.h"
+
+enum {
+	BLOCKER_OPT_STORE = 256,
+	BLOCKER_OPT_CREATE,
+	BLOCKER_OPT_CHUNK_SIZE,
+	BLOCKER_OPT_NO_VERIFY,
+	BLOCKER_OPT_SYNC_INTERVAL,
+	BLOCKER_OPT_CHECKPOINT_BYTES,
+	BLOCKER_OPT_IO,
+};
+
+struct blocker_peer {
+	const char *dir;
+	bool create;
+	struct blocker_opts opts;
+	struct blocker_store *store;
+};
+
+static const struct option blocker_options[] = {
+    {"store", required_argument, NULL, BLOCKER_OPT_STORE},
+    {"create", no_argument, NULL, BLOCKER_OPT_CREATE},
+    {"chunk-size", required_argument, NULL, BLOCKER_OPT_CHUNK_SIZE},
+    {"no-verify", no_argument, NULL, BLOCKER_OPT_NO_VERIFY},
+    {"sync-interval-ms", required_argument, NULL, BLOCKER_OPT_SYNC_INTERVAL},
+    {"checkpoint-bytes", required_argument, NULL, BLOCKER_OPT_CHECKPOINT_BYTES},
+    {"io", required_argument, NULL, BLOCKER_OPT_IO},
+    {NULL, 0, NULL, 0},
+};
+
+static const char blocker_options_help[] =
+    "      --store DIR           the store directory (required)\n"
+    "      --create              create the store if DIR holds none\n"
+    "      --chunk-size SIZE     chunk size of a store made by --create "
+    "(default 4K)\n"
+    "      --no-verify           do not re-hash chunks read from disk "
+    "(benchmarks)\n"
+    "      --sync-interval-ms N  make writes durable every N ms even "
+    "without FLUSH\n"
+    "      --checkpoint-bytes SIZE  checkpoint after this much log "
+    "(0: only at exit)\n"
+    "      --io sync|uring       I/O backend (default uring)\n";
+
+static void blocker_defaults(struct peer *p)
+{
+	struct blocker_peer *b = peer_priv(p);
+
+	blocker_opts_init(&b->opts);
+	b->opts.io = &blocker_io_uring;
+}
+
+static int blocker_parse_opt(struct peer *p, int val, const char *arg)
+{
+	struct blocker_peer *b = peer_priv(p);
+	uint64_t v;
+	int rc;
+
+	switch (val) {
+	case BLOCKER_OPT_STORE:
+		b->dir = arg;
+		return 0;
+	case BLOCKER_OPT_CREATE:
+		b->create = true;
+		return 0;
+	case BLOCKER_OPT_CHUNK_SIZE:
+		rc = peer_parse_size(arg, &v);
+		if (rc)
+			return rc;
+		if (v > UINT32_MAX)
+			return -ERANGE;
+		b->opts.chunk_size = (uint32_t)v;
+		return 0;
+	case BLOCKER_OPT_NO_VERIFY:
+		b->opts.verify_reads = false;
+		return 0;
+	case BLOCKER_OPT_SYNC_INTERVAL:
+		rc = peer_parse_u64(arg, &v);
+		if (rc)
+			return rc;
+		if (v > UINT32_MAX)
+			return -ERANGE;
+		b->opts.sync_interval_ms = (unsigned)v;
+		return 0;
+	case BLOCKER_OPT_CHECKPOINT_BYTES:
+		return peer_parse_size(arg, &b->opts.checkpoint_bytes);
+	case BLOCKER_OPT_IO:
+		if (!strcmp(arg, "sync"))
+			b->opts.io = &blocker_io_sync;
+		else if (!strcmp(arg, "uring"))
+			b->opts.io = &blocker_io_uring;
+		else
+			return -EINVAL;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* The store's messages go to the peer's log, at the matching level. */
+static void blocker_store_log(void *arg, enum blocker_log_level level,
+			      const char *msg)
+{
+	(void)arg;
+	switch (level) {
+	case BLOCKER_LOG_ERR:
+		peer_err("%s", msg);
+		break;
+	case BLOCKER_LOG_WARN:
+		peer_warn("%s", msg);
+		break;
+	default:
+		peer_info("%s", msg);
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Validation                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Name and range checks of the store, before it is asked anything: a bad
+ * request fails with EINVAL whatever state the store is in. */
+static bool blocker_valid_range(const struct xseg_request *req)
+{
+	return req->offset <= BLOCKER_MAX_OBJECT_SIZE &&
+	       req->size <= BLOCKER_MAX_OBJECT_SIZE - req->offset;
+}
+
+static bool blocker_valid_target(const struct xseg_request *req)
+{
+	return blocker_name_valid(req->target, req->targetlen);
+}
+
+/* ------------------------------------------------------------------ */
+/* Handlers: each completes synchronously on the worker thread.        */
+/* ------------------------------------------------------------------ */
+
+static int blocker_finish(struct peer *p, struct xseg_request *req, int rc)
+{
+	peer_complete(p, req, rc < 0 ? -rc : 0);
+	return 0;
+}
+
+static int blocker_read_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+	void *data;
+	int rc;
+
+	if (!blocker_valid_target(req) || !blocker_valid_range(req))
+		return -EINVAL;
+	req->serviced = 0;
+	if (!req->size)
+		return blocker_finish(p, req, 0);
+	data = xseg_request_data(peer_seg(p), req);
+	if (!data)
+		return -EINVAL;
+	rc = blocker_read(b->store, req->target, req->targetlen, req->offset,
+			  req->size, data);
+	if (rc == -ENOENT) { /* never written: zeros, as on a disk */
+		memset(data, 0, req->size);
+		rc = 0;
+	}
+	if (!rc)
+		req->serviced = req->size;
+	return blocker_finish(p, req, rc);
+}
+
+static int blocker_write_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+	const void *data;
+	int rc;
+
+	if (!blocker_valid_target(req) || !blocker_valid_range(req))
+		return -EINVAL;
+	req->serviced = 0;
+	if (!req->size) {
+		/* nothing to write; a FUA still promises durability of
+		 * what came before it */
+		rc = req->flags & XSEG_F_FUA ? blocker_flush(b->store) : 0;
+		return blocker_finish(p, req, rc);
+	}
+	data = xseg_request_data(peer_seg(p), req);
+	if (!data)
+		return -EINVAL;
+	rc = blocker_write(b->store, req->target, req->targetlen, req->offset,
+			   req->size, data,
+			   req->flags & XSEG_F_FUA ? BLOCKER_FUA : 0);
+	if (!rc)
+		req->serviced = req->size;
+	return blocker_finish(p, req, rc);
+}
+
+static int blocker_flush_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+
+	return blocker_finish(p, req, blocker_flush(b->store));
+}
+
+static int blocker_delete_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+
+	if (!blocker_valid_target(req))
+		return -EINVAL;
+	return blocker_finish(
+	    p, req, blocker_delete(b->store, req->target, req->targetlen));
+}
+
+static int blocker_info_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct xseg_reply_info *info = xseg_request_data(peer_seg(p), req);
+	uint64_t size;
+	int rc;
+
+	if (!blocker_valid_target(req) || !info)
+		return -EINVAL;
+	rc = blocker_info(b->store, req->target, req->targetlen, &size);
+	if (!rc)
+		info->size = size;
+	return blocker_finish(p, req, rc);
+}
+
+static int blocker_copy_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+	const struct xseg_request_copy *cp =
+	    xseg_request_data(peer_seg(p), req);
+
+	if (!blocker_valid_target(req) || !cp ||
+	    !blocker_name_valid(cp->src_target, cp->src_targetlen))
+		return -EINVAL;
+	return blocker_finish(p, req,
+			      blocker_copy(b->store, cp->src_target,
+					   cp->src_targetlen, req->target,
+					   req->targetlen));
+}
+
+static int blocker_hash_op(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct xseg_reply_hash *h = xseg_request_data(peer_seg(p), req);
+	int rc;
+
+	if (!blocker_valid_target(req) || !h)
+		return -EINVAL;
+	_Static_assert(BLOCKER_SCORE_SIZE <= sizeof(h->hash), "hash reply");
+	rc = blocker_hash(b->store, req->target, req->targetlen, h->hash);
+	if (!rc)
+		h->len = BLOCKER_SCORE_SIZE;
+	return blocker_finish(p, req, rc);
+}
+
+static int blocker_ping_op(struct peer *p, struct xseg_request *req)
+{
+	return blocker_finish(p, req, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle                                                          */
+/* ------------------------------------------------------------------ */
+
+static int blocker_init(struct peer *p)
+{
+	struct blocker_peer *b = peer_priv(p);
+	int rc;
+
+	if (!b->dir) {
+		peer_err("--store DIR is required");
+		return -EINVAL;
+	}
+	b->opts.log = blocker_store_log;
+	if (b->create) {
+		rc = blocker_create(b->dir, &b->opts);
+		if (rc && rc != -EEXIST) {
+			peer_err("%s: cannot create store: %s", b->dir,
+				 strerror(-rc));
+			return rc;
+		}
+		if (!rc)
+			peer_info("%s: created store (chunk size "
+				  "%" PRIu32 ")",
+				  b->dir, b->opts.chunk_size);
+	}
+	rc = blocker_open(b->dir, &b->opts, &b->store);
+	if (rc) {
+		peer_err("%s: cannot open store: %s%s", b->dir, strerror(-rc),
+			 rc == -ENOENT && !b->create
+			     ? " (use --create to make a new one)"
+			     : "");
+		return rc;
+	}
+	peer_info("%s: store open, io %s, read verification %s", b->dir,
+		  b->opts.io->name, b->opts.verify_reads ? "on" : "off");
+	return 0;
+}
+
+static void blocker_fini(struct peer *p)
+{
+	struct blocker_peer *b = peer_priv(p);
+	int rc;
+
+	if (!b->store)
+		return;
+	rc = blocker_close(b->store);
+	b->store = NULL;
+	if (rc) {
+		peer_err("%s: close: %s", b->dir, strerror(-rc));
+		peer_request_stop(p, 1);
+	} else {
+		peer_info("%s: store closed cleanly", b->dir);
+	}
+}
+
+static void blocker_stats_op(struct peer *p)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct blocker_stats st;
+
+	if (!b->store || blocker_get_stats(b->store, &st))
+		return;
+	peer_info("stats: blocker objects %" PRIu64 " chunks %" PRIu64
+		  " stored %" PRIu64 " logical %" PRIu64 " log %" PRIu64
+		  " index %" PRIu64 " B",
+		  st.objects, st.chunks, st.chunk_bytes, st.logical_bytes,
+		  st.log_bytes, st.index_bytes);
+	peer_info("stats: blocker reads %" PRIu64 " writes %" PRIu64
+		  " dedup hits %" PRIu64 " zero chunks %" PRIu64
+		  " flushes %" PRIu64 " fsyncs %" PRIu64
+		  " verify failures %" PRIu64,
+		  st.reads, st.writes, st.dedup_hits, st.zero_chunks,
+		  st.flushes, st.fsyncs, st.verify_failures);
+	if (st.degraded_errno)
+		peer_warn("stats: blocker DEGRADED (%s): %s",
+			  strerror(st.degraded_errno), st.degraded_reason);
+}
+
+static const struct peer_ops blocker_ops = {
+    .type = "blocker",
+    .summary = "Serve a venti-style content-addressed object store.",
+    .priv_size = sizeof(struct blocker_peer),
+    .options = blocker_options,
+    .options_help = blocker_options_help,
+    .defaults = blocker_defaults,
+    .parse_opt = blocker_parse_opt,
+    .init = blocker_init,
+    .fini = blocker_fini,
+    .stats = blocker_stats_op,
+    .handlers =
+	{
+	    [XSEG_OP_READ] = blocker_read_op,
+	    [XSEG_OP_WRITE] = blocker_write_op,
+	    [XSEG_OP_FLUSH] = blocker_flush_op,
+	    [XSEG_OP_DELETE] = blocker_delete_op,
+	    [XSEG_OP_INFO] = blocker_info_op,
+	    [XSEG_OP_COPY] = blocker_copy_op,
+	    [XSEG_OP_HASH] = blocker_hash_op,
+	    [XSEG_OP_PING] = blocker_ping_op,
+	},
+};
+
+int main(int argc, char **argv)
+{
+	return peer_main(argc, argv, &blocker_ops);
+}

@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The blocker peer, as real processes on a private segment: data round
+ * trips and survives restarts and SIGKILL (what a FLUSH covered), every bad
+ * request is refused with EINVAL while the peer keeps serving, INFO / COPY /
+ * HASH / DELETE semantics, a chunk corrupted on disk reads as EIO, and
+ * start-up errors exit non-zero with a reason.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_peer_run.h"
+#include "xseg.h"
+#include "xseg_testutil.h"
+
+#define BP_PORT	   1
+#define BP_TIMEOUT 10000ULL /* ms: start-up and shutdown bounds */
+
+struct bp_env {
+	const char *segname;
+	struct xseg *seg;
+	char dir[128]; /* store directory */
+	char *log;     /* peer log file */
+	pid_t peer;
+	struct tpr_client client;
+};
+
+static void bp_rmtree(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+static void bp_start(struct bp_env *e, bool create)
+{
+	char store[160];
+	const char *argv[] = {"blocker", "-g",	 e->segname,
+			      "-p",	 "1",	 "--store",
+			      store,	 "-t",	 "2",
+			      "-v",	 "warn", create ? "--create" : NULL,
+			      NULL};
+
+	snprintf(store, sizeof(store), "%s/store", e->dir);
+	e->peer = tpr_start(argv, e->log);
+	ck_assert_int_gt(e->peer, 0);
+	ck_assert_msg(tpr_wait_port(e->seg, BP_PORT, BP_TIMEOUT) == 0,
+		      "blocker did not bind its port: %s", tpr_slurp(e->log));
+}
+
+static void bp_stop(struct bp_env *e)
+{
+	ck_assert_int_eq(xtu_kill(e->peer, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e->peer, BP_TIMEOUT), 0);
+	ck_assert_int_eq(tpr_wait_port_free(e->seg, BP_PORT, BP_TIMEOUT), 0);
+}
+
+static void bp_setup(struct bp_env *e, const char *tag)
+{
+	memset(e, 0, sizeof(*e));
+	e->segname = tpr_segment(tag, &e->seg);
+	snprintf(e->dir, sizeof(e->dir), "/tmp/test-blocker-peer-%d-XXXXXX",
+		 (int)getpid());
+	ck_assert_ptr_nonnull(mkdtemp(e->dir));
+	e->log = tpr_tmpfile(tag);
+	bp_start(e, true);
+	ck_assert_int_eq(tpr_client_open(&e->client, e->segname), 0);
+}
+
+static void bp_teardown(struct bp_env *e)
+{
+	tpr_client_close(&e->client);
+	if (e->peer > 0 && xtu_try_wait(e->peer) == -EAGAIN) {
+		xtu_kill(e->peer, SIGTERM);
+		xtu_wait(e->peer, BP_TIMEOUT);
+	}
+	xseg_leave(e->seg);
+	bp_rmtree(e->dir);
+}
+
+/*
+ * One request: WRITE copies in, READ/INFO/HASH copy the reply payload to
+ * out. extra (COPY: the source name) goes into the data buffer. Returns the
+ * reply's errno (>= 0) or a negative local failure.
+ */
+static int bp_io(struct bp_env *e, uint16_t op, const char *target,
+		 uint64_t off, uint64_t size, uint32_t flags, const void *in,
+		 void *out, size_t outlen)
+{
+	struct tpr_client *c = &e->client;
+	struct xseg_request *req, *rep;
+	size_t tlen = strlen(target);
+	uint64_t datalen = size > 512 ? size : 512;
+	int rc;
+
+	rc = xseg_get_request(c->seg, c->port, &req);
+	if (rc < 0)
+		return rc;
+	rc = xseg_prep_request(c->seg, req, (uint32_t)tlen, datalen);
+	if (rc < 0) {
+		xseg_put_request(c->seg, req);
+		return rc;
+	}
+	req->op = op;
+	req->flags = flags;
+	req->offset = off;
+	req->size = size;
+	memcpy(xseg_request_target(req), target, tlen);
+	if (in)
+		memcpy(xseg_request_data(c->seg, req), in,
+		       op == XSEG_OP_WRITE ? size : outlen);
+	rc = xseg_submit(c->seg, req, BP_PORT);
+	if (rc < 0) {
+		xseg_put_request(c->seg, req);
+		return rc;
+	}
+	rc = xseg_wait_reply(c->seg, c->port, 30ULL * 1000000000ULL, &rep);
+	if (rc < 0)
+		return rc;
+	rc = rep->error;
+	if (!rc && out)
+		memcpy(out, xseg_request_data(c->seg, rep), outlen);
+	if (!rc && (op == XSEG_OP_READ || op == XSEG_OP_WRITE))
+		ck_assert_uint_eq(rep->serviced, size);
+	xseg_put_request(c->seg, rep);
+	return rc;
+}
+
+static void bp_fill(unsigned char *buf, size_t len, unsigned seed)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL * (seed + 1);
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (unsigned char)x;
+	}
+}
+
+static void bp_expect_data(struct bp_env *e, const char *target, uint64_t off,
+			   const unsigned char *want, size_t len)
+{
+	unsigned char *got = malloc(len);
+
+	ck_assert_ptr_nonnull(got);
+	ck_assert_int_eq(
+	    bp_io(e, XSEG_OP_READ, target, off, len, 0, NULL, got, len), 0);
+	ck_assert_msg(memcmp(got, want, len) == 0, "%s at %llu: data differs",
+		      target, (unsigned long long)off);
+	free(got);
+}
+
+START_TEST(test_roundtrip_and_restart)
+{
+	struct bp_env e;
+	enum { LEN = 64 * 1024 };
+	static unsigned char a[LEN], b[LEN], zeros[LEN];
+
+	bp_setup(&e, "bprt");
+	bp_fill(a, LEN, 1);
+	bp_fill(b, LEN, 2);
+	/* never written: zeros, like an unwritten extent of a disk */
+	bp_expect_data(&e, "vol_0001", 0, zeros, 4096);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "vol_0001", 8192, LEN, 0, a, NULL, 0), 0);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "vol_0002", 0, LEN,
+			       XSEG_F_FUA, b, NULL, 0),
+			 0);
+	bp_expect_data(&e, "vol_0001", 8192, a, LEN);
+	bp_expect_data(&e, "vol_0001", 0, zeros, 8192);
+	bp_expect_data(&e, "vol_0002", 0, b, LEN);
+
+	/* a clean restart keeps everything */
+	bp_stop(&e);
+	bp_start(&e, false);
+	bp_expect_data(&e, "vol_0001", 8192, a, LEN);
+	bp_expect_data(&e, "vol_0002", 0, b, LEN);
+	bp_teardown(&e);
+}
+END_TEST
+
+START_TEST(test_object_ops)
+{
+	struct bp_env e;
+	enum { LEN = 16 * 1024 };
+	static unsigned char a[LEN];
+	struct xseg_reply_info info;
+	struct xseg_reply_hash h1, h2;
+	struct xseg_request_copy cp;
+
+	bp_setup(&e, "bpops");
+	bp_fill(a, LEN, 3);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_INFO, "obj", 0, 0, 0, NULL, &info, sizeof(info)),
+	    ENOENT);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "obj", 4096, LEN, 0, a, NULL, 0), 0);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_INFO, "obj", 0, 0, 0, NULL, &info, sizeof(info)),
+	    0);
+	ck_assert_uint_eq(info.size, 4096 + LEN);
+
+	/* COPY: same content (same hash), and writes stay apart */
+	memset(&cp, 0, sizeof(cp));
+	cp.src_targetlen = 3;
+	memcpy(cp.src_target, "obj", 3);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_COPY, "obj.copy", 0, 0, 0, &cp, NULL, sizeof(cp)),
+	    0);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_HASH, "obj", 0, 0, 0, NULL, &h1, sizeof(h1)), 0);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_HASH, "obj.copy", 0, 0, 0, NULL, &h2, sizeof(h2)),
+	    0);
+	ck_assert_uint_eq(h1.len, 32);
+	ck_assert_mem_eq(h1.hash, h2.hash, 32);
+	unsigned char one[4096];
+	bp_fill(one, sizeof(one), 4);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "obj.copy", 4096, sizeof(one),
+			       0, one, NULL, 0),
+			 0);
+	bp_expect_data(&e, "obj", 4096, a, LEN);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_HASH, "obj.copy", 0, 0, 0, NULL, &h2, sizeof(h2)),
+	    0);
+	ck_assert_int_ne(memcmp(h1.hash, h2.hash, 32), 0);
+
+	/* COPY from a missing source */
+	cp.src_targetlen = 7;
+	memcpy(cp.src_target, "missing", 7);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_COPY, "obj.copy2", 0, 0, 0, &cp,
+			       NULL, sizeof(cp)),
+			 ENOENT);
+
+	/* DELETE, then it is gone; a second DELETE says so */
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_DELETE, "obj", 0, 0, 0, NULL, NULL, 0), 0);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_INFO, "obj", 0, 0, 0, NULL, &info, sizeof(info)),
+	    ENOENT);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_DELETE, "obj", 0, 0, 0, NULL, NULL, 0), ENOENT);
+	/* the copy is untouched by the delete of its source */
+	bp_expect_data(&e, "obj.copy", 4096, one, sizeof(one));
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_FLUSH, "obj", 0, 0, 0, NULL, NULL, 0), 0);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_PING, "obj", 0, 0, 0, NULL, NULL, 0),
+			 0);
+	bp_teardown(&e);
+}
+END_TEST
+
+START_TEST(test_bad_requests_refused)
+{
+	struct bp_env e;
+	unsigned char buf[4096] = {1};
+	struct xseg_reply_info info;
+	struct xseg_request_copy cp;
+	char longname[300];
+
+	bp_setup(&e, "bpbad");
+	/* characters outside the store's name set */
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "bad/name", 0, sizeof(buf), 0,
+			       buf, NULL, 0),
+			 EINVAL);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_READ, "bad name", 0, sizeof(buf), 0,
+			       NULL, buf, sizeof(buf)),
+			 EINVAL);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_INFO, "a*b", 0, 0, 0, NULL, &info, sizeof(info)),
+	    EINVAL);
+	/* names longer than 255 bytes cannot even be prepared */
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	ck_assert_int_lt(
+	    bp_io(&e, XSEG_OP_PING, longname, 0, 0, 0, NULL, NULL, 0), 0);
+	/* ranges beyond the maximum object size, and overflowing ones */
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "obj", 1ULL << 40,
+			       sizeof(buf), 0, buf, NULL, 0),
+			 EINVAL);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_READ, "obj", UINT64_MAX - 100,
+			       sizeof(buf), 0, NULL, buf, sizeof(buf)),
+			 EINVAL);
+	/* COPY with a bad source name */
+	memset(&cp, 0, sizeof(cp));
+	cp.src_targetlen = 3;
+	memcpy(cp.src_target, "a b", 3);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_COPY, "dst", 0, 0, 0, &cp, NULL, sizeof(cp)),
+	    EINVAL);
+	/* nothing was created by any of them, and the peer still serves */
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_INFO, "obj", 0, 0, 0, NULL, &info, sizeof(info)),
+	    ENOENT);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_INFO, "dst", 0, 0, 0, NULL, &info, sizeof(info)),
+	    ENOENT);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "obj", 0, sizeof(buf), 0, buf, NULL, 0),
+	    0);
+	bp_expect_data(&e, "obj", 0, buf, sizeof(buf));
+	bp_teardown(&e);
+}
+END_TEST
+
+/* Everything acknowledged before a completed FLUSH survives SIGKILL. */
+START_TEST(test_sigkill_keeps_flushed)
+{
+	struct bp_env e;
+	enum { LEN = 32 * 1024, OBJS = 16 };
+	static unsigned char data[OBJS][LEN];
+	char name[32];
+
+	bp_setup(&e, "bpkill");
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < OBJS; i++) {
+			bp_fill(data[i], LEN, (unsigned)(round * OBJS + i));
+			snprintf(name, sizeof(name), "obj_%02d", i);
+			ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, name, 0, LEN,
+					       0, data[i], NULL, 0),
+					 0);
+		}
+		ck_assert_int_eq(
+		    bp_io(&e, XSEG_OP_FLUSH, "obj_00", 0, 0, 0, NULL, NULL, 0),
+		    0);
+		ck_assert_int_eq(xtu_kill(e.peer, SIGKILL), 0);
+		ck_assert_int_eq(xtu_wait(e.peer, BP_TIMEOUT), 128 + SIGKILL);
+		/* a peer taking over the port of a dead one needs it
+		 * reaped (xsegctl reap, or the launcher) */
+		struct xseg_reap_stats rs;
+		ck_assert_int_ge(xseg_reap(e.seg, &rs), 0);
+		bp_start(&e, false);
+		for (int i = 0; i < OBJS; i++) {
+			snprintf(name, sizeof(name), "obj_%02d", i);
+			bp_expect_data(&e, name, 0, data[i], LEN);
+		}
+	}
+	bp_teardown(&e);
+}
+END_TEST
+
+/* Flip a byte of a stored chunk on disk: its read fails with EIO, the
+ * others are still served, and so is everything else. */
+START_TEST(test_corrupt_chunk_is_eio)
+{
+	struct bp_env e;
+	enum { LEN = 4096 };
+	unsigned char a[LEN], b[LEN];
+	char logpath[256];
+	struct stat st;
+	int fd;
+
+	bp_setup(&e, "bpcorrupt");
+	bp_fill(a, LEN, 7);
+	bp_fill(b, LEN, 8);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "victim", 0, LEN, 0, a, NULL, 0), 0);
+	bp_stop(&e);
+
+	/* the store's log holds exactly one chunk record: flip the last
+	 * byte of its data, which is the last byte of that record */
+	snprintf(logpath, sizeof(logpath), "%s/store/log.000000", e.dir);
+	fd = open(logpath, O_RDWR);
+	ck_assert_msg(fd >= 0, "open %s: %s", logpath, strerror(errno));
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	/* find the chunk's data: the record whose payload equals a */
+	unsigned char *file = malloc((size_t)st.st_size);
+	ck_assert_ptr_nonnull(file);
+	ck_assert_int_eq(pread(fd, file, (size_t)st.st_size, 0), st.st_size);
+	off_t at = -1;
+	for (off_t o = 0; o + LEN <= st.st_size; o++)
+		if (!memcmp(file + o, a, LEN)) {
+			at = o;
+			break;
+		}
+	ck_assert_msg(at >= 0, "chunk data not found in %s", logpath);
+	unsigned char flipped = file[at + 100] ^ 0x01;
+	ck_assert_int_eq(pwrite(fd, &flipped, 1, at + 100), 1);
+	free(file);
+	close(fd);
+
+	bp_start(&e, false);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_READ, "victim", 0, LEN, 0, NULL, a, LEN), EIO);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "other", 0, LEN, 0, b, NULL, 0), 0);
+	bp_expect_data(&e, "other", 0, b, LEN);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_READ, "victim", 0, LEN, 0, NULL, a, LEN), EIO);
+	bp_teardown(&e);
+}
+END_TEST
+
+/* Start-up refusals: no --store, and a directory that holds no store
+ * without --create. Both exit non-zero naming the reason. */
+START_TEST(test_startup_errors)
+{
+	struct xseg *seg;
+	const char *segname = tpr_segment("bpstart", &seg);
+	char *err = NULL;
+	const char *no_store[] = {"blocker", "-g", segname, "-p", "1", NULL};
+	const char *empty[] = {"blocker", "-g",	     segname, "-p",
+			       "1",	  "--store", "/tmp",  NULL};
+	const char *bad_io[] = {"blocker", "-g",   segname, "-p",
+				"1",	   "--io", "bogus", NULL};
+
+	ck_assert_int_ne(tpr_run(no_store, NULL, &err, BP_TIMEOUT), 0);
+	ck_assert_msg(strstr(err, "--store"), "no reason given: %s", err);
+	free(err);
+	ck_assert_int_ne(tpr_run(empty, NULL, &err, BP_TIMEOUT), 0);
+	ck_assert_msg(strstr(err, "/tmp"), "no reason given: %s", err);
+	free(err);
+	ck_assert_int_eq(tpr_run(bad_io, NULL, &err, BP_TIMEOUT), 2);
+	ck_assert_msg(strstr(err, "bogus"), "no reason given: %s", err);
+	free(err);
+	xseg_leave(seg);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("blocker_peer");
+	TCase *tc = tcase_create("peer");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_roundtrip_and_restart);
+	tcase_add_test(tc, test_object_ops);
+	tcase_add_test(tc, test_bad_requests_refused);
+	tcase_add_test(tc, test_sigkill_keeps_flushed);
+	tcase_add_test(tc, test_corrupt_chunk_is_eio);
+	tcase_add_test(tc, test_startup_errors);
+	suite_add_tcase(s, tc);
+	xtu_init();
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

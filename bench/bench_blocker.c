@@ -4,6 +4,7 @@
  * measured in the same run on the same disk, printed as one JSON object.
  *
  *   bench_blocker [--dir DIR] [--mib N] [--index-chunks N] [--seconds S]
+ *                 [--io uring|sync]    (default uring, as the peer)
  *
  * - writes: sequential 64 KiB unique writes into a 4 KiB-chunk store, then
  *   the same data again (duplicates); reference: SHA-256 over 4 KiB chunks
@@ -71,6 +72,8 @@ static void stamp(uint8_t *buf, size_t len, size_t chunk, uint64_t *ctr)
 	}
 }
 
+static const struct blocker_io_ops *io_backend = &blocker_io_uring;
+
 static struct blocker_store *mkstore(const char *dir, uint32_t chunk,
 				     bool verify)
 {
@@ -83,6 +86,7 @@ static struct blocker_store *mkstore(const char *dir, uint32_t chunk,
 	o.sync_interval_ms = 0; /* the same fsync policy as the references */
 	o.checkpoint_bytes = 0;
 	o.verify_reads = verify;
+	o.io = io_backend;
 	r = blocker_create(dir, &o);
 	if (r && r != -EEXIST)
 		die("create", r);
@@ -224,9 +228,18 @@ int main(int argc, char **argv)
 		case 's':
 			secs = atof(optarg);
 			break;
+		case 'o':
+			if (!strcmp(optarg, "sync"))
+				io_backend = &blocker_io_sync;
+			else if (!strcmp(optarg, "uring"))
+				io_backend = &blocker_io_uring;
+			else
+				return 2;
+			break;
 		case 'h':
 			printf("usage: bench_blocker [--dir DIR] [--mib N] "
-			       "[--index-chunks N] [--seconds S]\n");
+			       "[--index-chunks N] [--seconds S] "
+			       "[--io uring|sync]\n");
 			return 0;
 		case 'V':
 			printf("bench_blocker %s\n", BLOCKER_VERSION_STRING);
@@ -337,6 +350,7 @@ int main(int argc, char **argv)
 	blocker_opts_init(&o);
 	o.sync_interval_ms = 0;
 	o.checkpoint_bytes = 0;
+	o.io = io_backend;
 	t = now();
 	r = blocker_open(sdir, &o, &s);
 	double reopen = now() - t;
@@ -378,7 +392,7 @@ int main(int argc, char **argv)
 
 	double ref = sha4k < raw4k ? sha4k : raw4k;
 	printf("{\n"
-	       "  \"bench\": \"blocker\",\n"
+	       "  \"bench\": \"blocker\", \"io\": \"%s\",\n"
 	       "  \"data_mib\": %zu, \"chunk_size\": 4096, \"write_size\": "
 	       "65536, \"fsync_policy\": \"one fdatasync at the end\",\n"
 	       "  \"sha256_4k_MBps\": %.0f, \"sha256_64k_MBps\": %.0f,\n"
@@ -407,8 +421,8 @@ int main(int argc, char **argv)
 	       "  \"archipelago_file_peer_reference_iops\": {\"1thread\": "
 	       "7000, \"16threads\": 11000}\n"
 	       "}\n",
-	       mib, sha4k, sha64k, raw4k, raw64k, uniq, uniq / ref, dup,
-	       dup / uniq, rd[1], rd[0], rd[1] / sha4k,
+	       io_backend->name, mib, sha4k, sha64k, raw4k, raw64k, uniq,
+	       uniq / ref, dup, dup / uniq, rd[1], rd[0], rd[1] / sha4k,
 	       (unsigned long long)index_chunks, fill,
 	       (double)ist.index_bytes / (ist.chunks ? ist.chunks : 1),
 	       (double)ist.index_usable_bytes / (ist.chunks ? ist.chunks : 1),

@@ -688,6 +688,29 @@ START_TEST(test_uring_batched_reads)
 	}
 	blocker_get_stats(s, &st);
 	ck_assert_uint_gt(st.partial_collisions, 0);
+	ck_assert_uint_eq(st.chunks, 20 * 16);
+	/* rewriting the same content: batched dedup lookups find it all */
+	uint64_t hits = st.dedup_hits;
+	for (int i = 0; i < 20; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "c%d", i);
+		wr(s, n, 0, 16 * 4096, i);
+	}
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.chunks, 20 * 16);
+	ck_assert_uint_eq(st.dedup_hits - hits, 20 * 16);
+	expect(s, "c3", 0, 16 * 4096, 3);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* the same with full-width partial scores (single candidates) */
+	o.partial_bits = 40;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	blocker_get_stats(s, &st);
+	hits = st.dedup_hits;
+	wr(s, "d", 0, 16 * 4096, 5);
+	wr(s, "d", 16 * 4096, 4 * 4096, 77); /* new chunks */
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.dedup_hits - hits, 16);
+	ck_assert_uint_eq(st.chunks, 20 * 16 + 4);
 	ck_assert_int_eq(blocker_close(s), 0);
 	/* a damaged middle chunk fails the batched read with EIO */
 	flip_bit("log.000000", 64 + 2 * 4160 + 5);

@@ -419,6 +419,96 @@ static struct wscratch *wscratch_new(uint32_t n, uint32_t cs)
 }
 
 /*
+ * Which of the chunks marked in w->miss are already stored (dedup)? Every
+ * index candidate's header is read and its full score compared. With a
+ * batching backend the first candidate of every chunk is read in one
+ * batch; chunks with several candidates fall back to chunk_find.
+ */
+static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
+			 uint32_t n)
+{
+	struct blocker_io_req *q = NULL;
+	struct iovec *iov = NULL;
+	uint8_t(*hb)[BREC_HDR_SIZE] = NULL;
+	uint64_t *pos = NULL, p;
+	uint32_t *which = NULL, m = 0;
+	int *cnt = NULL, r = 0;
+
+	if (!s->io->preadv_batch || n < 2) {
+		for (uint32_t k = 0; k < n; k++) {
+			if (!w->miss[k])
+				continue;
+			r = chunk_find(s, w->u[k].score, &p);
+			if (r == -ENOENT)
+				continue;
+			if (r)
+				return r;
+			w->miss[k] = false;
+			STAT_INC(s, dedup_hits);
+		}
+		return 0;
+	}
+	q = malloc(n * sizeof(*q));
+	iov = malloc(n * sizeof(*iov));
+	hb = malloc(n * sizeof(*hb));
+	pos = malloc(n * sizeof(*pos));
+	which = malloc(n * sizeof(*which));
+	cnt = malloc(n * sizeof(*cnt));
+	if (!q || !iov || !hb || !pos || !which || !cnt) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t off;
+		if (!w->miss[k])
+			continue;
+		cnt[m] = bidx_lookup(&s->index, w->u[k].score, &pos[m], 1, 0);
+		if (cnt[m] == 0 || blog_fd(s, pos[m], &q[m].fd, &off))
+			continue; /* certainly new */
+		iov[m] = (struct iovec){hb[m], BREC_HDR_SIZE};
+		q[m].iov = &iov[m];
+		q[m].cnt = 1;
+		q[m].off = off;
+		which[m++] = k;
+	}
+	if (m)
+		r = s->io->preadv_batch(s->io_ctx, q, m);
+	for (uint32_t j = 0; j < m && !r; j++) {
+		uint32_t k = which[j];
+		struct brec_hdr h;
+		if (q[j].res == BREC_HDR_SIZE &&
+		    brec_decode(hb[j], &h, pos[j]) == BREC_OK &&
+		    h.type == BREC_CHUNK &&
+		    !memcmp(h.score, w->u[k].score, 32)) {
+			w->miss[k] = false;
+			STAT_INC(s, dedup_hits);
+			continue;
+		}
+		if (cnt[j] == 1 && q[j].res == BREC_HDR_SIZE) {
+			STAT_INC(s, partial_collisions);
+			continue; /* its only candidate is another chunk */
+		}
+		r = chunk_find(s, w->u[k].score, &p);
+		if (r == -ENOENT) {
+			r = 0;
+			continue;
+		}
+		if (!r) {
+			w->miss[k] = false;
+			STAT_INC(s, dedup_hits);
+		}
+	}
+out:
+	free(q);
+	free(iov);
+	free(hb);
+	free(pos);
+	free(which);
+	free(cnt);
+	return r;
+}
+
+/*
  * One atomic piece: chunks [first, last] of the write. Hashing and the
  * dedup lookups run without the append lock; then the new chunks and the
  * map record that references them go to the log in one batch, the map
@@ -464,15 +554,11 @@ static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
 			continue;
 		}
 		blocker_sha256(src, cs, w->u[k].score);
-		r = chunk_find(s, w->u[k].score, &pos);
-		if (r == -ENOENT)
-			w->miss[k] = true;
-		else if (r)
-			return r;
-		else
-			STAT_INC(s, dedup_hits);
-		r = 0;
+		w->miss[k] = true; /* until dedup_resolve finds it */
 	}
+	r = dedup_resolve(s, w, n);
+	if (r)
+		return r;
 
 	end = (last + 1) * cs < off + len ? (last + 1) * cs : off + len;
 	size = o->size > end ? o->size : end;

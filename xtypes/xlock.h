@@ -20,6 +20,10 @@
  * - Memory ordering: acquire has acquire semantics, release has release
  *   semantics; everything written inside the section is visible to the next
  *   holder.
+ * - Not recursive (the holder's second acquire spins forever; its
+ *   try_acquire fails) and not fair: a releasing thread that re-acquires at
+ *   once usually wins. Waiters read the word before trying the CAS, so they
+ *   do not steal the line from the holder while it works.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,7 +43,9 @@ void xlock_acquire(struct xlock *lock, uint64_t owner);
 /* One attempt. Returns true if acquired. owner must be non-zero. */
 bool xlock_try_acquire(struct xlock *lock, uint64_t owner);
 
-/* Release; the caller must be the holder (checked with assert in debug). */
+/* Release; the caller must be the holder. Releasing a free lock is caught by
+ * an assert (the lock word does not say which thread of an owner id holds
+ * it, so a release by a non-holder with the lock held is not detected). */
 void xlock_release(struct xlock *lock);
 
 /* The current holder, or XLOCK_FREE. A snapshot, for diagnosis only. */

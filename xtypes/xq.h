@@ -15,7 +15,10 @@
  *   and tail counters are advanced afterwards by the operation itself or by
  *   any other operation that finds them behind ("helping"). A process killed
  *   at any instruction therefore leaves the queue consistent and usable;
- *   at most the single value it was enqueuing or dequeuing is lost or kept.
+ *   at most the single value it was enqueuing or dequeuing is lost or kept:
+ *   a producer's value is either queued whole or not at all; a consumer
+ *   killed after its CAS took the value with it. Until the next operation
+ *   helps, the dead process's counter lags by one (see xq_count).
  * - FIFO per queue under any interleaving that linearises the cell CASes.
  * - Capacity is a power of two, 2 .. 2^31.
  * - Values are any uint32_t (XQ_NONE included: there is no reserved value).
@@ -24,6 +27,8 @@
  *   enqueuing an index is visible to the consumer of that index.
  * - ABA: a thread stalled between reading a cell and its CAS for 2^32 / cap
  *   full laps of the queue could mis-CAS; documented, not defended.
+ * - Cost: two CASes per operation uncontended (cell, then counter). The
+ *   argument for all of the above is the comment block at the top of xq.c.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -39,24 +44,35 @@ struct xq; /* layout private to xq.c; sized by xq_size() */
 size_t xq_size(uint64_t capacity);
 
 /* Initialise a queue in caller-provided memory of at least mem_size bytes,
- * 64-byte aligned. Returns 0, or -EINVAL (bad capacity, too small memory,
- * misaligned). */
+ * 64-byte aligned. Returns 0, or -EINVAL (NULL, bad capacity, too small
+ * memory, misaligned), in which case the memory is untouched. Not safe
+ * against concurrent users of the same memory; publish the queue to other
+ * threads/processes after init returns (the magic is stored last, release).
+ */
 int xq_init(struct xq *q, uint64_t capacity, size_t mem_size);
 
-/* Append v. Returns 0, or -EAGAIN when the queue is full. */
+/* Append v. Returns 0, or -EAGAIN when the queue is full (nothing changed).
+ * Lock-free; safe from any number of threads and processes at once. */
 int xq_enqueue(struct xq *q, xqindex v);
 
-/* Take the oldest value into *v. Returns 0, or -EAGAIN when empty. */
+/* Take the oldest value into *v. Returns 0, or -EAGAIN when empty (*v is
+ * not written). Lock-free; safe from any number of threads and processes. */
 int xq_dequeue(struct xq *q, xqindex *v);
 
 /* Append up to n values in order; returns how many were appended (stops at
- * the first full condition). */
+ * the first full condition). A loop of xq_enqueue: each value is its own
+ * linearisable operation, so other producers' values may interleave, but
+ * this batch's values keep their relative order. */
 unsigned xq_enqueue_batch(struct xq *q, const xqindex *v, unsigned n);
 
-/* Take up to n values in FIFO order; returns how many were taken. */
+/* Take up to n values in FIFO order; returns how many were taken (stops at
+ * the first empty condition). A loop of xq_dequeue, like the enqueue batch. */
 unsigned xq_dequeue_batch(struct xq *q, xqindex *v, unsigned n);
 
-/* Number of values queued: a snapshot, exact when the queue is quiescent. */
+/* Number of values queued: a snapshot, exact when the queue is quiescent
+ * and no process died inside an operation; a counter left one behind by a
+ * killed process (until another operation helps it on) makes it off by one.
+ * Always within 0 .. capacity. */
 uint64_t xq_count(const struct xq *q);
 
 uint64_t xq_capacity(const struct xq *q);

@@ -163,7 +163,8 @@ static double memcpy_gbps(size_t bs, size_t ws, double secs)
 	return gbps;
 }
 
-static void start_stack(unsigned threads, bool prefault, const char *cache)
+static void start_stack(unsigned threads, bool prefault, const char *cache,
+			const char *policy)
 {
 	char argv0[] = "noop", argv1[] = "cached", th[8];
 	char *noop[] = {argv0,	       "-g", segname, "-p",   "1", "--store",
@@ -244,7 +245,7 @@ int main(int argc, char **argv)
 	printf("},\"hits\":[");
 	fflush(stdout);
 	for (unsigned threads = 1; threads <= 2; threads++) {
-		start_stack(threads, true, "128M");
+		start_stack(threads, true, "128M", "writeback");
 		/* warm: every block in the cache */
 		snprintf(args, sizeof(args),
 			 "-p 2 -o write -P seq -b 64k -S %s -q 16", ws);
@@ -254,9 +255,9 @@ int main(int argc, char **argv)
 				for (int q = 1; q <= 16; q += 15) {
 					snprintf(args, sizeof(args),
 						 "-p 2 -o %s -P rand -b %s -S "
-						 "%s -q %d -T %.1f",
+						 "%s -q %d -T %dms",
 						 op ? "write" : "read", bss[b],
-						 ws, q, duration);
+						 ws, q, (int)(duration * 1000));
 					bench_xseg(args, out, sizeof(out));
 					printf(
 					    "%s{\"threads\":%u,\"op\":\"%s\","
@@ -273,10 +274,10 @@ int main(int argc, char **argv)
 	printf("],\"first_pass\":[");
 	first = true;
 	for (int prefault = 1; prefault >= 0; prefault--) {
-		start_stack(1, prefault, "256M");
+		start_stack(1, prefault, "256M", "writeback");
 		for (int pass = 0; pass < 2; pass++) {
 			snprintf(args, sizeof(args),
-				 "-p 2 -o write -P seq -b 4k -S 128M -q 16");
+				 "-p 2 -o write -P seq -b 64k -S 96M -q 16");
 			bench_xseg(args, out, sizeof(out));
 			printf("%s{\"prefault\":%s,\"pass\":\"%s\","
 			       "\"bench_xseg\":%s}",
@@ -285,6 +286,45 @@ int main(int argc, char **argv)
 			first = false;
 			fflush(stdout);
 		}
+		stop_all();
+	}
+	/* the store alone, and a working set 8x the cache in both policies */
+	printf("],\"store_alone\":[");
+	first = true;
+	start_stack(1, true, "16M", "writeback");
+	for (int op = 0; op < 2; op++)
+		for (int b = 0; b < 3; b++) {
+			snprintf(args, sizeof(args),
+				 "-p 1 -o %s -P rand -b %s -S %s -q 16 -T %dms",
+				 op ? "write" : "read", bss[b], ws,
+				 (int)(duration * 1000));
+			bench_xseg(args, out, sizeof(out));
+			printf("%s{\"op\":\"%s\",\"bs\":\"%s\",\"iodepth\":16,"
+			       "\"bench_xseg\":%s}",
+			       first ? "" : ",", op ? "write" : "read", bss[b],
+			       out);
+			first = false;
+			fflush(stdout);
+		}
+	stop_all();
+	printf("],\"working_set_8x_cache\":[");
+	first = true;
+	for (int pol = 0; pol < 3; pol++) {
+		const char *name = pol == 0   ? "writeback"
+				   : pol == 1 ? "writethrough"
+					      : "store_alone";
+		start_stack(1, true, "16M",
+			    pol == 1 ? "writethrough" : "writeback");
+		snprintf(
+		    args, sizeof(args),
+		    "-p %d -o write -P rand -b 4k -O 1M -S 128M -q 16 -T %dms",
+		    pol == 2 ? 1 : 2, (int)(duration * 1000));
+		bench_xseg(args, out, sizeof(out));
+		printf("%s{\"target\":\"%s\",\"cache\":\"16M\","
+		       "\"working_set\":\"128M\",\"bench_xseg\":%s}",
+		       first ? "" : ",", name, out);
+		first = false;
+		fflush(stdout);
 		stop_all();
 	}
 	printf("]}\n");

@@ -6,5 +6,5 @@ target_link_libraries(cached_testpeer PRIVATE peer Threads::Threads)
 set_target_properties(cached_testpeer PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                       ${CMAKE_BINARY_DIR}/bin)
 ac_test(test_cached_mp SOURCES test_cached_mp.c DEPS xseg xseg_testutil
-        TIMEOUT 900)
+        LABELS concurrent TIMEOUT 900)
 add_dependencies(test_cached_mp cached cached_testpeer bench_xseg)

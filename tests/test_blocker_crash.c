@@ -10,7 +10,7 @@
  * Small segments, a short sync interval and frequent checkpoints put the
  * kill inside segment switches and checkpoints too; every fourth child
  * runs on a fault-injecting disk that fills up mid-record, leaving a torn
- * record for recovery to cut.
+ * record for recovery to cut; a third use the io_uring backend.
  */
 #include <check.h>
 #include <errno.h>
@@ -136,6 +136,8 @@ static void child_main(uint64_t seed, int64_t fault_budget)
 
 	store_opts(&o);
 	o.log = quiet_log;
+	if (seed % 3 == 0)
+		o.io = &blocker_io_uring; /* a third of the children */
 	if (fault_budget >= 0) {
 		blocker_io_fault_init(&f, NULL, NULL);
 		blocker_io_fault_arm(&f, fault_budget, ENOSPC, 0);

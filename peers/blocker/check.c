@@ -105,7 +105,8 @@ static void check_refs(struct checker *c, const char *what)
 }
 
 /* Scan one segment; stops at the first record it cannot get past. */
-static int scan_segment(struct checker *c, uint32_t seg, uint8_t *buf)
+static int scan_segment(struct checker *c, uint32_t seg,
+			struct blog_window *win)
 {
 	struct blocker_store *s = c->s;
 	struct stat st;
@@ -118,12 +119,16 @@ static int scan_segment(struct checker *c, uint32_t seg, uint8_t *buf)
 		return -errno;
 	while (off < (uint64_t)st.st_size) {
 		uint64_t pos = (uint64_t)seg * s->segment_size + off;
-		uint8_t hb[BREC_HDR_SIZE], sum[32];
+		uint64_t file_end =
+		    (uint64_t)seg * s->segment_size + st.st_size;
+		const uint8_t *hb, *buf = NULL;
+		uint8_t sum[32];
 		struct brec_hdr h;
 		enum brec_err e = BREC_SHORT;
 
 		if (st.st_size - off >= BREC_HDR_SIZE) {
-			r = blog_pread(s, pos, hb, sizeof(hb));
+			r = blog_win_get(s, win, pos, BREC_HDR_SIZE, file_end,
+					 &hb);
 			if (r)
 				return r;
 			e = brec_decode(hb, &h, pos);
@@ -135,7 +140,8 @@ static int scan_segment(struct checker *c, uint32_t seg, uint8_t *buf)
 				? BREC_SHORT
 				: BREC_BAD_LENGTH;
 		if (e == BREC_OK) {
-			r = blog_pread(s, pos + BREC_HDR_SIZE, buf, h.len);
+			r = blog_win_get(s, win, pos + BREC_HDR_SIZE, h.len,
+					 file_end, &buf);
 			if (r)
 				return r;
 			blocker_sha256(buf, h.len, sum);
@@ -242,13 +248,14 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 {
 	struct checker c = {.report = report, .arg = arg};
 	struct blocker_store *s = calloc(1, sizeof(*s));
-	uint8_t *buf = malloc(BREC_MAX_PAYLOAD);
+	struct blog_window win = {.cap = 4u << 20};
 	uint64_t pos;
 	int r;
 
-	if (!s || !buf) {
+	win.buf = malloc(win.cap);
+	if (!s || !win.buf) {
 		free(s);
-		free(buf);
+		free(win.buf);
 		return -ENOMEM;
 	}
 	c.s = s;
@@ -281,7 +288,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	if (s->nsegs == 0)
 		problem(&c, "blocker: %s/log.000000: missing", dir);
 	for (uint32_t seg = 0; seg < s->nsegs && !r; seg++)
-		r = scan_segment(&c, seg, buf);
+		r = scan_segment(&c, seg, &win);
 	if (r)
 		goto out;
 	check_refs(&c, "journal");
@@ -307,7 +314,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 out:
 	*problems = c.problems;
 	free(c.chunks.keys);
-	free(buf);
+	free(win.buf);
 	bmaps_destroy(s);
 	bidx_destroy(&s->index);
 	blog_close(s);

@@ -77,20 +77,9 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
 	return 0;
 }
 
-/*
- * A read window over the log: the scan reads 4 MiB at a time instead of
- * two small preads a record (a million records would be two million
- * syscalls).
- */
-struct window {
-	uint8_t *buf;
-	size_t cap, len;
-	uint64_t start;
-};
-
 /* Point *out at [pos, pos + n), which ends at or before file_end. */
-static int win_get(struct blocker_store *s, struct window *w, uint64_t pos,
-		   size_t n, uint64_t file_end, const uint8_t **out)
+int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
+		 size_t n, uint64_t file_end, const uint8_t **out)
 {
 	size_t want;
 	int r;
@@ -125,7 +114,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	uint64_t start = idx_pos < maps_pos ? idx_pos : maps_pos;
 	uint64_t durable = idx_pos > maps_pos ? idx_pos : maps_pos;
 	uint64_t pos = start;
-	struct window win = {.cap = 4u << 20};
+	struct blog_window win = {.cap = 4u << 20};
 	int64_t cur_seg = -1, fsize = 0;
 	int r = 0;
 
@@ -170,7 +159,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		}
 		e = BREC_SHORT;
 		if ((uint64_t)fsize - off >= BREC_HDR_SIZE) {
-			r = win_get(s, &win, pos, BREC_HDR_SIZE, file_end, &hb);
+			r = blog_win_get(s, &win, pos, BREC_HDR_SIZE, file_end,
+					 &hb);
 			if (r)
 				break;
 			e = brec_decode(hb, &h, pos);
@@ -188,8 +178,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		if (need_payload) {
 			uint8_t sum[32];
 
-			r = win_get(s, &win, pos + BREC_HDR_SIZE, h.len,
-				    file_end, &payload);
+			r = blog_win_get(s, &win, pos + BREC_HDR_SIZE, h.len,
+					 file_end, &payload);
 			if (r)
 				break;
 			blocker_sha256(payload, h.len, sum);

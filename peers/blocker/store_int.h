@@ -309,6 +309,21 @@ static inline int blocker_degraded(struct blocker_store *s)
 	return __atomic_load_n(&s->degraded, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * A read window over the log for sequential scans (recovery, check): reads
+ * cap bytes at a time instead of two small preads a record. buf is
+ * malloc'd by the caller with cap bytes, or NULL with cap 0.
+ */
+struct blog_window {
+	uint8_t *buf;
+	size_t cap, len;
+	uint64_t start;
+};
+/* Point *out at log bytes [pos, pos + n); file_end is the log position of
+ * the end of pos's segment file. Valid until the next call. */
+int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
+		 size_t n, uint64_t file_end, const uint8_t **out);
+
 /* recover.c: scan the log from pos, replaying into index and maps. */
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		    uint64_t maps_pos);

@@ -202,6 +202,7 @@ int main(int argc, char **argv)
 	    {"mib", required_argument, NULL, 'm'},
 	    {"index-chunks", required_argument, NULL, 'i'},
 	    {"seconds", required_argument, NULL, 's'},
+	    {"io", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},

@@ -234,8 +234,11 @@ int main(int argc, char **argv)
 				io_backend = &blocker_io_sync;
 			else if (!strcmp(optarg, "uring"))
 				io_backend = &blocker_io_uring;
-			else
+			else {
+				fprintf(stderr, "bench_blocker: --io takes "
+						"uring or sync\n");
 				return 2;
+			}
 			break;
 		case 'h':
 			printf("usage: bench_blocker [--dir DIR] [--mib N] "

@@ -219,6 +219,50 @@ START_TEST(graceful_shutdown_inflight)
 }
 END_TEST
 
+/* Requests that outlive the drain timeout are failed back by the port
+ * release (ECONNRESET): the senders never wait forever. */
+START_TEST(drain_timeout)
+{
+	const char *extra[] = {"--delay", "1h", "--drain-timeout", "200ms",
+			       NULL};
+	enum { N = 4 };
+	struct xseg_request *req, *rep;
+	struct xseg_port_info pi;
+	struct env e;
+
+	env_start(&e, "draintmo", extra);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(xseg_get_request(e.cli.seg, e.cli.port, &req),
+				 0);
+		ck_assert_int_eq(xseg_prep_request(e.cli.seg, req, 3, 512), 0);
+		memcpy(req->target, "obj", 3);
+		req->op = XSEG_OP_READ;
+		ck_assert_int_eq(xseg_submit(e.cli.seg, req, 1), 0);
+	}
+	for (int t = 0; t < 5000; t++) {
+		ck_assert_int_eq(xseg_port_info(e.seg, 1, &pi), 0);
+		if (pi.accepted >= N)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_eq(pi.accepted, N);
+	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(e.cli.seg, e.cli.port, 60 * SEC, &rep), 0);
+		ck_assert_int_eq(rep->error, ECONNRESET);
+		xseg_put_request(e.cli.seg, rep);
+	}
+	ck_assert_int_eq(xtu_wait(e.peer, 20000), 0);
+	char *log = tpr_slurp(e.log);
+	ck_assert_msg(strstr(log, "drain timeout: 4 request(s)"), "%s", log);
+	free(log);
+	ck_assert_int_eq(tpr_wait_port_free(e.seg, 1, 1000), 0);
+	tpr_client_close(&e.cli);
+	xseg_leave(e.seg);
+}
+END_TEST
+
 START_TEST(sigusr1_stats)
 {
 	struct env e;
@@ -346,6 +390,11 @@ START_TEST(usage_errors)
 	    {{"noop", "-g", "/tpr-no-such-segment", "-p", "1", NULL},
 	     1,
 	     "tpr-no-such-segment"},
+	    /* a daemon reports its start-up failure to the caller */
+	    {{"noop", "-g", "/tpr-no-such-segment", "-p", "1", "--daemon",
+	      NULL},
+	     1,
+	     "tpr-no-such-segment"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -379,6 +428,7 @@ int main(void)
 	tcase_add_test(tc, handlers_called);
 	tcase_add_test(tc, invalid_refused);
 	tcase_add_test(tc, graceful_shutdown_inflight);
+	tcase_add_test(tc, drain_timeout);
 	tcase_add_test(tc, sigusr1_stats);
 	tcase_add_test(tc, dynamic_port);
 	tcase_add_test(tc, daemon_pidfile);

@@ -320,9 +320,12 @@ static void *noop_delay_main(void *arg)
 		struct noop_delayed *d = n->delay_head;
 		uint64_t now;
 
+		/* At exit the queue is empty after a normal drain; after a
+		 * drain timeout what is left is dropped (fini frees it) and
+		 * the port release fails it back with ECONNRESET. */
+		if (n->delay_exit)
+			break;
 		if (!d) {
-			if (n->delay_exit)
-				break;
 			pthread_cond_wait(&n->delay_cond, &n->delay_lock);
 			continue;
 		}
@@ -512,6 +515,12 @@ static void noop_fini(struct peer *p)
 		pthread_cond_signal(&n->delay_cond);
 		pthread_mutex_unlock(&n->delay_lock);
 		pthread_join(n->delay_thread, NULL);
+		while (n->delay_head) {
+			struct noop_delayed *d = n->delay_head;
+			n->delay_head = d->next;
+			free(d);
+		}
+		n->delay_tail = NULL;
 	}
 	for (size_t i = 0; i < n->nr_buckets; i++)
 		while (n->buckets[i]) {

@@ -143,8 +143,7 @@ void peer_request_stop(struct peer *p, int exit_status);
 /* Number of requests handed to handlers and not yet completed. */
 uint64_t peer_inflight(struct peer *p);
 
-/* Name of an op ("read", "write", ...; "op<N>" style for unknown values
- * is not produced: unknown ops give "unknown"). */
+/* Name of an op ("read", "write", ..., "ping"), "unknown" for others. */
 const char *peer_op_name(unsigned op);
 
 #endif /* PEER_H */

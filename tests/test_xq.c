@@ -234,7 +234,7 @@ START_TEST(test_wrap_laps)
 	run_laps(q, 200000, 7);
 	ck_assert_uint_gt(xq_test_enqueue_pos(q), 1000);
 	free(q);
-	/* 16 and up: consecutive positions are spread over cache lines. */
+	/* Capacities below, at and above the 8 cells of a cache line. */
 	q = alloc_q(16, NULL);
 	run_laps(q, 100000, 5);
 	free(q);

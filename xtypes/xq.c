@@ -9,8 +9,7 @@
  *
  * Cells and positions
  * -------------------
- * Positions are unbounded 64-bit counters; position p uses the cell
- * xq_cell_of(p), a fixed permutation of p & mask.
+ * Positions are unbounded 64-bit counters; position p uses cell p & mask.
  * A cell is one 64-bit word (seq << 32) | value, where seq is a 32-bit lap
  * sequence. Writing P = (uint32_t)p, the cell of position p goes through
  *
@@ -95,6 +94,11 @@
  * over acquire/release; the CASes are locked instructions in any case.
  *
  * Cost: two CASes per operation (cell, then counter) in the uncontended case.
+ * Consecutive positions share cache lines (8 cells per line) on purpose: a
+ * consumer that trails its producer by a few cells then takes up to eight
+ * values per line transfer. Spreading them over lines (as LCRQ/SCQ do for
+ * fetch-and-add queues) would cost one transfer per value in that regime and
+ * save nothing in lockstep, where every value moves a line either way.
  */
 #include "xq.h"
 #include "xq_internal.h"
@@ -104,24 +108,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define XQ_MAGIC	       0x78715f5155455545ULL /* "xq_QUEUE" */
-#define XQ_VERSION	       1u
-#define XQ_MIN_CAPACITY	       2ULL
-#define XQ_MAX_CAPACITY	       (1ULL << 31)
-#define XQ_ALIGN	       64u
-#define XQ_CELLS_PER_LINE_BITS 3 /* 64-byte line / 8-byte cell */
-#define XQ_CELLS_PER_LINE      (1u << XQ_CELLS_PER_LINE_BITS)
+#define XQ_MAGIC	0x78715f5155455545ULL /* "xq_QUEUE" */
+#define XQ_VERSION	1u
+#define XQ_MIN_CAPACITY 2ULL
+#define XQ_MAX_CAPACITY (1ULL << 31)
+#define XQ_ALIGN	64u
 
 struct xq {
 	_Alignas(64) uint64_t magic;
 	uint32_t version;
-	/* position -> cell spreading (see xq_cell_of) */
-	uint8_t row_bits;
-	uint8_t col_bits;
-	uint16_t reserved;
+	uint32_t reserved;
 	uint64_t capacity;
 	uint64_t mask;
-	uint64_t row_mask;
 	/* Producers and consumers each hammer one counter: keep them on
 	 * separate lines from each other and from the read-mostly header. */
 	_Alignas(64) uint64_t enqueue_pos;
@@ -151,20 +149,9 @@ static inline bool xq_cas(uint64_t *p, uint64_t expected, uint64_t desired)
 					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
-/*
- * Consecutive positions go to cells on different cache lines: the cells
- * are viewed as a matrix of rows (one 64-byte line = 8 cells = one row)
- * and position p & mask walks down a column first. Without this a producer
- * writing cell i + 1 and a consumer taking cell i fight over one line; with
- * it they touch different lines unless they are a whole column apart.
- * Queues smaller than 16 cells keep the identity mapping (col_bits 0).
- */
 static inline uint64_t *xq_cell_of(struct xq *q, uint64_t pos)
 {
-	uint64_t p = pos & q->mask;
-
-	return &q->cells[((p & q->row_mask) << q->col_bits) |
-			 (p >> q->row_bits)];
+	return &q->cells[pos & q->mask];
 }
 
 static inline uint64_t xq_cell(uint64_t pos, uint32_t value)
@@ -220,15 +207,6 @@ int xq_init(struct xq *q, uint64_t capacity, size_t mem_size)
 	q->reserved = 0;
 	q->capacity = capacity;
 	q->mask = capacity - 1;
-	if (capacity >= 2 * XQ_CELLS_PER_LINE) {
-		q->col_bits = XQ_CELLS_PER_LINE_BITS;
-		q->row_bits = (uint8_t)(__builtin_ctzll(capacity) -
-					XQ_CELLS_PER_LINE_BITS);
-	} else {
-		q->col_bits = 0;
-		q->row_bits = (uint8_t)__builtin_ctzll(capacity);
-	}
-	q->row_mask = (1ULL << q->row_bits) - 1;
 	for (uint64_t i = 0; i < capacity; i++)
 		__atomic_store_n(xq_cell_of(q, i), xq_cell(i, 0),
 				 __ATOMIC_RELAXED);

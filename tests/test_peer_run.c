@@ -237,7 +237,10 @@ int tpr_wait_port(struct xseg *seg, uint32_t port, uint64_t timeout_ms)
 
 	while (xtu_now_ms() < deadline) {
 		struct xseg_port_info pi;
-		if (xseg_port_info(seg, port, &pi) == 0 && pi.bound && pi.alive)
+		/* not while the binder still cleans the port up: a request
+		 * submitted then is failed back with ECONNRESET */
+		if (xseg_port_info(seg, port, &pi) == 0 && pi.bound &&
+		    pi.alive && !pi.reclaiming)
 			return 0;
 		usleep(2000);
 	}

@@ -15,14 +15,18 @@ done
 X=$BIN/xsegctl
 T=$(mktemp -d /tmp/test-nbd-XXXXXX)
 FAILS=0
+STOPPED=
 cleanup() {
-	$X stack stop --dir $T/stack >/dev/null 2>&1 || {
-		for f in $T/stack/run/*.pid; do
-			[ -f "$f" ] && kill -9 "$(cat $f)" 2>/dev/null
-		done
+	if [ -z "$STOPPED" ] && ! $X stack stop --dir $T/stack >/dev/null 2>&1; then
 		seg=$(sed -n 's/^segment = //p' $T/stack/run/stack.conf 2>/dev/null)
+		for f in $T/stack/run/*.pid; do
+			[ -f "$f" ] && [ -n "$seg" ] || continue
+			pid=$(cat "$f")
+			# only a process still running on our segment
+			grep -q "$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
+		done
 		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	}
+	fi
 	rm -rf $T
 }
 trap cleanup EXIT
@@ -206,5 +210,12 @@ wait $FIO_PID && grep -q 'err= 0' $T/fio.out && ! grep -q 'verify:' $T/fio.out &
 nbdcopy "nbd+unix:///w?socket=$SOCK" $T/w.out && ok "still serving" || fail "server stopped serving"
 $X stack status --dir $T/stack | grep -q 'vlmc .*yes' || fail "vlmc not alive"
 
+# stop here, so reports printed at peer exit are in the logs
+$X stack stop --dir $T/stack >/dev/null && STOPPED=1 || fail "stack stop"
+# a sanitizer report in any peer (ASan/UBSan/TSan builds) is a failure
+if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
+	$T/stack/run/*.log 2>/dev/null; then
+	fail "sanitizer report in a peer log"
+fi
 [ $FAILS -eq 0 ] || { tail -n 20 $T/stack/run/vlmc.log; echo "$FAILS failure(s)"; exit 1; }
 echo "all NBD client checks passed"

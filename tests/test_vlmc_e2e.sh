@@ -19,15 +19,19 @@ T=$(mktemp -d /tmp/test-e2e-XXXXXX)
 cd $T
 D=$T/archcache-data
 FAILS=0
+STOPPED=
 cleanup() {
 	cd /
-	$X stack stop --dir $D >/dev/null 2>&1 || {
-		for f in $D/run/*.pid; do
-			[ -f "$f" ] && kill -9 "$(cat $f)" 2>/dev/null
-		done
+	if [ -z "$STOPPED" ] && ! $X stack stop --dir $D >/dev/null 2>&1; then
 		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
+		for f in $D/run/*.pid; do
+			[ -f "$f" ] && [ -n "$seg" ] || continue
+			pid=$(cat "$f")
+			# only a process still running on our segment
+			grep -q "$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
+		done
 		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	}
+	fi
 	rm -rf $T
 }
 trap cleanup EXIT
@@ -110,5 +114,12 @@ wait $FIO_PID && grep -q 'err= 0' fio.out && ! grep -q 'verify:' fio.out &&
 	{ cat fio.out; fail "fio verify across unplug/replug"; }
 $X stack status || fail "status"
 
+# stop here, so reports printed at peer exit are in the logs
+$X stack stop --dir $D >/dev/null && STOPPED=1 || fail "stack stop"
+# a sanitizer report in any peer (ASan/UBSan/TSan builds) is a failure
+if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
+	$D/run/*.log 2>/dev/null; then
+	fail "sanitizer report in a peer log"
+fi
 [ $FAILS -eq 0 ] || { tail -n 20 $D/run/*.log; echo "$FAILS failure(s)"; exit 1; }
 echo "end to end passed"

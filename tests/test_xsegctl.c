@@ -175,6 +175,19 @@ START_TEST(list_redirect_stats)
 	ck_assert_msg(strstr(out, "\"path_next\":3,"), "%s", out);
 	free(out);
 	free(err);
+	/* traffic for port 1 now reaches a peer on port 3 */
+	const char *argv3[] = {"noop", "-g", name, "-p", "3", NULL};
+	pid_t peer3 = tpr_start(argv3, log);
+	struct xseg_port_info pi3;
+	ck_assert_int_eq(tpr_wait_port(seg, 3, 10000), 0);
+	const char *b50[] = {"bench_xseg", "-g",   name, "-p", "1",
+			     "-o",	   "ping", "-c", "50", NULL};
+	ck_assert_int_eq(tpr_run(b50, NULL, NULL, 60000), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 3, &pi3), 0);
+	ck_assert_uint_eq(pi3.served, 50);
+	ck_assert_int_eq(xtu_kill(peer3, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(peer3, 20000), 0);
+
 	CTL_OK("unredirect", name, "1");
 	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
 

@@ -382,6 +382,26 @@ START_TEST(test_static_ports)
 	ck_assert_int_eq(xseg_bind_port(seg, 1, "again"), 0);
 	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
 
+	/* While a port is being bound or reclaimed (RECLAIM flag in its
+	 * owner word) it is not alive and takes no requests. */
+	struct xseg_request *req;
+	uint32_t client;
+	uint64_t *ownerp = &seg->ports[0].port->owner, saved = *ownerp;
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	*ownerp = saved | XSEG_OWNER_RECLAIM;
+	ck_assert_int_eq(xseg_port_alive(seg, 0), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 0, &pi), 0);
+	ck_assert(pi.reclaiming && pi.alive);
+	ck_assert_int_eq(xseg_submit(seg, req, 0), -ENXIO);
+	ck_assert_uint_eq(req->state, XSEG_RS_PREPARED);
+	*ownerp = saved;
+	ck_assert_int_eq(xseg_port_alive(seg, 0), 1);
+	ck_assert_int_eq(xseg_put_request(seg, req), 0);
+	ck_assert_int_eq(xseg_release_port(seg, client), 0);
+
 	/* Release, then bind again with a new generation. */
 	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
 	uint32_t gen = pi.generation;

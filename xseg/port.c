@@ -116,7 +116,7 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
 	if (port >= seg->nr_ports)
 		return -EINVAL;
 	o = __atomic_load_n(&seg->ports[port].port->owner, __ATOMIC_ACQUIRE);
-	return o ? xseg_owner_alive(o) : 0;
+	return xseg_owner_serving(o) ? xseg_owner_alive(o) : 0;
 }
 
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)

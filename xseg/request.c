@@ -187,7 +187,7 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 	if (eff >= seg->nr_ports)
 		eff = dst;
 	ep = seg->ports[eff].port;
-	if (__atomic_load_n(&ep->owner, __ATOMIC_RELAXED) == 0)
+	if (!xseg_owner_serving(__atomic_load_n(&ep->owner, __ATOMIC_RELAXED)))
 		return -ENXIO;
 	sp = seg->ports[src].port;
 	req->dst = dst;
@@ -409,8 +409,8 @@ int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 	if (h == port || !xseg_owned_by_self(seg, h) ||
 	    req_state(req) != XSEG_RS_ACCEPTED)
 		return -EINVAL;
-	if (__atomic_load_n(&seg->ports[port].port->owner, __ATOMIC_RELAXED) ==
-	    0)
+	if (!xseg_owner_serving(__atomic_load_n(&seg->ports[port].port->owner,
+						__ATOMIC_RELAXED)))
 		return -ENXIO;
 	if (xobj_index(seg->pool, req, &idx) < 0)
 		return -EINVAL;

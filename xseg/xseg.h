@@ -294,8 +294,9 @@ int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port);
 int xseg_release_port(struct xseg *seg, uint32_t port);
 
 /* 1 if the port has an owner that is alive (pid exists, is not a zombie,
- * and its start time matches), 0 if it is free or its owner is dead,
- * -EINVAL for a bad port. Reads /proc: not for a fast path. */
+ * and its start time matches) and ready (not in the middle of a bind or
+ * reclaim), 0 if it is free, being bound or reclaimed, or its owner is
+ * dead, -EINVAL for a bad port. Reads /proc: not for a fast path. */
 int xseg_port_alive(struct xseg *seg, uint32_t port);
 
 /* Redirect new requests submitted to port to next (routing: e.g. plug a
@@ -388,8 +389,9 @@ struct xseg_request *xseg_request_at(const struct xseg *seg, uint32_t idx);
  * ts_submitted, then enqueues and signals the receiving port. No
  * validation of the payload happens here (the receiver validates).
  * Errors: -EINVAL (bad dst, request not held by a port of this process or
- * in a wrong state), -ENXIO (the receiving port has no owner). On error the
- * caller still holds the request. */
+ * in a wrong state), -ENXIO (the receiving port has no owner, or is being
+ * bound or reclaimed right now). On error the caller still holds the
+ * request. */
 int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst);
 
 /* Take the next request from port's request queue (non-blocking); the port
@@ -423,8 +425,8 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);
  * original sender. No redirect is applied (forwarding to the request's
  * original dst therefore reaches that port even while it is redirected to
  * the forwarder). Errors: -EINVAL (bad port, port is the current holder,
- * wrong state, not held by this process), -ENXIO (port has no owner); the
- * caller still holds the request on error. */
+ * wrong state, not held by this process), -ENXIO (port has no owner or is being
+ * bound or reclaimed); the caller still holds the request on error. */
 int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port);
 
 /* Take the next reply from port's reply queue (non-blocking); the request

@@ -42,6 +42,15 @@ static inline uint32_t xseg_owner_start(uint64_t owner)
 	return (uint32_t)(owner >> 32);
 }
 
+/* Bound and not being cleaned up: requests sent now reach its owner (or,
+ * if the owner has died unnoticed, come back with ECONNRESET at the next
+ * reap). While a port is being bound or reclaimed its queues are drained,
+ * so nothing may be sent to it. */
+static inline bool xseg_owner_serving(uint64_t owner)
+{
+	return owner != 0 && !(owner & XSEG_OWNER_RECLAIM);
+}
+
 /* Immutable part first (covered by the checksum), then mutable words. */
 struct xseg_shared_header {
 	uint64_t magic; /* written last at creation (release) */

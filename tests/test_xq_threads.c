@@ -9,6 +9,7 @@
 
 #include "test_xq_util.h"
 #include "xq.h"
+#include "xq_internal.h"
 
 #define PRODUCERS 2
 #define CONSUMERS 2
@@ -82,7 +83,8 @@ static void *consumer(void *arg)
 	return NULL;
 }
 
-static void run_stress(uint64_t capacity, uint32_t per_producer)
+static void run_stress(uint64_t capacity, uint32_t per_producer,
+		       uint64_t start_pos)
 {
 	struct stress st;
 	struct worker prod[PRODUCERS], cons[CONSUMERS];
@@ -93,6 +95,7 @@ static void run_stress(uint64_t capacity, uint32_t per_producer)
 	memset(&st, 0, sizeof(st));
 	ck_assert_int_eq(posix_memalign((void **)&st.q, 64, size), 0);
 	ck_assert_int_eq(xq_init(st.q, capacity, size), 0);
+	ck_assert_int_eq(xq_test_set_position(st.q, start_pos), 0);
 	st.per_producer = per_producer;
 	st.total = (uint64_t)per_producer * PRODUCERS;
 	for (unsigned c = 0; c < CONSUMERS; c++)
@@ -145,6 +148,7 @@ static void run_stress(uint64_t capacity, uint32_t per_producer)
 	ck_assert_uint_eq(st.received, st.total);
 	ck_assert_int_eq(xq_dequeue(st.q, &v), -EAGAIN);
 	ck_assert_uint_eq(xq_count(st.q), 0);
+	ck_assert_uint_eq(xq_test_enqueue_pos(st.q), start_pos + st.total);
 
 	for (unsigned c = 0; c < CONSUMERS; c++)
 		for (unsigned p = 0; p < PRODUCERS; p++)
@@ -162,14 +166,24 @@ static uint32_t per_producer_values(void)
 /* Big queue: mostly neither full nor empty. */
 START_TEST(test_threads_big)
 {
-	run_stress(1024, per_producer_values());
+	run_stress(1024, per_producer_values(), 0);
 }
 END_TEST
 
 /* Tiny queue: constant full/empty transitions and lapping. */
 START_TEST(test_threads_tiny)
 {
-	run_stress(4, per_producer_values() / 5);
+	run_stress(4, per_producer_values() / 5, 0);
+}
+END_TEST
+
+/* Concurrent operations across the 32-bit wrap of the lap sequence. */
+START_TEST(test_threads_seq_wrap)
+{
+	uint32_t n = per_producer_values() / 10;
+
+	run_stress(8, n, (1ULL << 32) - n);
+	run_stress(1024, n, (1ULL << 32) - n);
 }
 END_TEST
 
@@ -182,6 +196,7 @@ int main(void)
 
 	tcase_add_test(tc, test_threads_big);
 	tcase_add_test(tc, test_threads_tiny);
+	tcase_add_test(tc, test_threads_seq_wrap);
 	tcase_set_timeout(tc, 300);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

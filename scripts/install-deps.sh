@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
 	build-essential cmake pkg-config clang-format
 	liburcu-dev libjemalloc-dev liburing-dev check libssl-dev
-	fio
+	fio python3
 	# real NBD clients and the nbdkit reference, for tests and benchmarks
 	libnbd-bin nbdkit qemu-utils
 )

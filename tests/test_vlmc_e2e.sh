@@ -39,7 +39,22 @@ fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 ok() { echo "ok: $*"; }
 die() { echo "FAIL: $*"; tail -n 30 $D/run/*.log; exit 1; }
 
+# bad usage of the launcher and volume tool: refused, nothing started
+printf 'dir = %s\nbogus_key = 1\n' $D > bad.conf
+$X stack start bad.conf 2>err; rc=$?
+[ $rc -eq 2 ] && grep -q "unknown key 'bogus_key'" err && [ ! -e $D/run/stack.conf ] &&
+	ok "config with an unknown key refused" || fail "bad config: rc $rc $(cat err)"
+printf 'cache_size = lots\n' > bad2.conf
+$X stack start bad2.conf 2>/dev/null; [ $? -eq 2 ] && ok "bad value refused" || fail "bad value"
+$X stack status >/dev/null 2>&1 && fail "status without a stack" || ok "status: no stack"
+$X volume list 2>err; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot reach vlmc" err && ok "volume without vlmc: clear error" ||
+	fail "volume without vlmc: rc $rc"
+$X stack bogus 2>/dev/null; [ $? -eq 2 ] && ok "unknown stack command" || fail "unknown stack command"
+
 $X stack start || die "stack start"
+$X stack start >/dev/null 2>&1 && fail "second start succeeded" || ok "second start refused"
+$X stack status >/dev/null || fail "status of a running stack"
 SOCK=$D/run/nbd.sock
 uri() { echo "nbd+unix:///$1?socket=$SOCK"; }
 STORE=$(sed -n 's/^store = //p' $D/run/stack.conf)

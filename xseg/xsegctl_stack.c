@@ -765,7 +765,7 @@ static int stack_status(struct stack *st)
 	size_t vlen = 0;
 	FILE *vf;
 	uint32_t next;
-	int live = 0;
+	bool healthy;
 
 	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
 		stack_err("not running: %s", err);
@@ -798,7 +798,6 @@ static int stack_status(struct stack *st)
 
 		if (xseg_port_info(seg, roles[i].port, &pi))
 			continue;
-		live += pi.alive;
 		if (st->json) {
 			printf("%s{\"role\":\"%s\",\"port\":%u,\"type\":",
 			       i ? "," : "", roles[i].role, roles[i].port);
@@ -836,8 +835,12 @@ static int stack_status(struct stack *st)
 		printf("NBD: nbd+unix:///VOLUME?socket=%s\n", st->nbd_socket);
 	}
 	free(vols);
+	/* healthy: the store and vlmc live (cached is optional: it may
+	 * be unplugged) */
+	healthy = xseg_port_alive(seg, STACK_STORE_PORT) == 1 &&
+		  xseg_port_alive(seg, STACK_VLMC_PORT) == 1;
 	xseg_leave(seg);
-	return live == (st->cached ? 3 : 2) || live >= 2 ? 0 : 1;
+	return healthy ? 0 : 1;
 }
 
 static int stack_plug(struct stack *st, bool plug)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -491,11 +492,19 @@ static void nbd_conn_close(struct vlmc_conn *c)
 
 static void *nbd_conn_main(void *arg)
 {
+	static const struct timeval hs_timeout = {.tv_sec = 30};
+	static const struct timeval no_timeout = {0};
 	struct vlmc_conn *c = arg;
 	int rc;
 
+	/* A client that stalls in the handshake must not hold a thread
+	 * for ever; once transmission starts, idle connections are fine. */
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &hs_timeout,
+		   sizeof(hs_timeout));
 	if (nbd_handshake(c))
 		goto out;
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout,
+		   sizeof(no_timeout));
 	rc = xseg_alloc_port(c->v->seg, "vlmc-nbd", &c->port);
 	if (rc) {
 		peer_err("nbd: no dynamic port for a connection to %s: "

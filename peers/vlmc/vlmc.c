@@ -562,10 +562,20 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
 		xseg_put_request(v->seg, req);
 		return rc;
 	}
-	rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS, &req);
+	for (;;) {
+		struct xseg_request *got;
+
+		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
+				     &got);
+		if (rc || got == req)
+			break;
+		/* a late reply to an earlier request that timed out */
+		xseg_put_request(v->seg, got);
+	}
 	if (rc) {
-		/* The request is still out there; its late reply is dropped
-		 * by the next receive on this port (other id). */
+		/* The request is still out there; its late reply is put
+		 * by the next vlmc_sync (it is not the request it waits
+		 * for). */
 		peer_err("%s %s: no reply from port %" PRIu32 ": %s",
 			 peer_op_name(op), name ? name : "(all)", v->next_port,
 			 strerror(-rc));

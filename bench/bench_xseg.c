@@ -90,6 +90,8 @@ struct bench {
 	struct bench_hist *lat;
 	uint64_t completed, errors, verify_errors, verified, bytes;
 	uint64_t shown;
+	bool stages;
+	uint64_t stage_samples, stage_accept, stage_service, stage_reply;
 };
 
 static volatile sig_atomic_t bench_interrupted;
@@ -138,6 +140,9 @@ static void bench_usage(void)
 	       "                         bare number = us)\n"
 	       "      --timeout TIME     fail when no reply arrives for TIME "
 	       "(default 30s)\n"
+	       "      --stages           report mean time per stage (queue, "
+	       "service, reply)\n"
+	       "                         from the requests' timestamps\n"
 	       "      --json             print the report as one JSON object\n"
 	       "      --no-progress      no progress line on a terminal\n"
 	       "  -h, --help             this help\n"
@@ -154,6 +159,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_JSON,
 	OPT_NO_PROGRESS,
+	OPT_STAGES,
 };
 
 static const struct option bench_options[] = {
@@ -177,6 +183,7 @@ static const struct option bench_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"json", no_argument, NULL, OPT_JSON},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"stages", no_argument, NULL, OPT_STAGES},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -304,6 +311,9 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 			break;
 		case OPT_JSON:
 			b->json = true;
+			break;
+		case OPT_STAGES:
+			b->stages = true;
 			break;
 		case OPT_NO_PROGRESS:
 			b->progress = false;
@@ -557,6 +567,16 @@ static void bench_complete(struct bench *b, struct bench_slot *s, uint64_t now)
 	bench_hist_add(b->lat, now - s->submit_ns);
 	if (b->blk)
 		b->blk[s->unit] &= ~BENCH_BLK_INFLIGHT;
+	if (b->stages && req->ts_submitted && req->ts_accepted &&
+	    req->ts_responded && req->ts_received &&
+	    req->ts_submitted <= req->ts_accepted &&
+	    req->ts_accepted <= req->ts_responded &&
+	    req->ts_responded <= req->ts_received) {
+		b->stage_samples++;
+		b->stage_accept += req->ts_accepted - req->ts_submitted;
+		b->stage_service += req->ts_responded - req->ts_accepted;
+		b->stage_reply += req->ts_received - req->ts_responded;
+	}
 	if (req->error) {
 		b->errors++;
 		bench_show_error(b, s, "failed: %s", strerror(req->error));
@@ -790,7 +810,9 @@ int main(int argc, char **argv)
 		peer_err("%s", errbuf[0] ? errbuf : strerror(-rc));
 		goto out_free;
 	}
-	xseg_set_timestamps(b.seg, false); /* we time requests ourselves */
+	/* we time requests ourselves; --stages reads the library's stage
+	 * stamps (the target peer must stamp too: its default) */
+	xseg_set_timestamps(b.seg, b.stages);
 	xseg_set_spin(b.seg, b.spin_ns);
 	rc = xseg_alloc_port(b.seg, "bench_xseg", &b.port);
 	if (rc < 0) {
@@ -828,7 +850,13 @@ int main(int argc, char **argv)
 	    .bytes = b.bytes,
 	    .elapsed_ns = b.elapsed_ns,
 	    .lat = b.lat,
+	    .stage_samples = b.stage_samples,
 	};
+	if (b.stage_samples) {
+		r.stage_accept_ns = (double)b.stage_accept / b.stage_samples;
+		r.stage_service_ns = (double)b.stage_service / b.stage_samples;
+		r.stage_reply_ns = (double)b.stage_reply / b.stage_samples;
+	}
 	if (b.json)
 		bench_report_json(stdout, &r);
 	else

@@ -377,6 +377,12 @@ void bench_report_text(FILE *f, const struct bench_result *r)
 		bench_hist_percentile(h, 90) / 1e3,
 		bench_hist_percentile(h, 99) / 1e3,
 		bench_hist_percentile(h, 99.9) / 1e3, h->max_ns / 1e3);
+	if (r->stage_samples)
+		fprintf(f,
+			"  stages (us, mean of %" PRIu64 "): to accept %.3f, "
+			"service %.3f, to receive %.3f\n",
+			r->stage_samples, r->stage_accept_ns / 1e3,
+			r->stage_service_ns / 1e3, r->stage_reply_ns / 1e3);
 }
 
 static void bench_json_str(FILE *f, const char *s)
@@ -417,7 +423,7 @@ void bench_report_json(FILE *f, const struct bench_result *r)
 		",\"elapsed_s\":%.6f,\"iops\":%.1f,\"bw_mib_s\":%.3f"
 		",\"lat_ns\":{\"mean\":%.1f,\"min\":%" PRIu64
 		",\"p50\":%" PRIu64 ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64
-		",\"p99_9\":%" PRIu64 ",\"max\":%" PRIu64 "}}\n",
+		",\"p99_9\":%" PRIu64 ",\"max\":%" PRIu64 "}",
 		r->requests, r->errors, r->verify_errors, r->bytes,
 		(double)r->elapsed_ns / 1e9,
 		bench_per_sec(r->requests, r->elapsed_ns),
@@ -426,4 +432,12 @@ void bench_report_json(FILE *f, const struct bench_result *r)
 		bench_hist_percentile(h, 50), bench_hist_percentile(h, 90),
 		bench_hist_percentile(h, 99), bench_hist_percentile(h, 99.9),
 		h->max_ns);
+	if (r->stage_samples)
+		fprintf(f,
+			",\"stages_ns\":{\"samples\":%" PRIu64
+			",\"to_accept\":%.1f,\"service\":%.1f"
+			",\"to_receive\":%.1f}",
+			r->stage_samples, r->stage_accept_ns,
+			r->stage_service_ns, r->stage_reply_ns);
+	fprintf(f, "}\n");
 }

@@ -129,6 +129,11 @@ struct bench_result {
 	uint64_t bytes; /* payload bytes of successful requests */
 	uint64_t elapsed_ns;
 	const struct bench_hist *lat;
+	/* --stages: mean ns from submit to accept (request queue), accept to
+	 * respond (service) and respond to receive (reply queue), over
+	 * stage_samples replies that carried every timestamp */
+	uint64_t stage_samples;
+	double stage_accept_ns, stage_service_ns, stage_reply_ns;
 };
 
 /* Human-readable report, several lines. */

@@ -108,11 +108,12 @@ START_TEST(all_ops)
 		}
 	}
 	/* human report and the duration limit */
-	const char *args[] = {"-o", "ping", "-T", "200ms", NULL};
+	const char *args[] = {"-o", "ping", "-T", "200ms", "--stages", NULL};
 	char *out, *err;
 	ck_assert_int_eq(bench(&e, "1", args, &out, &err), 0);
 	ck_assert_msg(strstr(out, "lat (us): mean"), "%s", out);
 	ck_assert_msg(strstr(out, "iops:"), "%s", out);
+	ck_assert_msg(strstr(out, "stages (us, mean of "), "%s", out);
 	free(out);
 	free(err);
 	env_stop(&e);

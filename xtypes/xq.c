@@ -82,6 +82,12 @@
  * "Empty" is returned when the head equalled pos throughout and position pos
  * was unfilled; since cells fill in order, nothing after it was either.
  *
+ * Progress (lock-free): an iteration that does not return retries only
+ * because another operation's cell CAS succeeded (our CAS failed), or a
+ * counter moved (stale reading), or it just moved a counter itself (help);
+ * each of those is progress of the system, and counters can only lag by
+ * one, so no process, live or dead, can block the others.
+ *
  * Counter wrap: positions are 64-bit, so they do not wrap in practice; seq
  * wraps every 2^32 positions, and all the arithmetic above is modulo 2^32.
  * (Tests start the counters just below 2^32 to exercise this.)

@@ -314,6 +314,65 @@ START_TEST(bench_verify)
 }
 END_TEST
 
+/* Snapshots while a verified write load runs on the volume: requests that
+ * arrive during a snapshot's freeze are parked and resumed, none is lost
+ * or failed, and the volume verifies afterwards. */
+START_TEST(snapshot_under_load)
+{
+	struct env e;
+	char *out = NULL, *err = NULL, *blog = tpr_tmpfile("bench");
+	const char *w[] = {"bench_xseg",
+			   "-g",
+			   NULL,
+			   "-p",
+			   "2",
+			   "--prefix",
+			   "bl",
+			   "-O",
+			   "1M",
+			   "-n",
+			   "1",
+			   "-b",
+			   "4k",
+			   "-q",
+			   "16",
+			   "-P",
+			   "rand",
+			   "--verify",
+			   "-o",
+			   "write",
+			   "-c",
+			   "20000",
+			   "--no-progress",
+			   NULL};
+	pid_t b;
+	int rc;
+
+	env_start(&e, "vsnapload");
+	vol_ok(&e, "create", "bl_000000", "1M", NULL);
+	w[2] = e.name;
+	b = tpr_start(w, blog);
+	ck_assert_int_gt(b, 0);
+	for (int i = 0; i < 5; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "s%d", i);
+		vol_ok(&e, "snapshot", "bl_000000", name, NULL);
+	}
+	rc = xtu_wait(b, 120000);
+	ck_assert_msg(rc == 0, "bench write under snapshots: %d %s", rc,
+		      tpr_slurp(blog));
+	w[19] = "read";
+	w[20] = "--seed";
+	w[21] = "1";
+	rc = tpr_run(w, &out, &err, 120000);
+	ck_assert_msg(rc == 0, "bench read: %d %s %s", rc, out, err);
+	free(out);
+	free(err);
+	env_stop(&e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
@@ -327,6 +386,7 @@ int main(void)
 	tcase_add_test(tc, bad_requests);
 	tcase_add_test(tc, snapshot_clone);
 	tcase_add_test(tc, bench_verify);
+	tcase_add_test(tc, snapshot_under_load);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

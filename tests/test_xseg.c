@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1154,6 +1155,100 @@ END_TEST
 
 /* ---------------------------------------------------------------------- */
 
+struct live_server_arg {
+	const char *name;
+	int up, down; /* pipe ends: to the parent, from the parent */
+};
+
+/* Bind port 1, accept one request, report, answer it when told to. */
+static int child_live_server(void *arg)
+{
+	struct live_server_arg *a = arg;
+	struct xseg_request *r;
+	struct xseg *seg;
+	char c;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 1, "server"))
+		return 1;
+	if (write(a->up, "b", 1) != 1)
+		return 2;
+	while (xseg_accept(seg, 1, &r) != 0)
+		xseg_wait(seg, 1, 10 * MS);
+	if (write(a->up, "a", 1) != 1 || read(a->down, &c, 1) != 1)
+		return 3;
+	if (xseg_respond(seg, r, 0))
+		return 4; /* the port or the request was taken away */
+	return 0;
+}
+
+/* F1: a reaper that cannot read /proc/PID/stat (out of descriptors) must
+ * take the owner for alive, not reclaim a live peer's port. */
+START_TEST(test_reap_emfile_keeps_live_port)
+{
+	struct live_server_arg a;
+	struct xseg_reap_stats st = {0};
+	struct xseg_request *req, *rep;
+	struct rlimit rl, low;
+	int up[2], down[2], fd, first = -1, last = -1, rc;
+	struct xseg *seg;
+	const char *name;
+	pid_t pid;
+	char c;
+
+	seg = mkseg("emfile", &name);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	a = (struct live_server_arg){name, up[1], down[0]};
+	pid = xtu_fork(child_live_server, &a);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(up[0], &c, 1), 1);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	ck_assert_int_eq(xseg_get_request(seg, 0, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 1), 0);
+	ck_assert_int_eq(read(up[0], &c, 1), 1); /* accepted */
+
+	/* Use up every descriptor: opening /proc/PID/stat fails EMFILE. */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = 64;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+		if (first < 0)
+			first = fd;
+		last = fd;
+	}
+	rc = xseg_reap(seg, &st);
+	for (fd = first; first >= 0 && fd <= last; fd++)
+		if (fd != up[0] && fd != up[1] && fd != down[0] &&
+		    fd != down[1])
+			close(fd);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(st.ports_reclaimed, 0);
+	ck_assert_uint_eq(st.requests_failed, 0);
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+
+	/* The live server still owns its port and answers normally. */
+	ck_assert_int_eq(write(down[1], "r", 1), 1);
+	ck_assert_int_eq(xseg_wait_reply(seg, 0, 10000 * MS, &rep), 0);
+	ck_assert_ptr_eq(rep, req);
+	ck_assert_int_eq(rep->error, 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
 static int child_big_reader(void *arg)
 {
 	const char *name = arg;
@@ -1262,6 +1357,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_redirect_forward_local);
 	tcase_add_test(tc, test_wait_timeout_kick);
 	tcase_add_test(tc, test_reap_dead_client);
+	tcase_add_test(tc, test_reap_emfile_keeps_live_port);
 	tcase_add_test(tc, test_segment_3gib);
 	suite_add_tcase(s, tc);
 	return s;

@@ -63,17 +63,25 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 
 int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
 {
+	int rc;
+
 	if (!peer_type || port >= seg->nr_static)
 		return -EINVAL;
-	xseg_self_identity(seg);
+	rc = xseg_self_identity(seg);
+	if (rc < 0)
+		return rc;
 	return claim_port(seg, port, peer_type, true);
 }
 
 int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port)
 {
+	int rc;
+
 	if (!peer_type || !port)
 		return -EINVAL;
-	xseg_self_identity(seg);
+	rc = xseg_self_identity(seg);
+	if (rc < 0)
+		return rc;
 	for (uint32_t i = seg->nr_static; i < seg->nr_ports; i++) {
 		uint64_t o = __atomic_load_n(&seg->ports[i].port->owner,
 					     __ATOMIC_RELAXED);

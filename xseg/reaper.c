@@ -24,6 +24,7 @@ int xseg_owner_alive(uint64_t owner)
 	pid_t pid = xseg_owner_pid(owner);
 	uint64_t start;
 	char state;
+	int rc;
 
 	if (pid <= 0)
 		return 0;
@@ -32,8 +33,14 @@ int xseg_owner_alive(uint64_t owner)
 	/* Without /proc (start time recorded as 0) kill() is all we have. */
 	if (xseg_owner_start(owner) == 0)
 		return 1;
-	if (xseg_proc_stat(pid, &start, &state) < 0)
+	/* Dead only on proof (no such process); an unreadable /proc entry
+	 * (EMFILE, EACCES, ...) means "unknown", and unknown is alive: a
+	 * false "dead" would take a live peer's port and requests away. */
+	rc = xseg_proc_stat(pid, &start, &state);
+	if (rc == -ESRCH)
 		return 0;
+	if (rc < 0)
+		return 1;
 	/* A zombie has stopped serving even if its parent has not reaped
 	 * it yet; a different start time means a recycled pid. */
 	if (state == 'Z' || state == 'X')
@@ -150,7 +157,10 @@ int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats)
 	struct xseg_reap_stats st = {0};
 	int reclaimed = 0;
 
-	xseg_self_identity(seg);
+	int rc = xseg_self_identity(seg);
+
+	if (rc < 0)
+		return rc; /* cannot claim without an identity */
 	for (uint32_t i = 0; i < seg->nr_ports; i++) {
 		struct xseg_port_local *pl = &seg->ports[i];
 		uint64_t *ownerp = &pl->port->owner;

@@ -170,24 +170,31 @@ int xseg_proc_stat(pid_t pid, uint64_t *start, char *state)
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Only "no such file / process" proves the process is gone. EMFILE,
+	 * ENFILE, ENOMEM, EACCES... say nothing about it: the caller must
+	 * not reap a live peer because this process is short of fds. */
 	if (fd < 0)
-		return -ESRCH;
+		return (errno == ENOENT || errno == ESRCH) ? -ESRCH : -errno;
 	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		n = (errno == ESRCH) ? -ESRCH : -errno;
 	close(fd);
-	if (n <= 0)
-		return -ESRCH;
+	if (n == 0)
+		return -ESRCH; /* exited between open and read */
+	if (n < 0)
+		return (int)n;
 	buf[n] = '\0';
 	/* comm (field 2) may hold spaces and parentheses: parse after the
 	 * last ')'. Then field 3 is the state and field 22 the start time. */
 	p = strrchr(buf, ')');
 	if (!p || p[1] != ' ')
-		return -ESRCH;
+		return -EIO;
 	p += 2;
 	*state = *p;
 	for (int field = 3; field < 22; field++) {
 		p = strchr(p, ' ');
 		if (!p)
-			return -ESRCH;
+			return -EIO;
 		p++;
 	}
 	*start = strtoull(p, NULL, 10);
@@ -200,10 +207,18 @@ int xseg_self_identity(struct xseg *seg)
 	uint64_t start = 0;
 	char state;
 
+	int rc;
+
 	if (seg->self_owner && seg->self_pid == pid)
 		return 0;
-	if (xseg_proc_stat(pid, &start, &state) < 0)
-		start = 0; /* no /proc: liveness falls back to kill(pid, 0) */
+	rc = xseg_proc_stat(pid, &start, &state);
+	/* No /proc at all: liveness falls back to kill(pid, 0). A transient
+	 * failure (EMFILE...) must not be recorded as start time 0, which
+	 * would keep a recycled pid "alive" forever: fail, retry later. */
+	if (rc == -ESRCH)
+		start = 0;
+	else if (rc < 0)
+		return rc;
 	seg->self_pid = pid;
 	seg->self_owner = ((uint64_t)(uint32_t)start << 32) | (uint64_t)pid;
 	return 0;

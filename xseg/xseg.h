@@ -534,7 +534,11 @@ struct xseg_reap_stats {
  * port, plus a scan of the request pool only when a port is reclaimed.
  * Safe to call from any process at any time, concurrently with traffic
  * and with other reapers. stats may be NULL.
- * Returns the number of ports reclaimed (>= 0). */
+ * An owner counts as dead only on proof (no such process, a zombie, or
+ * another start time): if /proc/PID cannot be read for another reason
+ * (EMFILE, EACCES, ...) the owner is taken to be alive.
+ * Returns the number of ports reclaimed (>= 0), or a negative errno if
+ * this process cannot establish its own identity (e.g. -EMFILE). */
 int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats);
 
 #endif /* XSEG_H */

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -109,10 +110,23 @@ int main(int argc, char **argv)
 	struct floor_shm *m;
 	struct bench_hist *h = malloc(sizeof(*h));
 
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		printf(
+		    "Usage: bench_xseg_floor [ROUNDS]\n"
+		    "Measure the cross-process round-trip floor (shared-word "
+		    "ping-pong, polling\nand futex) and print it as JSON; "
+		    "ROUNDS defaults to 1000000.\n");
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "--version")) {
+		printf("bench_xseg_floor %s\n", AC_VERSION);
+		return 0;
+	}
 	if (argc > 2 || (argc == 2 && (peer_parse_u64(argv[1], &rounds) ||
 				       !rounds || rounds > UINT32_MAX))) {
-		fprintf(stderr, "bench_xseg_floor: usage: bench_xseg_floor "
-				"[ROUNDS]\n");
+		fprintf(stderr, "bench_xseg_floor: bad arguments (ROUNDS: "
+				"1..4294967295)\nTry 'bench_xseg_floor "
+				"--help' for more information.\n");
 		return 2;
 	}
 	m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,

@@ -57,6 +57,7 @@ struct stack {
 	char ctl_socket[PATH_MAX];
 	uint64_t nbd_tcp;
 	bool verify_reads;
+	char spin[32]; /* peers' --spin; "" = their default */
 	bool json;
 };
 
@@ -153,6 +154,10 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return peer_parse_u64(v, &st->cached_threads);
 	if (!strcmp(k, "vlmc_threads"))
 		return peer_parse_u64(v, &st->vlmc_threads);
+	if (!strcmp(k, "spin"))
+		return peer_parse_duration(v, 1000, &x)
+			   ? -EINVAL
+			   : stack_str(st->spin, sizeof(st->spin), v);
 	if (!strcmp(k, "nbd_socket"))
 		return stack_str(st->nbd_socket, sizeof(st->nbd_socket), v);
 	if (!strcmp(k, "ctl_socket"))
@@ -341,12 +346,15 @@ static int stack_write_state(const struct stack *st)
 		"cache_size = %s\nwrite_policy = %s\nobject_size = %s\n"
 		"store_threads = %" PRIu64 "\ncached_threads = %" PRIu64
 		"\nvlmc_threads = %" PRIu64 "\nnbd_socket = %s\n"
-		"ctl_socket = %s\nnbd_tcp = %" PRIu64 "\nverify_reads = %s\n",
+		"ctl_socket = %s\nnbd_tcp = %" PRIu64 "\nverify_reads = %s\n"
+		"%s%s%s",
 		st->dir, st->segment, st->segment_size, st->requests,
 		stack_store_prog(st), st->cached ? "on" : "off", st->cache_size,
 		st->write_policy, st->object_size, st->store_threads,
 		st->cached_threads, st->vlmc_threads, st->nbd_socket,
-		st->ctl_socket, st->nbd_tcp, st->verify_reads ? "on" : "off");
+		st->ctl_socket, st->nbd_tcp, st->verify_reads ? "on" : "off",
+		st->spin[0] ? "spin = " : "", st->spin,
+		st->spin[0] ? "\n" : "");
 	return fclose(f) ? -errno : 0;
 }
 
@@ -517,6 +525,8 @@ static void stack_common_args(struct stack_argv *a, const struct stack *st,
 	stack_arg(a, "--port=%u", port);
 	stack_arg(a, "--threads=%" PRIu64, threads ? threads : 1);
 	stack_arg(a, "--pidfile=%s/run/%s.pid", st->dir, name);
+	if (st->spin[0])
+		stack_arg(a, "--spin=%s", st->spin);
 }
 
 static int stack_start_cached(const struct stack *st, struct xseg *seg)

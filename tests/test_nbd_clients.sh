@@ -83,6 +83,7 @@ size=16M
 iodepth=16
 verify=crc32c
 verify_fatal=1
+verify_state_save=0
 do_verify=1
 [randwrite]
 rw=randwrite

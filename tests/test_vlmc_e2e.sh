@@ -113,6 +113,7 @@ size=48M
 iodepth=8
 verify=crc32c
 verify_fatal=1
+verify_state_save=0
 do_verify=1
 FIO
 fio --output=fio.out verify.fio &

@@ -24,13 +24,39 @@ static inline void tb_rmtree(const char *dir)
 	nftw(dir, tb_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* A fresh directory under TMPDIR (or /tmp); path in out (>= 64 bytes). */
-static inline void tb_mkdtemp(char *out, size_t len)
+/*
+ * Every scratch directory lives under one base directory that main()
+ * creates before running the suite and removes afterwards: Check runs each
+ * test in a forked child and skips its teardown when an assertion fails,
+ * so only the parent can guarantee the cleanup.
+ */
+static char tb_base[256];
+
+static inline void tb_base_init(void)
 {
 	const char *t = getenv("TMPDIR");
 
-	snprintf(out, len, "%s/blocker-test-XXXXXX", t ? t : "/tmp");
-	if (!mkdtemp(out)) {
+	snprintf(tb_base, sizeof(tb_base), "%s/blocker-test-XXXXXX",
+		 t ? t : "/tmp");
+	if (!mkdtemp(tb_base)) {
+		perror("mkdtemp");
+		abort();
+	}
+}
+
+static inline void tb_base_cleanup(void)
+{
+	if (tb_base[0])
+		tb_rmtree(tb_base);
+}
+
+/* A fresh directory under the base; path in out (>= 64 bytes). */
+static inline void tb_mkdtemp(char *out, size_t len)
+{
+	if (!tb_base[0])
+		tb_base_init();
+	int n = snprintf(out, len, "%s/t-XXXXXX", tb_base);
+	if (n < 0 || (size_t)n >= len || !mkdtemp(out)) {
 		perror("mkdtemp");
 		abort();
 	}

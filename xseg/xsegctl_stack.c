@@ -756,7 +756,9 @@ static void stack_json_str(const char *s)
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
 			putchar('\\');
-		if ((unsigned char)*s >= 0x20)
+		if (*s == '\n')
+			fputs("\\n", stdout);
+		else if ((unsigned char)*s >= 0x20)
 			putchar(*s);
 	}
 	putchar('"');

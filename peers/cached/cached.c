@@ -470,7 +470,7 @@ static void cached_stop(struct peer *p)
 	struct cached *c = &cp->c;
 	struct cached_held hold = {0};
 	uint64_t start = peer_now_ns(), last_kick = 0, quiet_since;
-	bool plugged;
+	bool plugged, lost = false;
 
 	if (!cp->initialised)
 		return;
@@ -494,6 +494,8 @@ static void cached_stop(struct peer *p)
 				 "%" PRIu32,
 				 cached_unclean(c) * cp->cfg.bucket_size,
 				 cp->next_port);
+			/* exit non-zero: the operator must know data is lost */
+			lost = true;
 			break;
 		}
 		if (now - last_kick > 100000000ULL) {
@@ -523,6 +525,8 @@ static void cached_stop(struct peer *p)
 	}
 	peer_info("cached: flushed in %.3f s",
 		  (double)(peer_now_ns() - start) / 1e9);
+	if (lost)
+		peer_request_stop(p, 1);
 }
 
 static void cached_fini(struct peer *p)

@@ -309,6 +309,8 @@ struct cached {
 	struct xworkq redispatch_wq;
 
 	bool destroying;	  /* hooks run by xcache_destroy wake nobody */
+	bool space_pending;	  /* __atomic: on_put/on_free freed space; the
+				     caller into xcache signals space_waitq */
 	uint64_t dirty_buckets;	  /* __atomic */
 	uint64_t writing_buckets; /* __atomic */
 	struct cached_stats st;	  /* __atomic relaxed adds */

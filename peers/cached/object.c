@@ -98,6 +98,24 @@ static bool space_available(void *arg)
 	       __atomic_load_n(&c->nodes_used, __ATOMIC_ACQUIRE) < c->nr_nodes;
 }
 
+/* The xcache hooks that free buckets and nodes (on_put, on_free) run
+ * before xcache has put the node back on its lists, so they only note that
+ * space was freed; whoever called into xcache signals once the call has
+ * returned (a restart run from inside the hook would find the node still
+ * missing and spin). */
+static void space_kick(struct cached *c)
+{
+	if (__atomic_load_n(&c->space_pending, __ATOMIC_ACQUIRE) &&
+	    __atomic_exchange_n(&c->space_pending, false, __ATOMIC_ACQ_REL))
+		xwaitq_signal(&c->space_waitq);
+}
+
+static void obj_put(struct cached *c, struct xcache_entry *e)
+{
+	xcache_put(c->cache, e);
+	space_kick(c);
+}
+
 /* ------------------------------------------------------------------ */
 /* Waiters                                                             */
 /* ------------------------------------------------------------------ */
@@ -139,7 +157,7 @@ static void cio_release_obj(struct cached *c, struct cached_cio *cio)
 	cio->entry = NULL;
 	cio->obj = NULL;
 	if (e)
-		xcache_put(c->cache, e);
+		obj_put(c, e);
 }
 
 /* Complete the client request and drop everything the context holds.
@@ -201,6 +219,7 @@ static void space_make_room(struct cached *c, uint32_t need)
 	     i++)
 		if (xcache_evict_lru(c->cache) < 0)
 			break;
+	space_kick(c);
 }
 
 /* No bucket or no xcache node: hold nothing, make room, wait for space. */
@@ -548,7 +567,7 @@ static void obj_unpark_job(void *arg)
 
 	o->nreq_parked = false;
 	obj_flush_continue(o);
-	xcache_put(o->c->cache, o->entry); /* the parking reference */
+	obj_put(o->c, o->entry); /* the parking reference */
 }
 
 static void nreq_wake_obj_job(void *arg)
@@ -590,7 +609,7 @@ static void obj_round_end(struct cached_obj *o)
 		}
 		o->kept = false;
 		obj_unkeep_count(o);
-		xcache_put(c->cache, o->entry); /* may release o */
+		obj_put(c, o->entry); /* may release o */
 		/* if it stays (active again), requests waiting for space
 		 * need another victim */
 		if (xwaitq_nr_queued(&c->space_waitq))
@@ -673,7 +692,7 @@ static void obj_kick_job(void *arg)
 
 	__atomic_store_n(&o->kick_queued, false, __ATOMIC_RELEASE);
 	obj_kick_now(o);
-	xcache_put(o->c->cache, o->entry); /* the kick's reference */
+	obj_put(o->c, o->entry); /* the kick's reference */
 }
 
 /* Queue a flush of o from outside its workq; the caller holds a reference
@@ -757,7 +776,7 @@ static void nreq_done_job(void *arg)
 		if (o->flushing && !o->nreq_parked)
 			obj_flush_continue(o);
 	}
-	xcache_put(c->cache, e); /* the nreq's reference; may release o */
+	obj_put(c, e); /* the nreq's reference; may release o */
 }
 
 void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
@@ -838,6 +857,7 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 		    o->bstate[s] == CACHED_B_DIRTY)
 			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
 	xcache_remove(c->cache, o->entry); /* -ENOENT: already detached */
+	space_kick(c);
 	cached_obj_set_state(o, CACHED_O_INVALIDATED);
 	obj_wake_all(o); /* they look the name up again */
 	cio_forward(c, cio);
@@ -885,7 +905,7 @@ static void flushwait_fn(struct cached_obj *o, struct cached_waiter *w)
 					    o->last_round_error, false,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	}
-	xcache_put(c->cache, o->entry);
+	obj_put(c, o->entry);
 	free(fw);
 	flush_op_put(c, cio);
 }
@@ -936,6 +956,7 @@ static void flush_op_start(struct cached *c, struct cached_cio *cio)
 	cio->pending = 1; /* ours, dropped after the walk */
 	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
 			flush_op_visit, cio);
+	space_kick(c);
 	flush_op_put(c, cio);
 }
 
@@ -959,6 +980,7 @@ unsigned cached_flush_all(struct cached *c)
 
 	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
 			flush_all_visit, &count);
+	space_kick(c);
 	return count;
 }
 
@@ -1017,6 +1039,7 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 	}
 	name[len] = '\0';
 	rc = xcache_insert(c->cache, name, &e, NULL);
+	space_kick(c); /* the insert may have released a victim */
 	if (rc == -EAGAIN) {
 		cio_park_space(c, cio, 1);
 		return;
@@ -1160,8 +1183,7 @@ static void hook_put(void *cache_priv, struct xcache_entry *e)
 	struct cached_obj *o = xcache_entry_priv(e);
 
 	cached_obj_release_all(o);
-	if (!c->destroying)
-		xwaitq_signal(&c->space_waitq);
+	__atomic_store_n(&c->space_pending, true, __ATOMIC_RELEASE);
 }
 
 static void hook_free(void *cache_priv, struct xcache_entry *e)
@@ -1170,8 +1192,7 @@ static void hook_free(void *cache_priv, struct xcache_entry *e)
 
 	(void)e;
 	__atomic_sub_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
-	if (!c->destroying)
-		xwaitq_signal(&c->space_waitq);
+	__atomic_store_n(&c->space_pending, true, __ATOMIC_RELEASE);
 }
 
 static const struct xcache_ops cached_xcache_ops = {

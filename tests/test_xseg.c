@@ -1249,6 +1249,132 @@ END_TEST
 
 /* ---------------------------------------------------------------------- */
 
+struct binder_arg {
+	const char *name;
+	uint32_t port;
+};
+
+/* Bind a static port and die holding it. */
+static int child_bind_and_die(void *arg)
+{
+	struct binder_arg *a = arg;
+	struct xseg *seg;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, a->port, "doomed"))
+		return 1;
+	_exit(0);
+}
+
+/* F2/F7: a request in the (SUBMITTED, dead port) state that is on no queue
+ * (a submit or forward between its CAS and its enqueue, or an accept
+ * killed between dequeue and CAS) is failed back by the reaper, and the
+ * late enqueue is harmless: exactly one reply, the pool stays whole. */
+START_TEST(test_reap_submit_race)
+{
+	struct binder_arg a;
+	struct xseg_reap_stats st = {0};
+	struct xseg_request *req, *acc, *rep;
+	struct xseg *seg;
+	const char *name;
+	uint32_t idx;
+
+	seg = mkseg("subrace", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 2, "middle"), 0);
+	a = (struct binder_arg){name, 1};
+	ck_assert_int_eq(xtu_wait(xtu_fork(child_bind_and_die, &a), 10000), 0);
+
+	/* B: submit to port 1 (dead, not reaped yet) stopped after its
+	 * CAS: exactly the word xseg_submit publishes. */
+	ck_assert_int_eq(xseg_get_request(seg, 0, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	idx = req->index;
+	__atomic_store_n(&req->state_holder, xseg_rs_pack(XSEG_RS_SUBMITTED, 1),
+			 __ATOMIC_RELEASE);
+	ck_assert_int_eq(xseg_reap(seg, &st), 1);
+	ck_assert_uint_eq(st.requests_failed, 1);
+	/* The submitter resumes: its enqueue lands on the freed port. */
+	ck_assert_int_eq(xq_enqueue(seg->ports[1].reqq, idx), 0);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+	ck_assert_ptr_eq(rep, req);
+	ck_assert_int_eq(rep->error, ECONNRESET);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	ck_assert_int_eq(xseg_reap(seg, &st), 0); /* drops the stale index */
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	ck_assert_uint_eq(req->state, XSEG_RS_RECEIVED);
+
+	/* A: forward from port 2 to port 3 whose owner then dies, stopped
+	 * after the forward's store of (SUBMITTED, 3). */
+	a.port = 3;
+	ck_assert_int_eq(xtu_wait(xtu_fork(child_bind_and_die, &a), 10000), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 2), 0);
+	ck_assert_int_eq(xseg_accept(seg, 2, &acc), 0);
+	__atomic_store_n(&acc->state_holder, xseg_rs_pack(XSEG_RS_SUBMITTED, 3),
+			 __ATOMIC_RELEASE);
+	ck_assert_int_eq(xseg_reap(seg, &st), 1);
+	ck_assert_uint_eq(st.requests_failed, 1);
+	ck_assert_int_eq(xq_enqueue(seg->ports[3].reqq, idx), 0);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+	ck_assert_int_eq(rep->error, ECONNRESET);
+	/* The client owns it again: it can put it; nothing else changes. */
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	ck_assert_int_eq(xseg_reap(seg, &st), 0);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	ck_assert_uint_eq(all_free_requests(seg), 64);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* F2/F6: the reaper and late answers act only from the exact pair they
+ * read; whoever comes second changes nothing and enqueues nothing. */
+START_TEST(test_answer_race_cas)
+{
+	struct xseg_request *req, *acc, *rep;
+	struct xseg *seg;
+
+	seg = mkseg("ansrace", NULL);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "server"), 0);
+	ck_assert_int_eq(xseg_get_request(seg, 0, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 1), 0);
+	ck_assert_int_eq(xseg_accept(seg, 1, &acc), 0);
+	/* A reaper that read a stale pair loses and does nothing. */
+	ck_assert_int_eq(xseg_fail_back(seg, acc,
+					xseg_rs_pack(XSEG_RS_SUBMITTED, 1),
+					ECONNRESET, 1),
+			 XSEG_FB_LOST);
+	ck_assert_uint_eq(acc->state, XSEG_RS_ACCEPTED);
+	ck_assert_int_eq(acc->error, 0);
+	/* A release (reaper) that wins: the late respond and forward are
+	 * refused, the client gets exactly one answer. */
+	ck_assert_int_eq(xseg_fail_back(seg, acc,
+					xseg_rs_pack(XSEG_RS_ACCEPTED, 1),
+					ECONNRESET, 1),
+			 XSEG_FB_QUEUED);
+	ck_assert_int_lt(xseg_respond(seg, acc, 0), 0);
+	ck_assert_int_lt(xseg_forward(seg, acc, 2), 0);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+	ck_assert_int_eq(rep->error, ECONNRESET);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	/* A put racing a reaper of the client: only one of them frees. */
+	ck_assert_int_eq(
+	    xseg_free_to_pool(seg, rep, xseg_rs_pack(XSEG_RS_PREPARED, 0)),
+	    false);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	ck_assert_int_eq(xseg_put_request(seg, rep), -EALREADY);
+	ck_assert_uint_eq(all_free_requests(seg), 64);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
 static int child_big_reader(void *arg)
 {
 	const char *name = arg;
@@ -1358,6 +1484,8 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_wait_timeout_kick);
 	tcase_add_test(tc, test_reap_dead_client);
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);
+	tcase_add_test(tc, test_reap_submit_race);
+	tcase_add_test(tc, test_answer_race_cas);
 	tcase_add_test(tc, test_segment_3gib);
 	suite_add_tcase(s, tc);
 	return s;

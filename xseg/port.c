@@ -50,7 +50,8 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 						__ATOMIC_RELAXED))
 			break;
 	}
-	xseg_port_cleanup(seg, port, scan, &st);
+	xseg_port_cleanup(seg, port, scan ? XSEG_CLEAN_DEAD : XSEG_CLEAN_QUEUES,
+			  &st);
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	memset(p->peer_type, 0, sizeof(p->peer_type));
 	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
@@ -112,7 +113,7 @@ int xseg_release_port(struct xseg *seg, uint32_t port)
 			     &p->owner, &o, self | XSEG_OWNER_RECLAIM, false,
 			     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return -EPERM;
-	xseg_port_cleanup(seg, port, true, &st);
+	xseg_port_cleanup(seg, port, XSEG_CLEAN_SELF, &st);
 	__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
 	return 0;
 }

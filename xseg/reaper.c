@@ -7,12 +7,14 @@
  * the reclaimer dies too, its RECLAIM word names a dead process and the next
  * reaper takes over (every step below tolerates being repeated).
  *
- * The cleanup acts only on requests held by the port being reclaimed, whose
- * owner no longer runs; requests in flight towards the port (a submitter
- * that read the owner word before the claim, a responder that read the old
- * generation) are left alone: they land on its queues afterwards and are
- * served by the next owner (requests) or dropped by the generation check in
- * receive (replies), or cleaned by the next reap of a free port.
+ * The cleanup acts only on requests held by the port being reclaimed, and
+ * only through a CAS from the (state, holder) word it read, so a submit,
+ * forward or answer racing it either wins (the reaper leaves the request
+ * alone) or loses (its own CAS fails). A request a submitter or forwarder
+ * moved to (SUBMITTED, port) but had not enqueued yet is failed back; its
+ * late enqueue leaves a stale index that the next dequeue drops. Replies in
+ * flight to the port are dropped by the generation check in receive, or
+ * cleaned by the next reap of a free port.
  */
 #include "xseg_internal.h"
 
@@ -48,22 +50,29 @@ int xseg_owner_alive(uint64_t owner)
 	return (uint32_t)start == xseg_owner_start(owner);
 }
 
+/* Fail req back if its word is still w (the pair this reaper read). */
 static void fail_reclaimed(struct xseg *seg, uint32_t port,
-			   struct xseg_request *req, struct xseg_reap_stats *st)
+			   struct xseg_request *req, uint64_t w,
+			   struct xseg_reap_stats *st)
 {
+	int rc = xseg_fail_back(seg, req, w, ECONNRESET, port);
+
+	if (rc == XSEG_FB_LOST)
+		return; /* somebody acted on it first */
 	xseg_count(&seg->ports[port].port->reaped);
-	if (xseg_fail_back(seg, req, ECONNRESET, port))
+	if (rc == XSEG_FB_QUEUED)
 		st->requests_failed++;
 	else
 		st->requests_freed++;
 }
 
-void xseg_port_cleanup(struct xseg *seg, uint32_t port, bool scan,
-		       struct xseg_reap_stats *st)
+void xseg_port_cleanup(struct xseg *seg, uint32_t port,
+		       enum xseg_clean_mode mode, struct xseg_reap_stats *st)
 {
 	struct xseg_port_local *pl = &seg->ports[port];
 	struct xseg_request *req;
-	uint32_t idx, state, expect;
+	uint32_t idx, state;
+	uint64_t w;
 
 	/* New generation first: a reply in flight to the old owner is from
 	 * now on recognised as stale by respond and receive. */
@@ -74,16 +83,10 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, bool scan,
 	 * owner (whose existence nobody can promise the senders). */
 	while (xq_dequeue(pl->reqq, &idx) == 0) {
 		req = xobj_ptr(seg->pool, idx);
-		if (!req ||
-		    __atomic_load_n(&req->holder, __ATOMIC_RELAXED) != port)
-			continue;
-		expect = XSEG_RS_SUBMITTED;
-		if (!__atomic_compare_exchange_n(
-			&req->state, &expect, XSEG_RS_ACCEPTED, false,
-			__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			continue;
-		req->index = idx;
-		fail_reclaimed(seg, port, req, st);
+		if (req)
+			fail_reclaimed(seg, port, req,
+				       xseg_rs_pack(XSEG_RS_SUBMITTED, port),
+				       st);
 	}
 
 	/* The free cache goes back to the pool before the scan, so a FREE
@@ -92,12 +95,14 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, bool scan,
 	if (pl->freeq) {
 		while (xq_dequeue(pl->freeq, &idx) == 0) {
 			req = xobj_ptr(seg->pool, idx);
-			if (!req ||
-			    __atomic_load_n(&req->state, __ATOMIC_ACQUIRE) !=
-				XSEG_RS_FREE)
+			if (!req)
 				continue;
-			__atomic_store_n(&req->holder, XSEG_NOPORT,
-					 __ATOMIC_RELAXED);
+			w = xseg_rs_load(req);
+			if (xseg_rs_state(w) != XSEG_RS_FREE ||
+			    !xseg_rs_cas(
+				req, w,
+				xseg_rs_pack(XSEG_RS_FREE, XSEG_NOPORT)))
+				continue;
 			xobj_put(seg->pool, idx);
 		}
 	}
@@ -107,46 +112,66 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, bool scan,
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
-		state = __atomic_load_n(&req->state, __ATOMIC_ACQUIRE);
+		w = xseg_rs_load(req);
+		state = xseg_rs_state(w);
 		if ((state != XSEG_RS_SERVED && state != XSEG_RS_FAILED) ||
-		    req->src != port ||
-		    __atomic_load_n(&req->holder, __ATOMIC_RELAXED) != port)
+		    xseg_rs_holder(w) != port || req->src != port)
 			continue;
-		xseg_free_to_pool(seg, req);
-		st->requests_freed++;
+		if (xseg_free_to_pool(seg, req, w))
+			st->requests_freed++;
 	}
 
-	if (!scan)
+	if (mode == XSEG_CLEAN_QUEUES)
 		return;
+	/* Every action below is a CAS from the exact (state, holder) pair
+	 * read here: a submit, forward, answer or put that changes the
+	 * request meanwhile wins, and the reaper leaves it alone. */
 	for (idx = 0; idx < seg->nr_requests; idx++) {
 		req = xobj_ptr(seg->pool, idx);
-		if (!req ||
-		    __atomic_load_n(&req->holder, __ATOMIC_RELAXED) != port)
+		if (!req)
 			continue;
-		state = __atomic_load_n(&req->state, __ATOMIC_ACQUIRE);
-		switch (state) {
+		w = xseg_rs_load(req);
+		if (xseg_rs_holder(w) != port)
+			continue;
+		switch (xseg_rs_state(w)) {
 		case XSEG_RS_ACCEPTED:
-			/* Accepted by the dead owner and never answered. */
-			req->index = idx;
-			fail_reclaimed(seg, port, req, st);
+			/* Accepted by the port and never answered. */
+			fail_reclaimed(seg, port, req, w, st);
+			break;
+		case XSEG_RS_SUBMITTED:
+			/* Not on the request queue (drained above): either
+			 * stranded by an accept killed between its dequeue
+			 * and its CAS, or a submit/forward that read the
+			 * owner word before the claim and has not enqueued
+			 * yet. Both are failed back; the late enqueue then
+			 * leaves a stale index that accept/reap drop. */
+			fail_reclaimed(seg, port, req, w, st);
+			break;
+		case XSEG_RS_ANSWERING:
+			/* Only a dead owner leaves this (killed inside
+			 * respond/forward/put); with a live owner (release)
+			 * one of its threads is writing it right now. */
+			if (mode == XSEG_CLEAN_DEAD)
+				fail_reclaimed(seg, port, req, w, st);
 			break;
 		case XSEG_RS_ALLOCATED:
 		case XSEG_RS_PREPARED:
 		case XSEG_RS_RECEIVED:
-			/* Held by the dead owner as a client. */
-			xseg_free_to_pool(seg, req);
-			st->requests_freed++;
+			/* Held by the port as a client. */
+			if (xseg_free_to_pool(seg, req, w))
+				st->requests_freed++;
 			break;
 		case XSEG_RS_FREE:
 			/* Lost between a queue and the state word by a kill;
 			 * xobj refuses it harmlessly if it is in fact free. */
-			__atomic_store_n(&req->holder, XSEG_NOPORT,
-					 __ATOMIC_RELAXED);
-			xobj_put(seg->pool, idx);
+			if (xseg_rs_cas(
+				req, w,
+				xseg_rs_pack(XSEG_RS_FREE, XSEG_NOPORT)))
+				xobj_put(seg->pool, idx);
 			break;
 		default:
-			/* SUBMITTED / SERVED / FAILED: in flight to one of
-			 * the port's queues; see the comment at the top. */
+			/* SERVED / FAILED: in flight to the port's reply
+			 * queue; see the comment at the top. */
 			break;
 		}
 	}
@@ -175,7 +200,7 @@ int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats)
 				ownerp, &o, claim, false, __ATOMIC_ACQ_REL,
 				__ATOMIC_RELAXED))
 				continue;
-			xseg_port_cleanup(seg, i, false, &st);
+			xseg_port_cleanup(seg, i, XSEG_CLEAN_QUEUES, &st);
 			__atomic_store_n(ownerp, 0, __ATOMIC_RELEASE);
 			continue;
 		}
@@ -186,7 +211,7 @@ int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats)
 						 __ATOMIC_ACQ_REL,
 						 __ATOMIC_RELAXED))
 			continue;
-		xseg_port_cleanup(seg, i, true, &st);
+		xseg_port_cleanup(seg, i, XSEG_CLEAN_DEAD, &st);
 		__atomic_store_n(ownerp, 0, __ATOMIC_RELEASE);
 		reclaimed++;
 	}

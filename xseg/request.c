@@ -6,33 +6,19 @@
  * Ownership rule that makes this lock-free: a request's payload is touched
  * only by the process of its holder port; it changes hands only through an
  * xq enqueue (release) and the matching dequeue (acquire). state and holder
- * are atomics because the reaper of another process reads them while
- * scanning the pool; it acts only on requests whose holder is dead.
+ * form one 64-bit word changed only by CAS (xseg_rs_*): the reaper of
+ * another process reads it while scanning the pool and acts only from the
+ * exact pair it read, so it never mixes an old state with a new holder, and
+ * a late answer racing a reaper or a release loses cleanly (-ESTALE).
  */
 #include "xseg_internal.h"
 
 #include <errno.h>
 #include <string.h>
 
-static inline void req_set_state(struct xseg_request *req, uint32_t st)
-{
-	__atomic_store_n(&req->state, st, __ATOMIC_RELEASE);
-}
-
-static inline uint32_t req_state(const struct xseg_request *req)
-{
-	return __atomic_load_n(&req->state, __ATOMIC_ACQUIRE);
-}
-
-static inline void req_set_holder(struct xseg_request *req, uint32_t port)
-{
-	__atomic_store_n(&req->holder, port, __ATOMIC_RELAXED);
-}
-
-static inline uint32_t req_holder(const struct xseg_request *req)
-{
-	return __atomic_load_n(&req->holder, __ATOMIC_RELAXED);
-}
+#define PACK(st, h) xseg_rs_pack((st), (h))
+#define ST(w)	    xseg_rs_state(w)
+#define HOLDER(w)   xseg_rs_holder(w)
 
 static inline uint64_t stamp(const struct xseg *seg)
 {
@@ -64,17 +50,22 @@ static void req_trim_buffer(struct xseg *seg, struct xseg_request *req)
 	}
 }
 
-void xseg_free_to_pool(struct xseg *seg, struct xseg_request *req)
+bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
+		       uint64_t expect)
 {
 	uint32_t idx;
 
 	if (xobj_index(seg->pool, req, &idx) < 0)
-		return;
+		return false;
+	/* Claim it before touching the buffer: whoever changed the word
+	 * first (a late answer, another reaper step) keeps it. */
+	if (!xseg_rs_cas(req, expect, PACK(XSEG_RS_ANSWERING, HOLDER(expect))))
+		return false;
 	req_trim_buffer(seg, req);
 	req->index = idx;
-	req_set_holder(req, XSEG_NOPORT);
-	req_set_state(req, XSEG_RS_FREE);
+	xseg_rs_store(req, PACK(XSEG_RS_FREE, XSEG_NOPORT));
 	xobj_put(seg->pool, idx);
+	return true;
 }
 
 int xseg_get_request(struct xseg *seg, uint32_t port,
@@ -83,6 +74,7 @@ int xseg_get_request(struct xseg *seg, uint32_t port,
 	struct xseg_port_local *pl;
 	struct xseg_request *req;
 	uint32_t idx;
+	uint64_t w;
 	int rc;
 
 	if (!reqp || port >= seg->nr_ports)
@@ -101,7 +93,11 @@ int xseg_get_request(struct xseg *seg, uint32_t port,
 		}
 		/* An index from a queue is checked like any other: a request
 		 * that is not free is somebody else's; drop the index. */
-		if (req && req_state(req) == XSEG_RS_FREE)
+		if (!req)
+			continue;
+		w = xseg_rs_load(req);
+		if (ST(w) == XSEG_RS_FREE &&
+		    xseg_rs_cas(req, w, PACK(XSEG_RS_ALLOCATED, port)))
 			break;
 	}
 	req->index = idx;
@@ -123,8 +119,6 @@ int xseg_get_request(struct xseg *seg, uint32_t port,
 	req->ts_received = 0;
 	req->user = 0;
 	req->peer_priv = 0;
-	req_set_holder(req, port);
-	req_set_state(req, XSEG_RS_ALLOCATED);
 	*reqp = req;
 	return 0;
 }
@@ -138,8 +132,12 @@ static bool held_by_client(uint32_t st)
 int xseg_prep_request(struct xseg *seg, struct xseg_request *req,
 		      uint32_t targetlen, uint64_t datalen)
 {
-	if (!req || targetlen > XSEG_MAX_TARGETLEN ||
-	    !held_by_client(req_state(req)))
+	uint64_t w;
+
+	if (!req || targetlen > XSEG_MAX_TARGETLEN)
+		return -EINVAL;
+	w = xseg_rs_load(req);
+	if (!held_by_client(ST(w)))
 		return -EINVAL;
 	if (datalen > req->data_cap) {
 		uint64_t want = datalen > seg->default_data_size
@@ -163,22 +161,26 @@ int xseg_prep_request(struct xseg *seg, struct xseg_request *req,
 	req->serviced = 0;
 	req->error = 0;
 	req->peer_priv = 0;
-	req_set_state(req, XSEG_RS_PREPARED);
+	/* Fails only if a reaper took the request from a port it believed
+	 * dead (then it is no longer ours). */
+	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_PREPARED, HOLDER(w))))
+		return -EINVAL;
 	return 0;
 }
 
 int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 {
 	struct xseg_port *sp, *ep;
-	uint32_t st, src, eff, idx;
+	uint32_t src, eff, idx;
+	uint64_t w;
 
 	if (!req || dst >= seg->nr_ports)
 		return -EINVAL;
-	st = req_state(req);
+	w = xseg_rs_load(req);
 	src = req->src;
 	idx = req->index;
-	if (!held_by_client(st) || !xseg_owned_by_self(seg, src) ||
-	    req_holder(req) != src || xobj_ptr(seg->pool, idx) != req)
+	if (!held_by_client(ST(w)) || !xseg_owned_by_self(seg, src) ||
+	    HOLDER(w) != src || xobj_ptr(seg->pool, idx) != req)
 		return -EINVAL;
 	/* One load of the redirect: a concurrent set/clear sends this
 	 * request to the old or the new target, never both. */
@@ -202,43 +204,56 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 		req->ts_responded = 0;
 		req->ts_received = 0;
 	}
-	req_set_holder(req, eff);
-	req_set_state(req, XSEG_RS_SUBMITTED);
+	/* One CAS moves state and holder together: a reaper of eff sees
+	 * either the client's pair or (SUBMITTED, eff), never a mix. */
+	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_SUBMITTED, eff)))
+		return -EINVAL;
 	if (xq_enqueue(seg->ports[eff].reqq, idx) < 0) {
-		/* Cannot happen: queues hold every request of the pool. */
-		req_set_holder(req, src);
-		req_set_state(req, st);
-		return -EAGAIN;
+		/* Cannot happen: queues hold every request of the pool. If a
+		 * reaper of eff failed it back meanwhile, the reply comes. */
+		if (xseg_rs_cas(req, PACK(XSEG_RS_SUBMITTED, eff), w))
+			return -EAGAIN;
 	}
 	xseg_count(&sp->sent);
 	xseg_signal(seg, eff);
 	return 0;
 }
 
-bool xseg_fail_back(struct xseg *seg, struct xseg_request *req, int err,
-		    uint32_t counter_port)
+int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
+		   int err, uint32_t counter_port)
 {
-	uint32_t src = req->src, idx;
+	uint64_t mine = PACK(XSEG_RS_ANSWERING, HOLDER(expect));
+	uint32_t src, idx;
 
+	if (xobj_index(seg->pool, req, &idx) < 0)
+		return XSEG_FB_LOST;
+	/* Exactly one of the holder's answer, a release and a reaper wins
+	 * this CAS; the others leave the request alone. */
+	if (!xseg_rs_cas(req, expect, mine))
+		return XSEG_FB_LOST;
+	src = req->src;
 	req->error = err;
 	req->ts_responded = stamp(seg);
+	req->index = idx;
 	if (counter_port < seg->nr_ports)
 		xseg_count(&seg->ports[counter_port].port->failed);
-	if (src >= seg->nr_ports || xobj_index(seg->pool, req, &idx) < 0) {
-		xseg_free_to_pool(seg, req);
-		return false;
+	if (src >= seg->nr_ports ||
+	    __atomic_load_n(&seg->ports[src].port->gen, __ATOMIC_ACQUIRE) !=
+		req->src_gen) {
+		xseg_free_to_pool(seg, req, mine);
+		return XSEG_FB_FREED;
 	}
-	req->index = idx;
-	req_set_holder(req, src);
-	req_set_state(req, XSEG_RS_FAILED);
-	if (__atomic_load_n(&seg->ports[src].port->gen, __ATOMIC_ACQUIRE) !=
-	    req->src_gen) {
-		xseg_free_to_pool(seg, req);
-		return false;
+	xseg_rs_store(req, PACK(XSEG_RS_FAILED, src));
+	if (xq_enqueue(seg->ports[src].replyq, idx) < 0) {
+		/* Cannot happen: a reply queue holds every index of the pool;
+		 * only stray duplicate indexes (corruption) can fill it. Keep
+		 * the pool whole rather than leak the request. */
+		xseg_count(&seg->ports[src].port->rejected);
+		xseg_free_to_pool(seg, req, PACK(XSEG_RS_FAILED, src));
+		return XSEG_FB_FREED;
 	}
-	xq_enqueue(seg->ports[src].replyq, idx);
 	xseg_signal(seg, src);
-	return true;
+	return XSEG_FB_QUEUED;
 }
 
 int xseg_validate_request(const struct xseg *seg,
@@ -310,21 +325,20 @@ static int accept_one(struct xseg *seg, uint32_t port,
 {
 	struct xseg_port_local *pl = &seg->ports[port];
 	struct xseg_request *req;
-	uint32_t idx, expect;
+	uint32_t idx;
+	uint64_t w;
 	int rc;
 
 	for (;;) {
 		if (xq_dequeue(pl->reqq, &idx) < 0)
 			return -EAGAIN;
 		req = xobj_ptr(seg->pool, idx);
-		if (!req || req_holder(req) != port) {
+		if (!req) {
 			xseg_count(&pl->port->rejected);
 			continue;
 		}
-		expect = XSEG_RS_SUBMITTED;
-		if (!__atomic_compare_exchange_n(
-			&req->state, &expect, XSEG_RS_ACCEPTED, false,
-			__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		w = PACK(XSEG_RS_SUBMITTED, port);
+		if (!xseg_rs_cas(req, w, PACK(XSEG_RS_ACCEPTED, port))) {
 			/* A stale or duplicated index: not ours to touch. */
 			xseg_count(&pl->port->rejected);
 			continue;
@@ -335,7 +349,8 @@ static int accept_one(struct xseg *seg, uint32_t port,
 		rc = xseg_validate_request(seg, req);
 		if (rc) {
 			xseg_count(&pl->port->rejected);
-			xseg_fail_back(seg, req, -rc, port);
+			xseg_fail_back(seg, req, PACK(XSEG_RS_ACCEPTED, port),
+				       -rc, port);
 			continue;
 		}
 		if (seg->timestamps)
@@ -370,14 +385,20 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
 int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 {
 	struct xseg_port *hp;
-	uint32_t h, src, idx;
+	uint32_t h, src, idx, st;
+	uint64_t w;
 
 	if (!req || error < 0)
 		return -EINVAL;
-	h = req_holder(req);
-	if (!xseg_owned_by_self(seg, h) || req_state(req) != XSEG_RS_ACCEPTED ||
+	w = xseg_rs_load(req);
+	h = HOLDER(w);
+	if (!xseg_owned_by_self(seg, h) || ST(w) != XSEG_RS_ACCEPTED ||
 	    xobj_index(seg->pool, req, &idx) < 0)
 		return -EINVAL;
+	/* Lost to xseg_release_port or a reaper, which failed it back
+	 * already: the client has it, touch nothing. */
+	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_ANSWERING, h)))
+		return -ESTALE;
 	hp = seg->ports[h].port;
 	xseg_count(error ? &hp->failed : &hp->served);
 	req->error = error;
@@ -386,15 +407,22 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 	src = req->src;
 	if (src >= seg->nr_ports) {
 		xseg_count(&hp->rejected);
-		xseg_free_to_pool(seg, req);
+		xseg_free_to_pool(seg, req, PACK(XSEG_RS_ANSWERING, h));
 		return 0;
 	}
-	req_set_holder(req, src);
-	req_set_state(req, error ? XSEG_RS_FAILED : XSEG_RS_SERVED);
+	st = error ? XSEG_RS_FAILED : XSEG_RS_SERVED;
+	xseg_rs_store(req, PACK(st, src));
 	/* No generation check here (it would read the client's line 1):
 	 * a reply to a port that changed owner since the submit is dropped
 	 * by xseg_receive, or by the reaper if the port stays free. */
-	xq_enqueue(seg->ports[src].replyq, idx);
+	if (xq_enqueue(seg->ports[src].replyq, idx) < 0) {
+		/* Cannot happen: a reply queue holds every index of the pool
+		 * (only stray duplicates from corruption can fill it). Free
+		 * the request rather than leak it; the client times out. */
+		xseg_count(&hp->rejected);
+		xseg_free_to_pool(seg, req, PACK(st, src));
+		return -ENOSPC;
+	}
 	xseg_signal(seg, src);
 	return 0;
 }
@@ -402,23 +430,34 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 {
 	uint32_t h, idx;
+	uint64_t w;
 
 	if (!req || port >= seg->nr_ports)
 		return -EINVAL;
-	h = req_holder(req);
+	w = xseg_rs_load(req);
+	h = HOLDER(w);
 	if (h == port || !xseg_owned_by_self(seg, h) ||
-	    req_state(req) != XSEG_RS_ACCEPTED)
+	    ST(w) != XSEG_RS_ACCEPTED)
 		return -EINVAL;
 	if (!xseg_owner_serving(__atomic_load_n(&seg->ports[port].port->owner,
 						__ATOMIC_RELAXED)))
 		return -ENXIO;
 	if (xobj_index(seg->pool, req, &idx) < 0)
 		return -EINVAL;
+	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_ANSWERING, h)))
+		return -ESTALE; /* failed back by a release or a reaper */
 	req->effective_dst = port;
 	xseg_count(&seg->ports[h].port->forwarded);
-	req_set_holder(req, port);
-	req_set_state(req, XSEG_RS_SUBMITTED);
-	xq_enqueue(seg->ports[port].reqq, idx);
+	xseg_rs_store(req, PACK(XSEG_RS_SUBMITTED, port));
+	if (xq_enqueue(seg->ports[port].reqq, idx) < 0) {
+		/* Cannot happen (queues hold every index of the pool): give
+		 * it back to the caller, unless a reaper of port failed it
+		 * back meanwhile (then it is answered: report success). */
+		if (xseg_rs_cas(req, PACK(XSEG_RS_SUBMITTED, port),
+				PACK(XSEG_RS_ACCEPTED, h)))
+			return -EAGAIN;
+		return 0;
+	}
 	xseg_signal(seg, port);
 	return 0;
 }
@@ -429,6 +468,7 @@ static int receive_one(struct xseg *seg, uint32_t port,
 	struct xseg_port_local *pl = &seg->ports[port];
 	struct xseg_request *req;
 	uint32_t idx, st;
+	uint64_t w;
 
 	for (;;) {
 		if (xq_dequeue(pl->replyq, &idx) < 0)
@@ -436,19 +476,21 @@ static int receive_one(struct xseg *seg, uint32_t port,
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
-		st = req_state(req);
+		w = xseg_rs_load(req);
+		st = ST(w);
 		if ((st != XSEG_RS_SERVED && st != XSEG_RS_FAILED) ||
-		    req->src != port || req_holder(req) != port)
+		    HOLDER(w) != port || req->src != port)
 			continue;
 		if (req->src_gen !=
 		    __atomic_load_n(&pl->port->gen, __ATOMIC_RELAXED)) {
 			/* A reply to this port's previous owner. */
-			xseg_free_to_pool(seg, req);
+			xseg_free_to_pool(seg, req, w);
 			continue;
 		}
+		if (!xseg_rs_cas(req, w, PACK(XSEG_RS_RECEIVED, port)))
+			continue; /* a duplicate index, taken already */
 		if (req->index != idx)
 			req->index = idx;
-		req_set_state(req, XSEG_RS_RECEIVED);
 		if (seg->timestamps)
 			req->ts_received = xseg_now_ns();
 		xseg_count(&pl->port->received);
@@ -482,28 +524,30 @@ int xseg_put_request(struct xseg *seg, struct xseg_request *req)
 {
 	struct xseg_port_local *pl;
 	uint32_t idx, st, h;
+	uint64_t w;
 
 	if (!req || xobj_index(seg->pool, req, &idx) < 0)
 		return -EINVAL;
-	st = req_state(req);
+	w = xseg_rs_load(req);
+	st = ST(w);
 	if (st == XSEG_RS_FREE)
 		return -EALREADY;
 	if (!held_by_client(st))
 		return -EINVAL;
-	h = req_holder(req);
+	h = HOLDER(w);
 	if (!xseg_owned_by_self(seg, h))
 		return -EINVAL;
 	/* A CAS, so that two racing puts of one request cannot both queue
 	 * it: the loser gets -EALREADY. */
-	if (!__atomic_compare_exchange_n(&req->state, &st, XSEG_RS_FREE, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return st == XSEG_RS_FREE ? -EALREADY : -EINVAL;
+	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_FREE, h)))
+		return ST(xseg_rs_load(req)) == XSEG_RS_FREE ? -EALREADY
+							     : -EINVAL;
 	req_trim_buffer(seg, req);
 	req->index = idx;
 	pl = &seg->ports[h];
 	if (pl->freeq && xq_enqueue(pl->freeq, idx) == 0)
 		return 0;
-	req_set_holder(req, XSEG_NOPORT);
+	xseg_rs_store(req, PACK(XSEG_RS_FREE, XSEG_NOPORT));
 	xobj_put(seg->pool, idx);
 	return 0;
 }

@@ -109,6 +109,9 @@ enum xseg_req_state {
 	XSEG_RS_FAILED,	   /* answered with req->error, on the reply queue */
 	XSEG_RS_RECEIVED,  /* taken by the client from its reply queue;
 			      req->error tells served (0) from failed */
+	XSEG_RS_ANSWERING, /* (lib, transient) the holder won the right to
+			      answer or forward it and is writing the
+			      result; nobody else may touch it */
 };
 
 /* Payload conventions of the ops whose data is structured. Validation checks
@@ -143,8 +146,17 @@ struct xseg_request {
 	 * accept, validate and answer a request, so that a round trip moves
 	 * this one line each way (plus line 1 only if the server sets
 	 * serviced or timestamps, and the target lines if it reads them). */
-	uint32_t state;		/* (lib) enum xseg_req_state */
-	uint32_t holder;	/* (lib) port that must act on it now */
+	/* state and holder form one 64-bit word, changed only as a whole
+	 * (compare-and-swap from the expected pair), so that a reaper never
+	 * sees a new holder with an old state or the reverse. Read them
+	 * with atomics; never write them. */
+	union {
+		struct {
+			uint32_t state;	 /* (lib) enum xseg_req_state */
+			uint32_t holder; /* (lib) port that must act on it */
+		};
+		uint64_t state_holder; /* (lib) both, for atomic access */
+	};
 	uint32_t src;		/* (lib) port that got and submitted it */
 	uint32_t dst;		/* (lib) port it was addressed to */
 	uint32_t effective_dst; /* (lib) port it was delivered to last
@@ -417,7 +429,13 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
  * it to the pool, or xseg_reap does if the port stays free. (Checking here
  * would read a cache line the server otherwise never touches.)
  * Errors: -EINVAL (error < 0, request not ACCEPTED or not held by a port of
- * this process); nothing changed then. */
+ * this process); -ESTALE (lost the race to xseg_release_port or a reaper,
+ * which failed the request back already: the client has it, do not touch
+ * it again); nothing changed then. -ENOSPC: the reply queue was full, which
+ * only a corrupt segment allows; the request was returned to the pool.
+ * Ordering: one CAS (ACCEPTED -> ANSWERING), then a release store and the
+ * enqueue. A late completion racing a release must not write the data
+ * buffer after the release: quiesce completers before xseg_release_port. */
 int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);
 
 /* Pass an ACCEPTED request on to port (e.g. a cache forwarding a miss to the
@@ -426,7 +444,10 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);
  * original dst therefore reaches that port even while it is redirected to
  * the forwarder). Errors: -EINVAL (bad port, port is the current holder,
  * wrong state, not held by this process), -ENXIO (port has no owner or is being
- * bound or reclaimed); the caller still holds the request on error. */
+ * bound or reclaimed), -EAGAIN (the queue was full: only with a corrupt
+ * segment); the caller still holds the request on these errors. -ESTALE:
+ * lost the race to a release or reaper that failed it back (not held any
+ * more). */
 int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port);
 
 /* Take the next reply from port's reply queue (non-blocking); the request

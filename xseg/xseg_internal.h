@@ -173,20 +173,99 @@ int xseg_proc_stat(pid_t pid, uint64_t *start, char *state);
  * (ESRCH/ENOENT, zombie, other start time); "could not tell" is alive. */
 int xseg_owner_alive(uint64_t owner);
 /* Reclaim a port whose owner word the caller has just set to
- * self|RECLAIM. scan: also scan the pool for requests the previous owner
- * held. Leaves the owner word as it is (the caller stores the final one). */
-void xseg_port_cleanup(struct xseg *seg, uint32_t port, bool scan,
-		       struct xseg_reap_stats *st);
+ * self|RECLAIM. Leaves the owner word as it is (the caller stores the final
+ * one). mode:
+ *   XSEG_CLEAN_QUEUES  a free port: drain its queues only;
+ *   XSEG_CLEAN_SELF    released by its live owner: also scan the pool for
+ *                      requests the port holds;
+ *   XSEG_CLEAN_DEAD    its owner is dead: scan too, and also fail back what
+ *                      the dead owner left half-accepted or half-answered
+ *                      (ANSWERING), and reset its stale sleeper count. */
+enum xseg_clean_mode { XSEG_CLEAN_QUEUES, XSEG_CLEAN_SELF, XSEG_CLEAN_DEAD };
+void xseg_port_cleanup(struct xseg *seg, uint32_t port,
+		       enum xseg_clean_mode mode, struct xseg_reap_stats *st);
 
 /* request.c */
-/* Fail req (held by a port being cleaned up, or invalid) back to its
- * source with error err, or free it if nobody can receive the reply.
- * counter_port: whose counters to bump (XSEG_NOPORT: none). Returns true if
- * a reply was queued, false if the request was freed. */
-bool xseg_fail_back(struct xseg *seg, struct xseg_request *req, int err,
-		    uint32_t counter_port);
-/* Return a request to the global pool regardless of caches. */
-void xseg_free_to_pool(struct xseg *seg, struct xseg_request *req);
+/* Fail req back to its source with error err, or free it if nobody can
+ * receive the reply, provided its (state, holder) word still equals
+ * expect (CAS). counter_port: whose counters to bump (XSEG_NOPORT: none).
+ * Returns XSEG_FB_QUEUED, XSEG_FB_FREED, or XSEG_FB_LOST if the word had
+ * changed (somebody else acted on it first: nothing was done). */
+enum { XSEG_FB_LOST = -1, XSEG_FB_FREED = 0, XSEG_FB_QUEUED = 1 };
+int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
+		   int err, uint32_t counter_port);
+/* Return a request to the global pool regardless of caches, if its word
+ * still equals expect. Returns false (nothing done) if it changed. */
+bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
+		       uint64_t expect);
+
+/*
+ * The (state, holder) word of a request. Every transition is a CAS from
+ * the exact pair the actor read (or, for a request the actor holds
+ * exclusively, a release store), so that the reaper, a late completion and
+ * the owner can race on a request and exactly one of them wins: the loser
+ * sees the CAS fail and does nothing. A winner that must write payload
+ * fields (error, timestamps) before handing the request on first moves it
+ * to XSEG_RS_ANSWERING (still held by its port), writes, then stores the
+ * final pair with release order and enqueues the index.
+ */
+static inline uint64_t xseg_rs_pack(uint32_t state, uint32_t holder)
+{
+	union {
+		struct {
+			uint32_t state, holder;
+		};
+		uint64_t w;
+	} u = {.state = state, .holder = holder};
+
+	return u.w;
+}
+
+static inline uint32_t xseg_rs_state(uint64_t w)
+{
+	union {
+		struct {
+			uint32_t state, holder;
+		};
+		uint64_t w;
+	} u = {.w = w};
+
+	return u.state;
+}
+
+static inline uint32_t xseg_rs_holder(uint64_t w)
+{
+	union {
+		struct {
+			uint32_t state, holder;
+		};
+		uint64_t w;
+	} u = {.w = w};
+
+	return u.holder;
+}
+
+static inline uint64_t xseg_rs_load(const struct xseg_request *req)
+{
+	return __atomic_load_n(&req->state_holder, __ATOMIC_ACQUIRE);
+}
+
+/* Release on success (publishes the payload written before), acquire on
+ * both paths (the winner/loser sees the other side's writes). */
+static inline bool xseg_rs_cas(struct xseg_request *req, uint64_t expect,
+			       uint64_t desired)
+{
+	return __atomic_compare_exchange_n(&req->state_holder, &expect, desired,
+					   false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
+}
+
+/* Only by an actor that holds the request exclusively (after a won CAS
+ * to ANSWERING, or a request nobody else can reach). */
+static inline void xseg_rs_store(struct xseg_request *req, uint64_t w)
+{
+	__atomic_store_n(&req->state_holder, w, __ATOMIC_RELEASE);
+}
 
 static inline uint64_t xseg_load64(const uint64_t *p)
 {

@@ -870,6 +870,33 @@ static void break_data_end(struct xseg *s, struct xseg_request *r)
 	r->data_cap = 128;
 	r->size = 0;
 }
+/* F4: inside the heap region, but not a live buffer of the allocator. */
+static void break_heap_header(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off = s->heap_off; /* struct xheap itself */
+}
+static void break_heap_carve(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off = s->heap_off + 64; /* the allocator's carve line */
+}
+static void break_inside_buffer(struct xseg *s, struct xseg_request *r)
+{
+	r->data_off += 64; /* not the start of a block */
+	r->data_cap -= 64;
+}
+static void break_cap_over_block(struct xseg *s, struct xseg_request *r)
+{
+	r->data_cap += 64; /* would run over the next block's header */
+}
+static void break_freed_buffer(struct xseg *s, struct xseg_request *r)
+{
+	uint64_t off;
+	int64_t got = xheap_alloc(s->heap, r->data_cap, &off);
+
+	ck_assert_int_ge(got, (int64_t)r->data_cap);
+	ck_assert_int_eq(xheap_free(s->heap, off), 0);
+	r->data_off = s->heap_off + off;
+}
 static void break_cap_without_buffer(struct xseg *s, struct xseg_request *r)
 {
 	r->data_off = 0;
@@ -909,6 +936,11 @@ START_TEST(test_validation_mp)
 	    {"capacity overflow", break_data_cap, EINVAL},
 	    {"buffer past the end", break_data_end, EINVAL},
 	    {"capacity without buffer", break_cap_without_buffer, EINVAL},
+	    {"buffer on the heap header", break_heap_header, EINVAL},
+	    {"buffer on the carve line", break_heap_carve, EINVAL},
+	    {"buffer inside a block", break_inside_buffer, EINVAL},
+	    {"capacity over the block", break_cap_over_block, EINVAL},
+	    {"freed buffer", break_freed_buffer, EINVAL},
 	    {"INFO without buffer", break_info_small, EINVAL},
 	    {"COPY without source", break_copy_src, EINVAL},
 	};

@@ -281,11 +281,21 @@ int xseg_validate_request(const struct xseg *seg,
 	off = req->data_off;
 	cap = req->data_cap;
 	if (off) {
-		/* Inside the heap arena, end included, without overflow. */
+		int64_t usable;
+
+		/* Inside the heap arena, end included, without overflow
+		 * (xheap_usable_size assumes an in-range offset). */
 		if (off < seg->heap_off ||
 		    off - seg->heap_off >= seg->heap_bytes)
 			return -EINVAL;
 		if (cap > seg->heap_bytes - (off - seg->heap_off))
+			return -EINVAL;
+		/* And the start of a live heap buffer that holds cap bytes:
+		 * otherwise a corrupt data_off could point at the heap's own
+		 * header or a block header, and a READ would overwrite the
+		 * allocator's state (O(1): alignment, magic, class). */
+		usable = xheap_usable_size(seg->heap, off - seg->heap_off);
+		if (usable < 0 || cap > (uint64_t)usable)
 			return -EINVAL;
 	} else if (cap) {
 		return -EINVAL;

@@ -474,7 +474,8 @@ int xseg_put_request(struct xseg *seg, struct xseg_request *req);
  * op in 1 .. XSEG_OP_COUNT-1 (else -EOPNOTSUPP); no unknown flag in bits
  * 0..15; targetlen 1 .. XSEG_MAX_TARGETLEN (0 allowed for PING and FLUSH);
  * offset + size does not overflow; a data buffer (data_off != 0) lies
- * entirely inside the data heap and data_cap does not overflow; READ and
+ * entirely inside the data heap, is the start of a live heap buffer and
+ * data_cap is at most that buffer's usable size; READ and
  * WRITE have size <= data_cap; INFO, COPY and HASH have a buffer of at least
  * the size of their payload struct (COPY: src_targetlen 1..255); src is a
  * valid port and dst a valid port or XSEG_NOPORT (not yet submitted). Returns

@@ -86,7 +86,9 @@
  *   on_put        unlocked; the entry has left the cache for good (no
  *                 table, no references).
  *   on_free       unlocked; right after on_put, the node is about to go
- *                 back to the pool (reused after a grace period).
+ *                 back to the pool: it is put there when on_free returns
+ *                 (and reused after a grace period), so an insert made
+ *                 from inside on_free may still find the pool empty.
  * Order for one entry: on_init, then any number of (on_evict, post_evict
  * [, on_finalize...] , on_reinsert) cycles, then on_finalize (once per time
  * ref reaches 0 while not ACTIVE), on_put, on_free; xcache_invalidate()

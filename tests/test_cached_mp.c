@@ -342,6 +342,36 @@ START_TEST(test_verify_writethrough)
 }
 END_TEST
 
+/* Many more objects than the cache indexes, each touched a little: the
+ * xcache node pool runs out (evicted objects still flushing hold nodes)
+ * and requests wait for nodes as well as buckets. */
+START_TEST(test_many_objects_small_cache)
+{
+	struct env e;
+	const char *opts[] = {"--cache-size",
+			      "1M",
+			      "--object-size",
+			      "64k",
+			      "--max-objects",
+			      "16",
+			      "-t",
+			      "2",
+			      NULL};
+
+	env_up(&e, "mo", 1024);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "write", "256", "64k", "4k", "5"), 0);
+	ck_assert_int_eq(
+	    bench(&e, CACHED_PORT, "read", "256", "64k", "4k", "5"), 0);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	ck_assert_int_eq(bench(&e, STORE_PORT, "read", "256", "64k", "4k", "5"),
+			 0);
+	env_down(&e);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Faults of the next port                                             */
 /* ------------------------------------------------------------------ */
@@ -751,6 +781,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_verify_writeback);
 	tcase_add_test(tc, test_verify_writethrough);
+	tcase_add_test(tc, test_many_objects_small_cache);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("faults");
 	tcase_set_timeout(tc, 120);

@@ -79,13 +79,14 @@
 #define NBD_ENOTSUP   95
 
 /* Sizes of the fixed wire structures. */
-#define NBD_HANDSHAKE_LEN    18 /* init magic, opts magic, flags */
-#define NBD_OPT_HDR_LEN	     16 /* IHAVEOPT, option, length */
-#define NBD_OPT_REPLY_LEN    20 /* magic, option, type, length */
-#define NBD_REQUEST_LEN	     28
-#define NBD_REPLY_LEN	     16
-#define NBD_EXPORT_REPLY_LEN 134 /* NBD_OPT_EXPORT_NAME: size, flags, zeroes   \
-				  */
+#define NBD_HANDSHAKE_LEN 18 /* init magic, opts magic, flags */
+#define NBD_OPT_HDR_LEN	  16 /* IHAVEOPT, option, length */
+#define NBD_OPT_REPLY_LEN 20 /* magic, option, type, length */
+#define NBD_REQUEST_LEN	  28
+#define NBD_REPLY_LEN	  16
+#define NBD_EXPORT_REPLY_LEN                                                   \
+	134 /* NBD_OPT_EXPORT_NAME: size, flags, zeroes                        \
+	     */
 
 /* Largest option payload the server reads (longer: NBD_REP_ERR_TOO_BIG
  * and the payload is skipped, or disconnect beyond NBD_OPT_SKIP_MAX). */

@@ -1279,6 +1279,62 @@ START_TEST(test_reap_emfile_keeps_live_port)
 }
 END_TEST
 
+/* F3: a client that polls with short timeouts (vlmc's NBD completer: 100
+ * ms) still gets a request held by a peer that died failed back, with
+ * xseg_wait_reply and with xseg_wait + xseg_receive. */
+static void short_wait_case(bool use_wait)
+{
+	struct live_server_arg a;
+	struct xseg_request *req, *rep = NULL;
+	int up[2], down[2], rc = -ETIMEDOUT;
+	struct xseg *seg;
+	const char *name;
+	pid_t pid;
+	char c;
+
+	seg = mkseg("shortwait", &name);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	a = (struct live_server_arg){name, up[1], down[0]};
+	pid = xtu_fork(child_live_server, &a);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(up[0], &c, 1), 1);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	ck_assert_int_eq(xseg_get_request(seg, 0, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 1), 0);
+	ck_assert_int_eq(read(up[0], &c, 1), 1); /* accepted */
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	/* Up to 30 s of 50 ms polls; the reap is due after 100 ms. */
+	for (int i = 0; i < 600 && rc != 0; i++) {
+		if (use_wait) {
+			xseg_wait(seg, 0, 50 * MS);
+			rc = xseg_receive(seg, 0, &rep);
+		} else {
+			rc = xseg_wait_reply(seg, 0, 50 * MS, &rep);
+			ck_assert_int_eq(rc == 0 || rc == -ETIMEDOUT, 1);
+		}
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_ptr_eq(rep, req);
+	ck_assert_int_eq(rep->error, ECONNRESET);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+	xseg_leave(seg);
+}
+
+START_TEST(test_short_waits_reap)
+{
+	short_wait_case(false);
+	short_wait_case(true);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 struct binder_arg {
@@ -1516,6 +1572,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_wait_timeout_kick);
 	tcase_add_test(tc, test_reap_dead_client);
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);
+	tcase_add_test(tc, test_short_waits_reap);
 	tcase_add_test(tc, test_reap_submit_race);
 	tcase_add_test(tc, test_answer_race_cas);
 	tcase_add_test(tc, test_segment_3gib);

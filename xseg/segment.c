@@ -250,6 +250,7 @@ static int xseg_handle_init(struct xseg *seg)
 	seg->heap_bytes = hdr->heap_bytes;
 	seg->timestamps = true;
 	seg->spin_ns = 0;
+	seg->next_reap_ns = xseg_now_ns() + XSEG_REAP_PERIOD_NS;
 	seg->ports = calloc(seg->nr_ports, sizeof(*seg->ports));
 	if (!seg->ports)
 		return -ENOMEM;

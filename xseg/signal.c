@@ -29,7 +29,6 @@
 
 #define XSEG_WAIT_REQ	   1u
 #define XSEG_WAIT_REPLY	   2u
-#define XSEG_REAP_PERIOD   (100ULL * 1000 * 1000)
 #define XSEG_SPIN_BATCH	   32
 #define XSEG_SPIN_YIELD_NS (20ULL * 1000)
 
@@ -93,6 +92,28 @@ void xseg_kick(struct xseg *seg, uint32_t port)
 	p = seg->ports[port].port;
 	__atomic_fetch_add(&p->futex_seq, 1, __ATOMIC_SEQ_CST);
 	futex_wake_all(&p->futex_seq);
+}
+
+/* Reap if this handle's period has passed (wall clock, whatever the
+ * callers' timeouts): the request we wait for may be held by a peer that
+ * died. One thread per handle wins the CAS and reaps. Returns true if this
+ * call reaped; *next: when the next reap is due (> now). */
+static bool reap_if_due(struct xseg *seg, uint64_t now, uint64_t *next)
+{
+	uint64_t due = __atomic_load_n(&seg->next_reap_ns, __ATOMIC_RELAXED);
+	bool won = false;
+
+	if (now >= due) {
+		won = __atomic_compare_exchange_n(
+		    &seg->next_reap_ns, &due, now + XSEG_REAP_PERIOD_NS, false,
+		    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		if (won)
+			xseg_reap(seg, NULL);
+		due = __atomic_load_n(&seg->next_reap_ns, __ATOMIC_RELAXED);
+	}
+	if (next)
+		*next = due > now ? due : now + XSEG_REAP_PERIOD_NS;
+	return won;
 }
 
 static uint64_t deadline_after(uint64_t now, uint64_t timeout_ns)
@@ -182,8 +203,16 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 
 int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
 {
-	return wait_mask(seg, port, timeout_ns,
-			 XSEG_WAIT_REQ | XSEG_WAIT_REPLY);
+	int rc =
+	    wait_mask(seg, port, timeout_ns, XSEG_WAIT_REQ | XSEG_WAIT_REPLY);
+
+	/* Nothing came: check for dead peers (at most once per period per
+	 * handle), so a thread polling for replies with short waits gets
+	 * the requests a dead peer held failed back. The sleep itself is
+	 * not shortened: an idle peer stays asleep. */
+	if (rc == -ETIMEDOUT)
+		reap_if_due(seg, xseg_now_ns(), NULL);
+	return rc;
 }
 
 int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
@@ -196,21 +225,20 @@ int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		return -EINVAL;
 	now = xseg_now_ns();
 	deadline = deadline_after(now, timeout_ns);
-	next_reap = now + XSEG_REAP_PERIOD;
 	for (;;) {
 		rc = xseg_receive(seg, port, reqp);
 		if (rc != -EAGAIN)
 			return rc;
+		/* The reap comes before the deadline check and its period is
+		 * the handle's, not this call's: a loop of 100 ms waits
+		 * (vlmc's NBD completer) reaps like one long wait. The peer
+		 * holding our request may have died: its reclaim fails the
+		 * request back to us. */
 		now = xseg_now_ns();
+		if (reap_if_due(seg, now, &next_reap))
+			continue;
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		if (now >= next_reap) {
-			/* The peer holding our request may have died: its
-			 * reclaim fails the request back to us. */
-			xseg_reap(seg, NULL);
-			next_reap = xseg_now_ns() + XSEG_REAP_PERIOD;
-			continue;
-		}
 		until = deadline < next_reap ? deadline : next_reap;
 		rc = wait_mask(seg, port, until - now, XSEG_WAIT_REPLY);
 		if (rc == -EINTR || rc == -EINVAL)

@@ -509,13 +509,18 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  * kicked (xseg_kick), or timeout_ns elapse (XSEG_WAIT_FOREVER: no timeout;
  * 0: just check). The port should be owned by this process. May return 0
  * spuriously; callers loop on accept/receive.
+ * When it times out it runs xseg_reap if this handle has not reaped for
+ * 100 ms (the period is per handle, so short waits in a loop reap too);
+ * it does not wake up early to do so.
  * Returns 0, -ETIMEDOUT, -EINTR (a signal handler ran while sleeping),
  * -EINVAL (bad port). */
 int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns);
 
 /* Receive the next reply on port, waiting up to timeout_ns for it. While it
- * waits it runs xseg_reap about every 100 ms, so a request held by a dead
- * peer comes back failed with ECONNRESET instead of waiting out the timeout.
+ * waits it runs xseg_reap about every 100 ms of wall clock, tracked per
+ * handle (not per call: a loop of waits shorter than 100 ms reaps as often
+ * as one long wait), so a request held by a dead peer comes back failed
+ * with ECONNRESET instead of waiting out the timeout.
  * Returns 0 and *reqp, -ETIMEDOUT, -EINTR, -EINVAL, -EPERM. */
 int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		    struct xseg_request **reqp);

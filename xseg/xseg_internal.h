@@ -145,6 +145,10 @@ struct xseg {
 	uint64_t self_owner; /* owner word of this process (0: unknown) */
 	pid_t self_pid;
 	uint64_t spin_ns;
+	/* CLOCK_MONOTONIC ns of the next reap done by a wait of this handle
+	 * (atomic; CASed forward by the thread that reaps): kept per handle,
+	 * not per call, so loops of short waits still reap on time. */
+	uint64_t next_reap_ns;
 	bool timestamps;
 	char name[XSEG_NAME_MAX];
 };
@@ -156,6 +160,9 @@ struct xseg_layout {
 	uint64_t pool_off, pool_bytes, heap_off, heap_bytes;
 	uint32_t queue_capacity;
 };
+
+/* Interval of the dead-peer check run by xseg_wait/xseg_wait_reply. */
+#define XSEG_REAP_PERIOD_NS (100ULL * 1000 * 1000)
 
 /* segment.c */
 int xseg_compute_layout(const struct xseg_config *cfg, struct xseg_layout *lay);

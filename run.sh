@@ -66,16 +66,15 @@ vlmc_port=$(xsegctl stack status --dir "$dir" --json |
 s = json.load(sys.stdin)
 print(next(p["port"] for p in s["peers"] if p["role"] == "vlmc"))')
 
-# bench_xseg names its targets PREFIX_NNNNNN: one volume, demo_000000.
-echo "== create volumes demo_000000 ($size) and fio ($fio_size)"
-xsegctl volume --dir "$dir" create demo_000000 "$size"
+echo "== create volumes demo ($size) and fio ($fio_size)"
+xsegctl volume --dir "$dir" create demo "$size"
 xsegctl volume --dir "$dir" create fio "$fio_size"
 
 results=$dir/results
 mkdir -p "$results"
 bench() {
-	"$bin/bench_xseg" -g "$segment" -p "$vlmc_port" --prefix demo \
-		-O "$size" -n 1 -P rand --verify --no-progress --json "$@"
+	"$bin/bench_xseg" -g "$segment" -p "$vlmc_port" --target demo \
+		-O "$size" -P rand --verify --no-progress --json "$@"
 }
 echo "== bench_xseg: verified 64 KiB random writes, iodepth 16, through vlmc -> cached -> blocker"
 bench -o write -b 64k -q 16 >"$results/bench-write.json"

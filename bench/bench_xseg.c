@@ -65,6 +65,7 @@ struct bench {
 	uint64_t seed;
 	const char *prefix;
 	size_t prefix_len;
+	const char *exact_target; /* --target: one object, this exact name */
 	bool verify;
 	bool json;
 	bool poll;
@@ -130,6 +131,9 @@ static void bench_usage(void)
 	       "                         (default 1)\n"
 	       "      --prefix NAME      object name prefix (default "
 	       "'bench'): NAME_000000...\n"
+	       "      --target NAME      one object with exactly this name "
+	       "(e.g. a vlmc volume);\n"
+	       "                         replaces --prefix\n"
 	       "      --verify           writes stamp each block (target, "
 	       "offset, seed);\n"
 	       "                         reads check them\n"
@@ -155,6 +159,7 @@ static void bench_usage(void)
 enum {
 	OPT_SEED = 1000,
 	OPT_PREFIX,
+	OPT_TARGET,
 	OPT_VERIFY,
 	OPT_TIMEOUT,
 	OPT_JSON,
@@ -177,6 +182,7 @@ static const struct option bench_options[] = {
     {"count", required_argument, NULL, 'c'},
     {"seed", required_argument, NULL, OPT_SEED},
     {"prefix", required_argument, NULL, OPT_PREFIX},
+    {"target", required_argument, NULL, OPT_TARGET},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"wait", required_argument, NULL, 'w'},
     {"spin", required_argument, NULL, 's'},
@@ -287,6 +293,12 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 				    optarg, XSEG_MAX_TARGETLEN - 24);
 			b->prefix = optarg;
 			break;
+		case OPT_TARGET:
+			if (!optarg[0] || strlen(optarg) > XSEG_MAX_TARGETLEN)
+				BAD("bad target '%s' (1..%d characters)",
+				    optarg, XSEG_MAX_TARGETLEN);
+			b->exact_target = optarg;
+			break;
 		case OPT_VERIFY:
 			b->verify = true;
 			break;
@@ -369,6 +381,9 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 			BAD("too many objects (at most 2^32 - 1)");
 	}
 	b->prefix_len = strlen(b->prefix);
+	if (b->exact_target && b->objects != 1)
+		BAD("--target names one object: it excludes --objects N > 1 "
+		    "and a --total-size larger than --object-size");
 	if (!b->duration_ns && !b->count)
 		b->count = b->op == BENCH_PING ? 100000 : b->units;
 	if (b->verify && b->iodepth > b->units) {
@@ -411,6 +426,11 @@ static void bench_target_of(const struct bench *b, uint64_t unit, char *name,
 	char digits[24];
 	int nd = 0;
 
+	*offset = (unit % b->units_per_obj) * b->bs;
+	if (b->exact_target) {
+		strcpy(name, b->exact_target); /* length checked at parse time */
+		return;
+	}
 	/* prefix + '_' + at least 6 digits; by hand, as snprintf would cost
 	 * as much as a round trip (the prefix length was checked) */
 	do {
@@ -422,7 +442,6 @@ static void bench_target_of(const struct bench *b, uint64_t unit, char *name,
 	for (int i = 0; i < nd; i++)
 		name[b->prefix_len + 1 + i] = digits[nd - 1 - i];
 	name[b->prefix_len + 1 + nd] = '\0';
-	*offset = (unit % b->units_per_obj) * b->bs;
 }
 
 static bool bench_may_issue(struct bench *b, uint64_t now)

@@ -159,6 +159,45 @@ END_TEST
 
 /* One byte flipped by the peer in every READ that covers offset 8192 of an
  * object: the read pass fails, naming target and offset. */
+/* --target addresses one object by its exact name (a vlmc volume): what it
+ * wrote verifies by that name, and the same blocks under the prefix-derived
+ * name NAME_000000 were never written (zeros: verification fails). */
+START_TEST(exact_target)
+{
+	struct env e;
+	const char *const store[] = {"--store", NULL};
+	const char *w[] = {"-o",   "write", "--target", "vol.one", "-O",
+			   "256k", "-b",    "16k",	"-q",	   "8",
+			   "-P",   "rand",  "--verify", "--json",  NULL};
+	const char *r[] = {"-o",   "read", "--target", "vol.one", "-O",
+			   "256k", "-b",   "16k",      "-q",	  "8",
+			   "-P",   "rand", "--verify", "--json",  NULL};
+	const char *other[] = {"-o",   "read", "--prefix", "vol.one",  "-O",
+			       "256k", "-b",   "16k",	   "--verify", NULL};
+	const char *bad[] = {"-o", "write", "--target", "v", "-n", "2", NULL};
+	char *out, *err;
+
+	env_start(&e, "benchtarget", store);
+	ck_assert_int_eq(bench(&e, "1", w, &out, &err), 0);
+	ck_assert_msg(strstr(out, "\"verify_errors\":0,"), "%s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(bench(&e, "1", r, &out, &err), 0);
+	ck_assert_msg(strstr(out, "\"verify_errors\":0,"), "%s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(bench(&e, "1", other, &out, &err), 1);
+	ck_assert_msg(strstr(err, "vol.one_000000"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(bench(&e, "1", bad, &out, &err), 2);
+	ck_assert_msg(strstr(err, "--target"), "%s", err);
+	free(out);
+	free(err);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(verify_detects_corruption)
 {
 	const char *extra[] = {"--store", "--corrupt-offset", "8192", NULL};
@@ -343,6 +382,7 @@ int main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, all_ops);
 	tcase_add_test(tc, verify_roundtrip);
+	tcase_add_test(tc, exact_target);
 	tcase_add_test(tc, verify_detects_corruption);
 	tcase_add_test(tc, request_errors);
 	tcase_add_test(tc, no_peer);

@@ -342,6 +342,44 @@ START_TEST(test_verify_writethrough)
 }
 END_TEST
 
+/* Bad options are refused with a reason and change nothing: exit 2 for
+ * bad usage, 1 for a configuration the cache cannot run with; the port
+ * stays free and no redirect is left. */
+static int run_cached(struct env *e, const char *a, const char *b,
+		      const char *c, const char *d)
+{
+	char *argv[] = {"cached",  "-g",      (char *)e->name, "-p",
+			"2",	   "-v",      "error",	       (char *)a,
+			(char *)b, (char *)c, (char *)d,       NULL};
+
+	return xtu_wait(spawn(argv), 30000);
+}
+
+START_TEST(test_bad_usage)
+{
+	struct env e;
+
+	env_up(&e, "bu", 256);
+	start_store(&e, NULL);
+	ck_assert_int_eq(
+	    run_cached(&e, "--next-port", "1", "--write-policy", "sometimes"),
+	    2);
+	ck_assert_int_eq(
+	    run_cached(&e, "--next-port", "1", "--max-inflight", "0"), 2);
+	/* no next port; next port = own port; cache smaller than two
+	 * objects; bucket size not a power of two */
+	ck_assert_int_eq(run_cached(&e, "--plug", NULL, NULL, NULL), 1);
+	ck_assert_int_eq(run_cached(&e, "--next-port", "2", "--plug", NULL), 1);
+	ck_assert_int_eq(
+	    run_cached(&e, "--next-port", "1", "--cache-size", "4M"), 1);
+	ck_assert_int_eq(
+	    run_cached(&e, "--next-port", "1", "--bucket-size", "3000"), 1);
+	ck_assert_int_eq(xseg_port_alive(e.seg, CACHED_PORT), 0);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
+	env_down(&e);
+}
+END_TEST
+
 /* Many more objects than the cache indexes, each touched a little: the
  * xcache node pool runs out (evicted objects still flushing hold nodes)
  * and requests wait for nodes as well as buckets. */
@@ -782,6 +820,7 @@ int main(void)
 	tcase_add_test(tc, test_verify_writeback);
 	tcase_add_test(tc, test_verify_writethrough);
 	tcase_add_test(tc, test_many_objects_small_cache);
+	tcase_add_test(tc, test_bad_usage);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("faults");
 	tcase_set_timeout(tc, 120);

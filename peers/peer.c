@@ -30,6 +30,10 @@ struct peer_worker {
 	unsigned index;
 	pthread_t thread;
 	bool started;
+	/* 1 from before the worker's stopping check until its accepted batch
+	 * is dispatched (seq_cst against the main thread's stopping store:
+	 * Dekker), so shutdown knows when no accepted request is pending. */
+	int busy;
 	/* written by the worker only, read by stats with relaxed loads */
 	uint64_t accepted[XSEG_OP_COUNT];
 	uint64_t replies;
@@ -194,7 +198,7 @@ static void peer_dispatch(struct peer *p, struct peer_worker *w,
 	peer_handler_fn h = op < XSEG_OP_COUNT ? p->ops->handlers[op] : NULL;
 	int rc;
 
-	__atomic_add_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+	/* counted in inflight by the worker when it accepted the batch */
 	if (op < XSEG_OP_COUNT)
 		peer_count(&w->accepted[op]);
 	rc = h ? h(p, req) : -EOPNOTSUPP;
@@ -226,11 +230,22 @@ static void *peer_worker_main(void *arg)
 	peer_self = w;
 	for (;;) {
 		n = 0;
-		if (!__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
+		/* busy, then the stopping check (both seq_cst): either the
+		 * main thread sees us busy and waits until the batch is
+		 * dispatched before it calls ops->stop, or we see stopping
+		 * and accept nothing. A request counts as in flight from
+		 * its accept, so the drain cannot end while it is pending. */
+		__atomic_store_n(&w->busy, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&p->stopping, __ATOMIC_SEQ_CST)) {
 			n = xseg_accept_batch(p->seg, p->port, reqs,
 					      PEER_BATCH);
+			if (n)
+				__atomic_add_fetch(&p->inflight, n,
+						   __ATOMIC_RELAXED);
+		}
 		for (unsigned i = 0; i < n; i++)
 			peer_dispatch(p, w, reqs[i]);
+		__atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
 		/* Replies are taken while draining too: an asynchronous
 		 * peer may need them to complete what it accepted. */
 		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
@@ -241,11 +256,14 @@ static void *peer_worker_main(void *arg)
 		if (__atomic_load_n(&p->exit_workers, __ATOMIC_ACQUIRE))
 			break;
 		/* Spins for the configured time (xseg_set_spin), then
-		 * sleeps on the port's futex: an idle peer uses no CPU. */
-		xseg_wait(p->seg, p->port,
-			  __atomic_load_n(&p->stopping, __ATOMIC_RELAXED)
-			      ? PEER_DRAIN_POLL_NS
-			      : PEER_IDLE_WAIT_NS);
+		 * sleeps on the port's futex: an idle peer uses no CPU.
+		 * While stopping, requests left on the queue (failed back
+		 * by the release) must not wake us: wait for replies (or
+		 * the kick of the drain's end) only, instead of spinning. */
+		if (__atomic_load_n(&p->stopping, __ATOMIC_RELAXED))
+			xseg_wait_replies(p->seg, p->port, PEER_IDLE_WAIT_NS);
+		else
+			xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
 	}
 	peer_self = NULL;
 	return NULL;
@@ -563,6 +581,24 @@ static void peer_join_workers(struct peer *p)
 	}
 }
 
+/* After stopping is set: wait until no worker is inside its accept and
+ * dispatch step, so every request accepted before the flag has been handed
+ * to its handler (and counted in flight) before ops->stop runs. Handlers
+ * of a synchronous peer may take a while: SIGUSR1 is served meanwhile. */
+static void peer_quiesce(struct peer *p, const sigset_t *sigs)
+{
+	struct timespec ts = {0, 1000 * 1000};
+	siginfo_t si;
+
+	for (unsigned t = 0; t < p->nr_threads; t++) {
+		while (p->workers[t].started &&
+		       __atomic_load_n(&p->workers[t].busy, __ATOMIC_SEQ_CST)) {
+			if (sigtimedwait(sigs, &si, &ts) == SIGUSR1)
+				peer_dump_stats(p);
+		}
+	}
+}
+
 /* Wait for the requests in flight to complete, serving SIGUSR1 meanwhile;
  * a second SIGTERM/SIGINT or the drain timeout cuts it short. */
 static void peer_drain(struct peer *p, const sigset_t *sigs)
@@ -734,7 +770,11 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	}
 	peer_info("shutting down: %" PRIu64 " request(s) in flight",
 		  peer_inflight(p));
-	__atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->stopping, 1, __ATOMIC_SEQ_CST);
+	/* Requests accepted before the flag are served (dispatched before
+	 * ops->stop); requests still queued are failed back with ECONNRESET
+	 * by the release at the end. */
+	peer_quiesce(p, &sigs);
 	if (ops->stop)
 		ops->stop(p);
 	peer_drain(p, &sigs);

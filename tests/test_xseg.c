@@ -1335,6 +1335,33 @@ START_TEST(test_short_waits_reap)
 }
 END_TEST
 
+/* F8: a server that stopped accepting waits for replies only: a request
+ * sitting on its queue must not end the wait (or the drain would spin). */
+START_TEST(test_wait_replies_ignores_requests)
+{
+	struct xseg_request *req, *rep;
+	struct xseg *seg;
+
+	seg = mkseg("waitrep", NULL);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "server"), 0);
+	ck_assert_int_eq(xseg_get_request(seg, 0, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 1), 0);
+	ck_assert_int_eq(xseg_wait(seg, 1, 20 * MS), 0);
+	ck_assert_int_eq(xseg_wait_replies(seg, 1, 20 * MS), -ETIMEDOUT);
+	ck_assert_int_eq(xseg_wait_replies(seg, 99, 0), -EINVAL);
+	ck_assert_int_eq(xseg_wait_replies(seg, 0, 0), -ETIMEDOUT);
+	ck_assert_int_eq(xseg_accept(seg, 1, &rep), 0);
+	ck_assert_int_eq(xseg_respond(seg, rep, 0), 0);
+	ck_assert_int_eq(xseg_wait_replies(seg, 0, 20 * MS), 0);
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 struct binder_arg {
@@ -1573,6 +1600,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_reap_dead_client);
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);
 	tcase_add_test(tc, test_short_waits_reap);
+	tcase_add_test(tc, test_wait_replies_ignores_requests);
 	tcase_add_test(tc, test_reap_submit_race);
 	tcase_add_test(tc, test_answer_race_cas);
 	tcase_add_test(tc, test_segment_3gib);

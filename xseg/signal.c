@@ -215,6 +215,15 @@ int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
 	return rc;
 }
 
+int xseg_wait_replies(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
+{
+	int rc = wait_mask(seg, port, timeout_ns, XSEG_WAIT_REPLY);
+
+	if (rc == -ETIMEDOUT)
+		reap_if_due(seg, xseg_now_ns(), NULL);
+	return rc;
+}
+
 int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		    struct xseg_request **reqp)
 {

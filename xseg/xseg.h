@@ -516,6 +516,13 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  * -EINVAL (bad port). */
 int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns);
 
+/* Like xseg_wait, but only the reply queue (or a kick) ends the wait:
+ * requests queued on the port do not. For a server that has stopped
+ * accepting (shutdown drain) and waits only for replies to what it sent;
+ * with xseg_wait it would return at once and spin while requests sit on
+ * its queue. Same returns as xseg_wait. */
+int xseg_wait_replies(struct xseg *seg, uint32_t port, uint64_t timeout_ns);
+
 /* Receive the next reply on port, waiting up to timeout_ns for it. While it
  * waits it runs xseg_reap about every 100 ms of wall clock, tracked per
  * handle (not per call: a loop of waits shorter than 100 ms reaps as often

@@ -24,6 +24,10 @@
 #define PEER_DRAIN_POLL_NS    (20ULL * 1000 * 1000)
 #define PEER_DEFAULT_SPIN_NS  (20ULL * 1000)
 #define PEER_DEFAULT_DRAIN_NS (30ULL * 1000 * 1000 * 1000)
+/* The main thread reaps dead peers' ports this often (protocol.md): a
+ * request this peer sent to a peer that died comes back ECONNRESET even
+ * if nobody else reaps. */
+#define PEER_REAP_PERIOD_S 1
 
 struct peer_worker {
 	struct peer *peer;
@@ -758,9 +762,18 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	}
 
 	for (;;) {
+		struct timespec reap_ts = {PEER_REAP_PERIOD_S, 0};
 		siginfo_t si;
-		int sig = sigwaitinfo(&sigs, &si);
+		int sig = sigtimedwait(&sigs, &si, &reap_ts);
 
+		if (sig < 0 && errno == EAGAIN) {
+			int n = xseg_reap(p->seg, NULL);
+
+			if (n > 0)
+				peer_info("reclaimed %d port(s) of dead peers",
+					  n);
+			continue;
+		}
 		if (sig == SIGUSR1)
 			peer_dump_stats(p);
 		else if (sig == SIGHUP)

@@ -328,6 +328,41 @@ START_TEST(dynamic_port)
 }
 END_TEST
 
+/* A client that dies holding a port (and a request queued to it). */
+static int child_dead_client(void *arg)
+{
+	const char *name = arg;
+	struct xseg_request *req;
+	struct xseg *seg;
+
+	if (xseg_join(name, &seg, NULL, 0) || xseg_bind_port(seg, 3, "doomed"))
+		return 1;
+	if (xseg_get_request(seg, 3, &req) || xseg_prep_request(seg, req, 0, 0))
+		return 2;
+	_exit(0);
+}
+
+/* F3: a running peer reaps dead peers' ports by itself (protocol.md: peers
+ * reap periodically); this test never calls anything that reaps. */
+START_TEST(peer_reaps)
+{
+	struct env e;
+	struct xseg_port_info pi;
+	bool bound = true;
+
+	env_start(&e, "preap", NULL);
+	ck_assert_int_eq(
+	    xtu_wait(xtu_fork(child_dead_client, (void *)e.name), 10000), 0);
+	for (int t = 0; t < 1000 && bound; t++) {
+		ck_assert_int_eq(xseg_port_info(e.seg, 3, &pi), 0);
+		bound = pi.bound;
+		usleep(10000);
+	}
+	ck_assert_msg(!bound, "port 3 of a dead process not reaped in 10 s");
+	env_stop(&e);
+}
+END_TEST
+
 /* --daemon returns once the peer serves; the pid file names it and is
  * removed at shutdown; a second instance with the same pid file fails. */
 START_TEST(daemon_pidfile)
@@ -431,6 +466,7 @@ int main(void)
 	tcase_add_test(tc, drain_timeout);
 	tcase_add_test(tc, sigusr1_stats);
 	tcase_add_test(tc, dynamic_port);
+	tcase_add_test(tc, peer_reaps);
 	tcase_add_test(tc, daemon_pidfile);
 	tcase_add_test(tc, usage_errors);
 	suite_add_tcase(s, tc);

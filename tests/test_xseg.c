@@ -1362,6 +1362,51 @@ START_TEST(test_wait_replies_ignores_requests)
 }
 END_TEST
 
+/* Bind port 1 and sleep on it for ever (killed by the parent). */
+static int child_sleeper(void *arg)
+{
+	struct xseg *seg;
+
+	if (xseg_join(arg, &seg, NULL, 0) || xseg_bind_port(seg, 1, "sleepy"))
+		return 1;
+	for (;;)
+		xseg_wait(seg, 1, XSEG_WAIT_FOREVER);
+}
+
+static bool sleeper_registered(void *arg)
+{
+	struct xseg *seg = arg;
+
+	return __atomic_load_n(&seg->ports[1].port->sleepers,
+			       __ATOMIC_SEQ_CST) == 1;
+}
+
+/* F9: a waiter SIGKILLed inside FUTEX_WAIT leaves sleepers = 1; the reclaim
+ * of its port resets it, so signals to the next owner are no syscall. */
+START_TEST(test_reclaim_resets_sleepers)
+{
+	struct xseg *seg;
+	const char *name;
+	uint32_t seq;
+	pid_t pid;
+
+	seg = mkseg("sleepers", &name);
+	pid = xtu_fork(child_sleeper, (void *)name);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xtu_wait_until(sleeper_registered, seg, 10000), 0);
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_reap(seg, NULL), 1);
+	ck_assert_uint_eq(seg->ports[1].port->sleepers, 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "next"), 0);
+	seq = seg->ports[1].port->futex_seq;
+	for (int i = 0; i < 10; i++)
+		xseg_signal(seg, 1);
+	ck_assert_uint_eq(seg->ports[1].port->futex_seq, seq);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 struct binder_arg {
@@ -1601,6 +1646,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);
 	tcase_add_test(tc, test_short_waits_reap);
 	tcase_add_test(tc, test_wait_replies_ignores_requests);
+	tcase_add_test(tc, test_reclaim_resets_sleepers);
 	tcase_add_test(tc, test_reap_submit_race);
 	tcase_add_test(tc, test_answer_race_cas);
 	tcase_add_test(tc, test_segment_3gib);

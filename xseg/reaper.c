@@ -121,6 +121,12 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 			st->requests_freed++;
 	}
 
+	if (mode == XSEG_CLEAN_DEAD) {
+		/* Only the owner's threads wait on a port, and the owner is
+		 * gone: a count left by a waiter killed inside FUTEX_WAIT
+		 * would otherwise make every later signal a FUTEX_WAKE. */
+		__atomic_store_n(&pl->port->sleepers, 0, __ATOMIC_SEQ_CST);
+	}
 	if (mode == XSEG_CLEAN_QUEUES)
 		return;
 	/* Every action below is a CAS from the exact (state, holder) pair

@@ -75,8 +75,21 @@ static void stop_all(void)
 {
 	while (nr_children > 0) {
 		pid_t pid = children[--nr_children];
+		int i;
+
 		kill(pid, SIGTERM);
-		waitpid(pid, NULL, 0);
+		/* a peer that does not stop within a minute is killed: a
+		 * benchmark never leaves processes behind */
+		for (i = 0; i < 6000 && waitpid(pid, NULL, WNOHANG) == 0; i++)
+			usleep(10000);
+		if (i == 6000) {
+			fprintf(stderr,
+				"bench_cached: pid %d did not stop, "
+				"killed\n",
+				(int)pid);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
 	}
 }
 

@@ -11,6 +11,8 @@
  * nothing changed, snapshot is point-in-time and clone diverges,
  * metadata survives a restart of vlmc, bench_xseg --verify through vlmc.
  */
+#include <stdbool.h>
+#include <unistd.h>
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
@@ -36,6 +38,13 @@ struct env {
 	struct tpr_client cl;
 };
 
+static bool vlmc_ctl_up(void *arg)
+{
+	const struct env *e = arg;
+
+	return access(e->ctl, F_OK) == 0;
+}
+
 static void vlmc_start(struct env *e)
 {
 	char ctlopt[512];
@@ -49,6 +58,12 @@ static void vlmc_start(struct env *e)
 	ck_assert_int_gt(e->vlmc, 0);
 	ck_assert_msg(tpr_wait_port(e->seg, 2, 20000) == 0,
 		      "vlmc did not bind port 2: %s", tpr_slurp(e->vlmc_log));
+	/* the port is bound before vlmc's init opens the control socket
+	 * (after loading the volume table from the store): wait for it too,
+	 * as the stack launcher does */
+	ck_assert_msg(xtu_wait_until(vlmc_ctl_up, e, 30000) == 0,
+		      "vlmc control socket %s never appeared: %s", e->ctl,
+		      tpr_slurp(e->vlmc_log));
 }
 
 static void vlmc_stop(struct env *e)

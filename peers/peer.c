@@ -591,14 +591,29 @@ static void peer_join_workers(struct peer *p)
  * of a synchronous peer may take a while: SIGUSR1 is served meanwhile. */
 static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 {
+	uint64_t deadline = peer_now_ns() + p->drain_ns;
 	struct timespec ts = {0, 1000 * 1000};
 	siginfo_t si;
+	int sig;
 
 	for (unsigned t = 0; t < p->nr_threads; t++) {
 		while (p->workers[t].started &&
 		       __atomic_load_n(&p->workers[t].busy, __ATOMIC_SEQ_CST)) {
-			if (sigtimedwait(sigs, &si, &ts) == SIGUSR1)
+			/* A handler that never returns must not keep the
+			 * peer from stopping: same bounds as the drain. */
+			if (peer_now_ns() >= deadline) {
+				peer_warn("drain timeout: a worker is still "
+					  "in a handler; stopping anyway");
+				return;
+			}
+			sig = sigtimedwait(sigs, &si, &ts);
+			if (sig == SIGUSR1)
 				peer_dump_stats(p);
+			else if (sig == SIGTERM || sig == SIGINT) {
+				peer_warn("second stop signal: not waiting "
+					  "for handlers to return");
+				return;
+			}
 		}
 	}
 }

@@ -96,9 +96,12 @@ int xseg_get_request(struct xseg *seg, uint32_t port,
 		if (!req)
 			continue;
 		w = xseg_rs_load(req);
-		if (ST(w) == XSEG_RS_FREE &&
-		    xseg_rs_cas(req, w, PACK(XSEG_RS_ALLOCATED, port)))
+		if (ST(w) == XSEG_RS_FREE) {
+			/* Ours alone (taken off our free queue or the pool):
+			 * a store, not a CAS, keeps the fast path cheap. */
+			xseg_rs_store(req, PACK(XSEG_RS_ALLOCATED, port));
 			break;
+		}
 	}
 	req->index = idx;
 	req->src = port;
@@ -161,10 +164,9 @@ int xseg_prep_request(struct xseg *seg, struct xseg_request *req,
 	req->serviced = 0;
 	req->error = 0;
 	req->peer_priv = 0;
-	/* Fails only if a reaper took the request from a port it believed
-	 * dead (then it is no longer ours). */
-	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_PREPARED, HOLDER(w))))
-		return -EINVAL;
+	/* A store: only the holder's process acts on a client-held request
+	 * (a reaper only if that process is dead). */
+	xseg_rs_store(req, PACK(XSEG_RS_PREPARED, HOLDER(w)));
 	return 0;
 }
 
@@ -204,10 +206,11 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 		req->ts_responded = 0;
 		req->ts_received = 0;
 	}
-	/* One CAS moves state and holder together: a reaper of eff sees
-	 * either the client's pair or (SUBMITTED, eff), never a mix. */
-	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_SUBMITTED, eff)))
-		return -EINVAL;
+	/* One 64-bit store moves state and holder together: a reaper of eff
+	 * sees either the client's pair (not its port's: ignored) or
+	 * (SUBMITTED, eff), never a mix. A store suffices: nobody else acts
+	 * on a request the live client holds. */
+	xseg_rs_store(req, PACK(XSEG_RS_SUBMITTED, eff));
 	if (xq_enqueue(seg->ports[eff].reqq, idx) < 0) {
 		/* Cannot happen: queues hold every request of the pool. If a
 		 * reaper of eff failed it back meanwhile, the reply comes. */
@@ -497,8 +500,9 @@ static int receive_one(struct xseg *seg, uint32_t port,
 			xseg_free_to_pool(seg, req, w);
 			continue;
 		}
-		if (!xseg_rs_cas(req, w, PACK(XSEG_RS_RECEIVED, port)))
-			continue; /* a duplicate index, taken already */
+		/* A store: a reply on our queue is acted on by us only (the
+		 * reaper of this port runs only once we are dead). */
+		xseg_rs_store(req, PACK(XSEG_RS_RECEIVED, port));
 		if (req->index != idx)
 			req->index = idx;
 		if (seg->timestamps)

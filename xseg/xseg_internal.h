@@ -207,9 +207,10 @@ bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
 		       uint64_t expect);
 
 /*
- * The (state, holder) word of a request. Every transition is a CAS from
- * the exact pair the actor read (or, for a request the actor holds
- * exclusively, a release store), so that the reaper, a late completion and
+ * The (state, holder) word of a request. Every transition that can race
+ * is a CAS from the exact pair the actor read (a request the actor holds
+ * exclusively - get, prep, submit, receive - takes a release store), so
+ * that the reaper, a late completion and
  * the owner can race on a request and exactly one of them wins: the loser
  * sees the CAS fail and does nothing. A winner that must write payload
  * fields (error, timestamps) before handing the request on first moves it

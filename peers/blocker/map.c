@@ -414,14 +414,24 @@ static int maps_serialize(struct blocker_store *s, uint8_t **out, size_t *len,
 	return 0;
 }
 
-int bmaps_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
-		   size_t len, uint64_t count)
+/* Write one checkpoint file (header + body) atomically: the maps and index
+ * files differ only in their magic and name. */
+static int ckpt_save_file(struct blocker_store *s, const char *file,
+			  const char magic[8], uint64_t pos, const uint8_t *p,
+			  size_t len, uint64_t count)
 {
 	uint8_t h[CKPT_HDR_SIZE];
 	struct iovec iov[2] = {{h, CKPT_HDR_SIZE}, {(void *)p, len}};
 
-	ckpt_header(h, "BLKMAPS1", pos, count, p, len);
-	return blocker_write_file_atomic(s->dirfd, BLOCKER_MAPS_FILE, iov, 2);
+	ckpt_header(h, magic, pos, count, p, len);
+	return blocker_write_file_atomic(s->dirfd, file, iov, 2);
+}
+
+int bmaps_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
+		   size_t len, uint64_t count)
+{
+	return ckpt_save_file(s, BLOCKER_MAPS_FILE, "BLKMAPS1", pos, p, len,
+			      count);
 }
 
 int bmaps_save(struct blocker_store *s, uint64_t pos)
@@ -542,11 +552,8 @@ int bidx_snapshot(struct blocker_store *s, uint8_t **p, size_t *len,
 int bidx_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
 		  size_t len, uint64_t count)
 {
-	uint8_t h[CKPT_HDR_SIZE];
-	struct iovec iov[2] = {{h, CKPT_HDR_SIZE}, {(void *)p, len}};
-
-	ckpt_header(h, "BLKIDX01", pos, count, p, len);
-	return blocker_write_file_atomic(s->dirfd, BLOCKER_INDEX_FILE, iov, 2);
+	return ckpt_save_file(s, BLOCKER_INDEX_FILE, "BLKIDX01", pos, p, len,
+			      count);
 }
 
 int bidx_save(struct blocker_store *s, uint64_t pos)

@@ -22,12 +22,16 @@
  *   4. ops->init; then the worker threads start;
  *   5. the main thread waits for signals: SIGUSR1 logs statistics
  *      (framework, port, then ops->stats), SIGTERM/SIGINT start shutdown;
- *   6. shutdown: workers stop accepting new requests, ops->stop is called
- *      (e.g. cached flushes dirty data), workers keep receiving replies
- *      until every accepted request has been completed (or the drain
- *      timeout passes), ops->fini, the port is released (libxseg fails
- *      requests still queued on it back to their senders with ECONNRESET)
- *      and the segment left.
+ *   6. shutdown: workers stop accepting new requests; requests already
+ *      accepted are still handed to their handlers and served; ops->stop
+ *      is called once no worker is in its accept/dispatch step (so no
+ *      handler runs after it), e.g. cached flushes dirty data; workers
+ *      keep receiving replies until every accepted request has been
+ *      completed (or the drain timeout passes), ops->fini, the port is
+ *      released (libxseg fails requests still queued on it back to their
+ *      senders with ECONNRESET) and the segment left. Waiting for busy
+ *      workers and the drain each have their own bound, so shutdown can
+ *      take up to twice --drain-timeout.
  *
  * Request contract
  * - A handler is called on a worker thread with an ACCEPTED request that
@@ -40,9 +44,10 @@
  *   any thread (asynchronous: e.g. after an io_uring completion or a reply
  *   from another port). A handler returning a negative errno has not taken
  *   ownership: the framework fails the request with that errno.
- * - Until completion the request counts as in flight; shutdown waits for
- *   in-flight requests to drain, so an asynchronous peer must keep
- *   completing requests after ops->stop (while its fini has not run).
+ * - A request counts as in flight from its accept until its completion;
+ *   shutdown waits for in-flight requests to drain, so an asynchronous
+ *   peer must keep completing requests after ops->stop (while its fini
+ *   has not run).
  * - req->peer_priv is free for the peer (e.g. a pointer to its per-request
  *   context); the framework does not touch it.
  * - Requests the peer sends itself (from peer_port(), with the xseg
@@ -96,7 +101,11 @@ struct peer_ops {
 	int (*init)(struct peer *p);
 	/* Shutdown has begun: no new request will be handed to a handler. */
 	void (*stop)(struct peer *p);
-	/* Workers have exited; last chance before the port is released. */
+	/* Workers have exited; last chance before the port is released. An
+	 * asynchronous peer must quiesce its completers here: a completion
+	 * after the release is refused by libxseg (-ESTALE), but a completer
+	 * still writing a data buffer would write into a request that is no
+	 * longer the peer's. */
 	void (*fini)(struct peer *p);
 	/* SIGUSR1: log the peer's own statistics with peer_info(). */
 	void (*stats)(struct peer *p);

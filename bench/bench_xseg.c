@@ -428,7 +428,8 @@ static void bench_target_of(const struct bench *b, uint64_t unit, char *name,
 
 	*offset = (unit % b->units_per_obj) * b->bs;
 	if (b->exact_target) {
-		strcpy(name, b->exact_target); /* length checked at parse time */
+		strcpy(name,
+		       b->exact_target); /* length checked at parse time */
 		return;
 	}
 	/* prefix + '_' + at least 6 digits; by hand, as snprintf would cost

@@ -8,7 +8,11 @@
  * block sizes (from a buffer the size of the working set into a request-
  * sized buffer, as a hit does).
  *
- *   bench_cached [--quick] [--duration SECONDS] [--working-set SIZE]
+ *   bench_cached [--quick] [--duration SECONDS] [--wait poll|sleep]
+ *
+ * --wait sets how bench_xseg waits for replies: poll (default; the
+ * original cached's figures were measured with busy-polling clients) or
+ * sleep (each reply then costs a futex wake-up of the client).
  *
  * Runs: for 1 and 2 cached threads, random 4k/16k/64k read and write hits
  * at iodepth 1 and 16 (the working set fits in the cache, warmed by a
@@ -31,6 +35,9 @@
 
 static char bindir[PATH_MAX];
 static char segname[64];
+/* bench_xseg's wait mode: poll (busy-poll replies, as the original cached
+ * was measured) or sleep (futex per reply: adds the wake-up cost) */
+static const char *wait_mode = "poll";
 static pid_t children[4];
 static int nr_children;
 
@@ -117,8 +124,8 @@ static int bench_xseg(const char *args, char *out, size_t outlen)
 	FILE *f;
 
 	snprintf(cmd, sizeof(cmd),
-		 "%s/bench_xseg -g %s --json --no-progress %s", bindir, segname,
-		 args);
+		 "%s/bench_xseg -g %s --json --no-progress -w %s %s", bindir,
+		 segname, wait_mode, args);
 	f = popen(cmd, "r");
 	if (!f)
 		return -1;
@@ -195,6 +202,8 @@ static void start_stack(unsigned threads, bool prefault, const char *cache,
 			  th,
 			  "-v",
 			  "warn",
+			  "--write-policy",
+			  (char *)policy,
 			  prefault ? NULL : "--no-prefault",
 			  NULL};
 
@@ -228,10 +237,14 @@ int main(int argc, char **argv)
 			ws_bytes = 16u << 20;
 		} else if (!strcmp(argv[i], "--duration") && i + 1 < argc) {
 			duration = atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--wait") && i + 1 < argc &&
+			   (!strcmp(argv[i + 1], "poll") ||
+			    !strcmp(argv[i + 1], "sleep"))) {
+			wait_mode = argv[++i];
 		} else {
 			fprintf(stderr,
 				"usage: bench_cached [--quick] [--duration "
-				"S]\n");
+				"S] [--wait poll|sleep]\n");
 			return 2;
 		}
 	}
@@ -256,8 +269,8 @@ int main(int argc, char **argv)
 	}
 
 	printf("{\"bench\":\"cached\",\"working_set\":\"%s\","
-	       "\"duration_s\":%.1f,\"memcpy_gbps\":{",
-	       ws, duration);
+	       "\"duration_s\":%.1f,\"wait\":\"%s\",\"memcpy_gbps\":{",
+	       ws, duration, wait_mode);
 	for (int b = 0; b < 3; b++)
 		printf("%s\"%s\":%.2f", b ? "," : "", bss[b],
 		       memcpy_gbps(bsz[b], ws_bytes, duration));
@@ -311,6 +324,11 @@ int main(int argc, char **argv)
 	printf("],\"store_alone\":[");
 	first = true;
 	start_stack(1, true, "16M", "writeback");
+	/* write the working set into the store first: reads of objects it
+	 * never stored would only be zero-fills */
+	snprintf(args, sizeof(args), "-p 1 -o write -P seq -b 64k -S %s -q 16",
+		 ws);
+	bench_xseg(args, out, sizeof(out));
 	for (int op = 0; op < 2; op++)
 		for (int b = 0; b < 3; b++) {
 			snprintf(args, sizeof(args),

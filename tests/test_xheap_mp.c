@@ -10,6 +10,8 @@
 #include "xheap.h"
 
 #include <check.h>
+
+#include "test_kill_util.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -38,13 +40,6 @@ struct ctrl {
 };
 
 static int shm_fd = -1;
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 static uint8_t pattern(unsigned id, uint64_t iter, uint64_t i)
 {
@@ -104,50 +99,6 @@ static int child_run(unsigned id, int victim)
 	return 0;
 }
 
-static pid_t spawn(unsigned id, int victim)
-{
-	pid_t parent = getpid();
-	pid_t pid = fork();
-
-	if (pid)
-		return pid;
-	/* Never outlive a failed test. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(99);
-	_exit(child_run(id, victim));
-}
-
-static void kill_all(pid_t *pids, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		if (pids[i] > 0) {
-			kill(pids[i], SIGKILL);
-			waitpid(pids[i], NULL, 0);
-			pids[i] = 0;
-		}
-}
-
-/* Wait until child id (pid) has done target iterations. Fails if it exits
- * first (it found corruption) or takes unreasonably long. */
-static int wait_progress(struct ctrl *ctrl, unsigned id, pid_t pid,
-			 uint64_t target)
-{
-	unsigned waited = 0;
-
-	while (__atomic_load_n(&ctrl->progress[id], __ATOMIC_ACQUIRE) <
-	       target) {
-		if (waited++ > WAIT_SECONDS * 1000)
-			return -ETIMEDOUT;
-		if (waitpid(pid, NULL, WNOHANG) != 0)
-			return -ECHILD;
-		sleep_ms(1);
-	}
-	return 0;
-}
-
 START_TEST(test_processes_with_kills)
 {
 	pid_t pids[MAX_PROCS] = {0};
@@ -171,16 +122,17 @@ START_TEST(test_processes_with_kills)
 	ck_assert_int_eq(xheap_init(h, HEAP_SIZE), 0);
 
 	for (i = 0; i < NSURVIVORS; i++)
-		pids[i] = spawn(i, 0);
+		pids[i] = tku_spawn(child_run, i, 0);
 	for (k = 0; k < NKILLS; k++) {
 		ctrl->progress[NSURVIVORS] = 0;
-		pids[NSURVIVORS] = spawn(NSURVIVORS, 1);
+		pids[NSURVIVORS] = tku_spawn(child_run, NSURVIVORS, 1);
 		ck_assert_int_gt(pids[NSURVIVORS], 0);
 		/* Let it get going, then kill it at a varying moment. */
-		ret = wait_progress(ctrl, NSURVIVORS, pids[NSURVIVORS],
-				    100 + k * 397);
+		ret = tku_wait_progress(&ctrl->progress[NSURVIVORS],
+					pids[NSURVIVORS], 100 + k * 397,
+					WAIT_SECONDS);
 		if (ret)
-			kill_all(pids, MAX_PROCS);
+			tku_kill_all(pids, MAX_PROCS);
 		ck_assert_int_eq(ret, 0);
 		ck_assert_int_eq(kill(pids[NSURVIVORS], SIGKILL), 0);
 		ck_assert_int_eq(waitpid(pids[NSURVIVORS], &status, 0),

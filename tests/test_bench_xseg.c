@@ -375,8 +375,6 @@ int main(void)
 {
 	Suite *s = suite_create("bench_xseg");
 	TCase *tc = tcase_create("e2e");
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
 	tcase_set_timeout(tc, 240);
@@ -389,10 +387,5 @@ int main(void)
 	tcase_add_test(tc, peer_killed);
 	tcase_add_test(tc, usage_errors);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(s);
 }

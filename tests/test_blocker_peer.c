@@ -431,8 +431,6 @@ int main(void)
 {
 	Suite *s = suite_create("blocker_peer");
 	TCase *tc = tcase_create("peer");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_roundtrip_and_restart);
@@ -443,10 +441,5 @@ int main(void)
 	tcase_add_test(tc, test_startup_errors);
 	suite_add_tcase(s, tc);
 	xtu_init();
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(s);
 }

@@ -810,8 +810,6 @@ int main(void)
 {
 	Suite *s = suite_create("cached_mp");
 	TCase *tc;
-	SRunner *sr;
-	int failed;
 
 	/* one case per behaviour, so CK_RUN_CASE=plug runs just that */
 	xtu_init();
@@ -837,10 +835,5 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_plug_unplug_under_load);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? 1 : 0;
+	return xtu_run_suite(s);
 }

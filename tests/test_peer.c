@@ -460,8 +460,6 @@ int main(void)
 {
 	Suite *s = suite_create("peer");
 	TCase *tc = tcase_create("noop");
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
 	tcase_set_timeout(tc, 120);
@@ -475,10 +473,5 @@ int main(void)
 	tcase_add_test(tc, daemon_pidfile);
 	tcase_add_test(tc, usage_errors);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(s);
 }

@@ -610,9 +610,7 @@ int main(void)
 {
 	Suite *s = suite_create("peer_threads");
 	TCase *tc = tcase_create("inproc");
-	SRunner *sr;
 	sigset_t sigs;
-	int failed;
 
 	/* peer_main takes these with sigwaitinfo: no other thread of the
 	 * test may receive them */
@@ -628,10 +626,5 @@ int main(void)
 	tcase_add_test(tc, drain_on_sigterm);
 	tcase_add_test(tc, no_handler_after_stop);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(s);
 }

@@ -392,8 +392,6 @@ int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
 	TCase *tc = tcase_create("mp");
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
 	tcase_set_timeout(tc, 240);
@@ -403,10 +401,5 @@ int main(void)
 	tcase_add_test(tc, bench_verify);
 	tcase_add_test(tc, snapshot_under_load);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(s);
 }

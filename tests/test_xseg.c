@@ -61,18 +61,6 @@ static uint32_t free_requests(struct xseg *seg)
 }
 
 /* Free requests counting the per-port free caches. */
-static uint32_t all_free_requests(struct xseg *seg)
-{
-	uint32_t n = free_requests(seg);
-	struct xseg_port_info pi;
-
-	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
-		xseg_port_info(seg, p, &pi);
-		n += (uint32_t)pi.free_depth;
-	}
-	return n;
-}
-
 /* ---------------------------------------------------------------------- */
 
 START_TEST(test_create_join_leave)
@@ -570,7 +558,7 @@ START_TEST(test_lifecycle_local)
 	ck_assert_uint_eq(pi.served, 1);
 	ck_assert_uint_eq(pi.failed, 1);
 	ck_assert_uint_eq(pi.request_depth, 0);
-	ck_assert_uint_eq(all_free_requests(seg), 64);
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
 
 	/* The cached request comes back first. */
 	ck_assert_int_eq(xseg_get_request(seg, client, &rep), 0);
@@ -594,7 +582,7 @@ START_TEST(test_bad_inputs)
 	ck_assert_int_eq(xseg_get_request(seg, 99, &req), -EINVAL);
 	ck_assert_int_eq(xseg_get_request(seg, client, NULL), -EINVAL);
 	ck_assert_int_eq(xseg_get_request(seg, 2, &req), -EPERM);
-	free0 = all_free_requests(seg);
+	free0 = xtu_free_requests(seg);
 	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
 
 	/* prep */
@@ -645,7 +633,7 @@ START_TEST(test_bad_inputs)
 	ck_assert_int_eq(xseg_put_request(seg, req), -EALREADY);
 	ck_assert_int_eq(xseg_prep_request(seg, req, 1, 0), -EINVAL);
 	ck_assert_int_eq(xseg_submit(seg, req, 0), -EINVAL);
-	ck_assert_uint_eq(all_free_requests(seg), free0);
+	ck_assert_uint_eq(xtu_free_requests(seg), free0);
 
 	/* routing */
 	ck_assert_int_eq(xseg_set_path_next(seg, 0, 0), -EINVAL);
@@ -687,7 +675,7 @@ START_TEST(test_pool_exhaustion)
 	 * its free cache) and beyond the cache via the pool. */
 	for (int i = 0; i < 8; i++)
 		ck_assert_int_eq(xseg_put_request(seg, reqs[i]), 0);
-	ck_assert_uint_eq(all_free_requests(seg), 8);
+	ck_assert_uint_eq(xtu_free_requests(seg), 8);
 	for (int i = 0; i < 8; i++)
 		ck_assert_int_eq(xseg_get_request(seg, client, &reqs[i]), 0);
 	ck_assert_int_eq(xseg_get_request(seg, client, &extra), -ENOMEM);
@@ -1180,7 +1168,7 @@ START_TEST(test_reap_dead_client)
 	 * queue until a reap returns them to the pool. */
 	ck_assert_int_eq(xseg_reap(seg, &st), 0);
 	ck_assert_uint_eq(st.requests_freed, 6);
-	ck_assert_uint_eq(all_free_requests(seg), 64);
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
 	xseg_leave(seg);
 }
 END_TEST
@@ -1484,7 +1472,7 @@ START_TEST(test_reap_submit_race)
 	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
 	ck_assert_int_eq(xseg_reap(seg, &st), 0);
 	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
-	ck_assert_uint_eq(all_free_requests(seg), 64);
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
 	xseg_leave(seg);
 }
 END_TEST
@@ -1528,7 +1516,7 @@ START_TEST(test_answer_race_cas)
 	    false);
 	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
 	ck_assert_int_eq(xseg_put_request(seg, rep), -EALREADY);
-	ck_assert_uint_eq(all_free_requests(seg), 64);
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
 	xseg_leave(seg);
 }
 END_TEST
@@ -1656,14 +1644,7 @@ static Suite *xseg_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
-	sr = srunner_create(xseg_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(xseg_suite());
 }

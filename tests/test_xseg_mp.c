@@ -59,21 +59,6 @@ static struct xseg *mkseg(const char *tag, uint32_t nr_requests,
 	return seg;
 }
 
-static uint32_t all_free_requests(struct xseg *seg)
-{
-	struct xseg_port_info pi;
-	struct xseg_info info;
-	uint32_t n;
-
-	xseg_info(seg, &info);
-	n = info.free_requests;
-	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
-		xseg_port_info(seg, p, &pi);
-		n += (uint32_t)pi.free_depth;
-	}
-	return n;
-}
-
 static pid_t start_echo_opts(const char *name, uint32_t port, uint64_t spin_ns,
 			     uint64_t stall_ns)
 {
@@ -353,7 +338,7 @@ START_TEST(test_redirect_toggle_under_load)
 		(unsigned long long)via_cache, (unsigned long long)direct);
 	stop(store);
 	stop(cache);
-	ck_assert_uint_eq(all_free_requests(seg), 256);
+	ck_assert_uint_eq(xtu_free_requests(seg), 256);
 	free(seen);
 	munmap(sh, 4096);
 	xseg_leave(seg);
@@ -471,7 +456,7 @@ START_TEST(test_peer_killed_mid_load)
 	fprintf(stderr, "peer killed %u times: %llu served, %llu reset\n",
 		kills, (unsigned long long)served, (unsigned long long)resets);
 	stop(server);
-	ck_assert_uint_eq(all_free_requests(seg), 256);
+	ck_assert_uint_eq(xtu_free_requests(seg), 256);
 	xseg_leave(seg);
 }
 END_TEST
@@ -536,11 +521,11 @@ START_TEST(test_client_killed_mid_load)
 		uint64_t deadline = xtu_now_ms() + 10000;
 		for (;;) {
 			xseg_reap(seg, NULL);
-			if (all_free_requests(seg) == 128)
+			if (xtu_free_requests(seg) == 128)
 				break;
 			ck_assert_msg(xtu_now_ms() < deadline,
 				      "round %u: %u of 128 requests free",
-				      round, all_free_requests(seg));
+				      round, xtu_free_requests(seg));
 			usleep(1000);
 		}
 	}
@@ -753,14 +738,7 @@ static Suite *mp_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
-	sr = srunner_create(mp_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(mp_suite());
 }

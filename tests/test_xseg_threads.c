@@ -44,21 +44,6 @@ static struct xseg *mkseg(const char *tag, uint32_t nr_requests)
 	return seg;
 }
 
-static uint32_t all_free_requests(struct xseg *seg)
-{
-	struct xseg_port_info pi;
-	struct xseg_info info;
-	uint32_t n;
-
-	xseg_info(seg, &info);
-	n = info.free_requests;
-	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
-		xseg_port_info(seg, p, &pi);
-		n += (uint32_t)pi.free_depth;
-	}
-	return n;
-}
-
 /* Server threads: serve port 0 until stop is set (then kicked). */
 struct server {
 	struct xseg *seg;
@@ -219,7 +204,7 @@ static void run_threads(uint64_t spin_ns, unsigned nservers, unsigned nclients,
 		pthread_join(st[i], NULL);
 	ck_assert_int_eq(sv.error, 0);
 	ck_assert_uint_eq(sv.served, total * nclients);
-	ck_assert_uint_eq(all_free_requests(seg), 256);
+	ck_assert_uint_eq(xtu_free_requests(seg), 256);
 	xseg_leave(seg);
 }
 
@@ -322,7 +307,7 @@ START_TEST(test_concurrent_get_put)
 		ck_assert_msg(gp[i].error == 0, "thread %d: %s", i,
 			      strerror(-gp[i].error));
 	}
-	ck_assert_uint_eq(all_free_requests(seg), 64);
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
 
 	for (int round = 0; round < 200; round++) {
 		pthread_barrier_t barrier;
@@ -342,7 +327,7 @@ START_TEST(test_concurrent_get_put)
 				  (dp[1].rc == 0 && dp[0].rc == -EALREADY),
 			      "double put: %d and %d", dp[0].rc, dp[1].rc);
 	}
-	ck_assert_uint_eq(all_free_requests(seg), 64);
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
 	xseg_leave(seg);
 }
 END_TEST
@@ -363,14 +348,7 @@ static Suite *threads_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
-	sr = srunner_create(threads_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(threads_suite());
 }

@@ -266,8 +266,6 @@ int main(void)
 {
 	Suite *s = suite_create("xsegctl");
 	TCase *tc = tcase_create("cli");
-	SRunner *sr;
-	int failed;
 
 	xtu_init();
 	tcase_set_timeout(tc, 120);
@@ -276,10 +274,5 @@ int main(void)
 	tcase_add_test(tc, list_redirect_stats);
 	tcase_add_test(tc, reap_dead_peer);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	xtu_finish();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return xtu_run_suite(s);
 }

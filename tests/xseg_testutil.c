@@ -2,7 +2,10 @@
 /*
  * Multi-process test helpers: see xseg_testutil.h.
  */
+#include <check.h>
+
 #include "xseg_testutil.h"
+#include "xseg.h"
 #include "xseg.h"
 
 #include <dirent.h>
@@ -396,4 +399,31 @@ int xtu_echo_server(void *arg)
 	xseg_release_port(seg, port);
 	xseg_leave(seg);
 	return 0;
+}
+
+int xtu_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	xtu_finish();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+uint32_t xtu_free_requests(struct xseg *seg)
+{
+	struct xseg_port_info pi;
+	struct xseg_info info;
+	uint32_t n;
+
+	xseg_info(seg, &info);
+	n = info.free_requests;
+	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
+		xseg_port_info(seg, p, &pi);
+		n += (uint32_t)pi.free_depth;
+	}
+	return n;
 }

@@ -34,6 +34,17 @@ void xtu_init(void);
  * children of the calling process. Call at the end of main. */
 void xtu_finish(void);
 
+/* The end of every multi-process test's main: run all of suite s (fork
+ * mode, CK_NORMAL output), free the runner, xtu_finish(), and return the
+ * exit status for main (EXIT_FAILURE if any test failed). */
+struct Suite;
+int xtu_run_suite(struct Suite *s);
+
+/* Free requests of a segment: the pool's plus every port's free queue
+ * (after a test, all of them must be back). */
+struct xseg;
+uint32_t xtu_free_requests(struct xseg *seg);
+
 /* A segment name unique to this run, process and call, registered for
  * unlink at exit of the calling process. The string stays valid until the
  * process exits. tag: a short word naming the test (letters, digits). */

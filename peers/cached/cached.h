@@ -16,9 +16,11 @@
  *   data state, so "is it clean", "is anything loading" are O(1).
  * - Everything in an object (slots, states, counters, waiters, flush
  *   book-keeping) is touched only by jobs of the object's xworkq, so it
- *   needs no lock. The only exceptions: the xcache hooks on_finalize,
- *   on_put (the object has no reference then, hence no job can run) and
- *   the global counters, which are atomics.
+ *   needs no lock. The only exceptions: the xcache hook on_put (the
+ *   object has no reference then, hence no job can run) and the global
+ *   counters, which are atomics. on_finalize runs unlocked while another
+ *   thread may re-insert the object and start jobs on it, so it reads
+ *   only atomics and leaves the decision to a job (see hook_finalize).
  * - Who holds an object reference: every client request context (cio)
  *   working on it, every request to the next port in flight for it
  *   (nreq), and the flush that keeps an evicted dirty object alive
@@ -150,9 +152,13 @@ struct cached_obj {
 	uint64_t seq_started, seq_done;
 	int last_round_error;
 
-	uint32_t unclean;	      /* __atomic: DIRTY + WRITING, a hint for
-					 walkers outside the workq (FLUSH, shutdown) */
-	struct xworkq_job kick_job;   /* obj_kick */
+	uint32_t unclean;	     /* __atomic: DIRTY + WRITING, a hint for
+					walkers outside the workq (FLUSH, shutdown) */
+	struct xworkq_job kick_job;  /* obj_kick */
+	struct xworkq_job final_job; /* on_finalize's decision */
+	uint32_t revivals;	     /* __atomic: re-insertions (on_reinsert) */
+	uint32_t clean_at; /* __atomic: revivals + 1 when the final job
+			      found it clean and unused; 0: never */
 	struct xworkq_job unpark_job; /* resume after an nreq wait */
 	bool kick_queued;	      /* __atomic */
 	struct xwaitq_job nreq_wjob;

@@ -1136,6 +1136,7 @@ static int hook_init(void *cache_priv, struct xcache_entry *e)
 	struct cached_obj *o = xcache_entry_priv(e);
 
 	o->entry = e;
+	__atomic_store_n(&o->clean_at, 0, __ATOMIC_RELAXED);
 	cached_obj_set_state(o, CACHED_O_READY);
 	__atomic_add_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
 	return 0;
@@ -1151,29 +1152,70 @@ static void hook_evict(void *cache_priv, struct xcache_entry *e)
 
 static void hook_reinsert(void *cache_priv, struct xcache_entry *e)
 {
+	struct cached_obj *o = xcache_entry_priv(e);
+
 	(void)cache_priv;
+	/* Called after the entry is ACTIVE again (under the cache lock):
+	 * a "clean and unused" verdict taken before this is stale. */
+	__atomic_add_fetch(&o->revivals, 1, __ATOMIC_ACQ_REL);
 	/* active again: its buckets will not be freed by its flush */
-	obj_unkeep_count(xcache_entry_priv(e));
+	obj_unkeep_count(o);
 }
 
+/*
+ * The decision of on_finalize, taken in the object's workq so that it is
+ * serialized with every job of a user that re-inserted the object
+ * meanwhile. Holds the reference hook_finalize took.
+ */
+static void obj_final_job(void *arg)
+{
+	struct cached_obj *o = arg;
+	struct xcache_entry *e = o->entry;
+	uint32_t gen = __atomic_load_n(&o->revivals, __ATOMIC_ACQUIRE);
+
+	if (xcache_entry_state(e) == XCACHE_ACTIVE || o->kept) {
+		/* revived (its next eviction decides), or already kept by
+		 * an earlier verdict whose flush holds its own reference */
+		obj_put(o->c, e);
+		return;
+	}
+	if (cached_obj_clean(o) ||
+	    cached_obj_state(o) == CACHED_O_INVALIDATED) {
+		/* Only ours: nobody can make it dirty before the last put
+		 * except by re-inserting it, which moves revivals on. */
+		if (xcache_entry_refcount(e) == 1)
+			__atomic_store_n(&o->clean_at, gen + 1,
+					 __ATOMIC_RELEASE);
+		obj_put(o->c, e); /* may release o */
+		return;
+	}
+	/* Dirty data must reach the next port before the buckets go: our
+	 * reference keeps the entry alive; the end of its flush drops it. */
+	o->kept = true;
+	__atomic_store_n(&o->kept_claimed, o->nr_claimed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&o->c->kept_buckets, o->nr_claimed,
+			   __ATOMIC_RELAXED);
+	obj_kick_now(o);
+}
+
+/*
+ * Reference count reached 0 on an evicted (or removed) object. This runs
+ * with no lock while another thread may re-insert the object and run jobs
+ * on it, so it reads nothing a job writes: it lets the object go only if
+ * the final job found it clean and unused and nobody re-inserted it since;
+ * otherwise it takes a reference and asks the final job, whose put of
+ * that reference calls this hook again.
+ */
 static bool hook_finalize(void *cache_priv, struct xcache_entry *e)
 {
 	struct cached_obj *o = xcache_entry_priv(e);
 
 	(void)cache_priv;
-	if (o->kept)
-		return false; /* kept already; cannot happen (it holds a ref) */
-	/* Nobody holds it, so no job runs and the counters are stable. */
-	if (cached_obj_clean(o) || cached_obj_state(o) == CACHED_O_INVALIDATED)
+	if (__atomic_load_n(&o->clean_at, __ATOMIC_ACQUIRE) ==
+	    __atomic_load_n(&o->revivals, __ATOMIC_ACQUIRE) + 1)
 		return false;
-	/* Dirty data must reach the next port before the buckets go: keep
-	 * the entry alive; the end of its flush drops this reference. */
 	xcache_get(e);
-	o->kept = true;
-	__atomic_store_n(&o->kept_claimed, o->nr_claimed, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&o->c->kept_buckets, o->nr_claimed,
-			   __ATOMIC_RELAXED);
-	obj_kick(o);
+	xworkq_enqueue(&o->wq, &o->final_job, obj_final_job, o);
 	return true;
 }
 

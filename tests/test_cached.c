@@ -76,6 +76,9 @@ static const struct cached_io_ops fake_io = {f_data, f_complete, f_forward,
 
 /* The store behind the fake next port: one object image per name. */
 static unsigned char store_a[OBJ_SIZE];
+/* what the fake store answers to INFO */
+static uint64_t store_size;
+static int store_info_error;
 
 static void setup_with(uint32_t policy, uint64_t cache_buckets)
 {
@@ -100,6 +103,8 @@ static void setup_with(uint32_t policy, uint64_t cache_buckets)
 		C.nreqs[i].req = &nreq_reqs[i].req;
 	}
 	nr_sent = 0;
+	store_size = 0;
+	store_info_error = 0;
 	memset(clients, 0, sizeof(clients));
 	for (unsigned i = 0; i < OBJ_SIZE; i++)
 		store_a[i] = (unsigned char)(i * 7 + 1);
@@ -154,7 +159,12 @@ static void serve(unsigned k, int error, bool short_write)
 	struct fake_req *f = (struct fake_req *)n->req;
 	uint64_t serviced = n->req->size;
 
-	if (!error && n->req->op == XSEG_OP_READ)
+	if (!error && n->req->op == XSEG_OP_INFO) {
+		error = store_info_error;
+		if (!error)
+			((struct xseg_reply_info *)f->buf)->size = store_size;
+		serviced = 0; /* INFO reports no bytes */
+	} else if (!error && n->req->op == XSEG_OP_READ)
 		memcpy(f->buf, store_a + n->req->offset, n->req->size);
 	else if (!error && n->req->op == XSEG_OP_WRITE && !short_write)
 		memcpy(store_a + n->req->offset, f->buf, n->req->size);
@@ -806,6 +816,403 @@ START_TEST(test_space_wait_no_deadlock)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* INFO, NOCACHE, targeted FLUSH                                       */
+/* ------------------------------------------------------------------ */
+
+static struct fake_req *info_req(unsigned i, const char *name)
+{
+	return client(i, XSEG_OP_INFO, name, 0, sizeof(struct xseg_reply_info));
+}
+
+static uint64_t info_size(struct fake_req *f)
+{
+	return ((struct xseg_reply_info *)f->buf)->size;
+}
+
+START_TEST(test_info_asked_once_then_from_cache)
+{
+	struct fake_req *i1, *i2, *w;
+
+	store_size = 3 * BS + 100;
+	i1 = info_req(0, "a");
+	ck_assert_int_eq(submit(i1), 0);
+	/* unknown: cached asks the next port itself (no flush needed) */
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_INFO);
+	ck_assert(!i1->done);
+	serve_all();
+	ck_assert(i1->done && !i1->forwarded);
+	ck_assert_int_eq(i1->error, 0);
+	ck_assert_uint_eq(info_size(i1), 3 * BS + 100);
+	ck_assert(obj("a")->size_known);
+	/* known: answered from the cache, nothing sent */
+	store_size = 999; /* would be wrong if asked again */
+	i2 = info_req(1, "a");
+	ck_assert_int_eq(submit(i2), 0);
+	ck_assert(i2->done && !i2->forwarded);
+	ck_assert_uint_eq(nr_sent, 0);
+	ck_assert_uint_eq(info_size(i2), 3 * BS + 100);
+	ck_assert_uint_eq(C.st.info_hits, 1);
+	ck_assert_uint_eq(C.st.info_asked, 1);
+	/* a write past the end (dirty, not flushed) grows the size to the
+	 * end of its bucket: what the next port reports once flushed */
+	w = client(2, XSEG_OP_WRITE, "a", 6 * BS + 10, 20);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all(); /* read-modify-write fetch */
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	i2 = info_req(3, "a");
+	ck_assert_int_eq(submit(i2), 0);
+	ck_assert(i2->done);
+	ck_assert_uint_eq(info_size(i2), 7 * BS);
+	ck_assert_uint_eq(nr_sent, 0);
+}
+END_TEST
+
+START_TEST(test_info_errors_not_cached)
+{
+	struct fake_req *i1, *w;
+
+	/* a missing object: ENOENT reaches the client, nothing learnt */
+	store_info_error = ENOENT;
+	i1 = info_req(0, "a");
+	ck_assert_int_eq(submit(i1), 0);
+	serve_all();
+	ck_assert(i1->done);
+	ck_assert_int_eq(i1->error, ENOENT);
+	ck_assert(!obj("a")->size_known);
+	i1 = info_req(1, "a");
+	ck_assert_int_eq(submit(i1), 0);
+	ck_assert_uint_eq(nr_sent, 1); /* asked again */
+	serve_all();
+	ck_assert_int_eq(i1->error, ENOENT);
+	/* written through the cache only: it exists for its readers */
+	w = client(2, XSEG_OP_WRITE, "a", 0, 2 * BS);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	i1 = info_req(3, "a");
+	ck_assert_int_eq(submit(i1), 0);
+	serve_all();
+	ck_assert_int_eq(i1->error, 0);
+	ck_assert_uint_eq(info_size(i1), 2 * BS);
+	/* an INFO without a reply buffer is refused, nothing taken */
+	i1 = client(4, XSEG_OP_INFO, "a", 0, 0);
+	free(i1->buf);
+	i1->buf = NULL;
+	ck_assert_int_eq(submit(i1), -EINVAL);
+	ck_assert(!i1->done);
+	ck_assert_uint_eq(nr_sent, 0);
+	/* NOCACHE INFO is forwarded, even when the size is known */
+	i1 = info_req(5, "a");
+	i1->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(i1), 0);
+	serve_all(); /* flush of the dirty write first */
+	ck_assert(i1->done && i1->forwarded);
+}
+END_TEST
+
+START_TEST(test_info_forgets_deleted_object)
+{
+	struct fake_req *i1, *d;
+
+	store_size = 5 * BS;
+	i1 = info_req(0, "a");
+	ck_assert_int_eq(submit(i1), 0);
+	serve_all();
+	ck_assert_uint_eq(info_size(i1), 5 * BS);
+	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert(d->forwarded);
+	store_info_error = ENOENT;
+	i1 = info_req(2, "a");
+	ck_assert_int_eq(submit(i1), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all();
+	ck_assert_int_eq(i1->error, ENOENT);
+}
+END_TEST
+
+START_TEST(test_nocache_read_flushes_range_then_forwards)
+{
+	struct fake_req *w, *r;
+
+	w = client(0, XSEG_OP_WRITE, "a", BS, BS);
+	fill(w, 0x42);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	/* a NOCACHE read of another range: nothing to flush */
+	r = client(1, XSEG_OP_READ, "a", 4 * BS, BS);
+	r->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->forwarded);
+	ck_assert_uint_eq(nr_sent, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 1);
+	/* over the dirty bucket: flushed first, then forwarded */
+	r = client(2, XSEG_OP_READ, "a", 0, 2 * BS);
+	r->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(!r->done);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
+	serve_all();
+	ck_assert(r->forwarded);
+	ck_assert_uint_eq(store_a[BS], 0x42);
+	ck_assert_uint_eq(C.st.nocache_reads, 2);
+	/* not counted as a cache read */
+	ck_assert_uint_eq(C.st.reads, 0);
+	/* a bad range is refused with EINVAL, nothing sent */
+	r = client(3, XSEG_OP_READ, "a", OBJ_SIZE, BS);
+	r->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done && !r->forwarded);
+	ck_assert_int_eq(r->error, EINVAL);
+	ck_assert_uint_eq(nr_sent, 0);
+}
+END_TEST
+
+START_TEST(test_nocache_read_flush_error)
+{
+	struct fake_req *w, *r;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	ck_assert_int_eq(submit(w), 0);
+	r = client(1, XSEG_OP_READ, "a", 0, BS);
+	r->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(r->done && !r->forwarded);
+	ck_assert_int_eq(r->error, EIO);
+	ck_assert_uint_eq(cached_unclean(&C), 1); /* still dirty */
+}
+END_TEST
+
+START_TEST(test_nocache_write_drops_cached_copy)
+{
+	struct fake_req *r, *w, *r2;
+	struct cached_obj *o;
+
+	/* buckets 0..3 cached (valid) */
+	r = client(0, XSEG_OP_READ, "a", 0, 4 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	o = obj("a");
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 4);
+	/* NOCACHE write of 3 buckets from the middle of bucket 1: written
+	 * through cached's requests, pieces of max_req_size (4 buckets) */
+	w = client(1, XSEG_OP_WRITE, "a", BS + 100, 6 * BS);
+	w->req.flags = XSEG_F_NOCACHE | XSEG_F_FUA;
+	fill(w, 0x77);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_eq(nr_sent, 2);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
+	ck_assert_uint_eq(sent[0]->req->offset, BS + 100);
+	ck_assert_uint_eq(sent[0]->req->size, 4 * BS);
+	ck_assert_uint_eq(sent[1]->req->offset, 5 * BS + 100);
+	ck_assert_uint_eq(sent[1]->req->size, 2 * BS);
+	ck_assert(sent[0]->req->flags & XSEG_F_FUA);
+	/* the overlapped buckets are no longer valid in the cache */
+	ck_assert_uint_eq(o->counts[CACHED_B_VALID], 1);
+	/* a read meanwhile waits: a fetch now could cache old data */
+	r2 = client(2, XSEG_OP_READ, "a", BS, BS);
+	ck_assert_int_eq(submit(r2), 0);
+	ck_assert(!r2->done);
+	ck_assert_uint_eq(nr_sent, 2);
+	serve(0, 0, false);
+	ck_assert(!w->done);
+	serve(1, 0, false);
+	ck_assert(w->done && !w->forwarded);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(w->req.serviced, 6 * BS);
+	/* the read now fetches the new data from the store */
+	ck_assert_uint_eq(nr_sent, 3);
+	ck_assert_uint_eq(sent[2]->req->op, XSEG_OP_READ);
+	serve(2, 0, false);
+	nr_sent = 0;
+	ck_assert(r2->done);
+	ck_assert_uint_eq(r2->buf[99], store_a[BS + 99]);
+	ck_assert_uint_eq(r2->buf[100], 0x77);
+	ck_assert_uint_eq(C.st.nocache_writes, 1);
+	ck_assert_uint_eq(C.st.bytes_to_next, 6 * BS);
+}
+END_TEST
+
+START_TEST(test_nocache_write_flushes_dirty_first)
+{
+	struct fake_req *w, *nw;
+
+	/* dirty head of bucket 0; the NOCACHE write covers its tail */
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 0x11);
+	ck_assert_int_eq(submit(w), 0);
+	nw = client(1, XSEG_OP_WRITE, "a", 2048, 1024);
+	nw->req.flags = XSEG_F_NOCACHE;
+	fill(nw, 0x22);
+	ck_assert_int_eq(submit(nw), 0);
+	/* the flush goes first, then the NOCACHE write */
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->size, BS);
+	serve(0, 0, false);
+	ck_assert_uint_eq(nr_sent, 2);
+	ck_assert_uint_eq(sent[1]->req->offset, 2048);
+	ck_assert_uint_eq(sent[1]->req->size, 1024);
+	serve(1, 0, false);
+	nr_sent = 0;
+	ck_assert(nw->done);
+	ck_assert_int_eq(nw->error, 0);
+	ck_assert_uint_eq(store_a[0], 0x11);
+	ck_assert_uint_eq(store_a[2048], 0x22);
+	ck_assert_uint_eq(store_a[3072], 0x11);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(obj("a")->counts[CACHED_B_VALID], 0);
+}
+END_TEST
+
+START_TEST(test_nocache_write_errors)
+{
+	struct fake_req *nw, *r;
+
+	/* the next port fails: the client gets the error, the cache holds
+	 * nothing for the range, the object's size is no longer known */
+	store_size = BS;
+	r = info_req(0, "a");
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(obj("a")->size_known);
+	nw = client(1, XSEG_OP_WRITE, "a", 0, BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(nw), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(nw->done);
+	ck_assert_int_eq(nw->error, EIO);
+	ck_assert(!obj("a")->size_known);
+	/* a store that "succeeds" with 0 bytes is an error too */
+	nw = client(2, XSEG_OP_WRITE, "a", 0, BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(nw), 0);
+	serve(0, 0, true);
+	nr_sent = 0;
+	ck_assert_int_eq(nw->error, EIO);
+	/* a bad range: EINVAL, nothing sent */
+	nw = client(3, XSEG_OP_WRITE, "a", OBJ_SIZE - 10, 20);
+	nw->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(nw), 0);
+	ck_assert_int_eq(nw->error, EINVAL);
+	ck_assert_uint_eq(nr_sent, 0);
+	/* a write without data buffer is refused at submit */
+	nw = client(4, XSEG_OP_WRITE, "a", 0, BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	free(nw->buf);
+	nw->buf = NULL;
+	ck_assert_int_eq(submit(nw), -EINVAL);
+	ck_assert(!nw->done);
+	/* the object is usable afterwards */
+	r = client(5, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+}
+END_TEST
+
+START_TEST(test_nocache_write_waits_for_requests)
+{
+	struct fake_req *nw;
+
+	/* 10 pieces, 4 next-port requests: sent as requests come back */
+	nw = client(0, XSEG_OP_WRITE, "a", 0, 10 * BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	nw->req.size = 10 * BS;
+	free(nw->buf);
+	nw->buf = calloc(1, 10 * BS);
+	/* max_req_size is 4 buckets: 3 pieces; make the pool scarcer */
+	struct fake_req *w[3];
+	for (unsigned i = 0; i < 3; i++) {
+		w[i] = client(1 + i, XSEG_OP_READ, "b", i * 4 * BS, BS);
+		ck_assert_int_eq(submit(w[i]), 0);
+	}
+	ck_assert_uint_eq(nr_sent, 3); /* one request left */
+	ck_assert_int_eq(submit(nw), 0);
+	ck_assert_uint_eq(nr_sent, 4);
+	ck_assert(!nw->done);
+	for (int guard = 0; guard < 20 && !nw->done; guard++)
+		serve_all();
+	ck_assert(nw->done);
+	ck_assert_int_eq(nw->error, 0);
+	ck_assert_uint_eq(C.st.bytes_to_next, 10 * BS);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(w[i]->done);
+}
+END_TEST
+
+START_TEST(test_flush_target_flushes_only_that_object)
+{
+	struct fake_req *wa, *wb, *fl;
+
+	wa = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	wb = client(1, XSEG_OP_WRITE, "b", 0, BS);
+	ck_assert_int_eq(submit(wa), 0);
+	ck_assert_int_eq(submit(wb), 0);
+	ck_assert_uint_eq(cached_unclean(&C), 2);
+	fl = client(2, XSEG_OP_FLUSH, "a", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_ptr_eq(sent[0]->obj, obj("a"));
+	ck_assert(!fl->done);
+	serve_all();
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(cached_unclean(&C), 1); /* b still dirty */
+	ck_assert_uint_eq(obj("b")->counts[CACHED_B_DIRTY], 1);
+	ck_assert_uint_eq(C.st.targeted_flushes, 1);
+	/* an object not in the cache: forwarded at once */
+	fl = client(3, XSEG_OP_FLUSH, "zz", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(nr_sent, 0);
+	ck_assert_ptr_null(obj("zz")); /* not inserted */
+	/* a failed flush fails the FLUSH, not forwarded */
+	fl = client(4, XSEG_OP_FLUSH, "b", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(fl->done && !fl->forwarded);
+	ck_assert_int_eq(fl->error, EIO);
+	/* without a target: everything */
+	fl = client(5, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all();
+	ck_assert(fl->forwarded);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+}
+END_TEST
+
+START_TEST(test_flush_target_finds_evicted_object)
+{
+	struct fake_req *w, *fl;
+	char name[8];
+
+	/* o0 is evicted with dirty data and its flush is in flight: a
+	 * targeted FLUSH must wait for it */
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		ck_assert_int_eq(submit(w), 0);
+	}
+	ck_assert_uint_eq(nr_sent, 1);
+	fl = client(6, XSEG_OP_FLUSH, "o0", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert(!fl->done);
+	serve_all();
+	ck_assert(fl->done && fl->forwarded);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cached");
@@ -836,6 +1243,20 @@ int main(void)
 	tcase_add_test(tc, test_eviction_flushes_dirty_object);
 	tcase_add_test(tc, test_reinsert_during_flush_reuses);
 	tcase_add_test(tc, test_space_wait_no_deadlock);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("info_nocache_flush");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_info_asked_once_then_from_cache);
+	tcase_add_test(tc, test_info_errors_not_cached);
+	tcase_add_test(tc, test_info_forgets_deleted_object);
+	tcase_add_test(tc, test_nocache_read_flushes_range_then_forwards);
+	tcase_add_test(tc, test_nocache_read_flush_error);
+	tcase_add_test(tc, test_nocache_write_drops_cached_copy);
+	tcase_add_test(tc, test_nocache_write_flushes_dirty_first);
+	tcase_add_test(tc, test_nocache_write_errors);
+	tcase_add_test(tc, test_nocache_write_waits_for_requests);
+	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
+	tcase_add_test(tc, test_flush_target_finds_evicted_object);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("writethrough");
 	tcase_add_checked_fixture(tc, setup_wt, teardown);

@@ -162,6 +162,23 @@ struct cached_obj {
 	struct xworkq_job unpark_job; /* resume after an nreq wait */
 	bool kick_queued;	      /* __atomic */
 	struct xwaitq_job nreq_wjob;
+
+	/* Object size as the next port would report it (INFO answered from
+	 * the cache): size is the next port's answer to our own INFO,
+	 * write_end the end of everything written through this entry
+	 * (bucket-rounded for cached writes, which reach the next port as
+	 * whole buckets; exact for NOCACHE writes). The size is max of
+	 * both. size_gen moves on whenever the next port's size may have
+	 * changed behind our back (a failed NOCACHE write), so an INFO
+	 * answer that raced with it is not trusted. Reset by on_init. */
+	bool size_known;
+	uint64_t size;
+	uint64_t write_end;
+	uint32_t size_gen;
+	/* NOCACHE writes of this object in flight at the next port: cached
+	 * reads and writes of the object wait until they are done, so no
+	 * fetch can cache data older than such a write. */
+	uint32_t nocache_inflight;
 };
 
 /* Slot helpers (bucket.c), called on the object's workq. */
@@ -200,6 +217,8 @@ static inline void cached_obj_set_state(struct cached_obj *o,
 enum cached_nreq_kind {
 	CACHED_N_FETCH = 1, /* READ of slots [first, first+n) */
 	CACHED_N_WRITE,	    /* flush WRITE of slots [first, first+n) */
+	CACHED_N_INFO,	    /* INFO on behalf of client request cio */
+	CACHED_N_PASS,	    /* a piece of the NOCACHE WRITE cio */
 };
 
 struct cached_nreq {
@@ -207,7 +226,9 @@ struct cached_nreq {
 	struct cached_obj *obj;	  /* holds a reference while in flight */
 	uint32_t kind;
 	uint32_t first, n;
-	int error; /* result, set before the done job runs */
+	int error;		/* result, set before the done job runs */
+	uint64_t serviced;	/* N_PASS: what the next port reported */
+	struct cached_cio *cio; /* N_INFO, N_PASS: the client request */
 	struct xworkq_job job;
 	struct cached_nreq *next_free;
 };
@@ -219,7 +240,12 @@ enum cached_cio_kind {
 	CACHED_C_DELETE,    /* flush-wait, invalidate, forward */
 	CACHED_C_COPY_SRC,  /* COPY phase 1: flush the source */
 	CACHED_C_COPY_DST,  /* COPY phase 2: invalidate the target */
-	CACHED_C_FLUSH,	    /* FLUSH: every object, then forward */
+	CACHED_C_FLUSH,	    /* FLUSH: every object (or the target), then
+			       forward */
+	CACHED_C_INFO,	    /* INFO: from the cache, or ask the next port */
+	CACHED_C_NC_READ,   /* NOCACHE READ: flush the range, forward */
+	CACHED_C_NC_WRITE,  /* NOCACHE WRITE: flush and drop the range, write
+			       it through our requests, complete */
 };
 
 struct cached_cio {
@@ -228,12 +254,15 @@ struct cached_cio {
 	struct cached_obj *obj;	    /* NULL when not attached */
 	struct xcache_entry *entry; /* the reference we hold */
 	uint32_t kind;
-	uint32_t phase;	  /* 0 new, 1 applied/waiting for a round */
-	int error;	  /* first error from the next port */
-	bool counted;	  /* hit/miss accounted */
-	bool fua;	  /* written through with FUA */
-	uint8_t parked;	  /* 1 on nreq_waitq, 2 on space_waitq */
-	uint64_t pending; /* FLUSH: objects still flushing (atomic) */
+	uint32_t phase;	      /* 0 new, 1 applied/waiting for a round */
+	int error;	      /* first error from the next port */
+	bool counted;	      /* hit/miss accounted */
+	bool fua;	      /* written through with FUA */
+	uint8_t parked;	      /* 1 on nreq_waitq, 2 on space_waitq */
+	uint64_t pending;     /* FLUSH: objects still flushing (atomic) */
+	uint64_t nc_sent;     /* NC_WRITE: bytes handed to the next port */
+	uint32_t nc_inflight; /* NC_WRITE: pieces in flight */
+	uint32_t size_gen;    /* INFO: obj->size_gen when asked */
 	struct cached_waiter waiter;
 	struct xworkq_job job;
 	struct xwaitq_job wjob;
@@ -265,6 +294,9 @@ struct cached_stats {
 	uint64_t bytes_to_next, bytes_from_next;
 	uint64_t next_errors;
 	uint64_t space_waits, nreq_waits;
+	uint64_t info_hits, info_asked; /* INFO from the cache / asked */
+	uint64_t nocache_reads, nocache_writes;
+	uint64_t targeted_flushes; /* FLUSH with a target */
 };
 
 struct cached_config {
@@ -339,7 +371,21 @@ void cached_destroy(struct cached *c);
 /* Entry points (object.c). Any thread registered with liburcu. */
 /* Start serving a client request (READ, WRITE, INFO, HASH, DELETE, COPY,
  * FLUSH). Takes ownership: the request is completed or forwarded later.
- * Returns 0, or a negative errno (nothing taken: no context free). */
+ * Returns 0, or a negative errno with nothing taken and nothing changed:
+ * -EOPNOTSUPP (other op), -EINVAL (no target where one is needed, no data
+ * buffer for READ/WRITE/INFO, bad COPY argument), -EBUSY (no context
+ * free).
+ * - INFO is answered from the cache when the object's size is known
+ *   (learned by an earlier INFO this cached sent itself), else cached
+ *   asks the next port and answers (no flush needed: see cached_obj).
+ * - XSEG_F_NOCACHE READ: dirty data of the range is flushed, then the
+ *   request is forwarded. NOCACHE WRITE: loads and dirty data of the
+ *   range are waited for / flushed, the range's buckets dropped, the data
+ *   written through cached's own requests (pieces of max_req_size);
+ *   reads and writes of the object wait meanwhile. NOCACHE INFO is
+ *   forwarded (after a flush of the object).
+ * - FLUSH with a target flushes that object only, then is forwarded;
+ *   without a target every object. */
 int cached_submit_request(struct cached *c, struct xseg_request *req);
 /* The next port answered nreq n; error is its result (0 = served) and
  * serviced what it reported. */

@@ -29,6 +29,7 @@
 static void cio_run(struct cached_obj *o, struct cached_cio *cio);
 static void obj_flush_continue(struct cached_obj *o);
 static void cio_dispatch(struct cached *c, struct cached_cio *cio);
+static void cio_nc_send(struct cached_obj *o, struct cached_cio *cio);
 
 /* ------------------------------------------------------------------ */
 /* Context pools                                                       */
@@ -359,6 +360,19 @@ static bool cio_range(struct cached *c, struct cached_cio *cio, uint32_t *first,
 	return true;
 }
 
+/* A NOCACHE write of the object is in flight: a fetch now could cache
+ * what the next port had before it, a write could be overtaken by it.
+ * Wait for its end (it wakes the object's waiters). */
+static bool obj_wait_nocache(struct cached_obj *o, struct cached_cio *cio)
+{
+	if (!o->nocache_inflight)
+		return false;
+	cio->waiter.fn = cio_waiter_fn;
+	cio->waiter.need_seq = 0;
+	obj_wait(o, &cio->waiter);
+	return true;
+}
+
 static inline bool bstate_has_data(uint8_t st)
 {
 	return st == CACHED_B_VALID || st == CACHED_B_DIRTY ||
@@ -408,6 +422,8 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 		cio_finish(c, cio, 0);
 		return;
 	}
+	if (obj_wait_nocache(o, cio))
+		return;
 	if (cached_obj_unclaimed(o, first, n) &&
 	    cached_obj_claim(o, first, n) < 0) {
 		cio_park_space(c, cio, n);
@@ -494,6 +510,8 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 		cio_finish(c, cio, 0);
 		return;
 	}
+	if (obj_wait_nocache(o, cio))
+		return;
 	if (cached_obj_unclaimed(o, first, n) &&
 	    cached_obj_claim(o, first, n) < 0) {
 		cio_park_space(c, cio, n);
@@ -538,6 +556,14 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 	}
 	cio_copy(c, o, cio, true);
 	CACHED_STAT(c, writes, 1);
+	{
+		/* the next port gets whole buckets: its size grows to the end
+		 * of the last one */
+		uint64_t end = (uint64_t)(last + 1) * bs;
+
+		if (end > o->write_end)
+			o->write_end = end;
+	}
 	if ((req->flags & XSEG_F_FUA) ||
 	    __atomic_load_n(&c->policy, __ATOMIC_RELAXED) ==
 		CACHED_WRITETHROUGH) {
@@ -730,6 +756,68 @@ static void obj_fail_waiters(struct cached_obj *o, uint32_t first, uint32_t n,
 	}
 }
 
+static void cio_info_answer(struct cached *c, struct cached_cio *cio,
+			    uint64_t size)
+{
+	struct xseg_reply_info *info = c->io->data(c, cio->req);
+
+	info->size = size;
+	cio_finish(c, cio, 0);
+}
+
+static void nreq_info_done(struct cached_obj *o, struct cached_nreq *n,
+			   int error)
+{
+	struct cached *c = o->c;
+	struct cached_cio *cio = n->cio;
+	uint64_t size = 0;
+
+	if (!error) {
+		const struct xseg_reply_info *ri = c->io->data(c, n->req);
+
+		size = ri->size;
+	} else if (error == ENOENT && o->write_end) {
+		/* written through us and not flushed yet: it exists for
+		 * anyone reading through the cache */
+		error = 0;
+	}
+	if (!error && cio->size_gen == o->size_gen) {
+		o->size = size;
+		o->size_known = true;
+	}
+	nreq_put(c, n);
+	if (error)
+		cio_finish(c, cio, error);
+	else
+		cio_info_answer(c, cio,
+				size > o->write_end ? size : o->write_end);
+}
+
+/* Every piece of a NOCACHE write is back (or one failed and nothing more
+ * is sent): account its effect on the object's size, let the object's
+ * reads and writes go on, complete the client. */
+static void cio_nc_maybe_done(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	struct xseg_request *req = cio->req;
+
+	if (cio->nc_inflight || (!cio->error && cio->nc_sent < req->size))
+		return;
+	CACHED_CHECK(o->nocache_inflight > 0);
+	o->nocache_inflight--;
+	if (!cio->error) {
+		if (req->offset + req->size > o->write_end)
+			o->write_end = req->offset + req->size;
+		req->serviced = req->size;
+	} else {
+		/* some pieces may have landed: the size is unknown */
+		o->size_known = false;
+		o->size_gen++;
+	}
+	obj_wake_all(o);
+	cio_finish(c, cio, cio->error);
+}
+
 static void nreq_done_job(void *arg)
 {
 	struct cached_nreq *n = arg;
@@ -760,6 +848,20 @@ static void nreq_done_job(void *arg)
 			CACHED_STAT(c, bytes_from_next, (uint64_t)n->n * bs);
 		nreq_put(c, n);
 		obj_wake_all(o);
+	} else if (n->kind == CACHED_N_INFO) {
+		nreq_info_done(o, n, error);
+	} else if (n->kind == CACHED_N_PASS) {
+		struct cached_cio *cio = n->cio;
+
+		if (error && !cio->error)
+			cio->error = error;
+		if (!error)
+			CACHED_STAT(c, bytes_to_next, n->req->size);
+		cio->nc_inflight--;
+		nreq_put(c, n);
+		/* phase 3: parked for a request, its resumption finishes */
+		if (cio->phase == 2)
+			cio_nc_maybe_done(o, cio);
 	} else {
 		for (uint32_t s = n->first; s < n->first + n->n; s++)
 			/* DIRTY means rewritten meanwhile: stays dirty */
@@ -786,8 +888,9 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 
 	if (error < 0)
 		error = -error;
-	if (!error && serviced < size) {
-		if (n->kind == CACHED_N_WRITE) {
+	n->serviced = serviced;
+	if (!error && serviced < size && n->kind != CACHED_N_INFO) {
+		if (n->kind == CACHED_N_WRITE || n->kind == CACHED_N_PASS) {
 			/* A store that "succeeds" without writing would leave
 			 * the buckets dirty forever: an error, retried. */
 			error = EIO;
@@ -864,6 +967,183 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 }
 
 /* ------------------------------------------------------------------ */
+/* INFO and NOCACHE                                                    */
+/* ------------------------------------------------------------------ */
+
+static void cio_info(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	struct cached_nreq *nr;
+
+	if (o->size_known) {
+		CACHED_STAT(c, info_hits, 1);
+		cio_info_answer(
+		    c, cio, o->size > o->write_end ? o->size : o->write_end);
+		return;
+	}
+	/* No flush first: the next port's size plus write_end is what it
+	 * will report once our dirty data reached it. */
+	nr = nreq_get(c);
+	if (!nr) {
+		cio_park_nreq(c, cio);
+		return;
+	}
+	CACHED_STAT(c, info_asked, 1);
+	cio->size_gen = o->size_gen;
+	nr->kind = CACHED_N_INFO;
+	nr->cio = cio;
+	nr->first = nr->n = 0;
+	nr->req->op = XSEG_OP_INFO;
+	nr->req->flags = 0;
+	nr->req->offset = 0;
+	nr->req->size = sizeof(struct xseg_reply_info);
+	nreq_send(c, o, nr);
+}
+
+/*
+ * Make the next port hold the newest data of slots [first, first+n): if
+ * any is DIRTY or WRITING, wait for a round that started after now.
+ * Returns 0 when the range is clean, -1 when cio now waits (it runs again
+ * at the round's end), or the positive errno of a failed round.
+ */
+static int cio_flush_range(struct cached_obj *o, struct cached_cio *cio,
+			   uint32_t first, uint32_t n)
+{
+	bool unclean = false;
+
+	for (uint32_t s = first; s < first + n && !unclean; s++)
+		unclean = o->bucket[s] != CACHED_NO_BUCKET &&
+			  (o->bstate[s] == CACHED_B_DIRTY ||
+			   o->bstate[s] == CACHED_B_WRITING);
+	if (!unclean)
+		return 0;
+	if (cio->phase == 1 && o->seq_done >= cio->waiter.need_seq) {
+		if (o->last_round_error)
+			return o->last_round_error;
+		cio->phase = 0; /* rewritten since: one more round */
+	}
+	if (cio->phase == 0) {
+		cio->phase = 1;
+		cio->waiter.need_seq = o->seq_started + 1;
+	}
+	cio->waiter.fn = cio_waiter_fn;
+	obj_wait(o, &cio->waiter);
+	obj_kick_now(o);
+	return -1;
+}
+
+static void cio_nc_read(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	uint32_t first, n;
+	int rc;
+
+	if (!cio_range(c, cio, &first, &n)) {
+		cio_finish(c, cio, EINVAL);
+		return;
+	}
+	if (cio->req->size) {
+		rc = cio_flush_range(o, cio, first, n);
+		if (rc < 0)
+			return;
+		if (rc > 0) {
+			cio_finish(c, cio, rc);
+			return;
+		}
+	}
+	CACHED_STAT(c, nocache_reads, 1);
+	cio_forward(c, cio);
+}
+
+static void cio_nc_write(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	struct xseg_request *req = cio->req;
+	uint32_t first, n;
+	int rc;
+
+	if (cio->phase == 3) {
+		cio->phase = 2; /* resumed after a wait for a request */
+		cio_nc_send(o, cio);
+		return;
+	}
+	if (!cio_range(c, cio, &first, &n)) {
+		cio_finish(c, cio, EINVAL);
+		return;
+	}
+	if (!req->size) {
+		cio_finish(c, cio, 0);
+		return;
+	}
+	cio->error = 0; /* a failed load we waited for is not ours */
+	for (uint32_t s = first; s < first + n; s++) {
+		/* a load in flight would cache what was there before */
+		if (o->bucket[s] != CACHED_NO_BUCKET &&
+		    o->bstate[s] == CACHED_B_LOADING) {
+			cio->waiter.fn = cio_waiter_fn;
+			cio->waiter.need_seq = 0;
+			obj_wait(o, &cio->waiter);
+			return;
+		}
+	}
+	/* dirty data of partially covered buckets must not be lost, and
+	 * no older flush may land after our write */
+	rc = cio_flush_range(o, cio, first, n);
+	if (rc < 0)
+		return;
+	if (rc > 0) {
+		cio_finish(c, cio, rc);
+		return;
+	}
+	for (uint32_t s = first; s < first + n; s++)
+		if (o->bucket[s] != CACHED_NO_BUCKET &&
+		    o->bstate[s] != CACHED_B_INVALID)
+			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
+	o->nocache_inflight++;
+	CACHED_STAT(c, nocache_writes, 1);
+	cio->phase = 2;
+	cio->nc_sent = 0;
+	cio->nc_inflight = 0;
+	cio_nc_send(o, cio);
+}
+
+/* Send the rest of a NOCACHE write in pieces of max_req_size (phase 2);
+ * park for a free request when none is left (phase 3). Once a piece
+ * failed nothing more is sent. */
+static void cio_nc_send(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	struct xseg_request *req = cio->req;
+	const unsigned char *data = c->io->data(c, req);
+
+	while (!cio->error && cio->nc_sent < req->size) {
+		uint64_t len = req->size - cio->nc_sent;
+		struct cached_nreq *nr = nreq_get(c);
+
+		if (!nr) {
+			cio->phase = 3;
+			cio_park_nreq(c, cio);
+			return;
+		}
+		if (len > c->cfg.max_req_size)
+			len = c->cfg.max_req_size;
+		memcpy(c->io->data(c, nr->req), data + cio->nc_sent, len);
+		nr->kind = CACHED_N_PASS;
+		nr->cio = cio;
+		nr->first = nr->n = 0;
+		nr->req->op = XSEG_OP_WRITE;
+		nr->req->flags = req->flags;
+		nr->req->offset = req->offset + cio->nc_sent;
+		nr->req->size = len;
+		cio->nc_sent += len;
+		cio->nc_inflight++;
+		/* its completion is a job of this workq: it runs after us */
+		nreq_send(c, o, nr);
+	}
+	cio_nc_maybe_done(o, cio);
+}
+
+/* ------------------------------------------------------------------ */
 /* FLUSH                                                               */
 /* ------------------------------------------------------------------ */
 
@@ -926,13 +1206,21 @@ static void flushwait_job(void *arg)
 	obj_kick_now(o);
 }
 
+struct cached_flush_walk {
+	struct cached_cio *cio;
+	const char *name; /* NULL: every object */
+};
+
 static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
 			  void *arg)
 {
-	struct cached_cio *cio = arg;
+	struct cached_flush_walk *walk = arg;
+	struct cached_cio *cio = walk->cio;
 	struct cached_obj *o = xcache_entry_priv(e);
 	struct cached_flushwait *fw;
 
+	if (walk->name && strcmp(xcache_entry_name(e), walk->name))
+		return 0;
 	if (!__atomic_load_n(&o->unclean, __ATOMIC_ACQUIRE))
 		return 0;
 	fw = calloc(1, sizeof(*fw));
@@ -953,9 +1241,29 @@ static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
 
 static void flush_op_start(struct cached *c, struct cached_cio *cio)
 {
+	struct xseg_request *req = cio->req;
+	struct cached_flush_walk walk = {cio, NULL};
+	char name[XSEG_MAX_TARGETLEN + 1];
+	struct xcache_entry *e;
+
 	cio->pending = 1; /* ours, dropped after the walk */
-	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
-			flush_op_visit, cio);
+	if (req->targetlen) {
+		memcpy(name, req->target, req->targetlen);
+		name[req->targetlen] = '\0';
+		walk.name = name;
+		CACHED_STAT(c, targeted_flushes, 1);
+	}
+	if (walk.name && !xcache_lookup(c->cache, name, &e)) {
+		flush_op_visit(c->cache, e, &walk);
+		obj_put(c, e);
+	} else {
+		/* Not active: it may be evicted and still flushing. The
+		 * walk visits every pool node once whatever table it moves
+		 * to meanwhile, so it cannot miss the object. */
+		xcache_for_each(c->cache,
+				XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
+				flush_op_visit, &walk);
+	}
 	space_kick(c);
 	flush_op_put(c, cio);
 }
@@ -1014,6 +1322,15 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 	case CACHED_C_DELETE:
 	case CACHED_C_COPY_DST:
 		cio_delete(o, cio);
+		break;
+	case CACHED_C_INFO:
+		cio_info(o, cio);
+		break;
+	case CACHED_C_NC_READ:
+		cio_nc_read(o, cio);
+		break;
+	case CACHED_C_NC_WRITE:
+		cio_nc_write(o, cio);
 		break;
 	default:
 		cio_finish(o->c, cio, EOPNOTSUPP);
@@ -1074,6 +1391,8 @@ int cached_submit_request(struct cached *c, struct xseg_request *req)
 	if ((req->op == XSEG_OP_READ || req->op == XSEG_OP_WRITE) &&
 	    req->size && !c->io->data(c, req))
 		return -EINVAL;
+	if (req->op == XSEG_OP_INFO && !c->io->data(c, req))
+		return -EINVAL;
 	if (req->op == XSEG_OP_COPY) {
 		const struct xseg_request_copy *cp = c->io->data(c, req);
 		if (!cp || !cp->src_targetlen ||
@@ -1087,11 +1406,21 @@ int cached_submit_request(struct cached *c, struct xseg_request *req)
 	cio->req = req;
 	switch (req->op) {
 	case XSEG_OP_READ:
+		if (req->flags & XSEG_F_NOCACHE) {
+			cio->kind = CACHED_C_NC_READ;
+			break;
+		}
 		cio->kind = CACHED_C_READ;
 		CACHED_STAT(c, reads, 1);
 		break;
 	case XSEG_OP_WRITE:
-		cio->kind = CACHED_C_WRITE;
+		cio->kind = req->flags & XSEG_F_NOCACHE ? CACHED_C_NC_WRITE
+							: CACHED_C_WRITE;
+		break;
+	case XSEG_OP_INFO:
+		/* NOCACHE: the next port answers (after a flush) */
+		cio->kind = req->flags & XSEG_F_NOCACHE ? CACHED_C_FLUSHWAIT
+							: CACHED_C_INFO;
 		break;
 	case XSEG_OP_DELETE:
 		cio->kind = CACHED_C_DELETE;
@@ -1137,6 +1466,12 @@ static int hook_init(void *cache_priv, struct xcache_entry *e)
 
 	o->entry = e;
 	__atomic_store_n(&o->clean_at, 0, __ATOMIC_RELAXED);
+	/* a new object: nothing known about its size */
+	o->size_known = false;
+	o->size = 0;
+	o->write_end = 0;
+	o->size_gen++;
+	o->nocache_inflight = 0;
 	cached_obj_set_state(o, CACHED_O_READY);
 	__atomic_add_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
 	return 0;

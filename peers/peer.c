@@ -72,6 +72,8 @@ struct peer {
 	uint64_t failed[XSEG_OP_COUNT];
 	uint64_t forwarded;
 	uint64_t start_ns;
+	uint64_t stats_published_ns; /* main thread only */
+	bool stats_warned;
 };
 
 /* Which worker the calling thread is, for peer_worker_index. */
@@ -329,6 +331,73 @@ static void peer_dump_stats(struct peer *p)
 			  pi.reply_depth, pi.free_depth);
 	if (p->ops->stats)
 		p->ops->stats(p);
+	peer_publish_stats(p);
+}
+
+void peer_stat(struct xseg_stat *st, uint32_t *n, uint32_t max,
+	       const char *name, uint64_t value)
+{
+	if (*n >= max)
+		return;
+	memset(st[*n].name, 0, sizeof(st[*n].name));
+	strncpy(st[*n].name, name, sizeof(st[*n].name) - 1);
+	st[*n].value = value;
+	(*n)++;
+}
+
+int peer_publish_stats(struct peer *p)
+{
+	struct xseg_stat st[XSEG_STATS_MAX];
+	uint64_t accepted = 0, replies = 0, failed = 0, inflight, forwarded;
+	uint32_t n = 0;
+	int rc;
+
+	for (unsigned t = 0; p->workers && t < p->nr_threads; t++) {
+		for (unsigned op = 1; op < XSEG_OP_COUNT; op++)
+			accepted += __atomic_load_n(&p->workers[t].accepted[op],
+						    __ATOMIC_RELAXED);
+		replies +=
+		    __atomic_load_n(&p->workers[t].replies, __ATOMIC_RELAXED);
+	}
+	for (unsigned op = 1; op < XSEG_OP_COUNT; op++)
+		failed += __atomic_load_n(&p->failed[op], __ATOMIC_RELAXED);
+	inflight = peer_inflight(p);
+	forwarded = __atomic_load_n(&p->forwarded, __ATOMIC_RELAXED);
+	peer_stat(st, &n, XSEG_STATS_MAX, "uptime_ms",
+		  p->start_ns ? (peer_now_ns() - p->start_ns) / 1000000 : 0);
+	peer_stat(st, &n, XSEG_STATS_MAX, "threads", p->nr_threads);
+	peer_stat(st, &n, XSEG_STATS_MAX, "accepted", accepted);
+	/* a snapshot: completed is derived, as in the SIGUSR1 log */
+	peer_stat(st, &n, XSEG_STATS_MAX, "completed",
+		  inflight + forwarded > accepted
+		      ? 0
+		      : accepted - inflight - forwarded);
+	peer_stat(st, &n, XSEG_STATS_MAX, "failed", failed);
+	peer_stat(st, &n, XSEG_STATS_MAX, "forwarded", forwarded);
+	peer_stat(st, &n, XSEG_STATS_MAX, "in_flight", inflight);
+	peer_stat(st, &n, XSEG_STATS_MAX, "replies", replies);
+	peer_stat(st, &n, XSEG_STATS_MAX, "stopping", peer_stopping(p) ? 1 : 0);
+	if (p->ops->stats_table)
+		n += p->ops->stats_table(p, st + n, XSEG_STATS_MAX - n);
+	if (n > XSEG_STATS_MAX)
+		n = XSEG_STATS_MAX; /* a hook that ignored max */
+	rc = xseg_port_stats_publish(p->seg, p->port, st, n);
+	p->stats_published_ns = peer_now_ns();
+	if (rc < 0 && !p->stats_warned) {
+		/* once: a bad name in a peer's table is a bug, not news */
+		p->stats_warned = true;
+		peer_warn("port %" PRIu32 ": cannot publish statistics: %s",
+			  p->port, strerror(-rc));
+	}
+	return rc;
+}
+
+/* Publish if the last publication is a second old (loops that poll). */
+static void peer_publish_stats_due(struct peer *p)
+{
+	if (peer_now_ns() - p->stats_published_ns >=
+	    PEER_REAP_PERIOD_S * 1000000000ULL)
+		peer_publish_stats(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -607,6 +676,7 @@ static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 				return;
 			}
 			sig = sigtimedwait(sigs, &si, &ts);
+			peer_publish_stats_due(p);
 			if (sig == SIGUSR1)
 				peer_dump_stats(p);
 			else if (sig == SIGTERM || sig == SIGINT) {
@@ -635,6 +705,7 @@ static void peer_drain(struct peer *p, const sigset_t *sigs)
 			return;
 		}
 		int sig = sigtimedwait(sigs, &si, &ts);
+		peer_publish_stats_due(p);
 		if (sig == SIGUSR1)
 			peer_dump_stats(p);
 		else if (sig == SIGTERM || sig == SIGINT) {
@@ -769,6 +840,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	peer_info("serving segment %s port %" PRIu32 " with %u thread(s), "
 		  "pid %ld",
 		  xseg_name(p->seg), p->port, p->nr_threads, (long)getpid());
+	peer_publish_stats(p); /* readable from the start */
 	if (ready_fd >= 0) {
 		peer_daemon_ready(ready_fd, true);
 		ready_fd = -1;
@@ -781,6 +853,8 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		siginfo_t si;
 		int sig = sigtimedwait(&sigs, &si, &reap_ts);
 
+		/* also when signals keep the timeout from expiring */
+		peer_publish_stats_due(p);
 		if (sig < 0 && errno == EAGAIN) {
 			int n = xseg_reap(p->seg, NULL);
 
@@ -807,6 +881,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		ops->stop(p);
 	peer_drain(p, &sigs);
 	peer_join_workers(p);
+	peer_publish_stats(p); /* the last numbers outlive us */
 	status = __atomic_load_n(&p->exit_status, __ATOMIC_RELAXED);
 out_fini:
 	if (ops->fini)

@@ -22,6 +22,10 @@
  *   4. ops->init; then the worker threads start;
  *   5. the main thread waits for signals: SIGUSR1 logs statistics
  *      (framework, port, then ops->stats), SIGTERM/SIGINT start shutdown;
+ *      every second, on SIGUSR1 and once more after the drain it also
+ *      publishes the framework's counters and ops->stats_table's in the
+ *      port's statistics area of the segment (xseg_port_stats_publish),
+ *      where `xsegctl stats SEGMENT PORT` reads them with no signal;
  *   6. shutdown: workers stop accepting new requests; requests already
  *      accepted are still handed to their handlers and served; ops->stop
  *      is called once no worker is in its accept/dispatch step (so no
@@ -109,6 +113,13 @@ struct peer_ops {
 	void (*fini)(struct peer *p);
 	/* SIGUSR1: log the peer's own statistics with peer_info(). */
 	void (*stats)(struct peer *p);
+	/* The peer's own counters for the port's statistics area: fill at
+	 * most max entries of st (peer_stat() helps) and return how many.
+	 * Runs on the main thread concurrently with the workers (read
+	 * counters with relaxed atomics), every second, on SIGUSR1 and
+	 * after the drain (before fini). Optional. */
+	uint32_t (*stats_table)(struct peer *p, struct xseg_stat *st,
+				uint32_t max);
 
 	peer_handler_fn handlers[XSEG_OP_COUNT];
 	/* A reply to a request this peer submitted from its port. */
@@ -151,6 +162,16 @@ void peer_request_stop(struct peer *p, int exit_status);
 
 /* Number of requests handed to handlers and not yet completed. */
 uint64_t peer_inflight(struct peer *p);
+
+/* Append counter name = value to st[*n] if *n < max (else drop it) and
+ * advance *n. name: 1..XSEG_STAT_NAME_LEN-1 chars of [A-Za-z0-9_.-]
+ * (longer names are cut). */
+void peer_stat(struct xseg_stat *st, uint32_t *n, uint32_t max,
+	       const char *name, uint64_t value);
+
+/* Publish the statistics now (what the main thread does every second).
+ * Main thread only. Returns 0 or the error of xseg_port_stats_publish. */
+int peer_publish_stats(struct peer *p);
 
 /* Name of an op ("read", "write", ..., "ping"), "unknown" for others. */
 const char *peer_op_name(unsigned op);

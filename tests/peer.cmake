@@ -8,7 +8,7 @@ ac_library(test_peer_run SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_peer_run.c
            DEPS xseg xseg_testutil)
 ac_test(test_peer SOURCES test_peer.c DEPS test_peer_run xseg_testutil xseg
         LABELS concurrent TIMEOUT 300)
-add_dependencies(test_peer noop)
+add_dependencies(test_peer noop xsegctl)
 ac_test(test_bench_xseg SOURCES test_bench_xseg.c
         DEPS test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 600)
 add_dependencies(test_bench_xseg noop bench_xseg)

@@ -191,8 +191,18 @@ static int bench(struct env *e, uint32_t port, const char *op,
 /* A synchronous client                                                */
 /* ------------------------------------------------------------------ */
 
+static int io_flags(struct env *e, uint32_t dst, uint16_t op, uint32_t flags,
+		    const char *target, uint64_t off, void *buf, uint64_t size);
+
 static int io(struct env *e, uint32_t dst, uint16_t op, const char *target,
 	      uint64_t off, void *buf, uint64_t size)
+{
+	return io_flags(e, dst, op, 0, target, off, buf, size);
+}
+
+/* One request with flags; INFO: buf receives struct xseg_reply_info. */
+static int io_flags(struct env *e, uint32_t dst, uint16_t op, uint32_t flags,
+		    const char *target, uint64_t off, void *buf, uint64_t size)
 {
 	struct xseg_request *req, *rep;
 	size_t tl = target ? strlen(target) : 0;
@@ -207,6 +217,7 @@ static int io(struct env *e, uint32_t dst, uint16_t op, const char *target,
 		return rc;
 	}
 	req->op = op;
+	req->flags = flags;
 	req->offset = off;
 	req->size = size;
 	if (tl)
@@ -226,7 +237,7 @@ static int io(struct env *e, uint32_t dst, uint16_t op, const char *target,
 	if (!rc && (op == XSEG_OP_READ || op == XSEG_OP_WRITE) &&
 	    req->serviced != size)
 		rc = -EIO;
-	if (!rc && op == XSEG_OP_READ)
+	if (!rc && (op == XSEG_OP_READ || op == XSEG_OP_INFO))
 		memcpy(buf, xseg_request_data(e->seg, req), size);
 	xseg_put_request(e->seg, req);
 	return rc;
@@ -354,6 +365,99 @@ static int run_cached(struct env *e, const char *a, const char *b,
 
 	return xtu_wait(spawn(argv), 30000);
 }
+
+/* ------------------------------------------------------------------ */
+/* INFO, NOCACHE, targeted FLUSH and the statistics area, end to end   */
+/* ------------------------------------------------------------------ */
+
+static uint64_t stat_of(const struct xseg_port_stats *ps, const char *name)
+{
+	for (uint32_t i = 0; i < ps->nr; i++)
+		if (!strcmp(ps->stats[i].name, name))
+			return ps->stats[i].value;
+	return UINT64_MAX;
+}
+
+START_TEST(test_info_nocache_stats)
+{
+	struct env e;
+	struct xseg_reply_info info;
+	struct xseg_port_stats ps;
+	unsigned char a[BLK], b[BLK], r[BLK];
+	const char *opts[] = {"--cache-size", "2M", "--object-size", "256k",
+			      NULL};
+	int rc = -1;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	env_up(&e, "ins", 256);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	/* write-back: only in the cache */
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_WRITE, "o1", 0, a, BLK),
+			 0);
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_READ, "o1", 0, r, BLK), 0);
+	/* INFO: asked once, then from the cache; includes the dirty block */
+	ck_assert_int_eq(
+	    io(&e, CACHED_PORT, XSEG_OP_INFO, "o1", 0, &info, sizeof(info)), 0);
+	ck_assert_uint_eq(info.size, BLK);
+	ck_assert_int_eq(
+	    io(&e, CACHED_PORT, XSEG_OP_INFO, "o1", 0, &info, sizeof(info)), 0);
+	ck_assert_uint_eq(info.size, BLK);
+	/* a NOCACHE read is served by the store, which has the data now */
+	memset(r, 0, sizeof(r));
+	ck_assert_int_eq(io_flags(&e, CACHED_PORT, XSEG_OP_READ, XSEG_F_NOCACHE,
+				  "o1", 0, r, BLK),
+			 0);
+	ck_assert_mem_eq(r, a, BLK);
+	/* a NOCACHE write: the cached copy must not be seen afterwards */
+	ck_assert_int_eq(io_flags(&e, CACHED_PORT, XSEG_OP_WRITE,
+				  XSEG_F_NOCACHE, "o1", 0, b, BLK),
+			 0);
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_READ, "o1", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, b, BLK);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o1", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, b, BLK);
+	/* FLUSH of one object: its dirty data reaches the store */
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_WRITE, "o2", BLK, a, BLK),
+			 0);
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_FLUSH, "o2", 0, NULL, 0),
+			 0);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o2", BLK, r, BLK),
+			 0);
+	ck_assert_mem_eq(r, a, BLK);
+	/* the statistics area shows it without a signal (published every
+	 * second: wait, bounded, for the last request to be counted) */
+	for (int t = 0; t < 20000; t++) {
+		rc = xseg_port_stats_read(e.seg, CACHED_PORT, &ps);
+		if (!rc && stat_of(&ps, "targeted_flushes") == 1)
+			break;
+		usleep(1000);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(ps.pid, e.cached);
+	ck_assert_uint_eq(stat_of(&ps, "targeted_flushes"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "info_asked"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "info_hits"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "nocache_reads"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "nocache_writes"), 1);
+	ck_assert_uint_ge(stat_of(&ps, "hits"), 1);
+	ck_assert_uint_ge(stat_of(&ps, "misses"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "partial_hits"), 0);
+	ck_assert_uint_ge(stat_of(&ps, "flushes"), 2);
+	ck_assert_uint_ge(stat_of(&ps, "bytes_to_next"), 3 * BLK);
+	ck_assert_uint_ge(stat_of(&ps, "bytes_from_next"), BLK);
+	ck_assert_uint_eq(stat_of(&ps, "dirty_bytes"), 0);
+	ck_assert_uint_eq(stat_of(&ps, "evictions"), 0);
+	ck_assert_uint_eq(stat_of(&ps, "accepted"), 9);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	/* the last numbers stay after cached exited */
+	ck_assert_int_eq(xseg_port_stats_read(e.seg, CACHED_PORT, &ps), 0);
+	ck_assert_uint_eq(stat_of(&ps, "nocache_writes"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "stopping"), 1);
+	env_down(&e);
+}
+END_TEST
 
 START_TEST(test_bad_usage)
 {
@@ -819,6 +923,10 @@ int main(void)
 	tcase_add_test(tc, test_verify_writethrough);
 	tcase_add_test(tc, test_many_objects_small_cache);
 	tcase_add_test(tc, test_bad_usage);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("info_nocache_stats");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_info_nocache_stats);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("faults");
 	tcase_set_timeout(tc, 120);

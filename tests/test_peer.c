@@ -296,6 +296,159 @@ START_TEST(sigusr1_stats)
 }
 END_TEST
 
+/* Value of counter name in a statistics table, or UINT64_MAX. */
+static uint64_t stat_value(const struct xseg_port_stats *ps, const char *name)
+{
+	for (uint32_t i = 0; i < ps->nr; i++)
+		if (!strcmp(ps->stats[i].name, name))
+			return ps->stats[i].value;
+	return UINT64_MAX;
+}
+
+/* The framework publishes its counters in the port's statistics area
+ * without any signal; xsegctl stats prints them; a SIGKILLed peer's last
+ * numbers stay readable, marked as not running. */
+START_TEST(stats_area_published)
+{
+	struct env e;
+	struct xseg_request *req;
+	struct xseg_port_stats ps;
+	char *out = NULL, *err = NULL;
+	int rc = -1;
+
+	env_start(&e, "starea", NULL);
+	for (int i = 0; i < 50; i++) {
+		ck_assert_int_eq(tpr_roundtrip(&e.cli, 1, XSEG_OP_READ, "o", 0,
+					       512, 512, &req),
+				 0);
+		xseg_put_request(e.cli.seg, req);
+	}
+	/* published every second: wait (bounded) until it shows the 50 */
+	for (int t = 0; t < 20000; t++) {
+		rc = xseg_port_stats_read(e.seg, 1, &ps);
+		if (!rc && stat_value(&ps, "accepted") == 50 &&
+		    stat_value(&ps, "in_flight") == 0)
+			break;
+		usleep(1000);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(stat_value(&ps, "accepted"), 50);
+	ck_assert_uint_eq(stat_value(&ps, "completed"), 50);
+	ck_assert_uint_eq(stat_value(&ps, "threads"), 1);
+	ck_assert_int_eq(ps.pid, e.peer);
+
+	const char *sh[] = {"xsegctl", "stats", e.name, "1", NULL};
+	ck_assert_int_eq(tpr_run(sh, &out, &err, 10000), 0);
+	ck_assert_msg(strstr(out, "(alive)"), "%s", out);
+	ck_assert_msg(strstr(out, "accepted               50"), "%s", out);
+	free(out);
+	free(err);
+	const char *js[] = {"xsegctl", "stats", "--json", e.name, "1", NULL};
+	ck_assert_int_eq(tpr_run(js, &out, &err, 10000), 0);
+	ck_assert_msg(strstr(out, "\"publisher_alive\":true"), "%s", out);
+	ck_assert_msg(strstr(out, "\"accepted\":50,"), "%s", out);
+	free(out);
+	free(err);
+	/* a port nobody published on */
+	const char *none[] = {"xsegctl", "stats", e.name, "2", NULL};
+	ck_assert_int_eq(tpr_run(none, &out, &err, 10000), 0);
+	ck_assert_msg(strstr(out, "none published"), "%s", out);
+	free(out);
+	free(err);
+	const char *nonej[] = {"xsegctl", "stats", "--json", e.name, "2", NULL};
+	ck_assert_int_eq(tpr_run(nonej, &out, &err, 10000), 0);
+	ck_assert_msg(strstr(out, "\"peer_stats\":null"), "%s", out);
+	free(out);
+	free(err);
+
+	/* SIGKILL: the numbers outlive the peer */
+	tpr_client_close(&e.cli);
+	ck_assert_int_eq(xtu_kill(e.peer, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(e.peer, 20000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_port_stats_read(e.seg, 1, &ps), 0);
+	ck_assert_int_eq(ps.pid, e.peer);
+	ck_assert_uint_eq(stat_value(&ps, "accepted"), 50);
+	ck_assert_int_eq(tpr_run(sh, &out, &err, 10000), 0);
+	ck_assert_msg(strstr(out, "(not running)"), "%s", out);
+	ck_assert_msg(strstr(out, "accepted               50"), "%s", out);
+	free(out);
+	free(err);
+	xseg_leave(e.seg);
+}
+END_TEST
+
+/* The area's API refuses bad input and changes nothing. */
+START_TEST(stats_area_bad_input)
+{
+	struct xseg *seg;
+	struct tpr_client cli;
+	struct xseg_port_stats ps;
+	struct xseg_stat st[XSEG_STATS_MAX + 1];
+	const char *name = tpr_segment("stbad", &seg);
+
+	ck_assert_ptr_nonnull(name);
+	ck_assert_int_eq(tpr_client_open(&cli, name), 0);
+	memset(st, 0, sizeof(st));
+	for (unsigned i = 0; i <= XSEG_STATS_MAX; i++) {
+		snprintf(st[i].name, sizeof(st[i].name), "c%u", i);
+		st[i].value = 1000 + i;
+	}
+	/* reads */
+	ck_assert_int_eq(xseg_port_stats_read(seg, xseg_nr_ports(seg), &ps),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, NULL), -EINVAL);
+	ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps), -ENOENT);
+	/* publishes refused, nothing published */
+	ck_assert_int_eq(
+	    xseg_port_stats_publish(cli.seg, cli.port, st, XSEG_STATS_MAX + 1),
+	    -EINVAL);
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, NULL, 1),
+			 -EINVAL);
+	ck_assert_int_eq(
+	    xseg_port_stats_publish(cli.seg, xseg_nr_ports(seg), st, 1),
+	    -EINVAL);
+	strcpy(st[1].name, "bad name");
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, st, 2),
+			 -EINVAL);
+	st[1].name[0] = '\0';
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, st, 2),
+			 -EINVAL);
+	memset(st[1].name, 'x', sizeof(st[1].name)); /* no NUL */
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, st, 2),
+			 -EINVAL);
+	/* a port this process does not own (static port 1: free) */
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, 1, st, 1), -EPERM);
+	ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps), -ENOENT);
+	ck_assert_int_eq(xseg_port_stats_read(seg, 1, &ps), -ENOENT);
+	/* a good one, read back through another mapping */
+	strcpy(st[1].name, "c1");
+	ck_assert_int_eq(
+	    xseg_port_stats_publish(cli.seg, cli.port, st, XSEG_STATS_MAX), 0);
+	ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps), 0);
+	ck_assert_uint_eq(ps.nr, XSEG_STATS_MAX);
+	ck_assert_uint_eq(ps.count, 1);
+	ck_assert_int_eq(ps.pid, getpid());
+	ck_assert_str_eq(ps.stats[XSEG_STATS_MAX - 1].name, "c39");
+	ck_assert_uint_eq(stat_value(&ps, "c7"), 1007);
+	/* a refused publish leaves the last table as it was */
+	strcpy(st[0].name, "a b");
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, st, 3),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps), 0);
+	ck_assert_uint_eq(ps.count, 1);
+	ck_assert_uint_eq(ps.nr, XSEG_STATS_MAX);
+	/* and the next good one replaces it whole */
+	strcpy(st[0].name, "only");
+	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, st, 1), 0);
+	ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps), 0);
+	ck_assert_uint_eq(ps.count, 2);
+	ck_assert_uint_eq(ps.nr, 1);
+	ck_assert_str_eq(ps.stats[0].name, "only");
+	tpr_client_close(&cli);
+	xseg_leave(seg);
+}
+END_TEST
+
 START_TEST(dynamic_port)
 {
 	struct xseg *seg;
@@ -468,6 +621,8 @@ int main(void)
 	tcase_add_test(tc, graceful_shutdown_inflight);
 	tcase_add_test(tc, drain_timeout);
 	tcase_add_test(tc, sigusr1_stats);
+	tcase_add_test(tc, stats_area_published);
+	tcase_add_test(tc, stats_area_bad_input);
 	tcase_add_test(tc, dynamic_port);
 	tcase_add_test(tc, peer_reaps);
 	tcase_add_test(tc, daemon_pidfile);

@@ -196,3 +196,104 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->free_depth = pl->freeq ? xq_count(pl->freeq) : 0;
 	return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Per-port statistics area                                            */
+/* ------------------------------------------------------------------ */
+
+_Static_assert(sizeof(struct xseg_stats_copy) % 8 == 0, "word copies");
+
+static bool stat_name_ok(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < XSEG_STAT_NAME_LEN && name[i]; i++) {
+		char ch = name[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+		      ch == '-'))
+			return false;
+	}
+	return i > 0 && i < XSEG_STAT_NAME_LEN;
+}
+
+int xseg_port_stats_publish(struct xseg *seg, uint32_t port,
+			    const struct xseg_stat *stats, uint32_t nr)
+{
+	struct xseg_stats_copy tmp;
+	struct xseg_stats_area *a;
+	struct xseg_port *p;
+	uint64_t count, *dst;
+	const uint64_t *src;
+
+	if (!seg || port >= seg->nr_ports || (!stats && nr) ||
+	    nr > XSEG_STATS_MAX)
+		return -EINVAL;
+	for (uint32_t i = 0; i < nr; i++)
+		if (!stat_name_ok(stats[i].name))
+			return -EINVAL;
+	if (!xseg_owned_by_self(seg, port))
+		return -EPERM;
+	p = seg->ports[port].port;
+	a = &p->stats;
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.nr = nr;
+	tmp.pid = (int32_t)seg->self_pid;
+	tmp.generation = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+	tmp.published_ns = xseg_now_ns();
+	for (uint32_t i = 0; i < nr; i++) {
+		memcpy(tmp.stats[i].name, stats[i].name, XSEG_STAT_NAME_LEN);
+		tmp.stats[i].value = stats[i].value;
+	}
+	/* only the owner writes count */
+	count = __atomic_load_n(&a->count, __ATOMIC_RELAXED);
+	/* The copy we overwrite was named by count - 1: the release store
+	 * of count must be ordered before these stores (seqlock writer). */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	dst = (uint64_t *)&a->copy[(count + 1) & 1];
+	src = (const uint64_t *)&tmp;
+	for (size_t i = 0; i < sizeof(tmp) / 8; i++)
+		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&a->count, count + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int xseg_port_stats_read(struct xseg *seg, uint32_t port,
+			 struct xseg_port_stats *out)
+{
+	struct xseg_stats_copy tmp;
+	struct xseg_stats_area *a;
+
+	if (!seg || !out || port >= seg->nr_ports)
+		return -EINVAL;
+	a = &seg->ports[port].port->stats;
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t count = __atomic_load_n(&a->count, __ATOMIC_ACQUIRE);
+		const uint64_t *src;
+		uint64_t *dst = (uint64_t *)&tmp;
+
+		if (!count)
+			return -ENOENT;
+		src = (const uint64_t *)&a->copy[count & 1];
+		for (size_t i = 0; i < sizeof(tmp) / 8; i++)
+			dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&a->count, __ATOMIC_RELAXED) != count)
+			continue;
+		if (tmp.nr > XSEG_STATS_MAX)
+			return -EIO;
+		memset(out, 0, sizeof(*out));
+		out->nr = tmp.nr;
+		out->pid = tmp.pid;
+		out->generation = tmp.generation;
+		out->published_ns = tmp.published_ns;
+		out->count = count;
+		for (uint32_t i = 0; i < tmp.nr; i++) {
+			out->stats[i] = tmp.stats[i];
+			out->stats[i].name[XSEG_STAT_NAME_LEN - 1] = '\0';
+		}
+		return 0;
+	}
+	return -EAGAIN;
+}

@@ -23,7 +23,11 @@
 _Static_assert(sizeof(struct xseg_shared_header) <= XSEG_HEADER_SIZE,
 	       "header fits its page");
 _Static_assert(sizeof(struct xseg_request) % 64 == 0, "requests aligned");
-_Static_assert(sizeof(struct xseg_port) == 6 * 64, "port layout");
+/* 6 lines of queues, owner and counters, then the statistics area */
+_Static_assert(sizeof(struct xseg_port) ==
+		   6 * 64 + sizeof(struct xseg_stats_area),
+	       "port layout");
+_Static_assert(sizeof(struct xseg_port) % 64 == 0, "ports aligned");
 
 static void xseg_err(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

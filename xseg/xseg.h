@@ -65,7 +65,7 @@
 #include <sys/types.h>
 
 #define XSEG_MAGIC	   0x3147455358435241ULL /* "ARCXSEG1", little endian */
-#define XSEG_VERSION	   1
+#define XSEG_VERSION	   2 /* 2: per-port statistics area */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX
@@ -355,6 +355,59 @@ struct xseg_port_info {
 };
 int xseg_port_info(struct xseg *seg, uint32_t port,
 		   struct xseg_port_info *info);
+
+/* ------------------------------------------------------------------------
+ * Per-port statistics area
+ *
+ * Every port has, in the segment, a table of up to XSEG_STATS_MAX named
+ * 64-bit counters. Its owner publishes it (the peer framework: every
+ * second and on SIGUSR1); anyone who joined the segment reads it without
+ * disturbing the owner (xsegctl stats). It is not cleared when the owner
+ * dies or releases the port: the last numbers stay readable, with the
+ * time they were published, until the next owner publishes.
+ *
+ * Memory ordering: the area holds two copies and a publish count. A
+ * publish writes the copy the count does not name, then stores count + 1
+ * with release; a reader loads the count with acquire, copies the named
+ * copy and checks the count did not move (else it retries). So a reader
+ * never returns a half-written table, and a publisher killed mid-way
+ * leaves the previous table readable. API change: added in layout
+ * version 2 (struct xseg_port grew by the area).
+ */
+#define XSEG_STATS_MAX	   40
+#define XSEG_STAT_NAME_LEN 24 /* including the terminating NUL */
+
+struct xseg_stat {
+	char name[XSEG_STAT_NAME_LEN]; /* 1..23 chars, [A-Za-z0-9_.-] */
+	uint64_t value;
+};
+
+struct xseg_port_stats {
+	uint32_t nr;	     /* valid entries of stats[] */
+	int32_t pid;	     /* process that published */
+	uint32_t generation; /* port generation at publication */
+	uint32_t reserved;
+	uint64_t published_ns; /* CLOCK_MONOTONIC (system-wide) */
+	uint64_t count;	       /* publications since the segment's creation */
+	struct xseg_stat stats[XSEG_STATS_MAX];
+};
+
+/* Publish nr counters for port, which this process must own. Not
+ * thread-safe for one port: one publisher thread (or a lock) per port.
+ * Wait-free, no syscall except the clock. Errors, with nothing changed:
+ * -EINVAL (bad port, NULL stats with nr > 0, nr > XSEG_STATS_MAX, a name
+ * empty, not NUL-terminated within XSEG_STAT_NAME_LEN or with a character
+ * outside [A-Za-z0-9_.-]), -EPERM (port not owned by this process). */
+int xseg_port_stats_publish(struct xseg *seg, uint32_t port,
+			    const struct xseg_stat *stats, uint32_t nr);
+
+/* Read the last table published for port into *out (any process, any
+ * thread, lock-free). Errors: -EINVAL (bad port, NULL out), -ENOENT
+ * (nothing published since the segment was created), -EAGAIN (the owner
+ * published continuously while we copied, 1000 times in a row), -EIO (the
+ * area is corrupt: entry count out of range). */
+int xseg_port_stats_read(struct xseg *seg, uint32_t port,
+			 struct xseg_port_stats *out);
 
 /* ------------------------------------------------------------------------
  * Request life cycle

@@ -86,6 +86,22 @@ struct xseg_shared_header {
 	_Alignas(64) uint32_t epoch;
 };
 
+/* One published statistics table (see xseg_port_stats_*): a multiple
+ * of 8 bytes, copied word by word with relaxed atomics. */
+struct xseg_stats_copy {
+	uint32_t nr;
+	int32_t pid;
+	uint32_t generation;
+	uint32_t reserved;
+	uint64_t published_ns;
+	struct xseg_stat stats[XSEG_STATS_MAX];
+};
+
+struct xseg_stats_area {
+	_Alignas(64) uint64_t count; /* publications; copy[count & 1] */
+	_Alignas(64) struct xseg_stats_copy copy[2];
+};
+
 struct xseg_port {
 	/* line 0: read by every submit/accept/respond, written rarely */
 	_Alignas(64) uint64_t owner; /* see XSEG_OWNER_* */
@@ -119,6 +135,10 @@ struct xseg_port {
 	_Alignas(64) uint64_t sent;
 	uint64_t received;
 	uint64_t id_next;
+
+	/* lines 6..: statistics published by the owner; kept across
+	 * owners (zeroed only at segment creation) */
+	struct xseg_stats_area stats;
 };
 
 /* Process-local view of one port: pointers into this mapping. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "peer_util.h"
 #include "xseg.h"
@@ -45,7 +46,9 @@ static void ctl_usage(void)
 	       "redirect, queues, counters\n"
 	       "                        (bound or redirected ports; --all "
 	       "for every port)\n"
-	       "  stats SEGMENT PORT    every counter of one port\n"
+	       "  stats SEGMENT PORT    every counter of one port, and the "
+	       "peer's own\n"
+	       "                        statistics as it last published them\n"
 	       "  redirect SEGMENT PORT NEXT\n"
 	       "                        send new requests for PORT to NEXT\n"
 	       "  unredirect SEGMENT PORT\n"
@@ -292,7 +295,8 @@ static void ctl_json_str(const char *s)
 	putchar('"');
 }
 
-static void ctl_port_json(const struct xseg_port_info *pi)
+/* The port's fields, without the closing brace (stats appends). */
+static void ctl_port_json_open(const struct xseg_port_info *pi)
 {
 	printf("{\"port\":%" PRIu32 ",\"dynamic\":%s,\"state\":\"%s\","
 	       "\"owner_pid\":%ld,\"generation\":%" PRIu32 ",\"peer_type\":",
@@ -308,10 +312,29 @@ static void ctl_port_json(const struct xseg_port_info *pi)
 	       ",\"received\":%" PRIu64 ",\"accepted\":%" PRIu64
 	       ",\"served\":%" PRIu64 ",\"failed\":%" PRIu64
 	       ",\"rejected\":%" PRIu64 ",\"forwarded\":%" PRIu64
-	       ",\"reaped\":%" PRIu64 "}",
+	       ",\"reaped\":%" PRIu64,
 	       pi->request_depth, pi->reply_depth, pi->free_depth, pi->sent,
 	       pi->received, pi->accepted, pi->served, pi->failed, pi->rejected,
 	       pi->forwarded, pi->reaped);
+}
+
+static void ctl_port_json(const struct xseg_port_info *pi)
+{
+	ctl_port_json_open(pi);
+	putchar('}');
+}
+
+/* Age in seconds of a publication stamped with CLOCK_MONOTONIC (which is
+ * system-wide, so comparable across processes). */
+static double ctl_stats_age(const struct xseg_port_stats *ps)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return now > ps->published_ns ? (double)(now - ps->published_ns) / 1e9
+				      : 0.0;
 }
 
 static int ctl_create(struct ctl *c)
@@ -450,8 +473,9 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 static int ctl_stats(struct ctl *c, struct xseg *seg)
 {
 	struct xseg_port_info pi;
+	struct xseg_port_stats ps;
 	uint32_t port;
-	int rc;
+	int rc, src;
 
 	if (ctl_port(c, seg, c->args[0], &port) < 0)
 		return 1;
@@ -461,9 +485,32 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 			port, strerror(-rc));
 		return 1;
 	}
+	src = xseg_port_stats_read(seg, port, &ps);
+	if (src < 0 && src != -ENOENT) {
+		ctl_err("segment %s: port %" PRIu32 ": cannot read statistics: "
+			"%s",
+			xseg_name(seg), port, strerror(-src));
+		return 1;
+	}
 	if (c->json) {
-		ctl_port_json(&pi);
-		putchar('\n');
+		ctl_port_json_open(&pi);
+		if (src == -ENOENT) {
+			printf(",\"peer_stats\":null}\n");
+			return 0;
+		}
+		printf(",\"peer_stats\":{\"pid\":%ld,\"publisher_alive\":%s,"
+		       "\"age_s\":%.3f,\"publications\":%" PRIu64
+		       ",\"counters\":{",
+		       (long)ps.pid,
+		       pi.alive && pi.owner_pid == ps.pid ? "true" : "false",
+		       ctl_stats_age(&ps), ps.count);
+		for (uint32_t i = 0; i < ps.nr; i++) {
+			if (i)
+				putchar(',');
+			ctl_json_str(ps.stats[i].name);
+			printf(":%" PRIu64, ps.stats[i].value);
+		}
+		printf("}}}\n");
 		return 0;
 	}
 	printf("port:          %" PRIu32 " (%s)\n", port,
@@ -488,6 +535,18 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 	       pi.reaped);
 	printf("as a client:   sent %" PRIu64 ", received %" PRIu64 "\n",
 	       pi.sent, pi.received);
+	if (src == -ENOENT) {
+		printf("peer stats:    none published\n");
+		return 0;
+	}
+	/* the publisher may be gone: say so, and how old the numbers are */
+	printf("peer stats:    published by pid %ld (%s), %.1f s ago\n",
+	       (long)ps.pid,
+	       pi.alive && pi.owner_pid == ps.pid ? "alive" : "not running",
+	       ctl_stats_age(&ps));
+	for (uint32_t i = 0; i < ps.nr; i++)
+		printf("  %-22s %" PRIu64 "\n", ps.stats[i].name,
+		       ps.stats[i].value);
 	return 0;
 }
 

@@ -570,6 +570,11 @@ static void cached_stats(struct peer *p)
 	LD(next_errors);
 	LD(space_waits);
 	LD(nreq_waits);
+	LD(info_hits);
+	LD(info_asked);
+	LD(nocache_reads);
+	LD(nocache_writes);
+	LD(targeted_flushes);
 #undef LD
 	xcache_get_stats(c->cache, &xs);
 	peer_info(
@@ -592,10 +597,66 @@ static void cached_stats(struct peer *p)
 		  s.flush_rounds, s.flush_writes, s.fetches, s.bytes_to_next,
 		  s.bytes_from_next, s.next_errors, s.space_waits,
 		  s.nreq_waits);
+	peer_info("stats: cached: info from cache %" PRIu64 " asked %" PRIu64
+		  " nocache reads %" PRIu64 " writes %" PRIu64
+		  " targeted flushes %" PRIu64,
+		  s.info_hits, s.info_asked, s.nocache_reads, s.nocache_writes,
+		  s.targeted_flushes);
 	peer_info("stats: cached: objects active %" PRIu32 " evicted %" PRIu32
 		  " detached %" PRIu32 " free buckets %" PRIu32 " of %" PRIu32,
 		  xs.nr_active, xs.nr_evicted, xs.nr_detached,
 		  cached_pool_nr_free(&c->pool), c->pool.nr);
+}
+
+/* The port's statistics area (xsegctl stats): what the issue asks for
+ * (hits, misses, partial hits, evictions, dirty bytes, flushes, bytes to
+ * and from the next port) and what explains them. */
+static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
+				   uint32_t max)
+{
+	struct cached_peer *cp = peer_priv(p);
+	struct cached *c = &cp->c;
+	struct xcache_stats xs;
+	uint64_t bs = cp->cfg.bucket_size;
+	uint32_t n = 0;
+
+	if (!cp->initialised)
+		return 0;
+	xcache_get_stats(c->cache, &xs);
+#define ST(name, v) peer_stat(st, &n, max, name, v)
+#define LD(f)	    __atomic_load_n(&c->st.f, __ATOMIC_RELAXED)
+	ST("writeback",
+	   __atomic_load_n(&c->policy, __ATOMIC_RELAXED) == CACHED_WRITEBACK);
+	ST("reads", LD(reads));
+	ST("hits", LD(hits));
+	ST("misses", LD(misses));
+	ST("partial_hits", LD(partial_hits));
+	ST("writes", LD(writes));
+	ST("evictions", LD(evictions));
+	ST("dirty_bytes",
+	   __atomic_load_n(&c->dirty_buckets, __ATOMIC_RELAXED) * bs);
+	ST("writing_bytes",
+	   __atomic_load_n(&c->writing_buckets, __ATOMIC_RELAXED) * bs);
+	ST("flushes", LD(flush_rounds));
+	ST("flush_writes", LD(flush_writes));
+	ST("fetches", LD(fetches));
+	ST("bytes_to_next", LD(bytes_to_next));
+	ST("bytes_from_next", LD(bytes_from_next));
+	ST("next_errors", LD(next_errors));
+	ST("space_waits", LD(space_waits));
+	ST("nreq_waits", LD(nreq_waits));
+	ST("info_hits", LD(info_hits));
+	ST("info_asked", LD(info_asked));
+	ST("nocache_reads", LD(nocache_reads));
+	ST("nocache_writes", LD(nocache_writes));
+	ST("targeted_flushes", LD(targeted_flushes));
+	ST("objects_active", xs.nr_active);
+	ST("objects_evicted", xs.nr_evicted);
+	ST("free_bytes", (uint64_t)cached_pool_nr_free(&c->pool) * bs);
+	ST("cache_bytes", (uint64_t)c->pool.nr * bs);
+#undef LD
+#undef ST
+	return n < max ? n : max;
 }
 
 static const struct peer_ops cached_ops = {
@@ -611,6 +672,7 @@ static const struct peer_ops cached_ops = {
     .stop = cached_stop,
     .fini = cached_fini,
     .stats = cached_stats,
+    .stats_table = cached_stats_table,
     .handlers =
 	{
 	    [XSEG_OP_READ] = cached_handle,

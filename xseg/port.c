@@ -246,16 +246,18 @@ int xseg_port_stats_publish(struct xseg *seg, uint32_t port,
 		memcpy(tmp.stats[i].name, stats[i].name, XSEG_STAT_NAME_LEN);
 		tmp.stats[i].value = stats[i].value;
 	}
-	/* only the owner writes count */
-	count = __atomic_load_n(&a->count, __ATOMIC_RELAXED);
-	/* The copy we overwrite was named by count - 1: the release store
-	 * of count must be ordered before these stores (seqlock writer). */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* Only the owner writes count. The copy we overwrite was named by
+	 * count - 1, which a reader may still be copying: our stores are
+	 * releases (a reader whose acquire load sees one also sees the
+	 * count move past its own, and retries), and the previous
+	 * publication's acq_rel increment keeps them after it. No fences:
+	 * ThreadSanitizer does not model them. */
+	count = __atomic_load_n(&a->count, __ATOMIC_ACQUIRE);
 	dst = (uint64_t *)&a->copy[(count + 1) & 1];
 	src = (const uint64_t *)&tmp;
 	for (size_t i = 0; i < sizeof(tmp) / 8; i++)
-		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-	__atomic_store_n(&a->count, count + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELEASE);
+	__atomic_fetch_add(&a->count, 1, __ATOMIC_ACQ_REL);
 	return 0;
 }
 
@@ -276,10 +278,11 @@ int xseg_port_stats_read(struct xseg *seg, uint32_t port,
 		if (!count)
 			return -ENOENT;
 		src = (const uint64_t *)&a->copy[count & 1];
+		/* acquire loads: the count check below cannot move before
+		 * them (seqlock reader without a fence) */
 		for (size_t i = 0; i < sizeof(tmp) / 8; i++)
-			dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&a->count, __ATOMIC_RELAXED) != count)
+			dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&a->count, __ATOMIC_ACQUIRE) != count)
 			continue;
 		if (tmp.nr > XSEG_STATS_MAX)
 			return -EIO;

@@ -459,6 +459,48 @@ START_TEST(test_info_nocache_stats)
 }
 END_TEST
 
+/* The next port dies with cached's requests queued on it: cached sets no
+ * timeout of its own; the reaper (cached's main thread reaps every
+ * second) fails them back with ECONNRESET. The clients get errors, no
+ * hang; dirty data stays dirty and reaches a restarted store. */
+START_TEST(test_next_port_dies)
+{
+	struct env e;
+	unsigned char a[BLK], r[BLK];
+	const char *opts[] = {"--cache-size", "2M", "--object-size", "256k",
+			      NULL};
+	int rc;
+
+	memset(a, 0x5a, sizeof(a));
+	env_up(&e, "nd", 256);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_WRITE, "d1", 0, a, BLK),
+			 0);
+	ck_assert_int_eq(xtu_kill(e.store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(e.store, 20000), 128 + SIGKILL);
+	e.store = 0;
+	/* the flush of d1 cannot complete: failed back, the FLUSH fails */
+	rc = flush(&e, CACHED_PORT);
+	ck_assert_msg(rc < 0, "FLUSH to a dead store: %d", rc);
+	/* a miss cannot be fetched: the read fails */
+	rc = io(&e, CACHED_PORT, XSEG_OP_READ, "d2", 0, r, BLK);
+	ck_assert_msg(rc < 0, "read from a dead store: %d", rc);
+	/* cached is still there, and still has the block */
+	ck_assert_int_eq(xseg_port_alive(e.seg, CACHED_PORT), 1);
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_READ, "d1", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, a, BLK);
+	/* a new store on the same port: the dirty block is written now */
+	start_store(&e, NULL);
+	ck_assert_int_eq(flush(&e, CACHED_PORT), 0);
+	memset(r, 0, sizeof(r));
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "d1", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, a, BLK);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	env_down(&e);
+}
+END_TEST
+
 START_TEST(test_bad_usage)
 {
 	struct env e;
@@ -927,6 +969,7 @@ int main(void)
 	tc = tcase_create("info_nocache_stats");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_info_nocache_stats);
+	tcase_add_test(tc, test_next_port_dies);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("faults");
 	tcase_set_timeout(tc, 120);

@@ -476,6 +476,173 @@ START_TEST(test_torn_tail)
 }
 END_TEST
 
+/* FUA writes: the log is zero-filled ahead of the tail */
+static void write_fua(struct blocker_store *s)
+{
+	uint8_t b[8192];
+	struct blocker_stats st;
+
+	for (int i = 0; i < 3; i++) {
+		tb_fill(b, sizeof(b), 31, (uint64_t)i * 8192);
+		ck_assert_int_eq(blocker_write(s, "f", 1, (uint64_t)i * 8192,
+					       sizeof(b), b, BLOCKER_FUA),
+				 0);
+	}
+	blocker_get_stats(s, &st);
+	/* the zero tail exists while the store is open */
+	ck_assert_uint_gt(fsize("log.000000"), st.log_bytes);
+}
+
+static void write_more(struct blocker_store *s)
+{
+	wr(s, "g", 0, 4096, 32);
+}
+
+START_TEST(test_zero_tail)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+	uint64_t problems = 99, end;
+	char p[300];
+
+	wr(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+	crash_after(write_fua);
+	/* the crashed store: a zero tail past the last record */
+	ck_assert_uint_eq(fsize("log.000000") % 4096, 0);
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 0);
+	s = reopen();
+	blocker_get_stats(s, &st);
+	/* the clean end: nothing reported, nothing cut, nothing lost */
+	ck_assert_ptr_null(strstr(logbuf.text, "torn tail"));
+	ck_assert_uint_eq(st.truncated_bytes, 0);
+	ck_assert_uint_eq(st.replayed_records, 3 * (2 + 1));
+	ck_assert_uint_lt(st.log_bytes, fsize("log.000000"));
+	end = st.log_bytes;
+	expect(s, "a", 0, 8192, 21);
+	for (int i = 0; i < 3; i++)
+		expect(s, "f", (uint64_t)i * 8192, 8192, 31);
+	/* appends continue at the recovered end, inside the zero tail */
+	wr(s, "g", 0, 4096, 33);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.log_bytes, end + 4160 + 128);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* a clean close cuts the zero tail */
+	ck_assert_uint_eq(fsize("log.000000"), st.log_bytes);
+
+	/* something other than zeros past the end: a torn tail, cut */
+	crash_after(write_fua);
+	s = reopen();
+	ck_assert_int_eq(blocker_close(s), 0);
+	end = fsize("log.000000");
+	crash_after(write_fua);
+	uint64_t zend = fsize("log.000000");
+	ck_assert_uint_gt(zend, end + 3 * 2 * 4160);
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	int fd = open(p, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "junk", 4, zend - 100), 4);
+	close(fd);
+	problems = 0;
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 1);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	blocker_get_stats(s, &st);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: torn tail"));
+	ck_assert_uint_eq(st.truncated_bytes, zend - st.log_bytes);
+	ck_assert_uint_eq(fsize("log.000000"), st.log_bytes);
+	for (int i = 0; i < 3; i++)
+		expect(s, "f", (uint64_t)i * 8192, 8192, 31);
+	expect(s, "g", 0, 4096, 33);
+	ck_assert_int_eq(blocker_close(s), 0);
+
+	/* a zero tail below the checkpoint is lost durable data, not an end */
+	s = reopen();
+	wr(s, "h", 0, 4096, 34);
+	ck_assert_int_eq(blocker_close(s), 0);
+	crash_after(write_more);
+	end = fsize("log.000000");
+	fd = open(p, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	/* zero the last chunk the checkpoint covers and all after it; no
+	 * index file, so recovery scans from the start of the log */
+	ck_assert_int_eq(ftruncate(fd, end - 4160 - 128 - 128 - 4160), 0);
+	ck_assert_int_eq(ftruncate(fd, end + 65536), 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/index", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	struct blocker_opts o;
+	opts(&o);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the checkpoint"));
+}
+END_TEST
+
+static void write_super(uint32_t version)
+{
+	uint8_t b[32] = "BLKSUPER";
+	char p[300];
+	int fd;
+
+	put_le32(b + 8, version);
+	put_le32(b + 12, 4096);
+	put_le64(b + 16, 1u << 20);
+	put_le32(b + 28, blocker_crc32c(0, b, 28));
+	snprintf(p, sizeof(p), "%s/super", dir);
+	fd = open(p, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, b, sizeof(b)), (ssize_t)sizeof(b));
+	close(fd);
+}
+
+static uint32_t super_version(void)
+{
+	uint8_t b[32];
+	char p[300];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/super", dir);
+	fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(read(fd, b, sizeof(b)), (ssize_t)sizeof(b));
+	close(fd);
+	return get_le32(b + 8);
+}
+
+START_TEST(test_format_version)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_opts o;
+	uint64_t problems = 0;
+
+	ck_assert_uint_eq(super_version(), BLOCKER_FORMAT_VERSION);
+	wr(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* a newer format is refused, with the reason, and left alone */
+	write_super(BLOCKER_FORMAT_VERSION + 1);
+	opts(&o);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EPROTONOSUPPORT);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "not supported"));
+	ck_assert_uint_eq(super_version(), BLOCKER_FORMAT_VERSION + 1);
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 1);
+	write_super(0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EPROTONOSUPPORT);
+	ck_assert_uint_eq(super_version(), 0);
+	/* version 1 (no zero tails) is read and upgraded */
+	write_super(1);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "upgraded to 2"));
+	ck_assert_uint_eq(super_version(), BLOCKER_FORMAT_VERSION);
+	expect(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 START_TEST(test_index_rebuild)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -623,19 +790,26 @@ START_TEST(test_segments_and_big_writes)
 }
 END_TEST
 
-START_TEST(test_segment_exact_fill)
+static void segment_exact_fill(bool flushes)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
 	struct blocker_stats st;
 
 	/* 244 * (4160 chunk + 128 map) + 8 * 128 map + 16 * 80 copy records
-	 * fill log.000000 to exactly 1 MiB */
-	for (int i = 0; i < 244; i++)
+	 * fill log.000000 to exactly 1 MiB; with flushes between them the
+	 * segment is zero-filled ahead of the records */
+	for (int i = 0; i < 244; i++) {
 		wr(s, "x", (uint64_t)i * 4096, 4096, 1);
+		if (flushes)
+			ck_assert_int_eq(blocker_flush(s), 0);
+	}
 	for (int i = 0; i < 8; i++)
 		wr(s, "x", (uint64_t)i * 4096, 4096, 1);
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < 16; i++) {
 		ck_assert_int_eq(blocker_copy(s, "x", 1, "y", 1), 0);
+		if (flushes)
+			ck_assert_int_eq(blocker_flush(s), 0);
+	}
 	blocker_get_stats(s, &st);
 	ck_assert_uint_eq(st.log_bytes, 1u << 20);
 	wr(s, "z", 0, 4096, 2);
@@ -648,6 +822,17 @@ START_TEST(test_segment_exact_fill)
 	expect(s, "z", 0, 4096, 2);
 	expect(s, "y", 0, 244 * 4096, 1);
 	ck_assert_int_eq(blocker_close(s), 0);
+}
+
+START_TEST(test_segment_exact_fill)
+{
+	segment_exact_fill(false);
+}
+END_TEST
+
+START_TEST(test_segment_exact_fill_flushed)
+{
+	segment_exact_fill(true);
 }
 END_TEST
 
@@ -873,11 +1058,14 @@ int main(void)
 	tcase_add_test(tc, test_hash_contract);
 	tcase_add_test(tc, test_replay_after_crash);
 	tcase_add_test(tc, test_torn_tail);
+	tcase_add_test(tc, test_zero_tail);
+	tcase_add_test(tc, test_format_version);
 	tcase_add_test(tc, test_index_rebuild);
 	tcase_add_test(tc, test_bitflip_eio);
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill);
+	tcase_add_test(tc, test_segment_exact_fill_flushed);
 	tcase_add_test(tc, test_uring_batched_reads);
 	tcase_add_test(tc, test_check_reports);
 	tcase_add_test(tc, test_fault_enospc_short_write);

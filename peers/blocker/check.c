@@ -164,6 +164,16 @@ static int scan_segment(struct checker *c, uint32_t seg,
 			continue;
 		}
 		if (e != BREC_OK) {
+			bool zero = false;
+			/* the zero-filled tail of the last segment (a store
+			 * that was not closed cleanly) ends the log */
+			if (seg + 1 == s->nsegs) {
+				r = blog_zero_after(s, pos, file_end, &zero);
+				if (r)
+					return r;
+			}
+			if (zero)
+				return 0;
 			problem(c,
 				"blocker: %s: bad record at offset %llu: %s; "
 				"%llu bytes after it unreadable",
@@ -249,6 +259,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	struct checker c = {.report = report, .arg = arg};
 	struct blocker_store *s = calloc(1, sizeof(*s));
 	struct blog_window win = {.cap = 4u << 20};
+	uint32_t version;
 	uint64_t pos;
 	int r;
 
@@ -271,11 +282,15 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 		r = s->dir ? -errno : -ENOMEM;
 		goto out;
 	}
-	r = blocker_read_super(s->dirfd, &s->chunk_size, &s->segment_size);
+	r = blocker_read_super(s->dirfd, &s->chunk_size, &s->segment_size,
+			       &version);
 	if (r) {
 		problem(&c, "blocker: %s/%s: %s", dir, BLOCKER_SUPER_FILE,
-			r == -ENOENT ? "missing" : "corrupt");
-		r = r == -ENOENT || r == -EBADMSG ? 0 : r;
+			r == -ENOENT		? "missing"
+			: r == -EPROTONOSUPPORT ? "unsupported format version"
+						: "corrupt");
+		r = r == -ENOENT || r == -EBADMSG || r == -EPROTONOSUPPORT ? 0
+									   : r;
 		goto out;
 	}
 	r = bmaps_init(s);

@@ -128,33 +128,6 @@ static ssize_t uring_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
 	return uring_wait(ring);
 }
 
-static ssize_t uring_pwritev(void *ctx, int fd, const struct iovec *iov,
-			     int cnt, uint64_t off)
-{
-	int err = 0;
-	struct io_uring *ring = uring_get(&err);
-	struct io_uring_sqe *sqe;
-
-	if (!ring)
-		return sync_pwritev(ctx, fd, iov, cnt, off);
-	sqe = io_uring_get_sqe(ring);
-	io_uring_prep_writev(sqe, fd, iov, cnt, off);
-	return uring_wait(ring);
-}
-
-static int uring_fdatasync(void *ctx, int fd)
-{
-	int err = 0;
-	struct io_uring *ring = uring_get(&err);
-	struct io_uring_sqe *sqe;
-
-	if (!ring)
-		return sync_fdatasync(ctx, fd);
-	sqe = io_uring_get_sqe(ring);
-	io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-	return (int)uring_wait(ring);
-}
-
 static int uring_preadv_batch(void *ctx, struct blocker_io_req *reqs, int n)
 {
 	int err = 0;
@@ -194,12 +167,21 @@ static int uring_preadv_batch(void *ctx, struct blocker_io_req *reqs, int n)
 	return 0;
 }
 
+/*
+ * Appends and fsyncs go through plain syscalls even in the io_uring
+ * backend: appends are serialised under the append lock and an fsync is
+ * waited for by its caller, so a ring adds nothing but the punt of every
+ * buffered ext4 write and every fsync to an io-wq worker thread (two
+ * context switches on the FUA path). Measured with 16 FUA writers on
+ * this 2-core VM: 4.4-6.6 K IOPS through the ring, 9.3-10.6 K with the
+ * syscalls, same run.
+ */
 const struct blocker_io_ops blocker_io_uring = {
     .preadv_batch = uring_preadv_batch,
     .name = "io_uring",
     .preadv = uring_preadv,
-    .pwritev = uring_pwritev,
-    .fdatasync = uring_fdatasync,
+    .pwritev = sync_pwritev,
+    .fdatasync = sync_fdatasync,
 };
 
 /* ---- fault injection ---- */

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/uio.h>
 #include "store_int.h"
 
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen)
@@ -163,6 +165,97 @@ static int seg_create(struct blocker_store *s, uint32_t seg)
 }
 
 static const uint8_t zero_pad[BREC_ALIGN];
+static const uint8_t zero_block[64 * 1024];
+
+/*
+ * Zero-filling the tail. An fdatasync after an append that extends the
+ * file must also commit the new size and block allocation (a journal
+ * commit on ext4); over blocks already written it writes data only. So
+ * while flushes are frequent the last segment is kept zero-filled up to
+ * ZERO_STEP past the tail, refilled every ZERO_STEP / 2 of log: one
+ * metadata commit per ZERO_STEP / 2 instead of one per flush. Without
+ * flushes (streaming writes, one sync at the end) zeroing would only cost
+ * bandwidth, so it is skipped. Recovery reads a zero tail as the clean
+ * end of the log (docs/on-disk-format.md).
+ */
+#define ZERO_STEP (8u << 20)
+
+/* pos: the end of a run just written in segment seg, through fd */
+static void zero_ahead(struct blocker_store *s, int fd, uint64_t seg,
+		       uint64_t pos)
+{
+	uint64_t seg_end = (seg + 1) * s->segment_size;
+	uint64_t flushes = __atomic_load_n(&s->st.flushes, __ATOMIC_RELAXED);
+	uint64_t from = s->alloc_end, to = pos + ZERO_STEP;
+	struct iovec iov[ZERO_STEP / sizeof(zero_block)];
+	int n = 0;
+
+	if (pos + ZERO_STEP / 2 <= s->alloc_end || s->alloc_end >= seg_end ||
+	    flushes == s->alloc_flushes)
+		return;
+	s->alloc_flushes = flushes;
+	if (to > seg_end)
+		to = seg_end;
+	for (uint64_t o = from; o < to; o += sizeof(zero_block))
+		iov[n++] = (struct iovec){
+		    (void *)zero_block,
+		    to - o < sizeof(zero_block) ? to - o : sizeof(zero_block)};
+	/*
+	 * Best effort: on failure (a full disk) the tail is simply not
+	 * preallocated; the next record's own write reports the error. What
+	 * did land is zeros past the tail, which recovery accepts. A plain
+	 * syscall, not the I/O backend: the fault-injection budget counts
+	 * record bytes, so that a test's disk still fills up mid-record.
+	 */
+	ssize_t w = pwritev(fd, iov, n, from % s->segment_size);
+	if (w > 0)
+		s->alloc_end = from + w;
+}
+
+/*
+ * Leave segment seg for the next one (caller holds append_lock): cut its
+ * zero tail and make it durable, so that every segment but the last ends
+ * exactly at its last record and no record of the next segment can be on
+ * disk while one before it in this segment is not.
+ */
+static int seg_finish(struct blocker_store *s, uint32_t seg)
+{
+	uint64_t end = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
+	int fd, r;
+	uint64_t off;
+
+	r = blog_fd(s, (uint64_t)seg * s->segment_size, &fd, &off);
+	if (r)
+		return r;
+	if (end / s->segment_size != seg)
+		end = (uint64_t)(seg + 1) * s->segment_size; /* ended full */
+	if (s->alloc_end > end &&
+	    ftruncate(fd, end - (uint64_t)seg * s->segment_size) < 0)
+		return -errno;
+	r = s->io->fdatasync(s->io_ctx, fd);
+	if (r)
+		return r;
+	s->alloc_end = (uint64_t)(seg + 1) * s->segment_size;
+	return 0;
+}
+
+int blog_trim_tail(struct blocker_store *s)
+{
+	uint64_t tail, off;
+	int fd, r = 0;
+
+	pthread_mutex_lock(&s->append_lock);
+	tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
+	if (s->alloc_end > tail && tail / s->segment_size + 1 == s->nsegs &&
+	    !(r = blog_fd(s, tail, &fd, &off))) {
+		if (ftruncate(fd, off) < 0 || fdatasync(fd) < 0)
+			r = -errno;
+		else
+			s->alloc_end = tail;
+	}
+	pthread_mutex_unlock(&s->append_lock);
+	return r;
+}
 
 /* pwritev all of iov at off, continuing after short writes */
 static int write_all(struct blocker_store *s, int fd, struct iovec *iov, int n,
@@ -227,7 +320,9 @@ int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
 		}
 		/* also when the previous segment ended exactly at its end */
 		if (seg >= s->nsegs) {
-			r = seg_create(s, seg);
+			r = seg_finish(s, seg - 1);
+			if (!r)
+				r = seg_create(s, seg);
 			if (r) {
 				blocker_degrade(
 				    s, -r, "cannot create segment %llu: %s",
@@ -269,6 +364,9 @@ int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
 		if (r)
 			goto out;
 		__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
+		if (pos > s->alloc_end)
+			s->alloc_end = pos;
+		zero_ahead(s, fd, seg, pos);
 	}
 out:
 	free(hdr);
@@ -302,19 +400,88 @@ int blog_append(struct blocker_store *s, enum brec_type type,
 
 /*
  * Group commit. A caller whose writes are not yet durable becomes a leader
- * if fewer than FLUSH_INFLIGHT fsyncs are running and none of them already
- * covers its writes: it samples the tail, fdatasyncs every segment written
- * since the last sync (and the directory if a segment was created), and
- * publishes the synced position. Everyone else waits; each fsync covers
- * every write appended before it started, so callers arriving during one
- * fsync share the next. Two fsyncs may overlap (the kernel merges their
- * journal commits); fdatasync makes everything written before the call
- * durable regardless of the other, so a finished sync publishes
- * max(synced, its position).
+ * if fewer than FLUSH_INFLIGHT fsyncs are running, none of them already
+ * covers its writes, and no other leader is gathering: it samples the
+ * tail, fdatasyncs every segment written since the last sync (and the
+ * directory if a segment was created), and publishes the synced position.
+ * Everyone else waits; each fsync covers every write appended before it
+ * started, so callers arriving during one fsync share the next. Two fsyncs
+ * may overlap (the kernel merges their device flushes); fdatasync makes
+ * everything written before the call durable regardless of the other, so
+ * a finished sync publishes max(synced, its position).
+ *
+ * Gathering: the writers an fsync releases start their next FUA writes at
+ * once, and their appends are serialised by append_lock; on a busy
+ * machine some are not even running yet. A leader that sampled the tail
+ * right away would cover only the first of them and leave the rest to the
+ * next fsync, splitting the writers into small alternating groups. So
+ * before sampling, a leader waits while a FUA write that has started
+ * (s->fua_writers) has not reached its flush yet, or while fewer callers
+ * are flushing than the previous fsync took (s->group, the callers that
+ * will most likely be back), for at most half the previous fsync's time
+ * (capped at GATHER_MAX_NS): waiting costs at most a fraction of the
+ * fsync it saves. A lone writer never waits: its group is itself.
  */
 #define FLUSH_INFLIGHT 2
+#define GATHER_MAX_NS  1000000u
 
-int blog_flush(struct blocker_store *s)
+void blog_fua_begin(struct blocker_store *s)
+{
+	pthread_mutex_lock(&s->sync_lock);
+	s->fua_writers++;
+	pthread_mutex_unlock(&s->sync_lock);
+}
+
+/* caller holds sync_lock; true while the leader should keep gathering */
+static bool gather_more(struct blocker_store *s)
+{
+	return s->fua_writers || s->flushers < s->group;
+}
+
+/* caller holds sync_lock */
+static void fua_end_locked(struct blocker_store *s)
+{
+	s->fua_writers--;
+	if (s->gathering && !gather_more(s))
+		pthread_cond_signal(&s->gather_cond);
+}
+
+void blog_fua_abort(struct blocker_store *s)
+{
+	pthread_mutex_lock(&s->sync_lock);
+	fua_end_locked(s);
+	pthread_mutex_unlock(&s->sync_lock);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+}
+
+static void gather_locked(struct blocker_store *s)
+{
+	struct timespec ts;
+	uint64_t wait = s->fsync_ns / 2, deadline;
+
+	if (!gather_more(s))
+		return;
+	if (wait > GATHER_MAX_NS)
+		wait = GATHER_MAX_NS;
+	deadline = mono_ns() + wait;
+	ts.tv_sec = deadline / 1000000000u;
+	ts.tv_nsec = deadline % 1000000000u;
+	s->gathering = true;
+	while (gather_more(s) &&
+	       pthread_cond_timedwait(&s->gather_cond, &s->sync_lock, &ts) !=
+		   ETIMEDOUT)
+		;
+	s->gathering = false;
+}
+
+static int flush_common(struct blocker_store *s, bool fua)
 {
 	uint64_t target = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 	int r = 0;
@@ -322,6 +489,10 @@ int blog_flush(struct blocker_store *s)
 	STAT_INC(s, flushes);
 	pthread_mutex_lock(&s->sync_lock);
 	s->flushers++;
+	if (fua)
+		fua_end_locked(s);
+	else if (s->gathering && !gather_more(s))
+		pthread_cond_signal(&s->gather_cond);
 	while (s->synced < target) {
 		/* after a failed fsync the page cache state is unknown: never
 		 * report success again (a retried fsync may "succeed") */
@@ -329,24 +500,14 @@ int blog_flush(struct blocker_store *s)
 			r = -s->sync_err;
 			break;
 		}
-		if (s->inflight >= FLUSH_INFLIGHT ||
+		if (s->inflight >= FLUSH_INFLIGHT || s->gathering ||
 		    (s->inflight && s->inflight_max >= target)) {
 			pthread_cond_wait(&s->sync_cond, &s->sync_lock);
 			continue;
 		}
 		s->inflight++;
-		/*
-		 * The callers the previous fsync released are appending their
-		 * next writes right now; sampling the tail at once would leave
-		 * them to the fsync after this one and split the writers into
-		 * alternating groups. When flushes come in groups, wait a
-		 * moment (small next to an fsync) so one fsync takes them all.
-		 */
-		if (s->group > 1) {
-			pthread_mutex_unlock(&s->sync_lock);
-			usleep(100);
-			pthread_mutex_lock(&s->sync_lock);
-		}
+		gather_locked(s);
+		s->group = s->flushers;
 		uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 		uint32_t dseq = __atomic_load_n(&s->dir_seq, __ATOMIC_ACQUIRE);
 		bool dir = dseq != s->dir_synced_seq;
@@ -356,6 +517,7 @@ int blog_flush(struct blocker_store *s)
 			s->inflight_max = pos;
 		pthread_mutex_unlock(&s->sync_lock);
 
+		uint64_t t0 = mono_ns();
 		for (uint32_t seg = from; seg <= to && !r; seg++) {
 			int fd;
 			uint64_t off;
@@ -380,8 +542,8 @@ int blog_flush(struct blocker_store *s)
 		}
 
 		pthread_mutex_lock(&s->sync_lock);
+		s->fsync_ns = mono_ns() - t0;
 		s->inflight--;
-		s->group = s->flushers;
 		if (!r) {
 			if (pos > s->synced)
 				s->synced = pos;
@@ -399,6 +561,16 @@ int blog_flush(struct blocker_store *s)
 	s->flushers--;
 	pthread_mutex_unlock(&s->sync_lock);
 	return r;
+}
+
+int blog_flush(struct blocker_store *s)
+{
+	return flush_common(s, false);
+}
+
+int blog_flush_fua(struct blocker_store *s)
+{
+	return flush_common(s, true);
 }
 
 void blog_close(struct blocker_store *s)

@@ -607,7 +607,8 @@ int bidx_load(struct blocker_store *s, uint64_t *pos)
 	return r;
 }
 
-int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size)
+int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size,
+		       uint32_t *version)
 {
 	uint8_t b[32];
 	ssize_t n;
@@ -617,9 +618,12 @@ int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size)
 		return -errno;
 	n = read(fd, b, sizeof(b));
 	close(fd);
-	if (n != 32 || memcmp(b, "BLKSUPER", 8) || get_le32(b + 8) != 1 ||
+	if (n != 32 || memcmp(b, "BLKSUPER", 8) ||
 	    blocker_crc32c(0, b, 28) != get_le32(b + 28))
 		return -EBADMSG;
+	*version = get_le32(b + 8);
+	if (*version < 1 || *version > BLOCKER_FORMAT_VERSION)
+		return -EPROTONOSUPPORT;
 	*chunk_size = get_le32(b + 12);
 	*seg_size = get_le64(b + 16);
 	if (*chunk_size < 512 || *chunk_size > (1u << 20) ||
@@ -627,4 +631,18 @@ int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size)
 	    *seg_size % (1u << 20))
 		return -EBADMSG;
 	return 0;
+}
+
+int blocker_write_super(int dirfd, uint32_t chunk_size, uint64_t seg_size)
+{
+	uint8_t b[32];
+
+	memset(b, 0, sizeof(b));
+	memcpy(b, "BLKSUPER", 8);
+	put_le32(b + 8, BLOCKER_FORMAT_VERSION);
+	put_le32(b + 12, chunk_size);
+	put_le64(b + 16, seg_size);
+	put_le32(b + 28, blocker_crc32c(0, b, 28));
+	return blocker_write_file_atomic(dirfd, BLOCKER_SUPER_FILE,
+					 &(struct iovec){b, sizeof(b)}, 1);
 }

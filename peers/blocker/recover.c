@@ -77,6 +77,28 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
 	return 0;
 }
 
+int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
+		    bool *zero)
+{
+	size_t cap = 1u << 20;
+	uint8_t *buf = malloc(cap);
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	*zero = true;
+	while (pos < file_end && *zero) {
+		size_t n = file_end - pos < cap ? file_end - pos : cap;
+		r = blog_pread(s, pos, buf, n);
+		if (r)
+			break;
+		*zero = blocker_mem_is_zero(buf, n);
+		pos += n;
+	}
+	free(buf);
+	return r;
+}
+
 /* Point *out at [pos, pos + n), which ends at or before file_end. */
 int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
 		 size_t n, uint64_t file_end, const uint8_t **out)
@@ -116,6 +138,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	uint64_t pos = start;
 	struct blog_window win = {.cap = 4u << 20};
 	int64_t cur_seg = -1, fsize = 0;
+	bool zero_tail = false;
 	int r = 0;
 
 	win.buf = malloc(win.cap);
@@ -200,6 +223,18 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 				r = -EUCLEAN;
 				break;
 			}
+			/* zeros from here to the end of the last segment: the
+			 * zero-filled tail no append reached, the clean end */
+			if (seg + 1 == s->nsegs) {
+				bool zero = false;
+				r = blog_zero_after(s, pos, file_end, &zero);
+				if (r)
+					break;
+				if (zero) {
+					zero_tail = true;
+					break;
+				}
+			}
 			r = cut_tail(s, pos, brec_strerror(e));
 			break;
 		}
@@ -227,12 +262,14 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	}
 	free(win.buf);
 	if (!r) {
-		/* the tail is the end of the last segment (after any cut) */
+		/* the tail is the end of the last segment (after any cut),
+		 * or where its zero-filled part begins */
 		uint32_t last = s->nsegs - 1;
 		int64_t sz = seg_size_of(s, last);
 		if (sz < 0)
 			return (int)sz;
-		s->tail = (uint64_t)last * s->segment_size + sz;
+		s->alloc_end = (uint64_t)last * s->segment_size + sz;
+		s->tail = zero_tail ? pos : s->alloc_end;
 		/* after a crash the tail may be only in the page cache */
 		s->synced = durable;
 		s->synced_seg = durable / s->segment_size;

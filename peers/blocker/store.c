@@ -41,7 +41,6 @@ void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 int blocker_create(const char *dir, const struct blocker_opts *o)
 {
 	struct blocker_opts def;
-	uint8_t b[32];
 	char path[4096];
 	int dirfd, fd, r;
 
@@ -63,12 +62,6 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 		r = -EEXIST;
 		goto out;
 	}
-	memset(b, 0, sizeof(b));
-	memcpy(b, "BLKSUPER", 8);
-	put_le32(b + 8, 1);
-	put_le32(b + 12, o->chunk_size);
-	put_le64(b + 16, o->segment_size);
-	put_le32(b + 28, blocker_crc32c(0, b, 28));
 	snprintf(path, sizeof(path), "%s/log.000000", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -77,8 +70,7 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 	}
 	close(fd);
 	/* the super block last: its presence marks a complete store */
-	r = blocker_write_file_atomic(dirfd, BLOCKER_SUPER_FILE,
-				      &(struct iovec){b, sizeof(b)}, 1);
+	r = blocker_write_super(dirfd, o->chunk_size, o->segment_size);
 out:
 	close(dirfd);
 	return r;
@@ -644,6 +636,9 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 	w = wscratch_new(nch < BMAP_MAX_UPDATES ? nch : BMAP_MAX_UPDATES, cs);
 	if (!w)
 		return -ENOMEM;
+	/* counted in so that a group commit leader waits for this append */
+	if (flags & BLOCKER_FUA)
+		blog_fua_begin(s);
 	pthread_rwlock_rdlock(&s->ckpt_lock);
 	for (;;) {
 		o = bobj_get(s, name, namelen, true);
@@ -674,8 +669,12 @@ out:
 	pthread_rwlock_unlock(&s->ckpt_lock);
 	if (!r)
 		STAT_INC(s, writes);
-	if (!r && (flags & BLOCKER_FUA))
-		r = blog_flush(s);
+	if (flags & BLOCKER_FUA) {
+		if (!r)
+			r = blog_flush_fua(s);
+		else
+			blog_fua_abort(s);
+	}
 	free(w);
 	return r;
 }
@@ -1006,6 +1005,7 @@ static void store_free(struct blocker_store *s)
 	pthread_rwlock_destroy(&s->segs_lock);
 	pthread_mutex_destroy(&s->sync_lock);
 	pthread_cond_destroy(&s->sync_cond);
+	pthread_cond_destroy(&s->gather_cond);
 	pthread_rwlock_destroy(&s->ckpt_lock);
 	pthread_mutex_destroy(&s->ckpt_mutex);
 	pthread_mutex_destroy(&s->bg_lock);
@@ -1027,6 +1027,7 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 {
 	struct blocker_store *s;
 	uint64_t idx_pos = 0, maps_pos = 0;
+	uint32_t version = 0;
 	pthread_condattr_t ca;
 	int r;
 
@@ -1048,6 +1049,7 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->bg_cond, &ca);
+	pthread_cond_init(&s->gather_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	s->io = s->o.io ? s->o.io : &blocker_io_sync;
 	s->io_ctx = s->o.io_ctx;
@@ -1065,7 +1067,14 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 		r = -errno;
 		goto fail;
 	}
-	r = blocker_read_super(s->dirfd, &s->chunk_size, &s->segment_size);
+	r = blocker_read_super(s->dirfd, &s->chunk_size, &s->segment_size,
+			       &version);
+	if (r == -EPROTONOSUPPORT)
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s/%s: format version %u not supported "
+			     "(this build reads 1..%d)",
+			     dir, BLOCKER_SUPER_FILE, version,
+			     BLOCKER_FORMAT_VERSION);
 	if (r)
 		goto fail;
 	s->lockfd = openat(s->dirfd, BLOCKER_LOCK_FILE,
@@ -1122,6 +1131,17 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	}
 	if (r)
 		goto fail;
+	/* a version 1 reader would take a zero tail for a torn one */
+	if (version < BLOCKER_FORMAT_VERSION) {
+		r = blocker_write_super(s->dirfd, s->chunk_size,
+					s->segment_size);
+		if (r)
+			goto fail;
+		blocker_logf(&s->o, BLOCKER_LOG_INFO,
+			     "blocker: %s/%s: format version %u upgraded to %d",
+			     dir, BLOCKER_SUPER_FILE, version,
+			     BLOCKER_FORMAT_VERSION);
+	}
 	s->last_ckpt = idx_pos < maps_pos ? idx_pos : maps_pos;
 	if (s->o.sync_interval_ms || s->o.checkpoint_bytes) {
 		r = -pthread_create(&s->bg, NULL, bg_main, s);
@@ -1151,6 +1171,9 @@ int blocker_close(struct blocker_store *s)
 		r = blog_flush(s);
 	else
 		r = blocker_checkpoint(s);
+	/* a cleanly closed store ends at its last record */
+	if (!r && !blocker_degraded(s))
+		r = blog_trim_tail(s);
 	store_free(s);
 	return r;
 }

@@ -218,6 +218,14 @@ struct blocker_store {
 	uint32_t nsegs, segs_cap;   /* segs[] grows under append_lock */
 	pthread_rwlock_t segs_lock; /* protects the segs array pointer */
 	uint64_t tail;		    /* __atomic; bytes of complete records */
+	/*
+	 * The last segment is zero-filled ahead of the tail while flushes are
+	 * frequent, so that an fdatasync after an append writes data only
+	 * (no file size or block allocation to commit). Log position of the
+	 * end of the last segment's file; under append_lock.
+	 */
+	uint64_t alloc_end;
+	uint64_t alloc_flushes; /* st.flushes at the last zero-fill */
 
 	/* group commit */
 	pthread_mutex_t sync_lock;
@@ -230,7 +238,16 @@ struct blocker_store {
 	uint32_t dir_synced_seq; /* dir_seq covered by a directory fsync */
 	int sync_err;		 /* errno of a failed fsync, sticky */
 	uint32_t flushers;	 /* callers inside blog_flush */
-	uint32_t group;		 /* flushers when the last fsync ended */
+	/*
+	 * FUA writes between their start and their flush. A leader about to
+	 * sample the tail waits (briefly, bounded) until they have appended,
+	 * so that one fsync takes them all; under sync_lock.
+	 */
+	uint32_t fua_writers;
+	uint32_t group;		    /* flushers when the last fsync began */
+	uint64_t fsync_ns;	    /* how long the last fsync took */
+	bool gathering;		    /* a leader waits on gather_cond */
+	pthread_cond_t gather_cond; /* CLOCK_MONOTONIC */
 
 	/* degraded mode */
 	int degraded; /* __atomic errno, 0 healthy */
@@ -297,6 +314,19 @@ int blog_append(struct blocker_store *s, enum brec_type type,
 		const uint8_t score[32], const void *payload, uint32_t len,
 		uint64_t *pos_out);
 int blog_flush(struct blocker_store *s);
+/*
+ * Group commit entry for a FUA write: like blog_flush, and counts the
+ * caller out of s->fua_writers (which blocker_write counted in with
+ * blog_fua_begin). blog_fua_abort counts out a FUA write that failed.
+ */
+void blog_fua_begin(struct blocker_store *s);
+int blog_flush_fua(struct blocker_store *s);
+void blog_fua_abort(struct blocker_store *s);
+/*
+ * Clean close: cut the zero-filled part past the tail off the last
+ * segment, so that a closed store ends at its last record.
+ */
+int blog_trim_tail(struct blocker_store *s);
 int blog_pread(struct blocker_store *s, uint64_t pos, void *buf, size_t len);
 /* iov is modified (consumed) */
 int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
@@ -323,6 +353,13 @@ struct blog_window {
  * the end of pos's segment file. Valid until the next call. */
 int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
 		 size_t n, uint64_t file_end, const uint8_t **out);
+
+/*
+ * Is the log [pos, file_end) all zero bytes (a zero-filled tail that no
+ * record reached)? 0 with *zero set, or an I/O error. recover.c
+ */
+int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
+		    bool *zero);
 
 /* recover.c: scan the log from pos, replaying into index and maps. */
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
@@ -360,7 +397,18 @@ int bidx_load(struct blocker_store *s, uint64_t *pos);
 #define BLOCKER_MAPS_FILE  "maps"
 #define BLOCKER_INDEX_FILE "index"
 
-int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size);
+/*
+ * Format version 2: the last log segment may end with a zero-filled tail
+ * past its last record. Version 1 stores are read; blocker_open rewrites
+ * their super block as version 2 before appending anything.
+ */
+#define BLOCKER_FORMAT_VERSION 2
+/* -EBADMSG if corrupt, -EPROTONOSUPPORT for a version this build does not
+ * know (newer) */
+int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size,
+		       uint32_t *version);
+/* atomically (tmp + fsync + rename), at BLOCKER_FORMAT_VERSION */
+int blocker_write_super(int dirfd, uint32_t chunk_size, uint64_t seg_size);
 /* Write a file atomically: tmp + fsync + rename + directory fsync. */
 int blocker_write_file_atomic(int dirfd, const char *name,
 			      const struct iovec *iov, int cnt);

@@ -1151,6 +1151,31 @@ START_TEST(test_nocache_write_waits_for_requests)
 }
 END_TEST
 
+START_TEST(test_nocache_write_survives_delete)
+{
+	struct fake_req *nw, *d, *r;
+
+	/* 10 buckets in pieces of 4: 3 pieces, only 4 requests; a read
+	 * holds 2 of them so the write parks for one */
+	r = client(0, XSEG_OP_READ, "b", 0, 8 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 2);
+	nw = client(1, XSEG_OP_WRITE, "a", 0, 10 * BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(nw), 0);
+	ck_assert_uint_eq(nr_sent, 4);
+	/* the object is deleted while the write is half sent */
+	d = client(2, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert(d->forwarded);
+	for (int guard = 0; guard < 20 && !(nw->done && r->done); guard++)
+		serve_all();
+	ck_assert(nw->done && r->done);
+	ck_assert_int_eq(nw->error, 0);
+	ck_assert_uint_eq(C.st.bytes_to_next, 10 * BS);
+}
+END_TEST
+
 START_TEST(test_flush_target_flushes_only_that_object)
 {
 	struct fake_req *wa, *wb, *fl;
@@ -1255,6 +1280,7 @@ int main(void)
 	tcase_add_test(tc, test_nocache_write_flushes_dirty_first);
 	tcase_add_test(tc, test_nocache_write_errors);
 	tcase_add_test(tc, test_nocache_write_waits_for_requests);
+	tcase_add_test(tc, test_nocache_write_survives_delete);
 	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
 	tcase_add_test(tc, test_flush_target_finds_evicted_object);
 	suite_add_tcase(s, tc);

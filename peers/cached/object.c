@@ -1303,8 +1303,11 @@ void cached_set_policy(struct cached *c, enum cached_policy p)
 
 static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 {
-	if (cached_obj_state(o) == CACHED_O_INVALIDATED) {
-		/* deleted or replaced by a COPY since we found it */
+	if (cached_obj_state(o) == CACHED_O_INVALIDATED &&
+	    !(cio->kind == CACHED_C_NC_WRITE && cio->phase >= 2)) {
+		/* deleted or replaced by a COPY since we found it (a NOCACHE
+		 * write already sending goes on: its pieces hold this
+		 * object and its nocache_inflight count) */
 		cio_restart(o->c, cio);
 		return;
 	}

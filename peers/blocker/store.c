@@ -305,7 +305,7 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 {
 	uint32_t cs = s->chunk_size;
 	uint64_t first, last, n;
-	uint8_t(*scores)[32] = NULL;
+	uint8_t(*scores)[32] = NULL, small[16][32];
 	uint8_t *tmp = NULL;
 	struct bobj *o;
 	int r;
@@ -321,11 +321,13 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 	first = off / cs;
 	last = (off + len - 1) / cs;
 	n = last - first + 1;
-	scores = calloc(n, 32);
+	/* the common small read needs no allocation */
+	scores = n <= 16 ? small : calloc(n, 32);
 	if (!scores) {
 		bobj_put(s, o);
 		return -ENOMEM;
 	}
+	memset(scores, 0, n * 32);
 	/* chunks are immutable: copy the scores, then read without locks */
 	pthread_rwlock_rdlock(&o->lock);
 	if (o->deleted || !o->live)
@@ -363,7 +365,8 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 	}
 out:
 	free(tmp);
-	free(scores);
+	if (scores != small)
+		free(scores);
 	if (!r)
 		STAT_INC(s, reads);
 	return r;

@@ -100,7 +100,9 @@ extern const struct blocker_io_ops blocker_io_sync;
  * io_uring backend: each calling thread gets its own ring (created on first
  * use, freed at thread exit), so reads issued by many worker threads are in
  * flight concurrently, and a multi-chunk read submits all its chunk reads
- * in one io_uring_enter (preadv_batch). ctx unused.
+ * in one io_uring_enter (preadv_batch). Single reads, appends and fsyncs
+ * are plain syscalls (cheaper when the caller waits at once; io.c). ctx
+ * unused.
  */
 extern const struct blocker_io_ops blocker_io_uring;
 

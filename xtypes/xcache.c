@@ -235,7 +235,26 @@ void xcache_get(struct xcache_entry *e)
  * The lock-free hit: an entry found in the active table while the cache
  * held its reference cannot reach 0 and be reused before our read-side
  * section ends, so increment-if-not-zero either pins it or proves it gone.
+ * It may have been evicted between the find and the increment, though
+ * (the reference of an evicted entry's user, or of its on_finalize, keeps
+ * the count above 0): a reference to a no longer ACTIVE entry is given
+ * back, so that the caller takes the locked path and a re-insertion is
+ * what revives it (on_reinsert runs; users such as cached rely on it to
+ * know the entry has a new user).
  */
+#ifdef XCACHE_TEST_HOOKS
+/* Tests only: runs between the find and the increment of a lock-free hit,
+ * to replay an eviction that a preempted reader would miss. */
+void (*xcache_test_after_find)(struct xcache *c, struct xcache_entry *e);
+#define XCACHE_TEST_AFTER_FIND(c, e)                                           \
+	do {                                                                   \
+		if (xcache_test_after_find)                                    \
+			xcache_test_after_find(c, e);                          \
+	} while (0)
+#else
+#define XCACHE_TEST_AFTER_FIND(c, e) ((void)0)
+#endif
+
 static bool xcache_lookup_get(struct xcache *c, const struct xcache_key *key,
 			      uint64_t hash, struct xcache_entry **out)
 {
@@ -244,12 +263,20 @@ static bool xcache_lookup_get(struct xcache *c, const struct xcache_key *key,
 
 	urcu_memb_read_lock();
 	e = xcache_active_find(c, key, hash);
+	if (e)
+		XCACHE_TEST_AFTER_FIND(c, e);
 	if (e && xcache_ref_get_unless_zero(e))
 		ok = true;
 	XC_TSAN_RELEASE(&c->tsan_gp);
 	urcu_memb_read_unlock();
 	if (!ok)
 		return false;
+	/* Ordered after the increment (acquire CAS): an eviction that the
+	 * entry's finalization could have seen is visible here. */
+	if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != XCACHE_ACTIVE) {
+		(void)xcache_put(c, e);
+		return false;
+	}
 	xcache_touch(e);
 	*out = e;
 	return true;

@@ -6,11 +6,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef AC_VERSION
@@ -74,6 +77,13 @@ struct peer {
 	uint64_t start_ns;
 	uint64_t stats_published_ns; /* main thread only */
 	bool stats_warned;
+
+	/* ops->handlers_never_block with several workers: port_waiter is 1
+	 * while an idle worker waits on the port; the other idle workers
+	 * sleep on the futex word idle_seq (idle_sleepers of them). */
+	int port_waiter;
+	uint32_t idle_seq;
+	uint32_t idle_sleepers;
 };
 
 /* Which worker the calling thread is, for peer_worker_index. */
@@ -226,6 +236,56 @@ static void peer_reply(struct peer *p, struct peer_worker *w,
 	xseg_put_request(p->seg, req);
 }
 
+/* ------------------------------------------------------------------ */
+/* Idle workers taking turns on the port (ops->handlers_never_block)   */
+/* ------------------------------------------------------------------ */
+
+static bool peer_turns(const struct peer *p)
+{
+	return p->ops->handlers_never_block && p->nr_threads > 1;
+}
+
+/* Wake one sleeping idle worker (all: also at shutdown). Seq_cst
+ * against the sleeper's count-then-check in peer_idle_wait: either it
+ * sees the new idle_seq (futex_wait returns at once) or we see it
+ * counted and wake it. */
+static void peer_wake_idle(struct peer *p, bool all)
+{
+	if (!peer_turns(p) ||
+	    !__atomic_load_n(&p->idle_sleepers, __ATOMIC_SEQ_CST))
+		return;
+	__atomic_add_fetch(&p->idle_seq, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &p->idle_seq, FUTEX_WAKE_PRIVATE,
+		all ? INT32_MAX : 1, NULL, NULL, 0);
+}
+
+/* Idle: wait on the port if no other worker does, else sleep until woken
+ * (a backlog, shutdown) or PEER_IDLE_WAIT_NS. Returns after either; the
+ * caller loops and looks for work. */
+static void peer_idle_wait(struct peer *p)
+{
+	struct timespec ts = {0, (long)PEER_IDLE_WAIT_NS};
+	uint32_t seq;
+	int zero = 0;
+
+	if (__atomic_compare_exchange_n(&p->port_waiter, &zero, 1, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
+		__atomic_store_n(&p->port_waiter, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	seq = __atomic_load_n(&p->idle_seq, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&p->idle_sleepers, 1, __ATOMIC_SEQ_CST);
+	/* the waiter may have left meanwhile (then nobody watches the
+	 * port: go and take its place) */
+	if (__atomic_load_n(&p->port_waiter, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&p->stopping, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&p->exit_workers, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &p->idle_seq, FUTEX_WAIT_PRIVATE, seq, &ts,
+			NULL, 0);
+	__atomic_sub_fetch(&p->idle_sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
 static void *peer_worker_main(void *arg)
 {
 	struct peer_worker *w = arg;
@@ -249,12 +309,18 @@ static void *peer_worker_main(void *arg)
 				__atomic_add_fetch(&p->inflight, n,
 						   __ATOMIC_RELAXED);
 		}
+		/* a full batch: more is probably queued, let a sleeping
+		 * worker help */
+		if (n == PEER_BATCH)
+			peer_wake_idle(p, false);
 		for (unsigned i = 0; i < n; i++)
 			peer_dispatch(p, w, reqs[i]);
 		__atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
 		/* Replies are taken while draining too: an asynchronous
 		 * peer may need them to complete what it accepted. */
 		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
+		if (m == PEER_BATCH)
+			peer_wake_idle(p, false);
 		for (unsigned i = 0; i < m; i++)
 			peer_reply(p, w, reqs[i]);
 		if (n || m)
@@ -268,6 +334,8 @@ static void *peer_worker_main(void *arg)
 		 * the kick of the drain's end) only, instead of spinning. */
 		if (__atomic_load_n(&p->stopping, __ATOMIC_RELAXED))
 			xseg_wait_replies(p->seg, p->port, PEER_IDLE_WAIT_NS);
+		else if (peer_turns(p))
+			peer_idle_wait(p);
 		else
 			xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
 	}
@@ -645,7 +713,8 @@ static int peer_start_workers(struct peer *p)
 
 static void peer_join_workers(struct peer *p)
 {
-	__atomic_store_n(&p->exit_workers, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->exit_workers, 1, __ATOMIC_SEQ_CST);
+	peer_wake_idle(p, true);
 	for (unsigned t = 0; t < p->nr_threads; t++) {
 		xseg_kick(p->seg, p->port);
 		if (p->workers[t].started)
@@ -873,6 +942,8 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	peer_info("shutting down: %" PRIu64 " request(s) in flight",
 		  peer_inflight(p));
 	__atomic_store_n(&p->stopping, 1, __ATOMIC_SEQ_CST);
+	/* sleeping idle workers must wait for replies now (the drain) */
+	peer_wake_idle(p, true);
 	/* Requests accepted before the flag are served (dispatched before
 	 * ops->stop); requests still queued are failed back with ECONNRESET
 	 * by the release at the end. */

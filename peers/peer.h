@@ -124,6 +124,17 @@ struct peer_ops {
 	peer_handler_fn handlers[XSEG_OP_COUNT];
 	/* A reply to a request this peer submitted from its port. */
 	void (*on_reply)(struct peer *p, struct xseg_request *req);
+
+	/* The handlers and on_reply never block (they hand work on and
+	 * return, as cached's do). With more than one worker, idle workers
+	 * then take turns: one at a time waits on the port (spinning for
+	 * --spin, then on its futex), the others sleep until that one takes
+	 * a full batch (a backlog) and wakes one of them. Several workers
+	 * polling one port on a small machine only take the CPU the clients
+	 * and the next peer need. A peer whose handlers may block must leave
+	 * this false: requests arriving while its only awake worker is
+	 * blocked would wait for it (or up to 0.5 s for a sleeping one). */
+	bool handlers_never_block;
 };
 
 /*

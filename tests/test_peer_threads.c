@@ -228,18 +228,22 @@ static const struct peer_ops tpeer_ops = {
 struct peer_run {
 	const char *segname;
 	int status;
+	bool turns; /* ops.handlers_never_block: idle workers take turns */
 };
 
 static void *peer_thread(void *arg)
 {
 	struct peer_run *r = arg;
+	static struct peer_ops ops;
 	char *argv[] = {"tpeer", "-g",	 (char *)r->segname,
 			"-p",	 "1",	 "-t",
 			"4",	 "-s",	 "5us",
 			"-v",	 "warn", "--drain-timeout",
 			"20s",	 NULL};
 
-	r->status = peer_main(13, argv, &tpeer_ops);
+	ops = tpeer_ops;
+	ops.handlers_never_block = r->turns;
+	r->status = peer_main(13, argv, &ops);
 	return NULL;
 }
 
@@ -313,11 +317,11 @@ static void *client_thread(void *arg)
 	return NULL;
 }
 
-START_TEST(dispatch_under_load)
+static void dispatch_under_load_run(bool turns)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("pthreads", &seg);
-	struct peer_run pr = {.segname = name, .status = -1};
+	struct peer_run pr = {.segname = name, .status = -1, .turns = turns};
 	struct client_run cr[CLIENTS];
 	pthread_t pt, ct[CLIENTS];
 	struct xseg_port_info pi;
@@ -360,6 +364,20 @@ START_TEST(dispatch_under_load)
 	ck_assert_uint_eq(pi.rejected, invalid * CLIENTS);
 	ck_assert_uint_eq(pi.accepted, (ROUNDS - invalid) * CLIENTS);
 	xseg_leave(seg);
+}
+
+START_TEST(dispatch_under_load)
+{
+	dispatch_under_load_run(false);
+}
+END_TEST
+
+/* The same with handlers_never_block: one idle worker at a time waits on
+ * the port, the others sleep until it sees a full batch. Every request is
+ * still served, the shutdown still drains (sleeping workers are woken). */
+START_TEST(dispatch_under_load_turns)
+{
+	dispatch_under_load_run(true);
 }
 END_TEST
 
@@ -623,6 +641,7 @@ int main(void)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, dispatch_under_load);
+	tcase_add_test(tc, dispatch_under_load_turns);
 	tcase_add_test(tc, drain_on_sigterm);
 	tcase_add_test(tc, no_handler_after_stop);
 	suite_add_tcase(s, tc);

@@ -685,6 +685,8 @@ static const struct peer_ops cached_ops = {
 	    [XSEG_OP_PING] = cached_passthrough,
 	},
     .on_reply = cached_on_reply,
+    /* handlers queue work on objects' workqs and return */
+    .handlers_never_block = true,
 };
 
 int main(int argc, char **argv)

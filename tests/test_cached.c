@@ -63,10 +63,29 @@ static int f_forward(struct cached *c, struct xseg_request *req)
 	return 0;
 }
 
+/* every request submitted since setup: op, offset, flags at submission
+ * (the nreqs are reused) */
+static struct {
+	uint16_t op;
+	uint32_t flags;
+	uint64_t offset;
+} sent_log[1024];
+static unsigned nr_sent_log;
+/* submit fails synchronously for WRITEs (a next port not serving) */
+static int submit_write_error;
+
 static int f_submit(struct cached *c, struct cached_nreq *n)
 {
 	(void)c;
+	if (submit_write_error && n->req->op == XSEG_OP_WRITE)
+		return submit_write_error;
 	ck_assert_uint_lt(nr_sent, 256);
+	if (nr_sent_log < 1024) {
+		sent_log[nr_sent_log].op = n->req->op;
+		sent_log[nr_sent_log].flags = n->req->flags;
+		sent_log[nr_sent_log].offset = n->req->offset;
+		nr_sent_log++;
+	}
 	sent[nr_sent++] = n;
 	return 0;
 }
@@ -103,6 +122,8 @@ static void setup_with(uint32_t policy, uint64_t cache_buckets)
 		C.nreqs[i].req = &nreq_reqs[i].req;
 	}
 	nr_sent = 0;
+	nr_sent_log = 0;
+	submit_write_error = 0;
 	store_size = 0;
 	store_info_error = 0;
 	memset(clients, 0, sizeof(clients));
@@ -1176,6 +1197,43 @@ START_TEST(test_nocache_write_survives_delete)
 }
 END_TEST
 
+START_TEST(test_fua_during_parked_round)
+{
+	struct fake_req *w, *fl, *fua;
+	bool fua_sent = false;
+
+	/* 8 separate dirty buckets, 4 requests: a FLUSH round sends 4 and
+	 * parks before slot 8 */
+	for (unsigned i = 0; i < 8; i++) {
+		w = client(i, XSEG_OP_WRITE, "a", 2 * i * BS, BS);
+		ck_assert_int_eq(submit(w), 0);
+	}
+	fl = client(8, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, MAX_NREQ);
+	ck_assert(obj("a")->nreq_parked);
+	/* a FUA write lands beyond the parked round's cursor */
+	fua = client(9, XSEG_OP_WRITE, "a", 12 * BS, BS);
+	fua->req.flags = XSEG_F_FUA;
+	fill(fua, 0xfa);
+	ck_assert_int_eq(submit(fua), 0);
+	ck_assert(!fua->done);
+	for (int guard = 0; guard < 20 && !(fua->done && fl->done); guard++)
+		serve_all();
+	ck_assert(fua->done && fl->done);
+	ck_assert_int_eq(fua->error, 0);
+	/* the data reached the store with FUA (the original sent it in the
+	 * parked round without, and the FUA round then found nothing) */
+	for (unsigned k = 0; k < nr_sent_log; k++)
+		if (sent_log[k].op == XSEG_OP_WRITE &&
+		    sent_log[k].offset == 12 * BS &&
+		    (sent_log[k].flags & XSEG_F_FUA))
+			fua_sent = true;
+	ck_assert(fua_sent);
+	ck_assert_uint_eq(store_a[12 * BS], 0xfa);
+}
+END_TEST
+
 START_TEST(test_flush_target_flushes_only_that_object)
 {
 	struct fake_req *wa, *wb, *fl;
@@ -1281,6 +1339,7 @@ int main(void)
 	tcase_add_test(tc, test_nocache_write_errors);
 	tcase_add_test(tc, test_nocache_write_waits_for_requests);
 	tcase_add_test(tc, test_nocache_write_survives_delete);
+	tcase_add_test(tc, test_fua_during_parked_round);
 	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
 	tcase_add_test(tc, test_flush_target_finds_evicted_object);
 	suite_add_tcase(s, tc);

@@ -569,8 +569,16 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 		CACHED_WRITETHROUGH) {
 		/* Written through: acknowledged once a flush round that
 		 * started after the data landed in the buckets completed. */
-		if (req->flags & XSEG_F_FUA)
+		if (req->flags & XSEG_F_FUA) {
 			o->fua_wanted = true;
+			/* A round in flight (maybe parked for requests) may
+			 * send these buckets before ours starts: what it
+			 * sends from now on goes with FUA too, else our
+			 * round could find nothing dirty and the data would
+			 * have reached the next port without FUA. */
+			if (o->flushing)
+				o->round_fua = true;
+		}
 		cio->phase = 1;
 		cio->waiter.need_seq = o->seq_started + 1;
 		cio_write_wait_round(o, cio);
@@ -1303,6 +1311,14 @@ void cached_set_policy(struct cached *c, enum cached_policy p)
 
 static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 {
+	/* A request can hold an object that is no longer ACTIVE without a
+	 * re-insertion: xcache's lock-free lookup may take its reference
+	 * after the eviction (and after the final job found it clean).
+	 * Count that as a revival, as on_reinsert would, so a "clean and
+	 * unused" verdict taken before this job cannot release buckets
+	 * this request is about to dirty. */
+	if (xcache_entry_state(o->entry) != XCACHE_ACTIVE)
+		__atomic_add_fetch(&o->revivals, 1, __ATOMIC_ACQ_REL);
 	if (cached_obj_state(o) == CACHED_O_INVALIDATED &&
 	    !(cio->kind == CACHED_C_NC_WRITE && cio->phase >= 2)) {
 		/* deleted or replaced by a COPY since we found it (a NOCACHE

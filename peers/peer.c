@@ -460,12 +460,16 @@ int peer_publish_stats(struct peer *p)
 	return rc;
 }
 
-/* Publish if the last publication is a second old (loops that poll). */
-static void peer_publish_stats_due(struct peer *p)
+/* Once a second (the main thread's loops call this after each wait):
+ * the peer's tick, then the statistics. */
+static void peer_periodic(struct peer *p)
 {
-	if (peer_now_ns() - p->stats_published_ns >=
+	if (peer_now_ns() - p->stats_published_ns <
 	    PEER_REAP_PERIOD_S * 1000000000ULL)
-		peer_publish_stats(p);
+		return;
+	if (p->ops->tick)
+		p->ops->tick(p);
+	peer_publish_stats(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -745,7 +749,7 @@ static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 				return;
 			}
 			sig = sigtimedwait(sigs, &si, &ts);
-			peer_publish_stats_due(p);
+			peer_periodic(p);
 			if (sig == SIGUSR1)
 				peer_dump_stats(p);
 			else if (sig == SIGTERM || sig == SIGINT) {
@@ -774,7 +778,7 @@ static void peer_drain(struct peer *p, const sigset_t *sigs)
 			return;
 		}
 		int sig = sigtimedwait(sigs, &si, &ts);
-		peer_publish_stats_due(p);
+		peer_periodic(p);
 		if (sig == SIGUSR1)
 			peer_dump_stats(p);
 		else if (sig == SIGTERM || sig == SIGINT) {
@@ -923,7 +927,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		int sig = sigtimedwait(&sigs, &si, &reap_ts);
 
 		/* also when signals keep the timeout from expiring */
-		peer_publish_stats_due(p);
+		peer_periodic(p);
 		if (sig < 0 && errno == EAGAIN) {
 			int n = xseg_reap(p->seg, NULL);
 

@@ -120,6 +120,11 @@ struct peer_ops {
 	 * after the drain (before fini). Optional. */
 	uint32_t (*stats_table)(struct peer *p, struct xseg_stat *st,
 				uint32_t max);
+	/* Called about once a second on the main thread, concurrently with
+	 * the workers, also while shutdown waits (not during ops->stop):
+	 * for retries and other periodic work. Must not block long.
+	 * Optional. */
+	void (*tick)(struct peer *p);
 
 	peer_handler_fn handlers[XSEG_OP_COUNT];
 	/* A reply to a request this peer submitted from its port. */

@@ -1234,6 +1234,41 @@ START_TEST(test_fua_during_parked_round)
 }
 END_TEST
 
+START_TEST(test_evicted_flush_failing_not_retried_in_a_loop)
+{
+	struct fake_req *w;
+	char name[8];
+
+	/* a next port that refuses every write at once: the dirty object
+	 * evicted by the fifth insert gets one failed round, then waits for
+	 * cached_retry_failed instead of looping in this thread */
+	submit_write_error = -ENXIO;
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)(i + 1));
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+	}
+	ck_assert_uint_eq(C.st.flush_rounds, 1);
+	ck_assert_uint_eq(C.st.deferred_retries, 1);
+	ck_assert_uint_eq(C.kept_buckets, 1);
+	/* still failing: one more round per retry call */
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	ck_assert_uint_eq(C.st.flush_rounds, 2);
+	/* nothing failed since: nothing to do */
+	submit_write_error = 0;
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(cached_retry_failed(&C), 0);
+	serve_all();
+	/* written and released */
+	ck_assert_uint_eq(C.kept_buckets, 0);
+	ck_assert_uint_eq(store_a[0], 1);
+	ck_assert_uint_eq(cached_unclean(&C), 4);
+}
+END_TEST
+
 START_TEST(test_flush_target_flushes_only_that_object)
 {
 	struct fake_req *wa, *wb, *fl;
@@ -1340,6 +1375,7 @@ int main(void)
 	tcase_add_test(tc, test_nocache_write_waits_for_requests);
 	tcase_add_test(tc, test_nocache_write_survives_delete);
 	tcase_add_test(tc, test_fua_during_parked_round);
+	tcase_add_test(tc, test_evicted_flush_failing_not_retried_in_a_loop);
 	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
 	tcase_add_test(tc, test_flush_target_finds_evicted_object);
 	suite_add_tcase(s, tc);

@@ -467,8 +467,15 @@ START_TEST(test_next_port_dies)
 {
 	struct env e;
 	unsigned char a[BLK], r[BLK];
-	const char *opts[] = {"--cache-size", "2M", "--object-size", "256k",
+	const char *opts[] = {"--cache-size",
+			      "2M",
+			      "--object-size",
+			      "256k",
+			      "--max-objects",
+			      "4",
 			      NULL};
+	struct xseg_port_stats ps;
+	char name[16];
 	int rc;
 
 	memset(a, 0x5a, sizeof(a));
@@ -490,8 +497,32 @@ START_TEST(test_next_port_dies)
 	ck_assert_int_eq(xseg_port_alive(e.seg, CACHED_PORT), 1);
 	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_READ, "d1", 0, r, BLK), 0);
 	ck_assert_mem_eq(r, a, BLK);
-	/* a new store on the same port: the dirty block is written now */
+	/* more objects than --max-objects: dirty ones are evicted, their
+	 * flushes fail, and they wait for a retry instead of looping in a
+	 * worker (which then served nothing: this write would hang) */
+	for (unsigned i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "e%u", i);
+		ck_assert_int_eq(
+		    io(&e, CACHED_PORT, XSEG_OP_WRITE, name, 0, a, BLK), 0);
+	}
+	/* and cached still serves hits */
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_READ, "e5", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, a, BLK);
+	/* a new store on the same port: the evicted objects are retried
+	 * (once a second) and released without any FLUSH */
 	start_store(&e, NULL);
+	rc = -1;
+	for (int t = 0; t < 30000; t++) {
+		if (!xseg_port_stats_read(e.seg, CACHED_PORT, &ps) &&
+		    stat_of(&ps, "deferred_retries") > 0 &&
+		    stat_of(&ps, "objects_evicted") == 0) {
+			rc = 0;
+			break;
+		}
+		usleep(1000);
+	}
+	ck_assert_msg(rc == 0, "evicted objects not flushed: %" PRIu64,
+		      stat_of(&ps, "objects_evicted"));
 	ck_assert_int_eq(flush(&e, CACHED_PORT), 0);
 	memset(r, 0, sizeof(r));
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "d1", 0, r, BLK), 0);

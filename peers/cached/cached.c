@@ -650,6 +650,7 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	ST("nocache_reads", LD(nocache_reads));
 	ST("nocache_writes", LD(nocache_writes));
 	ST("targeted_flushes", LD(targeted_flushes));
+	ST("deferred_retries", LD(deferred_retries));
 	ST("objects_active", xs.nr_active);
 	ST("objects_evicted", xs.nr_evicted);
 	ST("free_bytes", (uint64_t)cached_pool_nr_free(&c->pool) * bs);
@@ -657,6 +658,17 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 #undef LD
 #undef ST
 	return n < max ? n : max;
+}
+
+/* Once a second: evicted objects whose flush failed are tried again. */
+static void cached_tick(struct peer *p)
+{
+	struct cached_peer *cp = peer_priv(p);
+
+	if (!cp->initialised)
+		return;
+	cached_thread_enter();
+	cached_retry_failed(&cp->c);
 }
 
 static const struct peer_ops cached_ops = {
@@ -673,6 +685,7 @@ static const struct peer_ops cached_ops = {
     .fini = cached_fini,
     .stats = cached_stats,
     .stats_table = cached_stats_table,
+    .tick = cached_tick,
     .handlers =
 	{
 	    [XSEG_OP_READ] = cached_handle,

@@ -297,6 +297,8 @@ struct cached_stats {
 	uint64_t info_hits, info_asked; /* INFO from the cache / asked */
 	uint64_t nocache_reads, nocache_writes;
 	uint64_t targeted_flushes; /* FLUSH with a target */
+	uint64_t deferred_retries; /* failed flushes of evicted objects left
+				      for cached_retry_failed */
 };
 
 struct cached_config {
@@ -349,6 +351,8 @@ struct cached {
 	bool destroying;	  /* hooks run by xcache_destroy wake nobody */
 	bool space_pending;	  /* __atomic: on_put/on_free freed space; the
 				     caller into xcache signals space_waitq */
+	bool retry_pending;	  /* __atomic: an evicted object's flush
+				     failed; cached_retry_failed kicks it */
 	uint64_t dirty_buckets;	  /* __atomic */
 	uint64_t writing_buckets; /* __atomic */
 	struct cached_stats st;	  /* __atomic relaxed adds */
@@ -394,6 +398,12 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 /* Start a flush of every object with dirty data (shutdown, unplug);
  * returns the number of objects kicked. */
 unsigned cached_flush_all(struct cached *c);
+/* Evicted objects whose flush failed are not retried at once (a next
+ * port that is gone would make that a loop): this kicks them again if
+ * any failed since the last call (the peer's tick, once a second).
+ * Returns the number of objects kicked. Any thread registered with
+ * liburcu. */
+unsigned cached_retry_failed(struct cached *c);
 /* Dirty or writing buckets anywhere (0 = everything reached the port). */
 static inline uint64_t cached_unclean(const struct cached *c)
 {

@@ -638,6 +638,18 @@ static void obj_round_end(struct cached_obj *o)
 		if (!cached_obj_clean(o) &&
 		    xcache_entry_state(o->entry) != XCACHE_ACTIVE &&
 		    cached_obj_state(o) != CACHED_O_INVALIDATED) {
+			if (o->last_round_error) {
+				/* The next port fails or is gone: retrying
+				 * here would loop in this thread (a submit
+				 * that fails at once completes the round
+				 * in the same executor) or storm the port.
+				 * cached_retry_failed, a FLUSH or shutdown
+				 * retries it. */
+				__atomic_store_n(&c->retry_pending, true,
+						 __ATOMIC_RELEASE);
+				CACHED_STAT(c, deferred_retries, 1);
+				return;
+			}
 			obj_flush_continue(o);
 			return;
 		}
@@ -1288,6 +1300,33 @@ static int flush_all_visit(struct xcache *cache, struct xcache_entry *e,
 		(*count)++;
 	}
 	return 0;
+}
+
+static int retry_failed_visit(struct xcache *cache, struct xcache_entry *e,
+			      void *arg)
+{
+	struct cached_obj *o = xcache_entry_priv(e);
+	unsigned *count = arg;
+
+	(void)cache;
+	if (cached_obj_state(o) == CACHED_O_FAILED &&
+	    __atomic_load_n(&o->unclean, __ATOMIC_ACQUIRE)) {
+		obj_kick(o);
+		(*count)++;
+	}
+	return 0;
+}
+
+unsigned cached_retry_failed(struct cached *c)
+{
+	unsigned count = 0;
+
+	if (!__atomic_exchange_n(&c->retry_pending, false, __ATOMIC_ACQ_REL))
+		return 0;
+	xcache_for_each(c->cache, XCACHE_TABLE_EVICTED, retry_failed_visit,
+			&count);
+	space_kick(c);
+	return count;
 }
 
 unsigned cached_flush_all(struct cached *c)

@@ -289,7 +289,7 @@ START_TEST(test_nbd_requests)
 	/* unknown command, unknown or misplaced flags */
 	ck_assert_int_eq(check(0, 99, 0, 0, false, &e), NBD_REFUSE);
 	ck_assert_uint_eq(e, NBD_EINVAL);
-	ck_assert_int_eq(check(0, 5 /* CACHE */, 0, 4096, false, &e),
+	ck_assert_int_eq(check(0, 8 /* NBD_CMD_RESIZE */, 0, 4096, false, &e),
 			 NBD_REFUSE);
 	ck_assert_int_eq(
 	    check(NBD_CMD_FLAG_FUA, NBD_CMD_READ, 0, 4096, false, &e),
@@ -344,6 +344,173 @@ START_TEST(test_nbd_replies)
 }
 END_TEST
 
+static enum nbd_verdict check_caps(uint16_t flags, uint16_t type, uint64_t off,
+				   uint32_t len, unsigned caps, uint32_t *err)
+{
+	uint8_t b[NBD_REQUEST_LEN];
+	struct nbd_request r;
+
+	req_fill(b, flags, type, off, len);
+	ck_assert_int_eq(nbd_parse_request(b, &r), 0);
+	return nbd_check_request(&r, 1 << 20, caps, err);
+}
+
+START_TEST(test_nbd_cache_status_requests)
+{
+	const unsigned bs = NBD_CAP_BLOCK_STATUS;
+	uint32_t e;
+
+	/* CACHE: like a read, also on a read-only export, any u32 length */
+	ck_assert_int_eq(check_caps(0, NBD_CMD_CACHE, 0, 1 << 20, 0, &e),
+			 NBD_DO);
+	ck_assert_int_eq(
+	    check_caps(0, NBD_CMD_CACHE, 4096, 4096, NBD_CAP_READONLY, &e),
+	    NBD_DO);
+	ck_assert_int_eq(check_caps(0, NBD_CMD_CACHE, 0, 0, 0, &e), NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(check_caps(0, NBD_CMD_CACHE, 1 << 20, 1, 0, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check_caps(0, NBD_CMD_CACHE, UINT64_MAX - 1, 4096, 0, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check_caps(NBD_CMD_FLAG_FUA, NBD_CMD_CACHE, 0, 4096, 0, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+
+	/* BLOCK_STATUS: only with a selected context */
+	ck_assert_int_eq(check_caps(0, NBD_CMD_BLOCK_STATUS, 0, 4096, 0, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check_caps(0, NBD_CMD_BLOCK_STATUS, 0, 1 << 20, bs, &e), NBD_DO);
+	ck_assert_int_eq(check_caps(NBD_CMD_FLAG_REQ_ONE, NBD_CMD_BLOCK_STATUS,
+				    (1 << 20) - 1, 1, bs | NBD_CAP_READONLY,
+				    &e),
+			 NBD_DO);
+	ck_assert_int_eq(check_caps(0, NBD_CMD_BLOCK_STATUS, 0, 0, bs, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check_caps(0, NBD_CMD_BLOCK_STATUS, 4096, 1 << 20, bs, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check_caps(0, NBD_CMD_BLOCK_STATUS, UINT64_MAX, 2, bs, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check_caps(NBD_CMD_FLAG_FUA, NBD_CMD_BLOCK_STATUS, 0, 4096, bs, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	/* REQ_ONE belongs to BLOCK_STATUS only */
+	ck_assert_int_eq(
+	    check_caps(NBD_CMD_FLAG_REQ_ONE, NBD_CMD_READ, 0, 4096, bs, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+}
+END_TEST
+
+/* a meta context payload: name, then the queries */
+static uint32_t ctx_fill(uint8_t *b, const char *name, const char **q,
+			 uint32_t nq)
+{
+	uint32_t pos = 0;
+
+	nbd_put32(b, (uint32_t)strlen(name));
+	memcpy(b + 4, name, strlen(name));
+	pos = 4 + (uint32_t)strlen(name);
+	nbd_put32(b + pos, nq);
+	pos += 4;
+	for (uint32_t i = 0; i < nq; i++) {
+		nbd_put32(b + pos, (uint32_t)strlen(q[i]));
+		memcpy(b + pos + 4, q[i], strlen(q[i]));
+		pos += 4 + (uint32_t)strlen(q[i]);
+	}
+	return pos;
+}
+
+START_TEST(test_nbd_meta_context)
+{
+	const char *qs[] = {"base:allocation", "qemu:dirty-bitmap:x"};
+	uint8_t b[256];
+	const uint8_t *q;
+	const char *name, *s;
+	uint32_t nl, nq, sl, len;
+
+	len = ctx_fill(b, "vol", qs, 2);
+	ck_assert_int_eq(nbd_parse_meta_context(b, len, &name, &nl, &nq, &q),
+			 0);
+	ck_assert_uint_eq(nl, 3);
+	ck_assert_mem_eq(name, "vol", 3);
+	ck_assert_uint_eq(nq, 2);
+	q = nbd_next_meta_query(q, &s, &sl);
+	ck_assert_uint_eq(sl, strlen(qs[0]));
+	ck_assert_mem_eq(s, qs[0], sl);
+	q = nbd_next_meta_query(q, &s, &sl);
+	ck_assert_mem_eq(s, qs[1], sl);
+	ck_assert_ptr_eq(q, b + len);
+	/* no queries */
+	len = ctx_fill(b, "v", NULL, 0);
+	ck_assert_int_eq(nbd_parse_meta_context(b, len, &name, &nl, &nq, &q),
+			 0);
+	ck_assert_uint_eq(nq, 0);
+
+	/* lengths that do not add up: short, trailing byte, name or query
+	 * running past the end, a count with missing queries */
+	len = ctx_fill(b, "vol", qs, 2);
+	for (uint32_t l = 0; l < len; l++)
+		ck_assert_int_eq(
+		    nbd_parse_meta_context(b, l, &name, &nl, &nq, &q), -EINVAL);
+	ck_assert_int_eq(
+	    nbd_parse_meta_context(b, len + 1, &name, &nl, &nq, &q), -EINVAL);
+	nbd_put32(b, 0xfffffff0u);
+	ck_assert_int_eq(nbd_parse_meta_context(b, len, &name, &nl, &nq, &q),
+			 -EINVAL);
+	len = ctx_fill(b, "vol", qs, 1);
+	nbd_put32(b + 7, 0xffffffffu); /* count */
+	ck_assert_int_eq(nbd_parse_meta_context(b, len, &name, &nl, &nq, &q),
+			 -EINVAL);
+	len = ctx_fill(b, "vol", qs, 1);
+	nbd_put32(b + 11, 0xffffffffu); /* query length */
+	ck_assert_int_eq(nbd_parse_meta_context(b, len, &name, &nl, &nq, &q),
+			 -EINVAL);
+	/* a query longer than NBD_OPT_MAX is refused even if present */
+	{
+		static uint8_t big[NBD_OPT_MAX + 32];
+		uint32_t ql = NBD_OPT_MAX + 1;
+
+		nbd_put32(big, 0);
+		nbd_put32(big + 4, 1);
+		nbd_put32(big + 8, ql);
+		ck_assert_int_eq(
+		    nbd_parse_meta_context(big, 12 + ql, &name, &nl, &nq, &q),
+		    -EINVAL);
+	}
+	ck_assert_uint_eq(nbd_encode_meta_context(b, 7, "base:allocation"),
+			  4 + 15);
+	ck_assert_uint_eq(nbd_get32(b), 7);
+	ck_assert_mem_eq(b + 4, "base:allocation", 15);
+}
+END_TEST
+
+START_TEST(test_nbd_structured_reply)
+{
+	uint8_t b[NBD_STRUCTURED_REPLY_LEN];
+
+	nbd_encode_structured_reply(b, NBD_REPLY_FLAG_DONE,
+				    NBD_REPLY_TYPE_ERROR, 0x0102030405060708ULL,
+				    6);
+	ck_assert_uint_eq(nbd_get32(b), NBD_STRUCTURED_REPLY_MAGIC);
+	ck_assert_uint_eq(nbd_get16(b + 4), 1);
+	ck_assert_uint_eq(nbd_get16(b + 6), 32769);
+	ck_assert_uint_eq(nbd_get64(b + 8), 0x0102030405060708ULL);
+	ck_assert_uint_eq(nbd_get32(b + 16), 6);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc");
@@ -361,6 +528,9 @@ int main(void)
 	tcase_add_test(tc, test_nbd_options);
 	tcase_add_test(tc, test_nbd_requests);
 	tcase_add_test(tc, test_nbd_replies);
+	tcase_add_test(tc, test_nbd_cache_status_requests);
+	tcase_add_test(tc, test_nbd_meta_context);
+	tcase_add_test(tc, test_nbd_structured_reply);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

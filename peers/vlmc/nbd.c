@@ -1,19 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vlmc NBD server: fixed newstyle handshake and transmission with simple
- * replies, one thread pair per connection.
+ * vlmc NBD server: fixed newstyle handshake, simple and structured
+ * replies, base:allocation block status; two threads per connection.
  *
  * Per connection
- * - the connection thread runs the handshake, then reads commands; each
- *   valid command becomes a vlmc_io split into object requests submitted
- *   from the connection's own dynamic xseg port;
- * - the completer thread receives the replies on that port; when an I/O's
- *   last part completes it sends the NBD reply (replies may go out of
- *   order, as the protocol allows);
- * - socket writes (handshake and refusals from the connection thread,
- *   replies from the completer) are serialised by wlock;
- * - at most nbd_max_inflight commands are in flight; the reader waits for
- *   a slot (back-pressure instead of unbounded buffering).
+ * - the reader thread runs the handshake, then reads commands through a
+ *   buffer (many per recv); each valid command becomes a vlmc_io split
+ *   into object requests submitted from the connection's own dynamic xseg
+ *   port (WRITE payloads are read straight into those requests' buffers);
+ * - the reader also receives the replies while it has work, polling the
+ *   port and the socket for up to nbd_spin_ns before it sleeps; only
+ *   while it sleeps with commands in flight does the completer thread
+ *   wait for replies on the port (completer_on): one thread spins, and at
+ *   queue depth 1 no thread switch happens inside vlmc;
+ * - a completed I/O queues its reply (olock); whoever completed it sends
+ *   the queue with one writev (wlock serialises socket writes); replies
+ *   may go out of order, as the protocol allows; READ data goes out from
+ *   the object replies' buffers in the segment;
+ * - at most nbd_max_inflight commands are in flight (back-pressure
+ *   instead of unbounded buffering).
  * A protocol violation the spec says must end the connection closes only
  * that connection; the server keeps serving the others.
  */
@@ -49,12 +54,37 @@ struct vlmc_conn {
 	uint32_t port;
 	bool have_port;
 
-	pthread_mutex_t lock; /* inflight, stop_completer */
-	pthread_cond_t cond;
+	/* negotiated in the handshake */
+	bool structured;   /* NBD_OPT_STRUCTURED_REPLY */
+	uint32_t meta_ctx; /* id of base:allocation, 0: not selected */
+	char meta_export[VLMC_NAME_MAX + 1]; /* ...for this export */
+	unsigned caps; /* NBD_CAP_* for nbd_check_request */
+
+	/* reader thread only: bytes received and not yet consumed */
+	uint8_t *rbuf; /* NBD_RBUF_SIZE */
+	size_t rpos, rlen;
+
+	pthread_mutex_t olock; /* replies ready to send */
+	struct vlmc_io *ohead, *otail;
+
+	pthread_mutex_t lock; /* inflight, completer_on, stop_completer */
+	pthread_cond_t cond;  /* inflight went down */
+	pthread_cond_t ccond; /* completer: completer_on or stop */
 	unsigned inflight;
+	bool completer_on; /* the reader is (about to be) blocked */
 	bool stop_completer;
 	pthread_t completer;
 };
+
+/* Commands read per recv: several 4 KiB writes or many headers. */
+#define NBD_RBUF_SIZE	 (256u << 10)
+#define NBD_SOCKBUF_SIZE (4 << 20)
+/* A READ of at most this many objects is sent straight from the object
+ * requests' buffers in the segment (one iovec each); larger ones are
+ * gathered into a buffer first. */
+#define NBD_KEEP_MAX_PARTS 64
+/* BLOCK_STATUS looks at most at this many objects per command. */
+#define NBD_STATUS_MAX_OBJECTS 64
 
 struct vlmc_nbd {
 	int unix_fd, tcp_fd;
@@ -109,7 +139,7 @@ static int nbd_writev(struct vlmc_conn *c, struct iovec *iov, int cnt)
 	int rc = 0;
 
 	pthread_mutex_lock(&c->wlock);
-	if (c->wdead)
+	if (__atomic_load_n(&c->wdead, __ATOMIC_RELAXED))
 		rc = -1;
 	while (!rc && cnt) {
 		ssize_t n = writev(c->fd, iov, cnt);
@@ -117,7 +147,7 @@ static int nbd_writev(struct vlmc_conn *c, struct iovec *iov, int cnt)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			c->wdead = true;
+			__atomic_store_n(&c->wdead, true, __ATOMIC_RELAXED);
 			rc = -1;
 			break;
 		}
@@ -163,7 +193,8 @@ static uint16_t nbd_tflags(bool readonly)
 	 * is safe. */
 	return NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
 	       NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
-	       NBD_FLAG_CAN_MULTI_CONN | (readonly ? NBD_FLAG_READ_ONLY : 0);
+	       NBD_FLAG_CAN_MULTI_CONN | NBD_FLAG_SEND_CACHE |
+	       (readonly ? NBD_FLAG_READ_ONLY : 0);
 }
 
 static int nbd_opt_list(struct vlmc_conn *c, uint32_t len)
@@ -240,6 +271,67 @@ static int nbd_opt_go(struct vlmc_conn *c, uint32_t opt, const uint8_t *data,
 	return opt == NBD_OPT_GO ? 1 : 0;
 }
 
+/* LIST_META_CONTEXT / SET_META_CONTEXT. The one context is
+ * base:allocation: whether an object was ever written (see
+ * docs/vlmc.md). Returns 0, or -1 to disconnect. */
+static int nbd_opt_meta(struct vlmc_conn *c, uint32_t opt, const uint8_t *data,
+			uint32_t len)
+{
+	static const char base[] = NBD_META_BASE_ALLOCATION;
+	uint8_t out[4 + sizeof(base)];
+	struct vlmc_volume *vol;
+	const uint8_t *q;
+	const char *name;
+	uint32_t nl, nq;
+	bool set = opt == NBD_OPT_SET_META_CONTEXT, found = false;
+
+	if (nbd_parse_meta_context(data, len, &name, &nl, &nq, &q) ||
+	    (set && !c->structured))
+		return nbd_opt_reply(c, opt, NBD_REP_ERR_INVALID, NULL, 0);
+	vol = vlmc_vol_get(c->v, name, nl);
+	if (!vol) {
+		static const char msg[] = "vlmc: no such volume";
+
+		return nbd_opt_reply(c, opt, NBD_REP_ERR_UNKNOWN, msg,
+				     sizeof(msg) - 1);
+	}
+	vlmc_vol_put(vol);
+	/* LIST without queries lists every context; "base:" matches every
+	 * context of the namespace (LIST only). */
+	if (!set && nq == 0)
+		found = true;
+	for (uint32_t i = 0; i < nq; i++) {
+		const char *qs;
+		uint32_t ql;
+
+		q = nbd_next_meta_query(q, &qs, &ql);
+		if ((ql == sizeof(base) - 1 && !memcmp(qs, base, ql)) ||
+		    (!set && ql == 5 && !memcmp(qs, "base:", 5)))
+			found = true;
+	}
+	if (set) {
+		c->meta_ctx = found ? 1 : 0;
+		memcpy(c->meta_export, name, nl);
+		c->meta_export[nl] = '\0';
+	}
+	if (found && nbd_opt_reply(c, opt, NBD_REP_META_CONTEXT, out,
+				   (uint32_t)nbd_encode_meta_context(
+				       out, set ? 1 : 0, base)))
+		return -1;
+	return nbd_opt_reply(c, opt, NBD_REP_ACK, NULL, 0);
+}
+
+/* Transmission starts on c->vol: what the checks of commands allow. */
+static void nbd_enter_transmission(struct vlmc_conn *c)
+{
+	/* contexts were selected for the export named in SET; another
+	 * export was chosen: none selected */
+	if (c->meta_ctx && strcmp(c->meta_export, c->vol->m.name))
+		c->meta_ctx = 0;
+	c->caps = (c->readonly ? NBD_CAP_READONLY : 0) |
+		  (c->meta_ctx ? NBD_CAP_BLOCK_STATUS : 0);
+}
+
 /* Returns 0 when the connection enters transmission with c->vol set, -1
  * when it must be closed. */
 static int nbd_handshake(struct vlmc_conn *c)
@@ -292,6 +384,19 @@ static int nbd_handshake(struct vlmc_conn *c)
 			if (nbd_opt_list(c, len))
 				goto out;
 			break;
+		case NBD_OPT_STRUCTURED_REPLY:
+			if (nbd_opt_reply(
+				c, opt, len ? NBD_REP_ERR_INVALID : NBD_REP_ACK,
+				NULL, 0))
+				goto out;
+			if (!len)
+				c->structured = true;
+			break;
+		case NBD_OPT_LIST_META_CONTEXT:
+		case NBD_OPT_SET_META_CONTEXT:
+			if (nbd_opt_meta(c, opt, data, len))
+				goto out;
+			break;
 		case NBD_OPT_INFO:
 		case NBD_OPT_GO:
 			rc = nbd_opt_go(c, opt, data, len);
@@ -309,6 +414,8 @@ static int nbd_handshake(struct vlmc_conn *c)
 	}
 out:
 	free(data);
+	if (!ret)
+		nbd_enter_transmission(c);
 	return ret;
 }
 
@@ -316,33 +423,218 @@ out:
 /* Transmission                                                        */
 /* ------------------------------------------------------------------ */
 
-static int nbd_simple_reply(struct vlmc_conn *c, uint32_t err, uint64_t cookie,
-			    const void *data, size_t len)
-{
-	uint8_t hdr[NBD_REPLY_LEN];
-	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)data, len}};
+/* The reply of a done I/O, encoded by nbd_io_done into io->scratch. */
+struct nbd_reply_hdr {
+	uint16_t type;	/* the command's, set at submission */
+	uint8_t len;	/* bytes of hdr to send */
+	bool with_data; /* READ: the data follows; STATUS: the extents */
+	uint8_t hdr[NBD_STRUCTURED_REPLY_LEN + 8];
+};
+_Static_assert(sizeof(struct nbd_reply_hdr) <=
+		   sizeof(((struct vlmc_io *)0)->scratch),
+	       "reply header fits in the io's scratch");
 
-	nbd_encode_simple_reply(hdr, err, cookie);
-	return nbd_writev(c, iov, len && !err ? 2 : 1);
+/* An error reply: structured for READ and BLOCK_STATUS once structured
+ * replies are negotiated (the spec wants those in chunks), else simple.
+ * Returns the header length written to out. */
+static uint8_t nbd_encode_error(const struct vlmc_conn *c, uint16_t type,
+				uint32_t err, uint64_t cookie, uint8_t *out)
+{
+	if (c->structured &&
+	    (type == NBD_CMD_READ || type == NBD_CMD_BLOCK_STATUS)) {
+		nbd_encode_structured_reply(out, NBD_REPLY_FLAG_DONE,
+					    NBD_REPLY_TYPE_ERROR, cookie, 6);
+		nbd_put32(out + NBD_STRUCTURED_REPLY_LEN, err);
+		nbd_put16(out + NBD_STRUCTURED_REPLY_LEN + 4, 0);
+		return NBD_STRUCTURED_REPLY_LEN + 6;
+	}
+	nbd_encode_simple_reply(out, err, cookie);
+	return NBD_REPLY_LEN;
 }
 
+/* A refusal or error answered at once from the reader thread. */
+static int nbd_error_reply(struct vlmc_conn *c, uint16_t type, uint32_t err,
+			   uint64_t cookie)
+{
+	uint8_t hdr[NBD_STRUCTURED_REPLY_LEN + 8];
+
+	return nbd_write(c, hdr, nbd_encode_error(c, type, err, cookie, hdr));
+}
+
+/* BLOCK_STATUS extents of a done STATUS io, written into io->buf (room for
+ * 4 + 8 * nr_parts bytes): the context id, then one descriptor per run of
+ * objects with the same state. REQ_ONE (io->xflags) keeps the first only.
+ * Returns the payload length. */
+static uint32_t nbd_encode_extents(struct vlmc_conn *c, struct vlmc_io *io)
+{
+	uint8_t *p = io->buf;
+	uint32_t n = 0;
+
+	nbd_put32(p, c->meta_ctx);
+	for (uint64_t i = 0; i < io->nr_parts; i++) {
+		uint32_t st =
+		    io->parts[i].hole ? NBD_STATE_HOLE | NBD_STATE_ZERO : 0;
+		uint8_t *d = p + 4 + 8 * (n - 1);
+
+		/* extents are at most 4 GiB - 1: the request length is a
+		 * u32, and parts only cover the request */
+		if (n && nbd_get32(d + 4) == st) {
+			nbd_put32(d, nbd_get32(d) + (uint32_t)io->parts[i].len);
+			continue;
+		}
+		if (n && io->xflags)
+			break;
+		d = p + 4 + 8 * n++;
+		nbd_put32(d, (uint32_t)io->parts[i].len);
+		nbd_put32(d + 4, st);
+	}
+	return 4 + 8 * n;
+}
+
+/* Runs when every part of an NBD I/O has completed (on the reader or the
+ * completer thread): encodes the reply and queues it; the thread that
+ * completed it sends the queue with nbd_send_replies. */
 static void nbd_io_done(struct vlmc_io *io)
 {
 	struct vlmc_conn *c = io->arg;
+	struct nbd_reply_hdr *h = (struct nbd_reply_hdr *)io->scratch;
+	uint16_t type = h->type;
+	uint64_t cookie = io->arg2;
 	uint32_t err = nbd_errno(io->error);
 
 	if (io->vol)
 		vlmc_vol_exit(io->vol);
-	nbd_simple_reply(c, err, io->arg2, io->buf,
-			 io->op == VLMC_IO_READ ? io->len : 0);
-	free(io->buf);
-	vlmc_io_free(io);
+	h->with_data = false;
+	if (err) {
+		h->len = nbd_encode_error(c, type, err, cookie, h->hdr);
+	} else if (type == NBD_CMD_READ && c->structured) {
+		nbd_encode_structured_reply(h->hdr, NBD_REPLY_FLAG_DONE,
+					    NBD_REPLY_TYPE_OFFSET_DATA, cookie,
+					    (uint32_t)(8 + io->len));
+		nbd_put64(h->hdr + NBD_STRUCTURED_REPLY_LEN, io->off);
+		h->len = NBD_STRUCTURED_REPLY_LEN + 8;
+		h->with_data = true;
+	} else if (type == NBD_CMD_BLOCK_STATUS) {
+		uint32_t plen = nbd_encode_extents(c, io);
+
+		nbd_encode_structured_reply(h->hdr, NBD_REPLY_FLAG_DONE,
+					    NBD_REPLY_TYPE_BLOCK_STATUS, cookie,
+					    plen);
+		io->len = plen; /* what follows the header */
+		h->len = NBD_STRUCTURED_REPLY_LEN;
+		h->with_data = true;
+	} else {
+		nbd_encode_simple_reply(h->hdr, 0, cookie);
+		h->len = NBD_REPLY_LEN;
+		h->with_data = type == NBD_CMD_READ;
+	}
+	io->next = NULL;
+	pthread_mutex_lock(&c->olock);
+	if (c->otail)
+		c->otail->next = io;
+	else
+		c->ohead = io;
+	c->otail = io;
+	pthread_mutex_unlock(&c->olock);
+}
+
+#define NBD_IOV_MAX 1024
+
+/* iovecs io's reply needs. */
+static int nbd_reply_iovs(const struct vlmc_io *io)
+{
+	const struct nbd_reply_hdr *h =
+	    (const struct nbd_reply_hdr *)io->scratch;
+
+	if (!h->with_data)
+		return 1;
+	return 1 + (io->keep_replies ? (int)io->nr_parts : 1);
+}
+
+/* Send every queued reply, as few writev calls as the iovec limit allows,
+ * then free the I/Os and their slots. Any thread; writes are serialised by
+ * wlock (replies may go out in any order, as the protocol allows). */
+static void nbd_send_replies(struct vlmc_conn *c)
+{
+	struct iovec iov[NBD_IOV_MAX];
+	struct vlmc_io *list, *io, *batch;
+	unsigned done = 0;
+
+	pthread_mutex_lock(&c->olock);
+	list = c->ohead;
+	c->ohead = c->otail = NULL;
+	pthread_mutex_unlock(&c->olock);
+	while (list) {
+		int cnt = 0;
+
+		batch = list;
+		while (list && cnt + nbd_reply_iovs(list) <= NBD_IOV_MAX) {
+			struct nbd_reply_hdr *h =
+			    (struct nbd_reply_hdr *)list->scratch;
+
+			io = list;
+			iov[cnt++] = (struct iovec){h->hdr, h->len};
+			if (h->with_data && io->keep_replies) {
+				for (uint64_t i = 0; i < io->nr_parts; i++)
+					iov[cnt++] = (struct iovec){
+					    vlmc_io_part_data(io, i),
+					    io->parts[i].len};
+			} else if (h->with_data) {
+				iov[cnt++] = (struct iovec){io->buf, io->len};
+			}
+			list = list->next;
+		}
+		nbd_writev(c, iov, cnt); /* a failure sets wdead */
+		while (batch != list) {
+			io = batch;
+			batch = batch->next;
+			vlmc_io_put_replies(io);
+			free(io->buf);
+			vlmc_io_free(io);
+			done++;
+		}
+	}
+	if (done) {
+		pthread_mutex_lock(&c->lock);
+		c->inflight -= done;
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+/* Hand reply reception to the completer while the reader is about to
+ * block (on the socket, a slot, a frozen volume), and take it back. */
+static void nbd_completer_on(struct vlmc_conn *c, bool on)
+{
 	pthread_mutex_lock(&c->lock);
-	c->inflight--;
-	pthread_cond_broadcast(&c->cond);
+	c->completer_on = on;
+	if (on && c->inflight)
+		pthread_cond_signal(&c->ccond);
 	pthread_mutex_unlock(&c->lock);
 }
 
+#define NBD_BATCH 32
+
+/* Receive and complete every reply queued on the connection's port, then
+ * send the replies that became ready. Returns how many were received. */
+static unsigned nbd_reap(struct vlmc_conn *c)
+{
+	struct xseg_request *reqs[NBD_BATCH];
+	unsigned n, total = 0;
+
+	while ((n = xseg_receive_batch(c->v->seg, c->port, reqs, NBD_BATCH))) {
+		for (unsigned i = 0; i < n; i++)
+			vlmc_io_part_reply(c->v, reqs[i]);
+		total += n;
+	}
+	nbd_send_replies(c);
+	return total;
+}
+
+/* The completer sleeps until the reader hands it the replies (it blocks
+ * with commands in flight), then waits for them on the port. While the
+ * reader runs, it receives the replies itself: no thread switch on the
+ * hot path, and only one thread per connection spins. */
 static void *nbd_completer_main(void *arg)
 {
 	struct vlmc_conn *c = arg;
@@ -354,103 +646,280 @@ static void *nbd_completer_main(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&c->lock);
+		while (!c->stop_completer && !(c->completer_on && c->inflight))
+			pthread_cond_wait(&c->ccond, &c->lock);
 		stop = c->stop_completer;
 		pthread_mutex_unlock(&c->lock);
 		if (stop)
 			break;
-		rc = xseg_wait_reply(v->seg, c->port, 100000000ULL, &req);
+		rc = xseg_wait_reply(v->seg, c->port, 10000000ULL, &req);
 		if (!rc)
 			vlmc_io_part_reply(v, req);
+		nbd_reap(c);
 	}
 	return NULL;
 }
 
-static void nbd_transmission(struct vlmc_conn *c)
+static size_t nbd_buffered(const struct vlmc_conn *c)
+{
+	return c->rlen - c->rpos;
+}
+
+/* Read more of the socket into rbuf (after what is buffered). Blocking or
+ * not; returns bytes read, 0 on EOF or error, -EAGAIN when nothing is
+ * there (non-blocking). */
+static ssize_t nbd_fill(struct vlmc_conn *c, bool block)
+{
+	ssize_t n;
+
+	if (c->rpos) {
+		memmove(c->rbuf, c->rbuf + c->rpos, nbd_buffered(c));
+		c->rlen -= c->rpos;
+		c->rpos = 0;
+	}
+	do {
+		n = recv(c->fd, c->rbuf + c->rlen, NBD_RBUF_SIZE - c->rlen,
+			 block ? 0 : MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -EAGAIN;
+	if (n <= 0)
+		return 0;
+	c->rlen += (size_t)n;
+	return n;
+}
+
+/* Take len bytes of the request stream into dst (NULL: drop them): what
+ * rbuf holds, then straight from the socket (a large payload lands in the
+ * segment without passing through rbuf). 0, or -1 on EOF/error. */
+static int nbd_take(struct vlmc_conn *c, void *dst, uint64_t len)
+{
+	size_t have = nbd_buffered(c);
+	size_t take = len < have ? (size_t)len : have;
+
+	if (dst)
+		memcpy(dst, c->rbuf + c->rpos, take);
+	c->rpos += take;
+	len -= take;
+	if (!len)
+		return 0;
+	return dst ? nbd_readn(c->fd, (char *)dst + take, (size_t)len)
+		   : nbd_skip(c->fd, len);
+}
+
+/* Take a payload that may not all be buffered: the socket read may block,
+ * so the completer looks after the replies meanwhile. */
+static int nbd_take_payload(struct vlmc_conn *c, void *dst, uint64_t len)
+{
+	bool block = len > nbd_buffered(c);
+	int rc;
+
+	if (block)
+		nbd_completer_on(c, true);
+	rc = nbd_take(c, dst, len);
+	if (block)
+		nbd_completer_on(c, false);
+	return rc;
+}
+
+/* Start a valid command. Returns 0, or -1 when the connection must
+ * close. */
+static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r)
 {
 	struct vlmc *v = c->v;
-	uint8_t hdr[NBD_REQUEST_LEN];
+	enum vlmc_io_op op;
+	struct vlmc_io *io;
+	uint64_t len = r->length;
+
+	switch (r->type) {
+	case NBD_CMD_READ:
+	case NBD_CMD_CACHE:
+		op = VLMC_IO_READ;
+		break;
+	case NBD_CMD_WRITE:
+		op = VLMC_IO_WRITE;
+		break;
+	case NBD_CMD_FLUSH:
+		op = VLMC_IO_FLUSH;
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		op = VLMC_IO_STATUS;
+		break;
+	default: /* TRIM, WRITE_ZEROES */
+		op = VLMC_IO_ZERO;
+		break;
+	}
+	/* CACHE is advisory: warm at most one maximal read's worth. A
+	 * status reply may cover less than asked (the client asks again
+	 * from where it ends): look at a bounded number of objects. */
+	if (r->type == NBD_CMD_CACHE && len > NBD_MAX_PAYLOAD)
+		len = NBD_MAX_PAYLOAD;
+	if (op == VLMC_IO_STATUS) {
+		uint64_t osz = c->vol->m.obj_size;
+		uint64_t end = (r->offset / osz + NBD_STATUS_MAX_OBJECTS) * osz;
+
+		if (end - r->offset < len)
+			len = end - r->offset;
+	}
+	io = vlmc_io_alloc(v, op == VLMC_IO_FLUSH ? NULL : c->vol, op,
+			   r->offset, len);
+	if (io && op == VLMC_IO_READ && r->type == NBD_CMD_READ) {
+		if (io->nr_parts <= NBD_KEEP_MAX_PARTS) {
+			io->keep_replies = true; /* sent from the segment */
+		} else {
+			io->buf = malloc(len);
+			if (!io->buf) {
+				vlmc_io_free(io);
+				io = NULL;
+			}
+		}
+	}
+	if (io && op == VLMC_IO_STATUS) {
+		io->buf = malloc(4 + 8 * io->nr_parts);
+		if (!io->buf) {
+			vlmc_io_free(io);
+			io = NULL;
+		} else
+			io->xflags = r->flags & NBD_CMD_FLAG_REQ_ONE;
+	}
+	if (io)
+		io->port = c->port;
+	if (io && op == VLMC_IO_WRITE) {
+		io->xflags = (r->flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
+		/* the payload goes straight into the object requests */
+		if (vlmc_io_prep(io)) {
+			vlmc_io_free(io);
+			io = NULL;
+		}
+	}
+	if (op == VLMC_IO_ZERO && io)
+		io->xflags = (r->flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
+	if (!io) {
+		if (r->type == NBD_CMD_WRITE && nbd_take_payload(c, NULL, len))
+			return -1;
+		return nbd_error_reply(c, r->type, NBD_ENOMEM, r->cookie);
+	}
+	if (op == VLMC_IO_WRITE) {
+		for (uint64_t i = 0; i < io->nr_parts; i++) {
+			if (nbd_take_payload(c, vlmc_io_part_data(io, i),
+					     io->parts[i].len)) {
+				vlmc_io_put_replies(io);
+				vlmc_io_free(io);
+				return -1;
+			}
+		}
+	}
+	((struct nbd_reply_hdr *)io->scratch)->type = r->type;
+	io->done = nbd_io_done;
+	io->arg = c;
+	io->arg2 = r->cookie;
+	pthread_mutex_lock(&c->lock);
+	c->inflight++;
+	pthread_mutex_unlock(&c->lock);
+	if (io->vol && !vlmc_vol_try_enter(io->vol)) {
+		/* frozen by a snapshot: its drain needs our replies */
+		nbd_completer_on(c, true);
+		vlmc_vol_enter(io->vol);
+		nbd_completer_on(c, false);
+	}
+	vlmc_io_submit(io);
+	return 0;
+}
+
+/* Poll for replies and for more commands, without sleeping, until
+ * spin_ns pass with nothing happening. Returns 1 when a command may be
+ * buffered (process it), 0 when the reader should block, -1 when the
+ * connection must close. */
+static int nbd_poll(struct vlmc_conn *c)
+{
+	uint64_t spin = c->v->nbd_spin_ns;
+	uint64_t deadline = xseg_now_ns() + spin;
 
 	for (;;) {
-		struct nbd_request r;
-		enum vlmc_io_op op;
-		struct vlmc_io *io;
-		uint32_t err;
-		unsigned char *buf = NULL;
+		bool slot;
 
-		if (nbd_readn(c->fd, hdr, sizeof(hdr)) ||
-		    nbd_parse_request(hdr, &r))
-			break; /* EOF, or bad magic: must disconnect */
-		switch (nbd_check_request(&r, c->size, c->readonly, &err)) {
-		case NBD_DISCONNECT:
-			peer_warn("nbd: %s: command %u length %" PRIu32
-				  " refused, disconnecting",
-				  c->vol->m.name, r.type, r.length);
-			return;
-		case NBD_REFUSE:
-			if (r.type == NBD_CMD_WRITE &&
-			    nbd_skip(c->fd, r.length))
-				return;
-			if (nbd_simple_reply(c, err, r.cookie, NULL, 0))
-				return;
-			continue;
-		case NBD_DO:
-			break;
+		if (nbd_reap(c))
+			deadline = xseg_now_ns() + spin;
+		if (__atomic_load_n(&c->wdead, __ATOMIC_RELAXED))
+			return -1;
+		pthread_mutex_lock(&c->lock);
+		slot = c->inflight < c->v->nbd_max_inflight;
+		pthread_mutex_unlock(&c->lock);
+		if (slot) {
+			ssize_t n;
+
+			if (nbd_buffered(c) >= NBD_REQUEST_LEN)
+				return 1;
+			n = nbd_fill(c, false);
+			if (n > 0)
+				return 1;
+			if (n == 0)
+				return -1;
 		}
-		switch (r.type) {
-		case NBD_CMD_DISC:
-			return;
-		case NBD_CMD_READ:
-			op = VLMC_IO_READ;
-			break;
-		case NBD_CMD_WRITE:
-			op = VLMC_IO_WRITE;
-			break;
-		case NBD_CMD_FLUSH:
-			op = VLMC_IO_FLUSH;
-			break;
-		default: /* TRIM, WRITE_ZEROES */
-			op = VLMC_IO_ZERO;
-			break;
-		}
-		if (op == VLMC_IO_READ || op == VLMC_IO_WRITE) {
-			buf = malloc(r.length);
-			if (!buf) {
-				if (op == VLMC_IO_WRITE &&
-				    nbd_skip(c->fd, r.length))
+		if (xseg_now_ns() >= deadline)
+			return 0;
+		__builtin_ia32_pause();
+	}
+}
+
+static void nbd_transmission(struct vlmc_conn *c)
+{
+	for (;;) {
+		struct nbd_request r;
+		uint32_t err;
+		int rc;
+
+		/* every complete command buffered, while slots last */
+		while (nbd_buffered(c) >= NBD_REQUEST_LEN) {
+			bool slot;
+
+			pthread_mutex_lock(&c->lock);
+			slot = c->inflight < c->v->nbd_max_inflight;
+			pthread_mutex_unlock(&c->lock);
+			if (!slot)
+				break;
+			if (nbd_parse_request(c->rbuf + c->rpos, &r))
+				return; /* bad magic: must disconnect */
+			c->rpos += NBD_REQUEST_LEN;
+			switch (nbd_check_request(&r, c->size, c->caps, &err)) {
+			case NBD_DISCONNECT:
+				peer_warn("nbd: %s: command %u length %" PRIu32
+					  " refused, disconnecting",
+					  c->vol->m.name, r.type, r.length);
+				return;
+			case NBD_REFUSE:
+				if (r.type == NBD_CMD_WRITE &&
+				    nbd_take_payload(c, NULL, r.length))
 					return;
-				if (nbd_simple_reply(c, NBD_ENOMEM, r.cookie,
-						     NULL, 0))
+				if (nbd_error_reply(c, r.type, err, r.cookie))
 					return;
 				continue;
+			case NBD_DO:
+				break;
 			}
-			if (op == VLMC_IO_WRITE &&
-			    nbd_readn(c->fd, buf, r.length)) {
-				free(buf);
+			if (r.type == NBD_CMD_DISC)
 				return;
-			}
+			if (nbd_submit(c, &r))
+				return;
 		}
-		io = vlmc_io_alloc(v, op == VLMC_IO_FLUSH ? NULL : c->vol, op,
-				   r.offset, r.length);
-		if (!io) {
-			free(buf);
-			if (nbd_simple_reply(c, NBD_ENOMEM, r.cookie, NULL, 0))
-				return;
+		rc = nbd_poll(c);
+		if (rc < 0)
+			return;
+		if (rc > 0)
 			continue;
-		}
-		io->buf = buf;
-		io->xflags = (r.flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
-		io->port = c->port;
-		io->done = nbd_io_done;
-		io->arg = c;
-		io->arg2 = r.cookie;
+		/* Nothing for a while: sleep on the socket (or for a
+		 * slot), the completer looking after the replies. */
+		nbd_completer_on(c, true);
 		pthread_mutex_lock(&c->lock);
-		while (c->inflight >= v->nbd_max_inflight)
+		while (c->inflight >= c->v->nbd_max_inflight)
 			pthread_cond_wait(&c->cond, &c->lock);
-		c->inflight++;
 		pthread_mutex_unlock(&c->lock);
-		if (io->vol)
-			vlmc_vol_enter(io->vol);
-		vlmc_io_submit(io);
+		rc = nbd_buffered(c) >= NBD_REQUEST_LEN ? 1
+		     : nbd_fill(c, true) > 0		? 1
+							: 0;
+		nbd_completer_on(c, false);
+		if (!rc)
+			return;
 	}
 }
 
@@ -461,9 +930,12 @@ static void nbd_conn_close(struct vlmc_conn *c)
 	if (c->have_port) {
 		/* Every command must be answered before we let go. */
 		pthread_mutex_lock(&c->lock);
+		c->completer_on = true;
+		pthread_cond_signal(&c->ccond);
 		while (c->inflight)
 			pthread_cond_wait(&c->cond, &c->lock);
 		c->stop_completer = true;
+		pthread_cond_signal(&c->ccond);
 		pthread_mutex_unlock(&c->lock);
 		xseg_kick(c->v->seg, c->port);
 		pthread_join(c->completer, NULL);
@@ -486,7 +958,10 @@ static void nbd_conn_close(struct vlmc_conn *c)
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->olock);
 	pthread_cond_destroy(&c->cond);
+	pthread_cond_destroy(&c->ccond);
+	free(c->rbuf);
 	free(c);
 }
 
@@ -532,12 +1007,23 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	struct vlmc_conn *c;
 	pthread_attr_t attr;
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
+	int bufsz = NBD_SOCKBUF_SIZE;
 
 	if (fd < 0)
 		return;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* A 1 MiB reply in one writev without waiting for the client to
+	 * drain the socket; best effort (capped by net.core.wmem_max). */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
 	c = calloc(1, sizeof(*c));
 	if (!c) {
+		close(fd);
+		return;
+	}
+	c->rbuf = malloc(NBD_RBUF_SIZE);
+	if (!c->rbuf) {
+		free(c);
 		close(fd);
 		return;
 	}
@@ -545,7 +1031,9 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	c->fd = fd;
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->olock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	pthread_cond_init(&c->ccond, NULL);
 	pthread_mutex_lock(&nbd->lock);
 	c->next = nbd->conns;
 	if (c->next)

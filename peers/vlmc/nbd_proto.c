@@ -119,9 +119,71 @@ static enum nbd_verdict nbd_refuse(const struct nbd_request *r, uint32_t *error,
 	return NBD_REFUSE;
 }
 
-enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
-				   bool readonly, uint32_t *error)
+int nbd_parse_meta_context(const uint8_t *in, uint32_t len, const char **name,
+			   uint32_t *namelen, uint32_t *nr_queries,
+			   const uint8_t **queries)
 {
+	uint64_t pos, nl, nq;
+
+	if (len < 8)
+		return -EINVAL;
+	nl = nbd_get32(in);
+	if (nl > len - 8)
+		return -EINVAL;
+	pos = 4 + nl;
+	nq = nbd_get32(in + pos);
+	pos += 4;
+	*queries = in + pos;
+	for (uint64_t i = 0; i < nq; i++) {
+		uint64_t ql;
+
+		if (len - pos < 4)
+			return -EINVAL;
+		ql = nbd_get32(in + pos);
+		if (ql > NBD_OPT_MAX || ql > len - pos - 4)
+			return -EINVAL;
+		pos += 4 + ql;
+	}
+	if (pos != len)
+		return -EINVAL;
+	*name = (const char *)in + 4;
+	*namelen = (uint32_t)nl;
+	*nr_queries = (uint32_t)nq;
+	return 0;
+}
+
+const uint8_t *nbd_next_meta_query(const uint8_t *q, const char **s,
+				   uint32_t *slen)
+{
+	*slen = nbd_get32(q);
+	*s = (const char *)q + 4;
+	return q + 4 + *slen;
+}
+
+size_t nbd_encode_meta_context(uint8_t *out, uint32_t id, const char *name)
+{
+	size_t nl = strlen(name);
+
+	nbd_put32(out, id);
+	memcpy(out + 4, name, nl);
+	return 4 + nl;
+}
+
+void nbd_encode_structured_reply(uint8_t out[NBD_STRUCTURED_REPLY_LEN],
+				 uint16_t flags, uint16_t type, uint64_t cookie,
+				 uint32_t length)
+{
+	nbd_put32(out, NBD_STRUCTURED_REPLY_MAGIC);
+	nbd_put16(out + 4, flags);
+	nbd_put16(out + 6, type);
+	nbd_put64(out + 8, cookie);
+	nbd_put32(out + 16, length);
+}
+
+enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
+				   unsigned caps, uint32_t *error)
+{
+	bool readonly = caps & NBD_CAP_READONLY;
 	uint16_t allowed;
 	bool writes = false;
 
@@ -145,6 +207,15 @@ enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
 	case NBD_CMD_WRITE_ZEROES:
 		allowed = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE;
 		writes = true;
+		break;
+	case NBD_CMD_CACHE:
+		allowed = 0;
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		/* SHOULD be EINVAL without a selected context (spec) */
+		if (!(caps & NBD_CAP_BLOCK_STATUS))
+			return nbd_refuse(r, error, NBD_EINVAL);
+		allowed = NBD_CMD_FLAG_REQ_ONE;
 		break;
 	default:
 		return nbd_refuse(r, error, NBD_EINVAL);

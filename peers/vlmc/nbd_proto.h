@@ -14,11 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NBD_INIT_MAGIC	       0x4e42444d41474943ULL /* "NBDMAGIC" */
-#define NBD_OPTS_MAGIC	       0x49484156454f5054ULL /* "IHAVEOPT" */
-#define NBD_REP_MAGIC	       0x0003e889045565a9ULL
-#define NBD_REQUEST_MAGIC      0x25609513u
-#define NBD_SIMPLE_REPLY_MAGIC 0x67446698u
+#define NBD_INIT_MAGIC		   0x4e42444d41474943ULL /* "NBDMAGIC" */
+#define NBD_OPTS_MAGIC		   0x49484156454f5054ULL /* "IHAVEOPT" */
+#define NBD_REP_MAGIC		   0x0003e889045565a9ULL
+#define NBD_REQUEST_MAGIC	   0x25609513u
+#define NBD_SIMPLE_REPLY_MAGIC	   0x67446698u
+#define NBD_STRUCTURED_REPLY_MAGIC 0x668e33efu
 
 /* handshake flags (server) and client flags */
 #define NBD_FLAG_FIXED_NEWSTYLE	  (1u << 0)
@@ -27,22 +28,26 @@
 #define NBD_FLAG_C_NO_ZEROES	  (1u << 1)
 
 /* options */
-#define NBD_OPT_EXPORT_NAME 1
-#define NBD_OPT_ABORT	    2
-#define NBD_OPT_LIST	    3
-#define NBD_OPT_INFO	    6
-#define NBD_OPT_GO	    7
+#define NBD_OPT_EXPORT_NAME	  1
+#define NBD_OPT_ABORT		  2
+#define NBD_OPT_LIST		  3
+#define NBD_OPT_INFO		  6
+#define NBD_OPT_GO		  7
+#define NBD_OPT_STRUCTURED_REPLY  8
+#define NBD_OPT_LIST_META_CONTEXT 9
+#define NBD_OPT_SET_META_CONTEXT  10
 
 /* option reply types */
-#define NBD_REP_ACK	    1u
-#define NBD_REP_SERVER	    2u
-#define NBD_REP_INFO	    3u
-#define NBD_REP_ERR	    (1u << 31)
-#define NBD_REP_ERR_UNSUP   (NBD_REP_ERR + 1)
-#define NBD_REP_ERR_POLICY  (NBD_REP_ERR + 2)
-#define NBD_REP_ERR_INVALID (NBD_REP_ERR + 3)
-#define NBD_REP_ERR_UNKNOWN (NBD_REP_ERR + 6)
-#define NBD_REP_ERR_TOO_BIG (NBD_REP_ERR + 9)
+#define NBD_REP_ACK	     1u
+#define NBD_REP_SERVER	     2u
+#define NBD_REP_INFO	     3u
+#define NBD_REP_META_CONTEXT 4u
+#define NBD_REP_ERR	     (1u << 31)
+#define NBD_REP_ERR_UNSUP    (NBD_REP_ERR + 1)
+#define NBD_REP_ERR_POLICY   (NBD_REP_ERR + 2)
+#define NBD_REP_ERR_INVALID  (NBD_REP_ERR + 3)
+#define NBD_REP_ERR_UNKNOWN  (NBD_REP_ERR + 6)
+#define NBD_REP_ERR_TOO_BIG  (NBD_REP_ERR + 9)
 
 /* information types of NBD_REP_INFO */
 #define NBD_INFO_EXPORT	     0
@@ -58,6 +63,7 @@
 #define NBD_FLAG_SEND_TRIM	   (1u << 5)
 #define NBD_FLAG_SEND_WRITE_ZEROES (1u << 6)
 #define NBD_FLAG_CAN_MULTI_CONN	   (1u << 8)
+#define NBD_FLAG_SEND_CACHE	   (1u << 10)
 
 /* commands and command flags */
 #define NBD_CMD_READ	     0
@@ -65,9 +71,24 @@
 #define NBD_CMD_DISC	     2
 #define NBD_CMD_FLUSH	     3
 #define NBD_CMD_TRIM	     4
+#define NBD_CMD_CACHE	     5
 #define NBD_CMD_WRITE_ZEROES 6
+#define NBD_CMD_BLOCK_STATUS 7
 #define NBD_CMD_FLAG_FUA     (1u << 0)
 #define NBD_CMD_FLAG_NO_HOLE (1u << 1)
+#define NBD_CMD_FLAG_REQ_ONE (1u << 3)
+
+/* structured reply chunks */
+#define NBD_REPLY_FLAG_DONE	    (1u << 0)
+#define NBD_REPLY_TYPE_NONE	    0u
+#define NBD_REPLY_TYPE_OFFSET_DATA  1u
+#define NBD_REPLY_TYPE_BLOCK_STATUS 5u
+#define NBD_REPLY_TYPE_ERROR	    ((1u << 15) + 1)
+
+/* base:allocation states */
+#define NBD_STATE_HOLE		 (1u << 0)
+#define NBD_STATE_ZERO		 (1u << 1)
+#define NBD_META_BASE_ALLOCATION "base:allocation"
 
 /* NBD error values (as the spec numbers them; equal to Linux errnos) */
 #define NBD_EPERM     1
@@ -79,11 +100,12 @@
 #define NBD_ENOTSUP   95
 
 /* Sizes of the fixed wire structures. */
-#define NBD_HANDSHAKE_LEN 18 /* init magic, opts magic, flags */
-#define NBD_OPT_HDR_LEN	  16 /* IHAVEOPT, option, length */
-#define NBD_OPT_REPLY_LEN 20 /* magic, option, type, length */
-#define NBD_REQUEST_LEN	  28
-#define NBD_REPLY_LEN	  16
+#define NBD_HANDSHAKE_LEN	 18 /* init magic, opts magic, flags */
+#define NBD_OPT_HDR_LEN		 16 /* IHAVEOPT, option, length */
+#define NBD_OPT_REPLY_LEN	 20 /* magic, option, type, length */
+#define NBD_REQUEST_LEN		 28
+#define NBD_REPLY_LEN		 16
+#define NBD_STRUCTURED_REPLY_LEN 20 /* magic, flags, type, cookie, length */
 #define NBD_EXPORT_REPLY_LEN                                                   \
 	134 /* NBD_OPT_EXPORT_NAME: size, flags, zeroes                        \
 	     */
@@ -170,6 +192,26 @@ void nbd_encode_info_block_size(uint8_t out[NBD_INFO_BLOCK_SIZE_LEN],
 size_t nbd_encode_export_reply(uint8_t out[NBD_EXPORT_REPLY_LEN], uint64_t size,
 			       uint16_t tflags, bool no_zeroes);
 
+/* Payload of NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT: u32
+ * export name length, name, u32 query count, then count queries of u32
+ * length + string. On success 0, *name points into in (not NUL
+ * terminated), *queries at the first query (walk them with
+ * nbd_next_meta_query). -EINVAL when the lengths do not add up exactly or
+ * a query is longer than NBD_OPT_MAX (the server answers
+ * NBD_REP_ERR_INVALID). */
+int nbd_parse_meta_context(const uint8_t *in, uint32_t len, const char **name,
+			   uint32_t *namelen, uint32_t *nr_queries,
+			   const uint8_t **queries);
+
+/* The query at q (validated by nbd_parse_meta_context): its string and
+ * length; returns the next query. */
+const uint8_t *nbd_next_meta_query(const uint8_t *q, const char **s,
+				   uint32_t *slen);
+
+/* Payload of an NBD_REP_META_CONTEXT reply: u32 context id, then the
+ * name. Writes 4 + strlen(name) bytes (out has room for it). */
+size_t nbd_encode_meta_context(uint8_t *out, uint32_t id, const char *name);
+
 /* A transmission-phase request. */
 struct nbd_request {
 	uint16_t flags;
@@ -193,22 +235,36 @@ enum nbd_verdict {
 			   server will not read it) */
 };
 
+/* What the connection allows, for nbd_check_request (a bool true is
+ * NBD_CAP_READONLY, as the argument was once a bool). */
+#define NBD_CAP_READONLY     (1u << 0) /* writes refused with EPERM */
+#define NBD_CAP_BLOCK_STATUS (1u << 1) /* a meta context was selected */
+
 /*
- * Validate a request against an export of size bytes (readonly or not):
+ * Validate a request against an export of size bytes (caps: read-only,
+ * block status negotiated):
  * known command, only flags valid for that command, offset + length within
  * the export without overflow, length 1..NBD_MAX_PAYLOAD for READ/WRITE,
  * 1..UINT32_MAX for TRIM/WRITE_ZEROES, offset = length = 0 for FLUSH,
- * writes refused on a read-only export. *error gets the NBD error to send
- * for NBD_REFUSE (EINVAL, ENOSPC for a write past the end, EPERM for a
- * write to a read-only export, EOVERFLOW for an oversized READ).
+ * writes refused on a read-only export; CACHE and BLOCK_STATUS: length
+ * 1..UINT32_MAX inside the export, BLOCK_STATUS only with
+ * NBD_CAP_BLOCK_STATUS (flag REQ_ONE allowed). *error gets the NBD error to
+ * send for NBD_REFUSE (EINVAL, ENOSPC for a write past the end, EPERM for
+ * a write to a read-only export, EOVERFLOW for an oversized READ).
  * NBD_CMD_DISC is NBD_DO.
  */
 enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
-				   bool readonly, uint32_t *error);
+				   unsigned caps, uint32_t *error);
 
 /* Simple reply header. */
 void nbd_encode_simple_reply(uint8_t out[NBD_REPLY_LEN], uint32_t error,
 			     uint64_t cookie);
+
+/* Structured reply chunk header: flags (NBD_REPLY_FLAG_DONE), type, and
+ * length payload bytes to follow. */
+void nbd_encode_structured_reply(uint8_t out[NBD_STRUCTURED_REPLY_LEN],
+				 uint16_t flags, uint16_t type, uint64_t cookie,
+				 uint32_t length);
 
 /* Map a positive errno from the storage path to an NBD error value. */
 uint32_t nbd_errno(int err);

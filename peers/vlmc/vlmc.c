@@ -34,6 +34,7 @@ enum {
 	VLMC_OPT_NBD_TCP,
 	VLMC_OPT_CTL_SOCKET,
 	VLMC_OPT_NBD_INFLIGHT,
+	VLMC_OPT_NBD_SPIN,
 };
 
 static const struct option vlmc_options[] = {
@@ -43,6 +44,7 @@ static const struct option vlmc_options[] = {
     {"nbd-tcp", required_argument, NULL, VLMC_OPT_NBD_TCP},
     {"ctl-socket", required_argument, NULL, VLMC_OPT_CTL_SOCKET},
     {"nbd-inflight", required_argument, NULL, VLMC_OPT_NBD_INFLIGHT},
+    {"nbd-spin", required_argument, NULL, VLMC_OPT_NBD_SPIN},
     {NULL, 0, NULL, 0},
 };
 
@@ -56,7 +58,10 @@ static const char vlmc_options_help[] =
     "      --ctl-socket PATH   control socket for xsegctl volume (default\n"
     "                          /tmp/vlmc-SEGMENT.ctl)\n"
     "      --nbd-inflight N    commands in flight per NBD connection "
-    "(default 64)\n";
+    "(default 64)\n"
+    "      --nbd-spin TIME     a connection polls for replies and commands\n"
+    "                          this long before sleeping (default 20us;\n"
+    "                          0: sleep at once)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -65,6 +70,7 @@ static void vlmc_defaults(struct peer *p)
 	v->next_port = XSEG_NOPORT;
 	v->obj_size = VLMC_DEFAULT_OBJ_SIZE;
 	v->nbd_max_inflight = 64;
+	v->nbd_spin_ns = VLMC_DEFAULT_NBD_SPIN_NS;
 	v->ctl_fd = -1;
 }
 
@@ -106,6 +112,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x == 0 || x > 1024)
 			return rc ? rc : -ERANGE;
 		v->nbd_max_inflight = (unsigned)x;
+		return 0;
+	case VLMC_OPT_NBD_SPIN:
+		rc = peer_parse_duration(arg, 1000, &x);
+		if (rc || x > 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->nbd_spin_ns = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -185,6 +197,18 @@ void vlmc_vol_enter(struct vlmc_volume *vol)
 	pthread_mutex_unlock(&vol->mu);
 }
 
+bool vlmc_vol_try_enter(struct vlmc_volume *vol)
+{
+	bool ok;
+
+	pthread_mutex_lock(&vol->mu);
+	ok = !vol->frozen;
+	if (ok)
+		vol->inflight++;
+	pthread_mutex_unlock(&vol->mu);
+	return ok;
+}
+
 void vlmc_vol_exit(struct vlmc_volume *vol)
 {
 	pthread_mutex_lock(&vol->mu);
@@ -200,7 +224,7 @@ void vlmc_vol_exit(struct vlmc_volume *vol)
 struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
 			      enum vlmc_io_op op, uint64_t off, uint64_t len)
 {
-	struct vlmc_extent *ext = NULL;
+	struct vlmc_extent stack_ext[16], *ext = stack_ext;
 	struct vlmc_io *io;
 	uint64_t n = 1;
 
@@ -223,10 +247,13 @@ struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
 		io->parts[0].io = io;
 		return io;
 	}
-	ext = malloc(n * sizeof(*ext));
-	if (!ext) {
-		free(io);
-		return NULL;
+	/* Most I/Os touch one or two objects: no allocation for those. */
+	if (n > sizeof(stack_ext) / sizeof(stack_ext[0])) {
+		ext = malloc(n * sizeof(*ext));
+		if (!ext) {
+			free(io);
+			return NULL;
+		}
 	}
 	vlmc_split(off, len, vol->m.obj_size, ext, n);
 	for (uint64_t i = 0; i < n; i++) {
@@ -234,7 +261,8 @@ struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
 		io->parts[i].buf_off = ext[i].buf_off;
 		io->parts[i].len = ext[i].len;
 	}
-	free(ext);
+	if (ext != stack_ext)
+		free(ext);
 	return io;
 }
 
@@ -293,8 +321,10 @@ static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
 	}
 }
 
-static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
-			    uint64_t idx)
+/* Get and prepare the object request of a part (op, offset, target; for a
+ * WRITE the data is the caller's to fill). */
+static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
+			  uint64_t idx, struct xseg_request **reqp)
 {
 	struct vlmc *v = io->v;
 	uint32_t osz = io->vol ? io->vol->m.obj_size : 0;
@@ -313,6 +343,10 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 		if (io->op == VLMC_IO_READ) {
 			op = XSEG_OP_READ;
 			datalen = part->len;
+		} else if (io->op == VLMC_IO_STATUS) {
+			op = XSEG_OP_INFO;
+			datalen = sizeof(struct xseg_reply_info);
+			obj_off = 0;
 		} else if (io->op == VLMC_IO_WRITE || obj_off ||
 			   part->len != osz) {
 			op = XSEG_OP_WRITE;
@@ -326,18 +360,36 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 		return rc;
 	req->op = op;
 	req->offset = obj_off;
-	req->size = datalen;
+	req->size = op == XSEG_OP_INFO ? 0 : datalen;
 	req->flags = op == XSEG_OP_WRITE ? io->xflags : 0;
 	if (nl)
 		memcpy(xseg_request_target(req), name, nl);
 	req->user = (uint64_t)(uintptr_t)part;
-	if (op == XSEG_OP_WRITE) {
-		void *d = xseg_request_data(v->seg, req);
+	*reqp = req;
+	return 0;
+}
 
-		if (io->op == VLMC_IO_WRITE)
-			memcpy(d, io->buf + part->buf_off, datalen);
-		else
-			memset(d, 0, datalen);
+static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
+			    uint64_t idx)
+{
+	struct vlmc *v = io->v;
+	struct xseg_request *req = part->req;
+	int rc;
+
+	if (req) {
+		part->req = NULL; /* prepared by vlmc_io_prep, data filled */
+	} else {
+		rc = vlmc_part_prep(io, part, idx, &req);
+		if (rc)
+			return rc;
+		if (req->op == XSEG_OP_WRITE) {
+			void *d = xseg_request_data(v->seg, req);
+
+			if (io->op == VLMC_IO_WRITE)
+				memcpy(d, io->buf + part->buf_off, part->len);
+			else
+				memset(d, 0, part->len);
+		}
 	}
 	rc = xseg_submit(v->seg, req, v->next_port);
 	if (rc) {
@@ -346,6 +398,39 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 	}
 	__atomic_add_fetch(&v->st_parts, 1, __ATOMIC_RELAXED);
 	return 0;
+}
+
+int vlmc_io_prep(struct vlmc_io *io)
+{
+	uint64_t first = io->off / io->vol->m.obj_size;
+
+	if (io->op != VLMC_IO_WRITE)
+		return -EINVAL;
+	for (uint64_t i = 0; i < io->nr_parts; i++) {
+		int rc = vlmc_part_prep(io, &io->parts[i], first + i,
+					&io->parts[i].req);
+
+		if (rc) {
+			vlmc_io_put_replies(io);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void *vlmc_io_part_data(struct vlmc_io *io, uint64_t i)
+{
+	return xseg_request_data(io->v->seg, io->parts[i].req);
+}
+
+void vlmc_io_put_replies(struct vlmc_io *io)
+{
+	for (uint64_t i = 0; i < io->nr_parts; i++) {
+		if (io->parts[i].req) {
+			xseg_put_request(io->v->seg, io->parts[i].req);
+			io->parts[i].req = NULL;
+		}
+	}
 }
 
 void vlmc_io_submit(struct vlmc_io *io)
@@ -357,9 +442,15 @@ void vlmc_io_submit(struct vlmc_io *io)
 	 * every part has been submitted. */
 	__atomic_store_n(&io->remaining, io->nr_parts + 1, __ATOMIC_RELAXED);
 	for (uint64_t i = 0; i < io->nr_parts; i++) {
-		int rc = vlmc_part_submit(io, &io->parts[i], first + i);
+		struct vlmc_part *part = &io->parts[i];
+		int rc = vlmc_part_submit(io, part, first + i);
 
 		if (rc) {
+			/* a prepared request not submitted goes back */
+			if (part->req) {
+				xseg_put_request(io->v->seg, part->req);
+				part->req = NULL;
+			}
 			vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
 			vlmc_io_put_part(io);
 		}
@@ -374,20 +465,38 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
 	int err = req->error;
 
 	if (io->op == VLMC_IO_READ) {
+		void *d = xseg_request_data(v->seg, req);
+
+		/* io->buf NULL and no keep_replies: the data is not wanted
+		 * (NBD_CMD_CACHE only warms the cache) */
 		if (err == ENOENT) {
 			/* never written: reads as zeroes */
-			memset(io->buf + part->buf_off, 0, part->len);
+			if (io->keep_replies && d)
+				memset(d, 0, part->len);
+			else if (io->buf)
+				memset(io->buf + part->buf_off, 0, part->len);
 			err = 0;
-		} else if (!err) {
-			memcpy(io->buf + part->buf_off,
-			       xseg_request_data(v->seg, req), part->len);
+		} else if (!err && io->buf) {
+			memcpy(io->buf + part->buf_off, d, part->len);
 		}
+		if (io->keep_replies && !err && d) {
+			/* the owner sends the data from the segment */
+			part->req = req;
+			req = NULL;
+		} else if (io->keep_replies && !err) {
+			err = EIO; /* no buffer to read from: never expected */
+		}
+	} else if (io->op == VLMC_IO_STATUS) {
+		part->hole = err == ENOENT;
+		if (err == ENOENT)
+			err = 0;
 	} else if (req->op == XSEG_OP_DELETE && err == ENOENT) {
 		err = 0;
 	}
 	if (err)
 		vlmc_io_fail(io, err);
-	xseg_put_request(v->seg, req);
+	if (req)
+		xseg_put_request(v->seg, req);
 	vlmc_io_put_part(io);
 }
 

@@ -31,6 +31,8 @@
 
 struct vlmc_nbd;
 
+#define VLMC_DEFAULT_NBD_SPIN_NS (20ULL * 1000)
+
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
 				      the volume's mu */
@@ -51,6 +53,7 @@ struct vlmc {
 	char *ctl_socket;
 	int nbd_tcp_port; /* 0: no TCP listener */
 	unsigned nbd_max_inflight;
+	uint64_t nbd_spin_ns; /* see nbd.c: reader polling */
 
 	struct peer *p;
 	struct xseg *seg;
@@ -79,6 +82,8 @@ enum vlmc_io_op {
 	VLMC_IO_ZERO, /* TRIM / WRITE_ZEROES: whole objects deleted, the rest
 			 written with zeroes */
 	VLMC_IO_FLUSH,
+	VLMC_IO_STATUS, /* allocation status: one INFO per object; a part
+			   whose object does not exist gets hole = true */
 };
 
 struct vlmc_io;
@@ -88,6 +93,12 @@ struct vlmc_part {
 	struct vlmc_io *io;
 	uint64_t buf_off;
 	uint64_t len;
+	/* Before submission: a request prepared by vlmc_io_prep (its data
+	 * filled by the owner, submitted as is). After completion of a
+	 * keep_replies READ: the reply, data in its buffer, until
+	 * vlmc_io_put_replies. NULL otherwise. */
+	struct xseg_request *req;
+	bool hole; /* VLMC_IO_STATUS: the object was never written */
 };
 
 struct vlmc_io {
@@ -104,6 +115,12 @@ struct vlmc_io {
 	void *arg;	      /* owner's context */
 	uint64_t arg2;	      /* owner's word (e.g. NBD cookie) */
 	struct vlmc_io *next; /* pending list */
+	/* READ: keep each part's reply (part->req) instead of copying its
+	 * data into buf; the owner reads xseg_request_data(part->req) and
+	 * returns them with vlmc_io_put_replies. A part that read a
+	 * never-written object has its buffer zeroed. */
+	bool keep_replies;
+	_Alignas(8) uint8_t scratch[48]; /* owner's (NBD: the reply header) */
 	uint64_t nr_parts;
 	struct vlmc_part *parts; /* nr_parts entries */
 };
@@ -121,8 +138,22 @@ struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
 			      enum vlmc_io_op op, uint64_t off, uint64_t len);
 void vlmc_io_free(struct vlmc_io *io);
 
+/* Get and prepare the object request of every part of a WRITE io from
+ * io->port (op, offset, target, a data buffer of part->len bytes) without
+ * submitting them, so the owner can fill the data in place (NBD reads a
+ * payload straight from the socket into the segment). vlmc_io_submit then
+ * submits them as they are. Returns 0 or a negative errno (-ENOMEM when
+ * the pool or heap stayed exhausted), in which case no request is held. */
+int vlmc_io_prep(struct vlmc_io *io);
+/* Data buffer of part i's prepared request or kept reply. */
+void *vlmc_io_part_data(struct vlmc_io *io, uint64_t i);
+/* Return every request held in io->parts[].req to the pool. */
+void vlmc_io_put_replies(struct vlmc_io *io);
+
 /* Wait until vol is not frozen and count an I/O in flight on it. */
 void vlmc_vol_enter(struct vlmc_volume *vol);
+/* The same without waiting: false (nothing counted) while vol is frozen. */
+bool vlmc_vol_try_enter(struct vlmc_volume *vol);
 /* The matching exit (wakes a snapshot waiting for the drain). */
 void vlmc_vol_exit(struct vlmc_volume *vol);
 

@@ -10,7 +10,8 @@
  * Small segments, a short sync interval and frequent checkpoints put the
  * kill inside segment switches and checkpoints too; every fourth child
  * runs on a fault-injecting disk that fills up mid-record, leaving a torn
- * record for recovery to cut; a third use the io_uring backend.
+ * record for recovery to cut; a third use the io_uring backend, a fifth
+ * read through mappings of the log.
  * FUA writes and flushes make the store zero-fill the log ahead of its
  * tail, so most kills leave a zero tail, which recovery must take as the
  * clean end (no torn tail reported, nothing lost); the test counts them
@@ -143,6 +144,7 @@ static void child_main(uint64_t seed, int64_t fault_budget)
 	o.log = quiet_log;
 	if (seed % 3 == 0)
 		o.io = &blocker_io_uring; /* a third of the children */
+	o.mmap_reads = seed % 5 == 1;	  /* a fifth read through mappings */
 	if (fault_budget >= 0) {
 		blocker_io_fault_init(&f, NULL, NULL);
 		blocker_io_fault_arm(&f, fault_budget, ENOSPC, 0);

@@ -41,15 +41,22 @@ static void bp_rmtree(const char *dir)
 		fprintf(stderr, "warning: could not remove %s\n", dir);
 }
 
+/* tests that set it run the peer with --mmap-reads (Check forks each) */
+static bool bp_mmap;
+
 static void bp_start(struct bp_env *e, bool create)
 {
 	char store[160];
-	const char *argv[] = {"blocker", "-g",	 e->segname,
-			      "-p",	 "1",	 "--store",
-			      store,	 "-t",	 "2",
-			      "-v",	 "warn", create ? "--create" : NULL,
-			      NULL};
+	const char *argv[16] = {"blocker", "-g",      e->segname, "-p",
+				"1",	   "--store", store,	  "-t",
+				"2",	   "-v",      "warn"};
+	int n = 11;
 
+	if (bp_mmap)
+		argv[n++] = "--mmap-reads";
+	if (create)
+		argv[n++] = "--create";
+	argv[n] = NULL;
 	snprintf(store, sizeof(store), "%s/store", e->dir);
 	e->peer = tpr_start(argv, e->log);
 	ck_assert_int_gt(e->peer, 0);
@@ -160,7 +167,7 @@ static void bp_expect_data(struct bp_env *e, const char *target, uint64_t off,
 	free(got);
 }
 
-START_TEST(test_roundtrip_and_restart)
+static void roundtrip_and_restart(void)
 {
 	struct bp_env e;
 	enum { LEN = 64 * 1024 };
@@ -186,6 +193,18 @@ START_TEST(test_roundtrip_and_restart)
 	bp_expect_data(&e, "vol_0001", 8192, a, LEN);
 	bp_expect_data(&e, "vol_0002", 0, b, LEN);
 	bp_teardown(&e);
+}
+
+START_TEST(test_roundtrip_and_restart)
+{
+	roundtrip_and_restart();
+}
+END_TEST
+
+START_TEST(test_roundtrip_mmap_reads)
+{
+	bp_mmap = true;
+	roundtrip_and_restart();
 }
 END_TEST
 
@@ -351,7 +370,7 @@ END_TEST
 
 /* Flip a byte of a stored chunk on disk: its read fails with EIO, the
  * others are still served, and so is everything else. */
-START_TEST(test_corrupt_chunk_is_eio)
+static void corrupt_chunk_is_eio(void)
 {
 	struct bp_env e;
 	enum { LEN = 4096 };
@@ -399,6 +418,19 @@ START_TEST(test_corrupt_chunk_is_eio)
 	    bp_io(&e, XSEG_OP_READ, "victim", 0, LEN, 0, NULL, a, LEN), EIO);
 	bp_teardown(&e);
 }
+
+START_TEST(test_corrupt_chunk_is_eio)
+{
+	corrupt_chunk_is_eio();
+}
+END_TEST
+
+/* verification is the same when reads come from mappings of the log */
+START_TEST(test_corrupt_chunk_is_eio_mmap)
+{
+	bp_mmap = true;
+	corrupt_chunk_is_eio();
+}
 END_TEST
 
 /* Start-up refusals: no --store, and a directory that holds no store
@@ -434,10 +466,12 @@ int main(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_roundtrip_and_restart);
+	tcase_add_test(tc, test_roundtrip_mmap_reads);
 	tcase_add_test(tc, test_object_ops);
 	tcase_add_test(tc, test_bad_requests_refused);
 	tcase_add_test(tc, test_sigkill_keeps_flushed);
 	tcase_add_test(tc, test_corrupt_chunk_is_eio);
+	tcase_add_test(tc, test_corrupt_chunk_is_eio_mmap);
 	tcase_add_test(tc, test_startup_errors);
 	suite_add_tcase(s, tc);
 	xtu_init();

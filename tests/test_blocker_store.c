@@ -17,6 +17,7 @@
 
 static char dir[256];
 static struct tb_log logbuf;
+static bool use_mmap; /* the "mmap" case: reads through mappings */
 
 static void setup(void)
 {
@@ -29,6 +30,12 @@ static void teardown(void)
 	tb_rmtree(dir);
 }
 
+static void setup_mmap(void)
+{
+	setup();
+	use_mmap = true;
+}
+
 static void opts(struct blocker_opts *o)
 {
 	blocker_opts_init(o);
@@ -36,6 +43,7 @@ static void opts(struct blocker_opts *o)
 	o->checkpoint_bytes = 0;
 	o->log = tb_log_fn;
 	o->log_arg = &logbuf;
+	o->mmap_reads = use_mmap;
 }
 
 static struct blocker_store *mk(uint32_t chunk, uint64_t seg)
@@ -1071,6 +1079,20 @@ int main(void)
 	tcase_add_test(tc, test_fault_enospc_short_write);
 	tcase_add_test(tc, test_fault_eio_write);
 	tcase_add_test(tc, test_fault_fsync_eio);
+	suite_add_tcase(s, tc);
+	/* the same behaviour with reads through mappings of the log */
+	tc = tcase_create("mmap");
+	tcase_add_checked_fixture(tc, setup_mmap, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_rw_basic);
+	tcase_add_test(tc, test_copy_on_write);
+	tcase_add_test(tc, test_replay_after_crash);
+	tcase_add_test(tc, test_torn_tail);
+	tcase_add_test(tc, test_zero_tail);
+	tcase_add_test(tc, test_bitflip_eio);
+	tcase_add_test(tc, test_partial_collisions);
+	tcase_add_test(tc, test_segments_and_big_writes);
+	tcase_add_test(tc, test_segment_exact_fill_flushed);
 	suite_add_tcase(s, tc);
 	tb_base_init();
 	sr = srunner_create(s);

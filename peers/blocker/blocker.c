@@ -37,6 +37,7 @@ enum {
 	BLOCKER_OPT_SYNC_INTERVAL,
 	BLOCKER_OPT_CHECKPOINT_BYTES,
 	BLOCKER_OPT_IO,
+	BLOCKER_OPT_MMAP_READS,
 };
 
 struct blocker_peer {
@@ -54,6 +55,7 @@ static const struct option blocker_options[] = {
     {"sync-interval-ms", required_argument, NULL, BLOCKER_OPT_SYNC_INTERVAL},
     {"checkpoint-bytes", required_argument, NULL, BLOCKER_OPT_CHECKPOINT_BYTES},
     {"io", required_argument, NULL, BLOCKER_OPT_IO},
+    {"mmap-reads", no_argument, NULL, BLOCKER_OPT_MMAP_READS},
     {NULL, 0, NULL, 0},
 };
 
@@ -68,7 +70,11 @@ static const char blocker_options_help[] =
     "without FLUSH\n"
     "      --checkpoint-bytes SIZE  checkpoint after this much log "
     "(0: only at exit)\n"
-    "      --io sync|uring       I/O backend (default uring)\n";
+    "      --io sync|uring       I/O backend (default uring)\n"
+    "      --mmap-reads          read the log through mappings (faster; "
+    "a disk read\n"
+    "                            error kills the peer instead of failing "
+    "the read)\n";
 
 static void blocker_defaults(struct peer *p)
 {
@@ -112,6 +118,9 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 		return 0;
 	case BLOCKER_OPT_CHECKPOINT_BYTES:
 		return peer_parse_size(arg, &b->opts.checkpoint_bytes);
+	case BLOCKER_OPT_MMAP_READS:
+		b->opts.mmap_reads = true;
+		return 0;
 	case BLOCKER_OPT_IO:
 		if (!strcmp(arg, "sync"))
 			b->opts.io = &blocker_io_sync;
@@ -321,8 +330,9 @@ static int blocker_init(struct peer *p)
 			     : "");
 		return rc;
 	}
-	peer_info("%s: store open, io %s, read verification %s", b->dir,
-		  b->opts.io->name, b->opts.verify_reads ? "on" : "off");
+	peer_info("%s: store open, io %s%s, read verification %s", b->dir,
+		  b->opts.io->name, b->opts.mmap_reads ? ", mmap reads" : "",
+		  b->opts.verify_reads ? "on" : "off");
 	return 0;
 }
 

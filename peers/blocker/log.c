@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include "store_int.h"
 
@@ -46,18 +47,29 @@ void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
 
 static int seg_push(struct blocker_store *s, int fd)
 {
+	const uint8_t *map = NULL;
+
+	if (s->o.mmap_reads) {
+		void *m =
+		    mmap(NULL, s->segment_size, PROT_READ, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED)
+			return -errno;
+		map = m;
+	}
 	pthread_rwlock_wrlock(&s->segs_lock);
 	if (s->nsegs == s->segs_cap) {
 		uint32_t ncap = s->segs_cap ? 2 * s->segs_cap : 16;
 		struct bseg *n = realloc(s->segs, ncap * sizeof(*n));
 		if (!n) {
 			pthread_rwlock_unlock(&s->segs_lock);
+			if (map)
+				munmap((void *)map, s->segment_size);
 			return -ENOMEM;
 		}
 		s->segs = n;
 		s->segs_cap = ncap;
 	}
-	s->segs[s->nsegs++].fd = fd;
+	s->segs[s->nsegs++] = (struct bseg){fd, map};
 	pthread_rwlock_unlock(&s->segs_lock);
 	return 0;
 }
@@ -112,6 +124,23 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 	uint64_t off;
 	int fd, r;
 
+	if (s->o.mmap_reads) {
+		const uint8_t *map = NULL;
+		uint64_t seg = pos / s->segment_size;
+
+		pthread_rwlock_rdlock(&s->segs_lock);
+		if (seg < s->nsegs)
+			map = s->segs[seg].map;
+		pthread_rwlock_unlock(&s->segs_lock);
+		if (map) {
+			const uint8_t *p = map + pos % s->segment_size;
+			for (int i = 0; i < cnt; i++) {
+				memcpy(iov[i].iov_base, p, iov[i].iov_len);
+				p += iov[i].iov_len;
+			}
+			return 0;
+		}
+	}
 	r = blog_fd(s, pos, &fd, &off);
 	if (r)
 		return r;
@@ -573,11 +602,20 @@ int blog_flush_fua(struct blocker_store *s)
 	return flush_common(s, true);
 }
 
+void blog_seg_release(struct blocker_store *s, uint32_t seg)
+{
+	if (s->segs[seg].map)
+		munmap((void *)s->segs[seg].map, s->segment_size);
+	s->segs[seg].map = NULL;
+	if (s->segs[seg].fd >= 0)
+		close(s->segs[seg].fd);
+	s->segs[seg].fd = -1;
+}
+
 void blog_close(struct blocker_store *s)
 {
 	for (uint32_t i = 0; i < s->nsegs; i++)
-		if (s->segs[i].fd >= 0)
-			close(s->segs[i].fd);
+		blog_seg_release(s, i);
 	free(s->segs);
 	s->segs = NULL;
 	s->nsegs = 0;

@@ -66,7 +66,7 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
 			     "blocker: %s: after the torn tail; removing %lld "
 			     "bytes",
 			     path, (long long)sz);
-		close(s->segs[last].fd);
+		blog_seg_release(s, last);
 		s->nsegs--;
 		if (unlink(path) < 0)
 			return -errno;

@@ -337,7 +337,7 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 	pthread_rwlock_unlock(&o->lock);
 	bobj_put(s, o);
 
-	if (!r && n > 1 && s->io->preadv_batch) {
+	if (!r && n > 1 && s->io->preadv_batch && !s->o.mmap_reads) {
 		r = read_batched(s, off, len, buf, first, n, scores);
 		goto out;
 	}
@@ -429,7 +429,7 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 	uint32_t *which = NULL, m = 0;
 	int *cnt = NULL, r = 0;
 
-	if (!s->io->preadv_batch || n < 2) {
+	if (!s->io->preadv_batch || n < 2 || s->o.mmap_reads) {
 		for (uint32_t k = 0; k < n; k++) {
 			if (!w->miss[k])
 				continue;

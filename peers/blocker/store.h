@@ -137,7 +137,16 @@ struct blocker_opts {
 	uint32_t chunk_size;   /* power of two, 512 .. 1 MiB */
 	uint64_t segment_size; /* multiple of 1 MiB, >= 1 MiB */
 	/* runtime parameters (blocker_open) */
-	bool verify_reads;	   /* re-hash chunks read from disk */
+	bool verify_reads; /* re-hash chunks read from disk */
+	/*
+	 * Read the log through read-only shared mappings of its segments
+	 * (default off): no syscall and no kernel copy per read, which on a
+	 * VM costs as much as hashing the chunk. The price: a disk that
+	 * cannot read a page kills the process with SIGBUS where the
+	 * syscall path returns -EIO. Bypasses the I/O backend for reads
+	 * (not for writes), so fault injection of reads needs it off.
+	 */
+	bool mmap_reads;
 	unsigned partial_bits;	   /* 1..40; tiny values force collisions */
 	unsigned sync_interval_ms; /* 0: no background sync */
 	uint64_t checkpoint_bytes; /* checkpoint after this much log; 0 off */

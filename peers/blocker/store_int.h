@@ -201,6 +201,10 @@ struct bobj {
 
 struct bseg {
 	int fd;
+	/* read-only mapping of segment_size bytes (o.mmap_reads), or NULL;
+	 * only bytes below the tail are ever touched, so truncating the
+	 * zero tail cannot fault a reader */
+	const uint8_t *map;
 };
 
 struct blocker_store {
@@ -332,6 +336,8 @@ int blog_pread(struct blocker_store *s, uint64_t pos, void *buf, size_t len);
 int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 		int cnt);
 void blog_close(struct blocker_store *s);
+/* close segment seg's file and drop its mapping (recovery's cut) */
+void blog_seg_release(struct blocker_store *s, uint32_t seg);
 void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static inline int blocker_degraded(struct blocker_store *s)

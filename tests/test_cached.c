@@ -185,6 +185,11 @@ static void serve(unsigned k, int error, bool short_write)
 		if (!error)
 			((struct xseg_reply_info *)f->buf)->size = store_size;
 		serviced = 0; /* INFO reports no bytes */
+	} else if (!error && n->req->op == XSEG_OP_DELETE) {
+		memset(store_a, 0, sizeof(store_a));
+		serviced = 0;
+	} else if (!error && n->req->op == XSEG_OP_COPY) {
+		serviced = 0;
 	} else if (!error && n->req->op == XSEG_OP_READ)
 		memcpy(f->buf, store_a + n->req->offset, n->req->size);
 	else if (!error && n->req->op == XSEG_OP_WRITE && !short_write)
@@ -687,7 +692,7 @@ START_TEST(test_fua_written_through)
 }
 END_TEST
 
-START_TEST(test_delete_discards_and_forwards)
+START_TEST(test_delete_discards_and_sends)
 {
 	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
 	struct fake_req *d, *r;
@@ -697,10 +702,15 @@ START_TEST(test_delete_discards_and_forwards)
 	ck_assert_uint_eq(cached_unclean(&C), 1);
 	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
 	ck_assert_int_eq(submit(d), 0);
-	ck_assert(d->forwarded);
+	/* dirty data of a deleted object is never written: only the
+	 * DELETE goes, sent by cached, which answers the client */
 	ck_assert_uint_eq(cached_unclean(&C), 0);
-	ck_assert_uint_eq(nr_sent, 0); /* dirty data of a deleted object
-					  is never written */
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_DELETE);
+	ck_assert(!d->done);
+	serve_all();
+	ck_assert(d->done && !d->forwarded);
+	ck_assert_int_eq(d->error, 0);
 	ck_assert_ptr_null(obj("a"));
 	/* a read after the delete goes to the store */
 	r = client(2, XSEG_OP_READ, "a", 0, BS);
@@ -708,6 +718,55 @@ START_TEST(test_delete_discards_and_forwards)
 	ck_assert_uint_eq(nr_sent, 1);
 	serve_all();
 	ck_assert_mem_eq(r->buf, store_a, BS);
+}
+END_TEST
+
+START_TEST(test_delete_fences_the_name)
+{
+	struct fake_req *r0, *r1, *d, *r2, *w;
+
+	/* bucket 0 cached; a read of bucket 1 is fetching */
+	r0 = client(0, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r0), 0);
+	serve_all();
+	ck_assert(r0->done);
+	r1 = client(1, XSEG_OP_READ, "a", BS, BS);
+	ck_assert_int_eq(submit(r1), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	d = client(2, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert_uint_eq(nr_sent, 2);
+	ck_assert_uint_eq(sent[1]->req->op, XSEG_OP_DELETE);
+	/* while the DELETE is at the store, the name is fenced: no hit
+	 * on the old data, no fetch, no write into the old object */
+	r2 = client(3, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r2), 0);
+	w = client(4, XSEG_OP_WRITE, "a", 2 * BS, BS);
+	fill(w, 0x3c);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!r2->done && !w->done);
+	ck_assert_uint_eq(nr_sent, 2);
+	/* the old fetch completes (old data): not served from the cache
+	 * after the DELETE */
+	serve(0, 0, false);
+	ck_assert_uint_eq(nr_sent, 2);
+	/* the DELETE is applied (the store forgets 'a') and answered:
+	 * the waiting requests restart on a new object */
+	serve(1, 0, false);
+	ck_assert(d->done && !d->forwarded);
+	ck_assert(w->done);
+	/* serve what they send, and what that sends */
+	for (unsigned k = 2; k < nr_sent; k++)
+		serve(k, 0, false);
+	nr_sent = 0;
+	ck_assert(r1->done && r2->done);
+	/* every read issued before the DELETE's answer that was served
+	 * after it sees the deleted (zero) object, never the old bytes */
+	for (unsigned i = 0; i < BS; i++) {
+		ck_assert_uint_eq(r1->buf[i], 0);
+		ck_assert_uint_eq(r2->buf[i], 0);
+	}
+	ck_assert_uint_eq(cached_unclean(&C), 1); /* w, on the new one */
 }
 END_TEST
 
@@ -726,8 +785,13 @@ START_TEST(test_delete_waits_for_flush_in_flight)
 	ck_assert_int_eq(submit(d), 0);
 	ck_assert(!d->done);
 	ck_assert_int_eq(cached_obj_state(o), CACHED_O_DELETING);
+	ck_assert_uint_eq(nr_sent, 1); /* the flush only, for now */
 	serve_all();
-	ck_assert(d->forwarded);
+	ck_assert(d->done && !d->forwarded);
+	ck_assert_int_eq(d->error, 0);
+	/* the flush was written before the DELETE was sent */
+	ck_assert_uint_eq(sent_log[0].op, XSEG_OP_WRITE);
+	ck_assert_uint_eq(sent_log[1].op, XSEG_OP_DELETE);
 }
 END_TEST
 
@@ -746,8 +810,10 @@ START_TEST(test_copy_flushes_source)
 	ck_assert_int_eq(submit(cp), 0);
 	ck_assert(!cp->done);
 	ck_assert_uint_eq(nr_sent, 1);
-	serve_all();
-	ck_assert(cp->forwarded);
+	serve_all(); /* the source's flush, then the COPY */
+	ck_assert(cp->done && !cp->forwarded);
+	ck_assert_int_eq(cp->error, 0);
+	ck_assert_uint_eq(sent_log[1].op, XSEG_OP_COPY);
 	ck_assert_uint_eq(store_a[0], 9);
 	/* a bad copy argument is refused, nothing taken */
 	cp = client(2, XSEG_OP_COPY, "b", 0, sizeof(*arg));
@@ -944,7 +1010,8 @@ START_TEST(test_info_forgets_deleted_object)
 	ck_assert_uint_eq(info_size(i1), 5 * BS);
 	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
 	ck_assert_int_eq(submit(d), 0);
-	ck_assert(d->forwarded);
+	serve_all();
+	ck_assert(d->done);
 	store_info_error = ENOENT;
 	i1 = info_req(2, "a");
 	ck_assert_int_eq(submit(i1), 0);
@@ -1188,10 +1255,12 @@ START_TEST(test_nocache_write_survives_delete)
 	/* the object is deleted while the write is half sent */
 	d = client(2, XSEG_OP_DELETE, "a", 0, 0);
 	ck_assert_int_eq(submit(d), 0);
-	ck_assert(d->forwarded);
-	for (int guard = 0; guard < 20 && !(nw->done && r->done); guard++)
+	ck_assert(!d->done); /* waits for the NOCACHE write */
+	for (int guard = 0; guard < 20 && !(nw->done && r->done && d->done);
+	     guard++)
 		serve_all();
-	ck_assert(nw->done && r->done);
+	ck_assert(nw->done && r->done && d->done);
+	ck_assert_int_eq(d->error, 0);
 	ck_assert_int_eq(nw->error, 0);
 	ck_assert_uint_eq(C.st.bytes_to_next, 10 * BS);
 }
@@ -1355,7 +1424,8 @@ int main(void)
 	tcase_add_test(tc, test_one_flush_per_object);
 	tcase_add_test(tc, test_partial_write_reads_first);
 	tcase_add_test(tc, test_fua_written_through);
-	tcase_add_test(tc, test_delete_discards_and_forwards);
+	tcase_add_test(tc, test_delete_discards_and_sends);
+	tcase_add_test(tc, test_delete_fences_the_name);
 	tcase_add_test(tc, test_delete_waits_for_flush_in_flight);
 	tcase_add_test(tc, test_copy_flushes_source);
 	tcase_add_test(tc, test_eviction_flushes_dirty_object);

@@ -179,6 +179,9 @@ struct cached_obj {
 	 * reads and writes of the object wait until they are done, so no
 	 * fetch can cache data older than such a write. */
 	uint32_t nocache_inflight;
+	/* A DELETE or COPY with this object as target is at the next port:
+	 * every other request of the object waits for its answer. */
+	bool fenced;
 };
 
 /* Slot helpers (bucket.c), called on the object's workq. */
@@ -219,6 +222,7 @@ enum cached_nreq_kind {
 	CACHED_N_WRITE,	    /* flush WRITE of slots [first, first+n) */
 	CACHED_N_INFO,	    /* INFO on behalf of client request cio */
 	CACHED_N_PASS,	    /* a piece of the NOCACHE WRITE cio */
+	CACHED_N_OP,	    /* the DELETE or COPY cio, target = the object */
 };
 
 struct cached_nreq {
@@ -237,9 +241,10 @@ enum cached_cio_kind {
 	CACHED_C_READ = 1,
 	CACHED_C_WRITE,
 	CACHED_C_FLUSHWAIT, /* INFO, HASH: flush the object, then forward */
-	CACHED_C_DELETE,    /* flush-wait, invalidate, forward */
+	CACHED_C_DELETE,    /* wait for flushes, drop dirty data, send the
+			       DELETE, fence the name until the answer */
 	CACHED_C_COPY_SRC,  /* COPY phase 1: flush the source */
-	CACHED_C_COPY_DST,  /* COPY phase 2: invalidate the target */
+	CACHED_C_COPY_DST,  /* COPY phase 2: as DELETE, for the target */
 	CACHED_C_FLUSH,	    /* FLUSH: every object (or the target), then
 			       forward */
 	CACHED_C_INFO,	    /* INFO: from the cache, or ask the next port */

@@ -30,6 +30,8 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio);
 static void obj_flush_continue(struct cached_obj *o);
 static void cio_dispatch(struct cached *c, struct cached_cio *cio);
 static void cio_nc_send(struct cached_obj *o, struct cached_cio *cio);
+static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n,
+			 int error);
 
 /* ------------------------------------------------------------------ */
 /* Context pools                                                       */
@@ -870,6 +872,8 @@ static void nreq_done_job(void *arg)
 		obj_wake_all(o);
 	} else if (n->kind == CACHED_N_INFO) {
 		nreq_info_done(o, n, error);
+	} else if (n->kind == CACHED_N_OP) {
+		nreq_op_done(o, n, error);
 	} else if (n->kind == CACHED_N_PASS) {
 		struct cached_cio *cio = n->cio;
 
@@ -909,7 +913,8 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 	if (error < 0)
 		error = -error;
 	n->serviced = serviced;
-	if (!error && serviced < size && n->kind != CACHED_N_INFO) {
+	if (!error && serviced < size && n->kind != CACHED_N_INFO &&
+	    n->kind != CACHED_N_OP) {
 		if (n->kind == CACHED_N_WRITE || n->kind == CACHED_N_PASS) {
 			/* A store that "succeeds" without writing would leave
 			 * the buckets dirty forever: an error, retried. */
@@ -966,24 +971,73 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 {
 	struct cached *c = o->c;
 
-	/* A flush write still in flight could land after the DELETE (or
-	 * the COPY) and bring old data back: wait for it. */
-	if (o->flushing || o->nreq_parked) {
+	struct xseg_request *req = cio->req;
+	struct cached_nreq *nr;
+
+	/* A flush write or a NOCACHE write still in flight could land
+	 * after the DELETE (or the COPY) and bring old data back: wait. */
+	if (o->flushing || o->nreq_parked || o->nocache_inflight) {
 		cached_obj_set_state(o, CACHED_O_DELETING);
 		cio->waiter.fn = cio_waiter_fn;
 		cio->waiter.need_seq = 0;
 		obj_wait(o, &cio->waiter);
 		return;
 	}
+	nr = nreq_get(c);
+	if (!nr) {
+		cio_park_nreq(c, cio);
+		return;
+	}
+	/* dirty data of a deleted (or replaced) object is never written */
 	for (uint32_t s = 0; s < o->nr_slots; s++)
 		if (o->bucket[s] != CACHED_NO_BUCKET &&
 		    o->bstate[s] == CACHED_B_DIRTY)
 			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
+	/*
+	 * cached sends the operation itself and fences the name until the
+	 * next port answered: a forward gave no way to know when it took
+	 * effect, so a read restarted or arriving meanwhile could fetch
+	 * (and keep) data from before it. Requests for the name wait as
+	 * the object's waiters (cio_run) and restart when it ends.
+	 */
+	o->fenced = true;
+	cached_obj_set_state(o, CACHED_O_DELETING);
+	cio->phase = 2;
+	nr->kind = CACHED_N_OP;
+	nr->cio = cio;
+	nr->first = nr->n = 0;
+	nr->req->op = req->op;
+	nr->req->flags = req->flags;
+	nr->req->offset = 0;
+	nr->req->size = 0;
+	if (req->op == XSEG_OP_COPY) {
+		memcpy(c->io->data(c, nr->req), c->io->data(c, req),
+		       sizeof(struct xseg_request_copy));
+		nr->req->size = sizeof(struct xseg_request_copy);
+	}
+	nreq_send(c, o, nr);
+}
+
+/* The next port answered the DELETE or COPY whose target is o: drop what
+ * the cache holds of it, unfence the name (waiters restart on a new
+ * entry, after the operation took effect) and answer the client. */
+static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n, int error)
+{
+	struct cached *c = o->c;
+	struct cached_cio *cio = n->cio;
+
+	nreq_put(c, n);
+	for (uint32_t s = 0; s < o->nr_slots; s++)
+		if (o->bucket[s] != CACHED_NO_BUCKET &&
+		    o->bstate[s] != CACHED_B_INVALID)
+			/* a load in flight ends up ignored: not LOADING */
+			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
 	xcache_remove(c->cache, o->entry); /* -ENOENT: already detached */
 	space_kick(c);
+	o->fenced = false;
 	cached_obj_set_state(o, CACHED_O_INVALIDATED);
 	obj_wake_all(o); /* they look the name up again */
-	cio_forward(c, cio);
+	cio_finish(c, cio, error);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1366,6 +1420,14 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 		cio_restart(o->c, cio);
 		return;
 	}
+	if (o->fenced) {
+		/* a DELETE/COPY of this name is at the next port: wait for
+		 * its answer (its end restarts us on a new entry) */
+		cio->waiter.fn = cio_waiter_fn;
+		cio->waiter.need_seq = 0;
+		obj_wait(o, &cio->waiter);
+		return;
+	}
 	switch (cio->kind) {
 	case CACHED_C_READ:
 		cio_read(o, cio);
@@ -1530,6 +1592,7 @@ static int hook_init(void *cache_priv, struct xcache_entry *e)
 	o->write_end = 0;
 	o->size_gen++;
 	o->nocache_inflight = 0;
+	o->fenced = false;
 	cached_obj_set_state(o, CACHED_O_READY);
 	__atomic_add_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
 	return 0;

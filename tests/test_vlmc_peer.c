@@ -8,7 +8,9 @@
  * never-written ranges read as zeroes, FLUSH and INFO, every bad input
  * (unknown volume ENOENT, out of range EINVAL, write to a snapshot EROFS,
  * bad names, duplicate, shrink, clone of a non-snapshot) refused with
- * nothing changed, snapshot is point-in-time and clone diverges,
+ * nothing changed, snapshot is point-in-time and clone diverges, a
+ * snapshot of many objects (copied concurrently) with never-written ones
+ * and a stale object under the snapshot's name,
  * metadata survives a restart of vlmc, bench_xseg --verify through vlmc.
  */
 #include <stdbool.h>
@@ -126,8 +128,9 @@ static void vol_ok(struct env *e, const char *a, const char *b, const char *c,
 
 /* Volume request: op on target at off, len bytes from/into buf. Returns
  * the request's error (0 or a positive errno). */
-static int io(struct env *e, uint16_t op, const char *target, uint64_t off,
-	      uint64_t len, void *buf)
+/* A request to port dst (2: vlmc; 1: the store, for object requests). */
+static int io_port(struct env *e, uint32_t dst, uint16_t op, const char *target,
+		   uint64_t off, uint64_t len, void *buf)
 {
 	struct xseg_request *req;
 	size_t tl = strlen(target);
@@ -142,7 +145,7 @@ static int io(struct env *e, uint16_t op, const char *target, uint64_t off,
 	memcpy(xseg_request_target(req), target, tl);
 	if (op == XSEG_OP_WRITE)
 		memcpy(xseg_request_data(e->seg, req), buf, len);
-	ck_assert_int_eq(xseg_submit(e->seg, req, 2), 0);
+	ck_assert_int_eq(xseg_submit(e->seg, req, dst), 0);
 	ck_assert_int_eq(
 	    xseg_wait_reply(e->seg, e->cl.port, 30ULL * 1000000000ULL, &req),
 	    0);
@@ -155,6 +158,12 @@ static int io(struct env *e, uint16_t op, const char *target, uint64_t off,
 		memcpy(buf, xseg_request_data(e->seg, req), 8);
 	xseg_put_request(e->seg, req);
 	return rc;
+}
+
+static int io(struct env *e, uint16_t op, const char *target, uint64_t off,
+	      uint64_t len, void *buf)
+{
+	return io_port(e, 2, op, target, off, len, buf);
 }
 
 static void pattern(unsigned char *b, size_t len, unsigned seed)
@@ -299,6 +308,53 @@ START_TEST(snapshot_clone)
 }
 END_TEST
 
+/* A snapshot copies its objects with several requests in flight: a volume
+ * of many more objects than that, every third object never written, and a
+ * stale object under the snapshot's name (as a crash between copy and
+ * commit leaves) that must be deleted, not kept. */
+START_TEST(snapshot_many_objects)
+{
+	struct env e;
+	const size_t obj = 65536, nobj = 80, len = obj * nobj;
+	unsigned char *a = malloc(len), *r = malloc(len);
+	char *out = NULL;
+
+	env_start(&e, "vsnapn");
+	vol_ok(&e, "create", "m", "5M", NULL); /* 80 objects of 64k */
+	pattern(a, len, 3);
+	for (size_t i = 0; i < nobj; i++) {
+		if (i % 3 == 1)
+			memset(a + i * obj, 0, obj);
+		else
+			ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "m", i * obj,
+					    obj, a + i * obj),
+					 0);
+	}
+	/* stale: object 4 of "sn" (never written in "m") */
+	memset(r, 0x5a, 4096);
+	ck_assert_int_eq(
+	    io_port(&e, 1, XSEG_OP_WRITE, "sn:0000000000000004", 0, 4096, r),
+	    0);
+	vol_ok(&e, "snapshot", "m", "sn", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "sn", 0, len, r), 0);
+	for (size_t i = 0; i < nobj; i++)
+		ck_assert_msg(!memcmp(r + i * obj, a + i * obj, obj),
+			      "snapshot object %zu differs", i);
+	/* and a clone of it, the same way */
+	vol_ok(&e, "clone", "sn", "cl", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "cl", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "m 5242880 65536 rw -\n"
+			      "sn 5242880 65536 ro m\n"
+			      "cl 5242880 65536 rw sn\n");
+	free(out);
+	env_stop(&e);
+	free(a);
+	free(r);
+}
+END_TEST
+
 START_TEST(bench_verify)
 {
 	struct env e;
@@ -398,6 +454,7 @@ int main(void)
 	tcase_add_test(tc, split_roundtrip);
 	tcase_add_test(tc, bad_requests);
 	tcase_add_test(tc, snapshot_clone);
+	tcase_add_test(tc, snapshot_many_objects);
 	tcase_add_test(tc, bench_verify);
 	tcase_add_test(tc, snapshot_under_load);
 	suite_add_tcase(s, tc);

@@ -1338,6 +1338,43 @@ START_TEST(test_evicted_flush_failing_not_retried_in_a_loop)
 }
 END_TEST
 
+START_TEST(test_bad_names_refused)
+{
+	struct fake_req *w, *cp;
+	struct xseg_request_copy *arg;
+
+	/* "a\0x": would alias "a" */
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	w->req.target[1] = '\0';
+	w->req.target[2] = 'x';
+	w->req.targetlen = 3;
+	ck_assert_int_eq(submit(w), -EINVAL);
+	ck_assert(!w->done);
+	/* longer than a target can be */
+	w->req.targetlen = XSEG_MAX_TARGETLEN + 1;
+	ck_assert_int_eq(submit(w), -EINVAL);
+	/* a COPY source with a NUL */
+	cp = client(1, XSEG_OP_COPY, "b", 0, sizeof(*arg));
+	arg = (void *)cp->buf;
+	arg->src_targetlen = 3;
+	memcpy(arg->src_target, "a\0y", 3);
+	ck_assert_int_eq(submit(cp), -EINVAL);
+	/* a targeted FLUSH with a NUL */
+	cp = client(2, XSEG_OP_FLUSH, "a", 0, 0);
+	cp->req.target[1] = '\0';
+	cp->req.targetlen = 2;
+	ck_assert_int_eq(submit(cp), -EINVAL);
+	/* nothing changed, nothing sent, no context lost */
+	ck_assert_uint_eq(nr_sent, 0);
+	ck_assert_ptr_null(obj("a"));
+	ck_assert_ptr_null(obj("b"));
+	unsigned nfree = 0;
+	for (struct cached_cio *f = C.cio_free; f; f = f->next_free)
+		nfree++;
+	ck_assert_uint_eq(nfree, MAX_CLIENT);
+}
+END_TEST
+
 START_TEST(test_flush_target_flushes_only_that_object)
 {
 	struct fake_req *wa, *wb, *fl;
@@ -1446,6 +1483,7 @@ int main(void)
 	tcase_add_test(tc, test_nocache_write_survives_delete);
 	tcase_add_test(tc, test_fua_during_parked_round);
 	tcase_add_test(tc, test_evicted_flush_failing_not_retried_in_a_loop);
+	tcase_add_test(tc, test_bad_names_refused);
 	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
 	tcase_add_test(tc, test_flush_target_finds_evicted_object);
 	suite_add_tcase(s, tc);

@@ -518,10 +518,24 @@ static void cached_stop(struct peer *p)
 	 * still land here: keep passing requests on until the queue has
 	 * been quiet for a while. */
 	quiet_since = peer_now_ns();
-	while (peer_now_ns() - quiet_since < 200000000ULL) {
-		if (cached_pump(cp, NULL))
-			quiet_since = peer_now_ns();
-		cached_sleep_ms(1);
+	{
+		/* bounded: a client that keeps sending to our own port
+		 * must not keep us from stopping (it gets ECONNRESET for
+		 * what is queued when the port is released) */
+		uint64_t until = quiet_since + 5000000000ULL;
+
+		while (peer_now_ns() - quiet_since < 200000000ULL) {
+			if (peer_now_ns() >= until) {
+				peer_warn("cached: port %" PRIu32
+					  " still receives requests after "
+					  "the unplug; stopping anyway",
+					  cp->port);
+				break;
+			}
+			if (cached_pump(cp, NULL))
+				quiet_since = peer_now_ns();
+			cached_sleep_ms(1);
+		}
 	}
 	peer_info("cached: flushed in %.3f s",
 		  (double)(peer_now_ns() - start) / 1e9);

@@ -272,6 +272,13 @@ struct cached_cio {
 	struct xworkq_job job;
 	struct xwaitq_job wjob;
 	struct cached_cio *next_free;
+	/* Names copied once from the request at submission (checked: no
+	 * NUL, length in range); everything after uses only these, since
+	 * another process may rewrite the request's fields. Not cleared by
+	 * cio_get (after next_free). name is "" for a FLUSH without target;
+	 * src_name is the COPY source. */
+	char name[XSEG_MAX_TARGETLEN + 1];
+	char src_name[XSEG_MAX_TARGETLEN + 1];
 };
 
 /* ------------------------------------------------------------------------
@@ -381,9 +388,11 @@ void cached_destroy(struct cached *c);
 /* Start serving a client request (READ, WRITE, INFO, HASH, DELETE, COPY,
  * FLUSH). Takes ownership: the request is completed or forwarded later.
  * Returns 0, or a negative errno with nothing taken and nothing changed:
- * -EOPNOTSUPP (other op), -EINVAL (no target where one is needed, no data
- * buffer for READ/WRITE/INFO, bad COPY argument), -EBUSY (no context
- * free).
+ * -EOPNOTSUPP (other op), -EINVAL (no target where one is needed, a
+ * target or COPY source containing a NUL byte or longer than
+ * XSEG_MAX_TARGETLEN, no data buffer for READ/WRITE/INFO, bad COPY
+ * argument), -EBUSY (no context free). Names are copied into the context
+ * here, once.
  * - INFO is answered from the cache when the object's size is known
  *   (learned by an earlier INFO this cached sent itself), else cached
  *   asks the next port and answers (no flush needed: see cached_obj).

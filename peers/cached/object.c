@@ -1011,8 +1011,13 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 	nr->req->offset = 0;
 	nr->req->size = 0;
 	if (req->op == XSEG_OP_COPY) {
-		memcpy(c->io->data(c, nr->req), c->io->data(c, req),
-		       sizeof(struct xseg_request_copy));
+		/* from the names checked at submission, not from the
+		 * client's buffer, which its owner may have rewritten */
+		struct xseg_request_copy *cp = c->io->data(c, nr->req);
+
+		memset(cp, 0, sizeof(*cp));
+		cp->src_targetlen = (uint32_t)strlen(cio->src_name);
+		memcpy(cp->src_target, cio->src_name, cp->src_targetlen);
 		nr->req->size = sizeof(struct xseg_request_copy);
 	}
 	nreq_send(c, o, nr);
@@ -1315,19 +1320,15 @@ static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
 
 static void flush_op_start(struct cached *c, struct cached_cio *cio)
 {
-	struct xseg_request *req = cio->req;
 	struct cached_flush_walk walk = {cio, NULL};
-	char name[XSEG_MAX_TARGETLEN + 1];
 	struct xcache_entry *e;
 
 	cio->pending = 1; /* ours, dropped after the walk */
-	if (req->targetlen) {
-		memcpy(name, req->target, req->targetlen);
-		name[req->targetlen] = '\0';
-		walk.name = name;
+	if (cio->name[0]) {
+		walk.name = cio->name;
 		CACHED_STAT(c, targeted_flushes, 1);
 	}
-	if (walk.name && !xcache_lookup(c->cache, name, &e)) {
+	if (walk.name && !xcache_lookup(c->cache, walk.name, &e)) {
 		flush_op_visit(c->cache, e, &walk);
 		obj_put(c, e);
 	} else {
@@ -1460,21 +1461,11 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 
 static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 {
-	struct xseg_request *req = cio->req;
-	char name[XSEG_MAX_TARGETLEN + 1];
+	const char *name =
+	    cio->kind == CACHED_C_COPY_SRC ? cio->src_name : cio->name;
 	struct xcache_entry *e;
-	size_t len;
 	int rc;
 
-	if (cio->kind == CACHED_C_COPY_SRC) {
-		const struct xseg_request_copy *cp = c->io->data(c, req);
-		len = cp->src_targetlen;
-		memcpy(name, cp->src_target, len);
-	} else {
-		len = req->targetlen;
-		memcpy(name, req->target, len);
-	}
-	name[len] = '\0';
 	rc = xcache_insert(c->cache, name, &e, NULL);
 	space_kick(c); /* the insert may have released a victim */
 	if (rc == -EAGAIN) {
@@ -1490,9 +1481,22 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
 }
 
+/* Copy a name of len bytes from shared memory: refused if empty, too
+ * long or holding a NUL (it would alias the name before the NUL). */
+static bool name_copy(char *dst, const char *src, size_t len)
+{
+	if (!len || len > XSEG_MAX_TARGETLEN)
+		return false;
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+	return !memchr(dst, '\0', len);
+}
+
 int cached_submit_request(struct cached *c, struct xseg_request *req)
 {
 	struct cached_cio *cio;
+	uint32_t targetlen = __atomic_load_n(&req->targetlen, __ATOMIC_RELAXED);
+	uint32_t srclen = 0;
 
 	switch (req->op) {
 	case XSEG_OP_READ:
@@ -1506,7 +1510,9 @@ int cached_submit_request(struct cached *c, struct xseg_request *req)
 	default:
 		return -EOPNOTSUPP;
 	}
-	if (req->op != XSEG_OP_FLUSH && !req->targetlen)
+	if (req->op != XSEG_OP_FLUSH && !targetlen)
+		return -EINVAL;
+	if (targetlen > XSEG_MAX_TARGETLEN)
 		return -EINVAL;
 	if ((req->op == XSEG_OP_READ || req->op == XSEG_OP_WRITE) &&
 	    req->size && !c->io->data(c, req))
@@ -1515,13 +1521,25 @@ int cached_submit_request(struct cached *c, struct xseg_request *req)
 		return -EINVAL;
 	if (req->op == XSEG_OP_COPY) {
 		const struct xseg_request_copy *cp = c->io->data(c, req);
-		if (!cp || !cp->src_targetlen ||
-		    cp->src_targetlen > XSEG_MAX_TARGETLEN)
+		if (!cp)
+			return -EINVAL;
+		srclen = __atomic_load_n(&cp->src_targetlen, __ATOMIC_RELAXED);
+		if (!srclen || srclen > XSEG_MAX_TARGETLEN)
 			return -EINVAL;
 	}
 	cio = cio_get(c);
 	if (!cio)
 		return -EBUSY;
+	cio->name[0] = '\0';
+	if ((targetlen && !name_copy(cio->name, req->target, targetlen)) ||
+	    (srclen &&
+	     !name_copy(cio->src_name,
+			((const struct xseg_request_copy *)c->io->data(c, req))
+			    ->src_target,
+			srclen))) {
+		cio_put(c, cio);
+		return -EINVAL;
+	}
 	cio->c = c;
 	cio->req = req;
 	switch (req->op) {

@@ -141,12 +141,16 @@ static void cached_global_count(struct cached *c, enum cached_bstate st,
 {
 	if (!c)
 		return;
+	/* seq_cst: the unplug handshake is a store-buffer pattern (a writer
+	 * adds here then loads the policy; cached_stop stores the policy
+	 * then loads these), which only seq_cst on both sides makes safe
+	 * (on x86 a locked add is a full barrier whatever the order) */
 	if (st == CACHED_B_DIRTY)
 		__atomic_add_fetch(&c->dirty_buckets, (uint64_t)(int64_t)delta,
-				   __ATOMIC_RELEASE);
+				   __ATOMIC_SEQ_CST);
 	else if (st == CACHED_B_WRITING)
 		__atomic_add_fetch(&c->writing_buckets,
-				   (uint64_t)(int64_t)delta, __ATOMIC_RELEASE);
+				   (uint64_t)(int64_t)delta, __ATOMIC_SEQ_CST);
 }
 
 void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,

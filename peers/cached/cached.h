@@ -421,9 +421,15 @@ unsigned cached_retry_failed(struct cached *c);
 /* Dirty or writing buckets anywhere (0 = everything reached the port). */
 static inline uint64_t cached_unclean(const struct cached *c)
 {
-	return __atomic_load_n(&c->dirty_buckets, __ATOMIC_ACQUIRE) +
-	       __atomic_load_n(&c->writing_buckets, __ATOMIC_ACQUIRE);
+	/* seq_cst: see cached_set_policy */
+	return __atomic_load_n(&c->dirty_buckets, __ATOMIC_SEQ_CST) +
+	       __atomic_load_n(&c->writing_buckets, __ATOMIC_SEQ_CST);
 }
+/* Switch the write policy for writes that land from now on. Seq_cst, as
+ * the writers' policy load and the dirty counters: after
+ * cached_set_policy(WRITETHROUGH), a write either sees write-through or
+ * its dirty bucket is counted in a later cached_unclean() (unplug relies
+ * on it). */
 void cached_set_policy(struct cached *c, enum cached_policy p);
 
 #endif /* CACHED_H */

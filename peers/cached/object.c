@@ -567,7 +567,7 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 			o->write_end = end;
 	}
 	if ((req->flags & XSEG_F_FUA) ||
-	    __atomic_load_n(&c->policy, __ATOMIC_RELAXED) ==
+	    __atomic_load_n(&c->policy, __ATOMIC_SEQ_CST) ==
 		CACHED_WRITETHROUGH) {
 		/* Written through: acknowledged once a flush round that
 		 * started after the data landed in the buckets completed. */

@@ -550,6 +550,13 @@ static void cached_fini(struct peer *p)
 	if (!cp->initialised)
 		return;
 	cached_thread_enter();
+	/* A submit that read our redirect long before it was removed (a
+	 * stalled client) may have landed after stop's quiet period: the
+	 * release would fail it with ECONNRESET. The cache is clean, so
+	 * passing it on is coherent. (Only libxseg could close the window
+	 * completely.) */
+	if (!cached_unclean(&cp->c))
+		cached_pump(cp, NULL);
 	for (uint32_t i = 0; i < cp->cfg.max_inflight; i++)
 		if (cp->c.nreqs && cp->c.nreqs[i].req && !cp->c.nreqs[i].obj)
 			xseg_put_request(cp->seg, cp->c.nreqs[i].req);

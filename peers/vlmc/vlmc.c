@@ -59,9 +59,9 @@ static const char vlmc_options_help[] =
     "                          /tmp/vlmc-SEGMENT.ctl)\n"
     "      --nbd-inflight N    commands in flight per NBD connection "
     "(default 64)\n"
-    "      --nbd-spin TIME     a connection polls for replies and commands\n"
-    "                          this long before sleeping (default 20us;\n"
-    "                          0: sleep at once)\n";
+    "      --nbd-spin TIME     a connection's reader polls for replies and\n"
+    "                          commands this long before it sleeps (default\n"
+    "                          0: one look, then sleep)\n";
 
 static void vlmc_defaults(struct peer *p)
 {

@@ -31,7 +31,7 @@
 
 struct vlmc_nbd;
 
-#define VLMC_DEFAULT_NBD_SPIN_NS (20ULL * 1000)
+#define VLMC_DEFAULT_NBD_SPIN_NS 0ULL
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and

@@ -696,6 +696,22 @@ START_TEST(test_zero_byte_writes_are_errors)
 	/* it exits, and says (status 1) that dirty data was lost */
 	ck_assert_int_eq(st, 1);
 	ck_assert_uint_lt(xtu_now_ms() - t0, 30000);
+	/* plugged: the same, and the redirect stays so that nobody reads
+	 * the store, which lacks acknowledged writes */
+	const char *wbp[] = {"--plug", "--cache-size",	  "1M", "--object-size",
+			     "256k",   "--flush-timeout", "2s", NULL};
+	struct redirect_arg ra = {&e, CACHED_PORT};
+	start_cached(&e, wbp);
+	ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
+	for (unsigned b = 0; b < 4; b++)
+		ck_assert_int_eq(write_blk(&e, STORE_PORT, b, FB_PER_OBJ, 2),
+				 0);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), CACHED_PORT);
+	/* a read addressed to the store fails instead of returning the
+	 * stale version */
+	ck_assert_int_lt(read_blk(&e, STORE_PORT, 0, FB_PER_OBJ, 2), 0);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, STORE_PORT), 0);
 	env_down(&e);
 }
 END_TEST

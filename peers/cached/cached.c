@@ -42,6 +42,8 @@ struct cached_peer {
 	bool dirty_threshold_set;
 	bool max_objects_set;
 	bool initialised;
+	bool keep_redirect; /* flush timed out while plugged: stay in the
+			       path so nothing reads the stale store */
 	uint64_t flush_timeout_ns;
 };
 
@@ -505,6 +507,25 @@ static void cached_stop(struct peer *p)
 		}
 		cached_sleep_ms(1);
 	}
+	if (lost && plugged &&
+	    xseg_get_path_next(cp->seg, cp->next_port) == cp->port) {
+		/* Unplugging now would let clients read the store, which
+		 * lacks acknowledged writes: stay in the path. Requests for
+		 * the store fail (ECONNRESET once we are gone) until the
+		 * operator removes the redirect. */
+		peer_err("cached: port %" PRIu32 " stays redirected to port "
+			 "%" PRIu32 " (dead after exit): its store lacks "
+			 "acknowledged writes; `xsegctl unredirect %s %" PRIu32
+			 "` once that is dealt with",
+			 cp->next_port, cp->port, xseg_name(cp->seg),
+			 cp->next_port);
+		cp->keep_redirect = true;
+		for (size_t i = 0; i < hold.nr; i++)
+			xseg_respond(cp->seg, hold.reqs[i], EIO);
+		free(hold.reqs);
+		peer_request_stop(p, 1);
+		return;
+	}
 	if (plugged && xseg_get_path_next(cp->seg, cp->next_port) == cp->port) {
 		xseg_clear_path_next(cp->seg, cp->next_port);
 		peer_info("cached: unplugged from port %" PRIu32,
@@ -560,7 +581,7 @@ static void cached_fini(struct peer *p)
 	for (uint32_t i = 0; i < cp->cfg.max_inflight; i++)
 		if (cp->c.nreqs && cp->c.nreqs[i].req && !cp->c.nreqs[i].obj)
 			xseg_put_request(cp->seg, cp->c.nreqs[i].req);
-	if (cp->plugged &&
+	if (cp->plugged && !cp->keep_redirect &&
 	    xseg_get_path_next(cp->seg, cp->next_port) == cp->port)
 		xseg_clear_path_next(cp->seg, cp->next_port);
 	cached_destroy(&cp->c);

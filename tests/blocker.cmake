@@ -7,3 +7,5 @@ ac_test(test_blocker_crash SOURCES test_blocker_crash.c
         DEPS blocker_store TIMEOUT 600)
 ac_test(test_blocker_concurrent SOURCES test_blocker_concurrent.c
         DEPS blocker_store LABELS concurrent TIMEOUT 300)
+ac_test(test_blocker_fsync SOURCES test_blocker_fsync.c
+        DEPS blocker_store LABELS concurrent TIMEOUT 120)

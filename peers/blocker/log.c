@@ -242,6 +242,22 @@ static void zero_ahead(struct blocker_store *s, int fd, uint64_t seg,
 }
 
 /*
+ * A log fsync failed: the kernel has reported the writeback error to this
+ * call only, so a later fsync of the same file may return 0 although the
+ * pages were lost. Make the error sticky for every present and future
+ * flush (they never report success again) and wake the waiters. Takes
+ * sync_lock (allowed under append_lock).
+ */
+static void blog_sync_failed(struct blocker_store *s, int err)
+{
+	pthread_mutex_lock(&s->sync_lock);
+	if (!s->sync_err)
+		s->sync_err = err;
+	pthread_cond_broadcast(&s->sync_cond);
+	pthread_mutex_unlock(&s->sync_lock);
+}
+
+/*
  * Leave segment seg for the next one (caller holds append_lock): cut its
  * zero tail and make it durable, so that every segment but the last ends
  * exactly at its last record and no record of the next segment can be on
@@ -262,8 +278,10 @@ static int seg_finish(struct blocker_store *s, uint32_t seg)
 	    ftruncate(fd, end - (uint64_t)seg * s->segment_size) < 0)
 		return -errno;
 	r = s->io->fdatasync(s->io_ctx, fd);
-	if (r)
+	if (r) {
+		blog_sync_failed(s, -r);
 		return r;
+	}
 	s->alloc_end = (uint64_t)(seg + 1) * s->segment_size;
 	return 0;
 }
@@ -277,9 +295,12 @@ int blog_trim_tail(struct blocker_store *s)
 	tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
 	if (s->alloc_end > tail && tail / s->segment_size + 1 == s->nsegs &&
 	    !(r = blog_fd(s, tail, &fd, &off))) {
-		if (ftruncate(fd, off) < 0 || fdatasync(fd) < 0)
+		if (ftruncate(fd, off) < 0)
 			r = -errno;
-		else
+		else if (fdatasync(fd) < 0) {
+			r = -errno;
+			blog_sync_failed(s, -r);
+		} else
 			s->alloc_end = tail;
 	}
 	pthread_mutex_unlock(&s->append_lock);
@@ -536,6 +557,7 @@ static int flush_common(struct blocker_store *s, bool fua)
 		}
 		s->inflight++;
 		gather_locked(s);
+		uint64_t ticket = s->fsync_started++;
 		s->group = s->flushers;
 		uint64_t pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 		uint32_t dseq = __atomic_load_n(&s->dir_seq, __ATOMIC_ACQUIRE);
@@ -572,7 +594,14 @@ static int flush_common(struct blocker_store *s, bool fua)
 
 		pthread_mutex_lock(&s->sync_lock);
 		s->fsync_ns = mono_ns() - t0;
+		/* an earlier fsync still running may yet fail for pages this
+		 * one covered: publish after it, and only if it did not */
+		while (s->fsync_published != ticket)
+			pthread_cond_wait(&s->sync_cond, &s->sync_lock);
+		s->fsync_published++;
 		s->inflight--;
+		if (!r && s->sync_err)
+			r = -s->sync_err;
 		if (!r) {
 			if (pos > s->synced)
 				s->synced = pos;
@@ -580,13 +609,17 @@ static int flush_common(struct blocker_store *s, bool fua)
 				s->synced_seg = to;
 			if ((int32_t)(dseq - s->dir_synced_seq) > 0)
 				s->dir_synced_seq = dseq;
-		} else {
+		} else if (!s->sync_err) {
 			s->sync_err = -r;
 		}
 		pthread_cond_broadcast(&s->sync_cond);
 		if (r)
 			break;
 	}
+	/* covered by an fsync that succeeded before another one failed:
+	 * which pages the failure lost is unknown, so nothing is durable */
+	if (!r && s->sync_err)
+		r = -s->sync_err;
 	s->flushers--;
 	pthread_mutex_unlock(&s->sync_lock);
 	return r;

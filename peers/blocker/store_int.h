@@ -241,7 +241,14 @@ struct blocker_store {
 	uint32_t dir_seq;	 /* segments created; __atomic */
 	uint32_t dir_synced_seq; /* dir_seq covered by a directory fsync */
 	int sync_err;		 /* errno of a failed fsync, sticky */
-	uint32_t flushers;	 /* callers inside blog_flush */
+	/*
+	 * fsyncs publish in the order they started: Linux reports a
+	 * writeback error to one fsync of a file only, so a later fsync that
+	 * returns 0 proves nothing while an earlier one may still fail.
+	 */
+	uint64_t fsync_started;	  /* tickets handed out */
+	uint64_t fsync_published; /* tickets below this have published */
+	uint32_t flushers;	  /* callers inside blog_flush */
 	/*
 	 * FUA writes between their start and their flush. A leader about to
 	 * sample the tail waits (briefly, bounded) until they have appended,

@@ -605,6 +605,7 @@ static int flush_common(struct blocker_store *s, bool fua)
 		if (!r) {
 			if (pos > s->synced)
 				s->synced = pos;
+			bmark_note(s, s->synced);
 			if (to > s->synced_seg)
 				s->synced_seg = to;
 			if ((int32_t)(dseq - s->dir_synced_seq) > 0)
@@ -652,4 +653,5 @@ void blog_close(struct blocker_store *s)
 	free(s->segs);
 	s->segs = NULL;
 	s->nsegs = 0;
+	bmark_close(s);
 }

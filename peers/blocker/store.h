@@ -150,6 +150,13 @@ struct blocker_opts {
 	unsigned partial_bits;	   /* 1..40; tiny values force collisions */
 	unsigned sync_interval_ms; /* 0: no background sync */
 	uint64_t checkpoint_bytes; /* checkpoint after this much log; 0 off */
+	/*
+	 * Operator override (default off): open even if log data below the
+	 * durable point is damaged or missing, by cutting the log there
+	 * (everything after it is lost) and logging exactly what was cut.
+	 * Off, such an open fails with -EUCLEAN.
+	 */
+	bool truncate_at_damage;
 	const struct blocker_io_ops *io; /* NULL: blocker_io_sync */
 	void *io_ctx;
 	/* message sink; NULL: stderr. Called without store locks held. */

@@ -241,6 +241,7 @@ struct blocker_store {
 	uint32_t dir_seq;	 /* segments created; __atomic */
 	uint32_t dir_synced_seq; /* dir_seq covered by a directory fsync */
 	int sync_err;		 /* errno of a failed fsync, sticky */
+	struct bmark *mark;	 /* DIR/durable (mark.c); under sync_lock */
 	/*
 	 * fsyncs publish in the order they started: Linux reports a
 	 * writeback error to one fsync of a file only, so a later fsync that
@@ -373,6 +374,21 @@ int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
  */
 int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
 		    bool *zero);
+
+/*
+ * mark.c: the durable mark, DIR/durable ("log durable up to pos").
+ * bmark_open opens (creating if missing: then -ENOENT) and reads it into
+ * s->mark; -ENODATA if no slot is valid. bmark_note records pos after a
+ * successful fsync (caller holds sync_lock; no fsync, never fails
+ * loudly); bmark_reset rewrites it durably (recovery only); bmark_read
+ * reads it without opening a store (check).
+ */
+#define BLOCKER_MARK_FILE "durable"
+int bmark_open(struct blocker_store *s, uint64_t *pos);
+void bmark_note(struct blocker_store *s, uint64_t pos);
+int bmark_reset(struct blocker_store *s, uint64_t pos);
+void bmark_close(struct blocker_store *s);
+int bmark_read(int dirfd, uint64_t *pos);
 
 /* recover.c: scan the log from pos, replaying into index and maps. */
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,

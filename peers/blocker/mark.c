@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The durable mark: DIR/durable records "the log is durable up to
+ * position P", written after each successful group-commit fsync. See
+ * docs/on-disk-format.md ("durable").
+ *
+ * Why no fsync of the mark itself: the mark is written only after the
+ * fsync that made P durable has returned, so whatever version of the
+ * file a crash leaves on disk names a position that was durable before
+ * it was written. A mark lost in a crash just leaves an older (smaller)
+ * one, which only weakens recovery's check back to what it was before the
+ * mark existed; it never makes it wrong.
+ *
+ * Two slots in different 512-byte sectors are written alternately, so a
+ * torn sector write loses at most the newest mark, never both.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "store_int.h"
+
+#define BMARK_MAGIC	0x4b524d44u /* "DMRK" little-endian */
+#define BMARK_VERSION	1
+#define BMARK_SLOT_SIZE 32
+#define BMARK_SLOT_GAP	512
+#define BMARK_FILE_SIZE (2 * BMARK_SLOT_GAP)
+
+struct bmark {
+	int fd;
+	uint64_t seq; /* of the newest slot written or read */
+	uint64_t pos; /* newest position written or read */
+};
+
+static void slot_encode(uint8_t *b, uint64_t seq, uint64_t pos)
+{
+	memset(b, 0, BMARK_SLOT_SIZE);
+	put_le32(b, BMARK_MAGIC);
+	put_le32(b + 4, BMARK_VERSION);
+	put_le64(b + 8, seq);
+	put_le64(b + 16, pos);
+	put_le32(b + 28, blocker_crc32c(0, b, 28));
+}
+
+static bool slot_decode(const uint8_t *b, uint64_t *seq, uint64_t *pos)
+{
+	if (get_le32(b) != BMARK_MAGIC || get_le32(b + 4) != BMARK_VERSION ||
+	    get_le32(b + 28) != blocker_crc32c(0, b, 28))
+		return false;
+	*seq = get_le64(b + 8);
+	*pos = get_le64(b + 16);
+	return true;
+}
+
+/* The newest valid slot of an open mark file: 0, -ENODATA if none. */
+static int mark_read_fd(int fd, uint64_t *seq, uint64_t *pos)
+{
+	uint8_t b[BMARK_FILE_SIZE];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+	bool found = false;
+
+	if (n < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++) {
+		uint64_t sq, p;
+		if ((size_t)n < (size_t)i * BMARK_SLOT_GAP + BMARK_SLOT_SIZE ||
+		    !slot_decode(b + i * BMARK_SLOT_GAP, &sq, &p))
+			continue;
+		if (!found || sq > *seq) {
+			*seq = sq;
+			*pos = p;
+		}
+		found = true;
+	}
+	return found ? 0 : -ENODATA;
+}
+
+int bmark_read(int dirfd, uint64_t *pos)
+{
+	uint64_t seq;
+	int fd = openat(dirfd, BLOCKER_MARK_FILE, O_RDONLY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = mark_read_fd(fd, &seq, pos);
+	close(fd);
+	return r;
+}
+
+int bmark_open(struct blocker_store *s, uint64_t *pos)
+{
+	struct bmark *m;
+	bool created = false;
+	int r;
+
+	*pos = 0;
+	if (s->mark) { /* recovery's second pass */
+		*pos = s->mark->pos;
+		return 0;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->fd = openat(s->dirfd, BLOCKER_MARK_FILE, O_RDWR | O_CLOEXEC);
+	if (m->fd < 0 && errno == ENOENT) {
+		m->fd = openat(s->dirfd, BLOCKER_MARK_FILE,
+			       O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		created = m->fd >= 0;
+	}
+	if (m->fd < 0) {
+		r = -errno;
+		free(m);
+		return r;
+	}
+	/* a new file is made durable once, with room for both slots, so
+	 * that later marks are plain overwrites of allocated blocks */
+	if (created && (ftruncate(m->fd, BMARK_FILE_SIZE) < 0 ||
+			fsync(m->fd) < 0 || fsync(s->dirfd) < 0)) {
+		r = -errno;
+		close(m->fd);
+		free(m);
+		return r;
+	}
+	s->mark = m;
+	if (created)
+		return -ENOENT;
+	r = mark_read_fd(m->fd, &m->seq, &m->pos);
+	if (r)
+		return r;
+	*pos = m->pos;
+	return 0;
+}
+
+void bmark_note(struct blocker_store *s, uint64_t pos)
+{
+	struct bmark *m = s->mark;
+	uint8_t b[BMARK_SLOT_SIZE];
+
+	if (!m || pos <= m->pos)
+		return;
+	m->seq++;
+	m->pos = pos;
+	slot_encode(b, m->seq, pos);
+	/* a failure only leaves an older mark behind (see the top) */
+	if (pwrite(m->fd, b, sizeof(b), (m->seq & 1) * BMARK_SLOT_GAP) < 0)
+		return;
+}
+
+int bmark_reset(struct blocker_store *s, uint64_t pos)
+{
+	struct bmark *m = s->mark;
+	uint8_t b[BMARK_FILE_SIZE];
+
+	if (!m)
+		return -EBADF;
+	/* both slots, durably: an older, larger mark must not come back */
+	m->seq++;
+	m->pos = pos;
+	memset(b, 0, sizeof(b));
+	slot_encode(b, m->seq, pos);
+	slot_encode(b + BMARK_SLOT_GAP, m->seq, pos);
+	errno = 0;
+	if (pwrite(m->fd, b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return errno ? -errno : -EIO;
+	if (fsync(m->fd) < 0)
+		return -errno;
+	return 0;
+}
+
+void bmark_close(struct blocker_store *s)
+{
+	if (!s->mark)
+		return;
+	close(s->mark->fd);
+	free(s->mark);
+	s->mark = NULL;
+}

@@ -183,8 +183,14 @@ static int bench(struct env *e, uint32_t port, const char *op,
 			"--no-progress",
 			NULL};
 	pid_t pid = spawn(argv);
+	int st = xtu_wait(pid, 120000);
 
-	return xtu_wait(pid, 120000);
+	if (st && e->cached > 0) {
+		/* diagnosis: cached (at -v debug) dumps what it holds */
+		kill(e->cached, SIGUSR1);
+		usleep(500000);
+	}
+	return st;
 }
 
 /* ------------------------------------------------------------------ */
@@ -310,6 +316,7 @@ static int flush(struct env *e, uint32_t dst)
 static void verify_through(const char *policy)
 {
 	struct env e;
+	/* -v debug: a failing bench makes cached dump what it holds */
 	const char *opts[] = {"--write-policy",
 			      policy,
 			      "--cache-size",
@@ -318,6 +325,8 @@ static void verify_through(const char *policy)
 			      "256k",
 			      "-t",
 			      "2",
+			      "-v",
+			      "debug",
 			      NULL};
 
 	env_up(&e, "vt", 1024);

@@ -644,6 +644,14 @@ static void cached_stats(struct peer *p)
 		  " targeted flushes %" PRIu64,
 		  s.info_hits, s.info_asked, s.nocache_reads, s.nocache_writes,
 		  s.targeted_flushes);
+	peer_info(
+	    "stats: cached: parked for space %" PRIu64 " for requests %" PRIu64
+	    ", next-port requests free %" PRIu32 " of %" PRIu32,
+	    xwaitq_nr_queued(&c->space_waitq), xwaitq_nr_queued(&c->nreq_waitq),
+	    __atomic_load_n(&c->nreq_nr_free, __ATOMIC_RELAXED),
+	    cp->cfg.max_inflight);
+	if (peer_log_get_level() >= PEER_LOG_DEBUG)
+		cached_dump_busy(c);
 	peer_info("stats: cached: objects active %" PRIu32 " evicted %" PRIu32
 		  " detached %" PRIu32 " free buckets %" PRIu32 " of %" PRIu32,
 		  xs.nr_active, xs.nr_evicted, xs.nr_detached,

@@ -431,5 +431,11 @@ static inline uint64_t cached_unclean(const struct cached *c)
  * its dirty bucket is counted in a later cached_unclean() (unplug relies
  * on it). */
 void cached_set_policy(struct cached *c, enum cached_policy p);
+/* Diagnosis of a stuck cache: print to stderr every client context in
+ * use, every request to the next port in flight and every object
+ * referenced beyond the cache, with its state. Reads that state without
+ * the workqs (snapshots that may be torn): for a hung cache, at exit, or
+ * on SIGUSR1 at log level debug. */
+void cached_dump_busy(struct cached *c);
 
 #endif /* CACHED_H */

@@ -225,7 +225,17 @@ static void space_make_room(struct cached *c, uint32_t need)
 	space_kick(c);
 }
 
-/* No bucket or no xcache node: hold nothing, make room, wait for space. */
+/*
+ * No bucket or no xcache node: hold nothing, wait for space, make room.
+ * Room is made after the request is queued: free buckets that a parked
+ * request counted on can be taken by a request that is not parked (it
+ * claims between a signal and the parked one's predicate check, or
+ * between our room-making and our queuing). Whoever takes buckets while
+ * requests are parked makes room again (obj_claim_or_park), and either it
+ * sees us queued or our room-making sees its claim. Without that the
+ * cache could end full of idle objects with requests parked forever
+ * (seen in test_cached_mp under TSan).
+ */
 static void cio_park_space(struct cached *c, struct cached_cio *cio,
 			   uint32_t need)
 {
@@ -237,10 +247,28 @@ static void cio_park_space(struct cached *c, struct cached_cio *cio,
 		;
 	cio_release_obj(c, cio);
 	CACHED_STAT(c, space_waits, 1);
-	space_make_room(c, need);
 	CACHED_CHECK(cio->parked == 0);
 	cio->parked = 2;
+	/* cio may run (and be done) as soon as it is queued: not touched
+	 * after this */
 	xwaitq_enqueue(&c->space_waitq, &cio->wjob, space_wake_job, cio);
+	space_make_room(c, need);
+}
+
+/* Claim the buckets of slots [first, first+n) for cio, or park it for
+ * space (returns true: the caller returns). */
+static bool obj_claim_or_park(struct cached *c, struct cached_obj *o,
+			      struct cached_cio *cio, uint32_t first,
+			      uint32_t n)
+{
+	if (cached_obj_claim(o, first, n) < 0) {
+		cio_park_space(c, cio, n);
+		return true;
+	}
+	/* we may have taken what parked requests were woken for */
+	if (xwaitq_nr_queued(&c->space_waitq))
+		space_make_room(c, 0);
+	return false;
 }
 
 static void obj_unkeep_count(struct cached_obj *o)
@@ -427,10 +455,8 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 	if (obj_wait_nocache(o, cio))
 		return;
 	if (cached_obj_unclaimed(o, first, n) &&
-	    cached_obj_claim(o, first, n) < 0) {
-		cio_park_space(c, cio, n);
+	    obj_claim_or_park(c, o, cio, first, n))
 		return;
-	}
 	for (uint32_t s = first; s < first + n; s++) {
 		present += bstate_has_data(o->bstate[s]);
 		loading += o->bstate[s] == CACHED_B_LOADING;
@@ -515,10 +541,8 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 	if (obj_wait_nocache(o, cio))
 		return;
 	if (cached_obj_unclaimed(o, first, n) &&
-	    cached_obj_claim(o, first, n) < 0) {
-		cio_park_space(c, cio, n);
+	    obj_claim_or_park(c, o, cio, first, n))
 		return;
-	}
 	last = first + n - 1;
 	head_partial = req->offset % bs != 0 || (n == 1 && req->size < bs);
 	tail_partial = (req->offset + req->size) % bs != 0;
@@ -1721,8 +1745,8 @@ static const struct xcache_ops cached_xcache_ops = {
     .on_free = hook_free,
 };
 
-/* Name every object still referenced, and why (diagnosis at exit). */
-static void cached_dump_busy(struct cached *c)
+/* Name every object still referenced, and why (diagnosis). */
+void cached_dump_busy(struct cached *c)
 {
 	uint32_t nfree = 0;
 
@@ -1730,9 +1754,15 @@ static void cached_dump_busy(struct cached *c)
 		nfree++;
 	fprintf(stderr,
 		"cached: %u client contexts in use, %" PRIu64
-		" parked for space, %" PRIu64 " for requests\n",
+		" parked for space, %" PRIu64
+		" for requests; free buckets %" PRIu32 ", kept buckets %" PRIu64
+		", space want %" PRIu32 ", nodes used %" PRIu32 " of %" PRIu32
+		"\n",
 		c->cfg.nr_cios - nfree, xwaitq_nr_queued(&c->space_waitq),
-		xwaitq_nr_queued(&c->nreq_waitq));
+		xwaitq_nr_queued(&c->nreq_waitq), cached_pool_nr_free(&c->pool),
+		__atomic_load_n(&c->kept_buckets, __ATOMIC_RELAXED),
+		__atomic_load_n(&c->space_want, __ATOMIC_RELAXED),
+		__atomic_load_n(&c->nodes_used, __ATOMIC_RELAXED), c->nr_nodes);
 	for (uint32_t i = 0; i < c->cfg.nr_cios; i++) {
 		struct cached_cio *cio = &c->cios[i];
 		bool isfree = false;

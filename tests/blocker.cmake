@@ -9,3 +9,5 @@ ac_test(test_blocker_concurrent SOURCES test_blocker_concurrent.c
         DEPS blocker_store LABELS concurrent TIMEOUT 300)
 ac_test(test_blocker_fsync SOURCES test_blocker_fsync.c
         DEPS blocker_store LABELS concurrent TIMEOUT 120)
+ac_test(test_blocker_recover SOURCES test_blocker_recover.c
+        DEPS blocker_store TIMEOUT 120)

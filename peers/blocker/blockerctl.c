@@ -2,6 +2,7 @@
 /* blockerctl: create, check and inspect a blocker store offline. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ static void usage(FILE *f)
 	       "[--segment-size N]\n"
 	       "       blockerctl check DIR\n"
 	       "       blockerctl stats DIR\n"
+	       "       blockerctl repair --truncate-at-damage DIR\n"
 	       "       blockerctl --help | --version\n"
 	       "\n"
 	       "create  make an empty store (chunk size: power of two, 512 B "
@@ -25,7 +27,12 @@ static void usage(FILE *f)
 	       "        that is not in use; exit 0 if clean, 1 if problems "
 	       "(listed)\n"
 	       "stats   open (and so recover) the store and print statistics "
-	       "as JSON\n");
+	       "as JSON\n"
+	       "repair  open a store that open refuses because durable data "
+	       "is damaged\n"
+	       "        or missing, cutting the log at the damage: everything "
+	       "after it is\n"
+	       "        LOST (each cut is logged); run check first\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -116,6 +123,67 @@ static int cmd_check(const char *dir)
 	return 0;
 }
 
+static void open_failed(const char *dir, int r)
+{
+	fprintf(stderr, "blockerctl: %s: cannot open store: %s\n", dir,
+		strerror(-r));
+	if (r == -EUCLEAN)
+		fprintf(stderr,
+			"blockerctl: %s: durable data is damaged or missing "
+			"(see the messages above and 'blockerctl check'); "
+			"'blockerctl repair --truncate-at-damage' cuts it off "
+			"and loses everything after it\n",
+			dir);
+}
+
+static int cmd_repair(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"truncate-at-damage", no_argument, NULL, 't'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct blocker_opts o;
+	struct blocker_stats st;
+	struct blocker_store *s;
+	bool truncate = false;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 't')
+			return 2;
+		truncate = true;
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "blockerctl: repair needs exactly one DIR\n");
+		return 2;
+	}
+	if (!truncate) {
+		fprintf(stderr, "blockerctl: repair drops data: say so with "
+				"--truncate-at-damage\n");
+		return 2;
+	}
+	blocker_opts_init(&o);
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	o.truncate_at_damage = true;
+	r = blocker_open(argv[optind], &o, &s);
+	if (r) {
+		open_failed(argv[optind], r);
+		return 1;
+	}
+	blocker_get_stats(s, &st);
+	r = blocker_close(s);
+	if (r) {
+		fprintf(stderr, "blockerctl: %s: close: %s\n", argv[optind],
+			strerror(-r));
+		return 1;
+	}
+	printf("%s: %llu bytes of log dropped\n", argv[optind],
+	       (unsigned long long)st.truncated_bytes);
+	return 0;
+}
+
 static int cmd_stats(const char *dir)
 {
 	struct blocker_opts o;
@@ -128,8 +196,7 @@ static int cmd_stats(const char *dir)
 	o.checkpoint_bytes = 0;
 	r = blocker_open(dir, &o, &s);
 	if (r) {
-		fprintf(stderr, "blockerctl: %s: cannot open store: %s\n", dir,
-			strerror(-r));
+		open_failed(dir, r);
 		return 1;
 	}
 	blocker_get_stats(s, &st);
@@ -174,6 +241,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "create"))
 		return cmd_create(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "repair"))
+		return cmd_repair(argc - 1, argv + 1);
 	if ((!strcmp(argv[1], "check") || !strcmp(argv[1], "stats"))) {
 		if (argc != 3) {
 			fprintf(stderr,

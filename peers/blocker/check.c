@@ -3,9 +3,12 @@
  * Offline checker: reads a closed store without modifying it. Every record
  * is decoded and re-hashed, the journal is replayed from the start, every
  * map reference is resolved against the chunks actually in the log, and
- * the checkpoint files are validated against the log.
+ * the checkpoint files are validated against the log. Damage below the
+ * durable mark (DIR/durable) is flagged as such: it is what blocker_open
+ * refuses to cut (see recover.c).
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +70,21 @@ struct checker {
 	void *arg;
 	uint64_t problems;
 	struct cset chunks;
+	uint64_t mark; /* durable mark, 0 if none */
+	uint64_t end;  /* log position where the scan stopped */
 };
+
+/* what blocker_open does with a bad record at pos in seg */
+static const char *verdict(struct checker *c, uint32_t seg, uint64_t pos)
+{
+	if (pos < c->mark)
+		return " (below the durable mark: flushed data damaged; open "
+		       "refuses it)";
+	if (seg + 1 < c->s->nsegs)
+		return " (in a segment followed by later ones: open refuses "
+		       "it)";
+	return "";
+}
 
 static void problem(struct checker *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -157,9 +174,10 @@ static int scan_segment(struct checker *c, uint32_t seg,
 				if (r)
 					return r;
 			}
-			problem(c, "blocker: %s: bad record at offset %llu: %s",
-				path, (unsigned long long)off,
-				brec_strerror(e));
+			problem(
+			    c, "blocker: %s: bad record at offset %llu: %s%s",
+			    path, (unsigned long long)off, brec_strerror(e),
+			    pos < c->mark ? " (below the durable mark)" : "");
 			off += brec_size(h.len);
 			continue;
 		}
@@ -172,13 +190,15 @@ static int scan_segment(struct checker *c, uint32_t seg,
 				if (r)
 					return r;
 			}
+			c->end = pos;
 			if (zero)
 				return 0;
 			problem(c,
 				"blocker: %s: bad record at offset %llu: %s; "
-				"%llu bytes after it unreadable",
+				"%llu bytes after it unreadable%s",
 				path, (unsigned long long)off, brec_strerror(e),
-				(unsigned long long)(st.st_size - off));
+				(unsigned long long)(st.st_size - off),
+				verdict(c, seg, pos));
 			return 0;
 		}
 		if (h.type == BREC_CHUNK) {
@@ -222,6 +242,45 @@ static int scan_segment(struct checker *c, uint32_t seg,
 		}
 		off += brec_size(h.len);
 	}
+	c->end = (uint64_t)seg * s->segment_size + off;
+	return 0;
+}
+
+/* Segment files after a gap in the numbering (blocker_open refuses). */
+static int check_gap(struct checker *c)
+{
+	struct blocker_store *s = c->s;
+	int fd = dup(s->dirfd);
+	struct dirent *de;
+	char gap[4096];
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	blog_seg_path(s->dir, s->nsegs, gap, sizeof(gap));
+	while ((de = readdir(d))) {
+		const char *num = de->d_name + 4;
+		char *end;
+		unsigned long v;
+
+		if (strncmp(de->d_name, "log.", 4) || strlen(num) < 6 ||
+		    num[0] < '0' || num[0] > '9')
+			continue;
+		errno = 0;
+		v = strtoul(num, &end, 10);
+		if (*end || errno || v < s->nsegs)
+			continue;
+		problem(c,
+			"blocker: %s/%s: after the missing %s (open refuses "
+			"the store)",
+			s->dir, de->d_name, gap);
+	}
+	closedir(d);
 	return 0;
 }
 
@@ -302,10 +361,25 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 		goto out;
 	if (s->nsegs == 0)
 		problem(&c, "blocker: %s/log.000000: missing", dir);
+	r = bmark_read(s->dirfd, &c.mark);
+	if (r == -ENODATA)
+		problem(&c, "blocker: %s/%s: no valid durable mark", dir,
+			BLOCKER_MARK_FILE);
+	if (r)
+		c.mark = 0; /* none: a store from a build without marks */
+	r = check_gap(&c);
 	for (uint32_t seg = 0; seg < s->nsegs && !r; seg++)
 		r = scan_segment(&c, seg, &win);
 	if (r)
 		goto out;
+	if (c.end < c.mark)
+		problem(&c,
+			"blocker: %s: the log ends at position %llu, below the "
+			"durable mark %llu: %llu bytes of flushed data missing "
+			"(open refuses the store)",
+			dir, (unsigned long long)c.end,
+			(unsigned long long)c.mark,
+			(unsigned long long)(c.mark - c.end));
 	check_refs(&c, "journal");
 
 	/* checkpoint files: valid, and describing chunks in the log */

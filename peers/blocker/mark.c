@@ -115,14 +115,22 @@ int bmark_open(struct blocker_store *s, uint64_t *pos)
 		free(m);
 		return r;
 	}
-	/* a new file is made durable once, with room for both slots, so
-	 * that later marks are plain overwrites of allocated blocks */
-	if (created && (ftruncate(m->fd, BMARK_FILE_SIZE) < 0 ||
-			fsync(m->fd) < 0 || fsync(s->dirfd) < 0)) {
-		r = -errno;
-		close(m->fd);
-		free(m);
-		return r;
+	/* a new file is made durable once, both slots saying "nothing is
+	 * known to be durable" (0), so that later marks are plain
+	 * overwrites of allocated blocks */
+	if (created) {
+		uint8_t b[BMARK_FILE_SIZE] = {0};
+
+		slot_encode(b, 0, 0);
+		slot_encode(b + BMARK_SLOT_GAP, 0, 0);
+		errno = 0;
+		if (pwrite(m->fd, b, sizeof(b), 0) != (ssize_t)sizeof(b) ||
+		    fsync(m->fd) < 0 || fsync(s->dirfd) < 0) {
+			r = errno ? -errno : -EIO;
+			close(m->fd);
+			free(m);
+			return r;
+		}
 	}
 	s->mark = m;
 	if (created)

@@ -3,15 +3,25 @@
  * Startup recovery: replay the log after the last checkpoint into the
  * index and the maps, and cut a torn tail. See docs/on-disk-format.md.
  *
- * Below the durable mark D (the newest valid checkpoint position) every
- * record was fsynced before the checkpoint was written, so a bad record
- * there is media corruption, not a crash: recovery refuses to cut it and
- * open fails with -EUCLEAN (blockerctl check shows the details). At or
- * past D a bad record is the torn end of an interrupted append: it and
- * everything after it are dropped and reported.
+ * The durable point D is the larger of the newest valid checkpoint
+ * position and the durable mark (DIR/durable, mark.c), the position the
+ * last successful group-commit fsync covered. Everything below D was
+ * fsynced, so a crash cannot have torn it: a bad record there, a log that
+ * ends before D, or a segment file missing before later ones is damage to
+ * acknowledged data, not a torn tail. Recovery then refuses to "repair"
+ * it by cutting (open fails with -EUCLEAN, naming file, offset and D),
+ * unless the operator asked for exactly that (opts.truncate_at_damage),
+ * in which case it cuts and logs every byte it dropped. A bad record at
+ * or past D in the last segment is the torn end of an interrupted append:
+ * it and everything after it are dropped and reported, as always.
+ *
+ * A bad record in a segment followed by another one is damage wherever D
+ * is: a segment is fsynced complete (seg_finish) before the next one is
+ * created, so no crash leaves a torn record anywhere but in the last.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,8 +48,13 @@ static bool pos_valid(struct blocker_store *s, uint64_t pos)
 	return pos % s->segment_size <= (uint64_t)seg_size_of(s, seg);
 }
 
-/* Drop everything from pos on: truncate its segment, remove later ones. */
-static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
+/*
+ * Drop everything from pos on: truncate its segment, remove later ones.
+ * damage: the cut is below the durable point or in a segment that has
+ * later ones (an operator's truncate_at_damage), not a torn tail.
+ */
+static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
+		    bool damage)
 {
 	uint32_t seg = pos / s->segment_size;
 	uint64_t off = pos % s->segment_size;
@@ -48,11 +63,19 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
 	uint64_t dropped = fsize > (int64_t)off ? fsize - off : 0;
 
 	blog_seg_path(s->dir, seg, path, sizeof(path));
-	blocker_logf(&s->o, BLOCKER_LOG_WARN,
-		     "blocker: %s: torn tail at offset %llu: %s; truncating "
-		     "%llu bytes",
-		     path, (unsigned long long)off, why,
-		     (unsigned long long)dropped);
+	if (damage)
+		blocker_logf(
+		    &s->o, BLOCKER_LOG_WARN,
+		    "blocker: %s: damaged durable data at offset %llu: "
+		    "%s; truncate_at_damage: truncating %llu bytes",
+		    path, (unsigned long long)off, why,
+		    (unsigned long long)dropped);
+	else
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: torn tail at offset %llu: %s; "
+			     "truncating %llu bytes",
+			     path, (unsigned long long)off, why,
+			     (unsigned long long)dropped);
 	if (ftruncate(s->segs[seg].fd, off) < 0 ||
 	    fdatasync(s->segs[seg].fd) < 0)
 		return -errno;
@@ -63,9 +86,9 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
 
 		blog_seg_path(s->dir, last, path, sizeof(path));
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s: after the torn tail; removing %lld "
-			     "bytes",
-			     path, (long long)sz);
+			     "blocker: %s: after the %s; removing %lld bytes",
+			     path, damage ? "damage" : "torn tail",
+			     (long long)sz);
 		blog_seg_release(s, last);
 		s->nsegs--;
 		if (unlink(path) < 0)
@@ -75,6 +98,100 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why)
 	if (fsync(s->dirfd) < 0)
 		return -errno;
 	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Segment files numbered at or past s->nsegs: blog_open_segments stopped
+ * at a missing one, so these lie after a gap. Appending would overwrite
+ * them (and the gap means data is gone): -EUCLEAN, or with
+ * truncate_at_damage they are removed and reported.
+ */
+static int stray_segments(struct blocker_store *s)
+{
+	uint32_t *found = NULL, n = 0, cap = 0;
+	struct dirent *de;
+	char path[4096], gap[4096];
+	int fd = dup(s->dirfd), r = 0;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		const char *num = de->d_name + 4;
+		char *end;
+		unsigned long v;
+
+		if (strncmp(de->d_name, "log.", 4) || strlen(num) < 6 ||
+		    num[0] < '0' || num[0] > '9')
+			continue;
+		errno = 0;
+		v = strtoul(num, &end, 10);
+		if (*end || errno || v > UINT32_MAX || v < s->nsegs)
+			continue;
+		if (n == cap) {
+			uint32_t *nf = realloc(found, (cap ? 2 * cap : 8) *
+							  sizeof(*found));
+			if (!nf) {
+				r = -ENOMEM;
+				goto out;
+			}
+			found = nf;
+			cap = cap ? 2 * cap : 8;
+		}
+		found[n++] = v;
+	}
+	if (!n)
+		goto out;
+	qsort(found, n, sizeof(*found), cmp_u32);
+	blog_seg_path(s->dir, s->nsegs, gap, sizeof(gap));
+	blog_seg_path(s->dir, found[0], path, sizeof(path));
+	if (!s->o.truncate_at_damage) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: missing, but %s and %u more segment "
+			     "file(s) after it exist: durable data lost; "
+			     "refusing to open (truncate_at_damage removes the "
+			     "files after the gap)",
+			     gap, path, n - 1);
+		r = -EUCLEAN;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct stat st;
+
+		blog_seg_path(s->dir, found[i], path, sizeof(path));
+		if (stat(path, &st) < 0) {
+			r = -errno;
+			goto out;
+		}
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: after the missing %s; "
+			     "truncate_at_damage: removing %lld bytes",
+			     path, gap, (long long)st.st_size);
+		if (unlink(path) < 0) {
+			r = -errno;
+			goto out;
+		}
+		STAT_ADD(s, truncated_bytes, st.st_size);
+	}
+	if (fsync(s->dirfd) < 0)
+		r = -errno;
+out:
+	closedir(d);
+	free(found);
+	return r;
 }
 
 int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
@@ -130,29 +247,88 @@ int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
 	return 0;
 }
 
+/* The durable mark: 0 if there is none (a new file, or a store from a
+ * build without marks) or none is readable (then reported). */
+static int load_mark(struct blocker_store *s, uint64_t *mark)
+{
+	int r = bmark_open(s, mark);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r == -ENODATA) {
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: no valid durable mark; recovery "
+			     "can only rely on the checkpoint",
+			     s->dir, BLOCKER_MARK_FILE);
+		*mark = 0;
+		return 0;
+	}
+	return r;
+}
+
+/*
+ * Damage below the durable point (or in a segment with later ones) at
+ * pos: -EUCLEAN, or with truncate_at_damage cut there (0, or -ERANGE if
+ * the cut falls below the checkpoint, which then describes records that
+ * are gone: the caller discards it and replays the whole log).
+ */
+static int damage(struct blocker_store *s, uint64_t pos, uint64_t ckpt,
+		  uint64_t mark, const char *why)
+{
+	uint32_t seg = pos / s->segment_size;
+	uint64_t off = pos % s->segment_size;
+	char path[4096];
+	const char *where;
+	int r;
+
+	blog_seg_path(s->dir, seg, path, sizeof(path));
+	where = pos < ckpt   ? "below the checkpoint"
+		: pos < mark ? "below the durable mark"
+			     : "in a segment followed by later ones";
+	if (!s->o.truncate_at_damage) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: bad record at offset %llu %s "
+			     "(log position %llu, checkpoint %llu, durable "
+			     "mark %llu): %s; refusing to cut durable data "
+			     "(truncate_at_damage cuts it)",
+			     path, (unsigned long long)off, where,
+			     (unsigned long long)pos, (unsigned long long)ckpt,
+			     (unsigned long long)mark, why);
+		return -EUCLEAN;
+	}
+	r = cut_tail(s, pos, why, true);
+	if (!r && mark > pos)
+		r = bmark_reset(s, pos);
+	if (!r && pos < ckpt)
+		r = -ERANGE;
+	return r;
+}
+
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		    uint64_t maps_pos)
 {
 	uint64_t start = idx_pos < maps_pos ? idx_pos : maps_pos;
-	uint64_t durable = idx_pos > maps_pos ? idx_pos : maps_pos;
+	uint64_t ckpt = idx_pos > maps_pos ? idx_pos : maps_pos;
+	uint64_t mark = 0, durable;
 	uint64_t pos = start;
 	struct blog_window win = {.cap = 4u << 20};
 	int64_t cur_seg = -1, fsize = 0;
 	bool zero_tail = false;
-	int r = 0;
+	int r;
 
+	if (s->nsegs == 0)
+		return -ENOENT;
+	r = load_mark(s, &mark);
+	if (!r)
+		r = stray_segments(s);
+	if (r)
+		return r;
+	if (!pos_valid(s, idx_pos) || !pos_valid(s, maps_pos))
+		return -ERANGE; /* caller discards the checkpoint */
+	durable = ckpt > mark ? ckpt : mark;
 	win.buf = malloc(win.cap);
 	if (!win.buf)
 		return -ENOMEM;
-
-	if (!pos_valid(s, idx_pos) || !pos_valid(s, maps_pos)) {
-		free(win.buf);
-		return -ERANGE; /* caller discards the checkpoint */
-	}
-	if (s->nsegs == 0) {
-		free(win.buf);
-		return -ENOENT;
-	}
 
 	for (;;) {
 		uint32_t seg = pos / s->segment_size;
@@ -164,6 +340,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		uint64_t size;
 		bool need_payload;
 
+		if (seg >= s->nsegs)
+			break; /* the last segment ended full */
 		if (cur_seg != seg) {
 			fsize = seg_size_of(s, seg);
 			cur_seg = seg;
@@ -196,6 +374,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			else if (off + size > (uint64_t)fsize)
 				e = BREC_SHORT;
 		}
+		/* below D a chunk's payload cannot be torn; a damaged one
+		 * is caught when read (verify_reads) or by check */
 		need_payload =
 		    e == BREC_OK && (h.type != BREC_CHUNK || pos >= durable);
 		if (need_payload) {
@@ -210,32 +390,24 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 				e = BREC_BAD_SCORE;
 		}
 		if (e != BREC_OK) {
-			char path[4096];
-
-			if (pos < durable) {
-				blog_seg_path(s->dir, seg, path, sizeof(path));
-				blocker_logf(
-				    &s->o, BLOCKER_LOG_ERR,
-				    "blocker: %s: bad record at offset "
-				    "%llu below the checkpoint: %s",
-				    path, (unsigned long long)off,
-				    brec_strerror(e));
-				r = -EUCLEAN;
+			if (pos < durable || seg + 1 < s->nsegs) {
+				r = damage(s, pos, ckpt, mark,
+					   brec_strerror(e));
+				if (!r && mark > pos)
+					mark = pos;
 				break;
 			}
 			/* zeros from here to the end of the last segment: the
 			 * zero-filled tail no append reached, the clean end */
-			if (seg + 1 == s->nsegs) {
-				bool zero = false;
-				r = blog_zero_after(s, pos, file_end, &zero);
-				if (r)
-					break;
-				if (zero) {
-					zero_tail = true;
-					break;
-				}
+			bool zero = false;
+			r = blog_zero_after(s, pos, file_end, &zero);
+			if (r)
+				break;
+			if (zero) {
+				zero_tail = true;
+				break;
 			}
-			r = cut_tail(s, pos, brec_strerror(e));
+			r = cut_tail(s, pos, brec_strerror(e), false);
 			break;
 		}
 		if (h.type == BREC_CHUNK) {
@@ -261,6 +433,35 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		pos += size;
 	}
 	free(win.buf);
+	/* the log ends (clean end or zero tail) before the durable mark:
+	 * flushed records are missing (a truncated or lost segment) */
+	if (!r && pos < mark) {
+		char path[4096];
+
+		blog_seg_path(s->dir, pos / s->segment_size, path,
+			      sizeof(path));
+		if (!s->o.truncate_at_damage) {
+			blocker_logf(
+			    &s->o, BLOCKER_LOG_ERR,
+			    "blocker: %s: the log ends at offset %llu (log "
+			    "position %llu) below the durable mark %llu: "
+			    "%llu bytes of durable data are missing; refusing "
+			    "to open (truncate_at_damage accepts the loss)",
+			    path, (unsigned long long)(pos % s->segment_size),
+			    (unsigned long long)pos, (unsigned long long)mark,
+			    (unsigned long long)(mark - pos));
+			return -EUCLEAN;
+		}
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: the log ends at offset %llu below "
+			     "the durable mark %llu; truncate_at_damage: "
+			     "accepting the loss of %llu bytes",
+			     path, (unsigned long long)(pos % s->segment_size),
+			     (unsigned long long)mark,
+			     (unsigned long long)(mark - pos));
+		r = bmark_reset(s, pos);
+		mark = pos;
+	}
 	if (!r) {
 		/* the tail is the end of the last segment (after any cut),
 		 * or where its zero-filled part begins */
@@ -270,7 +471,11 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			return (int)sz;
 		s->alloc_end = (uint64_t)last * s->segment_size + sz;
 		s->tail = zero_tail ? pos : s->alloc_end;
-		/* after a crash the tail may be only in the page cache */
+		/* after a process crash the tail may be only in the page
+		 * cache; below the checkpoint and the mark it was fsynced */
+		durable = ckpt > mark ? ckpt : mark;
+		if (durable > s->tail)
+			durable = s->tail;
 		s->synced = durable;
 		s->synced_seg = durable / s->segment_size;
 	}

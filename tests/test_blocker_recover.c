@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recovery must not delete flushed data (review finding R6): damage below
+ * the durable mark (DIR/durable, written after every successful group
+ * commit) or a missing segment file makes blocker_open fail with -EUCLEAN
+ * and leaves every file as it was; truncate_at_damage cuts anyway and
+ * reports what it dropped; a torn tail above the mark is still cut.
+ *
+ * A "crash" is a forked child that opens the store, works and _exits
+ * without closing (no checkpoint, nothing flushed that it did not flush
+ * itself); the page cache keeps what it wrote, as after a process crash.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "store_int.h"
+#include "test_blocker_util.h"
+
+#define CHUNK	  4096
+#define SEG	  (1u << 20)
+#define CHUNK_REC (BREC_HDR_SIZE + CHUNK) /* 4160 */
+#define PER_SEG	  (SEG / CHUNK_REC)	  /* chunk records a segment holds */
+
+/* a map record for a fresh object of n chunks named by one letter */
+#define MAP_REC(n) brec_size(bmap_payload_size(1, (n)))
+
+static char dir[256];
+static struct tb_log logbuf;
+
+static void setup(void)
+{
+	tb_mkdtemp(dir, sizeof(dir));
+	memset(&logbuf, 0, sizeof(logbuf));
+}
+
+static void teardown(void)
+{
+	tb_rmtree(dir);
+}
+
+static void opts(struct blocker_opts *o)
+{
+	blocker_opts_init(o);
+	o->chunk_size = CHUNK;
+	o->segment_size = SEG;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->log = tb_log_fn;
+	o->log_arg = &logbuf;
+}
+
+static struct blocker_store *reopen(void)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	return s;
+}
+
+static void create_store(void)
+{
+	struct blocker_opts o;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_close(reopen()), 0);
+}
+
+static void wr(struct blocker_store *s, const char *name, uint64_t off,
+	       size_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+
+	tb_fill(b, len, seed, off);
+	ck_assert_int_eq(blocker_write(s, name, strlen(name), off, len, b, 0),
+			 0);
+	free(b);
+}
+
+static void expect(struct blocker_store *s, const char *name, uint64_t off,
+		   size_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len), *e = malloc(len);
+
+	tb_fill(e, len, seed, off);
+	ck_assert_int_eq(blocker_read(s, name, strlen(name), off, len, b), 0);
+	ck_assert_msg(!memcmp(b, e, len), "%s [%llu, +%zu) differs", name,
+		      (unsigned long long)off, len);
+	free(b);
+	free(e);
+}
+
+static void path_of(const char *name, char *p, size_t n)
+{
+	snprintf(p, n, "%s/%s", dir, name);
+}
+
+static bool exists(const char *name)
+{
+	char p[512];
+	struct stat st;
+
+	path_of(name, p, sizeof(p));
+	return stat(p, &st) == 0;
+}
+
+/* a whole file's bytes (malloc'd), to prove that nothing changed */
+static uint8_t *slurp(const char *name, size_t *len)
+{
+	char p[512];
+	struct stat st;
+	uint8_t *b;
+	int fd;
+
+	path_of(name, p, sizeof(p));
+	fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	b = malloc(st.st_size + 1);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(pread(fd, b, st.st_size, 0), st.st_size);
+	close(fd);
+	*len = st.st_size;
+	return b;
+}
+
+static void same_file(const char *name, const uint8_t *b, size_t len)
+{
+	size_t n;
+	uint8_t *now = slurp(name, &n);
+
+	ck_assert_uint_eq(n, len);
+	ck_assert_msg(!memcmp(now, b, len), "%s changed", name);
+	free(now);
+}
+
+static void flip_byte(const char *name, uint64_t off)
+{
+	char p[512];
+	uint8_t c;
+	int fd;
+
+	path_of(name, p, sizeof(p));
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &c, 1, off), 1);
+	c ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+/* run fn on the reopened store in a child that then dies uncleanly */
+static void crash_after(void (*fn)(struct blocker_store *))
+{
+	pid_t pid = fork();
+	int st;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct blocker_store *s = reopen();
+		fn(s);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static uint64_t mark_of(void)
+{
+	uint64_t m = ~0ULL;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(bmark_read(dfd, &m), 0);
+	close(dfd);
+	return m;
+}
+
+static void check_report(void *arg, const char *line)
+{
+	tb_log_fn(arg, BLOCKER_LOG_ERR, line);
+}
+
+/* blocker_check's problem count; its lines are appended to logbuf */
+static uint64_t problems_of(void)
+{
+	uint64_t problems = 0;
+
+	ck_assert_int_eq(
+	    blocker_check(dir, NULL, check_report, &logbuf, &problems), 0);
+	return problems;
+}
+
+static int open_rc(bool truncate)
+{
+	struct blocker_opts o;
+	struct blocker_store *s = NULL;
+	int r;
+
+	opts(&o);
+	o.truncate_at_damage = truncate;
+	r = blocker_open(dir, &o, &s);
+	if (!r)
+		ck_assert_int_eq(blocker_close(s), 0);
+	return r;
+}
+
+/* "a": 4 chunks and a map record, flushed; "b": 1 chunk, flushed */
+static void write_flushed(struct blocker_store *s)
+{
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_flush(s), 0);
+}
+
+/* The mark follows every successful flush, without a checkpoint. */
+START_TEST(test_mark_follows_flush)
+{
+	struct blocker_store *s;
+	struct blocker_stats st;
+
+	create_store();
+	ck_assert(exists(BLOCKER_MARK_FILE));
+	ck_assert_uint_eq(mark_of(), 0);
+	s = reopen();
+	wr(s, "a", 0, CHUNK, 1);
+	ck_assert_uint_eq(mark_of(), 0); /* written, not flushed */
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(mark_of(), st.log_bytes);
+	wr(s, "a", CHUNK, CHUNK, 2);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(mark_of(), st.log_bytes);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * A flipped byte in a record's header below the mark: the old code took
+ * it for a torn tail and cut both objects away.
+ */
+START_TEST(test_damage_below_mark_refused)
+{
+	struct blocker_store *s;
+	struct blocker_stats st;
+	uint8_t *before;
+	size_t len;
+
+	create_store();
+	crash_after(write_flushed);
+	ck_assert_uint_eq(mark_of(), 5 * CHUNK_REC + MAP_REC(4) + MAP_REC(1));
+	flip_byte("log.000000", CHUNK_REC + 10); /* second chunk's header */
+	before = slurp("log.000000", &len);
+
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text,
+				     "/log.000000: bad record at offset 4160 "
+				     "below the durable mark"));
+	ck_assert_ptr_null(strstr(logbuf.text, "torn tail"));
+	same_file("log.000000", before, len); /* nothing cut */
+	ck_assert_uint_eq(mark_of(), 5 * CHUNK_REC + MAP_REC(4) + MAP_REC(1));
+
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	if (getenv("AC_BIN_DIR")) {
+		char cmd[700];
+		int rc;
+		snprintf(cmd, sizeof(cmd), "%s/blockerctl check %s >/dev/null",
+			 getenv("AC_BIN_DIR"), dir);
+		rc = system(cmd);
+		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+		snprintf(cmd, sizeof(cmd),
+			 "%s/blockerctl stats %s >/dev/null 2>&1",
+			 getenv("AC_BIN_DIR"), dir);
+		rc = system(cmd);
+		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+		/* repair without saying that data may go: refused */
+		snprintf(cmd, sizeof(cmd),
+			 "%s/blockerctl repair %s 2>/dev/null",
+			 getenv("AC_BIN_DIR"), dir);
+		rc = system(cmd);
+		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+	}
+	same_file("log.000000", before, len);
+	free(before);
+
+	/* the operator's override cuts at the damage and says so */
+	memset(&logbuf, 0, sizeof(logbuf));
+	{
+		struct blocker_opts o;
+		opts(&o);
+		o.truncate_at_damage = true;
+		ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	}
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.truncated_bytes, len - CHUNK_REC);
+	ck_assert_uint_eq(st.log_bytes, CHUNK_REC);
+	ck_assert_ptr_nonnull(strstr(logbuf.text,
+				     "log.000000: damaged durable data at "
+				     "offset 4160"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "truncate_at_damage: "
+						  "truncating"));
+	/* both map records were after the damage */
+	ck_assert_int_eq(blocker_info(s, "a", 1, &(uint64_t){0}), -ENOENT);
+	ck_assert_int_eq(blocker_info(s, "b", 1, &(uint64_t){0}), -ENOENT);
+	wr(s, "c", 0, CHUNK, 3);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* the store is consistent again: opens without the override */
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	expect(s, "c", 0, CHUNK, 3);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/* A damaged map record below the mark (payload, not header). */
+START_TEST(test_damaged_map_record_refused)
+{
+	uint8_t *before;
+	size_t len;
+
+	create_store();
+	crash_after(write_flushed);
+	/* a's map record follows its four chunks */
+	flip_byte("log.000000", 4 * CHUNK_REC + BREC_HDR_SIZE + 3);
+	before = slurp("log.000000", &len);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	same_file("log.000000", before, len);
+	free(before);
+}
+END_TEST
+
+/* A log file shortened below the mark (a lost tail of flushed data). */
+START_TEST(test_short_log_below_mark_refused)
+{
+	char p[512];
+	uint8_t *before;
+	size_t len;
+
+	create_store();
+	crash_after(write_flushed);
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(truncate(p, mark_of() - 30), 0);
+	before = slurp("log.000000", &len);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	same_file("log.000000", before, len);
+	/* exactly at a record boundary: the log ends early */
+	ck_assert_int_eq(truncate(p, 4 * CHUNK_REC + MAP_REC(4)), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "bytes of durable data are "
+						  "missing"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	/* the override accepts the loss; "a" survives */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(true), 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "accepting the loss"));
+	struct blocker_store *s = reopen();
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_info(s, "b", 1, &(uint64_t){0}), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+	free(before);
+}
+END_TEST
+
+/* flushed "a", then "b" written but never flushed; new chunks each time */
+static uint64_t torn_seed;
+
+static void write_torn(struct blocker_store *s)
+{
+	wr(s, "a", 0, 4 * CHUNK, torn_seed);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	wr(s, "b", 0, 2 * CHUNK, torn_seed + 1);
+}
+
+/* Above the mark a bad record is a torn tail: cut, as before. */
+START_TEST(test_torn_tail_above_mark_cut)
+{
+	struct blocker_store *s;
+	struct blocker_stats st;
+	char p[512];
+	uint64_t mark, end;
+
+	create_store();
+	torn_seed = 1;
+	crash_after(write_torn);
+	mark = mark_of();
+	ck_assert_uint_eq(mark, 4 * CHUNK_REC + MAP_REC(4));
+	path_of("log.000000", p, sizeof(p));
+	/* cut inside b's map record, the last one (the zero tail goes) */
+	end = mark + 2 * CHUNK_REC + MAP_REC(2);
+	ck_assert_int_eq(truncate(p, end - 30), 0);
+	s = reopen();
+	blocker_get_stats(s, &st);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: torn tail"));
+	ck_assert_ptr_null(strstr(logbuf.text, "durable mark"));
+	ck_assert_uint_eq(st.truncated_bytes, end - 30 - mark - 2 * CHUNK_REC);
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_info(s, "b", 1, &(uint64_t){0}), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+
+	/* a bad byte in an unflushed chunk record: cut there */
+	torn_seed = 11;
+	crash_after(write_torn);
+	mark = mark_of();
+	flip_byte("log.000000", mark + CHUNK_REC + 100);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "torn tail"));
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.log_bytes, mark + CHUNK_REC);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/* enough chunk records to fill segments 0 and 1 and start segment 2 */
+static void write_three_segments(struct blocker_store *s)
+{
+	wr(s, "big", 0, (size_t)(2 * PER_SEG + 10) * CHUNK, 7);
+	ck_assert_int_eq(blocker_flush(s), 0);
+}
+
+static void three_segments(void)
+{
+	create_store();
+	crash_after(write_three_segments);
+	ck_assert(exists("log.000002"));
+	ck_assert_uint_ge(mark_of(), 2ULL * SEG);
+}
+
+/* A missing middle segment: refused, later segments left alone. */
+START_TEST(test_missing_middle_segment_refused)
+{
+	struct blocker_store *s;
+	struct blocker_stats st;
+	uint8_t *before;
+	size_t len;
+	char p[512];
+
+	three_segments();
+	path_of("log.000001", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	before = slurp("log.000002", &len);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000001: missing"));
+	same_file("log.000002", before, len);
+	free(before);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000002: after the "
+						  "missing"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	ck_assert(exists("log.000002"));
+
+	/* the override removes what follows the gap and reports it */
+	memset(&logbuf, 0, sizeof(logbuf));
+	{
+		struct blocker_opts o;
+		opts(&o);
+		o.truncate_at_damage = true;
+		ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	}
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000002: after the "
+						  "missing"));
+	ck_assert(!exists("log.000002"));
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.truncated_bytes, len);
+	ck_assert_int_eq(blocker_info(s, "big", 3, &(uint64_t){0}), -ENOENT);
+	wr(s, "n", 0, CHUNK, 9);
+	ck_assert_int_eq(blocker_close(s), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	expect(s, "n", 0, CHUNK, 9);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/* The last segment missing: the log ends below the mark. */
+START_TEST(test_missing_last_segment_refused)
+{
+	uint8_t *before;
+	size_t len;
+	char p[512];
+
+	three_segments();
+	path_of("log.000002", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	before = slurp("log.000001", &len);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
+	same_file("log.000001", before, len);
+	ck_assert(!exists("log.000002"));
+	free(before);
+}
+END_TEST
+
+static void write_three_segments_unflushed(struct blocker_store *s)
+{
+	wr(s, "big", 0, (size_t)(2 * PER_SEG + 10) * CHUNK, 7);
+}
+
+/*
+ * Damage in a segment that has later ones is never a torn tail, flushed
+ * or not: a segment is fsynced whole before the next one begins.
+ */
+START_TEST(test_damage_in_earlier_segment_refused)
+{
+	uint8_t *b1, *b2;
+	size_t l1, l2;
+
+	create_store();
+	crash_after(write_three_segments_unflushed);
+	ck_assert_uint_eq(mark_of(), 0);
+	ck_assert(exists("log.000002"));
+	flip_byte("log.000001", 3 * CHUNK_REC + 7);
+	b1 = slurp("log.000001", &l1);
+	b2 = slurp("log.000002", &l2);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text,
+				     "log.000001: bad record at offset 12480 "
+				     "in a segment followed by later ones"));
+	same_file("log.000001", b1, l1);
+	same_file("log.000002", b2, l2);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "followed by later ones"));
+	free(b1);
+	free(b2);
+}
+END_TEST
+
+/* An unreadable mark file: reported, and recovery falls back. */
+START_TEST(test_bad_mark_file)
+{
+	struct blocker_store *s;
+	char p[512];
+	int fd;
+
+	create_store();
+	crash_after(write_flushed);
+	path_of(BLOCKER_MARK_FILE, p, sizeof(p));
+	fd = open(p, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "garbage", 7), 7);
+	close(fd);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_eq(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "no valid durable mark"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "no valid durable mark"));
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	expect(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* a new mark was written */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_eq(problems_of(), 0);
+	/* a missing mark file (a store from an older build) is fine */
+	ck_assert_int_eq(unlink(p), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_null(strstr(logbuf.text, "durable mark"));
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(exists(BLOCKER_MARK_FILE));
+}
+END_TEST
+
+/* blockerctl repair: the command-line route to the override */
+START_TEST(test_blockerctl_repair)
+{
+	const char *bin = getenv("AC_BIN_DIR");
+	char cmd[700];
+	int rc;
+
+	if (!bin)
+		return;
+	create_store();
+	crash_after(write_flushed);
+	flip_byte("log.000000", CHUNK_REC + 10);
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl repair %s x 2>/dev/null", bin,
+		 dir);
+	rc = system(cmd);
+	ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/blockerctl repair --truncate-at-damage %s >/dev/null "
+		 "2>&1",
+		 bin, dir);
+	rc = system(cmd);
+	ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+	ck_assert_int_eq(open_rc(false), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("blocker_recover");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_mark_follows_flush);
+	tcase_add_test(tc, test_damage_below_mark_refused);
+	tcase_add_test(tc, test_damaged_map_record_refused);
+	tcase_add_test(tc, test_short_log_below_mark_refused);
+	tcase_add_test(tc, test_torn_tail_above_mark_cut);
+	tcase_add_test(tc, test_missing_middle_segment_refused);
+	tcase_add_test(tc, test_missing_last_segment_refused);
+	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
+	tcase_add_test(tc, test_bad_mark_file);
+	tcase_add_test(tc, test_blockerctl_repair);
+	suite_add_tcase(s, tc);
+	tb_base_init();
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	tb_base_cleanup();
+	return failed ? 1 : 0;
+}

@@ -376,6 +376,37 @@ static void blocker_stats_op(struct peer *p)
 			  strerror(st.degraded_errno), st.degraded_reason);
 }
 
+/* The port's statistics area (xsegctl stats): the store's counters. */
+static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
+				    uint32_t max)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct blocker_stats bs;
+	uint32_t n = 0;
+
+	if (!b->store || blocker_get_stats(b->store, &bs))
+		return 0;
+#define ST(f) peer_stat(st, &n, max, #f, bs.f)
+	ST(objects);
+	ST(chunks);
+	ST(chunk_bytes);
+	ST(logical_bytes);
+	ST(log_bytes);
+	ST(index_bytes);
+	ST(reads);
+	ST(writes);
+	ST(dedup_hits);
+	ST(zero_chunks);
+	ST(flushes);
+	ST(fsyncs);
+	ST(verify_failures);
+	ST(replayed_records);
+	ST(truncated_bytes);
+#undef ST
+	peer_stat(st, &n, max, "degraded_errno", (uint64_t)bs.degraded_errno);
+	return n;
+}
+
 static const struct peer_ops blocker_ops = {
     .type = "blocker",
     .summary = "Serve a venti-style content-addressed object store.",
@@ -387,6 +418,7 @@ static const struct peer_ops blocker_ops = {
     .init = blocker_init,
     .fini = blocker_fini,
     .stats = blocker_stats_op,
+    .stats_table = blocker_stats_table,
     .handlers =
 	{
 	    [XSEG_OP_READ] = blocker_read_op,

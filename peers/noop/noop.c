@@ -76,6 +76,10 @@ struct noop {
 	pthread_t delay_thread;
 	bool delay_started;
 	uint64_t delayed_total;
+
+	/* requests served, by op (__atomic relaxed): what a test asserts on
+	 * through the port's statistics area */
+	uint64_t ops[XSEG_OP_COUNT];
 };
 
 static const struct option noop_options[] = {
@@ -426,10 +430,17 @@ static int noop_write(struct peer *p, struct xseg_request *req)
 	return noop_finish(p, req, -rc);
 }
 
+static void noop_count(struct noop *n, uint16_t op)
+{
+	if (op < XSEG_OP_COUNT)
+		__atomic_add_fetch(&n->ops[op], 1, __ATOMIC_RELAXED);
+}
+
 static int noop_delete(struct peer *p, struct xseg_request *req)
 {
 	struct noop *n = peer_priv(p);
 
+	noop_count(n, XSEG_OP_DELETE);
 	return noop_finish(p, req, n->store ? -noop_store_delete(n, req) : 0);
 }
 
@@ -467,6 +478,7 @@ static int noop_hash_op(struct peer *p, struct xseg_request *req)
 
 static int noop_ok(struct peer *p, struct xseg_request *req)
 {
+	noop_count(peer_priv(p), req->op);
 	return noop_finish(p, req, 0);
 }
 
@@ -547,6 +559,22 @@ static void noop_stats(struct peer *p)
 		  objects, bytes, delayed);
 }
 
+/* The port's statistics area (xsegctl stats). */
+static uint32_t noop_stats_table(struct peer *p, struct xseg_stat *st,
+				 uint32_t max)
+{
+	struct noop *n = peer_priv(p);
+	uint32_t k = 0;
+
+	peer_stat(st, &k, max, "flushes",
+		  __atomic_load_n(&n->ops[XSEG_OP_FLUSH], __ATOMIC_RELAXED));
+	peer_stat(st, &k, max, "deletes",
+		  __atomic_load_n(&n->ops[XSEG_OP_DELETE], __ATOMIC_RELAXED));
+	peer_stat(st, &k, max, "pings",
+		  __atomic_load_n(&n->ops[XSEG_OP_PING], __ATOMIC_RELAXED));
+	return k;
+}
+
 static const struct peer_ops noop_ops = {
     .type = "noop",
     .summary = "Serve every xseg request at once (IPC benchmarks, tests).",
@@ -558,6 +586,7 @@ static const struct peer_ops noop_ops = {
     .init = noop_init,
     .fini = noop_fini,
     .stats = noop_stats,
+    .stats_table = noop_stats_table,
     .handlers =
 	{
 	    [XSEG_OP_READ] = noop_read,

@@ -279,9 +279,33 @@ static void vlmc_io_fail(struct vlmc_io *io, int error)
 				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
+static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
+			    uint64_t idx);
+
+/* Every part of a ZERO with FUA is done: send one FLUSH (as part 0, whose
+ * request is back) before completing. Returns true if it was sent. */
+static bool vlmc_io_fua_flush(struct vlmc_io *io)
+{
+	int rc;
+
+	if (io->op != VLMC_IO_ZERO || !(io->xflags & XSEG_F_FUA) ||
+	    !io->nr_parts || io->fua_flush ||
+	    __atomic_load_n(&io->error, __ATOMIC_ACQUIRE))
+		return false;
+	io->fua_flush = true;
+	__atomic_store_n(&io->remaining, 1, __ATOMIC_RELAXED);
+	rc = vlmc_part_submit(io, &io->parts[0], 0);
+	if (!rc)
+		return true;
+	vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
+	return false;
+}
+
 static void vlmc_io_put_part(struct vlmc_io *io)
 {
 	if (__atomic_sub_fetch(&io->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (vlmc_io_fua_flush(io))
+			return;
 		if (io->error)
 			__atomic_add_fetch(&io->v->st_errors, 1,
 					   __ATOMIC_RELAXED);
@@ -336,8 +360,9 @@ static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
 	uint16_t op;
 	int rc;
 
-	if (io->op == VLMC_IO_FLUSH) {
+	if (io->op == VLMC_IO_FLUSH || io->fua_flush) {
 		op = XSEG_OP_FLUSH;
+		obj_off = 0;
 	} else {
 		nl = vlmc_object_name(name, io->vol->m.name, idx);
 		if (io->op == VLMC_IO_READ) {

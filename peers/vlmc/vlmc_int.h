@@ -120,6 +120,10 @@ struct vlmc_io {
 	 * returns them with vlmc_io_put_replies. A part that read a
 	 * never-written object has its buffer zeroed. */
 	bool keep_replies;
+	/* ZERO with FUA: its whole-object parts are DELETEs, which carry no
+	 * FUA; a FLUSH sent after every part completed makes the zeroing
+	 * durable before the owner is told (set when that FLUSH is sent) */
+	bool fua_flush;
 	_Alignas(8) uint8_t scratch[48]; /* owner's (NBD: the reply header) */
 	uint64_t nr_parts;
 	struct vlmc_part *parts; /* nr_parts entries */

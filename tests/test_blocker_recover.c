@@ -173,6 +173,18 @@ static void crash_after(void (*fn)(struct blocker_store *))
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* AC_BIN_DIR if blockerctl was built there (ctest sets it), else NULL */
+static const char *ctl_dir(void)
+{
+	static char p[600];
+	const char *bin = getenv("AC_BIN_DIR");
+
+	if (!bin)
+		return NULL;
+	snprintf(p, sizeof(p), "%s/blockerctl", bin);
+	return access(p, X_OK) == 0 ? bin : NULL;
+}
+
 static uint64_t mark_of(void)
 {
 	uint64_t m = ~0ULL;
@@ -273,22 +285,21 @@ START_TEST(test_damage_below_mark_refused)
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_uint_ge(problems_of(), 1);
 	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
-	if (getenv("AC_BIN_DIR")) {
+	if (ctl_dir()) {
 		char cmd[700];
 		int rc;
 		snprintf(cmd, sizeof(cmd), "%s/blockerctl check %s >/dev/null",
-			 getenv("AC_BIN_DIR"), dir);
+			 ctl_dir(), dir);
 		rc = system(cmd);
 		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
 		snprintf(cmd, sizeof(cmd),
-			 "%s/blockerctl stats %s >/dev/null 2>&1",
-			 getenv("AC_BIN_DIR"), dir);
+			 "%s/blockerctl stats %s >/dev/null 2>&1", ctl_dir(),
+			 dir);
 		rc = system(cmd);
 		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
 		/* repair without saying that data may go: refused */
 		snprintf(cmd, sizeof(cmd),
-			 "%s/blockerctl repair %s 2>/dev/null",
-			 getenv("AC_BIN_DIR"), dir);
+			 "%s/blockerctl repair %s 2>/dev/null", ctl_dir(), dir);
 		rc = system(cmd);
 		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 	}
@@ -320,6 +331,48 @@ START_TEST(test_damage_below_mark_refused)
 	memset(&logbuf, 0, sizeof(logbuf));
 	s = reopen();
 	expect(s, "c", 0, CHUNK, 3);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/*
+ * Damage below the checkpoint (a clean close) met by a scan: refused as
+ * before; the
+ * override cuts, drops the checkpoint that described the cut records and
+ * replays the log.
+ */
+START_TEST(test_damage_below_checkpoint_override)
+{
+	struct blocker_store *s;
+	struct blocker_stats st;
+	struct blocker_opts o;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	flip_byte("log.000000", 2 * CHUNK_REC + 20);
+	/* without the index file recovery scans (and meets it) from 0 */
+	char p[512];
+	path_of(BLOCKER_INDEX_FILE, p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the checkpoint"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	opts(&o);
+	o.truncate_at_damage = true;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "truncate_at_damage"));
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.log_bytes, 2 * CHUNK_REC);
+	ck_assert_uint_eq(st.objects, 0);
+	ck_assert_int_eq(blocker_info(s, "a", 1, &(uint64_t){0}), -ENOENT);
+	wr(s, "a", 0, CHUNK, 5);
+	ck_assert_int_eq(blocker_close(s), 0);
+	s = reopen();
+	expect(s, "a", 0, CHUNK, 5);
 	ck_assert_int_eq(blocker_close(s), 0);
 	ck_assert_uint_eq(problems_of(), 0);
 }
@@ -588,7 +641,7 @@ END_TEST
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
-	const char *bin = getenv("AC_BIN_DIR");
+	const char *bin = ctl_dir();
 	char cmd[700];
 	int rc;
 
@@ -624,6 +677,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_mark_follows_flush);
 	tcase_add_test(tc, test_damage_below_mark_refused);
+	tcase_add_test(tc, test_damage_below_checkpoint_override);
 	tcase_add_test(tc, test_damaged_map_record_refused);
 	tcase_add_test(tc, test_short_log_below_mark_refused);
 	tcase_add_test(tc, test_torn_tail_above_mark_cut);

@@ -566,6 +566,61 @@ START_TEST(test_missing_last_segment_refused)
 }
 END_TEST
 
+/*
+ * A segment shortened at a record boundary: every record left is valid,
+ * but the next segment's first record would have fitted in it.
+ */
+START_TEST(test_short_middle_segment_refused)
+{
+	struct blocker_store *s;
+	uint8_t *before;
+	size_t len;
+	char p[512];
+
+	three_segments();
+	path_of("log.000001", p, sizeof(p));
+	ck_assert_int_eq(truncate(p, 10 * CHUNK_REC), 0);
+	before = slurp("log.000002", &len);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000001: ends "));
+	same_file("log.000002", before, len);
+	free(before);
+	before = slurp("log.000001", &len); /* not cut either */
+	ck_assert_uint_eq(len, 10 * CHUNK_REC);
+	free(before);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000002: the segment "
+						  "before it ends"));
+	/* the override keeps segment 0 and the rest of segment 1 */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(true), 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000002: after the "
+						  "damage; removing"));
+	ck_assert(!exists("log.000002"));
+	s = reopen();
+	ck_assert_int_eq(blocker_info(s, "big", 3, &(uint64_t){0}), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/* log.000000 deleted: open re-creates it empty, and must notice. */
+START_TEST(test_missing_first_segment_refused)
+{
+	char p[512];
+
+	three_segments();
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: ends 1048576 "
+						  "bytes early"));
+	ck_assert(exists("log.000001"));
+	ck_assert(exists("log.000002"));
+}
+END_TEST
+
 static void write_three_segments_unflushed(struct blocker_store *s)
 {
 	wr(s, "big", 0, (size_t)(2 * PER_SEG + 10) * CHUNK, 7);
@@ -683,6 +738,8 @@ int main(void)
 	tcase_add_test(tc, test_torn_tail_above_mark_cut);
 	tcase_add_test(tc, test_missing_middle_segment_refused);
 	tcase_add_test(tc, test_missing_last_segment_refused);
+	tcase_add_test(tc, test_short_middle_segment_refused);
+	tcase_add_test(tc, test_missing_first_segment_refused);
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);

@@ -72,6 +72,7 @@ struct checker {
 	struct cset chunks;
 	uint64_t mark; /* durable mark, 0 if none */
 	uint64_t end;  /* log position where the scan stopped */
+	uint64_t room; /* space the previous segment left, if it was clean */
 };
 
 /* what blocker_open does with a bad record at pos in seg */
@@ -150,6 +151,7 @@ static int scan_segment(struct checker *c, uint32_t seg,
 				return r;
 			e = brec_decode(hb, &h, pos);
 		}
+		bool hdr_ok = e == BREC_OK;
 		if (e == BREC_OK &&
 		    (off + brec_size(h.len) > (uint64_t)st.st_size ||
 		     (h.type == BREC_CHUNK && h.len != s->chunk_size)))
@@ -165,6 +167,17 @@ static int scan_segment(struct checker *c, uint32_t seg,
 			if (memcmp(sum, h.score, 32))
 				e = BREC_BAD_SCORE;
 		}
+		/* a record starts a segment only if it did not fit in the
+		 * previous one (recover.c) */
+		if (hdr_ok && off == 0 && c->room &&
+		    brec_size(h.len) <= c->room)
+			problem(c,
+				"blocker: %s: the segment before it ends %llu "
+				"bytes early (durable data lost; open refuses "
+				"the store)",
+				path, (unsigned long long)c->room);
+		if (off == 0)
+			c->room = 0;
 		if (e == BREC_BAD_SCORE) {
 			/* the boundary is still known: report and go on; the
 			 * chunk exists (damaged), so references are not
@@ -243,6 +256,7 @@ static int scan_segment(struct checker *c, uint32_t seg,
 		off += brec_size(h.len);
 	}
 	c->end = (uint64_t)seg * s->segment_size + off;
+	c->room = s->segment_size - off;
 	return 0;
 }
 

@@ -313,6 +313,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	uint64_t pos = start;
 	struct blog_window win = {.cap = 4u << 20};
 	int64_t cur_seg = -1, fsize = 0;
+	uint64_t room = 0; /* space the previous segment left unused */
 	bool zero_tail = false;
 	int r;
 
@@ -353,6 +354,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		file_end = (uint64_t)seg * s->segment_size + fsize;
 		if ((uint64_t)fsize <= off) {
 			if (seg + 1 < s->nsegs) {
+				room = s->segment_size - off;
 				pos = (uint64_t)(seg + 1) * s->segment_size;
 				continue;
 			}
@@ -389,6 +391,32 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			if (memcmp(sum, h.score, 32))
 				e = BREC_BAD_SCORE;
 		}
+		/* a record starts a segment only if it did not fit in the
+		 * previous one: if it would have, that segment lost its end
+		 * (a truncated or re-created file) */
+		if (e == BREC_OK && off == 0 && room && size <= room) {
+			if (!s->o.truncate_at_damage) {
+				char path[4096];
+				blog_seg_path(s->dir, seg - 1, path,
+					      sizeof(path));
+				blocker_logf(
+				    &s->o, BLOCKER_LOG_ERR,
+				    "blocker: %s: ends %llu bytes early, "
+				    "before "
+				    "the next segment's first record: durable "
+				    "data lost; refusing to open "
+				    "(truncate_at_damage cuts the log there)",
+				    path, (unsigned long long)room);
+				r = -EUCLEAN;
+				break;
+			}
+			uint64_t cut = (uint64_t)seg * s->segment_size - room;
+			r = damage(s, cut, ckpt, mark, "segment ends early");
+			if (!r && mark > cut)
+				mark = cut;
+			break;
+		}
+		room = 0;
 		if (e != BREC_OK) {
 			if (pos < durable || seg + 1 < s->nsegs) {
 				r = damage(s, pos, ckpt, mark,

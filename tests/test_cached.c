@@ -136,6 +136,12 @@ static void setup(void)
 	setup_with(CACHED_WRITEBACK, 64);
 }
 
+/* three objects' worth of buckets */
+static void setup_small(void)
+{
+	setup_with(CACHED_WRITEBACK, 48);
+}
+
 static void setup_wt(void)
 {
 	setup_with(CACHED_WRITETHROUGH, 64);
@@ -1437,6 +1443,49 @@ START_TEST(test_flush_target_finds_evicted_object)
 }
 END_TEST
 
+/* Two requests parked for space; the flush that frees room for one ends,
+ * the first takes it all. The second must not be left parked with nobody
+ * to evict. (This path was already covered by the kept object's round
+ * end; the race fixed in 232bcb9, with space freed by an idle object's
+ * release, needs two threads: test_cached_mp under TSan.) */
+START_TEST(test_space_parked_not_starved)
+{
+	struct fake_req *w, *q, *p;
+	const char *names[] = {"k", "x", "y"};
+
+	for (unsigned i = 0; i < 3; i++) {
+		w = client(i, XSEG_OP_WRITE, names[i], 0, OBJ_SIZE);
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+	}
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	/* e: in the cache, no bucket */
+	w = client(3, XSEG_OP_READ, "e", 0, 0);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	/* q parks: k (LRU, dirty) is evicted and flushed */
+	q = client(4, XSEG_OP_WRITE, "e", 0, OBJ_SIZE);
+	ck_assert_int_eq(submit(q), 0);
+	ck_assert(!q->done);
+	ck_assert_uint_eq(C.kept_buckets, 16);
+	ck_assert_uint_eq(nr_sent, 4);
+	/* p parks too: k's buckets are counted as coming, nothing evicted */
+	p = client(5, XSEG_OP_WRITE, "h", 0, OBJ_SIZE);
+	ck_assert_int_eq(submit(p), 0);
+	ck_assert(!p->done);
+	ck_assert_uint_eq(nr_sent, 4);
+	ck_assert_uint_eq(xwaitq_nr_queued(&C.space_waitq), 2);
+	/* k's flush ends: q takes its 16 buckets; p needs another victim */
+	for (int guard = 0; guard < 20 && nr_sent; guard++)
+		serve_all();
+	ck_assert(q->done);
+	ck_assert_int_eq(q->error, 0);
+	ck_assert(p->done);
+	ck_assert_int_eq(p->error, 0);
+	ck_assert_uint_eq(xwaitq_nr_queued(&C.space_waitq), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cached");
@@ -1486,6 +1535,10 @@ int main(void)
 	tcase_add_test(tc, test_bad_names_refused);
 	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
 	tcase_add_test(tc, test_flush_target_finds_evicted_object);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("small");
+	tcase_add_checked_fixture(tc, setup_small, teardown);
+	tcase_add_test(tc, test_space_parked_not_starved);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("writethrough");
 	tcase_add_checked_fixture(tc, setup_wt, teardown);

@@ -76,6 +76,7 @@ struct peer {
 	uint64_t forwarded;
 	uint64_t start_ns;
 	uint64_t stats_published_ns; /* main thread only */
+	uint64_t ticked_ns;	     /* main thread only: last ops->tick */
 	bool stats_warned;
 
 	/* ops->handlers_never_block with several workers: port_waiter is 1
@@ -270,8 +271,17 @@ static void peer_idle_wait(struct peer *p)
 
 	if (__atomic_compare_exchange_n(&p->port_waiter, &zero, 1, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-		xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
-		__atomic_store_n(&p->port_waiter, 0, __ATOMIC_RELEASE);
+		int rc = xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
+
+		__atomic_store_n(&p->port_waiter, 0, __ATOMIC_SEQ_CST);
+		/* Work arrived and we go to serve it, maybe for long (a
+		 * handler may run other threads' jobs): hand the port to a
+		 * sleeper, or requests arriving meanwhile would wait for
+		 * our return or its timeout. Seq_cst after the store above:
+		 * a sleeper either sees the port unwatched and takes it, or
+		 * is counted here and woken (see peer_wake_idle). */
+		if (rc != -ETIMEDOUT)
+			peer_wake_idle(p, false);
 		return;
 	}
 	seq = __atomic_load_n(&p->idle_seq, __ATOMIC_SEQ_CST);
@@ -462,14 +472,21 @@ int peer_publish_stats(struct peer *p)
 
 /* Once a second (the main thread's loops call this after each wait):
  * the peer's tick, then the statistics. */
+/* Once a second: ops->tick, and the statistics unless a SIGUSR1 has
+ * just published them. Separate clocks: SIGUSR1 more than once a second
+ * must not starve the tick (cached retries failed flushes from it). */
 static void peer_periodic(struct peer *p)
 {
-	if (peer_now_ns() - p->stats_published_ns <
-	    PEER_REAP_PERIOD_S * 1000000000ULL)
-		return;
-	if (p->ops->tick)
-		p->ops->tick(p);
-	peer_publish_stats(p);
+	uint64_t now = peer_now_ns(),
+		 period = PEER_REAP_PERIOD_S * 1000000000ULL;
+
+	if (now - p->ticked_ns >= period) {
+		p->ticked_ns = now;
+		if (p->ops->tick)
+			p->ops->tick(p);
+	}
+	if (now - p->stats_published_ns >= period)
+		peer_publish_stats(p);
 }
 
 /* ------------------------------------------------------------------ */

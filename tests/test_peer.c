@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "test_peer_run.h"
+#include "xseg_internal.h" /* to corrupt a statistics area */
 #include "xseg_testutil.h"
 
 #define SEC 1000000000ULL
@@ -430,6 +431,23 @@ START_TEST(stats_area_bad_input)
 	ck_assert_int_eq(ps.pid, getpid());
 	ck_assert_str_eq(ps.stats[XSEG_STATS_MAX - 1].name, "c39");
 	ck_assert_uint_eq(stat_value(&ps, "c7"), 1007);
+	/* a corrupt table (a buggy or hostile process wrote the area) is
+	 * refused by readers, not printed */
+	{
+		struct xseg_stats_copy *cp =
+		    &seg->ports[cli.port].port->stats.copy[ps.count & 1];
+		char keep = cp->stats[3].name[0];
+
+		cp->stats[3].name[0] = '\x1b';
+		ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps),
+				 -EIO);
+		cp->stats[3].name[0] = keep;
+		memset(cp->stats[5].name, 'x', XSEG_STAT_NAME_LEN); /* no NUL */
+		ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps),
+				 -EIO);
+		strcpy(cp->stats[5].name, "c5");
+		ck_assert_int_eq(xseg_port_stats_read(seg, cli.port, &ps), 0);
+	}
 	/* a refused publish leaves the last table as it was */
 	strcpy(st[0].name, "a b");
 	ck_assert_int_eq(xseg_port_stats_publish(cli.seg, cli.port, st, 3),

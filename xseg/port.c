@@ -284,8 +284,13 @@ int xseg_port_stats_read(struct xseg *seg, uint32_t port,
 			dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&a->count, __ATOMIC_ACQUIRE) != count)
 			continue;
+		/* the publisher's rules again: a peer's bug or a hostile
+		 * process must not make xsegctl print escapes or bad JSON */
 		if (tmp.nr > XSEG_STATS_MAX)
 			return -EIO;
+		for (uint32_t i = 0; i < tmp.nr; i++)
+			if (!stat_name_ok(tmp.stats[i].name))
+				return -EIO;
 		memset(out, 0, sizeof(*out));
 		out->nr = tmp.nr;
 		out->pid = tmp.pid;

@@ -405,7 +405,8 @@ int xseg_port_stats_publish(struct xseg *seg, uint32_t port,
  * thread, lock-free). Errors: -EINVAL (bad port, NULL out), -ENOENT
  * (nothing published since the segment was created), -EAGAIN (the owner
  * published continuously while we copied, 1000 times in a row), -EIO (the
- * area is corrupt: entry count out of range). */
+ * area is corrupt: entry count out of range, or a name that the publisher
+ * would have refused). */
 int xseg_port_stats_read(struct xseg *seg, uint32_t port,
 			 struct xseg_port_stats *out);
 

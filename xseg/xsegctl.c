@@ -287,8 +287,8 @@ static void ctl_json_str(const char *s)
 		unsigned char ch = (unsigned char)*s;
 		if (ch == '"' || ch == '\\')
 			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			printf("\\u%04x", ch); /* never invalid UTF-8 */
 		else
 			putchar(ch);
 	}
@@ -502,7 +502,10 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 		       "\"age_s\":%.3f,\"publications\":%" PRIu64
 		       ",\"counters\":{",
 		       (long)ps.pid,
-		       pi.alive && pi.owner_pid == ps.pid ? "true" : "false",
+		       pi.alive && pi.owner_pid == ps.pid &&
+			       pi.generation == ps.generation
+			   ? "true"
+			   : "false",
 		       ctl_stats_age(&ps), ps.count);
 		for (uint32_t i = 0; i < ps.nr; i++) {
 			if (i)
@@ -542,7 +545,10 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 	/* the publisher may be gone: say so, and how old the numbers are */
 	printf("peer stats:    published by pid %ld (%s), %.1f s ago\n",
 	       (long)ps.pid,
-	       pi.alive && pi.owner_pid == ps.pid ? "alive" : "not running",
+	       pi.alive && pi.owner_pid == ps.pid &&
+		       pi.generation == ps.generation
+		   ? "alive"
+		   : "not running",
 	       ctl_stats_age(&ps));
 	for (uint32_t i = 0; i < ps.nr; i++)
 		printf("  %-22s %" PRIu64 "\n", ps.stats[i].name,

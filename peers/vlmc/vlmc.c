@@ -59,7 +59,7 @@ static const char vlmc_options_help[] =
     "                          /tmp/vlmc-SEGMENT.ctl)\n"
     "      --nbd-inflight N    commands in flight per NBD connection "
     "(default 64)\n"
-    "      --nbd-spin TIME     a connection's reader polls for replies and\n"
+    "      --nbd-spin TIME     a connection's reader polls the socket for\n"
     "                          commands this long before it sleeps (default\n"
     "                          0: one look, then sleep)\n";
 

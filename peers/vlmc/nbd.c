@@ -674,13 +674,18 @@ static void *nbd_completer_main(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&c->lock);
-		while (!c->stop_completer && !nbd_completer_busy(c))
+		/* With NBD_READER_REAP_MAX 0 the completer always waits on
+		 * the port, woken by the store's reply itself: a condition
+		 * wait in between would cost a second wake-up per command
+		 * at queue depth 1. */
+		while (NBD_READER_REAP_MAX && !c->stop_completer &&
+		       !nbd_completer_busy(c))
 			pthread_cond_wait(&c->ccond, &c->lock);
 		stop = c->stop_completer;
 		pthread_mutex_unlock(&c->lock);
 		if (stop)
 			break;
-		rc = xseg_wait_reply(v->seg, c->port, 10000000ULL, &req);
+		rc = xseg_wait_reply(v->seg, c->port, 100000000ULL, &req);
 		if (!rc)
 			vlmc_io_part_reply(v, req);
 		nbd_reap(c);
@@ -842,7 +847,8 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r)
 	io->arg = c;
 	io->arg2 = r->cookie;
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
-	    NBD_READER_REAP_MAX + 1) {
+		NBD_READER_REAP_MAX + 1 &&
+	    NBD_READER_REAP_MAX) {
 		pthread_mutex_lock(&c->lock);
 		pthread_cond_signal(&c->ccond);
 		pthread_mutex_unlock(&c->lock);

@@ -278,16 +278,9 @@ static int check_gap(struct checker *c)
 	}
 	blog_seg_path(s->dir, s->nsegs, gap, sizeof(gap));
 	while ((de = readdir(d))) {
-		const char *num = de->d_name + 4;
-		char *end;
-		unsigned long v;
+		uint32_t v;
 
-		if (strncmp(de->d_name, "log.", 4) || strlen(num) < 6 ||
-		    num[0] < '0' || num[0] > '9')
-			continue;
-		errno = 0;
-		v = strtoul(num, &end, 10);
-		if (*end || errno || v < s->nsegs)
+		if (!blog_seg_name(de->d_name, &v) || v < s->nsegs)
 			continue;
 		problem(c,
 			"blocker: %s/%s: after the missing %s (open refuses "

@@ -17,6 +17,23 @@
 #include <sys/uio.h>
 #include "store_int.h"
 
+bool blog_seg_name(const char *name, uint32_t *seg)
+{
+	const char *num = name + 4;
+	char *end;
+	unsigned long v;
+
+	if (strncmp(name, "log.", 4) || strlen(num) < 6 || num[0] < '0' ||
+	    num[0] > '9')
+		return false;
+	errno = 0;
+	v = strtoul(num, &end, 10);
+	if (*end || errno || v > UINT32_MAX)
+		return false;
+	*seg = (uint32_t)v;
+	return true;
+}
+
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen)
 {
 	int n = snprintf(out, outlen, "%s/log.%06u", dir, seg);

@@ -130,16 +130,9 @@ static int stray_segments(struct blocker_store *s)
 	}
 	rewinddir(d);
 	while ((de = readdir(d))) {
-		const char *num = de->d_name + 4;
-		char *end;
-		unsigned long v;
+		uint32_t v;
 
-		if (strncmp(de->d_name, "log.", 4) || strlen(num) < 6 ||
-		    num[0] < '0' || num[0] > '9')
-			continue;
-		errno = 0;
-		v = strtoul(num, &end, 10);
-		if (*end || errno || v > UINT32_MAX || v < s->nsegs)
+		if (!blog_seg_name(de->d_name, &v) || v < s->nsegs)
 			continue;
 		if (n == cap) {
 			uint32_t *nf = realloc(found, (cap ? 2 * cap : 8) *

@@ -300,6 +300,9 @@ void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 /* log.c */
 int blog_open_segments(struct blocker_store *s, bool create_first);
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
+/* Is name a log segment file name ("log." and at least six digits)? If so
+ * *seg is its number (names beyond UINT32_MAX are not segment files). */
+bool blog_seg_name(const char *name, uint32_t *seg);
 int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off);
 /* One record to append; pos is filled in. */
 struct brec_out {

@@ -8,7 +8,7 @@
 # stats --json`, refreshed every second) must grow across each FUA
 # zeroing, and not across a zeroing without FUA (the blocker's own count
 # also includes its periodic syncs). Also: the zeroed range reads back as
-# zeroes.
+# zeroes, and vlmc's own counters (ios, object requests) are published.
 set -u
 BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
@@ -109,6 +109,26 @@ f1 = flushes_now()
 check(f1 > f0, f"a FLUSH reached the store before WRITE_ZEROES+FUA was acknowledged ({f0} -> {f1})")
 err, d = cmd(READ, OBJ, 65536)
 check(err == 0 and d == b"\0" * 65536, "zeroed object reads as zeroes")
+
+# vlmc publishes its own counters (port 3 in the default stack): the
+# commands above were counted
+def port_stats(port):
+    out = subprocess.run([xsegctl, "stats", seg, str(port), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+vs = port_stats(3)
+check(vs["peer_type"] == "vlmc", "port 3 is vlmc")
+first = (vs.get("peer_stats") or {}).get("publications", 0)
+for _ in range(100):  # a publication made after the last command
+    vs = port_stats(3)
+    if (vs.get("peer_stats") or {}).get("publications", 0) >= first + 2:
+        break
+    time.sleep(0.1)
+cnt = (vs.get("peer_stats") or {}).get("counters", {})
+check(cnt.get("ios", 0) >= 8 and cnt.get("object_requests", 0) >= 8
+      and cnt.get("failed_ios", 1) == 0,
+      f"vlmc statistics: {cnt.get('ios')} ios, {cnt.get('object_requests')} "
+      f"object requests, {cnt.get('failed_ios')} failed")
 
 s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 99, 0, 0))  # DISC
 sys.exit(1 if fails else 0)

@@ -1430,6 +1430,22 @@ static void vlmc_stats(struct peer *p)
 		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED));
 }
 
+/* The port's statistics area (xsegctl stats). */
+static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
+				 uint32_t max)
+{
+	struct vlmc *v = peer_priv(p);
+	uint32_t n = 0;
+
+	peer_stat(st, &n, max, "ios",
+		  __atomic_load_n(&v->st_ios, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "object_requests",
+		  __atomic_load_n(&v->st_parts, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "failed_ios",
+		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED));
+	return n;
+}
+
 static const struct peer_ops vlmc_ops = {
     .type = "vlmc",
     .summary = "Serve volumes (xseg volume requests and NBD) on top of an "
@@ -1443,6 +1459,7 @@ static const struct peer_ops vlmc_ops = {
     .stop = vlmc_stop,
     .fini = vlmc_fini,
     .stats = vlmc_stats,
+    .stats_table = vlmc_stats_table,
     .handlers =
 	{
 	    [XSEG_OP_READ] = vlmc_h_rw,

@@ -237,38 +237,31 @@ bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
  * to XSEG_RS_ANSWERING (still held by its port), writes, then stores the
  * final pair with release order and enqueues the index.
  */
+/* The word's two halves, in memory order (what the CAS compares). */
+union xseg_rs_word {
+	struct {
+		uint32_t state, holder;
+	};
+	uint64_t w;
+};
+
 static inline uint64_t xseg_rs_pack(uint32_t state, uint32_t holder)
 {
-	union {
-		struct {
-			uint32_t state, holder;
-		};
-		uint64_t w;
-	} u = {.state = state, .holder = holder};
+	union xseg_rs_word u = {.state = state, .holder = holder};
 
 	return u.w;
 }
 
 static inline uint32_t xseg_rs_state(uint64_t w)
 {
-	union {
-		struct {
-			uint32_t state, holder;
-		};
-		uint64_t w;
-	} u = {.w = w};
+	union xseg_rs_word u = {.w = w};
 
 	return u.state;
 }
 
 static inline uint32_t xseg_rs_holder(uint64_t w)
 {
-	union {
-		struct {
-			uint32_t state, holder;
-		};
-		uint64_t w;
-	} u = {.w = w};
+	union xseg_rs_word u = {.w = w};
 
 	return u.holder;
 }

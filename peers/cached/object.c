@@ -390,6 +390,23 @@ static bool cio_range(struct cached *c, struct cached_cio *cio, uint32_t *first,
 	return true;
 }
 
+/* The slots of a READ or WRITE, or false once the request is completed:
+ * with EINVAL when its range is outside the object, at once when it is
+ * empty (nothing to read or write). */
+static bool cio_start_range(struct cached *c, struct cached_cio *cio,
+			    uint32_t *first, uint32_t *n)
+{
+	if (!cio_range(c, cio, first, n)) {
+		cio_finish(c, cio, EINVAL);
+		return false;
+	}
+	if (!cio->req->size) {
+		cio_finish(c, cio, 0);
+		return false;
+	}
+	return true;
+}
+
 /* A NOCACHE write of the object is in flight: a fetch now could cache
  * what the next port had before it, a write could be overtaken by it.
  * Wait for its end (it wakes the object's waiters). */
@@ -444,14 +461,8 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 		cio_finish(c, cio, cio->error);
 		return;
 	}
-	if (!cio_range(c, cio, &first, &n)) {
-		cio_finish(c, cio, EINVAL);
+	if (!cio_start_range(c, cio, &first, &n))
 		return;
-	}
-	if (!cio->req->size) {
-		cio_finish(c, cio, 0);
-		return;
-	}
 	if (obj_wait_nocache(o, cio))
 		return;
 	if (cached_obj_unclaimed(o, first, n) &&
@@ -530,14 +541,8 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 		cio_finish(c, cio, cio->error);
 		return;
 	}
-	if (!cio_range(c, cio, &first, &n)) {
-		cio_finish(c, cio, EINVAL);
+	if (!cio_start_range(c, cio, &first, &n))
 		return;
-	}
-	if (!req->size) {
-		cio_finish(c, cio, 0);
-		return;
-	}
 	if (obj_wait_nocache(o, cio))
 		return;
 	if (cached_obj_unclaimed(o, first, n) &&
@@ -1161,7 +1166,6 @@ static void cio_nc_read(struct cached_obj *o, struct cached_cio *cio)
 static void cio_nc_write(struct cached_obj *o, struct cached_cio *cio)
 {
 	struct cached *c = o->c;
-	struct xseg_request *req = cio->req;
 	uint32_t first, n;
 	int rc;
 
@@ -1170,14 +1174,8 @@ static void cio_nc_write(struct cached_obj *o, struct cached_cio *cio)
 		cio_nc_send(o, cio);
 		return;
 	}
-	if (!cio_range(c, cio, &first, &n)) {
-		cio_finish(c, cio, EINVAL);
+	if (!cio_start_range(c, cio, &first, &n))
 		return;
-	}
-	if (!req->size) {
-		cio_finish(c, cio, 0);
-		return;
-	}
 	cio->error = 0; /* a failed load we waited for is not ours */
 	for (uint32_t s = first; s < first + n; s++) {
 		/* a load in flight would cache what was there before */

@@ -8,7 +8,6 @@
  * refuses to cut (see recover.c).
  */
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,30 +263,21 @@ static int scan_segment(struct checker *c, uint32_t seg,
 static int check_gap(struct checker *c)
 {
 	struct blocker_store *s = c->s;
-	int fd = dup(s->dirfd);
-	struct dirent *de;
-	char gap[4096];
-	DIR *d;
+	char gap[4096], path[4096];
+	uint32_t *found, n;
+	int r = blog_segs_after(s, &found, &n);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
+	if (r)
+		return r;
 	blog_seg_path(s->dir, s->nsegs, gap, sizeof(gap));
-	while ((de = readdir(d))) {
-		uint32_t v;
-
-		if (!blog_seg_name(de->d_name, &v) || v < s->nsegs)
-			continue;
+	for (uint32_t i = 0; i < n; i++) {
+		blog_seg_path(s->dir, found[i], path, sizeof(path));
 		problem(c,
-			"blocker: %s/%s: after the missing %s (open refuses "
+			"blocker: %s: after the missing %s (open refuses "
 			"the store)",
-			s->dir, de->d_name, gap);
+			path, gap);
 	}
-	closedir(d);
+	free(found);
 	return 0;
 }
 

@@ -6,6 +6,7 @@
  * serialised by append_lock (the log order is the replay order); durability
  * comes from blog_flush(), a group commit.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,6 +33,57 @@ bool blog_seg_name(const char *name, uint32_t *seg)
 		return false;
 	*seg = (uint32_t)v;
 	return true;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int blog_segs_after(struct blocker_store *s, uint32_t **out, uint32_t *nout)
+{
+	uint32_t *found = NULL, n = 0, cap = 0;
+	int fd = dup(s->dirfd), r = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		uint32_t v;
+
+		if (!blog_seg_name(de->d_name, &v) || v < s->nsegs)
+			continue;
+		if (n == cap) {
+			uint32_t *nf = realloc(found, (cap ? 2 * cap : 8) *
+							  sizeof(*found));
+			if (!nf) {
+				r = -ENOMEM;
+				break;
+			}
+			found = nf;
+			cap = cap ? 2 * cap : 8;
+		}
+		found[n++] = v;
+	}
+	closedir(d);
+	if (r) {
+		free(found);
+		return r;
+	}
+	if (n)
+		qsort(found, n, sizeof(*found), cmp_u32);
+	*out = found;
+	*nout = n;
+	return 0;
 }
 
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen)

@@ -21,7 +21,6 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -100,13 +99,6 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 	return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * Segment files numbered at or past s->nsegs: blog_open_segments stopped
  * at a missing one, so these lie after a gap. Appending would overwrite
@@ -115,40 +107,12 @@ static int cmp_u32(const void *a, const void *b)
  */
 static int stray_segments(struct blocker_store *s)
 {
-	uint32_t *found = NULL, n = 0, cap = 0;
-	struct dirent *de;
+	uint32_t *found = NULL, n = 0;
 	char path[4096], gap[4096];
-	int fd = dup(s->dirfd), r = 0;
-	DIR *d;
+	int r = blog_segs_after(s, &found, &n);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(d);
-	while ((de = readdir(d))) {
-		uint32_t v;
-
-		if (!blog_seg_name(de->d_name, &v) || v < s->nsegs)
-			continue;
-		if (n == cap) {
-			uint32_t *nf = realloc(found, (cap ? 2 * cap : 8) *
-							  sizeof(*found));
-			if (!nf) {
-				r = -ENOMEM;
-				goto out;
-			}
-			found = nf;
-			cap = cap ? 2 * cap : 8;
-		}
-		found[n++] = v;
-	}
-	if (!n)
-		goto out;
-	qsort(found, n, sizeof(*found), cmp_u32);
+	if (r || !n)
+		return r;
 	blog_seg_path(s->dir, s->nsegs, gap, sizeof(gap));
 	blog_seg_path(s->dir, found[0], path, sizeof(path));
 	if (!s->o.truncate_at_damage) {
@@ -182,7 +146,6 @@ static int stray_segments(struct blocker_store *s)
 	if (fsync(s->dirfd) < 0)
 		r = -errno;
 out:
-	closedir(d);
 	free(found);
 	return r;
 }

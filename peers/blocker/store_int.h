@@ -303,6 +303,9 @@ int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
 /* Is name a log segment file name ("log." and at least six digits)? If so
  * *seg is its number (names beyond UINT32_MAX are not segment files). */
 bool blog_seg_name(const char *name, uint32_t *seg);
+/* Segment files numbered s->nsegs or more (they lie after a gap), sorted:
+ * *out (free() it; NULL when *n is 0). 0 or a negative errno. */
+int blog_segs_after(struct blocker_store *s, uint32_t **out, uint32_t *n);
 int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off);
 /* One record to append; pos is filled in. */
 struct brec_out {

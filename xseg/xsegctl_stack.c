@@ -37,29 +37,7 @@
 #include "peer_util.h"
 #include "xseg.h"
 #include "xsegctl_cmds.h"
-
-#define STACK_STORE_PORT  1
-#define STACK_CACHED_PORT 2
-#define STACK_VLMC_PORT	  3
-
-struct stack {
-	char dir[PATH_MAX];
-	char segment[128];
-	uint64_t segment_size;
-	uint64_t requests;
-	char store[16]; /* blocker, noop, auto */
-	bool cached;
-	char cache_size[32];
-	char write_policy[32];
-	char object_size[32];
-	uint64_t store_threads, cached_threads, vlmc_threads;
-	char nbd_socket[PATH_MAX];
-	char ctl_socket[PATH_MAX];
-	uint64_t nbd_tcp;
-	bool verify_reads;
-	char spin[32]; /* peers' --spin; "" = their default */
-	bool json;
-};
+#include "xsegctl_stack.h"
 
 static const char stack_default_conf[] =
     "# embedded default stack (xsegctl stack start without CONFIG)\n"
@@ -74,11 +52,10 @@ static const char stack_default_conf[] =
     "store_threads = 2\n"
     "cached_threads = 1\n"
     "vlmc_threads = 2\n"
-    "verify_reads = on\n";
+    "verify_reads = on\n"
+    "supervise = on\n";
 
-static void stack_err(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-static void stack_err(const char *fmt, ...)
+void stack_err(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -133,6 +110,8 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return stack_bool(v, &st->cached);
 	if (!strcmp(k, "verify_reads"))
 		return stack_bool(v, &st->verify_reads);
+	if (!strcmp(k, "supervise"))
+		return stack_bool(v, &st->supervise);
 	if (!strcmp(k, "cache_size"))
 		return peer_parse_size(v, &x)
 			   ? -EINVAL
@@ -227,7 +206,7 @@ static int stack_parse(struct stack *st, const char *text, const char *name)
 	return rc;
 }
 
-static int stack_read_file(const char *path, char **text)
+int stack_read_file(const char *path, char **text)
 {
 	FILE *f = fopen(path, "r");
 	size_t cap = 0;
@@ -347,14 +326,14 @@ static int stack_write_state(const struct stack *st)
 		"store_threads = %" PRIu64 "\ncached_threads = %" PRIu64
 		"\nvlmc_threads = %" PRIu64 "\nnbd_socket = %s\n"
 		"ctl_socket = %s\nnbd_tcp = %" PRIu64 "\nverify_reads = %s\n"
-		"%s%s%s",
+		"supervise = %s\n%s%s%s",
 		st->dir, st->segment, st->segment_size, st->requests,
 		stack_store_prog(st), st->cached ? "on" : "off", st->cache_size,
 		st->write_policy, st->object_size, st->store_threads,
 		st->cached_threads, st->vlmc_threads, st->nbd_socket,
 		st->ctl_socket, st->nbd_tcp, st->verify_reads ? "on" : "off",
-		st->spin[0] ? "spin = " : "", st->spin,
-		st->spin[0] ? "\n" : "");
+		st->supervise ? "on" : "off", st->spin[0] ? "spin = " : "",
+		st->spin, st->spin[0] ? "\n" : "");
 	return fclose(f) ? -errno : 0;
 }
 
@@ -381,7 +360,7 @@ static int stack_load_state(struct stack *st, const char *dir)
 /* Peers                                                               */
 /* ------------------------------------------------------------------ */
 
-static void stack_sleep_ms(unsigned ms)
+void stack_sleep_ms(unsigned ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
@@ -444,7 +423,7 @@ static int stack_spawn(const struct stack *st, const char *name,
 	return 0;
 }
 
-static pid_t stack_pidfile(const struct stack *st, const char *name)
+pid_t stack_pidfile(const struct stack *st, const char *name)
 {
 	char path[PATH_MAX + 32], *text;
 	long pid;
@@ -479,7 +458,7 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 	return -ETIMEDOUT;
 }
 
-static bool stack_plugged(struct xseg *seg)
+bool stack_plugged(struct xseg *seg)
 {
 	return xseg_get_path_next(seg, STACK_STORE_PORT) == STACK_CACHED_PORT;
 }
@@ -529,25 +508,94 @@ static void stack_common_args(struct stack_argv *a, const struct stack *st,
 		stack_arg(a, "--spin=%s", st->spin);
 }
 
-static int stack_start_cached(const struct stack *st, struct xseg *seg)
+static const struct {
+	const char *name;
+	uint32_t port;
+} stack_roles[STACK_NR_ROLES] = {
+    [STACK_ROLE_STORE] = {"store", STACK_STORE_PORT},
+    [STACK_ROLE_CACHED] = {"cached", STACK_CACHED_PORT},
+    [STACK_ROLE_VLMC] = {"vlmc", STACK_VLMC_PORT},
+};
+
+const char *stack_role_name(enum stack_role r)
+{
+	return stack_roles[r].name;
+}
+
+uint32_t stack_role_port(enum stack_role r)
+{
+	return stack_roles[r].port;
+}
+
+const char *stack_role_prog(const struct stack *st, enum stack_role r)
+{
+	return r == STACK_ROLE_STORE ? stack_store_prog(st)
+				     : stack_roles[r].name;
+}
+
+/* The command line of role r's peer. */
+static void stack_peer_args(struct stack_argv *a, const struct stack *st,
+			    enum stack_role r)
+{
+	static const uint32_t next = STACK_STORE_PORT;
+	const char *prog = stack_role_prog(st, r);
+	uint64_t threads = r == STACK_ROLE_STORE    ? st->store_threads
+			   : r == STACK_ROLE_CACHED ? st->cached_threads
+						    : st->vlmc_threads;
+
+	stack_common_args(a, st, prog, stack_roles[r].name, stack_roles[r].port,
+			  threads);
+	switch (r) {
+	case STACK_ROLE_STORE:
+		if (!strcmp(prog, "blocker")) {
+			stack_arg(a, "--store=%s/store", st->dir);
+			stack_arg(a, "--create");
+			if (!st->verify_reads)
+				stack_arg(a, "--no-verify");
+		} else {
+			stack_arg(a, "--store");
+			stack_arg(a, "--store-max=%" PRIu64,
+				  st->segment_size * 4);
+		}
+		break;
+	case STACK_ROLE_CACHED:
+		stack_arg(a, "--next-port=%u", next);
+		stack_arg(a, "--cache-size=%s", st->cache_size);
+		stack_arg(a, "--write-policy=%s", st->write_policy);
+		stack_arg(a, "--object-size=%s", st->object_size);
+		stack_arg(a, "--plug");
+		break;
+	case STACK_ROLE_VLMC:
+		/* the store's port: routing sends it to cached if plugged */
+		stack_arg(a, "--next-port=%u", next);
+		stack_arg(a, "--object-size=%s", st->object_size);
+		stack_arg(a, "--nbd-socket=%s", st->nbd_socket);
+		stack_arg(a, "--ctl-socket=%s", st->ctl_socket);
+		if (st->nbd_tcp)
+			stack_arg(a, "--nbd-tcp=%" PRIu64, st->nbd_tcp);
+		break;
+	}
+}
+
+int stack_start_peer(const struct stack *st, struct xseg *seg,
+		     enum stack_role r)
 {
 	struct stack_argv *a = calloc(1, sizeof(*a));
 	int rc;
 
 	if (!a)
 		return -ENOMEM;
-	stack_common_args(a, st, "cached", "cached", STACK_CACHED_PORT,
-			  st->cached_threads);
-	stack_arg(a, "--next-port=%u", STACK_STORE_PORT);
-	stack_arg(a, "--cache-size=%s", st->cache_size);
-	stack_arg(a, "--write-policy=%s", st->write_policy);
-	stack_arg(a, "--object-size=%s", st->object_size);
-	stack_arg(a, "--plug");
-	rc = stack_spawn(st, "cached", a->v);
+	stack_peer_args(a, st, r);
+	rc = stack_spawn(st, stack_roles[r].name, a->v);
 	free(a);
 	if (!rc)
-		rc = stack_wait_port(st, seg, STACK_CACHED_PORT, "cached",
-				     stack_plugged);
+		rc = stack_wait_port(
+		    st, seg, stack_roles[r].port, stack_roles[r].name,
+		    r == STACK_ROLE_CACHED ? stack_plugged : NULL);
+	if (!rc && r == STACK_ROLE_VLMC && stack_ctl_up(st)) {
+		stack_err("vlmc: no control socket at %s", st->ctl_socket);
+		rc = -ETIMEDOUT;
+	}
 	return rc;
 }
 
@@ -596,11 +644,9 @@ static int stack_stop(struct stack *st);
 
 static int stack_start(struct stack *st)
 {
-	struct stack_argv *a = NULL;
 	struct xseg_config cfg;
 	struct xseg *seg = NULL;
 	char path[PATH_MAX + 32], err[XSEG_ERRBUF_LEN];
-	const char *store;
 	int rc;
 
 	if (stack_resolve(st))
@@ -636,58 +682,28 @@ static int stack_start(struct stack *st)
 		stack_err("%s/run/stack.conf: %s", st->dir, strerror(-rc));
 		goto fail;
 	}
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		goto fail;
-	store = stack_store_prog(st);
-	stack_common_args(a, st, store, "store", STACK_STORE_PORT,
-			  st->store_threads);
-	if (!strcmp(store, "blocker")) {
-		stack_arg(a, "--store=%s/store", st->dir);
-		stack_arg(a, "--create");
-		if (!st->verify_reads)
-			stack_arg(a, "--no-verify");
-	} else {
-		stack_arg(a, "--store");
-		stack_arg(a, "--store-max=%" PRIu64, st->segment_size * 4);
+	stack_set_cached_off(st, false);
+	for (int r = 0; r < STACK_NR_ROLES; r++) {
+		if (r == STACK_ROLE_CACHED && !st->cached)
+			continue;
+		if (stack_start_peer(st, seg, r))
+			goto fail;
 	}
-	rc = stack_spawn(st, "store", a->v);
-	if (!rc)
-		rc = stack_wait_port(st, seg, STACK_STORE_PORT, "store", NULL);
-	if (rc)
-		goto fail;
-	if (st->cached && stack_start_cached(st, seg))
-		goto fail;
-	stack_common_args(a, st, "vlmc", "vlmc", STACK_VLMC_PORT,
-			  st->vlmc_threads);
-	stack_arg(a, "--next-port=%u", STACK_STORE_PORT);
-	stack_arg(a, "--object-size=%s", st->object_size);
-	stack_arg(a, "--nbd-socket=%s", st->nbd_socket);
-	stack_arg(a, "--ctl-socket=%s", st->ctl_socket);
-	if (st->nbd_tcp)
-		stack_arg(a, "--nbd-tcp=%" PRIu64, st->nbd_tcp);
-	rc = stack_spawn(st, "vlmc", a->v);
-	if (!rc)
-		rc = stack_wait_port(st, seg, STACK_VLMC_PORT, "vlmc", NULL);
-	if (!rc && stack_ctl_up(st)) {
-		stack_err("vlmc: no control socket at %s", st->ctl_socket);
-		rc = -ETIMEDOUT;
-	}
-	if (rc)
-		goto fail;
-	free(a);
 	xseg_leave(seg);
+	seg = NULL;
+	if (st->supervise && stack_start_supervisor(st))
+		goto fail;
 	printf("stack started: segment %s, store %s%s, vlmc on port %u\n"
 	       "  NBD: nbd+unix:///VOLUME?socket=%s\n"
 	       "  volumes: xsegctl volume --dir %s create NAME SIZE\n",
-	       st->segment, store, st->cached ? " behind cached" : "",
-	       STACK_VLMC_PORT, st->nbd_socket, st->dir);
+	       st->segment, stack_store_prog(st),
+	       st->cached ? " behind cached" : "", STACK_VLMC_PORT,
+	       st->nbd_socket, st->dir);
 	return 0;
 sys_err:
 	stack_err("%s: %s", path, strerror(errno));
 	return 1;
 fail:
-	free(a);
 	if (seg)
 		xseg_leave(seg);
 	stack_err("start failed; stopping what was started");
@@ -701,6 +717,9 @@ static int stack_stop(struct stack *st)
 	char err[XSEG_ERRBUF_LEN];
 	int rc = 0;
 
+	/* first the supervisor, or it would restart what we stop */
+	if (stack_stop_supervisor(st))
+		return 1;
 	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
 		stack_err("%s", err);
 		return 1;
@@ -845,6 +864,7 @@ static int stack_status(struct stack *st)
 		printf("volumes (name size object_size ro|rw parent):\n%s",
 		       vols ? vols : "");
 		printf("NBD: nbd+unix:///VOLUME?socket=%s\n", st->nbd_socket);
+		stack_print_supervisor(st);
 	}
 	free(vols);
 	/* healthy: the store and vlmc live (cached is optional: it may
@@ -853,6 +873,25 @@ static int stack_status(struct stack *st)
 		  xseg_port_alive(seg, STACK_VLMC_PORT) == 1;
 	xseg_leave(seg);
 	return healthy ? 0 : 1;
+}
+
+/*
+ * unplug-cached of a cached that is not running (killed, or the supervisor
+ * gave up on it) but still plugged: remove the redirect so the store
+ * serves directly. What that cached held dirty was never flushed, so a
+ * crash had already lost it; nothing flushed is lost.
+ */
+static int stack_unplug_dead(struct xseg *seg)
+{
+	if (!stack_plugged(seg)) {
+		stack_err("cached is not running (and not plugged)");
+		return -ENOENT;
+	}
+	fprintf(stderr,
+		"xsegctl: stack: cached is not running; removing its "
+		"redirect (writes it held unflushed are lost, as in any "
+		"crash of cached)\n");
+	return xseg_clear_path_next(seg, STACK_STORE_PORT);
 }
 
 static int stack_plug(struct stack *st, bool plug)
@@ -872,19 +911,24 @@ static int stack_plug(struct stack *st, bool plug)
 			xseg_leave(seg);
 			return 1;
 		}
-		rc = stack_start_cached(st, seg);
+		stack_set_cached_off(st, false);
+		rc = stack_start_peer(st, seg, STACK_ROLE_CACHED);
 	} else {
+		/* tell the supervisor first: an unplugged cached is not
+		 * restarted */
+		stack_set_cached_off(st, true);
 		if (xseg_port_alive(seg, STACK_CACHED_PORT) != 1) {
-			stack_err("cached is not running");
-			xseg_leave(seg);
-			return 1;
+			rc = stack_unplug_dead(seg);
+		} else {
+			/* cached's shutdown is the unplug sequence:
+			 * write-through, flush every dirty bucket, remove the
+			 * redirect, pass on what is still queued, exit
+			 * (docs/cached.md) */
+			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
+					     300);
+			if (!rc && stack_plugged(seg))
+				rc = -EBUSY;
 		}
-		/* cached's shutdown is the unplug sequence: write-through,
-		 * flush every dirty bucket, remove the redirect, pass on
-		 * what is still queued, exit (docs/cached.md) */
-		rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300);
-		if (!rc && stack_plugged(seg))
-			rc = -EBUSY;
 	}
 	xseg_leave(seg);
 	if (rc) {
@@ -914,7 +958,11 @@ static void stack_usage(void)
 	       "  unplug-cached    flush cached, remove the redirect, stop "
 	       "it (online)\n"
 	       "  default-config   print the embedded default "
-	       "configuration\n\n"
+	       "configuration\n"
+	       "  supervise        run the stack's supervisor in the "
+	       "foreground (start\n"
+	       "                   runs one in the background when "
+	       "'supervise = on')\n\n"
 	       "      --dir DIR    the stack's directory "
 	       "(default " XSEGCTL_STACK_DIR "; a CONFIG's\n"
 	       "                   'dir' wins)\n"
@@ -974,7 +1022,7 @@ int xsegctl_stack_main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "start") && strcmp(cmd, "stop") &&
 	    strcmp(cmd, "status") && strcmp(cmd, "plug-cached") &&
-	    strcmp(cmd, "unplug-cached")) {
+	    strcmp(cmd, "unplug-cached") && strcmp(cmd, "supervise")) {
 		peer_usage_error("xsegctl", "stack: unknown command '%s'", cmd);
 		goto out;
 	}
@@ -1016,6 +1064,8 @@ int xsegctl_stack_main(int argc, char **argv)
 		rc = stack_stop(st);
 	else if (!strcmp(cmd, "status"))
 		rc = stack_status(st);
+	else if (!strcmp(cmd, "supervise"))
+		rc = stack_supervise(st) ? 1 : 0;
 	else
 		rc = stack_plug(st, !strcmp(cmd, "plug-cached"));
 out:

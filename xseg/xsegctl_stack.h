@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef XSEGCTL_STACK_H
+#define XSEGCTL_STACK_H
+/*
+ * Internals shared by `xsegctl stack` (xsegctl_stack.c: start, stop,
+ * status, plug, unplug) and its supervisor (xsegctl_supervise.c: restarts
+ * peers of a running stack that died). Not a library interface: both
+ * files are parts of the xsegctl program. Functions print their own
+ * one-line error (prefixed "xsegctl: stack: ") and return 0 or a negative
+ * errno.
+ */
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "xseg.h"
+
+#define STACK_STORE_PORT  1
+#define STACK_CACHED_PORT 2
+#define STACK_VLMC_PORT	  3
+
+/* The configuration of a stack (config file keys: docs/operations.md). */
+struct stack {
+	char dir[PATH_MAX];
+	char segment[128];
+	uint64_t segment_size;
+	uint64_t requests;
+	char store[16]; /* blocker, noop, auto */
+	bool cached;
+	char cache_size[32];
+	char write_policy[32];
+	char object_size[32];
+	uint64_t store_threads, cached_threads, vlmc_threads;
+	char nbd_socket[PATH_MAX];
+	char ctl_socket[PATH_MAX];
+	uint64_t nbd_tcp;
+	bool verify_reads;
+	bool supervise; /* run a supervisor that restarts dead peers */
+	char spin[32];	/* peers' --spin; "" = their default */
+	bool json;
+};
+
+/* The three peers of a stack, in start order (stop goes in reverse). */
+enum stack_role { STACK_ROLE_STORE, STACK_ROLE_CACHED, STACK_ROLE_VLMC };
+#define STACK_NR_ROLES 3
+
+/* Name of a role: its log, pid file and status row (store, cached, vlmc). */
+const char *stack_role_name(enum stack_role r);
+uint32_t stack_role_port(enum stack_role r);
+/* The program a role runs (blocker or noop for the store). */
+const char *stack_role_prog(const struct stack *st, enum stack_role r);
+
+void stack_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void stack_sleep_ms(unsigned ms);
+/* Read a whole (small) file into a malloc'ed NUL-terminated string. */
+int stack_read_file(const char *path, char **text);
+/* The pid in DIR/run/NAME.pid, or 0 when there is none. */
+pid_t stack_pidfile(const struct stack *st, const char *name);
+/* True when the store's port is redirected to cached's (cached plugged). */
+bool stack_plugged(struct xseg *seg);
+/*
+ * Start the peer of role r detached (log DIR/run/NAME.log) and wait until
+ * it has bound its port (cached: and plugged itself; vlmc: and made its
+ * control socket), at most 30 s. On failure the peer's log tail is
+ * printed.
+ */
+int stack_start_peer(const struct stack *st, struct xseg *seg,
+		     enum stack_role r);
+/*
+ * The operator's wish that cached stays unplugged (DIR/run/cached.off,
+ * written by unplug-cached, removed by plug-cached and start): the
+ * supervisor does not restart a cached that is wished off.
+ */
+void stack_set_cached_off(const struct stack *st, bool off);
+bool stack_cached_off(const struct stack *st);
+/* Start the supervisor of the running stack in st->dir, detached. */
+int stack_start_supervisor(const struct stack *st);
+/* SIGTERM the stack's supervisor, if one runs, and wait for it to exit. */
+int stack_stop_supervisor(const struct stack *st);
+/* Print the supervisor's state line(s) for `stack status`. */
+void stack_print_supervisor(const struct stack *st);
+/* `xsegctl stack supervise`: run the supervisor in the foreground until
+ * SIGTERM/SIGINT or until the stack's segment is removed. */
+int stack_supervise(struct stack *st);
+
+#endif /* XSEGCTL_STACK_H */

@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stack supervisor: keeps the peers of a running stack running.
+ *
+ * `xsegctl stack start` (with `supervise = on`, the default) leaves one
+ * detached `xsegctl stack supervise --dir DIR` behind it. Twice a second
+ * it looks at each peer; a peer is down when its port is not bound by a
+ * live process AND the pid in DIR/run/NAME.pid is not a live process of
+ * that program (so a peer still starting, e.g. a blocker replaying its
+ * log, is left alone). A down peer is restarted with the same command
+ * line `start` used, after a reap that fails back what it held:
+ *   store   always;
+ *   vlmc    always (NBD clients reconnect to the same socket);
+ *   cached  only if it is still plugged (the store's port is redirected to
+ *           it) and the operator did not unplug it (DIR/run/cached.off).
+ *           The order matters: the redirect is read after the death was
+ *           seen, because an unplug removes the redirect before cached
+ *           exits.
+ * A peer that dies more than SUP_BURST times within SUP_WINDOW_S seconds
+ * is given up on (logged, shown by `stack status`): restarting it again
+ * would only flap. Giving up on cached also unplugs it, so volumes keep
+ * working against the store alone. A peer given up on and then started
+ * by hand (plug-cached) is supervised again.
+ *
+ * What a restart does not change: acknowledged writes that a write-back
+ * cached held unflushed die with it (as they would without a
+ * supervisor); flushed data is in the store.
+ *
+ * The supervisor's state (per peer: restarts, given up) is in
+ * DIR/run/supervisor.state, rewritten on every change; its log is
+ * DIR/run/supervisor.log; its pid DIR/run/supervisor.pid. It exits on
+ * SIGTERM/SIGINT (`stack stop` stops it first) or when the stack's
+ * segment is gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xseg.h"
+#include "xsegctl_stack.h"
+
+#define SUP_POLL_MS  500
+#define SUP_BURST    5 /* restarts within SUP_WINDOW_S before giving up */
+#define SUP_WINDOW_S 60
+#define SUP_STOP_S   60 /* a restart in progress finishes before exit */
+
+struct sup_peer {
+	unsigned restarts;
+	time_t recent[SUP_BURST]; /* times of the last SUP_BURST restarts */
+	bool given_up;
+};
+
+static volatile sig_atomic_t sup_stop;
+
+static void sup_on_signal(int sig)
+{
+	(void)sig;
+	sup_stop = 1;
+}
+
+static void sup_path(char *out, size_t cap, const struct stack *st,
+		     const char *file)
+{
+	snprintf(out, cap, "%s/run/%s", st->dir, file);
+}
+
+static void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sup_log(const char *fmt, ...)
+{
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	va_list ap;
+
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	fprintf(stderr, "%s supervise: ", when);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void stack_set_cached_off(const struct stack *st, bool off)
+{
+	char path[PATH_MAX + 32];
+	int fd;
+
+	sup_path(path, sizeof(path), st, "cached.off");
+	if (!off) {
+		unlink(path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+bool stack_cached_off(const struct stack *st)
+{
+	char path[PATH_MAX + 32];
+
+	sup_path(path, sizeof(path), st, "cached.off");
+	return !access(path, F_OK);
+}
+
+/* Is pid a live process running prog? (A pid file may outlive its
+ * process, and the pid may have been reused by another program.) */
+static bool sup_pid_runs(pid_t pid, const char *prog)
+{
+	char path[64], comm[32];
+	FILE *f;
+	bool same;
+
+	if (pid <= 0 || (kill(pid, 0) && errno == ESRCH))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	same = fgets(comm, sizeof(comm), f) &&
+	       !strncmp(comm, prog, strcspn(comm, "\n"));
+	fclose(f);
+	return same;
+}
+
+static bool sup_down(const struct stack *st, struct xseg *seg,
+		     enum stack_role r)
+{
+	if (xseg_port_alive(seg, stack_role_port(r)) == 1)
+		return false;
+	return !sup_pid_runs(stack_pidfile(st, stack_role_name(r)),
+			     stack_role_prog(st, r));
+}
+
+static void sup_write_state(const struct stack *st,
+			    const struct sup_peer *peers)
+{
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+	FILE *f;
+
+	sup_path(path, sizeof(path), st, "supervisor.state");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	for (int r = 0; r < STACK_NR_ROLES; r++)
+		fprintf(f, "%s %u %s\n", stack_role_name(r), peers[r].restarts,
+			peers[r].given_up ? "gave-up" : "ok");
+	if (fclose(f) || rename(tmp, path))
+		unlink(tmp);
+}
+
+/* Record a restart of r now; false when r died too often to go on. */
+static bool sup_may_restart(struct sup_peer *p, time_t now)
+{
+	unsigned in_window = 0;
+
+	for (int i = 0; i < SUP_BURST; i++)
+		if (p->recent[i] && now - p->recent[i] < SUP_WINDOW_S)
+			in_window++;
+	if (in_window >= SUP_BURST)
+		return false;
+	p->recent[p->restarts % SUP_BURST] = now;
+	p->restarts++;
+	return true;
+}
+
+static void sup_restart(const struct stack *st, struct xseg *seg,
+			enum stack_role r, struct sup_peer *p)
+{
+	const char *name = stack_role_name(r);
+	char path[PATH_MAX + 32];
+	struct xseg_reap_stats rs = {0};
+	struct stat sb;
+	int rc;
+
+	/* fail back what the dead peer held now, not at the next
+	 * periodic reap of a live peer */
+	if (xseg_reap(seg, &rs) > 0)
+		sup_log("reaped %u port(s), %u request(s) failed back",
+			rs.ports_reclaimed, rs.requests_failed);
+	if (!sup_may_restart(p, time(NULL))) {
+		p->given_up = true;
+		sup_log("%s died %d times within %d s: giving up on it", name,
+			SUP_BURST, SUP_WINDOW_S);
+		if (r == STACK_ROLE_CACHED &&
+		    !xseg_clear_path_next(seg, STACK_STORE_PORT))
+			sup_log("cached unplugged: volumes go to the store "
+				"directly");
+		return;
+	}
+	sup_log("%s (port %u) is down; restart %u", name, stack_role_port(r),
+		p->restarts);
+	/* the dead peer's pid file and control socket would make the
+	 * start-up wait think the new one is there (or already dead) */
+	snprintf(path, sizeof(path), "%s/run/%s.pid", st->dir, name);
+	unlink(path);
+	if (r == STACK_ROLE_VLMC && !lstat(st->ctl_socket, &sb) &&
+	    S_ISSOCK(sb.st_mode))
+		unlink(st->ctl_socket);
+	rc = stack_start_peer(st, seg, r);
+	if (rc)
+		sup_log("%s did not come back: %s (retrying)", name,
+			strerror(-rc));
+	else
+		sup_log("%s is back (pid %d)", name,
+			(int)stack_pidfile(st, name));
+}
+
+/* The segment we watch is still the stack's (not stopped and recreated
+ * by someone else meanwhile). */
+static bool sup_segment_same(const struct stack *st, ino_t ino)
+{
+	char path[256];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "/dev/shm/%s", st->segment);
+	return !stat(path, &sb) && sb.st_ino == ino;
+}
+
+int stack_supervise(struct stack *st)
+{
+	struct sup_peer peers[STACK_NR_ROLES] = {{0}};
+	struct sigaction sa = {.sa_handler = sup_on_signal};
+	char path[PATH_MAX + 32], err[XSEG_ERRBUF_LEN];
+	struct xseg *seg;
+	struct stat sb;
+	FILE *f;
+
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	snprintf(path, sizeof(path), "/dev/shm/%s", st->segment);
+	if (stat(path, &sb) || xseg_join(st->segment, &seg, err, sizeof(err))) {
+		stack_err("supervise: segment %s: not running", st->segment);
+		return -ENOENT;
+	}
+	sup_path(path, sizeof(path), st, "supervisor.pid");
+	f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%d\n", (int)getpid());
+		fclose(f);
+	}
+	sup_write_state(st, peers);
+	sup_log("watching segment %s (store, %s vlmc)", st->segment,
+		st->cached ? "cached," : "");
+	while (!sup_stop) {
+		if (!sup_segment_same(st, sb.st_ino)) {
+			sup_log("segment %s is gone: exiting", st->segment);
+			break;
+		}
+		for (int r = 0; r < STACK_NR_ROLES && !sup_stop; r++) {
+			if (!sup_down(st, seg, r)) {
+				/* started again by hand (plug-cached):
+				 * supervise it afresh */
+				if (peers[r].given_up) {
+					memset(peers[r].recent, 0,
+					       sizeof(peers[r].recent));
+					peers[r].given_up = false;
+					sup_write_state(st, peers);
+				}
+				continue;
+			}
+			if (peers[r].given_up)
+				continue;
+			/* read after the death was seen: an unplug removes
+			 * the redirect before cached exits */
+			if (r == STACK_ROLE_CACHED &&
+			    (!stack_plugged(seg) || stack_cached_off(st)))
+				continue;
+			sup_restart(st, seg, r, &peers[r]);
+			sup_write_state(st, peers);
+		}
+		stack_sleep_ms(SUP_POLL_MS);
+	}
+	sup_log("stopped");
+	sup_path(path, sizeof(path), st, "supervisor.pid");
+	unlink(path);
+	xseg_leave(seg);
+	return 0;
+}
+
+int stack_start_supervisor(const struct stack *st)
+{
+	char bin[PATH_MAX], log[PATH_MAX + 32], dir[PATH_MAX + 8];
+	char *argv[] = {"xsegctl", "stack", "supervise", dir, NULL};
+	ssize_t n = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
+	pid_t pid;
+	int status;
+
+	if (n < 0)
+		return -errno;
+	bin[n] = 0;
+	snprintf(dir, sizeof(dir), "--dir=%s", st->dir);
+	/* an old pid file would make the wait below succeed at once */
+	sup_path(log, sizeof(log), st, "supervisor.pid");
+	unlink(log);
+	sup_path(log, sizeof(log), st, "supervisor.log");
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd;
+
+		setsid();
+		pid = fork(); /* not our child: nobody has to reap it */
+		if (pid)
+			_exit(pid < 0);
+		fd = open("/dev/null", O_RDONLY);
+		if (fd >= 0)
+			dup2(fd, 0);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		return -ECHILD;
+	for (int i = 0; i < 250; i++) { /* 5 s */
+		if (stack_pidfile(st, "supervisor"))
+			return 0;
+		stack_sleep_ms(20);
+	}
+	stack_err("the supervisor did not start (see %s)", log);
+	return -ETIMEDOUT;
+}
+
+int stack_stop_supervisor(const struct stack *st)
+{
+	pid_t pid = stack_pidfile(st, "supervisor");
+
+	if (!sup_pid_runs(pid, "xsegctl"))
+		return 0;
+	if (kill(pid, SIGTERM))
+		return errno == ESRCH ? 0 : -errno;
+	for (int i = 0; i < SUP_STOP_S * 50; i++) {
+		if (kill(pid, 0) && errno == ESRCH)
+			return 0;
+		stack_sleep_ms(20);
+	}
+	stack_err("the supervisor (pid %d) did not exit within %d s", (int)pid,
+		  SUP_STOP_S);
+	return -ETIMEDOUT;
+}
+
+void stack_print_supervisor(const struct stack *st)
+{
+	char path[PATH_MAX + 32], *text, *line, *save;
+	pid_t pid = stack_pidfile(st, "supervisor");
+
+	if (!sup_pid_runs(pid, "xsegctl")) {
+		printf("supervisor: not running%s\n",
+		       st->supervise ? " (dead peers are not restarted; "
+				       "'xsegctl stack supervise' runs it)"
+				     : "");
+		return;
+	}
+	printf("supervisor: pid %d, restarts:", (int)pid);
+	sup_path(path, sizeof(path), st, "supervisor.state");
+	if (!stack_read_file(path, &text)) {
+		const char *sep = " ";
+
+		for (line = strtok_r(text, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			char name[16], state[16];
+			unsigned n;
+
+			if (sscanf(line, "%15s %u %15s", name, &n, state) != 3)
+				continue;
+			printf("%s%s %u%s", sep, name, n,
+			       strcmp(state, "ok") ? " (gave up)" : "");
+			sep = ", ";
+		}
+		free(text);
+	}
+	putchar('\n');
+}

@@ -270,6 +270,26 @@ START_TEST(test_nbd_requests)
 			       1 << 20, false, &e),
 			 NBD_DO);
 	ck_assert_int_eq(check(0, NBD_CMD_TRIM, 0, 1 << 20, false, &e), NBD_DO);
+	/* FAST_ZERO: WRITE_ZEROES only (with or without the others) */
+	ck_assert_int_eq(check(NBD_CMD_FLAG_FAST_ZERO, NBD_CMD_WRITE_ZEROES, 0,
+			       1 << 20, false, &e),
+			 NBD_DO);
+	ck_assert_int_eq(check(NBD_CMD_FLAG_FAST_ZERO | NBD_CMD_FLAG_NO_HOLE |
+				   NBD_CMD_FLAG_FUA,
+			       NBD_CMD_WRITE_ZEROES, 0, 4096, false, &e),
+			 NBD_DO);
+	ck_assert_int_eq(
+	    check(NBD_CMD_FLAG_FAST_ZERO, NBD_CMD_TRIM, 0, 4096, false, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(
+	    check(NBD_CMD_FLAG_FAST_ZERO, NBD_CMD_WRITE, 0, 4096, false, &e),
+	    NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EINVAL);
+	ck_assert_int_eq(check(NBD_CMD_FLAG_FAST_ZERO, NBD_CMD_WRITE_ZEROES, 0,
+			       4096, true, &e),
+			 NBD_REFUSE);
+	ck_assert_uint_eq(e, NBD_EPERM);
 	/* the last byte exactly */
 	ck_assert_int_eq(check(0, NBD_CMD_READ, (1 << 20) - 1, 1, false, &e),
 			 NBD_DO);

@@ -74,14 +74,25 @@ static void vlmc_stop(struct env *e)
 	ck_assert_int_eq(xtu_wait(e->vlmc, 30000), 0);
 }
 
-static void env_start(struct env *e, const char *tag)
+/* Start the store on port 1 (noop --store, or test_vlmc_store with the
+ * faults in fault, NULL-terminated), vlmc on port 2, and a client. */
+static void env_start_store(struct env *e, const char *tag,
+			    const char *const *fault)
 {
-	const char *argv[] = {"noop", "-g",    NULL,	  "-p", "1",
-			      "-t",   THREADS, "--store", NULL};
+	const char *argv[16] = {"noop", "-g",	 NULL,	    "-p", "1",
+				"-t",	THREADS, "--store", NULL};
 
 	e->name = tpr_segment(tag, &e->seg);
 	ck_assert_ptr_nonnull(e->name);
 	argv[2] = e->name;
+	if (fault) {
+		int n = 7;
+
+		argv[0] = "test_vlmc_store";
+		while (*fault && n < 15)
+			argv[n++] = *fault++;
+		argv[n] = NULL;
+	}
 	e->store_log = tpr_tmpfile("store");
 	e->vlmc_log = tpr_tmpfile("vlmc");
 	e->ctl = tpr_tmpfile("ctl");
@@ -90,6 +101,11 @@ static void env_start(struct env *e, const char *tag)
 	ck_assert_int_eq(tpr_wait_port(e->seg, 1, 10000), 0);
 	vlmc_start(e);
 	ck_assert_int_eq(tpr_client_open(&e->cl, e->name), 0);
+}
+
+static void env_start(struct env *e, const char *tag)
+{
+	env_start_store(e, tag, NULL);
 }
 
 static void env_stop(struct env *e)
@@ -444,6 +460,161 @@ START_TEST(snapshot_under_load)
 }
 END_TEST
 
+/* V2: a READ part the store serves short where the object ends (it was
+ * written only that far) reads as zeroes past it, never as what the
+ * request buffer held before (the store leaves 0xee there); the count of
+ * such reads is published. */
+START_TEST(short_reads_zero_filled)
+{
+	static const char *const fault[] = {"--short-reads", NULL};
+	struct env e;
+	const size_t obj = 65536;
+	unsigned char *a = malloc(2 * obj), *r = malloc(2 * obj);
+	unsigned char *z = calloc(1, 2 * obj);
+
+	env_start_store(&e, "vshort", fault);
+	vol_ok(&e, "create", "s", "256k", NULL); /* 4 objects of 64k */
+	pattern(a, 2 * obj, 9);
+	/* object 0 holds 4k, object 1 holds 12k from its offset 4k */
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 0, 4096, a), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", obj + 4096, 12288, a), 0);
+	for (int round = 0; round < 3; round++) {
+		/* across both objects and into a never-written one */
+		memset(r, 0x11, 2 * obj);
+		ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, 2 * obj, r), 0);
+		ck_assert_mem_eq(r, a, 4096);
+		ck_assert_mem_eq(r + 4096, z, obj - 4096);
+		ck_assert_mem_eq(r + obj, z, 4096);
+		ck_assert_mem_eq(r + obj + 4096, a, 12288);
+		ck_assert_mem_eq(r + obj + 16384, z, obj - 16384);
+		/* inside the object, past its end only */
+		ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 8192, 4096, r), 0);
+		ck_assert_mem_eq(r, z, 4096);
+		ck_assert_int_eq(
+		    io(&e, XSEG_OP_READ, "s", 2 * obj + 100, 5000, r), 0);
+		ck_assert_mem_eq(r, z, 5000);
+	}
+	env_stop(&e);
+	free(a);
+	free(r);
+	free(z);
+}
+END_TEST
+
+/* V2: a short READ the object does not explain (the store serves half,
+ * the object is longer) fails with EIO; a WRITE served short fails with
+ * EIO. Nothing else is affected: the metadata still works. */
+START_TEST(short_answers_fail)
+{
+	static const char *const lie[] = {"--lie-reads", NULL};
+	static const char *const shortw[] = {"--short-writes", NULL};
+	struct env e;
+	unsigned char *a = malloc(65536), *r = malloc(65536);
+	char *out = NULL;
+
+	pattern(a, 65536, 4);
+	env_start_store(&e, "vlie", lie);
+	vol_ok(&e, "create", "l", "256k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "l", 0, 65536, a), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "l", 0, 65536, r), EIO);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "l", 4096, 8192, r), EIO);
+	/* a never-written object has nothing to lie about */
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "l", 65536, 4096, r), 0);
+	env_stop(&e);
+
+	env_start_store(&e, "vshortw", shortw);
+	vol_ok(&e, "create", "w", "256k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "w", 0, 4096, a), EIO);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "w", 65536 - 4096, 8192, a),
+			 EIO);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "w 262144 65536 rw -\n");
+	free(out);
+	env_stop(&e);
+	free(a);
+	free(r);
+}
+END_TEST
+
+/* How many of the objects 0..n-1 of volume name exist in the store (INFO
+ * straight to port 1). */
+static unsigned objects_present(struct env *e, const char *name, unsigned n)
+{
+	unsigned found = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		char obj[64];
+		uint64_t size;
+		int rc;
+
+		snprintf(obj, sizeof(obj), "%s:%016x", name, i);
+		rc = io_port(e, 1, XSEG_OP_INFO, obj, 0, 0, &size);
+		ck_assert_msg(rc == 0 || rc == ENOENT, "INFO %s: %d", obj, rc);
+		found += rc == 0;
+	}
+	return found;
+}
+
+/* Remove deletes the objects of a volume, several at a time, and only
+ * then the volume from the table: a remove of many objects works, and a
+ * remove that fails half-way (the store fails some deletes) leaves the
+ * volume listed, and a second remove finishes it. */
+START_TEST(remove_many_and_interrupted)
+{
+	static const char *const fault[] = {"--fail-deletes", "5", NULL};
+	struct env e;
+	const unsigned nobj = 100;
+	unsigned char *a = malloc(4096);
+	char *out = NULL, *err = NULL;
+	unsigned left;
+
+	pattern(a, 4096, 1);
+	env_start_store(&e, "vremove", fault);
+	vol_ok(&e, "create", "keep", "64k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "keep", 0, 4096, a), 0);
+	vol_ok(&e, "create", "big", "6400k", NULL); /* 100 objects of 64k */
+	for (unsigned i = 0; i < nobj; i++)
+		ck_assert_int_eq(
+		    io(&e, XSEG_OP_WRITE, "big", i * 65536ULL + 512, 4096, a),
+		    0);
+	ck_assert_uint_eq(objects_present(&e, "big", nobj), nobj);
+	/* the store fails the first 5 deletes: refused, volume kept */
+	ck_assert_int_eq(vol(&e, NULL, &err, "remove", "big", NULL), 1);
+	ck_assert_msg(strstr(err, "remove it again"), "%s", err);
+	free(err);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "keep 65536 65536 rw -\n"
+			      "big 6553600 65536 rw -\n");
+	free(out);
+	left = objects_present(&e, "big", nobj);
+	ck_assert_msg(left >= 5 && left < nobj, "%u objects left", left);
+	/* the volume still works (deleted objects read as zeroes) */
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "big", 0, 4096, a), 0);
+	/* and survives a restart of vlmc as it is */
+	vlmc_stop(&e);
+	vlmc_start(&e);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "keep 65536 65536 rw -\n"
+			      "big 6553600 65536 rw -\n");
+	free(out);
+	vol_ok(&e, "remove", "big", NULL, NULL);
+	ck_assert_uint_eq(objects_present(&e, "big", nobj), 0);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "keep 65536 65536 rw -\n");
+	free(out);
+	ck_assert_uint_eq(objects_present(&e, "keep", 1), 1);
+	ck_assert_int_eq(vol(&e, NULL, NULL, "remove", "big", NULL), 1);
+	/* the table change is durable: after a restart too */
+	vlmc_stop(&e);
+	vlmc_start(&e);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "keep 65536 65536 rw -\n");
+	free(out);
+	env_stop(&e);
+	free(a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
@@ -457,6 +628,9 @@ int main(void)
 	tcase_add_test(tc, snapshot_many_objects);
 	tcase_add_test(tc, bench_verify);
 	tcase_add_test(tc, snapshot_under_load);
+	tcase_add_test(tc, short_reads_zero_filled);
+	tcase_add_test(tc, short_answers_fail);
+	tcase_add_test(tc, remove_many_and_interrupted);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -2,16 +2,24 @@
 # peer through xseg (multi-process), and real NBD clients / end to end
 # (shell scripts; exit 77 = skipped when a client binary is missing).
 ac_test(test_vlmc SOURCES test_vlmc.c DEPS vlmc_core TIMEOUT 60)
+# the store below vlmc with faults vlmc must not trust (short answers,
+# failing deletes); a peer, so it goes to bin/ with the others
+add_executable(test_vlmc_store test_vlmc_store.c)
+target_link_libraries(test_vlmc_store PRIVATE peer Threads::Threads)
+set_target_properties(test_vlmc_store PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                      ${CMAKE_BINARY_DIR}/bin)
 ac_test(test_vlmc_peer SOURCES test_vlmc_peer.c
         DEPS test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 300)
 if(TARGET test_vlmc_peer)
-  add_dependencies(test_vlmc_peer vlmc noop xsegctl bench_xseg)
+  add_dependencies(test_vlmc_peer vlmc noop xsegctl bench_xseg
+                   test_vlmc_store)
 endif()
 
 # Real NBD clients and the end-to-end stack: shell scripts driving the
 # built programs (xsegctl stack, vlmc, cached, the store). 77 = skipped
 # (a client binary such as nbdcopy, qemu-img or fio is missing).
-foreach(_t test_nbd_clients test_vlmc_e2e test_vlmc_fua)
+foreach(_t test_nbd_clients test_vlmc_e2e test_vlmc_fua test_nbd_limits
+           test_nbd_zero)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_t}.sh)
     add_test(NAME ${_t}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${_t}.sh)

@@ -52,6 +52,7 @@ struct vlmc_conn {
 	bool readonly;
 	uint32_t port;
 	bool have_port;
+	bool active; /* holds one of nbd->nr_active (--nbd-max-conns) */
 
 	/* negotiated in the handshake */
 	bool structured;   /* NBD_OPT_STRUCTURED_REPLY */
@@ -78,6 +79,11 @@ struct vlmc_conn {
 	pthread_cond_t cond;  /* inflight went down */
 	pthread_cond_t ccond; /* completer: completer_on or stop */
 	unsigned inflight;
+	/* Bytes of segment buffers the commands in flight pin (__atomic,
+	 * seq_cst like inflight), and the cost of the command at the head
+	 * of rbuf that waits for them to drop (reader only; 0: none). */
+	uint64_t inflight_bytes;
+	uint64_t head_cost;
 	bool slot_waiting; /* __atomic */
 	bool completer_on; /* the reader is (about to be) blocked */
 	bool stop_completer;
@@ -101,6 +107,13 @@ struct vlmc_conn {
 /* BLOCK_STATUS looks at most at this many objects per command. */
 #define NBD_STATUS_MAX_OBJECTS 64
 
+/* Connections still in the handshake, beyond --nbd-max-conns in
+ * transmission: a socket over both is closed at once. */
+#define NBD_HANDSHAKE_SLACK 16
+/* ZERO parts in flight per command (a 4 GiB WRITE_ZEROES with NO_HOLE
+ * writes 1024 objects of zeroes). */
+#define NBD_ZERO_WINDOW 16
+
 struct vlmc_nbd {
 	int unix_fd, tcp_fd;
 	pthread_t listener;
@@ -109,7 +122,8 @@ struct vlmc_nbd {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct vlmc_conn *conns;
-	unsigned nr_conns;
+	unsigned nr_conns;  /* sockets open (handshake or transmission) */
+	unsigned nr_active; /* in transmission (or entering it) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -208,8 +222,8 @@ static uint16_t nbd_tflags(bool readonly)
 	 * is safe. */
 	return NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
 	       NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
-	       NBD_FLAG_CAN_MULTI_CONN | NBD_FLAG_SEND_CACHE |
-	       (readonly ? NBD_FLAG_READ_ONLY : 0);
+	       NBD_FLAG_SEND_FAST_ZERO | NBD_FLAG_CAN_MULTI_CONN |
+	       NBD_FLAG_SEND_CACHE | (readonly ? NBD_FLAG_READ_ONLY : 0);
 }
 
 static int nbd_opt_list(struct vlmc_conn *c, uint32_t len)
@@ -258,6 +272,32 @@ static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 	return true;
 }
 
+/* Take one of the --nbd-max-conns transmission places; false (counted as
+ * refused) when all are taken. */
+static bool nbd_reserve(struct vlmc_conn *c)
+{
+	struct vlmc_nbd *nbd = c->v->nbd;
+	bool ok;
+
+	if (c->active)
+		return true;
+	pthread_mutex_lock(&nbd->lock);
+	ok = nbd->nr_active < c->v->nbd_max_conns;
+	if (ok)
+		nbd->nr_active++;
+	pthread_mutex_unlock(&nbd->lock);
+	c->active = ok;
+	if (ok) {
+		__atomic_add_fetch(&c->v->st_nbd_conns, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_add_fetch(&c->v->st_nbd_refused, 1, __ATOMIC_RELAXED);
+		peer_warn("nbd: connection refused: %u connections served "
+			  "(--nbd-max-conns)",
+			  c->v->nbd_max_conns);
+	}
+	return ok;
+}
+
 /* INFO or GO. Returns 1 to enter transmission, 0 to go on haggling, -1 to
  * disconnect. */
 static int nbd_opt_go(struct vlmc_conn *c, uint32_t opt, const uint8_t *data,
@@ -275,6 +315,13 @@ static int nbd_opt_go(struct vlmc_conn *c, uint32_t opt, const uint8_t *data,
 		static const char msg[] = "vlmc: no such volume";
 
 		return nbd_opt_reply(c, opt, NBD_REP_ERR_UNKNOWN, msg,
+				     sizeof(msg) - 1);
+	}
+	if (opt == NBD_OPT_GO && !nbd_reserve(c)) {
+		static const char msg[] =
+		    "vlmc: too many NBD connections, try again later";
+
+		return nbd_opt_reply(c, opt, NBD_REP_ERR_POLICY, msg,
 				     sizeof(msg) - 1);
 	}
 	nbd_encode_info_export(info, c->size, nbd_tflags(c->readonly));
@@ -384,7 +431,8 @@ static int nbd_handshake(struct vlmc_conn *c)
 			size_t n;
 
 			/* No way to report an error here: disconnect. */
-			if (!nbd_attach(c, (const char *)data, len))
+			if (!nbd_attach(c, (const char *)data, len) ||
+			    !nbd_reserve(c))
 				goto out;
 			n = nbd_encode_export_reply(out, c->size,
 						    nbd_tflags(c->readonly),
@@ -443,6 +491,7 @@ struct nbd_reply_hdr {
 	uint16_t type;	/* the command's, set at submission */
 	uint8_t len;	/* bytes of hdr to send */
 	bool with_data; /* READ: the data follows; STATUS: the extents */
+	uint32_t cost;	/* its share of inflight_bytes (nbd_cost) */
 	uint8_t hdr[NBD_STRUCTURED_REPLY_LEN + 8];
 };
 _Static_assert(sizeof(struct nbd_reply_hdr) <=
@@ -574,6 +623,7 @@ static void nbd_send_replies(struct vlmc_conn *c)
 	struct iovec iov[NBD_IOV_MAX];
 	struct vlmc_io *list, *io, *batch;
 	unsigned done = 0;
+	uint64_t freed = 0;
 
 	if (!__atomic_load_n(&c->ohead, __ATOMIC_ACQUIRE))
 		return; /* a reply queued meanwhile is sent by its queuer */
@@ -606,6 +656,7 @@ static void nbd_send_replies(struct vlmc_conn *c)
 		while (batch != list) {
 			io = batch;
 			batch = batch->next;
+			freed += ((struct nbd_reply_hdr *)io->scratch)->cost;
 			vlmc_io_put_replies(io);
 			free(io->buf);
 			vlmc_io_free(io);
@@ -613,6 +664,8 @@ static void nbd_send_replies(struct vlmc_conn *c)
 		}
 	}
 	if (done) {
+		/* the bytes first: a reader that sees the slot sees them */
+		__atomic_sub_fetch(&c->inflight_bytes, freed, __ATOMIC_SEQ_CST);
 		__atomic_sub_fetch(&c->inflight, done, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&c->slot_waiting, __ATOMIC_SEQ_CST)) {
 			pthread_mutex_lock(&c->lock);
@@ -755,9 +808,52 @@ static int nbd_take_payload(struct vlmc_conn *c, void *dst, uint64_t len)
 	return rc;
 }
 
+/* Bytes of segment buffers a valid command pins while in flight, for the
+ * connection's budget (--nbd-inflight-bytes): READ and WRITE their data;
+ * a zeroing the zeroes written (the partial first and last objects, or a
+ * window of whole ones with NO_HOLE); the others next to nothing. At most
+ * NBD_ZERO_WINDOW * 64 MiB: fits the u32 of nbd_reply_hdr. */
+static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
+{
+	uint64_t osz = c->vol->m.obj_size, n;
+
+	switch (r->type) {
+	case NBD_CMD_READ:
+	case NBD_CMD_WRITE:
+		return r->length;
+	case NBD_CMD_CACHE:
+		return r->length < NBD_MAX_PAYLOAD ? r->length
+						   : NBD_MAX_PAYLOAD;
+	case NBD_CMD_TRIM:
+	case NBD_CMD_WRITE_ZEROES:
+		n = (r->flags & NBD_CMD_FLAG_NO_HOLE) ? NBD_ZERO_WINDOW : 2;
+		return r->length < n * osz ? r->length : n * osz;
+	default:
+		return 0;
+	}
+}
+
+/* Whether the reader may take another command: a slot is free and, when
+ * the command at the head of rbuf waits for the byte budget (head_cost),
+ * it fits, or nothing is in flight (one command alone larger than the
+ * budget still goes through, else it never would). */
+static bool nbd_admit(struct vlmc_conn *c)
+{
+	uint64_t bytes;
+
+	if (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) >=
+	    c->v->nbd_max_inflight)
+		return false;
+	if (!c->head_cost)
+		return true;
+	bytes = __atomic_load_n(&c->inflight_bytes, __ATOMIC_SEQ_CST);
+	return !bytes || bytes + c->head_cost <= c->v->nbd_inflight_bytes;
+}
+
 /* Start a valid command. Returns 0, or -1 when the connection must
  * close. */
-static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r)
+static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
+		      uint64_t cost)
 {
 	struct vlmc *v = c->v;
 	enum vlmc_io_op op;
@@ -782,6 +878,11 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r)
 		op = VLMC_IO_ZERO;
 		break;
 	}
+	/* With NO_HOLE zeroes must be written, which is never fast: fail
+	 * at once, as FAST_ZERO asks, having changed nothing. */
+	if ((r->flags & NBD_CMD_FLAG_FAST_ZERO) &&
+	    (r->flags & NBD_CMD_FLAG_NO_HOLE))
+		return nbd_error_reply(c, r->type, NBD_ENOTSUP, r->cookie);
 	/* CACHE is advisory: warm at most one maximal read's worth. A
 	 * status reply may cover less than asked (the client asks again
 	 * from where it ends): look at a bounded number of objects. */
@@ -825,8 +926,15 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r)
 			io = NULL;
 		}
 	}
-	if (op == VLMC_IO_ZERO && io)
+	if (op == VLMC_IO_ZERO && io) {
 		io->xflags = (r->flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
+		io->no_hole = r->type == NBD_CMD_WRITE_ZEROES &&
+			      (r->flags & NBD_CMD_FLAG_NO_HOLE);
+		io->zero_check = r->type == NBD_CMD_WRITE_ZEROES &&
+				 (r->flags & NBD_CMD_FLAG_FAST_ZERO);
+		if (io->nr_parts > NBD_ZERO_WINDOW)
+			io->window = NBD_ZERO_WINDOW;
+	}
 	if (!io) {
 		if (r->type == NBD_CMD_WRITE && nbd_take_payload(c, NULL, len))
 			return -1;
@@ -843,9 +951,11 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r)
 		}
 	}
 	((struct nbd_reply_hdr *)io->scratch)->type = r->type;
+	((struct nbd_reply_hdr *)io->scratch)->cost = (uint32_t)cost;
 	io->done = nbd_io_done;
 	io->arg = c;
 	io->arg2 = r->cookie;
+	__atomic_add_fetch(&c->inflight_bytes, cost, __ATOMIC_SEQ_CST);
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
 		NBD_READER_REAP_MAX + 1 &&
 	    NBD_READER_REAP_MAX) {
@@ -883,8 +993,9 @@ static int nbd_poll(struct vlmc_conn *c)
 			deadline = xseg_now_ns() + spin;
 		if (__atomic_load_n(&c->wdead, __ATOMIC_RELAXED))
 			return -1;
-		slot = __atomic_load_n(&c->inflight, __ATOMIC_RELAXED) <
-		       c->v->nbd_max_inflight;
+		slot = nbd_admit(c);
+		if (slot && c->head_cost)
+			return 1; /* the head command fits now */
 		if (slot) {
 			ssize_t n;
 
@@ -904,23 +1015,44 @@ static int nbd_poll(struct vlmc_conn *c)
 
 static void nbd_transmission(struct vlmc_conn *c)
 {
+	bool throttled = false; /* the head command was counted */
+
 	for (;;) {
 		struct nbd_request r;
 		uint32_t err;
 		int rc;
 
-		/* every complete command buffered, while slots last */
+		/* every complete command buffered, while slots and the
+		 * byte budget last */
 		while (nbd_buffered(c) >= NBD_REQUEST_LEN) {
-			bool slot;
+			enum nbd_verdict verdict;
+			uint64_t cost = 0;
 
-			slot = __atomic_load_n(&c->inflight, __ATOMIC_RELAXED) <
-			       c->v->nbd_max_inflight;
-			if (!slot)
+			c->head_cost = 0;
+			if (!nbd_admit(c))
 				break;
 			if (nbd_parse_request(c->rbuf + c->rpos, &r))
 				return; /* bad magic: must disconnect */
+			verdict = nbd_check_request(&r, c->size, c->caps, &err);
+			if (verdict == NBD_DO && r.type != NBD_CMD_DISC) {
+				cost = nbd_cost(c, &r);
+				c->head_cost = cost;
+				if (!nbd_admit(c)) {
+					/* leave it (and its payload) in
+					 * the socket until replies free
+					 * budget: back-pressure */
+					if (!throttled)
+						__atomic_add_fetch(
+						    &c->v->st_nbd_throttled, 1,
+						    __ATOMIC_RELAXED);
+					throttled = true;
+					break;
+				}
+				c->head_cost = 0;
+			}
+			throttled = false;
 			c->rpos += NBD_REQUEST_LEN;
-			switch (nbd_check_request(&r, c->size, c->caps, &err)) {
+			switch (verdict) {
 			case NBD_DISCONNECT:
 				peer_warn("nbd: %s: command %u length %" PRIu32
 					  " refused, disconnecting",
@@ -938,7 +1070,7 @@ static void nbd_transmission(struct vlmc_conn *c)
 			}
 			if (r.type == NBD_CMD_DISC)
 				return;
-			if (nbd_submit(c, &r))
+			if (nbd_submit(c, &r, cost))
 				return;
 		}
 		rc = nbd_poll(c);
@@ -954,8 +1086,7 @@ static void nbd_transmission(struct vlmc_conn *c)
 		nbd_completer_on(c, true);
 		pthread_mutex_lock(&c->lock);
 		__atomic_store_n(&c->slot_waiting, true, __ATOMIC_SEQ_CST);
-		while (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) >=
-		       c->v->nbd_max_inflight)
+		while (!nbd_admit(c))
 			pthread_cond_wait(&c->cond, &c->lock);
 		__atomic_store_n(&c->slot_waiting, false, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&c->lock);
@@ -991,7 +1122,11 @@ static void nbd_conn_close(struct vlmc_conn *c)
 		__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
 		vlmc_vol_put(c->vol);
 	}
+	if (c->active)
+		__atomic_sub_fetch(&c->v->st_nbd_conns, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&nbd->lock);
+	if (c->active)
+		nbd->nr_active--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -1026,6 +1161,10 @@ static void *nbd_conn_main(void *arg)
 		goto out;
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout,
 		   sizeof(no_timeout));
+	/* only now: a connection in the handshake holds no buffer */
+	c->rbuf = malloc(NBD_RBUF_SIZE);
+	if (!c->rbuf)
+		goto out;
 	rc = xseg_alloc_port(c->v->seg, "vlmc-nbd", &c->port);
 	if (rc) {
 		peer_err("nbd: no dynamic port for a connection to %s: "
@@ -1062,14 +1201,20 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	 * drain the socket; best effort (capped by net.core.wmem_max). */
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
-	c = calloc(1, sizeof(*c));
-	if (!c) {
+	/* Bound the sockets still in the handshake too (each holds a
+	 * thread for up to its timeout): past that, close at once. */
+	pthread_mutex_lock(&nbd->lock);
+	if (nbd->nr_conns - nbd->nr_active >= NBD_HANDSHAKE_SLACK) {
+		pthread_mutex_unlock(&nbd->lock);
+		__atomic_add_fetch(&v->st_nbd_refused, 1, __ATOMIC_RELAXED);
+		peer_warn("nbd: connection closed: %d handshakes in progress",
+			  NBD_HANDSHAKE_SLACK);
 		close(fd);
 		return;
 	}
-	c->rbuf = malloc(NBD_RBUF_SIZE);
-	if (!c->rbuf) {
-		free(c);
+	pthread_mutex_unlock(&nbd->lock);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
 		close(fd);
 		return;
 	}

@@ -205,7 +205,8 @@ enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
 		writes = true;
 		break;
 	case NBD_CMD_WRITE_ZEROES:
-		allowed = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE;
+		allowed = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE |
+			  NBD_CMD_FLAG_FAST_ZERO;
 		writes = true;
 		break;
 	case NBD_CMD_CACHE:

@@ -64,6 +64,7 @@
 #define NBD_FLAG_SEND_WRITE_ZEROES (1u << 6)
 #define NBD_FLAG_CAN_MULTI_CONN	   (1u << 8)
 #define NBD_FLAG_SEND_CACHE	   (1u << 10)
+#define NBD_FLAG_SEND_FAST_ZERO	   (1u << 11)
 
 /* commands and command flags */
 #define NBD_CMD_READ	     0
@@ -77,6 +78,9 @@
 #define NBD_CMD_FLAG_FUA     (1u << 0)
 #define NBD_CMD_FLAG_NO_HOLE (1u << 1)
 #define NBD_CMD_FLAG_REQ_ONE (1u << 3)
+/* WRITE_ZEROES: fail at once with NBD_ENOTSUP, changing nothing, unless
+ * the zeroing is fast (vlmc: whole objects deleted, or already holes) */
+#define NBD_CMD_FLAG_FAST_ZERO (1u << 4)
 
 /* structured reply chunks */
 #define NBD_REPLY_FLAG_DONE	    (1u << 0)
@@ -245,6 +249,7 @@ enum nbd_verdict {
  * block status negotiated):
  * known command, only flags valid for that command, offset + length within
  * the export without overflow, length 1..NBD_MAX_PAYLOAD for READ/WRITE,
+ * WRITE_ZEROES flags FUA, NO_HOLE and FAST_ZERO (always advertised),
  * 1..UINT32_MAX for TRIM/WRITE_ZEROES, offset = length = 0 for FLUSH,
  * writes refused on a read-only export; CACHE and BLOCK_STATUS: length
  * 1..UINT32_MAX inside the export, BLOCK_STATUS only with

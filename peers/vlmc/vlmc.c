@@ -35,6 +35,8 @@ enum {
 	VLMC_OPT_CTL_SOCKET,
 	VLMC_OPT_NBD_INFLIGHT,
 	VLMC_OPT_NBD_SPIN,
+	VLMC_OPT_NBD_MAX_CONNS,
+	VLMC_OPT_NBD_INFLIGHT_BYTES,
 };
 
 static const struct option vlmc_options[] = {
@@ -45,6 +47,9 @@ static const struct option vlmc_options[] = {
     {"ctl-socket", required_argument, NULL, VLMC_OPT_CTL_SOCKET},
     {"nbd-inflight", required_argument, NULL, VLMC_OPT_NBD_INFLIGHT},
     {"nbd-spin", required_argument, NULL, VLMC_OPT_NBD_SPIN},
+    {"nbd-max-conns", required_argument, NULL, VLMC_OPT_NBD_MAX_CONNS},
+    {"nbd-inflight-bytes", required_argument, NULL,
+     VLMC_OPT_NBD_INFLIGHT_BYTES},
     {NULL, 0, NULL, 0},
 };
 
@@ -61,7 +66,13 @@ static const char vlmc_options_help[] =
     "(default 64)\n"
     "      --nbd-spin TIME     a connection's reader polls the socket for\n"
     "                          commands this long before it sleeps (default\n"
-    "                          0: one look, then sleep)\n";
+    "                          0: one look, then sleep)\n"
+    "      --nbd-max-conns N   NBD connections served at once (default 32);\n"
+    "                          more are refused in the handshake\n"
+    "      --nbd-inflight-bytes SIZE  data in flight per NBD connection\n"
+    "                          before its reader stops taking commands\n"
+    "                          (default 64M; one command is always let\n"
+    "                          through)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -71,6 +82,8 @@ static void vlmc_defaults(struct peer *p)
 	v->obj_size = VLMC_DEFAULT_OBJ_SIZE;
 	v->nbd_max_inflight = 64;
 	v->nbd_spin_ns = VLMC_DEFAULT_NBD_SPIN_NS;
+	v->nbd_max_conns = VLMC_DEFAULT_NBD_MAX_CONNS;
+	v->nbd_inflight_bytes = VLMC_DEFAULT_NBD_INFLIGHT_BYTES;
 	v->ctl_fd = -1;
 }
 
@@ -118,6 +131,18 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x > 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->nbd_spin_ns = x;
+		return 0;
+	case VLMC_OPT_NBD_MAX_CONNS:
+		rc = peer_parse_u64(arg, &x);
+		if (rc || x == 0 || x > 4096)
+			return rc ? rc : -ERANGE;
+		v->nbd_max_conns = (unsigned)x;
+		return 0;
+	case VLMC_OPT_NBD_INFLIGHT_BYTES:
+		rc = peer_parse_size(arg, &x);
+		if (rc || x == 0 || x > (1ULL << 40))
+			return rc ? rc : -ERANGE;
+		v->nbd_inflight_bytes = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -301,9 +326,43 @@ static bool vlmc_io_fua_flush(struct vlmc_io *io)
 	return false;
 }
 
+static void vlmc_io_start(struct vlmc_io *io);
+
+/* The INFOs of a zero_check are back (every part done): fail with
+ * EOPNOTSUPP, nothing changed, if a partial object exists; else delete
+ * the whole objects (the partial ones are holes: nothing to do). Returns
+ * true if parts were submitted. */
+static bool vlmc_io_zero_checked(struct vlmc_io *io)
+{
+	uint32_t osz = io->vol->m.obj_size;
+	bool any = false;
+
+	io->zero_check = false;
+	if (__atomic_load_n(&io->error, __ATOMIC_ACQUIRE))
+		return false;
+	for (uint64_t i = 0; i < io->nr_parts; i++) {
+		struct vlmc_part *part = &io->parts[i];
+		bool whole =
+		    !((io->off + part->buf_off) % osz) && part->len == osz;
+
+		if (!whole && !part->hole) {
+			vlmc_io_fail(io, EOPNOTSUPP);
+			return false;
+		}
+		part->skip = !whole;
+		any |= whole;
+	}
+	if (!any)
+		return false;
+	vlmc_io_start(io);
+	return true;
+}
+
 static void vlmc_io_put_part(struct vlmc_io *io)
 {
 	if (__atomic_sub_fetch(&io->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (io->zero_check && vlmc_io_zero_checked(io))
+			return;
 		if (vlmc_io_fua_flush(io))
 			return;
 		if (io->error)
@@ -368,11 +427,11 @@ static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
 		if (io->op == VLMC_IO_READ) {
 			op = XSEG_OP_READ;
 			datalen = part->len;
-		} else if (io->op == VLMC_IO_STATUS) {
+		} else if (io->op == VLMC_IO_STATUS || io->zero_check) {
 			op = XSEG_OP_INFO;
 			datalen = sizeof(struct xseg_reply_info);
 			obj_off = 0;
-		} else if (io->op == VLMC_IO_WRITE || obj_off ||
+		} else if (io->op == VLMC_IO_WRITE || io->no_hole || obj_off ||
 			   part->len != osz) {
 			op = XSEG_OP_WRITE;
 			datalen = part->len;
@@ -458,29 +517,161 @@ void vlmc_io_put_replies(struct vlmc_io *io)
 	}
 }
 
-void vlmc_io_submit(struct vlmc_io *io)
+/* Submit part i, or account for it as done when that fails or an error
+ * already decided the io. */
+static void vlmc_io_submit_part(struct vlmc_io *io, uint64_t i)
 {
 	uint64_t first = io->vol ? io->off / io->vol->m.obj_size : 0;
+	struct vlmc_part *part = &io->parts[i];
+	int rc = -ECANCELED;
 
-	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
-	/* One extra count held by this loop, so done cannot run before
-	 * every part has been submitted. */
+	if (!io->window || !__atomic_load_n(&io->error, __ATOMIC_ACQUIRE))
+		rc = vlmc_part_submit(io, part, first + i);
+	if (!rc)
+		return;
+	/* a prepared request not submitted goes back */
+	if (part->req) {
+		xseg_put_request(io->v->seg, part->req);
+		part->req = NULL;
+	}
+	if (rc != -ECANCELED)
+		vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
+	vlmc_io_put_part(io);
+}
+
+/* Next part of a windowed io to submit (skipped parts are accounted for
+ * as done); false when none is left. */
+static bool vlmc_io_next_part(struct vlmc_io *io, uint64_t *ip)
+{
+	for (;;) {
+		uint64_t i =
+		    __atomic_fetch_add(&io->next_part, 1, __ATOMIC_ACQ_REL);
+
+		if (i >= io->nr_parts)
+			return false;
+		if (!io->parts[i].skip) {
+			*ip = i;
+			return true;
+		}
+		vlmc_io_put_part(io);
+	}
+}
+
+/* Submit the parts not marked skip (all of them, or the first window of
+ * them; vlmc_io_part_reply submits the rest). */
+static void vlmc_io_start(struct vlmc_io *io)
+{
+	uint64_t n = 0, i;
+
+	/* Every part counts, skipped or not, plus one held by this
+	 * function, so done cannot run before the last submission. */
 	__atomic_store_n(&io->remaining, io->nr_parts + 1, __ATOMIC_RELAXED);
-	for (uint64_t i = 0; i < io->nr_parts; i++) {
-		struct vlmc_part *part = &io->parts[i];
-		int rc = vlmc_part_submit(io, part, first + i);
-
-		if (rc) {
-			/* a prepared request not submitted goes back */
-			if (part->req) {
-				xseg_put_request(io->v->seg, part->req);
-				part->req = NULL;
-			}
-			vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
-			vlmc_io_put_part(io);
+	__atomic_store_n(&io->next_part, 0, __ATOMIC_RELAXED);
+	if (io->window) {
+		while (n++ < io->window && vlmc_io_next_part(io, &i))
+			vlmc_io_submit_part(io, i);
+	} else {
+		for (i = 0; i < io->nr_parts; i++) {
+			if (io->parts[i].skip)
+				vlmc_io_put_part(io);
+			else
+				vlmc_io_submit_part(io, i);
 		}
 	}
 	vlmc_io_put_part(io);
+}
+
+void vlmc_io_submit(struct vlmc_io *io)
+{
+	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
+	if (io->zero_check) {
+		/* first look at the partial objects only */
+		uint32_t osz = io->vol->m.obj_size;
+
+		for (uint64_t i = 0; i < io->nr_parts; i++) {
+			struct vlmc_part *part = &io->parts[i];
+
+			part->skip = !((io->off + part->buf_off) % osz) &&
+				     part->len == osz;
+		}
+	}
+	vlmc_io_start(io);
+}
+
+/* A windowed io: a part is done, submit the next one. */
+static void vlmc_io_refill(struct vlmc_io *io)
+{
+	uint64_t i;
+
+	if (io->window && vlmc_io_next_part(io, &i))
+		vlmc_io_submit_part(io, i);
+}
+
+/* Reply to the INFO that checks a short READ part (see vlmc_int.h): the
+ * READ reply waits in part->req. Returns the READ reply with its tail
+ * zero-filled, or with *errp set to EIO when the short answer is not
+ * explained by the object's end. */
+static struct xseg_request *vlmc_short_checked(struct vlmc *v,
+					       struct vlmc_part *part,
+					       struct xseg_request *info_req,
+					       int *errp)
+{
+	struct vlmc_io *io = part->io;
+	struct xseg_request *req = part->req;
+	struct xseg_reply_info *info = xseg_request_data(v->seg, info_req);
+	uint64_t obj_off = (io->off + part->buf_off) % io->vol->m.obj_size;
+	uint64_t end = obj_off + req->serviced;
+	int err = info_req->error;
+
+	part->req = NULL;
+	if (err == ENOENT || (!err && info && info->size <= end)) {
+		/* the object ends where the read stopped (or is gone) */
+		memset((char *)xseg_request_data(v->seg, req) + req->serviced,
+		       0, part->len - req->serviced);
+		__atomic_add_fetch(&v->st_short_reads, 1, __ATOMIC_RELAXED);
+		*errp = 0;
+	} else {
+		peer_warn("read %.*s at %" PRIu64 ": %" PRIu64 " of %" PRIu64
+			  " bytes served, object size %" PRIu64
+			  " (%s): failing with EIO",
+			  (int)req->targetlen, xseg_request_target(req),
+			  obj_off, req->serviced, part->len,
+			  !err && info ? info->size : 0,
+			  err ? strerror(err) : "longer");
+		*errp = EIO;
+	}
+	xseg_put_request(v->seg, info_req);
+	return req;
+}
+
+/* A READ part served short without error: hold the reply in part->req and
+ * ask the store for the object's size. Returns 0 when the INFO is on its
+ * way (its reply resumes the part), or a negative errno. */
+static int vlmc_short_check(struct vlmc_io *io, struct vlmc_part *part,
+			    struct xseg_request *req)
+{
+	struct vlmc *v = io->v;
+	struct xseg_request *info;
+	int rc;
+
+	rc = vlmc_get_prep(v, io->port, req->targetlen,
+			   sizeof(struct xseg_reply_info), &info);
+	if (rc)
+		return rc;
+	info->op = XSEG_OP_INFO;
+	info->offset = 0;
+	info->size = 0;
+	info->flags = 0;
+	memcpy(xseg_request_target(info), xseg_request_target(req),
+	       req->targetlen);
+	info->user = (uint64_t)(uintptr_t)part;
+	part->req = req;
+	rc = xseg_submit(v->seg, info, v->next_port);
+	if (rc) {
+		part->req = NULL;
+		xseg_put_request(v->seg, info);
+	}
+	return rc;
 }
 
 void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
@@ -489,6 +680,29 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
 	struct vlmc_io *io = part->io;
 	int err = req->error;
 
+	if (io->op == VLMC_IO_READ && req->op == XSEG_OP_INFO) {
+		req = vlmc_short_checked(v, part, req, &err);
+	} else if (io->op == VLMC_IO_READ && !err &&
+		   req->serviced != part->len) {
+		/* Never pass on what lies past serviced: the buffer may
+		 * hold an earlier request's data. */
+		if (req->serviced < part->len) {
+			int rc = vlmc_short_check(io, part, req);
+
+			if (!rc)
+				return; /* resumed by the INFO's reply */
+			err = rc == -ENXIO ? EIO : -rc;
+		} else {
+			err = EIO; /* more than asked: nonsense */
+		}
+	} else if (req->op == XSEG_OP_WRITE && !err &&
+		   req->serviced != req->size) {
+		peer_warn("write %.*s at %" PRIu64 ": %" PRIu64 " of %" PRIu64
+			  " bytes served: failing with EIO",
+			  (int)req->targetlen, xseg_request_target(req),
+			  req->offset, req->serviced, req->size);
+		err = EIO;
+	}
 	if (io->op == VLMC_IO_READ) {
 		void *d = xseg_request_data(v->seg, req);
 
@@ -511,7 +725,8 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
 		} else if (io->keep_replies && !err) {
 			err = EIO; /* no buffer to read from: never expected */
 		}
-	} else if (io->op == VLMC_IO_STATUS) {
+	} else if (io->op == VLMC_IO_STATUS || req->op == XSEG_OP_INFO) {
+		/* STATUS, or the check of a FAST_ZERO */
 		part->hole = err == ENOENT;
 		if (err == ENOENT)
 			err = 0;
@@ -522,6 +737,8 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
 		vlmc_io_fail(io, err);
 	if (req)
 		xseg_put_request(v->seg, req);
+	/* the request went back first: the next part can have it */
+	vlmc_io_refill(io);
 	vlmc_io_put_part(io);
 }
 
@@ -734,8 +951,17 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
 		return rc;
 	}
 	rc = -req->error;
-	if (!rc && op == XSEG_OP_READ)
-		memcpy(buf, xseg_request_data(v->seg, req), len);
+	if (!rc && (op == XSEG_OP_READ || op == XSEG_OP_WRITE) &&
+	    req->serviced > len)
+		rc = -EIO;
+	if (!rc && op == XSEG_OP_WRITE && req->serviced != len)
+		rc = -EIO; /* a write served short did not happen */
+	if (!rc && op == XSEG_OP_READ) {
+		/* short: the object ends there (the metadata object is
+		 * shorter than the buffer); never what lies past it */
+		memcpy(buf, xseg_request_data(v->seg, req), req->serviced);
+		memset((char *)buf + req->serviced, 0, len - req->serviced);
+	}
 	xseg_put_request(v->seg, req);
 	return rc;
 }
@@ -903,24 +1129,96 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
 	return 0;
 }
 
-/* Delete objects [from, to) of volume name; ENOENT is fine. */
+/* Object requests a control operation keeps in flight at once (remove,
+ * snapshot, clone): a volume of n objects costs about n / 16 round trips,
+ * not n, without taking much of the request pool. */
+#define VLMC_CTL_INFLIGHT 16
+
+/* Delete objects [from, to) of volume name, VLMC_CTL_INFLIGHT at a time;
+ * ENOENT is fine. On the first error no new request is started, those in
+ * flight are waited for, and the error is returned (some objects are then
+ * deleted, others not: the caller keeps the volume, and a later call
+ * finishes the job). Caller holds ctl_lock. */
 static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 			       uint64_t to)
 {
+	struct xseg_request *out[VLMC_CTL_INFLIGHT] = {NULL};
 	char obj[VLMC_OBJNAME_MAX + 1];
-	int first = 0;
+	uint64_t next = from;
+	unsigned inflight = 0, slot;
+	int err = 0;
 
-	for (uint64_t i = from; i < to; i++) {
+	for (;;) {
+		struct xseg_request *got;
 		int rc;
 
-		vlmc_object_name(obj, name, i);
-		rc = vlmc_sync(v, XSEG_OP_DELETE, obj, 0, 0, NULL, 0, NULL);
-		if (rc && rc != -ENOENT && !first)
-			first = rc;
+		for (slot = 0; !err && next < to && slot < VLMC_CTL_INFLIGHT;
+		     slot++) {
+			if (out[slot])
+				continue;
+			vlmc_object_name(obj, name, next);
+			rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, obj, 0, 0, NULL,
+					     0, NULL, &out[slot]);
+			if (rc) {
+				err = rc;
+				break;
+			}
+			out[slot]->user = next++;
+			inflight++;
+		}
+		if (!inflight)
+			break;
+		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
+				     &got);
+		if (rc) {
+			/* those still out there are put by a later
+			 * vlmc_sync as late replies */
+			peer_err("delete objects of %s: no reply from port "
+				 "%" PRIu32 ": %s",
+				 name, v->next_port, strerror(-rc));
+			return rc;
+		}
+		for (slot = 0; slot < VLMC_CTL_INFLIGHT; slot++)
+			if (out[slot] == got)
+				break;
+		if (slot == VLMC_CTL_INFLIGHT) {
+			/* a late reply to an earlier request that timed
+			 * out */
+			xseg_put_request(v->seg, got);
+			continue;
+		}
+		out[slot] = NULL;
+		inflight--;
+		rc = -got->error;
+		if (rc && rc != -ENOENT) {
+			vlmc_object_name(obj, name, got->user);
+			peer_warn("delete %s: %s", obj, strerror(-rc));
+			if (!err)
+				err = rc;
+		}
+		xseg_put_request(v->seg, got);
 	}
-	return first;
+	return err;
 }
 
+/* Put vol (taken out of the table by a remove that failed) back. */
+static void vlmc_vol_reinsert(struct vlmc *v, struct vlmc_volume *vol)
+{
+	pthread_rwlock_wrlock(&v->vols_lock);
+	v->vols[v->nr_vols++] = vol; /* its slot is free: ctl_lock held */
+	pthread_rwlock_unlock(&v->vols_lock);
+}
+
+/*
+ * Remove a volume: objects first, metadata last. The volume leaves the
+ * live table first (no new NBD connection or volume request can reach it),
+ * then its objects are deleted, then the table without it is committed.
+ * A crash or a failing store anywhere before the commit leaves the volume
+ * listed, with some of its objects gone (they read as zeroes): a
+ * consistent volume that a second remove finishes. Deleting after the
+ * commit instead would leak the objects a crash left behind, with no name
+ * left to remove them by.
+ */
 static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			  const char *name)
 {
@@ -943,33 +1241,41 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			"or I/O in flight)",
 			name);
 	}
+	if (vol) {
+		/* the table's reference is now ours */
+		v->vols[idx] = v->vols[--v->nr_vols];
+		v->vols[v->nr_vols] = NULL;
+	}
 	pthread_rwlock_unlock(&v->vols_lock);
 	if (!vol)
 		CTL_ERR(r, ENOENT, "no volume %s", name);
+	rc = vlmc_delete_objects(v, name, 0,
+				 vlmc_nr_objects(vol->m.size, vol->m.obj_size));
+	if (rc) {
+		vlmc_vol_reinsert(v, vol);
+		CTL_ERR(r, -rc,
+			"remove %s: deleting its objects failed: %s (the "
+			"volume is kept; remove it again)",
+			name, strerror(-rc));
+	}
+	/* the table without it (vol is out of the live table already) */
 	m = vlmc_meta_snapshot(v, &n);
-	if (!m)
+	if (!m) {
+		vlmc_vol_reinsert(v, vol);
 		CTL_ERR(r, ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(m[i].name, name))
 			m[k++] = m[i];
 	rc = vlmc_meta_store(v, m, k);
 	free(m);
-	if (rc)
-		CTL_ERR(r, -rc, "remove %s: metadata write failed: %s", name,
-			strerror(-rc));
-	pthread_rwlock_wrlock(&v->vols_lock);
-	idx = vlmc_vol_find(v, name, strlen(name));
-	if (idx >= 0) {
-		v->vols[idx] = v->vols[--v->nr_vols];
-		v->vols[v->nr_vols] = NULL;
+	if (rc) {
+		vlmc_vol_reinsert(v, vol);
+		CTL_ERR(r, -rc,
+			"remove %s: metadata write failed: %s (its objects "
+			"are deleted; remove it again)",
+			name, strerror(-rc));
 	}
-	pthread_rwlock_unlock(&v->vols_lock);
-	/* The table no longer names it: its objects are garbage now. */
-	rc = vlmc_delete_objects(v, name, 0,
-				 vlmc_nr_objects(vol->m.size, vol->m.obj_size));
-	if (rc)
-		peer_warn("remove %s: some objects not deleted: %s", name,
-			  strerror(-rc));
 	vlmc_vol_put(vol);
 	peer_info("removed volume %s", name);
 	return 0;
@@ -1102,7 +1408,7 @@ static void vlmc_thaw(struct vlmc_volume *vol)
  * volume costs about n / VLMC_COPY_INFLIGHT round trips, not n. On the
  * first error no new request is started, those in flight are waited for,
  * and the error is returned. Caller holds ctl_lock. */
-#define VLMC_COPY_INFLIGHT 16
+#define VLMC_COPY_INFLIGHT VLMC_CTL_INFLIGHT
 
 static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 			     const char *dst)
@@ -1424,10 +1730,16 @@ static void vlmc_stats(struct peer *p)
 	struct vlmc *v = peer_priv(p);
 
 	peer_info("stats: vlmc volumes %zu ios %" PRIu64 " object requests "
-		  "%" PRIu64 " failed ios %" PRIu64,
+		  "%" PRIu64 " failed ios %" PRIu64 " short reads %" PRIu64
+		  " nbd connections %" PRIu64 " refused %" PRIu64
+		  " throttled %" PRIu64,
 		  v->nr_vols, __atomic_load_n(&v->st_ios, __ATOMIC_RELAXED),
 		  __atomic_load_n(&v->st_parts, __ATOMIC_RELAXED),
-		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED));
+		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_short_reads, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_nbd_conns, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_nbd_refused, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_nbd_throttled, __ATOMIC_RELAXED));
 }
 
 /* The port's statistics area (xsegctl stats). */
@@ -1443,6 +1755,14 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 		  __atomic_load_n(&v->st_parts, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "failed_ios",
 		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "short_reads",
+		  __atomic_load_n(&v->st_short_reads, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "nbd_connections",
+		  __atomic_load_n(&v->st_nbd_conns, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "nbd_refused",
+		  __atomic_load_n(&v->st_nbd_refused, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "nbd_throttled",
+		  __atomic_load_n(&v->st_nbd_throttled, __ATOMIC_RELAXED));
 	return n;
 }
 

@@ -32,6 +32,12 @@
 struct vlmc_nbd;
 
 #define VLMC_DEFAULT_NBD_SPIN_NS 0ULL
+/* Connections in transmission at once: each holds a thread pair, a
+ * dynamic port and up to its byte budget of segment buffers. */
+#define VLMC_DEFAULT_NBD_MAX_CONNS 32
+/* Data of the commands in flight on one connection (request and reply
+ * buffers in the segment): 64 maximal commands would pin 2 GiB. */
+#define VLMC_DEFAULT_NBD_INFLIGHT_BYTES (64ULL << 20)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -53,7 +59,9 @@ struct vlmc {
 	char *ctl_socket;
 	int nbd_tcp_port; /* 0: no TCP listener */
 	unsigned nbd_max_inflight;
-	uint64_t nbd_spin_ns; /* see nbd.c: reader polling */
+	uint64_t nbd_spin_ns;	     /* see nbd.c: reader polling */
+	unsigned nbd_max_conns;	     /* connections in transmission */
+	uint64_t nbd_inflight_bytes; /* per connection, see nbd.c */
 
 	struct peer *p;
 	struct xseg *seg;
@@ -74,13 +82,18 @@ struct vlmc {
 
 	/* statistics, __atomic */
 	uint64_t st_ios, st_parts, st_errors;
+	uint64_t st_short_reads;   /* READ parts served short, the object
+				      ending there: tail zero-filled */
+	uint64_t st_nbd_conns;	   /* NBD connections in transmission */
+	uint64_t st_nbd_refused;   /* over --nbd-max-conns */
+	uint64_t st_nbd_throttled; /* reader waits for the byte budget */
 };
 
 enum vlmc_io_op {
 	VLMC_IO_READ,
 	VLMC_IO_WRITE,
 	VLMC_IO_ZERO, /* TRIM / WRITE_ZEROES: whole objects deleted, the rest
-			 written with zeroes */
+			 written with zeroes (all of it with no_hole) */
 	VLMC_IO_FLUSH,
 	VLMC_IO_STATUS, /* allocation status: one INFO per object; a part
 			   whose object does not exist gets hole = true */
@@ -98,7 +111,9 @@ struct vlmc_part {
 	 * keep_replies READ: the reply, data in its buffer, until
 	 * vlmc_io_put_replies. NULL otherwise. */
 	struct xseg_request *req;
-	bool hole; /* VLMC_IO_STATUS: the object was never written */
+	bool hole; /* VLMC_IO_STATUS, zero_check: the object was never
+		      written */
+	bool skip; /* not submitted (set by vlmc.c for zero_check) */
 };
 
 struct vlmc_io {
@@ -124,6 +139,20 @@ struct vlmc_io {
 	 * FUA; a FLUSH sent after every part completed makes the zeroing
 	 * durable before the owner is told (set when that FLUSH is sent) */
 	bool fua_flush;
+	/* ZERO: write zeroes to whole objects too instead of deleting them
+	 * (NBD_CMD_FLAG_NO_HOLE: the client asked for no hole) */
+	bool no_hole;
+	/* ZERO, fast or not at all (NBD_CMD_FLAG_FAST_ZERO, without
+	 * no_hole): the partial objects are first looked at with INFO; if
+	 * any exists the io fails with EOPNOTSUPP having changed nothing,
+	 * else only the whole objects are deleted. Set by the owner before
+	 * vlmc_io_submit; vlmc.c clears it when the check is done. */
+	bool zero_check;
+	/* ZERO: at most this many parts in flight (0: all at once), so a
+	 * large zeroing cannot take the whole request pool or heap; the
+	 * next part is submitted from the reply of an earlier one */
+	uint32_t window;
+	uint64_t next_part; /* __atomic: next part to submit (window) */
 	_Alignas(8) uint8_t scratch[48]; /* owner's (NBD: the reply header) */
 	uint64_t nr_parts;
 	struct vlmc_part *parts; /* nr_parts entries */
@@ -167,7 +196,14 @@ void vlmc_vol_exit(struct vlmc_volume *vol);
  * error. */
 void vlmc_io_submit(struct vlmc_io *io);
 
-/* A reply to a part request (any thread). Takes ownership of req. */
+/*
+ * A reply to a part request (any thread). Takes ownership of req.
+ * Short answers (V2): a WRITE part served short fails the io with EIO; a
+ * READ part served short (serviced < size, no error) is checked with an
+ * INFO of its object: if the object ends where the read stopped (or no
+ * longer exists) the rest reads as zeroes, else the io fails with EIO. The
+ * bytes past serviced are never passed on (request buffers are reused).
+ */
 void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req);
 
 /* NBD server (nbd.c). start: listeners and their thread; stop: close

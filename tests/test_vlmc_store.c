@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_vlmc_store: the store below vlmc in vlmc's tests. An in-memory
+ * object store (objects grow as written; INFO gives the size, or ENOENT
+ * for an object never written or deleted) with the faults vlmc must not
+ * trust:
+ *   --short-reads     a READ serves only the bytes the object holds
+ *                     (serviced < size at its end) and leaves garbage
+ *                     (0xee) after them, as a reused buffer would
+ *   --lie-reads       a READ serves half of what was asked, garbage after,
+ *                     whatever the object holds (INFO tells the truth)
+ *   --short-writes    a WRITE is stored but answered one byte short
+ *   --fail-deletes N  the first N DELETEs fail with EIO
+ * The faults spare vlmc's metadata object ("vlmc:meta"), so volumes can
+ * still be created. Counters: SIGUSR1 logs them, and the port's
+ * statistics area has "objects" (live objects) and "deletes".
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer.h"
+
+enum {
+	TS_OPT_SHORT_READS = 256,
+	TS_OPT_LIE_READS,
+	TS_OPT_SHORT_WRITES,
+	TS_OPT_FAIL_DELETES,
+};
+
+struct ts_obj {
+	struct ts_obj *next;
+	char name[XSEG_MAX_TARGETLEN + 1];
+	uint64_t size;
+	unsigned char *data;
+};
+
+#define TS_HASH 1024
+
+struct ts {
+	bool short_reads, lie_reads, short_writes;
+	uint64_t fail_deletes;
+	pthread_mutex_t lock;
+	struct ts_obj *objs[TS_HASH];
+	uint64_t nr_objs, deletes, failed_deletes; /* under lock */
+};
+
+static const struct option ts_options[] = {
+    {"short-reads", no_argument, NULL, TS_OPT_SHORT_READS},
+    {"lie-reads", no_argument, NULL, TS_OPT_LIE_READS},
+    {"short-writes", no_argument, NULL, TS_OPT_SHORT_WRITES},
+    {"fail-deletes", required_argument, NULL, TS_OPT_FAIL_DELETES},
+    {NULL, 0, NULL, 0},
+};
+
+static int ts_parse(struct peer *p, int val, const char *arg)
+{
+	struct ts *t = peer_priv(p);
+
+	switch (val) {
+	case TS_OPT_SHORT_READS:
+		t->short_reads = true;
+		return 0;
+	case TS_OPT_LIE_READS:
+		t->lie_reads = true;
+		return 0;
+	case TS_OPT_SHORT_WRITES:
+		t->short_writes = true;
+		return 0;
+	case TS_OPT_FAIL_DELETES:
+		return peer_parse_u64(arg, &t->fail_deletes);
+	}
+	return -EINVAL;
+}
+
+static unsigned ts_hash(const char *s, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h % TS_HASH;
+}
+
+/* Caller holds the lock. The link that points at name's object (or at
+ * NULL where it would go). */
+static struct ts_obj **ts_find(struct ts *t, const char *name, size_t len)
+{
+	struct ts_obj **pp = &t->objs[ts_hash(name, len)];
+
+	for (; *pp; pp = &(*pp)->next)
+		if (strlen((*pp)->name) == len &&
+		    !memcmp((*pp)->name, name, len))
+			break;
+	return pp;
+}
+
+/* Faults spare the volume metadata. */
+static bool ts_faulty(const struct xseg_request *req)
+{
+	static const char meta[] = "vlmc:meta";
+
+	return !(req->targetlen == sizeof(meta) - 1 &&
+		 !memcmp(req->target, meta, sizeof(meta) - 1));
+}
+
+static int ts_read(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	unsigned char *data = xseg_request_data(peer_seg(p), req);
+	struct ts_obj *o;
+	uint64_t have = 0, serve = req->size;
+
+	if (req->size && !data)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	o = *ts_find(t, req->target, req->targetlen);
+	if (!o) {
+		pthread_mutex_unlock(&t->lock);
+		return -ENOENT; /* vlmc reads it as zeroes */
+	}
+	if (req->offset < o->size) {
+		have = o->size - req->offset;
+		if (have > req->size)
+			have = req->size;
+		memcpy(data, o->data + req->offset, have);
+	}
+	pthread_mutex_unlock(&t->lock);
+	memset(data + have, 0, req->size - have);
+	if (ts_faulty(req) && t->short_reads)
+		serve = have;
+	if (ts_faulty(req) && t->lie_reads)
+		serve = req->size / 2;
+	/* what a reused buffer would still hold */
+	memset(data + serve, 0xee, req->size - serve);
+	req->serviced = serve;
+	return peer_complete(p, req, 0);
+}
+
+static int ts_write(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	const unsigned char *data = xseg_request_data(peer_seg(p), req);
+	uint64_t end = req->offset + req->size;
+	struct ts_obj **pp, *o;
+	int err = 0;
+
+	if (req->size && !data)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	pp = ts_find(t, req->target, req->targetlen);
+	o = *pp;
+	if (!o) {
+		o = calloc(1, sizeof(*o));
+		if (o) {
+			memcpy(o->name, req->target, req->targetlen);
+			*pp = o;
+			t->nr_objs++;
+		}
+	}
+	if (o && end > o->size) {
+		unsigned char *d = realloc(o->data, end);
+
+		if (d) {
+			memset(d + o->size, 0, end - o->size);
+			o->data = d;
+			o->size = end;
+		}
+	}
+	if (!o || end > o->size)
+		err = ENOMEM;
+	else
+		memcpy(o->data + req->offset, data, req->size);
+	pthread_mutex_unlock(&t->lock);
+	if (err)
+		return -err;
+	req->serviced = req->size;
+	if (ts_faulty(req) && t->short_writes && req->size)
+		req->serviced = req->size - 1;
+	return peer_complete(p, req, 0);
+}
+
+static int ts_delete(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	struct ts_obj **pp, *o;
+	bool fail;
+
+	pthread_mutex_lock(&t->lock);
+	fail = ts_faulty(req) && t->failed_deletes < t->fail_deletes;
+	if (fail) {
+		t->failed_deletes++;
+		pthread_mutex_unlock(&t->lock);
+		return -EIO;
+	}
+	t->deletes++;
+	pp = ts_find(t, req->target, req->targetlen);
+	o = *pp;
+	if (o) {
+		*pp = o->next;
+		t->nr_objs--;
+		free(o->data);
+		free(o);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return peer_complete(p, req, o ? 0 : ENOENT);
+}
+
+static int ts_info(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	struct xseg_reply_info *info = xseg_request_data(peer_seg(p), req);
+	struct ts_obj *o;
+
+	if (!info)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	o = *ts_find(t, req->target, req->targetlen);
+	info->size = o ? o->size : 0;
+	pthread_mutex_unlock(&t->lock);
+	return peer_complete(p, req, o ? 0 : ENOENT);
+}
+
+static int ts_ok(struct peer *p, struct xseg_request *req)
+{
+	return peer_complete(p, req, 0); /* FLUSH, PING */
+}
+
+static int ts_init(struct peer *p)
+{
+	struct ts *t = peer_priv(p);
+
+	pthread_mutex_init(&t->lock, NULL);
+	return 0;
+}
+
+static void ts_fini(struct peer *p)
+{
+	struct ts *t = peer_priv(p);
+
+	for (unsigned i = 0; i < TS_HASH; i++)
+		while (t->objs[i]) {
+			struct ts_obj *o = t->objs[i];
+
+			t->objs[i] = o->next;
+			free(o->data);
+			free(o);
+		}
+	pthread_mutex_destroy(&t->lock);
+}
+
+static void ts_stats(struct peer *p)
+{
+	struct ts *t = peer_priv(p);
+
+	pthread_mutex_lock(&t->lock);
+	peer_info("stats: test store: objects %" PRIu64 " deletes %" PRIu64
+		  " failed deletes %" PRIu64,
+		  t->nr_objs, t->deletes, t->failed_deletes);
+	pthread_mutex_unlock(&t->lock);
+}
+
+static uint32_t ts_stats_table(struct peer *p, struct xseg_stat *st,
+			       uint32_t max)
+{
+	struct ts *t = peer_priv(p);
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&t->lock);
+	peer_stat(st, &n, max, "objects", t->nr_objs);
+	peer_stat(st, &n, max, "deletes", t->deletes);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+static const struct peer_ops ts_ops = {
+    .type = "teststore",
+    .summary = "In-memory object store with short answers and failing "
+	       "deletes (vlmc tests).",
+    .priv_size = sizeof(struct ts),
+    .options = ts_options,
+    .options_help = "      --short-reads     serve only what the object "
+		    "holds, garbage after\n"
+		    "      --lie-reads       serve half of every read, "
+		    "garbage after\n"
+		    "      --short-writes    answer writes one byte short\n"
+		    "      --fail-deletes N  fail the first N deletes with "
+		    "EIO\n",
+    .parse_opt = ts_parse,
+    .init = ts_init,
+    .fini = ts_fini,
+    .stats = ts_stats,
+    .stats_table = ts_stats_table,
+    .handlers =
+	{
+	    [XSEG_OP_READ] = ts_read,
+	    [XSEG_OP_WRITE] = ts_write,
+	    [XSEG_OP_FLUSH] = ts_ok,
+	    [XSEG_OP_DELETE] = ts_delete,
+	    [XSEG_OP_INFO] = ts_info,
+	    [XSEG_OP_PING] = ts_ok,
+	},
+};
+
+int main(int argc, char **argv)
+{
+	return peer_main(argc, argv, &ts_ops);
+}

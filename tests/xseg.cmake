@@ -7,3 +7,16 @@ ac_test(test_xseg_mp SOURCES test_xseg_mp.c DEPS xseg xseg_testutil
   TIMEOUT 600)
 ac_test(test_xseg_threads SOURCES test_xseg_threads.c
   DEPS xseg xseg_testutil LABELS concurrent TIMEOUT 600)
+# Kills between the two steps of a request hand-over (review F7) and the
+# races of those steps with a reaper, replayed through test hooks compiled
+# into a private copy of libxseg (the library itself has no hook).
+set(_xseg_dir ${PROJECT_SOURCE_DIR}/xseg)
+ac_test(test_xseg_race
+  SOURCES test_xseg_race.c xseg_testutil.c ${_xseg_dir}/segment.c
+          ${_xseg_dir}/port.c ${_xseg_dir}/request.c ${_xseg_dir}/signal.c
+          ${_xseg_dir}/reaper.c
+  DEPS xq xobj xheap xlock rt TIMEOUT 120)
+if(TARGET test_xseg_race)
+  target_compile_definitions(test_xseg_race PRIVATE XSEG_TEST_HOOKS)
+  target_include_directories(test_xseg_race PRIVATE ${_xseg_dir})
+endif()

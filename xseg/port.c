@@ -191,6 +191,13 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->rejected = rd(&p->rejected);
 	info->forwarded = rd(&p->forwarded);
 	info->reaped = rd(&p->reaped);
+	{
+		uint64_t sw = __atomic_load_n(&p->sleepers, __ATOMIC_RELAXED);
+
+		info->signals = sw >> 32;
+		info->sleepers = (uint32_t)sw;
+	}
+	info->wakes = rd(&p->wakes);
 	info->request_depth = xq_count(pl->reqq);
 	info->reply_depth = xq_count(pl->replyq);
 	info->free_depth = pl->freeq ? xq_count(pl->freeq) : 0;

@@ -7,14 +7,51 @@
  * the reclaimer dies too, its RECLAIM word names a dead process and the next
  * reaper takes over (every step below tolerates being repeated).
  *
- * The cleanup acts only on requests held by the port being reclaimed, and
- * only through a CAS from the (state, holder) word it read, so a submit,
- * forward or answer racing it either wins (the reaper leaves the request
- * alone) or loses (its own CAS fails). A request a submitter or forwarder
- * moved to (SUBMITTED, port) but had not enqueued yet is failed back; its
- * late enqueue leaves a stale index that the next dequeue drops. Replies in
- * flight to the port are dropped by the generation check in receive, or
- * cleaned by the next reap of a free port.
+ * The cleanup acts only on requests held by the port being reclaimed (or,
+ * for a dead owner, moved by it: see below), and only through a CAS from
+ * the (state, mover, holder) word it read, so a submit, forward or answer
+ * racing it either wins (the reaper leaves the request alone) or loses (its
+ * own CAS fails). A request a submitter or forwarder moved to (SUBMITTED,
+ * port) but had not enqueued yet is failed back; its late enqueue leaves a
+ * stale index that the next dequeue drops. Replies in flight to the port
+ * are dropped by the generation check in receive, or cleaned by the next
+ * reap of a free port.
+ *
+ * Stranded hand-overs (review F7). Every hand-over is "store the word, then
+ * enqueue the index", two atomic steps. A process killed between them
+ * leaves the request on no queue. Where the new holder is the dead port
+ * itself (a submit or forward to it, an accept killed between dequeue and
+ * CAS, a receive killed between dequeue and CAS) the scan below finds it
+ * by holder. Where the new holder is a live port, the word names the dead
+ * process's port as "mover": submit stores (SUBMITTED, mover src, eff),
+ * forward (SUBMITTED, mover h, next), respond (SERVED/FAILED, mover h,
+ * src), a fail-back (FAILED, mover actor, src); the receiver's CAS (accept,
+ * receive) clears it. The reap of a dead port P settles every request
+ * whose word still names P as mover, from that exact word:
+ *   (SUBMITTED, P, X), src == P: P was the client and is dead: the request
+ *       is returned to the pool (nobody would read its reply). A CAS from
+ *       the word read moves it away from SUBMITTED, so if P's enqueue did
+ *       happen, accept on X drops that index (its CAS from (SUBMITTED, *,
+ *       X) fails); if accept's CAS came first, the reaper's fails and X
+ *       serves it (the reply then goes to a dead port and is freed there).
+ *   (SUBMITTED, P, X), src != P: P forwarded it; the hand-over is
+ *       completed for P: the index is enqueued on X's request queue.
+ *   (SERVED/FAILED, P, src): P answered it; the answer is delivered: the
+ *       index is enqueued on src's reply queue.
+ * The reaper cannot tell whether P's own enqueue happened (P may have died
+ * after it, before the receiver's take), so the last two cases may put a
+ * second index on the queue. They leave the word as it is, and accept and
+ * receive take a request only by CAS from the exact word they read to
+ * ACCEPTED/RECEIVED (clearing the mover): of the two indexes exactly one
+ * takes it; the other finds it taken and is dropped, or, if the request
+ * has meanwhile gone round again to the same port, finds that later
+ * round's hand-over and takes it in place of that round's own index,
+ * which is then the one dropped. Every round is taken exactly once.
+ * While P is being reclaimed (RECLAIM owner word) nobody but this reaper
+ * can write a word naming P as mover: movers are the acting process's own
+ * ports, and P has no live owner. A reaper killed during all this leaves P
+ * claimed by a dead process; the next reap redoes the scan (a fail-back it
+ * had begun is (ANSWERING, P) or (FAILED, mover P, src): found again).
  */
 #include "xseg_internal.h"
 
@@ -66,6 +103,40 @@ static void fail_reclaimed(struct xseg *seg, uint32_t port,
 		st->requests_freed++;
 }
 
+/* A request whose word names port (dead, claimed by us) as mover and
+ * another port as holder: see "Stranded hand-overs" at the top. */
+static void settle_moved(struct xseg *seg, uint32_t port,
+			 struct xseg_request *req, uint32_t idx, uint64_t w,
+			 struct xseg_reap_stats *st)
+{
+	uint32_t holder = xseg_rs_holder(w);
+
+	switch (xseg_rs_state(w)) {
+	case XSEG_RS_SUBMITTED:
+		/* src is the client's and stable while the word is w: only
+		 * get writes it, and a get needs the word to change. */
+		if (req->src == port) {
+			if (xseg_free_to_pool(seg, req, w, port))
+				st->requests_freed++;
+			break;
+		}
+		if (xseg_rs_load(req) != w)
+			break; /* taken meanwhile */
+		xseg_redeliver(seg, idx, holder, false);
+		st->requests_redelivered++;
+		break;
+	case XSEG_RS_SERVED:
+	case XSEG_RS_FAILED:
+		if (holder != req->src || xseg_rs_load(req) != w)
+			break;
+		xseg_redeliver(seg, idx, holder, true);
+		st->requests_redelivered++;
+		break;
+	default:
+		break;
+	}
+}
+
 void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		       enum xseg_clean_mode mode, struct xseg_reap_stats *st)
 {
@@ -83,10 +154,12 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 	 * owner (whose existence nobody can promise the senders). */
 	while (xq_dequeue(pl->reqq, &idx) == 0) {
 		req = xobj_ptr(seg->pool, idx);
-		if (req)
-			fail_reclaimed(seg, port, req,
-				       xseg_rs_pack(XSEG_RS_SUBMITTED, port),
-				       st);
+		if (!req)
+			continue;
+		w = xseg_rs_load(req);
+		if (xseg_rs_state(w) == XSEG_RS_SUBMITTED &&
+		    xseg_rs_holder(w) == port)
+			fail_reclaimed(seg, port, req, w, st);
 	}
 
 	/* The free cache goes back to the pool before the scan, so a FREE
@@ -117,15 +190,17 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		if ((state != XSEG_RS_SERVED && state != XSEG_RS_FAILED) ||
 		    xseg_rs_holder(w) != port || req->src != port)
 			continue;
-		if (xseg_free_to_pool(seg, req, w))
+		if (xseg_free_to_pool(seg, req, w, port))
 			st->requests_freed++;
 	}
 
 	if (mode == XSEG_CLEAN_DEAD) {
 		/* Only the owner's threads wait on a port, and the owner is
 		 * gone: a count left by a waiter killed inside FUTEX_WAIT
-		 * would otherwise make every later signal a FUTEX_WAKE. */
-		__atomic_store_n(&pl->port->sleepers, 0, __ATOMIC_SEQ_CST);
+		 * would otherwise make every later signal a FUTEX_WAKE. The
+		 * signal count in the high half is kept. */
+		__atomic_fetch_and(&pl->port->sleepers, ~0xffffffffULL,
+				   __ATOMIC_SEQ_CST);
 	}
 	if (mode == XSEG_CLEAN_QUEUES)
 		return;
@@ -137,8 +212,11 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		if (!req)
 			continue;
 		w = xseg_rs_load(req);
-		if (xseg_rs_holder(w) != port)
+		if (xseg_rs_holder(w) != port) {
+			if (mode == XSEG_CLEAN_DEAD && xseg_rs_mover(w) == port)
+				settle_moved(seg, port, req, idx, w, st);
 			continue;
+		}
 		switch (xseg_rs_state(w)) {
 		case XSEG_RS_ACCEPTED:
 			/* Accepted by the port and never answered. */
@@ -164,7 +242,20 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		case XSEG_RS_PREPARED:
 		case XSEG_RS_RECEIVED:
 			/* Held by the port as a client. */
-			if (xseg_free_to_pool(seg, req, w))
+			if (xseg_free_to_pool(seg, req, w, port))
+				st->requests_freed++;
+			break;
+		case XSEG_RS_SERVED:
+		case XSEG_RS_FAILED:
+			/* A reply to the port that is on no queue (its reply
+			 * queue was drained above): a receive killed between
+			 * dequeue and CAS, or an answer whose mover has not
+			 * enqueued yet. Nobody will read it. The mover only
+			 * enqueues after its store and never touches the
+			 * request again, so freeing it is safe; its late
+			 * index is dropped by the next reap of the free
+			 * port or by receive (the word no longer matches). */
+			if (xseg_free_to_pool(seg, req, w, port))
 				st->requests_freed++;
 			break;
 		case XSEG_RS_FREE:
@@ -176,8 +267,6 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 				xobj_put(seg->pool, idx);
 			break;
 		default:
-			/* SERVED / FAILED: in flight to the port's reply
-			 * queue; see the comment at the top. */
 			break;
 		}
 	}

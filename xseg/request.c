@@ -5,24 +5,62 @@
  *
  * Ownership rule that makes this lock-free: a request's payload is touched
  * only by the process of its holder port; it changes hands only through an
- * xq enqueue (release) and the matching dequeue (acquire). state and holder
- * form one 64-bit word changed only by CAS (xseg_rs_*): the reaper of
- * another process reads it while scanning the pool and acts only from the
- * exact pair it read, so it never mixes an old state with a new holder, and
- * a late answer racing a reaper or a release loses cleanly (-ESTALE).
+ * xq enqueue (release) and the matching dequeue (acquire). state, mover and
+ * holder form one 64-bit word changed only by CAS or by its exclusive
+ * holder (xseg_rs_*): the reaper of another process reads it while scanning
+ * the pool and acts only from the exact word it read, so it never mixes an
+ * old state with a new holder, and a late answer racing a reaper or a
+ * release loses cleanly (-ESTALE). Takes (accept, receive) are CASes too,
+ * because a reaper may queue a second index of a hand-over whose mover
+ * died (reaper.c, "Stranded hand-overs").
  */
 #include "xseg_internal.h"
 
 #include <errno.h>
 #include <string.h>
 
-#define PACK(st, h) xseg_rs_pack((st), (h))
-#define ST(w)	    xseg_rs_state(w)
-#define HOLDER(w)   xseg_rs_holder(w)
+#define PACK(st, h)	xseg_rs_pack((st), (h))
+#define PACK3(st, m, h) xseg_rs_pack3((st), (m), (h))
+#define ST(w)		xseg_rs_state(w)
+#define HOLDER(w)	xseg_rs_holder(w)
+
+#ifdef XSEG_TEST_HOOKS
+void (*xseg_test_hook)(enum xseg_test_point pt, struct xseg_request *req);
+#endif
 
 static inline uint64_t stamp(const struct xseg *seg)
 {
 	return seg->timestamps ? xseg_now_ns() : 0;
+}
+
+/* Signal port now, or note it in the caller's batch (signalled once by
+ * xseg_sigbatch_flush). A full batch signals the new port at once. */
+static void notify(struct xseg *seg, uint32_t port, struct xseg_sigbatch *b)
+{
+	if (!b) {
+		xseg_signal(seg, port);
+		return;
+	}
+	for (uint32_t i = 0; i < b->nr; i++)
+		if (b->port[i] == port)
+			return;
+	if (b->nr < XSEG_SIGBATCH_PORTS)
+		b->port[b->nr++] = port;
+	else
+		xseg_signal(seg, port);
+}
+
+unsigned xseg_sigbatch_flush(struct xseg *seg, struct xseg_sigbatch *b)
+{
+	unsigned n;
+
+	if (!b)
+		return 0;
+	n = b->nr;
+	for (uint32_t i = 0; i < n; i++)
+		xseg_signal(seg, b->port[i]);
+	b->nr = 0;
+	return n;
 }
 
 struct xseg_request *xseg_request_at(const struct xseg *seg, uint32_t idx)
@@ -51,15 +89,16 @@ static void req_trim_buffer(struct xseg *seg, struct xseg_request *req)
 }
 
 bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
-		       uint64_t expect)
+		       uint64_t expect, uint32_t actor)
 {
 	uint32_t idx;
 
 	if (xobj_index(seg->pool, req, &idx) < 0)
 		return false;
 	/* Claim it before touching the buffer: whoever changed the word
-	 * first (a late answer, another reaper step) keeps it. */
-	if (!xseg_rs_cas(req, expect, PACK(XSEG_RS_ANSWERING, HOLDER(expect))))
+	 * first (a late answer, another reaper step) keeps it. Held by
+	 * actor meanwhile, so a kill here is found by the reap of actor. */
+	if (!xseg_rs_cas(req, expect, PACK(XSEG_RS_ANSWERING, actor)))
 		return false;
 	req_trim_buffer(seg, req);
 	req->index = idx;
@@ -170,7 +209,8 @@ int xseg_prep_request(struct xseg *seg, struct xseg_request *req,
 	return 0;
 }
 
-int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
+int xseg_submit_batched(struct xseg *seg, struct xseg_request *req,
+			uint32_t dst, struct xseg_sigbatch *b)
 {
 	struct xseg_port *sp, *ep;
 	uint32_t src, eff, idx;
@@ -207,25 +247,32 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 		req->ts_received = 0;
 	}
 	/* One 64-bit store moves state and holder together: a reaper of eff
-	 * sees either the client's pair (not its port's: ignored) or
+	 * sees either the client's word (not its port's: ignored) or
 	 * (SUBMITTED, eff), never a mix. A store suffices: nobody else acts
-	 * on a request the live client holds. */
-	xseg_rs_store(req, PACK(XSEG_RS_SUBMITTED, eff));
+	 * on a request the live client holds. The mover src lets the reap
+	 * of a client killed before the enqueue find the request. */
+	xseg_rs_store(req, PACK3(XSEG_RS_SUBMITTED, src, eff));
+	XSEG_TEST_POINT(XSEG_TP_SUBMIT_STORED, req);
 	if (xq_enqueue(seg->ports[eff].reqq, idx) < 0) {
 		/* Cannot happen: queues hold every request of the pool. If a
 		 * reaper of eff failed it back meanwhile, the reply comes. */
-		if (xseg_rs_cas(req, PACK(XSEG_RS_SUBMITTED, eff), w))
+		if (xseg_rs_cas(req, PACK3(XSEG_RS_SUBMITTED, src, eff), w))
 			return -EAGAIN;
 	}
 	xseg_count(&sp->sent);
-	xseg_signal(seg, eff);
+	notify(seg, eff, b);
 	return 0;
 }
 
-int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
-		   int err, uint32_t counter_port)
+int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 {
-	uint64_t mine = PACK(XSEG_RS_ANSWERING, HOLDER(expect));
+	return xseg_submit_batched(seg, req, dst, NULL);
+}
+
+int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
+		   int err, uint32_t actor)
+{
+	uint64_t mine = PACK(XSEG_RS_ANSWERING, actor);
 	uint32_t src, idx;
 
 	if (xobj_index(seg->pool, req, &idx) < 0)
@@ -238,21 +285,23 @@ int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
 	req->error = err;
 	req->ts_responded = stamp(seg);
 	req->index = idx;
-	if (counter_port < seg->nr_ports)
-		xseg_count(&seg->ports[counter_port].port->failed);
+	if (actor < seg->nr_ports)
+		xseg_count(&seg->ports[actor].port->failed);
 	if (src >= seg->nr_ports ||
 	    __atomic_load_n(&seg->ports[src].port->gen, __ATOMIC_ACQUIRE) !=
 		req->src_gen) {
-		xseg_free_to_pool(seg, req, mine);
+		xseg_free_to_pool(seg, req, mine, actor);
 		return XSEG_FB_FREED;
 	}
-	xseg_rs_store(req, PACK(XSEG_RS_FAILED, src));
+	xseg_rs_store(req, PACK3(XSEG_RS_FAILED, actor, src));
+	XSEG_TEST_POINT(XSEG_TP_FAILBACK_STORED, req);
 	if (xq_enqueue(seg->ports[src].replyq, idx) < 0) {
 		/* Cannot happen: a reply queue holds every index of the pool;
 		 * only stray duplicate indexes (corruption) can fill it. Keep
 		 * the pool whole rather than leak the request. */
 		xseg_count(&seg->ports[src].port->rejected);
-		xseg_free_to_pool(seg, req, PACK(XSEG_RS_FAILED, src));
+		xseg_free_to_pool(seg, req, PACK3(XSEG_RS_FAILED, actor, src),
+				  actor);
 		return XSEG_FB_FREED;
 	}
 	xseg_signal(seg, src);
@@ -350,8 +399,13 @@ static int accept_one(struct xseg *seg, uint32_t port,
 			xseg_count(&pl->port->rejected);
 			continue;
 		}
-		w = PACK(XSEG_RS_SUBMITTED, port);
-		if (!xseg_rs_cas(req, w, PACK(XSEG_RS_ACCEPTED, port))) {
+		XSEG_TEST_POINT(XSEG_TP_ACCEPT_DEQUEUED, req);
+		/* Whatever the mover, the CAS from the word read here takes
+		 * the hand-over exactly once (a reaper settling a stranded
+		 * copy, or a duplicate index, loses or wins it whole). */
+		w = xseg_rs_load(req);
+		if (ST(w) != XSEG_RS_SUBMITTED || HOLDER(w) != port ||
+		    !xseg_rs_cas(req, w, PACK(XSEG_RS_ACCEPTED, port))) {
 			/* A stale or duplicated index: not ours to touch. */
 			xseg_count(&pl->port->rejected);
 			continue;
@@ -395,7 +449,8 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
 	return got;
 }
 
-int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
+int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
+			 struct xseg_sigbatch *b)
 {
 	struct xseg_port *hp;
 	uint32_t h, src, idx, st;
@@ -420,11 +475,15 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 	src = req->src;
 	if (src >= seg->nr_ports) {
 		xseg_count(&hp->rejected);
-		xseg_free_to_pool(seg, req, PACK(XSEG_RS_ANSWERING, h));
+		xseg_free_to_pool(seg, req, PACK(XSEG_RS_ANSWERING, h), h);
 		return 0;
 	}
 	st = error ? XSEG_RS_FAILED : XSEG_RS_SERVED;
-	xseg_rs_store(req, PACK(st, src));
+	/* Mover h: if this process dies before the enqueue, the reap of h
+	 * finds the reply (held by the live client, on no queue) and
+	 * delivers it. */
+	xseg_rs_store(req, PACK3(st, h, src));
+	XSEG_TEST_POINT(XSEG_TP_RESPOND_STORED, req);
 	/* No generation check here (it would read the client's line 1):
 	 * a reply to a port that changed owner since the submit is dropped
 	 * by xseg_receive, or by the reaper if the port stays free. */
@@ -433,14 +492,21 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
 		 * (only stray duplicates from corruption can fill it). Free
 		 * the request rather than leak it; the client times out. */
 		xseg_count(&hp->rejected);
-		xseg_free_to_pool(seg, req, PACK(st, src));
+		xseg_free_to_pool(seg, req, PACK3(st, h, src), h);
 		return -ENOSPC;
 	}
-	xseg_signal(seg, src);
+	XSEG_TEST_POINT(XSEG_TP_RESPOND_ENQUEUED, req);
+	notify(seg, src, b);
 	return 0;
 }
 
-int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
+int xseg_respond(struct xseg *seg, struct xseg_request *req, int error)
+{
+	return xseg_respond_batched(seg, req, error, NULL);
+}
+
+int xseg_forward_batched(struct xseg *seg, struct xseg_request *req,
+			 uint32_t port, struct xseg_sigbatch *b)
 {
 	uint32_t h, idx;
 	uint64_t w;
@@ -461,18 +527,43 @@ int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 		return -ESTALE; /* failed back by a release or a reaper */
 	req->effective_dst = port;
 	xseg_count(&seg->ports[h].port->forwarded);
-	xseg_rs_store(req, PACK(XSEG_RS_SUBMITTED, port));
+	/* Mover h: if this process dies before the enqueue, the reap of h
+	 * finds the request (held by the live next port, on no queue) and
+	 * fails it back to its sender. */
+	xseg_rs_store(req, PACK3(XSEG_RS_SUBMITTED, h, port));
+	XSEG_TEST_POINT(XSEG_TP_FORWARD_STORED, req);
 	if (xq_enqueue(seg->ports[port].reqq, idx) < 0) {
 		/* Cannot happen (queues hold every index of the pool): give
 		 * it back to the caller, unless a reaper of port failed it
 		 * back meanwhile (then it is answered: report success). */
-		if (xseg_rs_cas(req, PACK(XSEG_RS_SUBMITTED, port),
+		if (xseg_rs_cas(req, PACK3(XSEG_RS_SUBMITTED, h, port),
 				PACK(XSEG_RS_ACCEPTED, h)))
 			return -EAGAIN;
 		return 0;
 	}
-	xseg_signal(seg, port);
+	notify(seg, port, b);
 	return 0;
+}
+
+int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
+{
+	return xseg_forward_batched(seg, req, port, NULL);
+}
+
+void xseg_redeliver(struct xseg *seg, uint32_t idx, uint32_t port, bool reply)
+{
+	struct xseg_port_local *pl;
+
+	if (port >= seg->nr_ports)
+		return;
+	pl = &seg->ports[port];
+	/* Full only with stray duplicates (corruption); the request keeps
+	 * its word, and the original enqueue, if it happened, delivers it. */
+	if (xq_enqueue(reply ? pl->replyq : pl->reqq, idx) < 0) {
+		xseg_count(&pl->port->rejected);
+		return;
+	}
+	xseg_signal(seg, port);
 }
 
 static int receive_one(struct xseg *seg, uint32_t port,
@@ -489,6 +580,7 @@ static int receive_one(struct xseg *seg, uint32_t port,
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
+		XSEG_TEST_POINT(XSEG_TP_RECEIVE_DEQUEUED, req);
 		w = xseg_rs_load(req);
 		st = ST(w);
 		if ((st != XSEG_RS_SERVED && st != XSEG_RS_FAILED) ||
@@ -497,12 +589,17 @@ static int receive_one(struct xseg *seg, uint32_t port,
 		if (req->src_gen !=
 		    __atomic_load_n(&pl->port->gen, __ATOMIC_RELAXED)) {
 			/* A reply to this port's previous owner. */
-			xseg_free_to_pool(seg, req, w);
+			xseg_free_to_pool(seg, req, w, port);
 			continue;
 		}
-		/* A store: a reply on our queue is acted on by us only (the
-		 * reaper of this port runs only once we are dead). */
-		xseg_rs_store(req, PACK(XSEG_RS_RECEIVED, port));
+		/* A CAS, not a store: the reaper of a dead mover may have
+		 * queued this reply a second time (it cannot tell whether
+		 * the mover's enqueue happened), and two of our threads may
+		 * hold the two indexes. The CAS takes it once; the other
+		 * index finds it RECEIVED (or in a later round's state,
+		 * which it then takes as that round's reply, equally once). */
+		if (!xseg_rs_cas(req, w, PACK(XSEG_RS_RECEIVED, port)))
+			continue;
 		if (req->index != idx)
 			req->index = idx;
 		if (seg->timestamps)

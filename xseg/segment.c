@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define XSEG_MAX_PORTS	  65536u
+#define XSEG_MAX_PORTS	  65535u /* XSEG_NOMOVER (0xffff) is no port */
 #define XSEG_MAX_REQUESTS (1u << 30)
 #define XSEG_MAX_DATA	  (1ULL << 40)
 

@@ -2,11 +2,16 @@
 /*
  * xseg signaling: futex words in the segment, spin-then-sleep waits.
  *
- * Protocol (per port: futex_seq, sleepers; both 32-bit words in the segment)
+ * Protocol (per port: futex_seq, a 32-bit word, and sleepers, a 64-bit word
+ * whose low half counts sleepers and whose high half counts signals)
  *   waiter:   sleepers += 1 (seq_cst RMW); v = futex_seq; re-check queues;
  *             FUTEX_WAIT(futex_seq, v); sleepers -= 1
- *   signaler: enqueue (seq_cst CAS inside xq); s = sleepers (seq_cst RMW);
- *             if s: futex_seq += 1; FUTEX_WAKE(futex_seq, all)
+ *   signaler: enqueue (seq_cst CAS inside xq); s = sleepers (seq_cst RMW,
+ *             adding 2^32: the signal count); if low half of s:
+ *             futex_seq += 1; wakes += 1; FUTEX_WAKE(futex_seq, all)
+ * A batch (xseg_sigbatch) does several enqueues and then one signal: the
+ * argument below holds for every enqueue of the batch, since each one
+ * precedes the signal's RMW.
  * Either the signaler's read of sleepers comes after the waiter's increment
  * in the single order of seq_cst operations, and it bumps the word (the
  * waiter's FUTEX_WAIT then returns at once or is woken), or it comes before
@@ -77,9 +82,13 @@ void xseg_signal(struct xseg *seg, uint32_t port)
 	if (port >= seg->nr_ports)
 		return;
 	p = seg->ports[port].port;
-	if (__atomic_fetch_add(&p->sleepers, 0, __ATOMIC_SEQ_CST) == 0)
+	/* The RMW that orders us after the enqueue also counts the signal:
+	 * no extra atomic on the fast path. */
+	if ((uint32_t)__atomic_fetch_add(&p->sleepers, 1ULL << 32,
+					 __ATOMIC_SEQ_CST) == 0)
 		return;
 	__atomic_fetch_add(&p->futex_seq, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&p->wakes, 1, __ATOMIC_RELAXED);
 	futex_wake_all(&p->futex_seq);
 }
 
@@ -91,6 +100,7 @@ void xseg_kick(struct xseg *seg, uint32_t port)
 		return;
 	p = seg->ports[port].port;
 	__atomic_fetch_add(&p->futex_seq, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&p->wakes, 1, __ATOMIC_RELAXED);
 	futex_wake_all(&p->futex_seq);
 }
 

@@ -64,11 +64,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define XSEG_MAGIC	   0x3147455358435241ULL /* "ARCXSEG1", little endian */
-#define XSEG_VERSION	   2 /* 2: per-port statistics area */
+#define XSEG_MAGIC 0x3147455358435241ULL /* "ARCXSEG1", little endian */
+#define XSEG_VERSION                                                           \
+	3 /* 2: per-port statistics area; 3: request                           \
+	     mover, port signal/wake counters */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX
+#define XSEG_NOMOVER	   UINT16_MAX /* ports are 0 .. 65534 */
 #define XSEG_WAIT_FOREVER  UINT64_MAX
 #define XSEG_ERRBUF_LEN	   256 /* enough for any message of create/join */
 
@@ -146,16 +149,22 @@ struct xseg_request {
 	 * accept, validate and answer a request, so that a round trip moves
 	 * this one line each way (plus line 1 only if the server sets
 	 * serviced or timestamps, and the target lines if it reads them). */
-	/* state and holder form one 64-bit word, changed only as a whole
-	 * (compare-and-swap from the expected pair), so that a reaper never
-	 * sees a new holder with an old state or the reverse. Read them
-	 * with atomics; never write them. */
+	/* state, mover and holder form one 64-bit word, changed only as a
+	 * whole (compare-and-swap from the expected value), so that a reaper
+	 * never sees a new holder with an old state or the reverse. Read
+	 * them with atomics; never write them. mover names the port whose
+	 * process published the current hand-over (submit, forward,
+	 * respond, fail-back) until the receiver takes it, so that the
+	 * reap of a mover killed between its store and its enqueue finds
+	 * the request (see xseg_reap). API change (layout version 3):
+	 * state shrank from 32 to 16 bits to make room for mover. */
 	union {
 		struct {
-			uint32_t state;	 /* (lib) enum xseg_req_state */
+			uint16_t state;	 /* (lib) enum xseg_req_state */
+			uint16_t mover;	 /* (lib) port or XSEG_NOMOVER */
 			uint32_t holder; /* (lib) port that must act on it */
 		};
-		uint64_t state_holder; /* (lib) both, for atomic access */
+		uint64_t state_holder; /* (lib) all three, atomically */
 	};
 	uint32_t src;		/* (lib) port that got and submitted it */
 	uint32_t dst;		/* (lib) port it was addressed to */
@@ -225,8 +234,8 @@ void xseg_config_default(struct xseg_config *cfg);
  * it and return a handle in *segp. errbuf (may be NULL) receives a
  * one-line message on failure, naming the segment.
  * Errors: -EINVAL (bad name or configuration: sizes that do not fit,
- * zero ports, too few requests), -EEXIST (the name exists), -ENOMEM,
- * or the errno of shm_open/ftruncate/mmap. On failure nothing is left
+ * zero or more than 65535 ports, too few requests), -EEXIST (the name exists),
+ * -ENOMEM, or the errno of shm_open/ftruncate/mmap. On failure nothing is left
  * behind (the shm object is unlinked). */
 int xseg_create(const char *name, const struct xseg_config *cfg,
 		struct xseg **segp, char *errbuf, size_t errlen);
@@ -348,6 +357,13 @@ struct xseg_port_info {
 			       because they could not be answered */
 	uint64_t forwarded; /* passed on with xseg_forward */
 	uint64_t reaped;    /* requests failed back by reclaims of it */
+	/* signaling of this port (API change: added in version 3); any
+	 * process's signals count, so these are exact at any time */
+	uint64_t signals;  /* xseg_signal calls for it (submits, responds,
+			      forwards to it, flushed batches), modulo 2^32 */
+	uint64_t wakes;	   /* FUTEX_WAKE syscalls made for it (a signal that
+			      found a sleeper registered, and kicks) */
+	uint32_t sleepers; /* threads registered asleep right now */
 	/* queue depths (xq_count snapshots) */
 	uint64_t request_depth;
 	uint64_t reply_depth;
@@ -586,8 +602,55 @@ int xseg_wait_replies(struct xseg *seg, uint32_t port, uint64_t timeout_ns);
 int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		    struct xseg_request **reqp);
 
-/* Wake port's sleepers if any are registered (what submit/respond do). */
+/* Wake port's sleepers if any are registered (what submit/respond do).
+ * Cost: one seq_cst RMW on the port's sleeper word (a cache line shared
+ * with the port's waiters), plus a FUTEX_WAKE syscall if a sleeper is
+ * registered. Counted in xseg_port_info's signals (and wakes). */
 void xseg_signal(struct xseg *seg, uint32_t port);
+
+/*
+ * Batched signaling. A thread that submits, answers or forwards several
+ * requests in a row (a batch of NBD commands, the replies to a batch of
+ * accepted requests) passes a struct xseg_sigbatch to the *_batched calls:
+ * they enqueue exactly as the plain calls do but only note the port to
+ * signal; xseg_sigbatch_flush then signals each noted port once. One
+ * wake-up (at most one FUTEX_WAKE) per port per batch instead of one per
+ * request, and the receiver finds the whole batch queued when it wakes.
+ *
+ * Contract:
+ * - The batch is process-local and single-threaded (one per thread, e.g.
+ *   on the stack); b == NULL means "signal now" (the plain call).
+ * - Flush before the thread waits, blocks or returns to code that may
+ *   wait: an unflushed batch delays the receiver's wake-up (a receiver
+ *   that polls, or is awake anyway, still sees the requests at once:
+ *   they are queued before the call returns). No wake-up is lost by
+ *   deferring: the flush's signal follows every enqueue of the batch, and
+ *   the protocol above only needs the signal after the enqueue.
+ * - A batch remembers up to XSEG_SIGBATCH_PORTS distinct ports; a further
+ *   port is signalled at once.
+ * - Errors are those of the plain calls; on error nothing is noted.
+ */
+#define XSEG_SIGBATCH_PORTS 8
+struct xseg_sigbatch {
+	uint32_t nr; /* ports noted */
+	uint32_t port[XSEG_SIGBATCH_PORTS];
+};
+
+static inline void xseg_sigbatch_init(struct xseg_sigbatch *b)
+{
+	b->nr = 0;
+}
+
+int xseg_submit_batched(struct xseg *seg, struct xseg_request *req,
+			uint32_t dst, struct xseg_sigbatch *b);
+int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
+			 struct xseg_sigbatch *b);
+int xseg_forward_batched(struct xseg *seg, struct xseg_request *req,
+			 uint32_t port, struct xseg_sigbatch *b);
+
+/* Signal every port noted in b once (xseg_signal) and empty b. Returns the
+ * number of ports signalled. b may be NULL (returns 0). */
+unsigned xseg_sigbatch_flush(struct xseg *seg, struct xseg_sigbatch *b);
 
 /* Always bump port's futex word and wake all its waiters, e.g. from a
  * shutdown path so worker threads notice a stop flag. Async-signal-safe. */
@@ -598,10 +661,14 @@ void xseg_kick(struct xseg *seg, uint32_t port);
  */
 
 struct xseg_reap_stats {
-	uint32_t ports_reclaimed; /* dead-owned ports made free */
-	uint32_t requests_failed; /* failed back with ECONNRESET */
-	uint32_t requests_freed;  /* returned to the pool (held by a dead
-				     client, or replies nobody will read) */
+	uint32_t ports_reclaimed;      /* dead-owned ports made free */
+	uint32_t requests_failed;      /* failed back with ECONNRESET */
+	uint32_t requests_freed;       /* returned to the pool (held by a dead
+					  client, or replies nobody will read) */
+	uint32_t requests_redelivered; /* forwards and answers a dead peer
+					  had published but maybe not
+					  queued: queued again (API change:
+					  added in version 3) */
 };
 
 /* Find ports whose owner is dead (pid gone, zombie, or start time differs)
@@ -614,9 +681,16 @@ struct xseg_reap_stats {
  *      had accepted and not answered, with error ECONNRESET, to their
  *      senders (requests are never left queued for a future owner);
  *   4. return to the pool the requests the dead process held as a client
- *      (prepared, received, or replies on its reply queue) and empty its
- *      free queue;
- *   5. mark the port free.
+ *      (prepared, received, or replies on its reply queue or on their way
+ *      to it) and empty its free queue;
+ *   5. settle every hand-over the dead process published and may not have
+ *      queued (the request's word still names the port as mover): a
+ *      request it submitted goes back to the pool (nobody would read the
+ *      reply); a request it forwarded is queued on the next port's request
+ *      queue, an answer it gave on the sender's reply queue, again (taken
+ *      exactly once even if the dead process's enqueue happened too:
+ *      accept and receive take a request by CAS from the word they read);
+ *   6. mark the port free.
  * Free ports with stray requests on their queue (submitted while the
  * owner was dying) are cleaned the same way. Costs one /proc read per bound
  * port, plus a scan of the request pool only when a port is reclaimed.

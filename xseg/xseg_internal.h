@@ -120,8 +120,13 @@ struct xseg_port {
 	 * so spinning waiters' reads of it are not disturbed per signal */
 	_Alignas(64) uint32_t futex_seq;
 
-	/* line 3: registered sleepers; every signal does an RMW on it */
-	_Alignas(64) uint32_t sleepers;
+	/* line 3: every signal does one RMW on sleepers: the low 32 bits
+	 * count registered sleepers (waiters add and remove 1), the high 32
+	 * bits count the signals sent to the port (each signal adds 2^32),
+	 * so counting costs no extra atomic. wakes counts the FUTEX_WAKE
+	 * calls made for the port (only on that slow path). */
+	_Alignas(64) uint64_t sleepers;
+	uint64_t wakes;
 
 	/* line 4: server-side counters, written by the owner only */
 	_Alignas(64) uint64_t accepted;
@@ -219,37 +224,89 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
  * Returns XSEG_FB_QUEUED, XSEG_FB_FREED, or XSEG_FB_LOST if the word had
  * changed (somebody else acted on it first: nothing was done). */
 enum { XSEG_FB_LOST = -1, XSEG_FB_FREED = 0, XSEG_FB_QUEUED = 1 };
+/* actor: the port on whose behalf this runs (the accepting port, the port
+ * being released or reclaimed). It holds the request while the error is
+ * written (ANSWERING, actor) and is recorded as the reply's mover, so
+ * that if this process dies half-way the reap of actor finishes the job.
+ * Its counters are bumped. */
 int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
-		   int err, uint32_t counter_port);
+		   int err, uint32_t actor);
 /* Return a request to the global pool regardless of caches, if its word
- * still equals expect. Returns false (nothing done) if it changed. */
+ * still equals expect; while it does so, the request is (ANSWERING,
+ * actor). Returns false (nothing done) if the word had changed. */
 bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
-		       uint64_t expect);
+		       uint64_t expect, uint32_t actor);
+/* Enqueue index idx on port's reply queue (reply) or request queue again
+ * and signal port: the re-delivery of a hand-over whose mover died (the
+ * reaper cannot tell whether the mover's enqueue happened; accept's and
+ * receive's CAS take the request through one of the two indexes). */
+void xseg_redeliver(struct xseg *seg, uint32_t idx, uint32_t port, bool reply);
+
+#ifdef XSEG_TEST_HOOKS
+/* Tests only (a private copy of the library built with XSEG_TEST_HOOKS):
+ * called at the instants a kill strands a request, so a test can die or
+ * reap exactly there. */
+enum xseg_test_point {
+	XSEG_TP_SUBMIT_STORED,	  /* submit: word stored, not enqueued */
+	XSEG_TP_ACCEPT_DEQUEUED,  /* accept: dequeued, before the CAS */
+	XSEG_TP_RESPOND_STORED,	  /* respond: word stored, not enqueued */
+	XSEG_TP_RESPOND_ENQUEUED, /* respond: enqueued, not signalled */
+	XSEG_TP_FORWARD_STORED,	  /* forward: word stored, not enqueued */
+	XSEG_TP_FAILBACK_STORED,  /* fail-back: word stored, not enqueued */
+	XSEG_TP_RECEIVE_DEQUEUED, /* receive: dequeued, before the CAS */
+};
+extern void (*xseg_test_hook)(enum xseg_test_point pt,
+			      struct xseg_request *req);
+#define XSEG_TEST_POINT(pt, req)                                               \
+	do {                                                                   \
+		if (xseg_test_hook)                                            \
+			xseg_test_hook((pt), (req));                           \
+	} while (0)
+#else
+#define XSEG_TEST_POINT(pt, req)                                               \
+	do {                                                                   \
+	} while (0)
+#endif
 
 /*
- * The (state, holder) word of a request. Every transition that can race
- * is a CAS from the exact pair the actor read (a request the actor holds
- * exclusively - get, prep, submit, receive - takes a release store), so
- * that the reaper, a late completion and
- * the owner can race on a request and exactly one of them wins: the loser
- * sees the CAS fail and does nothing. A winner that must write payload
- * fields (error, timestamps) before handing the request on first moves it
- * to XSEG_RS_ANSWERING (still held by its port), writes, then stores the
- * final pair with release order and enqueues the index.
+ * The (state, mover, holder) word of a request. Every transition that can
+ * race is a CAS from the exact word the actor read (a request the actor
+ * holds exclusively - get, prep, submit - takes a release store), so that
+ * the reaper, a late completion and the owner can race on a request and
+ * exactly one of them wins: the loser sees the CAS fail and does nothing.
+ * A winner that must write payload fields (error, timestamps) before
+ * handing the request on first moves it to XSEG_RS_ANSWERING (still held
+ * by its port), writes, then stores the final word with release order and
+ * enqueues the index. A hand-over's word names the acting port as mover
+ * until the receiver's CAS (accept, receive) takes it: see "Stranded
+ * hand-overs" in reaper.c for why, and why a queue may then hold a second
+ * index of a request that only one of the two takes.
  */
-/* The word's two halves, in memory order (what the CAS compares). */
+/* The word's three parts, in memory order (what the CAS compares). */
 union xseg_rs_word {
 	struct {
-		uint32_t state, holder;
+		uint16_t state, mover;
+		uint32_t holder;
 	};
 	uint64_t w;
 };
 
-static inline uint64_t xseg_rs_pack(uint32_t state, uint32_t holder)
+/* A word with a mover: a hand-over published by port mover and not yet
+ * taken by its receiver (see "Stranded hand-overs" in reaper.c). */
+static inline uint64_t xseg_rs_pack3(uint32_t state, uint32_t mover,
+				     uint32_t holder)
 {
-	union xseg_rs_word u = {.state = state, .holder = holder};
+	union xseg_rs_word u = {.state = (uint16_t)state,
+				.mover = (uint16_t)mover,
+				.holder = holder};
 
 	return u.w;
+}
+
+/* A word without a mover (nothing in flight on a queue by a third port). */
+static inline uint64_t xseg_rs_pack(uint32_t state, uint32_t holder)
+{
+	return xseg_rs_pack3(state, XSEG_NOMOVER, holder);
 }
 
 static inline uint32_t xseg_rs_state(uint64_t w)
@@ -257,6 +314,13 @@ static inline uint32_t xseg_rs_state(uint64_t w)
 	union xseg_rs_word u = {.w = w};
 
 	return u.state;
+}
+
+static inline uint32_t xseg_rs_mover(uint64_t w)
+{
+	union xseg_rs_word u = {.w = w};
+
+	return u.mover;
 }
 
 static inline uint32_t xseg_rs_holder(uint64_t w)

@@ -65,6 +65,13 @@ readback() { rm -f $T/back; nbdcopy "$U" $T/back && cmp -s $T/pat $T/back; }
 
 $X stack status --dir $D | grep -q "^supervisor: pid [0-9]*, restarts: store 0, cached 0, vlmc 0" &&
 	ok "start runs a supervisor" || fail "no supervisor in status: $($X stack status --dir $D | tail -1)"
+$X stack status --dir $D --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["supervisor"]
+assert s["running"] and s["pid"] > 0, s
+assert [p["role"] for p in s["peers"]] == ["store", "cached", "vlmc"], s
+assert not any(p["restarts"] or p["gave_up"] for p in s["peers"]), s
+' && ok "status --json: supervisor running, no restarts" || fail "status --json supervisor"
 $X volume --dir $D create vol 8M || die "volume create"
 head -c 8M /dev/urandom > $T/pat
 nbdcopy --flush $T/pat "$U" || die "nbdcopy write"
@@ -118,6 +125,11 @@ $X stack status --dir $D | grep -q "cached 5 (gave up)" && ! plugged &&
 	ok "cached killed 5 times: given up on, unplugged" ||
 	fail "give-up: $($X stack status --dir $D | tail -2)"
 grep -q "giving up on it" $D/run/supervisor.log || fail "give-up not logged"
+$X stack status --dir $D --json | python3 -c '
+import json, sys
+p = {p["role"]: p for p in json.load(sys.stdin)["supervisor"]["peers"]}
+assert p["cached"]["gave_up"] and p["cached"]["restarts"] == 5, p
+' && ok "status --json: gave up on cached" || fail "status --json after give-up"
 readback && ok "volume served after giving up on cached" || fail "read after give-up"
 $X stack plug-cached --dir $D >/dev/null || fail "plug after give-up"
 old=$(pidof_role cached)

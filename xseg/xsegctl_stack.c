@@ -850,7 +850,9 @@ static int stack_status(struct stack *st)
 		}
 	}
 	if (st->json) {
-		printf("],\"cache_stats\":");
+		printf("],\"supervisor\":");
+		stack_print_supervisor_json(st);
+		printf(",\"cache_stats\":");
 		stack_json_str(stats);
 		printf(",\"volumes\":");
 		stack_json_str(vols ? vols : "");

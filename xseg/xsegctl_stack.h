@@ -78,8 +78,11 @@ bool stack_cached_off(const struct stack *st);
 int stack_start_supervisor(const struct stack *st);
 /* SIGTERM the stack's supervisor, if one runs, and wait for it to exit. */
 int stack_stop_supervisor(const struct stack *st);
-/* Print the supervisor's state line(s) for `stack status`. */
+/* Print the supervisor's state for `stack status`: one line, or (json)
+ * an object {"pid":N,"running":B,"peers":[{"role":R,"restarts":N,
+ * "gave_up":B},...]}. */
 void stack_print_supervisor(const struct stack *st);
+void stack_print_supervisor_json(const struct stack *st);
 /* `xsegctl stack supervise`: run the supervisor in the foreground until
  * SIGTERM/SIGINT or until the stack's segment is removed. */
 int stack_supervise(struct stack *st);

@@ -276,6 +276,10 @@ int stack_supervise(struct stack *st)
 			if (r == STACK_ROLE_CACHED &&
 			    (!stack_plugged(seg) || stack_cached_off(st)))
 				continue;
+			/* a teardown (stop, a test's cleanup) kills peers
+			 * and then removes the segment: do not race it */
+			if (!sup_segment_same(st, sb.st_ino))
+				break;
 			sup_restart(st, seg, r, &peers[r]);
 			sup_write_state(st, peers);
 		}
@@ -355,10 +359,52 @@ int stack_stop_supervisor(const struct stack *st)
 	return -ETIMEDOUT;
 }
 
-void stack_print_supervisor(const struct stack *st)
+/* Call fn for each peer line of the supervisor's state file. */
+static void sup_read_state(const struct stack *st,
+			   void (*fn)(const char *role, unsigned restarts,
+				      bool gave_up, void *arg),
+			   void *arg)
 {
 	char path[PATH_MAX + 32], *text, *line, *save;
+
+	sup_path(path, sizeof(path), st, "supervisor.state");
+	if (stack_read_file(path, &text))
+		return;
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char name[16], state[16];
+		unsigned n;
+
+		if (sscanf(line, "%15s %u %15s", name, &n, state) == 3)
+			fn(name, n, strcmp(state, "ok") != 0, arg);
+	}
+	free(text);
+}
+
+static void sup_print_peer(const char *role, unsigned restarts, bool gave_up,
+			   void *arg)
+{
+	const char **sep = arg;
+
+	printf("%s%s %u%s", *sep, role, restarts, gave_up ? " (gave up)" : "");
+	*sep = ", ";
+}
+
+static void sup_print_peer_json(const char *role, unsigned restarts,
+				bool gave_up, void *arg)
+{
+	const char **sep = arg;
+
+	/* role names come from our own table: no escaping needed */
+	printf("%s{\"role\":\"%s\",\"restarts\":%u,\"gave_up\":%s}", *sep, role,
+	       restarts, gave_up ? "true" : "false");
+	*sep = ",";
+}
+
+void stack_print_supervisor(const struct stack *st)
+{
 	pid_t pid = stack_pidfile(st, "supervisor");
+	const char *sep = " ";
 
 	if (!sup_pid_runs(pid, "xsegctl")) {
 		printf("supervisor: not running%s\n",
@@ -368,22 +414,19 @@ void stack_print_supervisor(const struct stack *st)
 		return;
 	}
 	printf("supervisor: pid %d, restarts:", (int)pid);
-	sup_path(path, sizeof(path), st, "supervisor.state");
-	if (!stack_read_file(path, &text)) {
-		const char *sep = " ";
-
-		for (line = strtok_r(text, "\n", &save); line;
-		     line = strtok_r(NULL, "\n", &save)) {
-			char name[16], state[16];
-			unsigned n;
-
-			if (sscanf(line, "%15s %u %15s", name, &n, state) != 3)
-				continue;
-			printf("%s%s %u%s", sep, name, n,
-			       strcmp(state, "ok") ? " (gave up)" : "");
-			sep = ", ";
-		}
-		free(text);
-	}
+	sup_read_state(st, sup_print_peer, &sep);
 	putchar('\n');
+}
+
+void stack_print_supervisor_json(const struct stack *st)
+{
+	pid_t pid = stack_pidfile(st, "supervisor");
+	bool running = sup_pid_runs(pid, "xsegctl");
+	const char *sep = "";
+
+	printf("{\"pid\":%d,\"running\":%s,\"peers\":[", running ? (int)pid : 0,
+	       running ? "true" : "false");
+	if (running)
+		sup_read_state(st, sup_print_peer_json, &sep);
+	printf("]}");
 }

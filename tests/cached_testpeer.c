@@ -6,7 +6,10 @@
  *   --fail-every N   fail every Nth READ/WRITE/FLUSH with EIO (N >= 2)
  *   --zero-writes    complete every WRITE with success but 0 bytes served
  *   --fail-writes    fail every WRITE with EIO
- * It counts FLUSH requests; SIGUSR1 logs its counters.
+ * It counts FLUSH requests; SIGUSR1 logs its counters. HASH answers an
+ * FNV-1a digest of the object's size and contents (as the blocker's HASH,
+ * it changes with the size), so a test can compare objects written
+ * through cached and directly.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -202,6 +205,33 @@ static int tp_info(struct peer *p, struct xseg_request *req)
 	return peer_complete(p, req, o ? 0 : ENOENT);
 }
 
+static int tp_hash_op(struct peer *p, struct xseg_request *req)
+{
+	struct tp *t = peer_priv(p);
+	struct xseg_reply_hash *h = xseg_request_data(peer_seg(p), req);
+	uint64_t d = 14695981039346656037ull, size = 0;
+	struct tp_obj *o;
+
+	if (!h || req->size < sizeof(*h))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	o = tp_find(t, req->target, req->targetlen, false);
+	if (o) {
+		size = o->size;
+		for (unsigned i = 0; i < 8; i++)
+			d = (d ^ ((size >> (8 * i)) & 0xff)) * 1099511628211ull;
+		for (uint64_t i = 0; i < size; i++)
+			d = (d ^ o->data[i]) * 1099511628211ull;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (!o)
+		return peer_complete(p, req, ENOENT);
+	memset(h, 0, sizeof(*h));
+	h->len = sizeof(d);
+	memcpy(h->hash, &d, sizeof(d));
+	return peer_complete(p, req, 0);
+}
+
 static int tp_init(struct peer *p)
 {
 	struct tp *t = peer_priv(p);
@@ -253,6 +283,7 @@ static const struct peer_ops tp_ops = {
 	    [XSEG_OP_FLUSH] = tp_flush,
 	    [XSEG_OP_DELETE] = tp_delete,
 	    [XSEG_OP_INFO] = tp_info,
+	    [XSEG_OP_HASH] = tp_hash_op,
 	},
 };
 

@@ -845,11 +845,11 @@ START_TEST(test_eviction_flushes_dirty_object)
 	ck_assert_uint_ge(C.st.evictions, 1);
 	ck_assert_uint_ge(nr_sent, 1);
 	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
-	ck_assert_uint_eq(C.kept_buckets, 1);
+	ck_assert_uint_eq(C.away_buckets, 1);
 	uint32_t free_before = cached_pool_nr_free(&C.pool);
 	serve_all();
 	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), free_before + 1);
-	ck_assert_uint_eq(C.kept_buckets, 0);
+	ck_assert_uint_eq(C.away_buckets, 0);
 	ck_assert_uint_eq(cached_unclean(&C), 4);
 }
 END_TEST
@@ -948,8 +948,8 @@ START_TEST(test_info_asked_once_then_from_cache)
 	ck_assert_uint_eq(info_size(i2), 3 * BS + 100);
 	ck_assert_uint_eq(C.st.info_hits, 1);
 	ck_assert_uint_eq(C.st.info_asked, 1);
-	/* a write past the end (dirty, not flushed) grows the size to the
-	 * end of its bucket: what the next port reports once flushed */
+	/* a write past the end (dirty, not flushed) grows the size to its
+	 * end, exactly: what the next port reports once flushed */
 	w = client(2, XSEG_OP_WRITE, "a", 6 * BS + 10, 20);
 	ck_assert_int_eq(submit(w), 0);
 	serve_all(); /* read-modify-write fetch */
@@ -958,7 +958,7 @@ START_TEST(test_info_asked_once_then_from_cache)
 	i2 = info_req(3, "a");
 	ck_assert_int_eq(submit(i2), 0);
 	ck_assert(i2->done);
-	ck_assert_uint_eq(info_size(i2), 7 * BS);
+	ck_assert_uint_eq(info_size(i2), 6 * BS + 30);
 	ck_assert_uint_eq(nr_sent, 0);
 }
 END_TEST
@@ -1327,7 +1327,7 @@ START_TEST(test_evicted_flush_failing_not_retried_in_a_loop)
 	}
 	ck_assert_uint_eq(C.st.flush_rounds, 1);
 	ck_assert_uint_eq(C.st.deferred_retries, 1);
-	ck_assert_uint_eq(C.kept_buckets, 1);
+	ck_assert_uint_eq(C.away_buckets, 1);
 	/* still failing: one more round per retry call */
 	ck_assert_uint_eq(cached_retry_failed(&C), 1);
 	ck_assert_uint_eq(C.st.flush_rounds, 2);
@@ -1338,7 +1338,7 @@ START_TEST(test_evicted_flush_failing_not_retried_in_a_loop)
 	ck_assert_uint_eq(cached_retry_failed(&C), 0);
 	serve_all();
 	/* written and released */
-	ck_assert_uint_eq(C.kept_buckets, 0);
+	ck_assert_uint_eq(C.away_buckets, 0);
 	ck_assert_uint_eq(store_a[0], 1);
 	ck_assert_uint_eq(cached_unclean(&C), 4);
 }
@@ -1467,7 +1467,7 @@ START_TEST(test_space_parked_not_starved)
 	q = client(4, XSEG_OP_WRITE, "e", 0, OBJ_SIZE);
 	ck_assert_int_eq(submit(q), 0);
 	ck_assert(!q->done);
-	ck_assert_uint_eq(C.kept_buckets, 16);
+	ck_assert_uint_eq(C.away_buckets, 16);
 	ck_assert_uint_eq(nr_sent, 4);
 	/* p parks too: k's buckets are counted as coming, nothing evicted */
 	p = client(5, XSEG_OP_WRITE, "h", 0, OBJ_SIZE);
@@ -1486,6 +1486,344 @@ START_TEST(test_space_parked_not_starved)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Review minors M1-M3, M8-M10, NOCACHE of absent objects              */
+/* ------------------------------------------------------------------ */
+
+/* M1: space_want is the largest need of the requests parked now, not of
+ * every request that ever parked. */
+START_TEST(test_space_want_follows_parked)
+{
+	struct fake_req *w, *big, *t;
+	const char *names[] = {"k", "x", "y"};
+
+	for (unsigned i = 0; i < 3; i++) {
+		w = client(i, XSEG_OP_WRITE, names[i], 0, OBJ_SIZE);
+		ck_assert_int_eq(submit(w), 0);
+	}
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	/* a whole-object write parks: want 16 */
+	big = client(3, XSEG_OP_WRITE, "e", 0, OBJ_SIZE);
+	ck_assert_int_eq(submit(big), 0);
+	ck_assert(!big->done);
+	ck_assert_uint_eq(C.space_want, 16);
+	for (int guard = 0; guard < 20 && nr_sent; guard++)
+		serve_all();
+	ck_assert(big->done);
+	ck_assert_int_eq(big->error, 0);
+	/* nobody parked: nothing wanted (it stayed 16) */
+	ck_assert_uint_eq(xwaitq_nr_queued(&C.space_waitq), 0);
+	ck_assert_uint_eq(C.space_want, 0);
+	/* a one-bucket write that parks waits for one bucket, not 16 */
+	t = client(4, XSEG_OP_WRITE, "t", 0, BS);
+	ck_assert_int_eq(submit(t), 0);
+	ck_assert(!t->done);
+	ck_assert_uint_eq(C.space_want, 1);
+	for (int guard = 0; guard < 20 && nr_sent; guard++)
+		serve_all();
+	ck_assert(t->done);
+	ck_assert_int_eq(t->error, 0);
+	ck_assert_uint_eq(C.space_want, 0);
+}
+END_TEST
+
+/* M2: a park evicts until the free buckets plus those of every evicted
+ * object (clean ones still in use included) cover the need: here one
+ * victim, not every object in the cache. */
+START_TEST(test_park_evicts_only_what_is_needed)
+{
+	struct fake_req *r[3], *w;
+	const char *names[] = {"a", "b", "c"};
+
+	/* three whole-object reads: a's fetches take the 4 requests, b and
+	 * c wait for requests; all hold their (clean) objects */
+	for (unsigned i = 0; i < 3; i++) {
+		r[i] = client(i, XSEG_OP_READ, names[i], 0, OBJ_SIZE);
+		ck_assert_int_eq(submit(r[i]), 0);
+		ck_assert(!r[i]->done);
+	}
+	ck_assert_uint_eq(nr_sent, MAX_NREQ);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	w = client(3, XSEG_OP_WRITE, "d", 0, OBJ_SIZE);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	/* a's 16 buckets come back when its read is done: enough */
+	ck_assert_uint_eq(C.st.evictions, 1);
+	ck_assert_uint_eq(C.away_buckets, 16);
+	for (int guard = 0; guard < 40 && nr_sent; guard++)
+		serve_all();
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert(r[i]->done);
+		ck_assert_int_eq(r[i]->error, 0);
+		ck_assert_mem_eq(r[i]->buf, store_a, OBJ_SIZE);
+	}
+	ck_assert_uint_eq(C.away_buckets, 0);
+}
+END_TEST
+
+/* M3: an object re-inserted during its flush and evicted again before
+ * the flush ended counts as coming back again. */
+START_TEST(test_reevicted_during_flush_counted)
+{
+	struct fake_req *w;
+	struct cached_obj *o0;
+	char name[8];
+	int guard;
+
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		ck_assert_int_eq(submit(w), 0);
+	}
+	ck_assert_uint_eq(nr_sent, 1); /* o0 evicted, its flush in flight */
+	o0 = sent[0]->obj;
+	ck_assert_uint_eq(C.away_buckets, 1);
+	/* back (a hit), which evicts o1 (dirty: flushed too) */
+	w = client(10, XSEG_OP_READ, "o0", 0, BS);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_ptr_eq(obj("o0"), o0);
+	ck_assert_uint_eq(C.away_buckets, 1);
+	/* evicted again while its first flush is still in flight */
+	for (guard = 0;
+	     guard < 8 && xcache_entry_state(o0->entry) == XCACHE_ACTIVE;
+	     guard++)
+		ck_assert_int_eq(xcache_evict_lru(C.cache), 0);
+	ck_assert_int_eq(xcache_entry_state(o0->entry), XCACHE_EVICTED);
+	ck_assert(o0->kept);
+	/* every object is evicted and holds its bucket until flushed */
+	ck_assert_uint_eq(C.away_buckets, 5);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool) + C.away_buckets, 64);
+	for (guard = 0; guard < 20 && nr_sent; guard++)
+		serve_all();
+	ck_assert_uint_eq(C.away_buckets, 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 64);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+}
+END_TEST
+
+/* M8: a failed fetch fails the reader and a writer that needed the old
+ * bytes of the bucket, not a writer that covers the bucket whole. */
+START_TEST(test_failed_fetch_spares_whole_bucket_write)
+{
+	struct fake_req *r, *whole, *part, *r2;
+	struct cached_obj *o;
+
+	r = client(0, XSEG_OP_READ, "a", 0, 2 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	whole = client(1, XSEG_OP_WRITE, "a", 0, BS);
+	fill(whole, 0x5a);
+	ck_assert_int_eq(submit(whole), 0);
+	part = client(2, XSEG_OP_WRITE, "a", BS + 100, 200);
+	fill(part, 0x6b);
+	ck_assert_int_eq(submit(part), 0);
+	ck_assert(!whole->done && !part->done);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(r->done && whole->done && part->done);
+	ck_assert_int_eq(r->error, EIO);
+	ck_assert_int_eq(part->error, EIO);
+	ck_assert_int_eq(whole->error, 0);
+	ck_assert_uint_eq(whole->req.serviced, BS);
+	o = obj("a");
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	ck_assert_uint_eq(o->counts[CACHED_B_INVALID], 1);
+	/* its data is in the cache */
+	r2 = client(3, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r2), 0);
+	ck_assert(r2->done);
+	ck_assert_int_eq(r2->error, 0);
+	ck_assert_uint_eq(nr_sent, 0);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(r2->buf[i], 0x5a);
+}
+END_TEST
+
+/* M9: claims of more than 64 buckets allocate nothing (the only failure
+ * is ENOSPC); all or none. */
+START_TEST(test_claim_many_buckets)
+{
+	struct cached c;
+	struct cached_config cfg = {
+	    .cache_size = 256 * BS,
+	    .bucket_size = BS,
+	    .object_size = 128 * BS,
+	    .max_objects = 4,
+	    .dirty_threshold = 1ull << 40,
+	    .max_req_size = 4 * BS,
+	    .max_inflight = 2,
+	    .nr_cios = 4,
+	};
+	struct cached_obj *o0, *o1, *o2;
+
+	xcache_thread_register();
+	ck_assert_int_eq(cached_init(&c, &cfg), 0);
+	o0 = &c.objs[0];
+	o1 = &c.objs[1];
+	o2 = &c.objs[2];
+	ck_assert_int_eq(cached_obj_claim(o0, 10, 100), 0);
+	ck_assert_uint_eq(o0->nr_claimed, 100);
+	ck_assert_uint_eq(o0->counts[CACHED_B_INVALID], 100);
+	ck_assert_uint_eq(cached_pool_nr_free(&c.pool), 156);
+	/* overlapping claim: only the 28 free slots take buckets */
+	ck_assert_int_eq(cached_obj_claim(o0, 0, 128), 0);
+	ck_assert_uint_eq(o0->nr_claimed, 128);
+	ck_assert_uint_eq(cached_pool_nr_free(&c.pool), 128);
+	ck_assert_int_eq(cached_obj_claim(o1, 0, 100), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&c.pool), 28);
+	for (uint32_t s = 0; s < 128; s++) {
+		ck_assert_uint_ne(o0->bucket[s], CACHED_NO_BUCKET);
+		for (uint32_t t = 0; t < s; t++)
+			ck_assert_uint_ne(o0->bucket[s], o0->bucket[t]);
+		for (uint32_t t = 0; t < 100; t++)
+			ck_assert_uint_ne(o0->bucket[s], o1->bucket[t]);
+	}
+	/* more than is free: nothing taken, nothing changed */
+	ck_assert_int_eq(cached_obj_claim(o2, 0, 100), -ENOSPC);
+	ck_assert_uint_eq(o2->nr_claimed, 0);
+	ck_assert_uint_eq(cached_obj_unclaimed(o2, 0, 128), 128);
+	ck_assert_uint_eq(cached_pool_nr_free(&c.pool), 28);
+	cached_obj_release_all(o0);
+	cached_obj_release_all(o1);
+	ck_assert_uint_eq(cached_pool_nr_free(&c.pool), 256);
+	cached_destroy(&c);
+	xcache_thread_unregister();
+}
+END_TEST
+
+/* M9: FLUSHes wait on objects through a fixed pool of waiters; FLUSHes
+ * that find it empty wait for a waiter and walk again, and all complete
+ * after the data reached the store. */
+START_TEST(test_flush_waiter_pool_exhausted)
+{
+	enum { NR_FLUSH = 12 };
+	struct fake_req *w, *fl[NR_FLUSH];
+	char name[8];
+	int guard;
+
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)(0x30 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	/* 4 objects each: more registrations than the pool holds */
+	ck_assert_uint_lt(C.nr_nodes, NR_FLUSH * 4);
+	for (unsigned i = 0; i < NR_FLUSH; i++) {
+		fl[i] = client(10 + i, XSEG_OP_FLUSH, "", 0, 0);
+		fl[i]->req.targetlen = 0;
+		ck_assert_int_eq(submit(fl[i]), 0);
+		ck_assert(!fl[i]->done);
+	}
+	ck_assert_uint_eq(C.fw_nr_free, 0);
+	ck_assert_uint_ge(xwaitq_nr_queued(&C.fw_waitq), 1);
+	for (guard = 0; guard < 40 && nr_sent; guard++)
+		serve_all();
+	for (unsigned i = 0; i < NR_FLUSH; i++) {
+		ck_assert(fl[i]->done && fl[i]->forwarded);
+		ck_assert_int_eq(fl[i]->error, 0);
+	}
+	ck_assert_uint_eq(C.fw_nr_free, C.nr_nodes);
+	ck_assert_uint_eq(xwaitq_nr_queued(&C.fw_waitq), 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+}
+END_TEST
+
+/* M10: a flush writes the last bucket only up to the end of what was
+ * written, so the next port's object has the size the client wrote. */
+START_TEST(test_flush_writes_up_to_write_end)
+{
+	struct fake_req *w, *fl;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, 100);
+	fill(w, 0x11);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all(); /* read-modify-write fetch */
+	ck_assert(w->done);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	fl->req.targetlen = 0;
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->offset, 0);
+	ck_assert_uint_eq(sent[0]->req->size, 100);
+	serve_all();
+	ck_assert(fl->forwarded);
+	/* two buckets, the second in part: one write of BS + 5 bytes */
+	w = client(2, XSEG_OP_WRITE, "a", 3 * BS, BS + 5);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all();
+	ck_assert(w->done);
+	fl = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	fl->req.targetlen = 0;
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->offset, 3 * BS);
+	ck_assert_uint_eq(sent[0]->req->size, BS + 5);
+	serve_all();
+	ck_assert(fl->forwarded);
+	ck_assert_uint_eq(store_a[4 * BS + 4], 0x22);
+	ck_assert_uint_eq(C.st.bytes_to_next, 100 + BS + 5);
+	/* bucket 0 written again, whole: everything below write_end goes */
+	w = client(4, XSEG_OP_WRITE, "a", 0, BS);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(5, XSEG_OP_FLUSH, "", 0, 0);
+	fl->req.targetlen = 0;
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->size, BS);
+	serve_all();
+	ck_assert(fl->forwarded);
+}
+END_TEST
+
+/* NOCACHE requests (and HASH, COPY sources) of an object the cache does
+ * not hold pass through without leaving an entry behind. */
+START_TEST(test_nocache_absent_not_cached)
+{
+	struct fake_req *r, *nw, *h, *rc;
+	struct xcache_stats st;
+
+	r = client(0, XSEG_OP_READ, "z", 0, BS);
+	r->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done && r->forwarded);
+	ck_assert_ptr_null(obj("z"));
+	nw = client(1, XSEG_OP_WRITE, "y", 0, BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	fill(nw, 0x44);
+	ck_assert_int_eq(submit(nw), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all();
+	ck_assert(nw->done);
+	ck_assert_int_eq(nw->error, 0);
+	ck_assert_uint_eq(store_a[0], 0x44);
+	ck_assert_ptr_null(obj("y"));
+	h = client(2, XSEG_OP_HASH, "x", 0, sizeof(struct xseg_reply_hash));
+	ck_assert_int_eq(submit(h), 0);
+	ck_assert(h->done && h->forwarded);
+	ck_assert_ptr_null(obj("x"));
+	xcache_get_stats(C.cache, &st);
+	ck_assert_uint_eq(st.nr_active, 0);
+	ck_assert_uint_eq(st.nr_evicted + st.nr_detached, 0);
+	/* an object the cache holds stays, and keeps its data */
+	rc = client(3, XSEG_OP_READ, "w", 0, BS);
+	ck_assert_int_eq(submit(rc), 0);
+	serve_all();
+	r = client(4, XSEG_OP_READ, "w", 0, BS);
+	r->req.flags = XSEG_F_NOCACHE;
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->forwarded);
+	ck_assert_ptr_nonnull(obj("w"));
+	ck_assert_uint_eq(obj("w")->counts[CACHED_B_VALID], 1);
+	xcache_get_stats(C.cache, &st);
+	ck_assert_uint_eq(st.nr_active, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cached");
@@ -1495,6 +1833,7 @@ int main(void)
 
 	tcase_add_test(tc, test_pool);
 	tcase_add_test(tc, test_config_refused);
+	tcase_add_test(tc, test_claim_many_buckets);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("states");
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -1535,10 +1874,17 @@ int main(void)
 	tcase_add_test(tc, test_bad_names_refused);
 	tcase_add_test(tc, test_flush_target_flushes_only_that_object);
 	tcase_add_test(tc, test_flush_target_finds_evicted_object);
+	tcase_add_test(tc, test_reevicted_during_flush_counted);
+	tcase_add_test(tc, test_failed_fetch_spares_whole_bucket_write);
+	tcase_add_test(tc, test_flush_waiter_pool_exhausted);
+	tcase_add_test(tc, test_flush_writes_up_to_write_end);
+	tcase_add_test(tc, test_nocache_absent_not_cached);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("small");
 	tcase_add_checked_fixture(tc, setup_small, teardown);
 	tcase_add_test(tc, test_space_parked_not_starved);
+	tcase_add_test(tc, test_space_want_follows_parked);
+	tcase_add_test(tc, test_park_evicts_only_what_is_needed);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("writethrough");
 	tcase_add_checked_fixture(tc, setup_wt, teardown);

@@ -92,6 +92,27 @@ int cached_pool_get(struct cached_pool *pool, uint32_t *out, uint32_t n)
 	return 0;
 }
 
+int cached_pool_get_slots(struct cached_pool *pool, uint32_t *slot, uint32_t n,
+			  uint32_t need)
+{
+	uint32_t nf;
+
+	if (!need)
+		return 0;
+	pthread_mutex_lock(&pool->lock);
+	nf = pool->nr_free;
+	if (nf < need) {
+		pthread_mutex_unlock(&pool->lock);
+		return -ENOSPC;
+	}
+	for (uint32_t i = 0, k = 0; i < n && k < need; i++)
+		if (slot[i] == CACHED_NO_BUCKET)
+			slot[i] = pool->free_stack[nf - 1 - k++];
+	__atomic_store_n(&pool->nr_free, nf - need, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&pool->lock);
+	return 0;
+}
+
 void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n)
 {
 	uint32_t nf;
@@ -185,32 +206,22 @@ uint32_t cached_obj_unclaimed(const struct cached_obj *o, uint32_t first,
 
 int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n)
 {
-	uint32_t need = cached_obj_unclaimed(o, first, n), got[64];
-	uint32_t *idx = got;
+	uint32_t need = cached_obj_unclaimed(o, first, n);
 	int rc;
 
 	if (!need)
 		return 0;
-	if (need > 64) {
-		idx = malloc(need * sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-	}
-	rc = cached_pool_get(&o->c->pool, idx, need);
-	if (!rc) {
-		uint32_t k = 0;
-		for (uint32_t s = first; s < first + n; s++) {
-			if (o->bucket[s] != CACHED_NO_BUCKET)
-				continue;
-			o->bucket[s] = idx[k++];
-			o->bstate[s] = CACHED_B_INVALID;
-			o->counts[CACHED_B_INVALID]++;
-			o->nr_claimed++;
-		}
-	}
-	if (idx != got)
-		free(idx);
-	return rc;
+	/* Straight into the slots: no scratch array to allocate, so the
+	 * only failure is "no space" (a malloc failure used to be taken
+	 * for one and parked the request in a loop). */
+	rc = cached_pool_get_slots(&o->c->pool, o->bucket + first, n, need);
+	if (rc)
+		return rc;
+	/* bstate of a free slot is INVALID already (release_all) */
+	o->counts[CACHED_B_INVALID] += need;
+	__atomic_store_n(&o->nr_claimed, o->nr_claimed + need,
+			 __ATOMIC_RELAXED);
+	return 0;
 }
 
 void cached_obj_release_all(struct cached_obj *o)
@@ -227,7 +238,8 @@ void cached_obj_release_all(struct cached_obj *o)
 		batch[k++] = o->bucket[s];
 		o->bucket[s] = CACHED_NO_BUCKET;
 		o->bstate[s] = CACHED_B_INVALID;
-		o->nr_claimed--;
+		__atomic_store_n(&o->nr_claimed, o->nr_claimed - 1,
+				 __ATOMIC_RELAXED);
 		if (k == 64) {
 			cached_pool_put(&o->c->pool, batch, k);
 			k = 0;
@@ -236,7 +248,7 @@ void cached_obj_release_all(struct cached_obj *o)
 	cached_pool_put(&o->c->pool, batch, k);
 	memset(o->counts, 0, sizeof(o->counts));
 	__atomic_store_n(&o->unclean, 0, __ATOMIC_RELEASE);
-	o->nr_claimed = 0;
+	__atomic_store_n(&o->nr_claimed, 0, __ATOMIC_RELAXED);
 	o->waiters = NULL;
 	o->flushing = false;
 	o->fua_wanted = false;

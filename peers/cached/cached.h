@@ -96,6 +96,12 @@ int cached_pool_init(struct cached_pool *pool, uint32_t nr,
 void cached_pool_destroy(struct cached_pool *pool);
 /* Take n buckets into out[], all or none. Returns 0 or -ENOSPC. */
 int cached_pool_get(struct cached_pool *pool, uint32_t *out, uint32_t n);
+/* Give every entry of slot[0..n) that holds CACHED_NO_BUCKET a bucket,
+ * all or none; need is how many such entries there are (the caller
+ * counted them). Returns 0 or -ENOSPC (slot[] unchanged). Allocates
+ * nothing, so a claim of any size fails only for want of buckets. */
+int cached_pool_get_slots(struct cached_pool *pool, uint32_t *slot, uint32_t n,
+			  uint32_t need);
 /* Return n buckets. */
 void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n);
 static inline uint32_t cached_pool_nr_free(const struct cached_pool *pool)
@@ -133,7 +139,8 @@ struct cached_obj {
 	uint32_t *bucket; /* per slot: pool index or CACHED_NO_BUCKET */
 	uint8_t *bstate;  /* per slot: enum cached_bstate if claimed */
 	uint32_t counts[CACHED_B_NR_STATES];
-	uint32_t nr_claimed;
+	uint32_t nr_claimed; /* written with __atomic stores: the eviction
+				hook reads it from another thread */
 
 	/* waiters for loads and flush rounds */
 	struct cached_waiter *waiters;
@@ -143,8 +150,9 @@ struct cached_obj {
 	bool fua_wanted; /* a FUA write waits: next round writes FUA */
 	bool round_fua;
 	bool kept;	       /* on_finalize kept it alive for a flush */
-	uint32_t kept_claimed; /* __atomic: its buckets counted in
-				  c->kept_buckets until freed or active */
+	uint32_t away_claimed; /* __atomic: its buckets counted in
+				  c->away_buckets (set when evicted, taken
+				  back when released or re-inserted) */
 	bool nreq_parked;
 	uint32_t cursor;	 /* next slot the round scans */
 	uint32_t round_inflight; /* writes of the round in flight */
@@ -166,10 +174,10 @@ struct cached_obj {
 	/* Object size as the next port would report it (INFO answered from
 	 * the cache): size is the next port's answer to our own INFO,
 	 * write_end the end of everything written through this entry
-	 * (bucket-rounded for cached writes, which reach the next port as
-	 * whole buckets; exact for NOCACHE writes). The size is max of
-	 * both. size_gen moves on whenever the next port's size may have
-	 * changed behind our back (a failed NOCACHE write), so an INFO
+	 * (exact: a flush writes the last bucket only up to write_end, so
+	 * the next port's size grows exactly as the client's writes). The
+	 * size is max of both. size_gen moves on whenever the next port's size
+	 * may have changed behind our back (a failed NOCACHE write), so an INFO
 	 * answer that raced with it is not trusted. Reset by on_init. */
 	bool size_known;
 	uint64_t size;
@@ -264,6 +272,11 @@ struct cached_cio {
 	bool counted;	      /* hit/miss accounted */
 	bool fua;	      /* written through with FUA */
 	uint8_t parked;	      /* 1 on nreq_waitq, 2 on space_waitq */
+	bool created;	      /* NOCACHE, INFO-NOCACHE, HASH: dispatch
+				 created the object (nothing was cached) */
+	bool flush_rewalk;    /* FLUSH: the flushwait pool ran out during
+				 the walk: walk again when done */
+	uint32_t space_need;  /* parked for space: buckets it needs */
 	uint64_t pending;     /* FLUSH: objects still flushing (atomic) */
 	uint64_t nc_sent;     /* NC_WRITE: bytes handed to the next port */
 	uint32_t nc_inflight; /* NC_WRITE: pieces in flight */
@@ -352,15 +365,27 @@ struct cached {
 	pthread_mutex_t nreq_lock;
 
 	struct xwaitq space_waitq; /* buckets / xcache nodes */
-	uint32_t space_want;	   /* __atomic: most buckets a parked
-				      request needed */
-	uint64_t kept_buckets;	   /* __atomic: buckets of evicted objects
-				      that will be freed after their flush */
-	struct xwaitq nreq_waitq;  /* a free nreq */
+	/* space_want: the largest need among the requests parked for
+	 * space (0: none known), read by the wait queue's predicate;
+	 * space_want_holders: how many parked requests need exactly that
+	 * much. When the last holder leaves, want drops to 0 and smaller
+	 * waiters raise it again when they re-park. Written under
+	 * space_lock, __atomic for the predicate. */
+	uint32_t space_want;
+	uint32_t space_want_holders;
+	pthread_mutex_t space_lock;
+	uint64_t away_buckets;	  /* __atomic: buckets claimed by evicted
+				     objects, which come back to the pool when
+				     their last user or flush is done */
+	struct xwaitq nreq_waitq; /* a free nreq */
 	/* restarts of parked cios run from here, never nested in a hook */
 	struct xworkq redispatch_wq;
 
-	bool destroying;	  /* hooks run by xcache_destroy wake nobody */
+	bool destroying;	  /* set by cached_destroy: the hooks that
+				     xcache_destroy runs skip the wake-up and node
+				     accounting (nobody is parked; the thread-local
+				     count of freed nodes must not leak into a
+				     later cache) */
 	bool space_pending;	  /* __atomic: on_put/on_free freed space; the
 				     caller into xcache signals space_waitq */
 	bool retry_pending;	  /* __atomic: an evicted object's flush
@@ -368,6 +393,17 @@ struct cached {
 	uint64_t dirty_buckets;	  /* __atomic */
 	uint64_t writing_buckets; /* __atomic */
 	struct cached_stats st;	  /* __atomic relaxed adds */
+
+	/* Waiters a FLUSH links to each object it waits for: a fixed pool
+	 * (nr_nodes entries), so a FLUSH allocates nothing; a FLUSH that
+	 * finds it empty waits for what it could register, then walks
+	 * again (cached_cio.flush_rewalk); one that could register none
+	 * parks in fw_waitq until one is returned. */
+	struct cached_flushwait *fws;
+	struct cached_flushwait *fw_free;
+	uint32_t fw_nr_free; /* __atomic; written under fw_lock */
+	pthread_mutex_t fw_lock;
+	struct xwaitq fw_waitq;
 };
 
 #define CACHED_STAT(c, field, v)                                               \

@@ -32,6 +32,8 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio);
 static void cio_nc_send(struct cached_obj *o, struct cached_cio *cio);
 static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n,
 			 int error);
+static void obj_drop_created(struct cached *c, struct cached_obj *o,
+			     struct cached_cio *cio);
 
 /* ------------------------------------------------------------------ */
 /* Context pools                                                       */
@@ -101,6 +103,20 @@ static bool space_available(void *arg)
 	       __atomic_load_n(&c->nodes_used, __ATOMIC_ACQUIRE) < c->nr_nodes;
 }
 
+/*
+ * Nodes whose on_free ran in this thread, in the xcache call it is still
+ * inside. xcache puts a node back on its lists only after on_free
+ * returned, so until the call returns an insert still fails with EAGAIN:
+ * counting the node as free in on_free let another thread's wake-up run
+ * a request parked for a node inside that window, which got EAGAIN,
+ * parked, was woken again, in a loop (review finding M4). The count is
+ * per thread because only the thread that made the call knows when it
+ * has returned; space_kick() in that thread moves it to c->nodes_used.
+ * Every xcache call of this file that can free an entry is followed by
+ * space_kick() on the same cache in the same thread.
+ */
+static __thread uint32_t cached_nodes_freed_here;
+
 /* The xcache hooks that free buckets and nodes (on_put, on_free) run
  * before xcache has put the node back on its lists, so they only note that
  * space was freed; whoever called into xcache signals once the call has
@@ -108,8 +124,18 @@ static bool space_available(void *arg)
  * missing and spin). */
 static void space_kick(struct cached *c)
 {
+	uint32_t freed = cached_nodes_freed_here;
+	bool signal = false;
+
+	if (freed) {
+		cached_nodes_freed_here = 0;
+		__atomic_sub_fetch(&c->nodes_used, freed, __ATOMIC_RELEASE);
+		signal = true;
+	}
 	if (__atomic_load_n(&c->space_pending, __ATOMIC_ACQUIRE) &&
 	    __atomic_exchange_n(&c->space_pending, false, __ATOMIC_ACQ_REL))
+		signal = true;
+	if (signal)
 		xwaitq_signal(&c->space_waitq);
 }
 
@@ -195,19 +221,53 @@ static void redispatch_job(void *arg)
 /* Parked jobs of the wait queues run in whatever thread signalled, maybe
  * deep inside an xcache hook: they only queue the restart on the
  * redispatch workq, whose executor does the work iteratively. */
+/*
+ * space_want is the largest need among the requests parked for space.
+ * It used to only grow: after one 4 MiB write had parked, every later
+ * park evicted until 1024 buckets were free and every waiter waited for
+ * that many (review finding M1). Now the requests that need exactly
+ * `want` are counted; when the last of them is woken, want drops to 0
+ * and any smaller waiter raises it again when it re-parks (one extra
+ * wake-up, never a stall: a re-park sets want to its own need before it
+ * queues, so its own enqueue cannot run it at once).
+ */
+static void space_want_add(struct cached *c, uint32_t need)
+{
+	pthread_mutex_lock(&c->space_lock);
+	if (need > c->space_want) {
+		__atomic_store_n(&c->space_want, need, __ATOMIC_RELAXED);
+		c->space_want_holders = 1;
+	} else if (need == c->space_want) {
+		c->space_want_holders++;
+	}
+	pthread_mutex_unlock(&c->space_lock);
+}
+
+static void space_want_drop(struct cached *c, uint32_t need)
+{
+	pthread_mutex_lock(&c->space_lock);
+	if (need == c->space_want && c->space_want_holders &&
+	    !--c->space_want_holders)
+		__atomic_store_n(&c->space_want, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&c->space_lock);
+}
+
 static void space_wake_job(void *arg)
 {
 	struct cached_cio *cio = arg;
 
 	CACHED_CHECK(cio->parked == 2);
 	cio->parked = 0;
+	space_want_drop(cio->c, cio->space_need);
 	xworkq_enqueue(&cio->c->redispatch_wq, &cio->job, redispatch_job, cio);
 }
 
-/* Evict until the free buckets plus those that evicted objects will free
- * after their flush cover the largest need of a parked request. Evicted
- * objects give their buckets back when their last user and their flush are
- * done, and that signals the wait queue. */
+/* Evict until the free buckets plus those that evicted objects will give
+ * back cover the largest need of a parked request. Evicted objects give
+ * their buckets back when their last user and their flush are done, and
+ * that signals the wait queue. Every evicted object counts, clean or
+ * dirty: counting only those kept for a flush let one park evict every
+ * object while the clean victims were still in use (review finding M2). */
 static void space_make_room(struct cached *c, uint32_t need)
 {
 	uint32_t want = __atomic_load_n(&c->space_want, __ATOMIC_RELAXED);
@@ -217,7 +277,7 @@ static void space_make_room(struct cached *c, uint32_t need)
 	for (uint32_t i = 0;
 	     i < c->cfg.max_objects &&
 	     cached_pool_nr_free(&c->pool) +
-		     __atomic_load_n(&c->kept_buckets, __ATOMIC_RELAXED) <
+		     __atomic_load_n(&c->away_buckets, __ATOMIC_RELAXED) <
 		 need;
 	     i++)
 		if (xcache_evict_lru(c->cache) < 0)
@@ -239,12 +299,8 @@ static void space_make_room(struct cached *c, uint32_t need)
 static void cio_park_space(struct cached *c, struct cached_cio *cio,
 			   uint32_t need)
 {
-	uint32_t want = __atomic_load_n(&c->space_want, __ATOMIC_RELAXED);
-
-	while (need > want &&
-	       !__atomic_compare_exchange_n(&c->space_want, &want, need, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
+	cio->space_need = need;
+	space_want_add(c, need);
 	cio_release_obj(c, cio);
 	CACHED_STAT(c, space_waits, 1);
 	CACHED_CHECK(cio->parked == 0);
@@ -271,11 +327,14 @@ static bool obj_claim_or_park(struct cached *c, struct cached_obj *o,
 	return false;
 }
 
-static void obj_unkeep_count(struct cached_obj *o)
+/* The object is active again or released: its buckets are no longer
+ * "coming back" (any thread; idempotent). */
+static void obj_unaway(struct cached_obj *o)
 {
-	uint32_t v = __atomic_exchange_n(&o->kept_claimed, 0, __ATOMIC_RELAXED);
+	uint32_t v = __atomic_exchange_n(&o->away_claimed, 0, __ATOMIC_RELAXED);
 
-	__atomic_sub_fetch(&o->c->kept_buckets, v, __ATOMIC_RELAXED);
+	if (v)
+		__atomic_sub_fetch(&o->c->away_buckets, v, __ATOMIC_RELAXED);
 }
 
 static void cio_restart(struct cached *c, struct cached_cio *cio)
@@ -587,14 +646,10 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 	}
 	cio_copy(c, o, cio, true);
 	CACHED_STAT(c, writes, 1);
-	{
-		/* the next port gets whole buckets: its size grows to the end
-		 * of the last one */
-		uint64_t end = (uint64_t)(last + 1) * bs;
-
-		if (end > o->write_end)
-			o->write_end = end;
-	}
+	/* the flush writes up to here: the next port's size grows exactly
+	 * as the client's writes */
+	if (req->offset + req->size > o->write_end)
+		o->write_end = req->offset + req->size;
 	if ((req->flags & XSEG_F_FUA) ||
 	    __atomic_load_n(&c->policy, __ATOMIC_SEQ_CST) ==
 		CACHED_WRITETHROUGH) {
@@ -685,7 +740,6 @@ static void obj_round_end(struct cached_obj *o)
 			return;
 		}
 		o->kept = false;
-		obj_unkeep_count(o);
 		obj_put(c, o->entry); /* may release o */
 		/* if it stays (active again), requests waiting for space
 		 * need another victim */
@@ -753,6 +807,14 @@ static void obj_flush_continue(struct cached_obj *o)
 		n->req->op = XSEG_OP_WRITE;
 		n->req->offset = s * bs;
 		n->req->size = (e - s) * bs;
+		/* Not past the end of what clients wrote: whole buckets made
+		 * the object at the next port grow to a bucket multiple, so
+		 * its size and HASH differed with and without cached in the
+		 * path (review finding M10). Every dirty byte lies below
+		 * write_end. */
+		if (o->write_end > n->req->offset &&
+		    o->write_end < n->req->offset + n->req->size)
+			n->req->size = o->write_end - n->req->offset;
 		n->req->flags = o->round_fua ? XSEG_F_FUA : 0;
 		o->round_inflight++;
 		o->cursor = e;
@@ -786,8 +848,25 @@ static void obj_kick(struct cached_obj *o)
 /* Next-port completions                                               */
 /* ------------------------------------------------------------------ */
 
-/* A failed fetch fails the readers and writers that wait for its slots:
- * the buckets go back to INVALID and the error reaches the clients. */
+/* Does WRITE cio need the old contents of slot s (it covers s only in
+ * part)? Same rule as cio_write's read-modify-write. */
+static bool cio_write_partial_slot(const struct cached *c,
+				   const struct cached_cio *cio, uint32_t f,
+				   uint32_t k, uint32_t s)
+{
+	const struct xseg_request *req = cio->req;
+	uint64_t bs = c->cfg.bucket_size;
+
+	if (s == f && (req->offset % bs != 0 || (k == 1 && req->size < bs)))
+		return true;
+	return s == f + k - 1 && (req->offset + req->size) % bs != 0;
+}
+
+/* A failed fetch fails the readers that wait for its slots, and the
+ * writers that needed the old data of one of them (a partial bucket):
+ * the buckets go back to INVALID and the error reaches those clients. A
+ * writer that covers the failed buckets whole only waited for the load
+ * not to overwrite it: it goes on (review finding M8). */
 static void obj_fail_waiters(struct cached_obj *o, uint32_t first, uint32_t n,
 			     int error)
 {
@@ -795,14 +874,23 @@ static void obj_fail_waiters(struct cached_obj *o, uint32_t first, uint32_t n,
 
 	for (struct cached_waiter *w = o->waiters; w; w = w->next) {
 		struct cached_cio *cio;
-		uint32_t f, k;
+		uint32_t f, k, lo, hi;
+		bool hit = false;
 
 		if (w->fn != cio_waiter_fn)
 			continue;
 		cio = container_of(w, struct cached_cio, waiter);
 		if (cio->phase || !cio_range(c, cio, &f, &k))
 			continue;
-		if (f < first + n && first < f + k && !cio->error)
+		lo = f > first ? f : first;
+		hi = f + k < first + n ? f + k : first + n;
+		if (lo >= hi || cio->error)
+			continue;
+		if (cio->kind != CACHED_C_WRITE)
+			hit = true;
+		for (uint32_t s = lo; s < hi && !hit; s++)
+			hit = cio_write_partial_slot(c, cio, f, k, s);
+		if (hit)
 			cio->error = error;
 	}
 }
@@ -866,6 +954,7 @@ static void cio_nc_maybe_done(struct cached_obj *o, struct cached_cio *cio)
 		o->size_gen++;
 	}
 	obj_wake_all(o);
+	obj_drop_created(c, o, cio);
 	cio_finish(c, cio, cio->error);
 }
 
@@ -925,7 +1014,7 @@ static void nreq_done_job(void *arg)
 		if (error && !o->round_error)
 			o->round_error = error;
 		if (!error)
-			CACHED_STAT(c, bytes_to_next, (uint64_t)n->n * bs);
+			CACHED_STAT(c, bytes_to_next, n->req->size);
 		o->round_inflight--;
 		nreq_put(c, n);
 		if (o->flushing && !o->nreq_parked)
@@ -985,6 +1074,7 @@ static void cio_flushwait(struct cached_obj *o, struct cached_cio *cio)
 		return;
 	}
 done:
+	obj_drop_created(c, o, cio);
 	if (cio->kind == CACHED_C_COPY_SRC) {
 		cio_release_obj(c, cio);
 		cio->kind = CACHED_C_COPY_DST;
@@ -1078,6 +1168,28 @@ static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n, int error)
 /* INFO and NOCACHE                                                    */
 /* ------------------------------------------------------------------ */
 
+/* A NOCACHE request, a HASH or a COPY source created this entry (nothing
+ * of the object was cached) and is done with it: take it out again, so
+ * that passing through does not occupy the cache. Only if nothing else
+ * uses it: no bucket, no waiter, nothing in flight. Runs on the object's
+ * workq; a request that found the entry meanwhile restarts on a new
+ * lookup (INVALIDATED), and there is no data to lose. The release comes
+ * with the caller's put of its reference. */
+static void obj_drop_created(struct cached *c, struct cached_obj *o,
+			     struct cached_cio *cio)
+{
+	if (!cio->created)
+		return;
+	cio->created = false;
+	if (o->nr_claimed || o->waiters || o->nocache_inflight || o->fenced ||
+	    o->flushing || o->nreq_parked || o->kept ||
+	    cached_obj_state(o) != CACHED_O_READY)
+		return;
+	cached_obj_set_state(o, CACHED_O_INVALIDATED);
+	xcache_remove(c->cache, o->entry);
+	space_kick(c);
+}
+
 static void cio_info(struct cached_obj *o, struct cached_cio *cio)
 {
 	struct cached *c = o->c;
@@ -1160,6 +1272,7 @@ static void cio_nc_read(struct cached_obj *o, struct cached_cio *cio)
 		}
 	}
 	CACHED_STAT(c, nocache_reads, 1);
+	obj_drop_created(c, o, cio);
 	cio_forward(c, cio);
 }
 
@@ -1253,10 +1366,72 @@ struct cached_flushwait {
 	struct cached_cio *cio;
 	struct cached_obj *obj;
 	struct xworkq_job job;
+	struct cached_flushwait *next_free;
 };
+
+static struct cached_flushwait *fw_get(struct cached *c)
+{
+	struct cached_flushwait *fw;
+
+	pthread_mutex_lock(&c->fw_lock);
+	fw = c->fw_free;
+	if (fw) {
+		c->fw_free = fw->next_free;
+		__atomic_store_n(&c->fw_nr_free, c->fw_nr_free - 1,
+				 __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&c->fw_lock);
+	return fw;
+}
+
+static void fw_put(struct cached *c, struct cached_flushwait *fw)
+{
+	pthread_mutex_lock(&c->fw_lock);
+	fw->next_free = c->fw_free;
+	c->fw_free = fw;
+	__atomic_store_n(&c->fw_nr_free, c->fw_nr_free + 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->fw_lock);
+	xwaitq_signal(&c->fw_waitq);
+}
+
+static bool fw_available(void *arg)
+{
+	struct cached *c = arg;
+
+	return __atomic_load_n(&c->fw_nr_free, __ATOMIC_ACQUIRE) > 0;
+}
+
+static void flush_op_start(struct cached *c, struct cached_cio *cio);
+
+static void flush_rewalk_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	flush_op_start(cio->c, cio);
+}
+
+/* a flushwait is free again: walk again, from the redispatch workq */
+static void fw_wake_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	xworkq_enqueue(&cio->c->redispatch_wq, &cio->job, flush_rewalk_job,
+		       cio);
+}
 
 static void flush_op_finish(struct cached *c, struct cached_cio *cio)
 {
+	if (!cio->error && cio->flush_rewalk) {
+		/* Some objects could not be waited for (no flushwait left):
+		 * what was registered is flushed; walk again for the rest.
+		 * A round started now is still one that started after the
+		 * FLUSH arrived. From the redispatch workq: the walk takes
+		 * references, never nested in an object's job. */
+		cio->flush_rewalk = false;
+		xworkq_enqueue(&c->redispatch_wq, &cio->job, flush_rewalk_job,
+			       cio);
+		return;
+	}
 	if (cio->error)
 		cio_finish(c, cio, cio->error);
 	else
@@ -1287,7 +1462,7 @@ static void flushwait_fn(struct cached_obj *o, struct cached_waiter *w)
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	}
 	obj_put(c, o->entry);
-	free(fw);
+	fw_put(c, fw);
 	flush_op_put(c, cio);
 }
 
@@ -1309,7 +1484,8 @@ static void flushwait_job(void *arg)
 
 struct cached_flush_walk {
 	struct cached_cio *cio;
-	const char *name; /* NULL: every object */
+	const char *name;    /* NULL: every object */
+	uint32_t registered; /* objects it waits for */
 };
 
 static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
@@ -1324,16 +1500,17 @@ static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
 		return 0;
 	if (!__atomic_load_n(&o->unclean, __ATOMIC_ACQUIRE))
 		return 0;
-	fw = calloc(1, sizeof(*fw));
+	fw = fw_get(o->c);
 	if (!fw) {
-		int zero = 0;
-		__atomic_compare_exchange_n(&cio->error, &zero, ENOMEM, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-		return 0;
+		/* as many as objects, but FLUSHes overlap: the rest waits
+		 * for a second walk (flush_op_finish) */
+		cio->flush_rewalk = true;
+		return 1;
 	}
 	(void)cache;
 	fw->cio = cio;
 	fw->obj = o;
+	walk->registered++;
 	xcache_get(e);
 	__atomic_add_fetch(&cio->pending, 1, __ATOMIC_ACQ_REL);
 	xworkq_enqueue(&o->wq, &fw->job, flushwait_job, fw);
@@ -1342,14 +1519,17 @@ static int flush_op_visit(struct xcache *cache, struct xcache_entry *e,
 
 static void flush_op_start(struct cached *c, struct cached_cio *cio)
 {
-	struct cached_flush_walk walk = {cio, NULL};
+	struct cached_flush_walk walk = {cio, NULL, 0};
 	struct xcache_entry *e;
 
 	cio->pending = 1; /* ours, dropped after the walk */
+	cio->flush_rewalk = false;
 	if (cio->name[0]) {
 		walk.name = cio->name;
-		CACHED_STAT(c, targeted_flushes, 1);
+		if (!cio->phase)
+			CACHED_STAT(c, targeted_flushes, 1);
 	}
+	cio->phase = 1; /* a later walk is a rewalk */
 	if (walk.name && !xcache_lookup(c->cache, walk.name, &e)) {
 		flush_op_visit(c->cache, e, &walk);
 		obj_put(c, e);
@@ -1362,6 +1542,13 @@ static void flush_op_start(struct cached *c, struct cached_cio *cio)
 				flush_op_visit, &walk);
 	}
 	space_kick(c);
+	if (cio->flush_rewalk && !walk.registered) {
+		/* Every flushwait is taken by other FLUSHes: wait for one
+		 * rather than walk again at once (a spin). Nothing holds
+		 * this FLUSH meanwhile: it registered nothing. */
+		xwaitq_enqueue(&c->fw_waitq, &cio->wjob, fw_wake_job, cio);
+		return;
+	}
 	flush_op_put(c, cio);
 }
 
@@ -1485,10 +1672,11 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 {
 	const char *name =
 	    cio->kind == CACHED_C_COPY_SRC ? cio->src_name : cio->name;
+	enum xcache_insert_how how = XCACHE_FOUND;
 	struct xcache_entry *e;
 	int rc;
 
-	rc = xcache_insert(c->cache, name, &e, NULL);
+	rc = xcache_insert(c->cache, name, &e, &how);
 	space_kick(c); /* the insert may have released a victim */
 	if (rc == -EAGAIN) {
 		cio_park_space(c, cio, 1);
@@ -1498,6 +1686,11 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 		cio_finish(c, cio, -rc);
 		return;
 	}
+	/* An evicted object is active again: the buckets parked requests
+	 * counted on as coming back (away_buckets) no longer come. */
+	if (how == XCACHE_REINSERTED && xwaitq_nr_queued(&c->space_waitq))
+		space_make_room(c, 0);
+	cio->created = how == XCACHE_INSERTED;
 	cio->entry = e;
 	cio->obj = xcache_entry_priv(e);
 	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
@@ -1641,9 +1834,18 @@ static int hook_init(void *cache_priv, struct xcache_entry *e)
 static void hook_evict(void *cache_priv, struct xcache_entry *e)
 {
 	struct cached *c = cache_priv;
+	struct cached_obj *o = xcache_entry_priv(e);
+	uint32_t claimed = __atomic_load_n(&o->nr_claimed, __ATOMIC_RELAXED);
+	uint32_t old;
 
-	(void)e;
 	CACHED_STAT(c, evictions, 1);
+	/* Its buckets come back when it is released: counted from now on,
+	 * every time it is evicted (an object re-inserted during its flush
+	 * and evicted again was not counted the second time: review finding
+	 * M3). A snapshot: a user that still holds it may claim more. */
+	old = __atomic_exchange_n(&o->away_claimed, claimed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->away_buckets, (uint64_t)claimed - old,
+			   __ATOMIC_RELAXED);
 }
 
 static void hook_reinsert(void *cache_priv, struct xcache_entry *e)
@@ -1654,8 +1856,8 @@ static void hook_reinsert(void *cache_priv, struct xcache_entry *e)
 	/* Called after the entry is ACTIVE again (under the cache lock):
 	 * a "clean and unused" verdict taken before this is stale. */
 	__atomic_add_fetch(&o->revivals, 1, __ATOMIC_ACQ_REL);
-	/* active again: its buckets will not be freed by its flush */
-	obj_unkeep_count(o);
+	/* active again: its buckets are not coming back */
+	obj_unaway(o);
 }
 
 /*
@@ -1688,9 +1890,6 @@ static void obj_final_job(void *arg)
 	/* Dirty data must reach the next port before the buckets go: our
 	 * reference keeps the entry alive; the end of its flush drops it. */
 	o->kept = true;
-	__atomic_store_n(&o->kept_claimed, o->nr_claimed, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&o->c->kept_buckets, o->nr_claimed,
-			   __ATOMIC_RELAXED);
 	obj_kick_now(o);
 }
 
@@ -1720,8 +1919,10 @@ static void hook_put(void *cache_priv, struct xcache_entry *e)
 	struct cached *c = cache_priv;
 	struct cached_obj *o = xcache_entry_priv(e);
 
+	obj_unaway(o);
 	cached_obj_release_all(o);
-	__atomic_store_n(&c->space_pending, true, __ATOMIC_RELEASE);
+	if (!c->destroying)
+		__atomic_store_n(&c->space_pending, true, __ATOMIC_RELEASE);
 }
 
 static void hook_free(void *cache_priv, struct xcache_entry *e)
@@ -1729,8 +1930,12 @@ static void hook_free(void *cache_priv, struct xcache_entry *e)
 	struct cached *c = cache_priv;
 
 	(void)e;
-	__atomic_sub_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&c->space_pending, true, __ATOMIC_RELEASE);
+	if (c->destroying) {
+		/* nobody waits; nodes_used no longer matters */
+		return;
+	}
+	/* not free yet: see cached_nodes_freed_here */
+	cached_nodes_freed_here++;
 }
 
 static const struct xcache_ops cached_xcache_ops = {
@@ -1753,12 +1958,12 @@ void cached_dump_busy(struct cached *c)
 	fprintf(stderr,
 		"cached: %u client contexts in use, %" PRIu64
 		" parked for space, %" PRIu64
-		" for requests; free buckets %" PRIu32 ", kept buckets %" PRIu64
+		" for requests; free buckets %" PRIu32 ", away buckets %" PRIu64
 		", space want %" PRIu32 ", nodes used %" PRIu32 " of %" PRIu32
 		"\n",
 		c->cfg.nr_cios - nfree, xwaitq_nr_queued(&c->space_waitq),
 		xwaitq_nr_queued(&c->nreq_waitq), cached_pool_nr_free(&c->pool),
-		__atomic_load_n(&c->kept_buckets, __ATOMIC_RELAXED),
+		__atomic_load_n(&c->away_buckets, __ATOMIC_RELAXED),
 		__atomic_load_n(&c->space_want, __ATOMIC_RELAXED),
 		__atomic_load_n(&c->nodes_used, __ATOMIC_RELAXED), c->nr_nodes);
 	for (uint32_t i = 0; i < c->cfg.nr_cios; i++) {
@@ -1865,9 +2070,15 @@ int cached_init(struct cached *c, const struct cached_config *cfg)
 		c->max_req_slots = c->slots_per_obj;
 	pthread_mutex_init(&c->cio_lock, NULL);
 	pthread_mutex_init(&c->nreq_lock, NULL);
+	pthread_mutex_init(&c->space_lock, NULL);
+	pthread_mutex_init(&c->fw_lock, NULL);
 	xwaitq_init(&c->space_waitq, space_available, c);
 	xwaitq_init(&c->nreq_waitq, nreq_available, c);
+	xwaitq_init(&c->fw_waitq, fw_available, c);
 	xworkq_init(&c->redispatch_wq);
+	/* a cache destroyed by this thread left nothing behind, but an
+	 * xcache call of a test, not followed by space_kick, might have */
+	cached_nodes_freed_here = 0;
 
 	rc = cached_pool_init(&c->pool,
 			      (uint32_t)(cfg->cache_size / cfg->bucket_size),
@@ -1881,10 +2092,16 @@ int cached_init(struct cached *c, const struct cached_config *cfg)
 	c->nr_nodes = cfg->max_objects +
 		      (cfg->max_objects > 64 ? cfg->max_objects / 2 : 32);
 	c->objs = calloc(c->nr_nodes, sizeof(*c->objs));
-	if (!c->cios || !c->nreqs || !c->objs) {
+	c->fws = calloc(c->nr_nodes, sizeof(*c->fws));
+	if (!c->cios || !c->nreqs || !c->objs || !c->fws) {
 		rc = -ENOMEM;
 		goto err;
 	}
+	for (uint32_t i = c->nr_nodes; i-- > 0;) {
+		c->fws[i].next_free = c->fw_free;
+		c->fw_free = &c->fws[i];
+	}
+	c->fw_nr_free = c->nr_nodes;
 	for (uint32_t i = cfg->nr_cios; i-- > 0;) {
 		c->cios[i].next_free = c->cio_free;
 		c->cio_free = &c->cios[i];
@@ -1928,8 +2145,11 @@ void cached_destroy(struct cached *c)
 	free(c->objs);
 	free(c->cios);
 	free(c->nreqs);
+	free(c->fws);
 	c->objs = NULL;
 	c->cios = NULL;
 	c->nreqs = NULL;
+	c->fws = NULL;
+	c->fw_free = NULL;
 	cached_pool_destroy(&c->pool);
 }

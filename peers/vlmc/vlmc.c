@@ -106,14 +106,14 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 			return rc ? rc : -EINVAL;
 		v->obj_size = (uint32_t)x;
 		return 0;
+	/* argv outlives the peer; init copies (nothing to free when a
+	 * later option is refused and init never runs) */
 	case VLMC_OPT_NBD_SOCKET:
-		free(v->nbd_socket);
-		v->nbd_socket = strdup(arg);
-		return v->nbd_socket ? 0 : -ENOMEM;
+		v->nbd_socket_arg = arg;
+		return 0;
 	case VLMC_OPT_CTL_SOCKET:
-		free(v->ctl_socket);
-		v->ctl_socket = strdup(arg);
-		return v->ctl_socket ? 0 : -ENOMEM;
+		v->ctl_socket_arg = arg;
+		return 0;
 	case VLMC_OPT_NBD_TCP:
 		rc = peer_parse_u64(arg, &x);
 		if (rc || x == 0 || x > 65535)
@@ -1656,10 +1656,10 @@ static int vlmc_init(struct peer *p)
 		peer_err("--next-port must name the store's port");
 		return -EINVAL;
 	}
-	if (!v->nbd_socket)
-		v->nbd_socket = vlmc_default_path(v, "nbd");
-	if (!v->ctl_socket)
-		v->ctl_socket = vlmc_default_path(v, "ctl");
+	v->nbd_socket = v->nbd_socket_arg ? strdup(v->nbd_socket_arg)
+					  : vlmc_default_path(v, "nbd");
+	v->ctl_socket = v->ctl_socket_arg ? strdup(v->ctl_socket_arg)
+					  : vlmc_default_path(v, "ctl");
 	v->meta_buf = malloc(VLMC_META_MAX);
 	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf)
 		return -ENOMEM;

@@ -55,7 +55,8 @@ struct vlmc {
 	/* options */
 	uint32_t next_port;
 	uint32_t obj_size;
-	char *nbd_socket;
+	const char *nbd_socket_arg, *ctl_socket_arg; /* options (argv) */
+	char *nbd_socket;			     /* set by init */
 	char *ctl_socket;
 	int nbd_tcp_port; /* 0: no TCP listener */
 	unsigned nbd_max_inflight;

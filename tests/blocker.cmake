@@ -11,3 +11,6 @@ ac_test(test_blocker_fsync SOURCES test_blocker_fsync.c
         DEPS blocker_store LABELS concurrent TIMEOUT 120)
 ac_test(test_blocker_recover SOURCES test_blocker_recover.c
         DEPS blocker_store TIMEOUT 120)
+# garbage collection (store.h blocker_gc; gc.c)
+ac_test(test_blocker_gc SOURCES test_blocker_gc.c
+        DEPS blocker_store TIMEOUT 300)

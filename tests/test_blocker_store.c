@@ -644,7 +644,15 @@ START_TEST(test_format_version)
 	write_super(1);
 	memset(&logbuf, 0, sizeof(logbuf));
 	s = reopen();
-	ck_assert_ptr_nonnull(strstr(logbuf.text, "upgraded to 2"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "upgraded to 3"));
+	ck_assert_uint_eq(super_version(), BLOCKER_FORMAT_VERSION);
+	expect(s, "a", 0, 8192, 21);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* version 2 (no segments removed by GC) too */
+	write_super(2);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "version 2 upgraded to 3"));
 	ck_assert_uint_eq(super_version(), BLOCKER_FORMAT_VERSION);
 	expect(s, "a", 0, 8192, 21);
 	ck_assert_int_eq(blocker_close(s), 0);

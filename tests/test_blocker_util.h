@@ -85,6 +85,21 @@ static inline void tb_log_fn(void *arg, enum blocker_log_level lvl,
 	l->lines++;
 }
 
+/* blocker_check's report callback into a struct tb_log */
+static inline void tb_log_fn_line(void *arg, const char *line)
+{
+	tb_log_fn(arg, BLOCKER_LOG_ERR, line);
+}
+
+/* xorshift64 */
+static inline uint64_t tb_rnd(uint64_t *st)
+{
+	*st ^= *st << 13;
+	*st ^= *st >> 7;
+	*st ^= *st << 17;
+	return *st;
+}
+
 /* deterministic bytes: content f(seed, position) */
 static inline uint8_t tb_byte(uint64_t seed, uint64_t pos)
 {

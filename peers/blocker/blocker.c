@@ -38,6 +38,8 @@ enum {
 	BLOCKER_OPT_CHECKPOINT_BYTES,
 	BLOCKER_OPT_IO,
 	BLOCKER_OPT_MMAP_READS,
+	BLOCKER_OPT_GC_THRESHOLD,
+	BLOCKER_OPT_GC_RATE,
 };
 
 struct blocker_peer {
@@ -56,6 +58,8 @@ static const struct option blocker_options[] = {
     {"checkpoint-bytes", required_argument, NULL, BLOCKER_OPT_CHECKPOINT_BYTES},
     {"io", required_argument, NULL, BLOCKER_OPT_IO},
     {"mmap-reads", no_argument, NULL, BLOCKER_OPT_MMAP_READS},
+    {"gc-threshold", required_argument, NULL, BLOCKER_OPT_GC_THRESHOLD},
+    {"gc-rate", required_argument, NULL, BLOCKER_OPT_GC_RATE},
     {NULL, 0, NULL, 0},
 };
 
@@ -74,7 +78,15 @@ static const char blocker_options_help[] =
     "      --mmap-reads          read the log through mappings (faster; "
     "a disk read\n"
     "                            error kills the peer instead of failing "
-    "the read)\n";
+    "the read)\n"
+    "      --gc-threshold PCT    collect garbage in the background when "
+    "PCT%% of the\n"
+    "                            closed log segments' bytes are dead "
+    "(default 50;\n"
+    "                            0: never)\n"
+    "      --gc-rate SIZE        background GC copy rate per second "
+    "(default 64M;\n"
+    "                            0: unlimited)\n";
 
 static void blocker_defaults(struct peer *p)
 {
@@ -82,6 +94,8 @@ static void blocker_defaults(struct peer *p)
 
 	blocker_opts_init(&b->opts);
 	b->opts.io = &blocker_io_uring;
+	b->opts.gc_threshold_pct = 50;
+	b->opts.gc_rate_bytes = 64ULL << 20;
 }
 
 static int blocker_parse_opt(struct peer *p, int val, const char *arg)
@@ -121,6 +135,16 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 	case BLOCKER_OPT_MMAP_READS:
 		b->opts.mmap_reads = true;
 		return 0;
+	case BLOCKER_OPT_GC_THRESHOLD:
+		rc = peer_parse_u64(arg, &v);
+		if (rc)
+			return rc;
+		if (v > 100)
+			return -ERANGE;
+		b->opts.gc_threshold_pct = (unsigned)v;
+		return 0;
+	case BLOCKER_OPT_GC_RATE:
+		return peer_parse_size(arg, &b->opts.gc_rate_bytes);
 	case BLOCKER_OPT_IO:
 		if (!strcmp(arg, "sync"))
 			b->opts.io = &blocker_io_sync;
@@ -330,9 +354,11 @@ static int blocker_init(struct peer *p)
 			     : "");
 		return rc;
 	}
-	peer_info("%s: store open, io %s%s, read verification %s", b->dir,
-		  b->opts.io->name, b->opts.mmap_reads ? ", mmap reads" : "",
-		  b->opts.verify_reads ? "on" : "off");
+	peer_info(
+	    "%s: store open, io %s%s, read verification %s, gc "
+	    "threshold %u%%",
+	    b->dir, b->opts.io->name, b->opts.mmap_reads ? ", mmap reads" : "",
+	    b->opts.verify_reads ? "on" : "off", b->opts.gc_threshold_pct);
 	return 0;
 }
 
@@ -371,6 +397,13 @@ static void blocker_stats_op(struct peer *p)
 		  " verify failures %" PRIu64,
 		  st.reads, st.writes, st.dedup_hits, st.zero_chunks,
 		  st.flushes, st.fsyncs, st.verify_failures);
+	peer_info("stats: blocker reclaimable %" PRIu64 " of %" PRIu64
+		  " closed log bytes; gc runs %" PRIu64 " segments removed "
+		  "%" PRIu64 " copied %" PRIu64 " reclaimed %" PRIu64
+		  " failures %" PRIu64,
+		  st.reclaimable_bytes, st.closed_bytes, st.gc_runs,
+		  st.gc_segments_removed, st.gc_bytes_copied,
+		  st.gc_bytes_reclaimed, st.gc_failures);
 	if (st.degraded_errno)
 		peer_warn("stats: blocker DEGRADED (%s): %s",
 			  strerror(st.degraded_errno), st.degraded_reason);
@@ -402,6 +435,13 @@ static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
 	ST(verify_failures);
 	ST(replayed_records);
 	ST(truncated_bytes);
+	ST(closed_bytes);
+	ST(reclaimable_bytes);
+	ST(gc_runs);
+	ST(gc_segments_removed);
+	ST(gc_bytes_copied);
+	ST(gc_bytes_reclaimed);
+	ST(gc_failures);
 #undef ST
 	peer_stat(st, &n, max, "degraded_errno", (uint64_t)bs.degraded_errno);
 	return n;

@@ -16,6 +16,7 @@ static void usage(FILE *f)
 	       "       blockerctl check DIR\n"
 	       "       blockerctl stats DIR\n"
 	       "       blockerctl repair --truncate-at-damage DIR\n"
+	       "       blockerctl gc [--min-dead PCT] DIR\n"
 	       "       blockerctl --help | --version\n"
 	       "\n"
 	       "create  make an empty store (chunk size: power of two, 512 B "
@@ -32,7 +33,13 @@ static void usage(FILE *f)
 	       "is damaged\n"
 	       "        or missing, cutting the log at the damage: everything "
 	       "after it is\n"
-	       "        LOST (each cut is logged); run check first\n");
+	       "        LOST (each cut is logged); run check first\n"
+	       "gc      reclaim space of a store that is not in use: copy the "
+	       "live chunks\n"
+	       "        of closed segments with at least PCT%% dead bytes "
+	       "(default 0: any)\n"
+	       "        to the log head and remove those segments; prints the "
+	       "report as JSON\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -199,13 +206,18 @@ static int cmd_stats(const char *dir)
 		open_failed(dir, r);
 		return 1;
 	}
+	r = blocker_gc_estimate(s, NULL, NULL);
+	if (r)
+		fprintf(stderr, "blockerctl: %s: reclaimable estimate: %s\n",
+			dir, strerror(-r));
 	blocker_get_stats(s, &st);
 	printf("{\"objects\": %llu, \"chunks\": %llu, \"chunk_size\": %u, "
 	       "\"bytes_stored\": %llu, \"bytes_logical\": %llu, "
 	       "\"dedup_ratio\": %.3f, \"log_bytes\": %llu, "
 	       "\"index_bytes\": %llu, \"index_usable_bytes\": %llu, "
 	       "\"index_bytes_per_chunk\": %.2f, \"replayed_records\": %llu, "
-	       "\"truncated_bytes\": %llu}\n",
+	       "\"truncated_bytes\": %llu, \"closed_bytes\": %llu, "
+	       "\"reclaimable_bytes\": %llu, \"reclaimable_pct\": %.1f}\n",
 	       (unsigned long long)st.objects, (unsigned long long)st.chunks,
 	       st.chunk_size, (unsigned long long)st.chunk_bytes,
 	       (unsigned long long)st.logical_bytes,
@@ -215,7 +227,11 @@ static int cmd_stats(const char *dir)
 	       (unsigned long long)st.index_usable_bytes,
 	       st.chunks ? (double)st.index_usable_bytes / st.chunks : 0.0,
 	       (unsigned long long)st.replayed_records,
-	       (unsigned long long)st.truncated_bytes);
+	       (unsigned long long)st.truncated_bytes,
+	       (unsigned long long)st.closed_bytes,
+	       (unsigned long long)st.reclaimable_bytes,
+	       st.closed_bytes ? 100.0 * st.reclaimable_bytes / st.closed_bytes
+			       : 0.0);
 	r = blocker_close(s);
 	if (r) {
 		fprintf(stderr, "blockerctl: %s: close: %s\n", dir,
@@ -223,6 +239,66 @@ static int cmd_stats(const char *dir)
 		return 1;
 	}
 	return 0;
+}
+
+static int cmd_gc(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"min-dead", required_argument, NULL, 'm'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint64_t v;
+	int c, r, r2;
+
+	blocker_gc_opts_init(&g);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'm')
+			return 2;
+		if (parse_size(optarg, &v) || v > 100) {
+			fprintf(stderr,
+				"blockerctl: bad --min-dead '%s' (0..100)\n",
+				optarg);
+			return 2;
+		}
+		g.min_dead_pct = (unsigned)v;
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "blockerctl: gc needs exactly one DIR\n");
+		return 2;
+	}
+	blocker_opts_init(&o);
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	r = blocker_open(argv[optind], &o, &s);
+	if (r) {
+		open_failed(argv[optind], r);
+		return 1;
+	}
+	r = blocker_gc(s, &g, &rep);
+	printf("{\"segments_examined\": %llu, \"segments_removed\": %llu, "
+	       "\"bytes_examined\": %llu, \"bytes_copied\": %llu, "
+	       "\"bytes_reclaimed\": %llu, \"reclaimable_before\": %llu, "
+	       "\"error\": \"%s\"}\n",
+	       (unsigned long long)rep.segments_examined,
+	       (unsigned long long)rep.segments_removed,
+	       (unsigned long long)rep.bytes_examined,
+	       (unsigned long long)rep.bytes_copied,
+	       (unsigned long long)rep.bytes_reclaimed,
+	       (unsigned long long)rep.reclaimable_before,
+	       r ? strerror(-r) : "");
+	r2 = blocker_close(s);
+	if (r2)
+		fprintf(stderr, "blockerctl: %s: close: %s\n", argv[optind],
+			strerror(-r2));
+	if (r)
+		fprintf(stderr, "blockerctl: %s: gc: %s\n", argv[optind],
+			strerror(-r));
+	return r || r2 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -243,6 +319,8 @@ int main(int argc, char **argv)
 		return cmd_create(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "repair"))
 		return cmd_repair(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "gc"))
+		return cmd_gc(argc - 1, argv + 1);
 	if ((!strcmp(argv[1], "check") || !strcmp(argv[1], "stats"))) {
 		if (argc != 3) {
 			fprintf(stderr,

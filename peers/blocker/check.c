@@ -72,6 +72,11 @@ struct checker {
 	uint64_t mark; /* durable mark, 0 if none */
 	uint64_t end;  /* log position where the scan stopped */
 	uint64_t room; /* space the previous segment left, if it was clean */
+	/* GC removed segments: the journal is replayed on top of the maps
+	 * checkpoint from replay_from on, and copies of chunks may follow
+	 * the map records that reference them */
+	uint64_t replay_from;
+	bool gc;
 };
 
 /* what blocker_open does with a bad record at pos in seg */
@@ -132,6 +137,10 @@ static int scan_segment(struct checker *c, uint32_t seg,
 	int r;
 
 	blog_seg_path(s->dir, seg, path, sizeof(path));
+	if (s->segs[seg].removed) {
+		c->room = 0;
+		return 0;
+	}
 	if (fstat(s->segs[seg].fd, &st) < 0)
 		return -errno;
 	while (off < (uint64_t)st.st_size) {
@@ -217,8 +226,8 @@ static int scan_segment(struct checker *c, uint32_t seg,
 			r = cset_add(&c->chunks, h.score);
 			if (r)
 				return r;
-		} else {
-			if (h.type == BREC_MAP) {
+		} else if (pos >= c->replay_from) {
+			if (h.type == BREC_MAP && !c->gc) {
 				const char *name;
 				size_t nl;
 				uint64_t size;
@@ -352,8 +361,18 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	r = bmaps_init(s);
 	if (!r)
 		r = bidx_init(&s->index, 40, 0);
-	if (!r)
+	if (!r) {
 		r = blog_open_segments(s, false);
+		if (r == -EUCLEAN) {
+			/* DIR/gc unreadable, or nothing after the removed
+			 * segments: what open refuses (it logged why) */
+			problem(&c,
+				"blocker: %s: segments removed by GC cannot be "
+				"told from lost ones (open refuses the store)",
+				dir);
+			r = 0;
+		}
+	}
 	if (r)
 		goto out;
 	if (s->nsegs == 0)
@@ -365,6 +384,26 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	if (r)
 		c.mark = 0; /* none: a store from a build without marks */
 	r = check_gap(&c);
+	if (!r && s->gc_ckpt) {
+		c.gc = true;
+		r = bmaps_load(s, &c.replay_from);
+		if (r || c.replay_from < s->gc_ckpt) {
+			problem(
+			    &c,
+			    "blocker: %s/%s: %s, and GC removed segments "
+			    "(it needs a checkpoint at %llu or later): the "
+			    "maps cannot be rebuilt (open refuses the store)",
+			    dir, BLOCKER_MAPS_FILE,
+			    r == -ENOENT ? "missing"
+			    : r		 ? "corrupt"
+					 : "too old",
+			    (unsigned long long)s->gc_ckpt);
+			bmaps_destroy(s);
+			bmaps_init(s);
+			c.replay_from = 0;
+		}
+		r = 0;
+	}
 	for (uint32_t seg = 0; seg < s->nsegs && !r; seg++)
 		r = scan_segment(&c, seg, &win);
 	if (r)

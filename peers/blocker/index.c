@@ -210,6 +210,55 @@ int bidx_walk(struct bidx *x,
 	return r;
 }
 
+int bidx_repoint(struct bidx *x, const uint8_t score[32], uint64_t old_pos,
+		 uint64_t new_pos)
+{
+	uint64_t prefix = score_prefix(score);
+	int r = -ENOENT;
+
+	if (new_pos % BREC_ALIGN || new_pos >= BIDX_MAX_POS)
+		return -ERANGE;
+	pthread_rwlock_wrlock(&x->lock);
+	struct bidx_bucket *b = &x->buckets[bucket_of(x, prefix)];
+	for (uint32_t k = 0; k < b->n; k++) {
+		uint8_t *e = b->ents + (size_t)k * BIDX_ENTRY_SIZE;
+		if (ent_prefix(e) == prefix && ent_pos(e) == old_pos) {
+			ent_set(e, prefix, new_pos);
+			r = 0;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&x->lock);
+	return r;
+}
+
+uint64_t bidx_remove_range(struct bidx *x, uint64_t from, uint64_t to)
+{
+	uint64_t removed = 0;
+
+	pthread_rwlock_wrlock(&x->lock);
+	for (uint64_t i = 0; i < 1ULL << x->bits; i++) {
+		struct bidx_bucket *b = &x->buckets[i];
+		for (uint32_t k = 0; k < b->n;) {
+			uint8_t *e = b->ents + (size_t)k * BIDX_ENTRY_SIZE;
+			uint64_t pos = ent_pos(e);
+			if (pos < from || pos >= to) {
+				k++;
+				continue;
+			}
+			/* order inside a bucket does not matter */
+			memcpy(e,
+			       b->ents + (size_t)(b->n - 1) * BIDX_ENTRY_SIZE,
+			       BIDX_ENTRY_SIZE);
+			b->n--;
+			removed++;
+		}
+	}
+	x->count -= removed;
+	pthread_rwlock_unlock(&x->lock);
+	return removed;
+}
+
 uint64_t bidx_usable_bytes(struct bidx *x)
 {
 	uint64_t sum;

@@ -15,8 +15,50 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+/*
+ * Library calls, not liburcu's inline read side (_LGPL_SOURCE): the inline
+ * code touches the registry entry liburcu-bp allocates less aligned than
+ * its type declares (UBSan reports it), and ThreadSanitizer would see
+ * liburcu's internal accesses. A call per read section costs nothing next
+ * to the read itself.
+ */
+#include <urcu/urcu-bp.h>
 #include "store_int.h"
+
+#if defined(AC_TSAN)
+#include <sanitizer/tsan_interface.h>
+/*
+ * liburcu synchronises in code ThreadSanitizer does not see: tell it that
+ * a reader's section happens before the end of the next grace period (so
+ * that closing a removed segment's fd after blocker_rcu_sync is not a race
+ * with a pread that ended before).
+ */
+static int rcu_tsan_sync;
+#define RCU_TSAN_RELEASE() __tsan_release(&rcu_tsan_sync)
+#define RCU_TSAN_ACQUIRE() __tsan_acquire(&rcu_tsan_sync)
+#else
+#define RCU_TSAN_RELEASE() ((void)0)
+#define RCU_TSAN_ACQUIRE() ((void)0)
+#endif
+
+void blocker_rcu_lock(void)
+{
+	urcu_bp_read_lock();
+}
+
+void blocker_rcu_unlock(void)
+{
+	RCU_TSAN_RELEASE();
+	urcu_bp_read_unlock();
+}
+
+void blocker_rcu_sync(void)
+{
+	urcu_bp_synchronize_rcu();
+	RCU_TSAN_ACQUIRE();
+}
 
 bool blog_seg_name(const char *name, uint32_t *seg)
 {
@@ -114,11 +156,12 @@ void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
 			     s->dir, msg);
 }
 
+/* fd < 0: a placeholder for a segment GC removed */
 static int seg_push(struct blocker_store *s, int fd)
 {
 	const uint8_t *map = NULL;
 
-	if (s->o.mmap_reads) {
+	if (s->o.mmap_reads && fd >= 0) {
 		void *m =
 		    mmap(NULL, s->segment_size, PROT_READ, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED)
@@ -138,22 +181,53 @@ static int seg_push(struct blocker_store *s, int fd)
 		s->segs = n;
 		s->segs_cap = ncap;
 	}
-	s->segs[s->nsegs++] = (struct bseg){fd, map};
+	s->segs[s->nsegs++] = (struct bseg){fd, map, fd < 0, false};
 	pthread_rwlock_unlock(&s->segs_lock);
 	return 0;
 }
 
-/* Open every existing segment log.000000.. in order (they must be dense). */
+/*
+ * Open every existing segment log.000000.. in order: they must be dense,
+ * except for the ones DIR/gc lists as removed by GC, which get
+ * placeholders (a listed file that still exists is what a crash between
+ * writing DIR/gc and the unlink left: it is removed now).
+ */
 int blog_open_segments(struct blocker_store *s, bool create_first)
 {
+	uint32_t *removed = NULL, nremoved = 0, k = 0;
 	char path[4096];
+	int r;
 
+	r = bgc_load(s->dirfd, &removed, &nremoved, &s->gc_ckpt);
+	if (r == -ENOENT) {
+		r = 0;
+	} else if (r) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s/%s: corrupt: cannot tell segments "
+			     "removed by GC from lost ones",
+			     s->dir, BLOCKER_GC_FILE);
+		return -EUCLEAN;
+	}
 	for (uint32_t seg = 0;; seg++) {
-		int r = blog_seg_path(s->dir, seg, path, sizeof(path));
 		int fd;
 
+		r = blog_seg_path(s->dir, seg, path, sizeof(path));
 		if (r)
-			return r;
+			break;
+		while (k < nremoved && removed[k] < seg)
+			k++;
+		if (k < nremoved && removed[k] == seg) {
+			/* check (create_first false) changes nothing */
+			if (create_first && unlink(path) == 0)
+				blocker_logf(&s->o, BLOCKER_LOG_INFO,
+					     "blocker: %s: removed by GC; "
+					     "finishing its removal",
+					     path);
+			r = seg_push(s, -1);
+			if (r)
+				break;
+			continue;
+		}
 		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && seg == 0 && create_first) {
 			fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
@@ -161,15 +235,27 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			__atomic_fetch_add(&s->dir_seq, 1, __ATOMIC_RELEASE);
 		}
 		if (fd < 0 && errno == ENOENT)
-			return 0;
-		if (fd < 0)
-			return -errno;
+			break;
+		if (fd < 0) {
+			r = -errno;
+			break;
+		}
 		r = seg_push(s, fd);
 		if (r) {
 			close(fd);
-			return r;
+			break;
 		}
 	}
+	free(removed);
+	if (!r && s->nsegs && s->segs[s->nsegs - 1].removed) {
+		blog_seg_path(s->dir, s->nsegs, path, sizeof(path));
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: missing after segments removed by "
+			     "GC: the log has no last segment",
+			     path);
+		r = -EUCLEAN;
+	}
+	return r;
 }
 
 int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off)
@@ -180,11 +266,41 @@ int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off)
 	pthread_rwlock_rdlock(&s->segs_lock);
 	if (seg >= s->nsegs)
 		r = -ERANGE;
+	else if (s->segs[seg].fd < 0)
+		r = -ESTALE;
 	else
 		*fd = s->segs[seg].fd;
 	pthread_rwlock_unlock(&s->segs_lock);
 	*off = pos % s->segment_size;
 	return r;
+}
+
+bool blog_pos_victim(struct blocker_store *s, uint64_t pos)
+{
+	uint64_t seg = pos / s->segment_size;
+	bool v = false;
+
+	if (!__atomic_load_n(&s->gc_victims, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_rwlock_rdlock(&s->segs_lock);
+	if (seg < s->nsegs)
+		v = s->segs[seg].victim;
+	pthread_rwlock_unlock(&s->segs_lock);
+	return v;
+}
+
+int64_t blog_seg_end(struct blocker_store *s, uint32_t seg)
+{
+	struct stat st;
+	int fd, r;
+	uint64_t off;
+
+	r = blog_fd(s, (uint64_t)seg * s->segment_size, &fd, &off);
+	if (r)
+		return r;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	return (int64_t)seg * s->segment_size + st.st_size;
 }
 
 int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
@@ -376,9 +492,40 @@ int blog_trim_tail(struct blocker_store *s)
 	return r;
 }
 
+/*
+ * A GC copy failed with ENOSPC after writing done bytes at off (past the
+ * tail): put back what was there, zeros up to the zero-filled end
+ * (alloc_end; overwriting allocated blocks needs no space) and no file
+ * beyond it, so that the log past the tail holds nothing but zeros again.
+ * Best effort: what remains is cut as a torn tail at the next open.
+ */
+static void gc_undo_write(struct blocker_store *s, int fd, uint64_t pos,
+			  uint64_t off, uint64_t done)
+{
+	uint64_t base = pos - pos % s->segment_size, zend;
+	struct stat st;
+
+	zend = s->alloc_end < base ? base : s->alloc_end;
+	if (zend > base + s->segment_size)
+		zend = base + s->segment_size;
+	zend -= base; /* file offset where the zero fill ends */
+	for (uint64_t o = off; o < off + done && o < zend;) {
+		uint64_t k = zend - o;
+		if (k > off + done - o)
+			k = off + done - o;
+		if (k > sizeof(zero_block))
+			k = sizeof(zero_block);
+		if (pwrite(fd, zero_block, k, o) <= 0)
+			break;
+		o += k;
+	}
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > zend)
+		(void)!ftruncate(fd, zend);
+}
+
 /* pwritev all of iov at off, continuing after short writes */
 static int write_all(struct blocker_store *s, int fd, struct iovec *iov, int n,
-		     uint64_t off, uint64_t size, uint64_t pos)
+		     uint64_t off, uint64_t size, uint64_t pos, bool gc)
 {
 	uint64_t done = 0;
 
@@ -389,6 +536,10 @@ static int write_all(struct blocker_store *s, int fd, struct iovec *iov, int n,
 			char path[4096];
 			blog_seg_path(s->dir, pos / s->segment_size, path,
 				      sizeof(path));
+			if (gc && e == ENOSPC) {
+				gc_undo_write(s, fd, pos, off, done);
+				return -e;
+			}
 			blocker_degrade(
 			    s, e, "write of %s at offset %llu failed: %s", path,
 			    (unsigned long long)(off + done), strerror(e));
@@ -411,8 +562,23 @@ static int write_all(struct blocker_store *s, int fd, struct iovec *iov, int n,
 
 #define BATCH_IOV 1020 /* below IOV_MAX, a multiple of 3 */
 
+static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
+			bool gc);
+
 int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
 			     int n)
+{
+	return append_batch(s, rec, n, false);
+}
+
+int blog_append_batch_gc_locked(struct blocker_store *s, struct brec_out *rec,
+				int n)
+{
+	return append_batch(s, rec, n, true);
+}
+
+static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
+			bool gc)
 {
 	uint8_t(*hdr)[BREC_HDR_SIZE] = NULL;
 	struct iovec *iov = NULL;
@@ -442,6 +608,8 @@ int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
 			r = seg_finish(s, seg - 1);
 			if (!r)
 				r = seg_create(s, seg);
+			if (r == -ENOSPC && gc)
+				goto out;
 			if (r) {
 				blocker_degrade(
 				    s, -r, "cannot create segment %llu: %s",
@@ -479,7 +647,7 @@ int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
 		}
 		r = blog_fd(s, start, &fd, &off);
 		if (!r)
-			r = write_all(s, fd, iov, k, off, size, start);
+			r = write_all(s, fd, iov, k, off, size, start, gc);
 		if (r)
 			goto out;
 		__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
@@ -641,12 +809,16 @@ static int flush_common(struct blocker_store *s, bool fua)
 		for (uint32_t seg = from; seg <= to && !r; seg++) {
 			int fd;
 			uint64_t off;
+			blocker_rcu_lock();
 			r = blog_fd(s, (uint64_t)seg * s->segment_size, &fd,
 				    &off);
 			if (!r) {
 				r = s->io->fdatasync(s->io_ctx, fd);
 				STAT_INC(s, fsyncs);
+			} else if (r == -ESTALE) {
+				r = 0; /* removed by GC: nothing to sync */
 			}
+			blocker_rcu_unlock();
 			if (r) {
 				char path[4096];
 				blog_seg_path(s->dir, seg, path, sizeof(path));

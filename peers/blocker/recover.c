@@ -42,7 +42,7 @@ static bool pos_valid(struct blocker_store *s, uint64_t pos)
 
 	if (pos == 0)
 		return true;
-	if (seg >= s->nsegs)
+	if (seg >= s->nsegs || s->segs[seg].removed)
 		return false;
 	return pos % s->segment_size <= (uint64_t)seg_size_of(s, seg);
 }
@@ -79,10 +79,18 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 	    fdatasync(s->segs[seg].fd) < 0)
 		return -errno;
 	STAT_ADD(s, truncated_bytes, dropped);
+	bool gc_list = false;
 	while (s->nsegs > seg + 1) {
 		uint32_t last = s->nsegs - 1;
-		int64_t sz = seg_size_of(s, last);
+		int64_t sz;
 
+		if (s->segs[last].removed) {
+			/* removed by GC: no file; DIR/gc is rewritten below */
+			s->nsegs--;
+			gc_list = true;
+			continue;
+		}
+		sz = seg_size_of(s, last);
 		blog_seg_path(s->dir, last, path, sizeof(path));
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
 			     "blocker: %s: after the %s; removing %lld bytes",
@@ -93,6 +101,11 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 		if (unlink(path) < 0)
 			return -errno;
 		STAT_ADD(s, truncated_bytes, sz > 0 ? sz : 0);
+	}
+	if (gc_list) {
+		int r = bgc_save(s, s->gc_ckpt);
+		if (r)
+			return r;
 	}
 	if (fsync(s->dirfd) < 0)
 		return -errno;
@@ -299,6 +312,13 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 
 		if (seg >= s->nsegs)
 			break; /* the last segment ended full */
+		if (s->segs[seg].removed) {
+			/* removed by GC: nothing of it is needed (the maps
+			 * checkpoint covers its journal records) */
+			room = 0;
+			pos = (uint64_t)(seg + 1) * s->segment_size;
+			continue;
+		}
 		if (cur_seg != seg) {
 			fsize = seg_size_of(s, seg);
 			cur_seg = seg;

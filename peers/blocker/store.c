@@ -79,35 +79,44 @@ out:
 /* ---- chunks ---- */
 
 /*
- * Find the log position of the chunk with this score: every index
- * candidate's header is read and its full score compared. 0 with *pos, or
- * -ENOENT, or an I/O error.
+ * Find the log position of the chunk with this score for dedup: every
+ * index candidate's header is read and its full score compared. A copy in
+ * a GC victim segment does not count (the victim's live set was fixed by
+ * the mark, so a new reference to it would be lost with it): the caller
+ * stores the chunk afresh. 0 with *pos, or -ENOENT, or an I/O error.
  */
 static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 		      uint64_t *pos)
 {
 	uint64_t cand[8];
-	int total, skip = 0;
+	int total, skip = 0, r = -ENOENT;
 
+	blocker_rcu_lock();
 	do {
 		total = bidx_lookup(&s->index, score, cand, 8, skip);
 		for (int i = 0; i < total - skip && i < 8; i++) {
 			uint8_t hb[BREC_HDR_SIZE];
 			struct brec_hdr h;
-			int r = blog_pread(s, cand[i], hb, sizeof(hb));
+
+			if (blog_pos_victim(s, cand[i]))
+				continue;
+			r = blog_pread(s, cand[i], hb, sizeof(hb));
 			if (r)
-				return r;
+				goto out;
 			if (brec_decode(hb, &h, cand[i]) == BREC_OK &&
 			    h.type == BREC_CHUNK &&
 			    !memcmp(h.score, score, 32)) {
 				*pos = cand[i];
-				return 0;
+				goto out;
 			}
+			r = -ENOENT;
 			STAT_INC(s, partial_collisions);
 		}
 		skip += 8;
 	} while (skip < total);
-	return -ENOENT;
+out:
+	blocker_rcu_unlock();
+	return r;
 }
 
 /* dst holds the chunk read at pos for score: verify it if enabled. */
@@ -135,8 +144,23 @@ static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
 }
 
 /* Read the chunk with this score into dst (cs bytes), verifying it. */
+static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
+			 void *dst);
+
 static int chunk_get(struct blocker_store *s, const uint8_t score[32],
 		     void *dst)
+{
+	int r;
+
+	blocker_rcu_lock();
+	r = chunk_get_rcu(s, score, dst);
+	blocker_rcu_unlock();
+	return r;
+}
+
+/* caller holds the read-side RCU section */
+static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
+			 void *dst)
 {
 	uint64_t cand[8];
 	int total, skip = 0;
@@ -189,6 +213,7 @@ static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
 		r = -ENOMEM;
 		goto out;
 	}
+	blocker_rcu_lock();
 	for (int i = 0; i < n && !r; i++) {
 		uint64_t off;
 		q[i].res = -ENOENT;
@@ -209,6 +234,7 @@ static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
 	if (!sub || !map) {
 		free(sub);
 		free(map);
+		blocker_rcu_unlock();
 		r = -ENOMEM;
 		goto out;
 	}
@@ -230,8 +256,9 @@ static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
 		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32))
 			r = chunk_verify(s, scores[i], dst[i], pos[i]);
 		else
-			r = chunk_get(s, scores[i], dst[i]);
+			r = chunk_get_rcu(s, scores[i], dst[i]);
 	}
+	blocker_rcu_unlock();
 out:
 	free(q);
 	free(iov);
@@ -328,7 +355,12 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 		return -ENOMEM;
 	}
 	memset(scores, 0, n * 32);
-	/* chunks are immutable: copy the scores, then read without locks */
+	/*
+	 * chunks are immutable: copy the scores, then read without locks;
+	 * the RCU section from here to the last read keeps GC from dropping
+	 * a chunk that an overwrite made dead after the copy
+	 */
+	blocker_rcu_lock();
 	pthread_rwlock_rdlock(&o->lock);
 	if (o->deleted || !o->live)
 		r = -ENOENT;
@@ -364,6 +396,7 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 			memcpy(dst, tmp + (a - cstart), b - a);
 	}
 out:
+	blocker_rcu_unlock();
 	free(tmp);
 	if (scores != small)
 		free(scores);
@@ -453,12 +486,16 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 		r = -ENOMEM;
 		goto out;
 	}
+	blocker_rcu_lock();
 	for (uint32_t k = 0; k < n; k++) {
 		uint64_t off;
 		if (!w->miss[k])
 			continue;
 		cnt[m] = bidx_lookup(&s->index, w->u[k].score, &pos[m], 1, 0);
-		if (cnt[m] == 0 || blog_fd(s, pos[m], &q[m].fd, &off))
+		/* a GC victim's copy stays a miss: write_piece looks again
+		 * (chunk_find) for a copy elsewhere under append_lock */
+		if (cnt[m] == 0 || blog_pos_victim(s, pos[m]) ||
+		    blog_fd(s, pos[m], &q[m].fd, &off))
 			continue; /* certainly new */
 		iov[m] = (struct iovec){hb[m], BREC_HDR_SIZE};
 		q[m].iov = &iov[m];
@@ -493,6 +530,7 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 			STAT_INC(s, dedup_hits);
 		}
 	}
+	blocker_rcu_unlock();
 out:
 	free(q);
 	free(iov);
@@ -718,6 +756,7 @@ int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
 	if (!r) {
 		o->deleted = true;
 		bmaps_unlink(s, o);
+		STAT_INC(s, deletes);
 	}
 	pthread_rwlock_unlock(&o->lock);
 	bobj_put(s, o);
@@ -809,6 +848,7 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 	d->nchunks = so->nchunks;
 	d->size = so->size;
 	d->live = true;
+	STAT_INC(s, copies);
 unlock:
 	pthread_rwlock_unlock(&so->lock);
 	pthread_rwlock_unlock(&d->lock);
@@ -950,7 +990,19 @@ int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 	C(fsyncs);
 	C(replayed_records);
 	C(truncated_bytes);
+	C(deletes);
+	C(copies);
+	C(gc_runs);
+	C(gc_segments_examined);
+	C(gc_segments_removed);
+	C(gc_bytes_copied);
+	C(gc_bytes_reclaimed);
+	C(gc_failures);
 #undef C
+	st->reclaimable_bytes =
+	    __atomic_load_n(&s->gc_reclaimable, __ATOMIC_RELAXED);
+	st->closed_bytes =
+	    __atomic_load_n(&s->gc_closed_bytes, __ATOMIC_RELAXED);
 	st->chunk_size = s->chunk_size;
 	pthread_mutex_lock(&s->sync_lock);
 	st->degraded_errno = s->degraded;
@@ -997,6 +1049,7 @@ static void *bg_main(void *arg)
 
 static void store_free(struct blocker_store *s)
 {
+	bgc_stop(s);
 	bmaps_destroy(s);
 	bidx_destroy(&s->index);
 	blog_close(s);
@@ -1013,6 +1066,7 @@ static void store_free(struct blocker_store *s)
 	pthread_mutex_destroy(&s->ckpt_mutex);
 	pthread_mutex_destroy(&s->bg_lock);
 	pthread_cond_destroy(&s->bg_cond);
+	pthread_mutex_destroy(&s->gc_mutex);
 	free(s->dir);
 	free(s);
 }
@@ -1049,6 +1103,7 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	pthread_rwlock_init(&s->ckpt_lock, NULL);
 	pthread_mutex_init(&s->ckpt_mutex, NULL);
 	pthread_mutex_init(&s->bg_lock, NULL);
+	pthread_mutex_init(&s->gc_mutex, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->bg_cond, &ca);
@@ -1123,7 +1178,59 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			goto fail;
 		maps_pos = 0;
 	}
+	/*
+	 * GC removed segments whose journal records only the maps
+	 * checkpoint it wrote (s->gc_ckpt, DIR/gc) still holds: an older or
+	 * missing maps file cannot be completed from the log. The index can
+	 * (every live chunk was copied below gc_ckpt).
+	 */
+	if (maps_pos < s->gc_ckpt) {
+		if (!s->o.truncate_at_damage) {
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s/%s: checkpoint at %llu "
+				     "predates the segments GC removed (it "
+				     "needs one at %llu or later): the object "
+				     "maps cannot be rebuilt from the log; "
+				     "refusing to open (truncate_at_damage "
+				     "replays what is left)",
+				     dir, BLOCKER_MAPS_FILE,
+				     (unsigned long long)maps_pos,
+				     (unsigned long long)s->gc_ckpt);
+			r = -EUCLEAN;
+			goto fail;
+		}
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: predates the segments GC "
+			     "removed; truncate_at_damage: replaying the "
+			     "journal that is left (maps may be incomplete)",
+			     dir, BLOCKER_MAPS_FILE);
+		bmaps_destroy(s);
+		r = bmaps_init(s);
+		if (r)
+			goto fail;
+		maps_pos = 0;
+	}
+	if (idx_pos && idx_pos < s->gc_ckpt) {
+		blocker_logf(
+		    &s->o, BLOCKER_LOG_WARN,
+		    "blocker: %s/%s: predates the segments GC removed; "
+		    "rebuilding the index from the log",
+		    dir, BLOCKER_INDEX_FILE);
+		bidx_destroy(&s->index);
+		r = bidx_init(&s->index, s->o.partial_bits, 0);
+		if (r)
+			goto fail;
+		idx_pos = 0;
+	}
 	r = blocker_recover(s, idx_pos, maps_pos);
+	if (r == -ERANGE && s->gc_ckpt && !s->o.truncate_at_damage) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: checkpoint lies beyond the end of "
+			     "the log, and GC removed segments: the maps "
+			     "cannot be rebuilt from the log; refusing to open",
+			     dir);
+		r = -EUCLEAN;
+	}
 	if (r == -ERANGE) {
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
 			     "blocker: %s: checkpoint lies beyond the end of "
@@ -1152,8 +1259,19 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			goto fail;
 		s->bg_running = true;
 	}
+	r = bgc_start(s);
+	if (r)
+		goto fail_bg;
 	*out = s;
 	return 0;
+fail_bg:
+	if (s->bg_running) {
+		pthread_mutex_lock(&s->bg_lock);
+		s->bg_stop = true;
+		pthread_cond_signal(&s->bg_cond);
+		pthread_mutex_unlock(&s->bg_lock);
+		pthread_join(s->bg, NULL);
+	}
 fail:
 	store_free(s);
 	return r;
@@ -1163,6 +1281,7 @@ int blocker_close(struct blocker_store *s)
 {
 	int r;
 
+	bgc_stop(s);
 	if (s->bg_running) {
 		pthread_mutex_lock(&s->bg_lock);
 		s->bg_stop = true;

@@ -157,6 +157,17 @@ struct blocker_opts {
 	 * Off, such an open fails with -EUCLEAN.
 	 */
 	bool truncate_at_damage;
+	/*
+	 * Background garbage collection (default 0: off). When the
+	 * reclaimable share of the closed segments' bytes reaches this
+	 * percentage, a store thread runs blocker_gc() with gc_rate_bytes
+	 * (0: unlimited) as its copy rate. The estimate is refreshed every
+	 * gc_check_ms (default 1000) when the log grew or objects were
+	 * deleted since the last one.
+	 */
+	unsigned gc_threshold_pct;
+	uint64_t gc_rate_bytes;
+	unsigned gc_check_ms;
 	const struct blocker_io_ops *io; /* NULL: blocker_io_sync */
 	void *io_ctx;
 	/* message sink; NULL: stderr. Called without store locks held. */
@@ -254,12 +265,71 @@ struct blocker_stats {
 	uint64_t verify_failures;
 	uint64_t flushes, fsyncs;
 	uint64_t replayed_records, truncated_bytes;
+	uint64_t deletes, copies;
+	/* garbage collection: reclaimable_bytes is the last estimate (dead
+	 * chunk and journal bytes in closed segments, of closed_bytes);
+	 * the rest count blocker_gc() work since open */
+	uint64_t reclaimable_bytes, closed_bytes;
+	uint64_t gc_runs, gc_segments_examined, gc_segments_removed;
+	uint64_t gc_bytes_copied, gc_bytes_reclaimed, gc_failures;
 	uint32_t chunk_size;
 	int degraded_errno; /* 0 when healthy */
 	char degraded_reason[160];
 };
 
 int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st);
+
+/*
+ * Garbage collection (docs/blocker.md, "Space reclamation").
+ *
+ * A chunk is live iff some object's map references its score. A pass
+ * marks the live scores (a set of 40-bit score prefixes built from all
+ * maps with mutating calls excluded for the length of the walk: a prefix
+ * collision only keeps a dead chunk), picks closed segments (never the
+ * one being appended to) whose dead share is at least min_dead_pct,
+ * best first, and for each: copies its live chunk records to the log head
+ * (each payload re-hashed first: a record that fails is never copied, the
+ * segment is kept and the pass fails with -EIO), fsyncs, repoints the
+ * index, writes a checkpoint, records the segment as removed in DIR/gc
+ * and only then deletes its file. A crash anywhere in between leaves a
+ * store that opens with nothing lost.
+ *
+ * Concurrency: runs alongside reads, writes, deletes and copies from
+ * other threads; one pass at a time (a second caller waits). Writes that
+ * would dedup against a chunk in a victim segment store it afresh.
+ *
+ * Errors: the degraded errno; -ENOSPC if the copies do not fit (the store
+ * is NOT degraded by a GC copy's ENOSPC: the victim is kept, and only the
+ * victims fully copied before are completed); -EIO (a write or fsync
+ * error, which degrades the store as any write error, or a record that
+ * fails verification, which does not); -ECANCELED if the store is being
+ * closed. The report (optional) is filled in any case.
+ */
+struct blocker_gc_opts {
+	unsigned min_dead_pct; /* victims: dead share >= this (0: any dead) */
+	uint32_t max_segments; /* victims per pass; 0: no limit */
+	uint64_t rate_bytes;   /* copy rate limit in bytes/s; 0: none */
+};
+void blocker_gc_opts_init(struct blocker_gc_opts *g); /* 0%, all, none */
+
+struct blocker_gc_report {
+	uint64_t segments_examined; /* candidates whose live bytes were known */
+	uint64_t segments_removed;
+	uint64_t bytes_examined;     /* bytes of victim segments scanned */
+	uint64_t bytes_copied;	     /* live record bytes appended */
+	uint64_t bytes_reclaimed;    /* file bytes of removed segments */
+	uint64_t reclaimable_before; /* the mark's estimate */
+};
+
+int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
+	       struct blocker_gc_report *rep);
+
+/*
+ * Refresh the reclaimable estimate (blocker_stats.reclaimable_bytes): one
+ * walk over all maps and the index, without excluding other calls.
+ */
+int blocker_gc_estimate(struct blocker_store *s, uint64_t *reclaimable,
+			uint64_t *closed_bytes);
 
 /*
  * Offline check of a store that is not open: verifies every record's

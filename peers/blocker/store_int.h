@@ -180,6 +180,12 @@ int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
 int bidx_walk(struct bidx *x,
 	      int (*fn)(void *arg, uint64_t prefix, uint64_t pos), void *arg);
 uint64_t bidx_usable_bytes(struct bidx *x);
+/* GC: move the entry (score's prefix, old_pos) to new_pos; -ENOENT if
+ * there is none. Remove every entry with a position in [from, to); the
+ * count removed. Both take the write lock (lookups see before or after). */
+int bidx_repoint(struct bidx *x, const uint8_t score[32], uint64_t old_pos,
+		 uint64_t new_pos);
+uint64_t bidx_remove_range(struct bidx *x, uint64_t from, uint64_t to);
 
 /* ---- the store (store.c, log.c, map.c) ---- */
 
@@ -200,11 +206,17 @@ struct bobj {
 };
 
 struct bseg {
-	int fd;
+	int fd; /* -1 once removed by GC (or a placeholder for one) */
 	/* read-only mapping of segment_size bytes (o.mmap_reads), or NULL;
 	 * only bytes below the tail are ever touched, so truncating the
 	 * zero tail cannot fault a reader */
 	const uint8_t *map;
+	/* removed by GC (listed in DIR/gc): no file, no records */
+	bool removed;
+	/* a GC victim between its mark and its removal: writes must not
+	 * dedup against chunks in it (set under ckpt_lock exclusive, read
+	 * under segs_lock) */
+	bool victim;
 };
 
 struct blocker_store {
@@ -283,8 +295,26 @@ struct blocker_store {
 	pthread_mutex_t bg_lock;
 	pthread_cond_t bg_cond;
 
+	/* garbage collection (gc.c) */
+	pthread_mutex_t gc_mutex; /* one blocker_gc at a time */
+	uint32_t gc_victims;	  /* segments flagged victim; __atomic */
+	uint64_t gc_ckpt;	  /* maps must cover this (DIR/gc) */
+	uint64_t gc_reclaimable;  /* last estimate; __atomic */
+	uint64_t gc_closed_bytes; /* last estimate; __atomic */
+	uint64_t gc_est_tail;	  /* tail at the last estimate */
+	uint64_t gc_est_deletes;  /* st.deletes at the last estimate */
+	bool gc_stop;		  /* __atomic: close wants GC to stop */
+	pthread_t gc_thread;
+	bool gc_running;
+	/* test hook: called by blocker_gc at named points (gc.c) */
+	void (*gc_hook)(void *arg, int point);
+	void *gc_hook_arg;
+
 	struct {
 		uint64_t reads, writes, dedup_hits, zero_chunks;
+		uint64_t deletes, copies;
+		uint64_t gc_runs, gc_segments_examined, gc_segments_removed;
+		uint64_t gc_bytes_copied, gc_bytes_reclaimed, gc_failures;
 		uint64_t partial_collisions, verify_failures;
 		uint64_t flushes, fsyncs, chunk_bytes;
 		uint64_t replayed_records, truncated_bytes;
@@ -306,7 +336,15 @@ bool blog_seg_name(const char *name, uint32_t *seg);
 /* Segment files numbered s->nsegs or more (they lie after a gap), sorted:
  * *out (free() it; NULL when *n is 0). 0 or a negative errno. */
 int blog_segs_after(struct blocker_store *s, uint32_t **out, uint32_t *n);
+/*
+ * fd and offset of log position pos. -ERANGE past the log, -ESTALE for a
+ * segment removed by GC. The fd stays valid only inside a read-side RCU
+ * section (blocker_rcu_lock) or under append_lock: GC closes a removed
+ * segment's fd after a grace period.
+ */
 int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off);
+/* Is pos in a segment flagged as a GC victim? */
+bool blog_pos_victim(struct blocker_store *s, uint64_t pos);
 /* One record to append; pos is filled in. */
 struct brec_out {
 	enum brec_type type;
@@ -325,6 +363,13 @@ struct brec_out {
  */
 int blog_append_batch_locked(struct blocker_store *s, struct brec_out *rec,
 			     int n);
+/*
+ * The same for GC's copies: an ENOSPC does not degrade the store (the
+ * copies are optional work; the bytes a failed write left past the tail
+ * are zeroed or cut off again); any other error does.
+ */
+int blog_append_batch_gc_locked(struct blocker_store *s, struct brec_out *rec,
+				int n);
 int blog_append_locked(struct blocker_store *s, enum brec_type type,
 		       const uint8_t score[32], const void *payload,
 		       uint32_t len, uint64_t *pos_out);
@@ -352,6 +397,33 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 void blog_close(struct blocker_store *s);
 /* close segment seg's file and drop its mapping (recovery's cut) */
 void blog_seg_release(struct blocker_store *s, uint32_t seg);
+/* log position where segment seg's file ends (fstat); negative errno */
+int64_t blog_seg_end(struct blocker_store *s, uint32_t seg);
+
+/*
+ * Read-side RCU (liburcu-bp: no thread registration, so any caller's
+ * thread may read): a reader holds it from taking an object's scores
+ * until its last log read is done, so that GC, which waits for a grace
+ * period after its mark and after repointing the index, never frees a
+ * chunk or closes a segment a reader may still use. Nests.
+ */
+void blocker_rcu_lock(void);
+void blocker_rcu_unlock(void);
+/* wait until every read-side section that began before has ended */
+void blocker_rcu_sync(void);
+
+/*
+ * gc.c: DIR/gc lists the segments GC removed and the checkpoint position
+ * that made the removal safe. bgc_load reads it (-ENOENT if none,
+ * -EBADMSG if corrupt) into a sorted array of removed segment numbers;
+ * bgc_save writes the removed flags of s->segs atomically.
+ */
+#define BLOCKER_GC_FILE "gc"
+int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt);
+int bgc_save(struct blocker_store *s, uint64_t ckpt);
+/* start/stop the background GC thread (o.gc_threshold_pct) */
+int bgc_start(struct blocker_store *s);
+void bgc_stop(struct blocker_store *s);
 void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static inline int blocker_degraded(struct blocker_store *s)
@@ -434,10 +506,12 @@ int bidx_load(struct blocker_store *s, uint64_t *pos);
 
 /*
  * Format version 2: the last log segment may end with a zero-filled tail
- * past its last record. Version 1 stores are read; blocker_open rewrites
- * their super block as version 2 before appending anything.
+ * past its last record. Version 3: segment files listed in DIR/gc were
+ * removed by garbage collection (a version 2 reader would take the gap
+ * for lost data). Older stores are read; blocker_open rewrites their super
+ * block at the current version before appending anything.
  */
-#define BLOCKER_FORMAT_VERSION 2
+#define BLOCKER_FORMAT_VERSION 3
 /* -EBADMSG if corrupt, -EPROTONOSUPPORT for a version this build does not
  * know (newer) */
 int blocker_read_super(int dirfd, uint32_t *chunk_size, uint64_t *seg_size,

@@ -1,0 +1,774 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Garbage collection of the blocker store (store.h, blocker_gc; gc.c):
+ * overwrite and delete workloads reclaim space and read back exactly (a
+ * model of every object), the offline check stays clean, the dedup race
+ * with a victim segment (a write between the mark and the removal, made
+ * deterministic by the GC test hook), ENOSPC/EIO and a corrupt chunk while
+ * copying (victim kept, nothing lost), a kill at each GC step, segments
+ * removed by GC vs lost ones, bad input, and the background GC thread.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "store_int.h"
+#include "test_blocker_util.h"
+
+#define CS	4096
+#define SEG	(1u << 20)
+#define NOBJ	8
+#define OBJ_MAX (256 * 1024)
+
+static char dir[256];
+static struct tb_log logbuf;
+
+/* the expected content of every object */
+struct model {
+	bool exists[NOBJ];
+	uint64_t size[NOBJ];
+	uint8_t data[NOBJ][OBJ_MAX];
+};
+static struct model *m;
+
+static void opts(struct blocker_opts *o)
+{
+	blocker_opts_init(o);
+	o->chunk_size = CS;
+	o->segment_size = SEG;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->log = tb_log_fn;
+	o->log_arg = &logbuf;
+}
+
+static struct blocker_store *reopen_with(struct blocker_opts *o)
+{
+	struct blocker_store *s = NULL;
+
+	ck_assert_int_eq(blocker_open(dir, o, &s), 0);
+	return s;
+}
+
+static struct blocker_store *reopen(void)
+{
+	struct blocker_opts o;
+
+	opts(&o);
+	return reopen_with(&o);
+}
+
+static struct blocker_store *mk(void)
+{
+	struct blocker_opts o;
+
+	tb_mkdtemp(dir, sizeof(dir));
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	memset(m, 0, sizeof(*m));
+	memset(&logbuf, 0, sizeof(logbuf));
+	return reopen();
+}
+
+static const char *oname(int i)
+{
+	static char n[NOBJ][16];
+
+	snprintf(n[i], sizeof(n[i]), "obj.%04d", i);
+	return n[i];
+}
+
+/* write [off, off+len) of object i with content derived from seed */
+static void mwrite(struct blocker_store *s, int i, uint64_t off, size_t len,
+		   uint64_t seed)
+{
+	uint8_t *buf = malloc(len);
+
+	tb_fill(buf, len, seed, off);
+	ck_assert_int_eq(
+	    blocker_write(s, oname(i), strlen(oname(i)), off, len, buf, 0), 0);
+	memcpy(m->data[i] + off, buf, len);
+	if (!m->exists[i]) {
+		m->exists[i] = true;
+		m->size[i] = 0;
+	}
+	if (off + len > m->size[i])
+		m->size[i] = off + len;
+	free(buf);
+}
+
+static void mdelete(struct blocker_store *s, int i)
+{
+	ck_assert_int_eq(blocker_delete(s, oname(i), strlen(oname(i))), 0);
+	m->exists[i] = false;
+	memset(m->data[i], 0, OBJ_MAX);
+	m->size[i] = 0;
+}
+
+static void verify_all(struct blocker_store *s)
+{
+	uint8_t *buf = malloc(OBJ_MAX);
+
+	for (int i = 0; i < NOBJ; i++) {
+		uint64_t size = 0;
+		int r = blocker_info(s, oname(i), strlen(oname(i)), &size);
+		if (!m->exists[i]) {
+			ck_assert_int_eq(r, -ENOENT);
+			continue;
+		}
+		ck_assert_int_eq(r, 0);
+		ck_assert_uint_eq(size, m->size[i]);
+		ck_assert_int_eq(
+		    blocker_read(s, oname(i), strlen(oname(i)), 0, size, buf),
+		    0);
+		ck_assert_msg(!memcmp(buf, m->data[i], size),
+			      "object %d differs from the model", i);
+	}
+	free(buf);
+}
+
+static void check_clean(void)
+{
+	uint64_t problems = 99;
+
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(
+	    blocker_check(dir, NULL, tb_log_fn_line, &logbuf, &problems), 0);
+	ck_assert_msg(problems == 0, "check: %s", logbuf.text);
+}
+
+/* bytes of all log segment files */
+static uint64_t log_file_bytes(int *nfiles)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	uint64_t sum = 0;
+	char p[512];
+
+	*nfiles = 0;
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		struct stat st;
+		if (strncmp(de->d_name, "log.", 4))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		ck_assert_int_eq(stat(p, &st), 0);
+		sum += st.st_size;
+		(*nfiles)++;
+	}
+	closedir(d);
+	return sum;
+}
+
+static void fd_write_garbage(const char *p)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "garbage, not a gc file......", 28), 28);
+	close(fd);
+}
+
+static bool seg_exists(uint32_t seg)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/log.%06u", dir, seg);
+	return access(p, F_OK) == 0;
+}
+
+/* Overwrite-heavy: every object rewritten in random 4-32 KiB pieces. */
+static void overwrite_workload(struct blocker_store *s, uint64_t *rng,
+			       int rounds)
+{
+	for (int k = 0; k < rounds; k++) {
+		int i = tb_rnd(rng) % NOBJ;
+		uint64_t off = (tb_rnd(rng) % (OBJ_MAX / CS)) * CS;
+		size_t len = (1 + tb_rnd(rng) % 8) * CS;
+		if (off + len > OBJ_MAX)
+			len = OBJ_MAX - off;
+		mwrite(s, i, off, len, tb_rnd(rng));
+	}
+}
+
+START_TEST(test_gc_overwrite)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+	uint64_t rng = 12345, before, after;
+	int nb, na;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 1000 + i);
+	overwrite_workload(s, &rng, 600);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	before = log_file_bytes(&nb);
+	ck_assert_int_eq(blocker_gc_estimate(s, NULL, NULL), 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_uint_gt(st.reclaimable_bytes, 0);
+	ck_assert_uint_le(st.reclaimable_bytes, st.closed_bytes);
+
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	ck_assert_uint_gt(rep.bytes_reclaimed, rep.bytes_copied);
+	after = log_file_bytes(&na);
+	ck_assert_uint_lt(after, before);
+	ck_assert_int_lt(na, nb);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_uint_eq(st.gc_segments_removed, rep.segments_removed);
+	ck_assert_uint_eq(st.gc_bytes_copied, rep.bytes_copied);
+	verify_all(s);
+	/* the store keeps working after GC, and a second pass too */
+	overwrite_workload(s, &rng, 200);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+START_TEST(test_gc_delete_all)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_report rep;
+	uint64_t rng = 7;
+	int n;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 2000 + i);
+	overwrite_workload(s, &rng, 200);
+	for (int i = 0; i < NOBJ; i++)
+		mdelete(s, i);
+	ck_assert_uint_gt(log_file_bytes(&n), 2 * SEG);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.bytes_copied, 0);
+	/* what is left: the segment being appended to */
+	ck_assert_uint_le(log_file_bytes(&n), SEG);
+	ck_assert_int_eq(n, 1);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	mwrite(s, 3, 0, 8192, 77);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+}
+END_TEST
+
+/* min_dead_pct and max_segments choose the victims */
+START_TEST(test_gc_victim_choice)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	uint64_t rng = 99;
+	int n0, n1;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 3000 + i);
+	overwrite_workload(s, &rng, 400);
+	log_file_bytes(&n0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 100; /* only segments that are all dead */
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_uint_eq(rep.bytes_copied, 0);
+	g.min_dead_pct = 0;
+	g.max_segments = 1;
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 1);
+	log_file_bytes(&n1);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+}
+END_TEST
+
+/*
+ * The dedup race: chunk X lives in a closed segment only for an object
+ * that is then overwritten, so the mark finds X dead. Between the mark and
+ * the victim's removal (the hook), another object is written with X's
+ * content. It must not dedup against the victim's copy of X (which the
+ * pass removes): it is stored afresh and reads back after GC and reopen.
+ */
+struct race {
+	struct blocker_store *s;
+	int point, fired;
+	uint64_t seed;
+	uint64_t writes_ok;
+};
+
+static void race_hook(void *arg, int point)
+{
+	struct race *r = arg;
+
+	if (point != r->point)
+		return;
+	r->fired++;
+	mwrite(r->s, 1, 0, 4 * CS, r->seed);
+	r->writes_ok++;
+}
+
+static void dedup_race(int point)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_report rep;
+	struct race rc = {.s = s, .point = point, .seed = 4242};
+	uint64_t rng = 5;
+
+	/* object 0 holds X (seed 4242) in segment 0, then loses it */
+	mwrite(s, 0, 0, 4 * CS, 4242);
+	for (int k = 0; k < 400; k++)
+		mwrite(s, 2 + k % 6, (k % 64) * CS, CS, 50000 + k);
+	mwrite(s, 0, 0, 4 * CS, 4343);
+	overwrite_workload(s, &rng, 100);
+	s->gc_hook = race_hook;
+	s->gc_hook_arg = &rc;
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_int_eq(rc.fired, 1);
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	ck_assert(!seg_exists(0));
+	s->gc_hook = NULL;
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+
+START_TEST(test_gc_dedup_race_marked)
+{
+	dedup_race(1); /* GC_HOOK_MARKED */
+}
+END_TEST
+
+START_TEST(test_gc_dedup_race_copied)
+{
+	dedup_race(2); /* GC_HOOK_COPIED */
+}
+END_TEST
+
+START_TEST(test_gc_dedup_race_repointed)
+{
+	dedup_race(3); /* GC_HOOK_REPOINTED */
+}
+END_TEST
+
+/* ENOSPC while copying: the victim stays, the store is not degraded */
+START_TEST(test_gc_enospc)
+{
+	struct blocker_io_fault f;
+	struct blocker_store *s;
+	struct blocker_opts o;
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+	uint64_t rng = 31, before, after;
+	int nb, na;
+
+	s = mk();
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 5000 + i);
+	overwrite_workload(s, &rng, 500);
+	ck_assert_int_eq(blocker_close(s), 0);
+	before = log_file_bytes(&nb);
+
+	opts(&o);
+	blocker_io_fault_init(&f, &blocker_io_sync, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = &f;
+	s = reopen_with(&o);
+	blocker_io_fault_arm(&f, 3 * (CS + 64) + 100, ENOSPC, 0);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -ENOSPC);
+	ck_assert_uint_eq(rep.segments_removed, 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	ck_assert_uint_eq(st.gc_failures, 1);
+	after = log_file_bytes(&na);
+	ck_assert_int_eq(na, nb);
+	/* the failed copy's bytes past the tail were taken back */
+	ck_assert_uint_le(after, before + 3 * (CS + 64) + 100);
+	for (uint32_t k = 0; k < (uint32_t)nb; k++)
+		ck_assert(seg_exists(k));
+	verify_all(s);
+	/* space again: GC completes, and writes went on meanwhile */
+	__atomic_store_n(&f.armed, 0, __ATOMIC_RELEASE);
+	mwrite(s, 2, 0, 2 * CS, 777);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* EIO while copying: the store degrades (as for any write error), the
+ * victim stays, reads go on, and a reopen has everything */
+START_TEST(test_gc_eio)
+{
+	struct blocker_io_fault f;
+	struct blocker_store *s;
+	struct blocker_opts o;
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+	uint64_t rng = 32;
+	int nb, na;
+
+	s = mk();
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 6000 + i);
+	overwrite_workload(s, &rng, 500);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	log_file_bytes(&nb);
+	opts(&o);
+	blocker_io_fault_init(&f, &blocker_io_sync, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = &f;
+	s = reopen_with(&o);
+	blocker_io_fault_arm(&f, 5 * (CS + 64) + 10, EIO, 0);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, EIO);
+	log_file_bytes(&na);
+	ck_assert_int_eq(na, nb);
+	verify_all(s);
+	/* degraded: GC refuses with the degraded errno */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	blocker_close(s);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+}
+END_TEST
+
+/* A live chunk whose bytes rotted in a victim is never copied as good. */
+START_TEST(test_gc_corrupt_live_chunk)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+	uint8_t b;
+	char p[512];
+	int fd, n0, n1;
+
+	mwrite(s, 0, 0, CS, 8000); /* first record of log.000000 */
+	for (int k = 0; k < 400; k++)
+		mwrite(s, 1 + k % 7, (k % 64) * CS, CS, 80000 + k);
+	ck_assert_int_eq(blocker_close(s), 0);
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, BREC_HDR_SIZE + 100), 1);
+	b ^= 0x55;
+	ck_assert_int_eq(pwrite(fd, &b, 1, BREC_HDR_SIZE + 100), 1);
+	close(fd);
+	log_file_bytes(&n0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_ptr_nonnull(
+	    strstr(logbuf.text, "fails verification during GC"));
+	ck_assert(seg_exists(0));
+	log_file_bytes(&n1);
+	ck_assert_int_eq(n1, n0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	/* the damaged chunk still fails its read; nothing else changed */
+	uint8_t *buf = malloc(CS);
+	ck_assert_int_eq(
+	    blocker_read(s, oname(0), strlen(oname(0)), 0, CS, buf), -EIO);
+	free(buf);
+	m->exists[0] = false;
+	for (int i = 1; i < NOBJ; i++) {
+		uint8_t *ob = malloc(OBJ_MAX);
+		ck_assert_int_eq(blocker_read(s, oname(i), strlen(oname(i)), 0,
+					      m->size[i], ob),
+				 0);
+		ck_assert(!memcmp(ob, m->data[i], m->size[i]));
+		free(ob);
+	}
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* Removed by GC vs lost: only the second is refused (R6 stays). */
+START_TEST(test_gc_missing_vs_removed)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_report rep;
+	struct blocker_opts o;
+	struct blocker_store *t;
+	uint64_t rng = 40, problems;
+	uint32_t lost = UINT32_MAX, k;
+	char p[512], q[512];
+	int n;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 9000 + i);
+	overwrite_workload(s, &rng, 400);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	overwrite_workload(s, &rng, 200);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(!seg_exists(0));
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+
+	/* a segment that GC did not remove goes missing: refused */
+	log_file_bytes(&n);
+	for (k = 1; k < 1000 && lost == UINT32_MAX; k++)
+		if (seg_exists(k) && seg_exists(k + 1))
+			lost = k;
+	ck_assert_uint_ne(lost, UINT32_MAX);
+	snprintf(p, sizeof(p), "%s/log.%06u", dir, lost);
+	snprintf(q, sizeof(q), "%s/saved", dir);
+	ck_assert_int_eq(rename(p, q), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	opts(&o);
+	ck_assert_int_eq(blocker_open(dir, &o, &t), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "missing"));
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_gt(problems, 0);
+	ck_assert_int_eq(rename(q, p), 0);
+
+	/* a corrupt gc file: cannot tell removed from lost: refused */
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	snprintf(q, sizeof(q), "%s/gc.saved", dir);
+	ck_assert_int_eq(rename(p, q), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &t), -EUCLEAN);
+	fd_write_garbage(p);
+	ck_assert_int_eq(blocker_open(dir, &o, &t), -EUCLEAN);
+	ck_assert_int_eq(rename(q, p), 0);
+
+	/* the maps checkpoint is needed once journal segments are gone */
+	snprintf(p, sizeof(p), "%s/maps", dir);
+	snprintf(q, sizeof(q), "%s/maps.saved", dir);
+	ck_assert_int_eq(rename(p, q), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(blocker_open(dir, &o, &t), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "cannot be rebuilt"));
+	ck_assert_int_eq(rename(q, p), 0);
+
+	/* the index is rebuilt from the log */
+	snprintf(p, sizeof(p), "%s/index", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+}
+END_TEST
+
+/* A kill right after each GC step: every reopen has everything. */
+struct killer {
+	int point;
+};
+
+static void kill_hook(void *arg, int point)
+{
+	struct killer *k = arg;
+
+	if (point == k->point)
+		raise(SIGKILL);
+}
+
+START_TEST(test_gc_kill_points)
+{
+	uint64_t rng = 50;
+
+	for (int point = 1; point <= 5; point++) {
+		struct blocker_store *s = mk();
+		int status;
+		pid_t pid;
+
+		for (int i = 0; i < NOBJ; i++)
+			mwrite(s, i, 0, OBJ_MAX, 10000 + i + 10 * point);
+		overwrite_workload(s, &rng, 300);
+		ck_assert_int_eq(blocker_flush(s), 0);
+		ck_assert_int_eq(blocker_close(s), 0);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct killer k = {point};
+			struct blocker_opts o;
+			struct blocker_store *c;
+			opts(&o);
+			if (blocker_open(dir, &o, &c))
+				_exit(3);
+			c->gc_hook = kill_hook;
+			c->gc_hook_arg = &k;
+			blocker_gc(c, NULL, NULL);
+			_exit(4);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFSIGNALED(status) &&
+				  WTERMSIG(status) == SIGKILL,
+			      "point %d: child status %d", point, status);
+		memset(&logbuf, 0, sizeof(logbuf));
+		s = reopen();
+		verify_all(s);
+		if (point == 5)
+			ck_assert_ptr_nonnull(
+			    strstr(logbuf.text, "finishing its removal"));
+		ck_assert_int_eq(blocker_close(s), 0);
+		check_clean();
+		/* and a later pass finishes the job */
+		s = reopen();
+		ck_assert_int_eq(blocker_gc(s, NULL, NULL), 0);
+		verify_all(s);
+		ck_assert_int_eq(blocker_close(s), 0);
+		check_clean();
+	}
+}
+END_TEST
+
+START_TEST(test_gc_bad_input)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_opts o;
+	struct blocker_stats st;
+	uint64_t rng = 60;
+	int n0, n1;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 11000 + i);
+	overwrite_workload(s, &rng, 300);
+	log_file_bytes(&n0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 101;
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), -EINVAL);
+	log_file_bytes(&n1);
+	ck_assert_int_eq(n1, n0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_uint_eq(st.gc_runs, 0);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* a background threshold above 100% is refused at open */
+	opts(&o);
+	o.gc_threshold_pct = 101;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EINVAL);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* The background thread collects once the threshold is passed. */
+START_TEST(test_gc_background)
+{
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+	struct blocker_stats st;
+	uint64_t rng = 70;
+
+	ck_assert_int_eq(blocker_close(s), 0);
+	opts(&o);
+	o.gc_threshold_pct = 30;
+	o.gc_check_ms = 20;
+	s = reopen_with(&o);
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 12000 + i);
+	overwrite_workload(s, &rng, 600);
+	/* no timing assumption: wait (bounded, to turn a hang into a
+	 * failure) until the thread has removed something */
+	for (int k = 0; k < 3000; k++) {
+		ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+		if (st.gc_segments_removed)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_gt(st.gc_segments_removed, 0);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* mmap reads: the victims' mappings go away safely */
+START_TEST(test_gc_mmap_reads)
+{
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+	uint64_t rng = 80;
+
+	ck_assert_int_eq(blocker_close(s), 0);
+	opts(&o);
+	o.mmap_reads = true;
+	s = reopen_with(&o);
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 13000 + i);
+	overwrite_workload(s, &rng, 500);
+	ck_assert_int_eq(blocker_gc(s, NULL, NULL), 0);
+	verify_all(s);
+	overwrite_workload(s, &rng, 100);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *su = suite_create("blocker_gc");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_gc_overwrite);
+	tcase_add_test(tc, test_gc_delete_all);
+	tcase_add_test(tc, test_gc_victim_choice);
+	tcase_add_test(tc, test_gc_dedup_race_marked);
+	tcase_add_test(tc, test_gc_dedup_race_copied);
+	tcase_add_test(tc, test_gc_dedup_race_repointed);
+	tcase_add_test(tc, test_gc_enospc);
+	tcase_add_test(tc, test_gc_eio);
+	tcase_add_test(tc, test_gc_corrupt_live_chunk);
+	tcase_add_test(tc, test_gc_missing_vs_removed);
+	tcase_add_test(tc, test_gc_kill_points);
+	tcase_add_test(tc, test_gc_bad_input);
+	tcase_add_test(tc, test_gc_background);
+	tcase_add_test(tc, test_gc_mmap_reads);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	m = malloc(sizeof(*m));
+	tb_base_init();
+	sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	tb_base_cleanup();
+	free(m);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

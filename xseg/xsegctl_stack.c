@@ -744,29 +744,50 @@ static int stack_stop(struct stack *st)
 	return 0;
 }
 
-/* Cache statistics: cached logs them on SIGUSR1; show its last line. */
-static void stack_cached_stats(const struct stack *st, struct xseg *seg,
-			       char *out, size_t cap)
+/* cached's statistics, as it last published them in its port's statistics
+ * area (every second): no signal to cached, no waiting. Returns false when
+ * nothing was published (cached never ran on this segment). */
+static bool stack_cached_stats(struct xseg *seg, struct xseg_port_stats *ps)
 {
-	struct xseg_port_info pi;
-	char path[PATH_MAX + 32], *text, *last = NULL, *p;
+	return !xseg_port_stats_read(seg, STACK_CACHED_PORT, ps) && ps->nr > 0;
+}
 
-	out[0] = 0;
-	if (xseg_port_info(seg, STACK_CACHED_PORT, &pi) || !pi.alive)
-		return;
-	if (kill(pi.owner_pid, SIGUSR1))
-		return;
-	stack_sleep_ms(300);
-	snprintf(path, sizeof(path), "%s/run/cached.log", st->dir);
-	if (stack_read_file(path, &text))
-		return;
-	for (p = strstr(text, "stats:"); p; p = strstr(p + 1, "stats:"))
-		last = p;
-	if (last) {
-		last[strcspn(last, "\n")] = 0;
-		snprintf(out, cap, "%s", last);
-	}
-	free(text);
+static uint64_t stack_stat(const struct xseg_port_stats *ps, const char *name)
+{
+	for (uint32_t i = 0; i < ps->nr; i++)
+		if (!strcmp(ps->stats[i].name, name))
+			return ps->stats[i].value;
+	return 0;
+}
+
+static double stack_age_s(const struct xseg_port_stats *ps)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	return now > ps->published_ns ? (now - ps->published_ns) / 1e9 : 0;
+}
+
+static void stack_print_cache(const struct xseg_port_stats *ps)
+{
+	uint64_t hits = stack_stat(ps, "hits"), miss = stack_stat(ps, "misses");
+	uint64_t part = stack_stat(ps, "partial_hits");
+	uint64_t all = hits + miss + part;
+
+	printf("cache: %s, %" PRIu64 " of %" PRIu64 " MiB free, %" PRIu64
+	       " MiB dirty, %" PRIu64 " objects; reads: %" PRIu64
+	       " hits, %" PRIu64 " partial, %" PRIu64 " misses (%.1f%% hits); "
+	       "%" PRIu64 " evictions, %" PRIu64 " flushes, %" PRIu64
+	       " errors from the store (published %.1f s ago)\n",
+	       stack_stat(ps, "writeback") ? "write-back" : "write-through",
+	       stack_stat(ps, "free_bytes") >> 20,
+	       stack_stat(ps, "cache_bytes") >> 20,
+	       stack_stat(ps, "dirty_bytes") >> 20,
+	       stack_stat(ps, "objects_active"), hits, part, miss,
+	       all ? 100.0 * hits / all : 0.0, stack_stat(ps, "evictions"),
+	       stack_stat(ps, "flushes"), stack_stat(ps, "next_errors"),
+	       stack_age_s(ps));
 }
 
 static void stack_json_str(const char *s)
@@ -792,7 +813,9 @@ static int stack_status(struct stack *st)
 		     {STACK_CACHED_PORT, "cached"},
 		     {STACK_VLMC_PORT, "vlmc"}};
 	struct xseg *seg;
-	char err[XSEG_ERRBUF_LEN], stats[1024], *vols = NULL, verr[256];
+	char err[XSEG_ERRBUF_LEN], *vols = NULL, verr[256];
+	struct xseg_port_stats *ps = calloc(1, sizeof(*ps));
+	bool have_stats;
 	size_t vlen = 0;
 	FILE *vf;
 	uint32_t next;
@@ -803,7 +826,9 @@ static int stack_status(struct stack *st)
 		return 1;
 	}
 	next = xseg_get_path_next(seg, STACK_STORE_PORT);
-	stack_cached_stats(st, seg, stats, sizeof(stats));
+	/* only while cached runs: an old table would mislead */
+	have_stats = ps && xseg_port_alive(seg, STACK_CACHED_PORT) == 1 &&
+		     stack_cached_stats(seg, ps);
 	vf = open_memstream(&vols, &vlen);
 	if (vf) {
 		if (xsegctl_vlmc_command(st->ctl_socket, "list", vf, verr,
@@ -853,7 +878,17 @@ static int stack_status(struct stack *st)
 		printf("],\"supervisor\":");
 		stack_print_supervisor_json(st);
 		printf(",\"cache_stats\":");
-		stack_json_str(stats);
+		if (have_stats) {
+			printf("{\"age_s\":%.1f", stack_age_s(ps));
+			/* names are checked by xseg_port_stats_read:
+			 * [A-Za-z0-9_.-] only, no escaping needed */
+			for (uint32_t i = 0; i < ps->nr; i++)
+				printf(",\"%s\":%" PRIu64, ps->stats[i].name,
+				       ps->stats[i].value);
+			printf("}");
+		} else {
+			printf("null");
+		}
 		printf(",\"volumes\":");
 		stack_json_str(vols ? vols : "");
 		printf("}\n");
@@ -861,14 +896,15 @@ static int stack_status(struct stack *st)
 		printf("redirect: port %u -> %s\n", STACK_STORE_PORT,
 		       next == STACK_CACHED_PORT ? "2 (cached plugged)"
 						 : "none (cached unplugged)");
-		if (stats[0])
-			printf("cache: %s\n", stats);
+		if (have_stats)
+			stack_print_cache(ps);
 		printf("volumes (name size object_size ro|rw parent):\n%s",
 		       vols ? vols : "");
 		printf("NBD: nbd+unix:///VOLUME?socket=%s\n", st->nbd_socket);
 		stack_print_supervisor(st);
 	}
 	free(vols);
+	free(ps);
 	/* healthy: the store and vlmc live (cached is optional: it may
 	 * be unplugged) */
 	healthy = xseg_port_alive(seg, STACK_STORE_PORT) == 1 &&

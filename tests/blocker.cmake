@@ -14,3 +14,5 @@ ac_test(test_blocker_recover SOURCES test_blocker_recover.c
 # garbage collection (store.h blocker_gc; gc.c)
 ac_test(test_blocker_gc SOURCES test_blocker_gc.c
         DEPS blocker_store TIMEOUT 300)
+ac_test(test_blocker_gc_concurrent SOURCES test_blocker_gc_concurrent.c
+        DEPS blocker_store LABELS concurrent TIMEOUT 300)

@@ -16,3 +16,5 @@ ac_test(test_blocker_gc SOURCES test_blocker_gc.c
         DEPS blocker_store TIMEOUT 300)
 ac_test(test_blocker_gc_concurrent SOURCES test_blocker_gc_concurrent.c
         DEPS blocker_store LABELS concurrent TIMEOUT 300)
+ac_test(test_blocker_gc_crash SOURCES test_blocker_gc_crash.c
+        DEPS blocker_store TIMEOUT 300)

@@ -19,6 +19,15 @@
  * - FUA: 4 KiB random writes with BLOCKER_FUA from 1 and 16 threads (group
  *   commit), next to pwrite+fdatasync per write on a plain file from 1
  *   and 16 threads (the original file peer's policy).
+ * - GC: a store of 4 MiB segments filled with --mib/2 of unique data, then
+ *   half of its chunks overwritten; one blocker_gc pass: MB/s of log
+ *   examined and of live data copied (reference: raw 4 KiB appends
+ *   above); then 4 KiB random overwrites from 4 threads for --seconds
+ *   without GC, with back-to-back unthrottled passes, with passes
+ *   throttled to 64 MiB/s (the peer's default --gc-rate), and without GC
+ *   again (the no-GC figure is the mean of the first and the last run).
+ *
+ *   --only gc runs the references and the GC case only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -199,6 +208,219 @@ static double fua_iops(struct blocker_store *s, int fd, int threads,
 	return ops / (now() - start);
 }
 
+/* ---- GC ---- */
+
+#define GC_SEG	(4u << 20)
+#define GC_OBJ	(4u << 20)
+#define GC_RATE (64ull << 20)
+
+struct gc_res {
+	double pass_s, examined_mbps, copied_mbps;
+	uint64_t examined, copied, reclaimed, removed, log_before, log_after;
+	double iops_nogc, iops_nogc_before, iops_nogc_after, iops_gc,
+	    iops_gc_rate;
+	uint64_t bg_passes, bg_removed, bg_passes_rate, bg_removed_rate;
+};
+
+struct ow_arg {
+	struct blocker_store *s;
+	int id, nobj;
+	double until;
+	uint64_t ops;
+};
+
+/* 4 KiB random overwrites of unique data: every write kills a chunk */
+static void *ow_thread(void *p)
+{
+	struct ow_arg *a = p;
+	uint64_t seed = 0x51ed2701ULL * (a->id + 3),
+		 ctr = ((uint64_t)a->id + 100) << 40;
+	uint8_t buf[4096];
+
+	memset(buf, 0x5a, sizeof(buf));
+	while (now() < a->until) {
+		uint64_t blk = rng(&seed) % ((uint64_t)a->nobj * GC_OBJ / 4096);
+		char name[32];
+		snprintf(name, sizeof(name), "gc%llu",
+			 (unsigned long long)(blk / (GC_OBJ / 4096)));
+		stamp(buf, 4096, 4096, &ctr);
+		int r =
+		    blocker_write(a->s, name, strlen(name),
+				  (blk % (GC_OBJ / 4096)) * 4096, 4096, buf, 0);
+		if (r)
+			die("overwrite", r);
+		a->ops++;
+	}
+	return NULL;
+}
+
+struct gc_loop {
+	struct blocker_store *s;
+	struct blocker_gc_opts g;
+	volatile int stop; /* set after the writers joined */
+	uint64_t passes, removed;
+};
+
+static void *gc_loop_thread(void *p)
+{
+	struct gc_loop *l = p;
+
+	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
+		struct blocker_gc_report rep;
+		int r = blocker_gc(l->s, &l->g, &rep);
+		if (r)
+			die("gc pass", r);
+		l->passes++;
+		l->removed += rep.segments_removed;
+		if (!rep.segments_removed)
+			usleep(2000);
+	}
+	return NULL;
+}
+
+static double overwrite_iops(struct blocker_store *s, int nobj, double secs,
+			     struct gc_loop *gl)
+{
+	pthread_t t[4], g;
+	struct ow_arg a[4];
+	uint64_t ops = 0;
+	double start = now();
+
+	if (gl)
+		pthread_create(&g, NULL, gc_loop_thread, gl);
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct ow_arg){s, i, nobj, start + secs, 0};
+		pthread_create(&t[i], NULL, ow_thread, &a[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ops += a[i].ops;
+	}
+	double iops = ops / (now() - start);
+	if (gl) {
+		__atomic_store_n(&gl->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(g, NULL);
+	}
+	return iops;
+}
+
+static void gc_case(const char *dir, const uint8_t *data, size_t total,
+		    double secs, struct gc_res *res)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	struct blocker_gc_report rep;
+	char sdir[4200];
+	int nobj = total / 2 / GC_OBJ, r;
+	uint64_t ctr = 1ull << 50, seed = 99;
+	uint8_t *w = malloc(65536);
+
+	if (nobj < 1)
+		nobj = 1;
+	snprintf(sdir, sizeof(sdir), "%s/gc", dir);
+	blocker_opts_init(&o);
+	o.segment_size = GC_SEG;
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	o.io = io_backend;
+	if ((r = blocker_create(sdir, &o)) || (r = blocker_open(sdir, &o, &s)))
+		die("gc store", r);
+	for (uint64_t off = 0; off < (uint64_t)nobj * GC_OBJ; off += 65536) {
+		char name[32];
+		memcpy(w, data + (off % (64u << 20)), 65536);
+		stamp(w, 65536, 4096, &ctr);
+		snprintf(name, sizeof(name), "gc%llu",
+			 (unsigned long long)(off / GC_OBJ));
+		r = blocker_write(s, name, strlen(name), off % GC_OBJ, 65536, w,
+				  0);
+		if (r)
+			die("gc fill", r);
+	}
+	/* overwrite half of the chunks (random 4 KiB pieces) */
+	uint64_t nchunks = (uint64_t)nobj * GC_OBJ / 4096;
+	for (uint64_t k = 0; k < nchunks / 2; k++) {
+		uint64_t blk = rng(&seed) % nchunks;
+		char name[32];
+		memcpy(w, data + (k * 4096) % (64u << 20), 4096);
+		stamp(w, 4096, 4096, &ctr);
+		snprintf(name, sizeof(name), "gc%llu",
+			 (unsigned long long)(blk / (GC_OBJ / 4096)));
+		r = blocker_write(s, name, strlen(name),
+				  (blk % (GC_OBJ / 4096)) * 4096, 4096, w, 0);
+		if (r)
+			die("gc overwrite", r);
+	}
+	blocker_flush(s);
+	blocker_get_stats(s, &st);
+	res->log_before = st.log_bytes;
+	double t = now();
+	r = blocker_gc(s, NULL, &rep);
+	res->pass_s = now() - t;
+	if (r)
+		die("gc", r);
+	res->examined = rep.bytes_examined;
+	res->copied = rep.bytes_copied;
+	res->reclaimed = rep.bytes_reclaimed;
+	res->removed = rep.segments_removed;
+	res->examined_mbps = rep.bytes_examined / res->pass_s / 1e6;
+	res->copied_mbps = rep.bytes_copied / res->pass_s / 1e6;
+	blocker_get_stats(s, &st);
+	res->log_after = st.log_bytes - st.gc_bytes_reclaimed;
+
+	/* foreground overwrites: no GC, GC back to back, GC throttled */
+	res->iops_nogc = overwrite_iops(s, nobj, secs, NULL);
+	struct gc_loop gl = {.s = s};
+	blocker_gc_opts_init(&gl.g);
+	res->iops_gc = overwrite_iops(s, nobj, secs, &gl);
+	res->bg_passes = gl.passes;
+	res->bg_removed = gl.removed;
+	struct gc_loop glr = {.s = s};
+	blocker_gc_opts_init(&glr.g);
+	glr.g.rate_bytes = GC_RATE;
+	res->iops_gc_rate = overwrite_iops(s, nobj, secs, &glr);
+	res->bg_passes_rate = glr.passes;
+	res->bg_removed_rate = glr.removed;
+	/* no GC again: the mean of before and after cancels drift (page
+	 * cache, writeback of the fill) */
+	res->iops_nogc_before = res->iops_nogc;
+	res->iops_nogc_after = overwrite_iops(s, nobj, secs, NULL);
+	res->iops_nogc = (res->iops_nogc_before + res->iops_nogc_after) / 2;
+	blocker_close(s);
+	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(w);
+}
+
+static void print_gc(const struct gc_res *g, double raw4k, bool last)
+{
+	printf(
+	    "  \"gc_segment_size\": %u, \"gc_pass_s\": %.3f,\n"
+	    "  \"gc_log_bytes_before\": %llu, \"gc_bytes_examined\": %llu, "
+	    "\"gc_bytes_copied\": %llu, \"gc_bytes_reclaimed\": %llu, "
+	    "\"gc_segments_removed\": %llu,\n"
+	    "  \"gc_examined_MBps\": %.0f, \"gc_copied_MBps\": %.0f,\n"
+	    "  \"gc_examined_vs_raw_append_4k\": %.2f,\n"
+	    "  \"overwrite_4k_4threads_nogc_iops\": %.0f, "
+	    "\"nogc_first_iops\": %.0f, \"nogc_last_iops\": %.0f,\n"
+	    "  \"overwrite_4k_4threads_gc_unthrottled_iops\": %.0f, "
+	    "\"gc_unthrottled_passes\": %llu, "
+	    "\"gc_unthrottled_segments_removed\": %llu,\n"
+	    "  \"overwrite_4k_4threads_gc_64MiBps_iops\": %.0f, "
+	    "\"gc_64MiBps_passes\": %llu, "
+	    "\"gc_64MiBps_segments_removed\": %llu,\n"
+	    "  \"overwrite_gc_unthrottled_vs_nogc\": %.2f, "
+	    "\"overwrite_gc_64MiBps_vs_nogc\": %.2f%s\n",
+	    GC_SEG, g->pass_s, (unsigned long long)g->log_before,
+	    (unsigned long long)g->examined, (unsigned long long)g->copied,
+	    (unsigned long long)g->reclaimed, (unsigned long long)g->removed,
+	    g->examined_mbps, g->copied_mbps, g->examined_mbps / raw4k,
+	    g->iops_nogc, g->iops_nogc_before, g->iops_nogc_after, g->iops_gc,
+	    (unsigned long long)g->bg_passes, (unsigned long long)g->bg_removed,
+	    g->iops_gc_rate, (unsigned long long)g->bg_passes_rate,
+	    (unsigned long long)g->bg_removed_rate, g->iops_gc / g->iops_nogc,
+	    g->iops_gc_rate / g->iops_nogc, last ? "" : ",");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -207,6 +429,7 @@ int main(int argc, char **argv)
 	    {"index-chunks", required_argument, NULL, 'i'},
 	    {"seconds", required_argument, NULL, 's'},
 	    {"io", required_argument, NULL, 'o'},
+	    {"only", required_argument, NULL, 'O'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -217,6 +440,7 @@ int main(int argc, char **argv)
 	double secs = 3, t;
 	char dir[4096], sdir[4200];
 	uint8_t *data;
+	bool only_gc = false;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -244,10 +468,18 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'O':
+			if (strcmp(optarg, "gc")) {
+				fprintf(stderr, "bench_blocker: --only takes "
+						"gc\n");
+				return 2;
+			}
+			only_gc = true;
+			break;
 		case 'h':
 			printf("usage: bench_blocker [--dir DIR] [--mib N] "
 			       "[--index-chunks N] [--seconds S] "
-			       "[--io uring|sync]\n");
+			       "[--io uring|sync] [--only gc]\n");
 			return 0;
 		case 'V':
 			printf("bench_blocker %s\n", BLOCKER_VERSION_STRING);
@@ -274,6 +506,21 @@ int main(int argc, char **argv)
 	double sha64k = sha_mbps(data, total, 65536);
 	double raw4k = raw_append_mbps(dir, data, total, 4096);
 	double raw64k = raw_append_mbps(dir, data, total, 65536);
+
+	struct gc_res gres;
+	gc_case(dir, data, total, secs, &gres);
+	if (only_gc) {
+		rmdir(dir);
+		printf("{\n  \"bench\": \"blocker_gc\", \"io\": \"%s\",\n"
+		       "  \"data_mib\": %zu, \"chunk_size\": 4096,\n"
+		       "  \"raw_append_4k_MBps\": %.0f, "
+		       "\"raw_append_64k_MBps\": %.0f,\n",
+		       io_backend->name, mib / 2, raw4k, raw64k);
+		print_gc(&gres, raw4k, true);
+		printf("}\n");
+		free(data);
+		return 0;
+	}
 
 	/* unique and duplicate sequential 64 KiB writes */
 	snprintf(sdir, sizeof(sdir), "%s/w", dir);
@@ -439,8 +686,7 @@ int main(int argc, char **argv)
 	       "  \"fsync_per_write_16threads_iops\": %.0f,\n"
 	       "  \"fua16_vs_fsync_per_write16\": %.2f,\n"
 	       "  \"archipelago_file_peer_reference_iops\": {\"1thread\": "
-	       "7000, \"16threads\": 11000}\n"
-	       "}\n",
+	       "7000, \"16threads\": 11000},\n",
 	       io_backend->name, mib, sha4k, sha64k, raw4k, raw64k, uniq,
 	       uniq / ref, dup, dup / uniq, rd[1], rd[0], rd[1] / sha4k, rd[2],
 	       rd[3], rd[3] / sha4k, (unsigned long long)index_chunks, fill,
@@ -449,6 +695,8 @@ int main(int argc, char **argv)
 	       close_s, reopen, rebuild, fua1, fua16,
 	       (unsigned long long)fsyncs, (unsigned long long)flushes, raw1,
 	       raw16, fua16 / raw16);
+	print_gc(&gres, raw4k, true);
+	printf("}\n");
 	free(data);
 	return 0;
 }

@@ -733,6 +733,74 @@ START_TEST(test_gc_mmap_reads)
 }
 END_TEST
 
+/* AC_BIN_DIR if blockerctl was built there (ctest sets it), else NULL */
+static const char *ctl_dir(void)
+{
+	static char p[600];
+	const char *bin = getenv("AC_BIN_DIR");
+
+	if (!bin)
+		return NULL;
+	snprintf(p, sizeof(p), "%s/blockerctl", bin);
+	return access(p, X_OK) == 0 ? bin : NULL;
+}
+
+/* run a shell command, its stdout into out; the exit status */
+static int run_cmd(const char *cmd, char *out, size_t len)
+{
+	FILE *f = popen(cmd, "r");
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(out, 1, len - 1, f);
+	out[n] = 0;
+	int st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_blockerctl_gc)
+{
+	struct blocker_store *s;
+	uint64_t rng = 90;
+	char cmd[1024], out[4096];
+	int n0, n1;
+
+	if (!ctl_dir())
+		return; /* blockerctl not built: nothing to run */
+	s = mk();
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 14000 + i);
+	overwrite_workload(s, &rng, 400);
+	ck_assert_int_eq(blocker_close(s), 0);
+	log_file_bytes(&n0);
+	/* bad usage: refused, nothing changed */
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc --min-dead 101 %s 2>&1",
+		 ctl_dir(), dir);
+	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 2);
+	ck_assert_ptr_nonnull(strstr(out, "101"));
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc 2>&1", ctl_dir());
+	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 2);
+	log_file_bytes(&n1);
+	ck_assert_int_eq(n1, n0);
+	/* stats shows what is reclaimable */
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl stats %s", ctl_dir(), dir);
+	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"reclaimable_bytes\": "));
+	ck_assert_ptr_null(strstr(out, "\"reclaimable_bytes\": 0,"));
+	/* gc reclaims and reports */
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc %s", ctl_dir(), dir);
+	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"segments_removed\": "));
+	ck_assert_ptr_null(strstr(out, "\"segments_removed\": 0,"));
+	log_file_bytes(&n1);
+	ck_assert_int_lt(n1, n0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *su = suite_create("blocker_gc");
@@ -753,6 +821,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_bad_input);
 	tcase_add_test(tc, test_gc_background);
 	tcase_add_test(tc, test_gc_mmap_reads);
+	tcase_add_test(tc, test_blockerctl_gc);
 	suite_add_tcase(su, tc);
 	return su;
 }

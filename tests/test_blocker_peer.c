@@ -43,6 +43,8 @@ static void bp_rmtree(const char *dir)
 
 /* tests that set it run the peer with --mmap-reads (Check forks each) */
 static bool bp_mmap;
+/* tests that set it run the peer with small segments and eager GC */
+static bool bp_gc;
 
 static void bp_start(struct bp_env *e, bool create)
 {
@@ -54,6 +56,11 @@ static void bp_start(struct bp_env *e, bool create)
 
 	if (bp_mmap)
 		argv[n++] = "--mmap-reads";
+	if (bp_gc) {
+		argv[n++] = "--gc-threshold=20";
+		argv[n++] = "--gc-rate=0";
+		argv[n++] = "--segment-size=1M";
+	}
 	if (create)
 		argv[n++] = "--create";
 	argv[n] = NULL;
@@ -433,6 +440,54 @@ START_TEST(test_corrupt_chunk_is_eio_mmap)
 }
 END_TEST
 
+/*
+ * The peer's background GC: an object overwritten over and over in a
+ * store of 1 MiB segments. The peer removes segments (the gc file
+ * appears and log.000000 goes) while it serves, and after a restart the
+ * last contents read back.
+ */
+START_TEST(test_background_gc)
+{
+	enum { LEN = 64 * 1024 };
+	static unsigned char buf[LEN], last[4][LEN];
+	struct bp_env e;
+	char p[300];
+	int k;
+
+	bp_gc = true;
+	bp_setup(&e, "bpgc");
+	for (k = 0; k < 80; k++) {
+		bp_fill(buf, LEN, 100 + k);
+		ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "vol_gc",
+				       (k % 4) * LEN, LEN, 0, buf, NULL, 0),
+				 0);
+		memcpy(last[k % 4], buf, LEN);
+	}
+	/* no timing assumption: wait (bounded, so that a hang fails) for
+	 * the peer's GC thread to remove the first segment */
+	snprintf(p, sizeof(p), "%s/store/log.000000", e.dir);
+	for (k = 0; k < 600 && access(p, F_OK) == 0; k++) {
+		bp_fill(buf, LEN, 1000 + k);
+		ck_assert_int_eq(
+		    bp_io(&e, XSEG_OP_WRITE, "vol_gc", 0, LEN, 0, buf, NULL, 0),
+		    0);
+		memcpy(last[0], buf, LEN);
+		usleep(100000);
+	}
+	ck_assert_msg(access(p, F_OK) != 0, "GC did not run: %s",
+		      tpr_slurp(e.log));
+	for (k = 0; k < 4; k++)
+		bp_expect_data(&e, "vol_gc", k * LEN, last[k], LEN);
+	bp_stop(&e);
+	snprintf(p, sizeof(p), "%s/store/gc", e.dir);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	bp_start(&e, false);
+	for (k = 0; k < 4; k++)
+		bp_expect_data(&e, "vol_gc", k * LEN, last[k], LEN);
+	bp_teardown(&e);
+}
+END_TEST
+
 /* Start-up refusals: no --store, and a directory that holds no store
  * without --create. Both exit non-zero naming the reason. */
 START_TEST(test_startup_errors)
@@ -445,6 +500,8 @@ START_TEST(test_startup_errors)
 			       "1",	  "--store", "/tmp",  NULL};
 	const char *bad_io[] = {"blocker", "-g",   segname, "-p",
 				"1",	   "--io", "bogus", NULL};
+	const char *bad_gc[] = {"blocker",	  "-g",	 segname, "-p", "1",
+				"--gc-threshold", "101", NULL};
 
 	ck_assert_int_ne(tpr_run(no_store, NULL, &err, BP_TIMEOUT), 0);
 	ck_assert_msg(strstr(err, "--store"), "no reason given: %s", err);
@@ -454,6 +511,9 @@ START_TEST(test_startup_errors)
 	free(err);
 	ck_assert_int_eq(tpr_run(bad_io, NULL, &err, BP_TIMEOUT), 2);
 	ck_assert_msg(strstr(err, "bogus"), "no reason given: %s", err);
+	free(err);
+	ck_assert_int_eq(tpr_run(bad_gc, NULL, &err, BP_TIMEOUT), 2);
+	ck_assert_msg(strstr(err, "101"), "no reason given: %s", err);
 	free(err);
 	xseg_leave(seg);
 }
@@ -473,6 +533,7 @@ int main(void)
 	tcase_add_test(tc, test_corrupt_chunk_is_eio);
 	tcase_add_test(tc, test_corrupt_chunk_is_eio_mmap);
 	tcase_add_test(tc, test_startup_errors);
+	tcase_add_test(tc, test_background_gc);
 	suite_add_tcase(s, tc);
 	xtu_init();
 	return xtu_run_suite(s);

@@ -40,6 +40,7 @@ enum {
 	BLOCKER_OPT_MMAP_READS,
 	BLOCKER_OPT_GC_THRESHOLD,
 	BLOCKER_OPT_GC_RATE,
+	BLOCKER_OPT_SEGMENT_SIZE,
 };
 
 struct blocker_peer {
@@ -60,6 +61,7 @@ static const struct option blocker_options[] = {
     {"mmap-reads", no_argument, NULL, BLOCKER_OPT_MMAP_READS},
     {"gc-threshold", required_argument, NULL, BLOCKER_OPT_GC_THRESHOLD},
     {"gc-rate", required_argument, NULL, BLOCKER_OPT_GC_RATE},
+    {"segment-size", required_argument, NULL, BLOCKER_OPT_SEGMENT_SIZE},
     {NULL, 0, NULL, 0},
 };
 
@@ -68,6 +70,10 @@ static const char blocker_options_help[] =
     "      --create              create the store if DIR holds none\n"
     "      --chunk-size SIZE     chunk size of a store made by --create "
     "(default 4K)\n"
+    "      --segment-size SIZE   log segment size of a store made by "
+    "--create\n"
+    "                            (default 256M; GC reclaims whole "
+    "segments)\n"
     "      --no-verify           do not re-hash chunks read from disk "
     "(benchmarks)\n"
     "      --sync-interval-ms N  make writes durable every N ms even "
@@ -145,6 +151,8 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 		return 0;
 	case BLOCKER_OPT_GC_RATE:
 		return peer_parse_size(arg, &b->opts.gc_rate_bytes);
+	case BLOCKER_OPT_SEGMENT_SIZE:
+		return peer_parse_size(arg, &b->opts.segment_size);
 	case BLOCKER_OPT_IO:
 		if (!strcmp(arg, "sync"))
 			b->opts.io = &blocker_io_sync;

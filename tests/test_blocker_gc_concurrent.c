@@ -225,7 +225,12 @@ static void run(const struct blocker_io_ops *io, bool mmap_reads)
 	ck_assert_int_eq(blocker_close(st), 0);
 	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
 	ck_assert_uint_eq(problems, 0);
+	/* the checkpoints written during the passes are all usable */
+	struct tb_log lg = {0};
+	o.log = tb_log_fn;
+	o.log_arg = &lg;
 	ck_assert_int_eq(blocker_open(dir, &o, &st), 0);
+	ck_assert_msg(lg.lines == 0, "reopen said: %s", lg.text);
 	verify();
 	for (int f = 0; f < NFROZEN; f++) {
 		uint8_t *want = malloc(OBJ_SIZE);

@@ -539,9 +539,13 @@ static int flush_batch(struct gc_pass *p)
 
 	if (!p->nrec)
 		return 0;
+	/* shared, as any mutating call: a checkpoint samples the tail and
+	 * serialises the index with appends and index changes excluded */
+	pthread_rwlock_rdlock(&s->ckpt_lock);
 	pthread_mutex_lock(&s->append_lock);
 	r = blog_append_batch_gc_locked(s, p->rec, p->nrec);
 	pthread_mutex_unlock(&s->append_lock);
+	pthread_rwlock_unlock(&s->ckpt_lock);
 	for (int i = 0; i < p->nrec && !r; i++) {
 		r = copies_add(&p->copies, p->score[i], p->old_pos[i],
 			       p->rec[i].pos);
@@ -723,7 +727,7 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	struct pset live = {0};
 	struct seg_use *u = NULL;
 	uint32_t n = 0, nv = 0, done = 0;
-	int r, r2;
+	int r, r2 = 0;
 
 	/* 1: mark and choose with mutating calls excluded */
 	pthread_rwlock_wrlock(&s->ckpt_lock);
@@ -791,7 +795,8 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	if (!done)
 		goto unflag;
 	hook(s, GC_HOOK_COPIED);
-	for (uint64_t k = 0; k < p.copies.n; k++) {
+	pthread_rwlock_rdlock(&s->ckpt_lock);
+	for (uint64_t k = 0; k < p.copies.n && !r2; k++) {
 		struct copy *c = &p.copies.v[k];
 		uint32_t seg = c->old_pos / s->segment_size;
 		bool in_done = false;
@@ -804,17 +809,20 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 			/* the index knew another victim's copy (a duplicate
 			 * an earlier pass left): this copy replaces both */
 			r2 = bidx_insert(&s->index, c->score, c->new_pos);
-			if (r2) {
-				r = r2;
-				done = 0;
-				goto unflag;
-			}
 		}
+	}
+	if (r2) {
+		/* out of memory: the entries moved so far point at durable
+		 * copies, the victims stay whole */
+		pthread_rwlock_unlock(&s->ckpt_lock);
+		r = r2;
+		goto unflag;
 	}
 	for (uint32_t i = 0; i < done; i++)
 		bidx_remove_range(&s->index,
 				  (uint64_t)u[i].seg * s->segment_size,
 				  (uint64_t)(u[i].seg + 1) * s->segment_size);
+	pthread_rwlock_unlock(&s->ckpt_lock);
 	hook(s, GC_HOOK_REPOINTED);
 	/* 5: readers that found a victim position are done */
 	blocker_rcu_sync();

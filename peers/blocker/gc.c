@@ -931,9 +931,12 @@ static void *gc_main(void *arg)
 			break;
 		pthread_mutex_unlock(&s->bg_lock);
 		uint64_t rec = 0, closed = 0;
+		/* a mark costs a walk over all maps: only when at least
+		 * an eighth of a segment was appended, or objects deleted */
 		bool changed =
-		    __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) !=
-			__atomic_load_n(&s->gc_est_tail, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) >=
+			__atomic_load_n(&s->gc_est_tail, __ATOMIC_RELAXED) +
+			    s->segment_size / 8 ||
 		    __atomic_load_n(&s->st.deletes, __ATOMIC_RELAXED) !=
 			__atomic_load_n(&s->gc_est_deletes, __ATOMIC_RELAXED);
 		if (changed && !blocker_degraded(s) &&

@@ -295,11 +295,14 @@ int64_t blog_seg_end(struct blocker_store *s, uint32_t seg)
 	int fd, r;
 	uint64_t off;
 
+	/* GC may be removing the segment: keep its fd open meanwhile */
+	blocker_rcu_lock();
 	r = blog_fd(s, (uint64_t)seg * s->segment_size, &fd, &off);
+	if (!r && fstat(fd, &st) < 0)
+		r = -errno;
+	blocker_rcu_unlock();
 	if (r)
 		return r;
-	if (fstat(fd, &st) < 0)
-		return -errno;
 	return (int64_t)seg * s->segment_size + st.st_size;
 }
 

@@ -218,9 +218,6 @@ static void redispatch_job(void *arg)
 	cio_dispatch(cio->c, cio);
 }
 
-/* Parked jobs of the wait queues run in whatever thread signalled, maybe
- * deep inside an xcache hook: they only queue the restart on the
- * redispatch workq, whose executor does the work iteratively. */
 /*
  * space_want is the largest need among the requests parked for space.
  * It used to only grow: after one 4 MiB write had parked, every later
@@ -252,6 +249,9 @@ static void space_want_drop(struct cached *c, uint32_t need)
 	pthread_mutex_unlock(&c->space_lock);
 }
 
+/* Parked jobs of the wait queues run in whatever thread signalled, maybe
+ * deep inside an xcache hook: they only queue the restart on the
+ * redispatch workq, whose executor does the work iteratively. */
 static void space_wake_job(void *arg)
 {
 	struct cached_cio *cio = arg;

@@ -9,14 +9,17 @@ ac_test(test_xseg_threads SOURCES test_xseg_threads.c
   DEPS xseg xseg_testutil LABELS concurrent TIMEOUT 600)
 # Kills between the two steps of a request hand-over (review F7) and the
 # races of those steps with a reaper, replayed through test hooks compiled
-# into a private copy of libxseg (the library itself has no hook).
+# into a private copy of libxseg (the library itself has no hook), linked
+# with its own copy of xseg_testutil.
 set(_xseg_dir ${PROJECT_SOURCE_DIR}/xseg)
-ac_test(test_xseg_race
-  SOURCES test_xseg_race.c xseg_testutil.c ${_xseg_dir}/segment.c
+ac_library(xseg_hooked
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/xseg_testutil.c ${_xseg_dir}/segment.c
           ${_xseg_dir}/port.c ${_xseg_dir}/request.c ${_xseg_dir}/signal.c
           ${_xseg_dir}/reaper.c
-  DEPS xq xobj xheap xlock rt TIMEOUT 120)
-if(TARGET test_xseg_race)
-  target_compile_definitions(test_xseg_race PRIVATE XSEG_TEST_HOOKS)
-  target_include_directories(test_xseg_race PRIVATE ${_xseg_dir})
+  DEPS xq xobj xheap xlock rt PkgConfig::CHECK)
+if(TARGET xseg_hooked)
+  target_compile_definitions(xseg_hooked PUBLIC XSEG_TEST_HOOKS)
+  target_include_directories(xseg_hooked PUBLIC ${_xseg_dir})
 endif()
+ac_test(test_xseg_race SOURCES test_xseg_race.c DEPS xseg_hooked TIMEOUT 120)
+ac_test(test_xseg_kill SOURCES test_xseg_kill.c DEPS xseg_hooked TIMEOUT 300)

@@ -25,9 +25,13 @@
  * by holder. Where the new holder is a live port, the word names the dead
  * process's port as "mover": submit stores (SUBMITTED, mover src, eff),
  * forward (SUBMITTED, mover h, next), respond (SERVED/FAILED, mover h,
- * src), a fail-back (FAILED, mover actor, src); the receiver's CAS (accept,
- * receive) clears it. The reap of a dead port P settles every request
- * whose word still names P as mover, from that exact word:
+ * src), a fail-back (FAILED, mover actor, src). Right after its enqueue
+ * the mover clears the mark with a CAS (unless the receiver's CAS, which
+ * clears it too, came first); a count of hand-overs in the word (hseq,
+ * mod 256) keeps a stale clear from matching a later hand-over. So a mark
+ * naming a dead port P is left only by a kill between P's store and its
+ * clear. The reap of P settles every request whose word still names P as
+ * mover, from that exact word:
  *   (SUBMITTED, P, X), src == P: P was the client and is dead: the request
  *       is returned to the pool (nobody would read its reply). A CAS from
  *       the word read moves it away from SUBMITTED, so if P's enqueue did
@@ -39,17 +43,16 @@
  *   (SERVED/FAILED, P, src): P answered it; the answer is delivered: the
  *       index is enqueued on src's reply queue.
  * The reaper cannot tell whether P's own enqueue happened (P may have died
- * after it, before the receiver's take), so the last two cases may put a
- * second index on the queue. They leave the word as it is, and accept and
+ * after it, before its clear), so the last two cases may put a second
+ * index on the queue (then clear the mark, as P would have). Accept and
  * receive take a request only by CAS from the exact word they read to
- * ACCEPTED/RECEIVED (clearing the mover): of the two indexes exactly one
- * takes it; the other finds it taken and is dropped, or, if the request
- * has meanwhile gone round again to the same port, finds that later
- * round's hand-over and takes it in place of that round's own index,
- * which is then the one dropped. Every round is taken exactly once.
- * While P is being reclaimed (RECLAIM owner word) nobody but this reaper
- * can write a word naming P as mover: movers are the acting process's own
- * ports, and P has no live owner. A reaper killed during all this leaves P
+ * ACCEPTED/RECEIVED: of the two indexes exactly one takes it; the other finds
+ * it taken and is dropped, or, if the request has meanwhile gone round again to
+ * the same port, finds that later round's hand-over and takes it in place of
+ * that round's own index, which is then the one dropped. Every round is taken
+ * exactly once. While P is being reclaimed (RECLAIM owner word) nobody but this
+ * reaper can write a word naming P as mover: movers are the acting process's
+ * own ports, and P has no live owner. A reaper killed during all this leaves P
  * claimed by a dead process; the next reap redoes the scan (a fail-back it
  * had begun is (ANSWERING, P) or (FAILED, mover P, src): found again).
  */
@@ -87,20 +90,22 @@ int xseg_owner_alive(uint64_t owner)
 	return (uint32_t)start == xseg_owner_start(owner);
 }
 
-/* Fail req back if its word is still w (the pair this reaper read). */
-static void fail_reclaimed(struct xseg *seg, uint32_t port,
+/* Fail req back if its word is still w (the word this reaper read).
+ * Returns false if it was not (somebody acted on it first). */
+static bool fail_reclaimed(struct xseg *seg, uint32_t port,
 			   struct xseg_request *req, uint64_t w,
 			   struct xseg_reap_stats *st)
 {
 	int rc = xseg_fail_back(seg, req, w, ECONNRESET, port);
 
 	if (rc == XSEG_FB_LOST)
-		return; /* somebody acted on it first */
+		return false;
 	xseg_count(&seg->ports[port].port->reaped);
 	if (rc == XSEG_FB_QUEUED)
 		st->requests_failed++;
 	else
 		st->requests_freed++;
+	return true;
 }
 
 /* A request whose word names port (dead, claimed by us) as mover and
@@ -122,14 +127,14 @@ static void settle_moved(struct xseg *seg, uint32_t port,
 		}
 		if (xseg_rs_load(req) != w)
 			break; /* taken meanwhile */
-		xseg_redeliver(seg, idx, holder, false);
+		xseg_redeliver(seg, req, idx, w, false);
 		st->requests_redelivered++;
 		break;
 	case XSEG_RS_SERVED:
 	case XSEG_RS_FAILED:
 		if (holder != req->src || xseg_rs_load(req) != w)
 			break;
-		xseg_redeliver(seg, idx, holder, true);
+		xseg_redeliver(seg, req, idx, w, true);
 		st->requests_redelivered++;
 		break;
 	default:
@@ -156,10 +161,16 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
-		w = xseg_rs_load(req);
-		if (xseg_rs_state(w) == XSEG_RS_SUBMITTED &&
-		    xseg_rs_holder(w) == port)
-			fail_reclaimed(seg, port, req, w, st);
+		/* Retried while the word still reads (SUBMITTED, port):
+		 * the submitter's clearing CAS may change the mover under
+		 * us, and losing to that must not strand the request. */
+		for (;;) {
+			w = xseg_rs_load(req);
+			if (xseg_rs_state(w) != XSEG_RS_SUBMITTED ||
+			    xseg_rs_holder(w) != port ||
+			    fail_reclaimed(seg, port, req, w, st))
+				break;
+		}
 	}
 
 	/* The free cache goes back to the pool before the scan, so a FREE
@@ -174,7 +185,7 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 			if (xseg_rs_state(w) != XSEG_RS_FREE ||
 			    !xseg_rs_cas(
 				req, w,
-				xseg_rs_pack(XSEG_RS_FREE, XSEG_NOPORT)))
+				xseg_rs_next(w, XSEG_RS_FREE, XSEG_NOPORT)))
 				continue;
 			xobj_put(seg->pool, idx);
 		}
@@ -185,13 +196,20 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
-		w = xseg_rs_load(req);
-		state = xseg_rs_state(w);
-		if ((state != XSEG_RS_SERVED && state != XSEG_RS_FAILED) ||
-		    xseg_rs_holder(w) != port || req->src != port)
+		if (req->src != port)
 			continue;
-		if (xseg_free_to_pool(seg, req, w, port))
-			st->requests_freed++;
+		for (;;) { /* retried as above (the responder's clear) */
+			w = xseg_rs_load(req);
+			state = xseg_rs_state(w);
+			if ((state != XSEG_RS_SERVED &&
+			     state != XSEG_RS_FAILED) ||
+			    xseg_rs_holder(w) != port)
+				break;
+			if (xseg_free_to_pool(seg, req, w, port)) {
+				st->requests_freed++;
+				break;
+			}
+		}
 	}
 
 	if (mode == XSEG_CLEAN_DEAD) {
@@ -263,7 +281,7 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 			 * xobj refuses it harmlessly if it is in fact free. */
 			if (xseg_rs_cas(
 				req, w,
-				xseg_rs_pack(XSEG_RS_FREE, XSEG_NOPORT)))
+				xseg_rs_next(w, XSEG_RS_FREE, XSEG_NOPORT)))
 				xobj_put(seg->pool, idx);
 			break;
 		default:

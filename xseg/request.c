@@ -19,10 +19,10 @@
 #include <errno.h>
 #include <string.h>
 
-#define PACK(st, h)	xseg_rs_pack((st), (h))
-#define PACK3(st, m, h) xseg_rs_pack3((st), (m), (h))
-#define ST(w)		xseg_rs_state(w)
-#define HOLDER(w)	xseg_rs_holder(w)
+#define NEXT(w, st, h)	      xseg_rs_next((w), (st), (h))
+#define HANDOVER(w, st, m, h) xseg_rs_handover((w), (st), (m), (h))
+#define ST(w)		      xseg_rs_state(w)
+#define HOLDER(w)	      xseg_rs_holder(w)
 
 #ifdef XSEG_TEST_HOOKS
 void (*xseg_test_hook)(enum xseg_test_point pt, struct xseg_request *req);
@@ -48,6 +48,17 @@ static void notify(struct xseg *seg, uint32_t port, struct xseg_sigbatch *b)
 		b->port[b->nr++] = port;
 	else
 		xseg_signal(seg, port);
+}
+
+/* After the enqueue of a hand-over: clear the mover, unless the receiver
+ * (or a reaper) changed the word first. A kill between the enqueue and
+ * this CAS leaves the mark, and the reap of the mover then queues a second
+ * index, which the receiver's CAS makes harmless. hseq keeps a stale clear
+ * (this thread stalled here while the request went round again to the
+ * same mover) from matching a later hand-over's word. */
+static inline void handed_over(struct xseg_request *req, uint64_t hw)
+{
+	xseg_rs_cas(req, hw, NEXT(hw, xseg_rs_state(hw), xseg_rs_holder(hw)));
 }
 
 unsigned xseg_sigbatch_flush(struct xseg *seg, struct xseg_sigbatch *b)
@@ -98,11 +109,11 @@ bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
 	/* Claim it before touching the buffer: whoever changed the word
 	 * first (a late answer, another reaper step) keeps it. Held by
 	 * actor meanwhile, so a kill here is found by the reap of actor. */
-	if (!xseg_rs_cas(req, expect, PACK(XSEG_RS_ANSWERING, actor)))
+	if (!xseg_rs_cas(req, expect, NEXT(expect, XSEG_RS_ANSWERING, actor)))
 		return false;
 	req_trim_buffer(seg, req);
 	req->index = idx;
-	xseg_rs_store(req, PACK(XSEG_RS_FREE, XSEG_NOPORT));
+	xseg_rs_store(req, NEXT(expect, XSEG_RS_FREE, XSEG_NOPORT));
 	xobj_put(seg->pool, idx);
 	return true;
 }
@@ -138,7 +149,7 @@ int xseg_get_request(struct xseg *seg, uint32_t port,
 		if (ST(w) == XSEG_RS_FREE) {
 			/* Ours alone (taken off our free queue or the pool):
 			 * a store, not a CAS, keeps the fast path cheap. */
-			xseg_rs_store(req, PACK(XSEG_RS_ALLOCATED, port));
+			xseg_rs_store(req, NEXT(w, XSEG_RS_ALLOCATED, port));
 			break;
 		}
 	}
@@ -205,7 +216,7 @@ int xseg_prep_request(struct xseg *seg, struct xseg_request *req,
 	req->peer_priv = 0;
 	/* A store: only the holder's process acts on a client-held request
 	 * (a reaper only if that process is dead). */
-	xseg_rs_store(req, PACK(XSEG_RS_PREPARED, HOLDER(w)));
+	xseg_rs_store(req, NEXT(w, XSEG_RS_PREPARED, HOLDER(w)));
 	return 0;
 }
 
@@ -214,7 +225,7 @@ int xseg_submit_batched(struct xseg *seg, struct xseg_request *req,
 {
 	struct xseg_port *sp, *ep;
 	uint32_t src, eff, idx;
-	uint64_t w;
+	uint64_t w, hw;
 
 	if (!req || dst >= seg->nr_ports)
 		return -EINVAL;
@@ -251,14 +262,16 @@ int xseg_submit_batched(struct xseg *seg, struct xseg_request *req,
 	 * (SUBMITTED, eff), never a mix. A store suffices: nobody else acts
 	 * on a request the live client holds. The mover src lets the reap
 	 * of a client killed before the enqueue find the request. */
-	xseg_rs_store(req, PACK3(XSEG_RS_SUBMITTED, src, eff));
+	hw = HANDOVER(w, XSEG_RS_SUBMITTED, src, eff);
+	xseg_rs_store(req, hw);
 	XSEG_TEST_POINT(XSEG_TP_SUBMIT_STORED, req);
 	if (xq_enqueue(seg->ports[eff].reqq, idx) < 0) {
 		/* Cannot happen: queues hold every request of the pool. If a
 		 * reaper of eff failed it back meanwhile, the reply comes. */
-		if (xseg_rs_cas(req, PACK3(XSEG_RS_SUBMITTED, src, eff), w))
+		if (xseg_rs_cas(req, hw, w))
 			return -EAGAIN;
 	}
+	handed_over(req, hw);
 	xseg_count(&sp->sent);
 	notify(seg, eff, b);
 	return 0;
@@ -272,7 +285,7 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
 		   int err, uint32_t actor)
 {
-	uint64_t mine = PACK(XSEG_RS_ANSWERING, actor);
+	uint64_t mine = NEXT(expect, XSEG_RS_ANSWERING, actor), hw;
 	uint32_t src, idx;
 
 	if (xobj_index(seg->pool, req, &idx) < 0)
@@ -293,17 +306,18 @@ int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
 		xseg_free_to_pool(seg, req, mine, actor);
 		return XSEG_FB_FREED;
 	}
-	xseg_rs_store(req, PACK3(XSEG_RS_FAILED, actor, src));
+	hw = HANDOVER(mine, XSEG_RS_FAILED, actor, src);
+	xseg_rs_store(req, hw);
 	XSEG_TEST_POINT(XSEG_TP_FAILBACK_STORED, req);
 	if (xq_enqueue(seg->ports[src].replyq, idx) < 0) {
 		/* Cannot happen: a reply queue holds every index of the pool;
 		 * only stray duplicate indexes (corruption) can fill it. Keep
 		 * the pool whole rather than leak the request. */
 		xseg_count(&seg->ports[src].port->rejected);
-		xseg_free_to_pool(seg, req, PACK3(XSEG_RS_FAILED, actor, src),
-				  actor);
+		xseg_free_to_pool(seg, req, hw, actor);
 		return XSEG_FB_FREED;
 	}
+	handed_over(req, hw);
 	xseg_signal(seg, src);
 	return XSEG_FB_QUEUED;
 }
@@ -403,9 +417,8 @@ static int accept_one(struct xseg *seg, uint32_t port,
 		/* Whatever the mover, the CAS from the word read here takes
 		 * the hand-over exactly once (a reaper settling a stranded
 		 * copy, or a duplicate index, loses or wins it whole). */
-		w = xseg_rs_load(req);
-		if (ST(w) != XSEG_RS_SUBMITTED || HOLDER(w) != port ||
-		    !xseg_rs_cas(req, w, PACK(XSEG_RS_ACCEPTED, port))) {
+		if (!xseg_rs_take(req, XSEG_RS_SUBMITTED, XSEG_RS_SUBMITTED,
+				  port, XSEG_RS_ACCEPTED, &w)) {
 			/* A stale or duplicated index: not ours to touch. */
 			xseg_count(&pl->port->rejected);
 			continue;
@@ -416,8 +429,9 @@ static int accept_one(struct xseg *seg, uint32_t port,
 		rc = xseg_validate_request(seg, req);
 		if (rc) {
 			xseg_count(&pl->port->rejected);
-			xseg_fail_back(seg, req, PACK(XSEG_RS_ACCEPTED, port),
-				       -rc, port);
+			xseg_fail_back(seg, req,
+				       NEXT(w, XSEG_RS_ACCEPTED, port), -rc,
+				       port);
 			continue;
 		}
 		if (seg->timestamps)
@@ -454,7 +468,7 @@ int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
 {
 	struct xseg_port *hp;
 	uint32_t h, src, idx, st;
-	uint64_t w;
+	uint64_t w, mine, hw;
 
 	if (!req || error < 0)
 		return -EINVAL;
@@ -465,7 +479,8 @@ int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
 		return -EINVAL;
 	/* Lost to xseg_release_port or a reaper, which failed it back
 	 * already: the client has it, touch nothing. */
-	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_ANSWERING, h)))
+	mine = NEXT(w, XSEG_RS_ANSWERING, h);
+	if (!xseg_rs_cas(req, w, mine))
 		return -ESTALE;
 	hp = seg->ports[h].port;
 	xseg_count(error ? &hp->failed : &hp->served);
@@ -475,14 +490,15 @@ int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
 	src = req->src;
 	if (src >= seg->nr_ports) {
 		xseg_count(&hp->rejected);
-		xseg_free_to_pool(seg, req, PACK(XSEG_RS_ANSWERING, h), h);
+		xseg_free_to_pool(seg, req, mine, h);
 		return 0;
 	}
 	st = error ? XSEG_RS_FAILED : XSEG_RS_SERVED;
 	/* Mover h: if this process dies before the enqueue, the reap of h
 	 * finds the reply (held by the live client, on no queue) and
 	 * delivers it. */
-	xseg_rs_store(req, PACK3(st, h, src));
+	hw = HANDOVER(mine, st, h, src);
+	xseg_rs_store(req, hw);
 	XSEG_TEST_POINT(XSEG_TP_RESPOND_STORED, req);
 	/* No generation check here (it would read the client's line 1):
 	 * a reply to a port that changed owner since the submit is dropped
@@ -492,10 +508,11 @@ int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
 		 * (only stray duplicates from corruption can fill it). Free
 		 * the request rather than leak it; the client times out. */
 		xseg_count(&hp->rejected);
-		xseg_free_to_pool(seg, req, PACK3(st, h, src), h);
+		xseg_free_to_pool(seg, req, hw, h);
 		return -ENOSPC;
 	}
 	XSEG_TEST_POINT(XSEG_TP_RESPOND_ENQUEUED, req);
+	handed_over(req, hw);
 	notify(seg, src, b);
 	return 0;
 }
@@ -509,7 +526,7 @@ int xseg_forward_batched(struct xseg *seg, struct xseg_request *req,
 			 uint32_t port, struct xseg_sigbatch *b)
 {
 	uint32_t h, idx;
-	uint64_t w;
+	uint64_t w, mine, hw;
 
 	if (!req || port >= seg->nr_ports)
 		return -EINVAL;
@@ -523,24 +540,26 @@ int xseg_forward_batched(struct xseg *seg, struct xseg_request *req,
 		return -ENXIO;
 	if (xobj_index(seg->pool, req, &idx) < 0)
 		return -EINVAL;
-	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_ANSWERING, h)))
+	mine = NEXT(w, XSEG_RS_ANSWERING, h);
+	if (!xseg_rs_cas(req, w, mine))
 		return -ESTALE; /* failed back by a release or a reaper */
 	req->effective_dst = port;
 	xseg_count(&seg->ports[h].port->forwarded);
 	/* Mover h: if this process dies before the enqueue, the reap of h
 	 * finds the request (held by the live next port, on no queue) and
 	 * fails it back to its sender. */
-	xseg_rs_store(req, PACK3(XSEG_RS_SUBMITTED, h, port));
+	hw = HANDOVER(mine, XSEG_RS_SUBMITTED, h, port);
+	xseg_rs_store(req, hw);
 	XSEG_TEST_POINT(XSEG_TP_FORWARD_STORED, req);
 	if (xq_enqueue(seg->ports[port].reqq, idx) < 0) {
 		/* Cannot happen (queues hold every index of the pool): give
 		 * it back to the caller, unless a reaper of port failed it
 		 * back meanwhile (then it is answered: report success). */
-		if (xseg_rs_cas(req, PACK3(XSEG_RS_SUBMITTED, h, port),
-				PACK(XSEG_RS_ACCEPTED, h)))
+		if (xseg_rs_cas(req, hw, NEXT(hw, XSEG_RS_ACCEPTED, h)))
 			return -EAGAIN;
 		return 0;
 	}
+	handed_over(req, hw);
 	notify(seg, port, b);
 	return 0;
 }
@@ -550,8 +569,10 @@ int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 	return xseg_forward_batched(seg, req, port, NULL);
 }
 
-void xseg_redeliver(struct xseg *seg, uint32_t idx, uint32_t port, bool reply)
+void xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
+		    uint64_t w, bool reply)
 {
+	uint32_t port = HOLDER(w);
 	struct xseg_port_local *pl;
 
 	if (port >= seg->nr_ports)
@@ -563,6 +584,8 @@ void xseg_redeliver(struct xseg *seg, uint32_t idx, uint32_t port, bool reply)
 		xseg_count(&pl->port->rejected);
 		return;
 	}
+	/* Queued now (maybe twice): the mark has done its job. */
+	handed_over(req, w);
 	xseg_signal(seg, port);
 }
 
@@ -571,7 +594,7 @@ static int receive_one(struct xseg *seg, uint32_t port,
 {
 	struct xseg_port_local *pl = &seg->ports[port];
 	struct xseg_request *req;
-	uint32_t idx, st;
+	uint32_t idx;
 	uint64_t w;
 
 	for (;;) {
@@ -581,25 +604,24 @@ static int receive_one(struct xseg *seg, uint32_t port,
 		if (!req)
 			continue;
 		XSEG_TEST_POINT(XSEG_TP_RECEIVE_DEQUEUED, req);
-		w = xseg_rs_load(req);
-		st = ST(w);
-		if ((st != XSEG_RS_SERVED && st != XSEG_RS_FAILED) ||
-		    HOLDER(w) != port || req->src != port)
+		if (req->src != port)
+			continue;
+		/* A CAS, not a store: the reaper of a dead mover may have
+		 * queued this reply a second time (it cannot tell whether
+		 * the mover's enqueue happened), and two of our threads may
+		 * hold the two indexes. The take succeeds once; the other
+		 * index finds it RECEIVED (or in a later round's state,
+		 * which it then takes as that round's reply, equally once). */
+		if (!xseg_rs_take(req, XSEG_RS_SERVED, XSEG_RS_FAILED, port,
+				  XSEG_RS_RECEIVED, &w))
 			continue;
 		if (req->src_gen !=
 		    __atomic_load_n(&pl->port->gen, __ATOMIC_RELAXED)) {
 			/* A reply to this port's previous owner. */
-			xseg_free_to_pool(seg, req, w, port);
+			xseg_free_to_pool(
+			    seg, req, NEXT(w, XSEG_RS_RECEIVED, port), port);
 			continue;
 		}
-		/* A CAS, not a store: the reaper of a dead mover may have
-		 * queued this reply a second time (it cannot tell whether
-		 * the mover's enqueue happened), and two of our threads may
-		 * hold the two indexes. The CAS takes it once; the other
-		 * index finds it RECEIVED (or in a later round's state,
-		 * which it then takes as that round's reply, equally once). */
-		if (!xseg_rs_cas(req, w, PACK(XSEG_RS_RECEIVED, port)))
-			continue;
 		if (req->index != idx)
 			req->index = idx;
 		if (seg->timestamps)
@@ -650,7 +672,7 @@ int xseg_put_request(struct xseg *seg, struct xseg_request *req)
 		return -EINVAL;
 	/* A CAS, so that two racing puts of one request cannot both queue
 	 * it: the loser gets -EALREADY. */
-	if (!xseg_rs_cas(req, w, PACK(XSEG_RS_FREE, h)))
+	if (!xseg_rs_cas(req, w, NEXT(w, XSEG_RS_FREE, h)))
 		return ST(xseg_rs_load(req)) == XSEG_RS_FREE ? -EALREADY
 							     : -EINVAL;
 	req_trim_buffer(seg, req);
@@ -658,7 +680,7 @@ int xseg_put_request(struct xseg *seg, struct xseg_request *req)
 	pl = &seg->ports[h];
 	if (pl->freeq && xq_enqueue(pl->freeq, idx) == 0)
 		return 0;
-	xseg_rs_store(req, PACK(XSEG_RS_FREE, XSEG_NOPORT));
+	xseg_rs_store(req, NEXT(w, XSEG_RS_FREE, XSEG_NOPORT));
 	xobj_put(seg->pool, idx);
 	return 0;
 }

@@ -149,22 +149,24 @@ struct xseg_request {
 	 * accept, validate and answer a request, so that a round trip moves
 	 * this one line each way (plus line 1 only if the server sets
 	 * serviced or timestamps, and the target lines if it reads them). */
-	/* state, mover and holder form one 64-bit word, changed only as a
-	 * whole (compare-and-swap from the expected value), so that a reaper
-	 * never sees a new holder with an old state or the reverse. Read
-	 * them with atomics; never write them. mover names the port whose
-	 * process published the current hand-over (submit, forward,
-	 * respond, fail-back) until the receiver takes it, so that the
-	 * reap of a mover killed between its store and its enqueue finds
-	 * the request (see xseg_reap). API change (layout version 3):
-	 * state shrank from 32 to 16 bits to make room for mover. */
+	/* state, hseq, mover and holder form one 64-bit word, changed only
+	 * as a whole (compare-and-swap from the expected value), so that a
+	 * reaper never sees a new holder with an old state or the reverse.
+	 * Read them with atomics; never write them. mover names the port
+	 * whose process is publishing a hand-over (submit, forward,
+	 * respond, fail-back) between its store and its enqueue, so that
+	 * the reap of a mover killed there finds the request (see
+	 * xseg_reap); hseq counts hand-overs (mod 256) so that the mover's
+	 * clearing CAS cannot hit a later hand-over's word. API change
+	 * (layout version 3): state shrank from 32 to 8 bits. */
 	union {
 		struct {
-			uint16_t state;	 /* (lib) enum xseg_req_state */
+			uint8_t state;	 /* (lib) enum xseg_req_state */
+			uint8_t hseq;	 /* (lib) hand-over count */
 			uint16_t mover;	 /* (lib) port or XSEG_NOMOVER */
 			uint32_t holder; /* (lib) port that must act on it */
 		};
-		uint64_t state_holder; /* (lib) all three, atomically */
+		uint64_t state_holder; /* (lib) all four, atomically */
 	};
 	uint32_t src;		/* (lib) port that got and submitted it */
 	uint32_t dst;		/* (lib) port it was addressed to */
@@ -503,9 +505,11 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
  * which failed the request back already: the client has it, do not touch
  * it again); nothing changed then. -ENOSPC: the reply queue was full, which
  * only a corrupt segment allows; the request was returned to the pool.
- * Ordering: one CAS (ACCEPTED -> ANSWERING), then a release store and the
- * enqueue. A late completion racing a release must not write the data
- * buffer after the release: quiesce completers before xseg_release_port. */
+ * Ordering: one CAS (ACCEPTED -> ANSWERING), then a release store of the
+ * answer (naming this port as mover), the enqueue, and a CAS that clears
+ * the mover (see xseg_reap, step 5). A late completion racing a release must
+ * not write the data buffer after the release: quiesce completers before
+ * xseg_release_port. */
 int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);
 
 /* Pass an ACCEPTED request on to port (e.g. a cache forwarding a miss to the

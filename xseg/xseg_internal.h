@@ -236,11 +236,13 @@ int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
  * actor). Returns false (nothing done) if the word had changed. */
 bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
 		       uint64_t expect, uint32_t actor);
-/* Enqueue index idx on port's reply queue (reply) or request queue again
- * and signal port: the re-delivery of a hand-over whose mover died (the
+/* Enqueue index idx of req, whose word was w (a hand-over to holder(w)
+ * marked by a dead mover), on the holder's reply queue (reply) or request
+ * queue again, clear the mark if the word is still w, and signal: the
  * reaper cannot tell whether the mover's enqueue happened; accept's and
- * receive's CAS take the request through one of the two indexes). */
-void xseg_redeliver(struct xseg *seg, uint32_t idx, uint32_t port, bool reply);
+ * receive's CAS take the request through one of the two indexes. */
+void xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
+		    uint64_t w, bool reply);
 
 #ifdef XSEG_TEST_HOOKS
 /* Tests only (a private copy of the library built with XSEG_TEST_HOOKS):
@@ -282,31 +284,31 @@ extern void (*xseg_test_hook)(enum xseg_test_point pt,
  * hand-overs" in reaper.c for why, and why a queue may then hold a second
  * index of a request that only one of the two takes.
  */
-/* The word's three parts, in memory order (what the CAS compares). */
+/* The word's parts, in memory order (what the CAS compares). */
 union xseg_rs_word {
 	struct {
-		uint16_t state, mover;
+		uint8_t state, hseq;
+		uint16_t mover;
 		uint32_t holder;
 	};
 	uint64_t w;
 };
 
-/* A word with a mover: a hand-over published by port mover and not yet
- * taken by its receiver (see "Stranded hand-overs" in reaper.c). */
-static inline uint64_t xseg_rs_pack3(uint32_t state, uint32_t mover,
-				     uint32_t holder)
+static inline uint64_t xseg_rs_make(uint32_t state, uint32_t hseq,
+				    uint32_t mover, uint32_t holder)
 {
-	union xseg_rs_word u = {.state = (uint16_t)state,
+	union xseg_rs_word u = {.state = (uint8_t)state,
+				.hseq = (uint8_t)hseq,
 				.mover = (uint16_t)mover,
 				.holder = holder};
 
 	return u.w;
 }
 
-/* A word without a mover (nothing in flight on a queue by a third port). */
+/* A word from scratch: no mover, hand-over count 0 (tests, init). */
 static inline uint64_t xseg_rs_pack(uint32_t state, uint32_t holder)
 {
-	return xseg_rs_pack3(state, XSEG_NOMOVER, holder);
+	return xseg_rs_make(state, 0, XSEG_NOMOVER, holder);
 }
 
 static inline uint32_t xseg_rs_state(uint64_t w)
@@ -314,6 +316,27 @@ static inline uint32_t xseg_rs_state(uint64_t w)
 	union xseg_rs_word u = {.w = w};
 
 	return u.state;
+}
+
+static inline uint32_t xseg_rs_hseq(uint64_t w)
+{
+	union xseg_rs_word u = {.w = w};
+
+	return u.hseq;
+}
+
+/* The next word after w that is not a hand-over: same count, no mover. */
+static inline uint64_t xseg_rs_next(uint64_t w, uint32_t state, uint32_t holder)
+{
+	return xseg_rs_make(state, xseg_rs_hseq(w), XSEG_NOMOVER, holder);
+}
+
+/* The word of a hand-over by mover after w: the count goes up by one, so
+ * no later hand-over of the request has the same word for 256 of them. */
+static inline uint64_t xseg_rs_handover(uint64_t w, uint32_t state,
+					uint32_t mover, uint32_t holder)
+{
+	return xseg_rs_make(state, xseg_rs_hseq(w) + 1, mover, holder);
 }
 
 static inline uint32_t xseg_rs_mover(uint64_t w)
@@ -343,6 +366,32 @@ static inline bool xseg_rs_cas(struct xseg_request *req, uint64_t expect,
 	return __atomic_compare_exchange_n(&req->state_holder, &expect, desired,
 					   false, __ATOMIC_ACQ_REL,
 					   __ATOMIC_ACQUIRE);
+}
+
+/* Take a hand-over to port: CAS the word from (from_a or from_b, any
+ * hseq, any mover, port) to (to, same hseq, no mover, port). Retries while
+ * the word still reads as such a hand-over: the mover's clearing CAS may
+ * change the word between our load and our CAS, and that must not make
+ * us drop the request. Returns false (nothing done) once the word reads
+ * otherwise: the request is not (or no longer) a hand-over to us. */
+static inline bool xseg_rs_take(struct xseg_request *req, uint32_t from_a,
+				uint32_t from_b, uint32_t port, uint32_t to,
+				uint64_t *wp)
+{
+	uint64_t w = __atomic_load_n(&req->state_holder, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		uint32_t st = xseg_rs_state(w);
+
+		if ((st != from_a && st != from_b) || xseg_rs_holder(w) != port)
+			return false;
+		if (__atomic_compare_exchange_n(
+			&req->state_holder, &w, xseg_rs_next(w, to, port),
+			false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			*wp = w;
+			return true;
+		}
+	}
 }
 
 /* Only by an actor that holds the request exclusively (after a won CAS

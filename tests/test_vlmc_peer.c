@@ -615,6 +615,65 @@ START_TEST(remove_many_and_interrupted)
 }
 END_TEST
 
+static bool object0_gone(void *arg)
+{
+	struct env *e = arg;
+	uint64_t size;
+
+	return io_port(e, 1, XSEG_OP_INFO, "k:0000000000000000", 0, 0, &size) ==
+	       ENOENT;
+}
+
+/* vlmc killed in the middle of a remove (after its first delete, as soon
+ * as this process sees it): wherever the kill lands, the restarted vlmc
+ * either still lists the volume, and a second remove finishes it, or
+ * does not, and then none of its objects is left. */
+START_TEST(remove_killed)
+{
+	struct env e;
+	const unsigned nobj = 1000;
+	unsigned char *a = malloc(4096);
+	const char *rm[] = {"xsegctl", "volume", "--ctl", NULL,
+			    "remove",  "k",	 NULL};
+	char *out = NULL, *rmlog = tpr_tmpfile("rm");
+	pid_t pid;
+
+	static const char *const no_fault[] = {NULL};
+
+	pattern(a, 4096, 2);
+	/* the test store: its INFO tells a deleted object */
+	env_start_store(&e, "vremkill", no_fault);
+	vol_ok(&e, "create", "k", "4000k", "4k"); /* 1000 objects of 4k */
+	for (unsigned i = 0; i < nobj; i++)
+		ck_assert_int_eq(
+		    io(&e, XSEG_OP_WRITE, "k", i * 4096ULL, 4096, a), 0);
+	rm[3] = e.ctl;
+	pid = tpr_start(rm, rmlog);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xtu_wait_until(object0_gone, &e, 60000), 0);
+	ck_assert_int_eq(xtu_kill(e.vlmc, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 128 + SIGKILL);
+	xtu_wait(pid, 60000); /* ok or failed: either is fine here */
+	unlink(e.ctl);	      /* the dead vlmc's: wait for the new one's */
+	vlmc_start(&e);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	printf("remove_killed: %u objects left, volume %s\n",
+	       objects_present(&e, "k", nobj),
+	       strstr(out, "k 4096000") ? "still listed" : "gone");
+	if (strstr(out, "k 4096000 4096 rw -\n"))
+		vol_ok(&e, "remove", "k", NULL, NULL);
+	else
+		ck_assert_str_eq(out, "");
+	free(out);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "");
+	free(out);
+	ck_assert_uint_eq(objects_present(&e, "k", nobj), 0);
+	env_stop(&e);
+	free(a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
@@ -631,6 +690,7 @@ int main(void)
 	tcase_add_test(tc, short_reads_zero_filled);
 	tcase_add_test(tc, short_answers_fail);
 	tcase_add_test(tc, remove_many_and_interrupted);
+	tcase_add_test(tc, remove_killed);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

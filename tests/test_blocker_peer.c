@@ -45,6 +45,8 @@ static void bp_rmtree(const char *dir)
 static bool bp_mmap;
 /* tests that set it run the peer with small segments and eager GC */
 static bool bp_gc;
+/* tests that set it run the peer with --truncate-at-damage */
+static bool bp_truncate;
 
 static void bp_start(struct bp_env *e, bool create)
 {
@@ -61,6 +63,8 @@ static void bp_start(struct bp_env *e, bool create)
 		argv[n++] = "--gc-rate=0";
 		argv[n++] = "--segment-size=1M";
 	}
+	if (bp_truncate)
+		argv[n++] = "--truncate-at-damage";
 	if (create)
 		argv[n++] = "--create";
 	argv[n] = NULL;
@@ -488,6 +492,72 @@ START_TEST(test_background_gc)
 }
 END_TEST
 
+/*
+ * Damage below the durable mark: the peer refuses to start (naming
+ * --truncate-at-damage), and starts with it, cutting the log at the
+ * damage: what came before reads back, what came after is gone.
+ */
+START_TEST(test_truncate_at_damage)
+{
+	enum { LEN = 4096 };
+	static unsigned char keep[LEN], lost[LEN], zeros[LEN], file[1 << 16];
+	struct bp_env e;
+	char logpath[300], store[300];
+	char *err = NULL;
+	int fd;
+	ssize_t n;
+	off_t at = -1;
+
+	bp_setup(&e, "bptrunc");
+	bp_fill(keep, LEN, 21);
+	bp_fill(lost, LEN, 22);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "keep", 0, LEN, XSEG_F_FUA, keep, NULL, 0),
+	    0);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "lost", 0, LEN, XSEG_F_FUA, lost, NULL, 0),
+	    0);
+	/* killed: no checkpoint covers the records, the durable mark does */
+	ck_assert_int_eq(xtu_kill(e.peer, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(e.peer, BP_TIMEOUT), 128 + SIGKILL);
+	struct xseg_reap_stats rs;
+	ck_assert_int_ge(xseg_reap(e.seg, &rs), 0);
+	/* break the header of lost's chunk record (below the mark) */
+	snprintf(logpath, sizeof(logpath), "%s/store/log.000000", e.dir);
+	fd = open(logpath, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	n = pread(fd, file, sizeof(file), 0);
+	ck_assert_int_gt(n, 0);
+	for (off_t o = 64; o + LEN <= n; o += 16)
+		if (!memcmp(file + o, lost, LEN)) {
+			at = o - 64;
+			break;
+		}
+	ck_assert_int_ge(at, 0);
+	unsigned char bad = file[at + 12] ^ 0xff;
+	ck_assert_int_eq(pwrite(fd, &bad, 1, at + 12), 1);
+	close(fd);
+
+	snprintf(store, sizeof(store), "%s/store", e.dir);
+	const char *plain[] = {"blocker", "-g",	     e.segname, "-p",
+			       "1",	  "--store", store,	NULL};
+	ck_assert_int_ne(tpr_run(plain, NULL, &err, BP_TIMEOUT), 0);
+	ck_assert_msg(strstr(err, "--truncate-at-damage"),
+		      "no way out named: %s", err);
+	free(err);
+
+	bp_truncate = true;
+	bp_start(&e, false);
+	bp_expect_data(&e, "keep", 0, keep, LEN);
+	bp_expect_data(&e, "lost", 0, zeros, LEN);
+	char *lg = tpr_slurp(e.log);
+	ck_assert_msg(strstr(lg, "truncating"), "the cut is not logged: %s",
+		      lg);
+	free(lg);
+	bp_teardown(&e);
+}
+END_TEST
+
 /* Start-up refusals: no --store, and a directory that holds no store
  * without --create. Both exit non-zero naming the reason. */
 START_TEST(test_startup_errors)
@@ -534,6 +604,7 @@ int main(void)
 	tcase_add_test(tc, test_corrupt_chunk_is_eio_mmap);
 	tcase_add_test(tc, test_startup_errors);
 	tcase_add_test(tc, test_background_gc);
+	tcase_add_test(tc, test_truncate_at_damage);
 	suite_add_tcase(s, tc);
 	xtu_init();
 	return xtu_run_suite(s);

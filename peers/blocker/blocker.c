@@ -41,6 +41,7 @@ enum {
 	BLOCKER_OPT_GC_THRESHOLD,
 	BLOCKER_OPT_GC_RATE,
 	BLOCKER_OPT_SEGMENT_SIZE,
+	BLOCKER_OPT_TRUNCATE_AT_DAMAGE,
 };
 
 struct blocker_peer {
@@ -62,6 +63,7 @@ static const struct option blocker_options[] = {
     {"gc-threshold", required_argument, NULL, BLOCKER_OPT_GC_THRESHOLD},
     {"gc-rate", required_argument, NULL, BLOCKER_OPT_GC_RATE},
     {"segment-size", required_argument, NULL, BLOCKER_OPT_SEGMENT_SIZE},
+    {"truncate-at-damage", no_argument, NULL, BLOCKER_OPT_TRUNCATE_AT_DAMAGE},
     {NULL, 0, NULL, 0},
 };
 
@@ -90,6 +92,12 @@ static const char blocker_options_help[] =
     "                            closed log segments' bytes are dead "
     "(default 50;\n"
     "                            0: never)\n"
+    "      --truncate-at-damage  start even if flushed log data is damaged "
+    "or missing,\n"
+    "                            cutting the log there: everything after "
+    "it is LOST\n"
+    "                            (each cut is logged; run blockerctl check "
+    "first)\n"
     "      --gc-rate SIZE        background GC copy rate per second "
     "(default 64M;\n"
     "                            0: unlimited)\n";
@@ -153,6 +161,9 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 		return peer_parse_size(arg, &b->opts.gc_rate_bytes);
 	case BLOCKER_OPT_SEGMENT_SIZE:
 		return peer_parse_size(arg, &b->opts.segment_size);
+	case BLOCKER_OPT_TRUNCATE_AT_DAMAGE:
+		b->opts.truncate_at_damage = true;
+		return 0;
 	case BLOCKER_OPT_IO:
 		if (!strcmp(arg, "sync"))
 			b->opts.io = &blocker_io_sync;
@@ -354,7 +365,18 @@ static int blocker_init(struct peer *p)
 				  "%" PRIu32 ")",
 				  b->dir, b->opts.chunk_size);
 	}
+	if (b->opts.truncate_at_damage)
+		peer_warn(
+		    "%s: --truncate-at-damage: damaged or missing flushed "
+		    "data will be cut off the log, with everything after "
+		    "it",
+		    b->dir);
 	rc = blocker_open(b->dir, &b->opts, &b->store);
+	if (rc == -EUCLEAN)
+		peer_err("%s: flushed data is damaged or missing (see above; "
+			 "run 'blockerctl check %s'); --truncate-at-damage "
+			 "starts anyway and loses everything after the damage",
+			 b->dir, b->dir);
 	if (rc) {
 		peer_err("%s: cannot open store: %s%s", b->dir, strerror(-rc),
 			 rc == -ENOENT && !b->create

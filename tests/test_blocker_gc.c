@@ -568,6 +568,19 @@ START_TEST(test_gc_missing_vs_removed)
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_int_eq(blocker_open(dir, &o, &t), -EUCLEAN);
 	ck_assert_ptr_nonnull(strstr(logbuf.text, "cannot be rebuilt"));
+	/* the operator override replays the journal that is left */
+	{
+		char cp[600];
+		snprintf(cp, sizeof(cp), "cp -a '%s' '%s.copy'", dir, dir);
+		ck_assert_int_eq(system(cp), 0);
+		struct blocker_opts oo;
+		opts(&oo);
+		oo.truncate_at_damage = true;
+		snprintf(cp, sizeof(cp), "%s.copy", dir);
+		ck_assert_int_eq(blocker_open(cp, &oo, &t), 0);
+		ck_assert_int_eq(blocker_close(t), 0);
+		tb_rmtree(cp);
+	}
 	ck_assert_int_eq(rename(q, p), 0);
 
 	/* the index is rebuilt from the log */
@@ -710,6 +723,50 @@ START_TEST(test_gc_background)
 }
 END_TEST
 
+/* Closing the store while the background thread is in a pass (throttled
+ * to a crawl): close stops the pass, and the store reopens intact. */
+struct in_pass {
+	int marked; /* __atomic */
+};
+
+static void in_pass_hook(void *arg, int point)
+{
+	struct in_pass *ip = arg;
+
+	if (point == 1)
+		__atomic_store_n(&ip->marked, 1, __ATOMIC_RELEASE);
+}
+
+START_TEST(test_gc_close_during_pass)
+{
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+	struct in_pass ip = {0};
+	uint64_t rng = 75;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 12500 + i);
+	overwrite_workload(s, &rng, 500);
+	ck_assert_int_eq(blocker_close(s), 0);
+	opts(&o);
+	o.gc_threshold_pct = 1;
+	o.gc_check_ms = 10;
+	o.gc_rate_bytes = 1; /* one byte a second: the pass never ends */
+	s = reopen_with(&o);
+	__atomic_store_n(&s->gc_hook_arg, (void *)&ip, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->gc_hook, in_pass_hook, __ATOMIC_RELEASE);
+	/* the store must grow for the thread to look */
+	overwrite_workload(s, &rng, 100);
+	while (!__atomic_load_n(&ip.marked, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /* mmap reads: the victims' mappings go away safely */
 START_TEST(test_gc_mmap_reads)
 {
@@ -821,6 +878,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_bad_input);
 	tcase_add_test(tc, test_gc_background);
 	tcase_add_test(tc, test_gc_mmap_reads);
+	tcase_add_test(tc, test_gc_close_during_pass);
 	tcase_add_test(tc, test_blockerctl_gc);
 	suite_add_tcase(su, tc);
 	return su;

@@ -56,8 +56,12 @@ enum {
 
 static void hook(struct blocker_store *s, int point)
 {
-	if (s->gc_hook)
-		s->gc_hook(s->gc_hook_arg, point);
+	/* tests may install it while the GC thread runs */
+	void (*fn)(void *, int) =
+	    __atomic_load_n(&s->gc_hook, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		fn(__atomic_load_n(&s->gc_hook_arg, __ATOMIC_RELAXED), point);
 }
 
 /* ---- DIR/gc ---- */

@@ -822,10 +822,17 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 		r = r2;
 		goto unflag;
 	}
+	/* victims are in log order: the last is the highest */
+	uint8_t *gone = calloc(u[done - 1].seg + 1, 1);
+	if (!gone) {
+		pthread_rwlock_unlock(&s->ckpt_lock);
+		r = -ENOMEM;
+		goto unflag;
+	}
 	for (uint32_t i = 0; i < done; i++)
-		bidx_remove_range(&s->index,
-				  (uint64_t)u[i].seg * s->segment_size,
-				  (uint64_t)(u[i].seg + 1) * s->segment_size);
+		gone[u[i].seg] = 1;
+	bidx_remove_segs(&s->index, gone, u[done - 1].seg + 1, s->segment_size);
+	free(gone);
 	pthread_rwlock_unlock(&s->ckpt_lock);
 	hook(s, GC_HOOK_REPOINTED);
 	/* 5: readers that found a victim position are done */

@@ -232,7 +232,8 @@ int bidx_repoint(struct bidx *x, const uint8_t score[32], uint64_t old_pos,
 	return r;
 }
 
-uint64_t bidx_remove_range(struct bidx *x, uint64_t from, uint64_t to)
+uint64_t bidx_remove_segs(struct bidx *x, const uint8_t *segs, uint64_t nsegs,
+			  uint64_t segment_size)
 {
 	uint64_t removed = 0;
 
@@ -241,8 +242,8 @@ uint64_t bidx_remove_range(struct bidx *x, uint64_t from, uint64_t to)
 		struct bidx_bucket *b = &x->buckets[i];
 		for (uint32_t k = 0; k < b->n;) {
 			uint8_t *e = b->ents + (size_t)k * BIDX_ENTRY_SIZE;
-			uint64_t pos = ent_pos(e);
-			if (pos < from || pos >= to) {
+			uint64_t seg = ent_pos(e) / segment_size;
+			if (seg >= nsegs || !segs[seg]) {
 				k++;
 				continue;
 			}

@@ -181,11 +181,13 @@ int bidx_walk(struct bidx *x,
 	      int (*fn)(void *arg, uint64_t prefix, uint64_t pos), void *arg);
 uint64_t bidx_usable_bytes(struct bidx *x);
 /* GC: move the entry (score's prefix, old_pos) to new_pos; -ENOENT if
- * there is none. Remove every entry with a position in [from, to); the
- * count removed. Both take the write lock (lookups see before or after). */
+ * there is none. Remove every entry in a segment s with segs[s] != 0 (s <
+ * nsegs), in one walk; the count removed. Both take the write lock
+ * (lookups see before or after). */
 int bidx_repoint(struct bidx *x, const uint8_t score[32], uint64_t old_pos,
 		 uint64_t new_pos);
-uint64_t bidx_remove_range(struct bidx *x, uint64_t from, uint64_t to);
+uint64_t bidx_remove_segs(struct bidx *x, const uint8_t *segs, uint64_t nsegs,
+			  uint64_t segment_size);
 
 /* ---- the store (store.c, log.c, map.c) ---- */
 

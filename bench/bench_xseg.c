@@ -69,11 +69,13 @@ struct bench {
 	bool verify;
 	bool json;
 	bool poll;
+	bool batch_signal;
 	uint64_t spin_ns;
 	uint64_t timeout_ns;
 	bool progress;
 
 	/* run time */
+	struct xseg_sigbatch sigbatch; /* --batch-signal */
 	struct xseg *seg;
 	uint32_t port;
 	uint64_t units;		/* blocks, objects, or 1 for ping */
@@ -147,6 +149,10 @@ static void bench_usage(void)
 	       "      --stages           report mean time per stage (queue, "
 	       "service, reply)\n"
 	       "                         from the requests' timestamps\n"
+	       "      --batch-signal     submit each batch of requests (the "
+	       "replies of one\n"
+	       "                         wait) first, then wake the target "
+	       "once\n"
 	       "      --json             print the report as one JSON object\n"
 	       "      --no-progress      no progress line on a terminal\n"
 	       "  -h, --help             this help\n"
@@ -165,6 +171,7 @@ enum {
 	OPT_JSON,
 	OPT_NO_PROGRESS,
 	OPT_STAGES,
+	OPT_BATCH_SIGNAL,
 };
 
 static const struct option bench_options[] = {
@@ -190,6 +197,7 @@ static const struct option bench_options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"stages", no_argument, NULL, OPT_STAGES},
+    {"batch-signal", no_argument, NULL, OPT_BATCH_SIGNAL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -326,6 +334,9 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 			break;
 		case OPT_STAGES:
 			b->stages = true;
+			break;
+		case OPT_BATCH_SIGNAL:
+			b->batch_signal = true;
 			break;
 		case OPT_NO_PROGRESS:
 			b->progress = false;
@@ -529,7 +540,8 @@ static int bench_issue(struct bench *b, struct bench_slot *s)
 		    b->op == BENCH_READ || (b->blk[unit] & BENCH_BLK_WRITTEN);
 	req->user = (uint64_t)(s - b->slots);
 	s->submit_ns = peer_now_ns();
-	rc = xseg_submit(b->seg, req, b->target);
+	rc = xseg_submit_batched(b->seg, req, b->target,
+				 b->batch_signal ? &b->sigbatch : NULL);
 	if (rc < 0) {
 		peer_err("segment %s: port %" PRIu32 ": cannot submit: %s",
 			 b->segment, b->target,
@@ -708,6 +720,8 @@ static int bench_run(struct bench *b)
 			break;
 		}
 	}
+	/* --batch-signal: the whole initial window, then one wake-up. */
+	xseg_sigbatch_flush(b->seg, &b->sigbatch);
 	while (b->inflight) {
 		int n = bench_wait(b, reps);
 
@@ -747,6 +761,9 @@ static int bench_run(struct bench *b)
 					b->stop_issuing = true;
 			}
 		}
+		/* Every request of this batch is queued: wake the target
+		 * once (a no-op without --batch-signal). */
+		xseg_sigbatch_flush(b->seg, &b->sigbatch);
 		if (b->progress && now >= next_progress) {
 			bench_progress(b, now, start);
 			next_progress = now + 1000000000ULL;
@@ -846,7 +863,14 @@ int main(int argc, char **argv)
 			  " has no live owner: requests will fail",
 			  b.segment, b.target);
 
+	struct xseg_port_info ti0, ci0, ti1, ci1;
+	bool have_signals = xseg_port_info(b.seg, b.target, &ti0) == 0 &&
+			    xseg_port_info(b.seg, b.port, &ci0) == 0;
+
 	rc = bench_run(&b);
+	have_signals = have_signals &&
+		       xseg_port_info(b.seg, b.target, &ti1) == 0 &&
+		       xseg_port_info(b.seg, b.port, &ci1) == 0;
 	snprintf(target_desc, sizeof(target_desc), "%s:%" PRIu32,
 		 xseg_name(b.seg), b.target);
 	struct bench_result r = {
@@ -871,7 +895,16 @@ int main(int argc, char **argv)
 	    .elapsed_ns = b.elapsed_ns,
 	    .lat = b.lat,
 	    .stage_samples = b.stage_samples,
+	    .batch_signal = b.batch_signal,
+	    .have_signals = have_signals,
 	};
+	if (have_signals) {
+		/* signals are counted modulo 2^32 */
+		r.target_signals = (uint32_t)(ti1.signals - ti0.signals);
+		r.target_wakes = ti1.wakes - ti0.wakes;
+		r.client_signals = (uint32_t)(ci1.signals - ci0.signals);
+		r.client_wakes = ci1.wakes - ci0.wakes;
+	}
 	if (b.stage_samples) {
 		r.stage_accept_ns = (double)b.stage_accept / b.stage_samples;
 		r.stage_service_ns = (double)b.stage_service / b.stage_samples;

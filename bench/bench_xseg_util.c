@@ -383,6 +383,14 @@ void bench_report_text(FILE *f, const struct bench_result *r)
 			"service %.3f, to receive %.3f\n",
 			r->stage_samples, r->stage_accept_ns / 1e3,
 			r->stage_service_ns / 1e3, r->stage_reply_ns / 1e3);
+	if (r->have_signals)
+		fprintf(f,
+			"  signals%s: to target %" PRIu64 " (%" PRIu64
+			" futex wakes), to us %" PRIu64 " (%" PRIu64
+			" futex wakes)\n",
+			r->batch_signal ? " (batched submits)" : "",
+			r->target_signals, r->target_wakes, r->client_signals,
+			r->client_wakes);
 }
 
 static void bench_json_str(FILE *f, const char *s)
@@ -417,6 +425,18 @@ void bench_report_json(FILE *f, const struct bench_result *r)
 		",\"read_pct\":%u,\"verify\":%s,\"verified\":%" PRIu64,
 		r->block_size, r->iodepth, r->seed, r->read_pct,
 		r->verify ? "true" : "false", r->verified);
+	fprintf(f, ",\"batch_signal\":%s", r->batch_signal ? "true" : "false");
+	if (r->have_signals)
+		fprintf(
+		    f,
+		    ",\"signals\":{\"to_target\":%" PRIu64
+		    ",\"target_wakes\":%" PRIu64 ",\"to_client\":%" PRIu64
+		    ",\"client_wakes\":%" PRIu64 ",\"wakes_per_request\":%.4f}",
+		    r->target_signals, r->target_wakes, r->client_signals,
+		    r->client_wakes,
+		    r->requests ? (double)(r->target_wakes + r->client_wakes) /
+				      (double)r->requests
+				: 0.0);
 	fprintf(f,
 		",\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
 		",\"verify_errors\":%" PRIu64 ",\"bytes\":%" PRIu64

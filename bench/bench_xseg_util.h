@@ -134,6 +134,13 @@ struct bench_result {
 	 * stage_samples replies that carried every timestamp */
 	uint64_t stage_samples;
 	double stage_accept_ns, stage_service_ns, stage_reply_ns;
+	/* --batch-signal: submits signalled once per batch */
+	bool batch_signal;
+	/* signals sent to and FUTEX_WAKEs made for the target port (by our
+	 * submits) and our own port (by the target's answers) during the
+	 * run, from xseg_port_info; valid when have_signals */
+	bool have_signals;
+	uint64_t target_signals, target_wakes, client_signals, client_wakes;
 };
 
 /* Human-readable report, several lines. */

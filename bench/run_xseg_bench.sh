@@ -13,7 +13,100 @@
 #
 # READs are served by noop --no-fill (the data buffer is not touched), as in
 # the reference measurement of the original Archipelago xseg.
+#
+# Wake-up comparison: bench/run_xseg_bench.sh --wakes NEW_BIN OLD_BIN [SECS]
+#   PING and 4 KiB READ at iodepth 1 and 16, both sides sleeping (spin 0)
+#   and both polling, with the build in OLD_BIN (e.g. a worktree of an
+#   older commit), and with NEW_BIN without and with --batch-signal; the
+#   signals and futex wakes per request come from the new build's port
+#   counters (the old build has none). One JSON object on stdout.
 set -eu
+
+if [ "${1:-}" = "--wakes" ]; then
+	new=$2
+	old=$3
+	secs=${4:-3}
+	segs=""
+	npid=""
+	wcleanup() {
+		if [ -n "$npid" ]; then
+			kill "$npid" 2>/dev/null || true
+			wait "$npid" 2>/dev/null || true
+		fi
+		for s in $segs; do
+			"$new/xsegctl" destroy "$s" >/dev/null 2>&1 || true
+		done
+	}
+	trap wcleanup EXIT INT TERM
+	load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+	out=""
+	for ver in old new; do
+		eval "bin=\$$ver"
+		seg="/xwake-$ver-$$"
+		segs="$segs $seg"
+		"$bin/xsegctl" create --size 256M --requests 4096 "$seg"
+		for mode in sleep poll; do
+			if [ "$mode" = sleep ]; then
+				spin=0
+				wait_args="--wait sleep --spin 0"
+			else
+				spin=60s
+				wait_args="--wait poll"
+			fi
+			"$bin/noop" -g "$seg" -p 0 -t 1 --spin "$spin" \
+				--no-fill --no-timestamps -v warn &
+			npid=$!
+			for _ in $(seq 100); do
+				if "$bin/xsegctl" list "$seg" 2>/dev/null |
+					grep -q noop; then
+					break
+				fi
+				sleep 0.05
+			done
+			variants="plain"
+			if [ "$ver" = new ]; then
+				variants="plain batch"
+			fi
+			for op in ping read; do
+				for qd in 1 16; do
+					for v in $variants; do
+						extra=""
+						if [ "$v" = batch ]; then
+							extra="--batch-signal"
+						fi
+						# shellcheck disable=SC2086
+						r=$("$bin/bench_xseg" -g "$seg" -p 0 \
+							-o "$op" -b 4k -q "$qd" \
+							-T "${secs}s" $wait_args \
+							$extra --json --no-progress)
+						r="{\"build\":\"$ver\",\"result\":$r}"
+						if [ -z "$out" ]; then out="$r"; else
+							out="$out,
+    $r"
+						fi
+					done
+				done
+			done
+			kill "$npid"
+			wait "$npid" 2>/dev/null || true
+			npid=""
+		done
+	done
+	cat <<EOF
+{
+  "benchmark": "xseg_wakeups",
+  "command": "bench/run_xseg_bench.sh --wakes $new $old $secs",
+  "machine": {"cpus": $(nproc), "loadavg_before": "$load_before",
+              "loadavg_after": "$(cut -d' ' -f1-3 /proc/loadavg)"},
+  "setup": "bench_xseg (own dynamic port) -> noop (1 worker, --no-fill --no-timestamps) on port 0; sleep: both spin 0; poll: both busy-poll",
+  "reference": "build old (OLD_BIN) measured in the same run; new without --batch-signal signals once per request, as old does",
+  "results": [
+    $out
+  ]
+}
+EOF
+	exit 0
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-${AC_BIN_DIR:-$here/../build/bin}}

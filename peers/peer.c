@@ -44,6 +44,12 @@ struct peer_worker {
 	/* written by the worker only, read by stats with relaxed loads */
 	uint64_t accepted[XSEG_OP_COUNT];
 	uint64_t replies;
+	/* While the worker dispatches a batch of requests or replies (and
+	 * handlers never block), completions and forwards made on this
+	 * thread only note the port to signal; the worker signals each
+	 * noted port once after the batch (xseg_sigbatch). Worker only. */
+	bool batching;
+	struct xseg_sigbatch sigbatch;
 };
 
 struct peer {
@@ -166,6 +172,13 @@ static void peer_done(struct peer *p)
 		xseg_kick(p->seg, p->port);
 }
 
+struct xseg_sigbatch *peer_sigbatch(struct peer *p)
+{
+	struct peer_worker *w = peer_self;
+
+	return w && w->peer == p && w->batching ? &w->sigbatch : NULL;
+}
+
 int peer_complete(struct peer *p, struct xseg_request *req, int error)
 {
 	unsigned op = req->op;
@@ -173,7 +186,7 @@ int peer_complete(struct peer *p, struct xseg_request *req, int error)
 
 	if (error < 0)
 		error = -error; /* forgive a negative errno */
-	rc = xseg_respond(p->seg, req, error);
+	rc = xseg_respond_batched(p->seg, req, error, peer_sigbatch(p));
 	if (rc < 0) {
 		peer_err("port %" PRIu32 ": cannot respond to request %" PRIu64
 			 " (%s): %s",
@@ -188,7 +201,7 @@ int peer_complete(struct peer *p, struct xseg_request *req, int error)
 
 int peer_forward(struct peer *p, struct xseg_request *req, uint32_t port)
 {
-	int rc = xseg_forward(p->seg, req, port);
+	int rc = xseg_forward_batched(p->seg, req, port, peer_sigbatch(p));
 
 	if (rc < 0)
 		return rc;
@@ -323,8 +336,14 @@ static void *peer_worker_main(void *arg)
 		 * worker help */
 		if (n == PEER_BATCH)
 			peer_wake_idle(p, false);
+		/* Handlers that never block answer a batch quickly: one
+		 * signal per client port for the whole batch instead of one
+		 * per reply. A handler that may block must not hold back
+		 * the signals of the replies made before it. */
+		w->batching = p->ops->handlers_never_block;
 		for (unsigned i = 0; i < n; i++)
 			peer_dispatch(p, w, reqs[i]);
+		xseg_sigbatch_flush(p->seg, &w->sigbatch);
 		__atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
 		/* Replies are taken while draining too: an asynchronous
 		 * peer may need them to complete what it accepted. */
@@ -333,6 +352,8 @@ static void *peer_worker_main(void *arg)
 			peer_wake_idle(p, false);
 		for (unsigned i = 0; i < m; i++)
 			peer_reply(p, w, reqs[i]);
+		xseg_sigbatch_flush(p->seg, &w->sigbatch);
+		w->batching = false;
 		if (n || m)
 			continue;
 		if (__atomic_load_n(&p->exit_workers, __ATOMIC_ACQUIRE))

@@ -152,7 +152,9 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops);
 /* Complete a request a handler took: error 0 = served, a positive errno =
  * failed. Thread-safe, callable from any thread, exactly once per
  * request. Returns 0 or the negative errno of xseg_respond (the request
- * was not ACCEPTED by this peer: a bug in the peer, logged). */
+ * was not ACCEPTED by this peer: a bug in the peer, logged). The reply is
+ * queued at once; on a worker dispatching a batch (see peer_sigbatch) the
+ * client's wake-up is sent after the batch, once per client port. */
 int peer_complete(struct peer *p, struct xseg_request *req, int error);
 
 /* Hand a request a handler took on to another port (xseg_forward: the
@@ -160,6 +162,15 @@ int peer_complete(struct peer *p, struct xseg_request *req, int error);
  * this peer. On error the caller still owns the request and it is still
  * in flight (complete it, e.g. with the error). */
 int peer_forward(struct peer *p, struct xseg_request *req, uint32_t port);
+
+/* The signal batch of the calling worker while it dispatches a batch of
+ * requests or replies of peer p (only if ops->handlers_never_block), else
+ * NULL. peer_complete and peer_forward use it: their replies and forwards
+ * are signalled once per port after the batch, not once each. A handler
+ * that submits requests of its own may pass it to xseg_submit_batched
+ * (the worker flushes it after the batch); with NULL those calls signal at
+ * once. Never flush or keep it: it belongs to the worker. */
+struct xseg_sigbatch *peer_sigbatch(struct peer *p);
 
 /* Accessors. */
 void *peer_priv(struct peer *p);

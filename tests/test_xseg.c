@@ -1405,6 +1405,142 @@ START_TEST(test_reclaim_resets_sleepers)
 }
 END_TEST
 
+static uint64_t port_signals(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port_info pi;
+
+	ck_assert_int_eq(xseg_port_info(seg, port, &pi), 0);
+	return pi.signals;
+}
+
+static uint64_t port_wakes(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port_info pi;
+
+	ck_assert_int_eq(xseg_port_info(seg, port, &pi), 0);
+	return pi.wakes;
+}
+
+/* Batched signaling: the *_batched calls queue at once but signal only
+ * at the flush, once per port; a sleeping receiver gets exactly one
+ * FUTEX_WAKE for a batch; bad input is refused and nothing is noted. */
+START_TEST(test_sigbatch)
+{
+	struct xseg_request *req[16], *acc, *r;
+	struct xseg_sigbatch b;
+	struct xseg_config cfg;
+	struct xseg *seg;
+	const char *name;
+	uint64_t s0, w0;
+	pid_t pid;
+
+	xseg_config_default(&cfg);
+	cfg.size = 16ULL << 20;
+	cfg.nr_static_ports = 12;
+	cfg.nr_dynamic_ports = 0;
+	cfg.nr_requests = 64;
+	cfg.free_cache = 4;
+	seg = mkseg_cfg("sigbatch", &cfg, &name);
+	xseg_sigbatch_init(&b);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	for (uint32_t p = 2; p <= 10; p++)
+		ck_assert_int_eq(xseg_bind_port(seg, p, "server"), 0);
+
+	/* Bad input: refused, nothing noted, nothing queued. */
+	ck_assert_int_eq(xseg_submit_batched(seg, NULL, 2, &b), -EINVAL);
+	ck_assert_int_eq(xseg_get_request(seg, 0, &req[0]), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req[0], 1, 0), 0);
+	req[0]->op = XSEG_OP_PING;
+	req[0]->target[0] = 't';
+	ck_assert_int_eq(xseg_submit_batched(seg, req[0], 99, &b), -EINVAL);
+	ck_assert_int_eq(xseg_submit_batched(seg, req[0], 11, &b), -ENXIO);
+	ck_assert_uint_eq(b.nr, 0);
+	ck_assert_int_eq(xseg_accept(seg, 2, &acc), -EAGAIN);
+	ck_assert_uint_eq(xseg_sigbatch_flush(seg, NULL), 0);
+	ck_assert_uint_eq(xseg_sigbatch_flush(seg, &b), 0);
+
+	/* Five submits to one port: queued at once, one signal at the
+	 * flush. */
+	s0 = port_signals(seg, 2);
+	ck_assert_int_eq(xseg_submit_batched(seg, req[0], 2, &b), 0);
+	for (int i = 1; i < 5; i++) {
+		ck_assert_int_eq(xseg_get_request(seg, 0, &req[i]), 0);
+		ck_assert_int_eq(xseg_prep_request(seg, req[i], 0, 0), 0);
+		req[i]->op = XSEG_OP_PING;
+		ck_assert_int_eq(xseg_submit_batched(seg, req[i], 2, &b), 0);
+	}
+	ck_assert_uint_eq(b.nr, 1);
+	ck_assert_uint_eq(port_signals(seg, 2), s0);
+	ck_assert_uint_eq(xseg_sigbatch_flush(seg, &b), 1);
+	ck_assert_uint_eq(b.nr, 0);
+	ck_assert_uint_eq(port_signals(seg, 2), s0 + 1);
+
+	/* Answers too: five responds to the client, one signal. Bad input
+	 * first (a negative error, a request not accepted). */
+	ck_assert_int_eq(xseg_respond_batched(seg, req[0], 0, &b), -EINVAL);
+	s0 = port_signals(seg, 0);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(xseg_accept(seg, 2, &acc), 0);
+		ck_assert_int_eq(xseg_respond_batched(seg, acc, -1, &b),
+				 -EINVAL);
+		ck_assert_int_eq(xseg_respond_batched(seg, acc, 0, &b), 0);
+	}
+	ck_assert_uint_eq(b.nr, 1);
+	ck_assert_uint_eq(port_signals(seg, 0), s0);
+	ck_assert_uint_eq(xseg_sigbatch_flush(seg, &b), 1);
+	ck_assert_uint_eq(port_signals(seg, 0), s0 + 1);
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(xseg_receive(seg, 0, &r), 0);
+		ck_assert_int_eq(xseg_put_request(seg, r), 0);
+	}
+
+	/* Nine ports: the batch notes eight, the ninth is signalled at
+	 * once. */
+	for (uint32_t p = 2; p <= 10; p++) {
+		ck_assert_int_eq(xseg_get_request(seg, 0, &req[p]), 0);
+		ck_assert_int_eq(xseg_prep_request(seg, req[p], 0, 0), 0);
+		req[p]->op = XSEG_OP_PING;
+		s0 = port_signals(seg, p);
+		ck_assert_int_eq(xseg_submit_batched(seg, req[p], p, &b), 0);
+		ck_assert_uint_eq(port_signals(seg, p), s0 + (p == 10));
+	}
+	ck_assert_uint_eq(b.nr, XSEG_SIGBATCH_PORTS);
+	ck_assert_uint_eq(xseg_sigbatch_flush(seg, &b), XSEG_SIGBATCH_PORTS);
+	for (uint32_t p = 2; p <= 10; p++) {
+		ck_assert_int_eq(xseg_accept(seg, p, &acc), 0);
+		ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+		ck_assert_int_eq(xseg_receive(seg, 0, &r), 0);
+		ck_assert_int_eq(xseg_put_request(seg, r), 0);
+	}
+
+	/* A sleeping receiver: 16 batched submits make no wake-up; the
+	 * flush makes exactly one. */
+	pid = xtu_fork(child_sleeper, (void *)name);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xtu_wait_until(sleeper_registered, seg, 10000), 0);
+	w0 = port_wakes(seg, 1);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(xseg_get_request(seg, 0, &req[i]), 0);
+		ck_assert_int_eq(xseg_prep_request(seg, req[i], 0, 0), 0);
+		req[i]->op = XSEG_OP_PING;
+		ck_assert_int_eq(xseg_submit_batched(seg, req[i], 1, &b), 0);
+	}
+	ck_assert_uint_eq(port_wakes(seg, 1), w0);
+	ck_assert_uint_eq(xseg_sigbatch_flush(seg, &b), 1);
+	ck_assert_uint_eq(port_wakes(seg, 1), w0 + 1);
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_reap(seg, NULL), 1);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(xseg_receive(seg, 0, &r), 0);
+		ck_assert_int_eq(r->error, ECONNRESET);
+		ck_assert_int_eq(xseg_put_request(seg, r), 0);
+	}
+	ck_assert_uint_eq(xtu_free_requests(seg), 64);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 struct binder_arg {
@@ -1645,6 +1781,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_short_waits_reap);
 	tcase_add_test(tc, test_wait_replies_ignores_requests);
 	tcase_add_test(tc, test_reclaim_resets_sleepers);
+	tcase_add_test(tc, test_sigbatch);
 	tcase_add_test(tc, test_reap_submit_race);
 	tcase_add_test(tc, test_answer_race_cas);
 	tcase_add_test(tc, test_segment_3gib);

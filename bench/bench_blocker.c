@@ -219,6 +219,7 @@ struct gc_res {
 	uint64_t examined, copied, reclaimed, removed, log_before, log_after;
 	double iops_nogc, iops_nogc_before, iops_nogc_after, iops_gc,
 	    iops_gc_rate;
+	double max_ms_nogc, max_ms_nogc2, max_ms_gc, max_ms_gc_rate;
 	uint64_t bg_passes, bg_removed, bg_passes_rate, bg_removed_rate;
 };
 
@@ -227,6 +228,7 @@ struct ow_arg {
 	int id, nobj;
 	double until;
 	uint64_t ops;
+	double max_s; /* slowest write */
 };
 
 /* 4 KiB random overwrites of unique data: every write kills a chunk */
@@ -244,11 +246,15 @@ static void *ow_thread(void *p)
 		snprintf(name, sizeof(name), "gc%llu",
 			 (unsigned long long)(blk / (GC_OBJ / 4096)));
 		stamp(buf, 4096, 4096, &ctr);
+		double t0 = now();
 		int r =
 		    blocker_write(a->s, name, strlen(name),
 				  (blk % (GC_OBJ / 4096)) * 4096, 4096, buf, 0);
 		if (r)
 			die("overwrite", r);
+		t0 = now() - t0;
+		if (t0 > a->max_s)
+			a->max_s = t0;
 		a->ops++;
 	}
 	return NULL;
@@ -279,7 +285,7 @@ static void *gc_loop_thread(void *p)
 }
 
 static double overwrite_iops(struct blocker_store *s, int nobj, double secs,
-			     struct gc_loop *gl)
+			     struct gc_loop *gl, double *max_ms)
 {
 	pthread_t t[4], g;
 	struct ow_arg a[4];
@@ -289,12 +295,15 @@ static double overwrite_iops(struct blocker_store *s, int nobj, double secs,
 	if (gl)
 		pthread_create(&g, NULL, gc_loop_thread, gl);
 	for (int i = 0; i < 4; i++) {
-		a[i] = (struct ow_arg){s, i, nobj, start + secs, 0};
+		a[i] = (struct ow_arg){s, i, nobj, start + secs, 0, 0};
 		pthread_create(&t[i], NULL, ow_thread, &a[i]);
 	}
+	*max_ms = 0;
 	for (int i = 0; i < 4; i++) {
 		pthread_join(t[i], NULL);
 		ops += a[i].ops;
+		if (a[i].max_s * 1e3 > *max_ms)
+			*max_ms = a[i].max_s * 1e3;
 	}
 	double iops = ops / (now() - start);
 	if (gl) {
@@ -369,22 +378,26 @@ static void gc_case(const char *dir, const uint8_t *data, size_t total,
 	res->log_after = st.log_bytes - st.gc_bytes_reclaimed;
 
 	/* foreground overwrites: no GC, GC back to back, GC throttled */
-	res->iops_nogc = overwrite_iops(s, nobj, secs, NULL);
+	res->iops_nogc = overwrite_iops(s, nobj, secs, NULL, &res->max_ms_nogc);
 	struct gc_loop gl = {.s = s};
 	blocker_gc_opts_init(&gl.g);
-	res->iops_gc = overwrite_iops(s, nobj, secs, &gl);
+	res->iops_gc = overwrite_iops(s, nobj, secs, &gl, &res->max_ms_gc);
 	res->bg_passes = gl.passes;
 	res->bg_removed = gl.removed;
 	struct gc_loop glr = {.s = s};
 	blocker_gc_opts_init(&glr.g);
 	glr.g.rate_bytes = GC_RATE;
-	res->iops_gc_rate = overwrite_iops(s, nobj, secs, &glr);
+	res->iops_gc_rate =
+	    overwrite_iops(s, nobj, secs, &glr, &res->max_ms_gc_rate);
 	res->bg_passes_rate = glr.passes;
 	res->bg_removed_rate = glr.removed;
 	/* no GC again: the mean of before and after cancels drift (page
 	 * cache, writeback of the fill) */
 	res->iops_nogc_before = res->iops_nogc;
-	res->iops_nogc_after = overwrite_iops(s, nobj, secs, NULL);
+	res->iops_nogc_after =
+	    overwrite_iops(s, nobj, secs, NULL, &res->max_ms_nogc2);
+	if (res->max_ms_nogc2 > res->max_ms_nogc)
+		res->max_ms_nogc = res->max_ms_nogc2;
 	res->iops_nogc = (res->iops_nogc_before + res->iops_nogc_after) / 2;
 	blocker_close(s);
 	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -409,7 +422,9 @@ static void print_gc(const struct gc_res *g, double raw4k, bool last)
 	    "\"gc_64MiBps_passes\": %llu, "
 	    "\"gc_64MiBps_segments_removed\": %llu,\n"
 	    "  \"overwrite_gc_unthrottled_vs_nogc\": %.2f, "
-	    "\"overwrite_gc_64MiBps_vs_nogc\": %.2f%s\n",
+	    "\"overwrite_gc_64MiBps_vs_nogc\": %.2f,\n"
+	    "  \"overwrite_max_latency_ms\": {\"nogc\": %.1f, "
+	    "\"gc_unthrottled\": %.1f, \"gc_64MiBps\": %.1f}%s\n",
 	    GC_SEG, g->pass_s, (unsigned long long)g->log_before,
 	    (unsigned long long)g->examined, (unsigned long long)g->copied,
 	    (unsigned long long)g->reclaimed, (unsigned long long)g->removed,
@@ -418,7 +433,8 @@ static void print_gc(const struct gc_res *g, double raw4k, bool last)
 	    (unsigned long long)g->bg_passes, (unsigned long long)g->bg_removed,
 	    g->iops_gc_rate, (unsigned long long)g->bg_passes_rate,
 	    (unsigned long long)g->bg_removed_rate, g->iops_gc / g->iops_nogc,
-	    g->iops_gc_rate / g->iops_nogc, last ? "" : ",");
+	    g->iops_gc_rate / g->iops_nogc, g->max_ms_nogc, g->max_ms_gc,
+	    g->max_ms_gc_rate, last ? "" : ",");
 }
 
 int main(int argc, char **argv)

@@ -30,6 +30,8 @@
 
 static char dir[256];
 static struct tb_log logbuf;
+/* index partial-score bits (tests that set it force collisions) */
+static unsigned partial_bits = BLOCKER_DEFAULT_PARTIAL_BITS;
 
 /* the expected content of every object */
 struct model {
@@ -46,6 +48,7 @@ static void opts(struct blocker_opts *o)
 	o->segment_size = SEG;
 	o->sync_interval_ms = 0;
 	o->checkpoint_bytes = 0;
+	o->partial_bits = partial_bits;
 	o->log = tb_log_fn;
 	o->log_arg = &logbuf;
 }
@@ -199,7 +202,7 @@ static void overwrite_workload(struct blocker_store *s, uint64_t *rng,
 	}
 }
 
-START_TEST(test_gc_overwrite)
+static void gc_overwrite(void)
 {
 	struct blocker_store *s = mk();
 	struct blocker_gc_report rep;
@@ -236,6 +239,56 @@ START_TEST(test_gc_overwrite)
 	s = reopen();
 	verify_all(s);
 	ck_assert_int_eq(blocker_close(s), 0);
+}
+
+START_TEST(test_gc_overwrite)
+{
+	gc_overwrite();
+}
+END_TEST
+
+/* 2-bit partial scores: every lookup has many candidates */
+START_TEST(test_gc_overwrite_collisions)
+{
+	partial_bits = 2;
+	gc_overwrite();
+}
+END_TEST
+
+/* a failed fsync of the copies: degraded, victims kept, nothing lost */
+START_TEST(test_gc_fsync_error)
+{
+	struct blocker_io_fault f;
+	struct blocker_store *s;
+	struct blocker_opts o;
+	struct blocker_gc_report rep;
+	uint64_t rng = 33;
+	int nb, na;
+
+	s = mk();
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 6500 + i);
+	overwrite_workload(s, &rng, 500);
+	ck_assert_int_eq(blocker_close(s), 0);
+	log_file_bytes(&nb);
+	opts(&o);
+	blocker_io_fault_init(&f, &blocker_io_sync, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = &f;
+	s = reopen_with(&o);
+	blocker_io_fault_arm(&f, INT64_MAX / 2, 0, EIO);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_uint_eq(rep.segments_removed, 0);
+	for (uint32_t k = 0; k < (uint32_t)nb; k++)
+		ck_assert(seg_exists(k));
+	verify_all(s);
+	blocker_close(s);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	log_file_bytes(&na);
+	ck_assert_int_ge(na, nb);
+	check_clean();
 }
 END_TEST
 
@@ -865,6 +918,8 @@ static Suite *suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_gc_overwrite);
+	tcase_add_test(tc, test_gc_overwrite_collisions);
+	tcase_add_test(tc, test_gc_fsync_error);
 	tcase_add_test(tc, test_gc_delete_all);
 	tcase_add_test(tc, test_gc_victim_choice);
 	tcase_add_test(tc, test_gc_dedup_race_marked);

@@ -15,6 +15,7 @@
 # the reference measurement of the original Archipelago xseg.
 #
 # Wake-up comparison: bench/run_xseg_bench.sh --wakes NEW_BIN OLD_BIN [SECS]
+#   (XSEG_WAKES_ROUNDS=N repeats the whole matrix N times)
 #   PING and 4 KiB READ at iodepth 1 and 16, both sides sleeping (spin 0)
 #   and both polling, with the build in OLD_BIN (e.g. a worktree of an
 #   older commit), and with NEW_BIN without and with --batch-signal; the
@@ -45,52 +46,59 @@ if [ "${1:-}" = "--wakes" ]; then
 		seg="/xwake-$ver-$$"
 		segs="$segs $seg"
 		"$bin/xsegctl" create --size 256M --requests 4096 "$seg"
-		for mode in sleep poll; do
-			if [ "$mode" = sleep ]; then
-				spin=0
-				wait_args="--wait sleep --spin 0"
-			else
-				spin=60s
-				wait_args="--wait poll"
-			fi
-			"$bin/noop" -g "$seg" -p 0 -t 1 --spin "$spin" \
-				--no-fill --no-timestamps -v warn &
-			npid=$!
-			for _ in $(seq 100); do
-				if "$bin/xsegctl" list "$seg" 2>/dev/null |
-					grep -q noop; then
-					break
-				fi
-				sleep 0.05
-			done
-			variants="plain"
-			if [ "$ver" = new ]; then
-				variants="plain batch"
-			fi
-			for op in ping read; do
-				for qd in 1 16; do
-					for v in $variants; do
-						extra=""
-						if [ "$v" = batch ]; then
-							extra="--batch-signal"
+	done
+	# Every point runs the three variants back to back, each with its
+	# own noop started for it (two polling noops would share the CPUs),
+	# so that load drifting on a shared machine hits all three alike.
+	for round in $(seq "${XSEG_WAKES_ROUNDS:-1}"); do
+	for mode in sleep poll; do
+		if [ "$mode" = sleep ]; then
+			spin=0
+			wait_args="--wait sleep --spin 0"
+		else
+			spin=60s
+			wait_args="--wait poll"
+		fi
+		for op in ping read; do
+			for qd in 1 16; do
+				for v in old plain batch; do
+					ver=new
+					extra=""
+					if [ "$v" = old ]; then
+						ver=old
+					elif [ "$v" = batch ]; then
+						extra="--batch-signal"
+					fi
+					eval "bin=\$$ver"
+					seg="/xwake-$ver-$$"
+					"$bin/noop" -g "$seg" -p 0 -t 1 \
+						--spin "$spin" --no-fill \
+						--no-timestamps -v warn &
+					npid=$!
+					for _ in $(seq 100); do
+						if "$bin/xsegctl" list "$seg" \
+							2>/dev/null | grep -q noop; then
+							break
 						fi
-						# shellcheck disable=SC2086
-						r=$("$bin/bench_xseg" -g "$seg" -p 0 \
-							-o "$op" -b 4k -q "$qd" \
-							-T "${secs}s" $wait_args \
-							$extra --json --no-progress)
-						r="{\"build\":\"$ver\",\"result\":$r}"
-						if [ -z "$out" ]; then out="$r"; else
-							out="$out,
-    $r"
-						fi
+						sleep 0.05
 					done
+					# shellcheck disable=SC2086
+					r=$("$bin/bench_xseg" -g "$seg" -p 0 \
+						-o "$op" -b 4k -q "$qd" \
+						-T "${secs}s" $wait_args \
+						$extra --json --no-progress)
+					kill "$npid"
+					wait "$npid" 2>/dev/null || true
+					npid=""
+					r="{\"build\":\"$ver\",\"round\":$round,\"result\":$r}"
+					if [ -z "$out" ]; then out="$r"; else
+						out="$out,
+    $r"
+					fi
 				done
 			done
-			kill "$npid"
-			wait "$npid" 2>/dev/null || true
-			npid=""
 		done
+	done
 	done
 	cat <<EOF
 {

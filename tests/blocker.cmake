@@ -12,8 +12,9 @@ ac_test(test_blocker_fsync SOURCES test_blocker_fsync.c
 ac_test(test_blocker_recover SOURCES test_blocker_recover.c
         DEPS blocker_store TIMEOUT 120)
 # garbage collection (store.h blocker_gc; gc.c)
+# (threads: a held reader against a pass, the background GC thread)
 ac_test(test_blocker_gc SOURCES test_blocker_gc.c
-        DEPS blocker_store TIMEOUT 300)
+        DEPS blocker_store LABELS concurrent TIMEOUT 300)
 ac_test(test_blocker_gc_concurrent SOURCES test_blocker_gc_concurrent.c
         DEPS blocker_store LABELS concurrent TIMEOUT 300)
 ac_test(test_blocker_gc_crash SOURCES test_blocker_gc_crash.c

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -418,6 +419,95 @@ END_TEST
 START_TEST(test_gc_dedup_race_repointed)
 {
 	dedup_race(3); /* GC_HOOK_REPOINTED */
+}
+END_TEST
+
+/*
+ * A reader that copied an object's scores before an overwrite made a
+ * chunk dead must still read it: a pass that starts meanwhile waits for
+ * the reader (grace period) before it removes anything. The reader is
+ * held inside blocker_read (test hook) while a pass runs in another
+ * thread; only if the pass got through while the reader was held (the
+ * bug) would its read find the chunk gone. Waiting for that is bounded;
+ * with the grace period the pass cannot finish, so the bound only limits
+ * how long the test looks.
+ */
+struct held_read {
+	struct blocker_store *s;
+	int held, release; /* __atomic */
+	int r;
+	uint8_t buf[4 * CS];
+};
+
+static void hold_reader(void *arg)
+{
+	struct held_read *h = arg;
+
+	__atomic_store_n(&h->held, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&h->release, __ATOMIC_ACQUIRE))
+		usleep(1000);
+}
+
+static void *reader_thread(void *arg)
+{
+	struct held_read *h = arg;
+
+	h->r =
+	    blocker_read(h->s, oname(0), strlen(oname(0)), 0, 4 * CS, h->buf);
+	return NULL;
+}
+
+struct gc_run {
+	struct blocker_store *s;
+	int r, finished; /* __atomic */
+	struct blocker_gc_report rep;
+};
+
+static void *gc_thread(void *arg)
+{
+	struct gc_run *g = arg;
+
+	g->r = blocker_gc(g->s, NULL, &g->rep);
+	__atomic_store_n(&g->finished, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+START_TEST(test_gc_waits_for_readers)
+{
+	struct blocker_store *s = mk();
+	struct held_read h = {.s = s};
+	struct gc_run g = {.s = s};
+	uint8_t old[4 * CS];
+	pthread_t rt, gt;
+
+	/* object 0's first chunks live in log.000000 only */
+	mwrite(s, 0, 0, 4 * CS, 31337);
+	memcpy(old, m->data[0], 4 * CS);
+	for (int k = 0; k < 400; k++)
+		mwrite(s, 1 + k % 7, (k % 64) * CS, CS, 70000 + k);
+	__atomic_store_n(&s->read_hook_arg, (void *)&h, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->read_hook, hold_reader, __ATOMIC_RELEASE);
+	pthread_create(&rt, NULL, reader_thread, &h);
+	while (!__atomic_load_n(&h.held, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	__atomic_store_n(&s->read_hook, NULL, __ATOMIC_RELEASE);
+	/* the reader holds the old scores; now they die */
+	mwrite(s, 0, 0, 4 * CS, 31338);
+	pthread_create(&gt, NULL, gc_thread, &g);
+	for (int k = 0;
+	     k < 500 && !__atomic_load_n(&g.finished, __ATOMIC_ACQUIRE); k++)
+		usleep(1000);
+	__atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+	pthread_join(rt, NULL);
+	pthread_join(gt, NULL);
+	ck_assert_int_eq(h.r, 0);
+	ck_assert(!memcmp(h.buf, old, sizeof(old)));
+	ck_assert_int_eq(g.r, 0);
+	ck_assert_uint_gt(g.rep.segments_removed, 0);
+	ck_assert(!seg_exists(0));
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
 }
 END_TEST
 
@@ -925,6 +1015,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_dedup_race_marked);
 	tcase_add_test(tc, test_gc_dedup_race_copied);
 	tcase_add_test(tc, test_gc_dedup_race_repointed);
+	tcase_add_test(tc, test_gc_waits_for_readers);
 	tcase_add_test(tc, test_gc_enospc);
 	tcase_add_test(tc, test_gc_eio);
 	tcase_add_test(tc, test_gc_corrupt_live_chunk);

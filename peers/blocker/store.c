@@ -368,6 +368,9 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 		memcpy(scores[i - first], o->scores[i], 32);
 	pthread_rwlock_unlock(&o->lock);
 	bobj_put(s, o);
+	void (*hook)(void *) = __atomic_load_n(&s->read_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		hook(s->read_hook_arg);
 
 	if (!r && n > 1 && s->io->preadv_batch && !s->o.mmap_reads) {
 		r = read_batched(s, off, len, buf, first, n, scores);

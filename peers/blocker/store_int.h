@@ -308,6 +308,10 @@ struct blocker_store {
 	bool gc_stop;		  /* __atomic: close wants GC to stop */
 	pthread_t gc_thread;
 	bool gc_running;
+	/* test hook: called by blocker_read between copying an object's
+	 * scores and reading its chunks (inside the read-side section) */
+	void (*read_hook)(void *arg);
+	void *read_hook_arg;
 	/* test hook: called by blocker_gc at named points (gc.c) */
 	void (*gc_hook)(void *arg, int point);
 	void *gc_hook_arg;

@@ -88,7 +88,7 @@ static const char blocker_options_help[] =
     "                            error kills the peer instead of failing "
     "the read)\n"
     "      --gc-threshold PCT    collect garbage in the background when "
-    "PCT%% of the\n"
+    "PCT% of the\n"
     "                            closed log segments' bytes are dead "
     "(default 50;\n"
     "                            0: never)\n"

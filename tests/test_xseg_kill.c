@@ -163,8 +163,8 @@ static bool revive(const char *name, struct victim *v, unsigned odds)
 
 START_TEST(test_peers_killed_under_load)
 {
-	const uint64_t total = 20000 * scale();
-	const unsigned max_kills = 40 * (unsigned)scale();
+	const uint64_t total = 10000 * scale();
+	const unsigned max_kills = 20 * (unsigned)scale();
 	struct victim v[2] = {{FWD_PORT, 0, 0}, {STORE_PORT, 0, 0}};
 	uint64_t sent = 0, done = 0, resets = 0, refused = 0, base = 0;
 	uint64_t next_kill;

@@ -11,6 +11,7 @@
  *                     whatever the object holds (INFO tells the truth)
  *   --short-writes    a WRITE is stored but answered one byte short
  *   --fail-deletes N  the first N DELETEs fail with EIO
+ *   --hang-reads      a READ is never answered (a store that lost it)
  * The faults spare vlmc's metadata object ("vlmc:meta"), so volumes can
  * still be created. Counters: SIGUSR1 logs them, and the port's
  * statistics area has "objects" (live objects) and "deletes".
@@ -28,6 +29,7 @@ enum {
 	TS_OPT_LIE_READS,
 	TS_OPT_SHORT_WRITES,
 	TS_OPT_FAIL_DELETES,
+	TS_OPT_HANG_READS,
 };
 
 struct ts_obj {
@@ -40,7 +42,7 @@ struct ts_obj {
 #define TS_HASH 1024
 
 struct ts {
-	bool short_reads, lie_reads, short_writes;
+	bool short_reads, lie_reads, short_writes, hang_reads;
 	uint64_t fail_deletes;
 	pthread_mutex_t lock;
 	struct ts_obj *objs[TS_HASH];
@@ -52,6 +54,7 @@ static const struct option ts_options[] = {
     {"lie-reads", no_argument, NULL, TS_OPT_LIE_READS},
     {"short-writes", no_argument, NULL, TS_OPT_SHORT_WRITES},
     {"fail-deletes", required_argument, NULL, TS_OPT_FAIL_DELETES},
+    {"hang-reads", no_argument, NULL, TS_OPT_HANG_READS},
     {NULL, 0, NULL, 0},
 };
 
@@ -71,6 +74,9 @@ static int ts_parse(struct peer *p, int val, const char *arg)
 		return 0;
 	case TS_OPT_FAIL_DELETES:
 		return peer_parse_u64(arg, &t->fail_deletes);
+	case TS_OPT_HANG_READS:
+		t->hang_reads = true;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -115,6 +121,8 @@ static int ts_read(struct peer *p, struct xseg_request *req)
 
 	if (req->size && !data)
 		return -EINVAL;
+	if (ts_faulty(req) && t->hang_reads)
+		return 0; /* taken, never answered */
 	pthread_mutex_lock(&t->lock);
 	o = *ts_find(t, req->target, req->targetlen);
 	if (!o) {
@@ -287,7 +295,8 @@ static const struct peer_ops ts_ops = {
 		    "garbage after\n"
 		    "      --short-writes    answer writes one byte short\n"
 		    "      --fail-deletes N  fail the first N deletes with "
-		    "EIO\n",
+		    "EIO\n"
+		    "      --hang-reads      never answer a read\n",
     .parse_opt = ts_parse,
     .init = ts_init,
     .fini = ts_fini,

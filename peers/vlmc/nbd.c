@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -1099,9 +1100,35 @@ static void nbd_transmission(struct vlmc_conn *c)
 	}
 }
 
+/* Wait until every command of c is answered (c->lock held). While vlmc
+ * runs, for as long as it takes; once it stops, for at most
+ * --nbd-stop-timeout: a store that lost replies must not keep vlmc (and
+ * `xsegctl stack stop`) from exiting. Returns false when it gave up. */
+static bool nbd_drain(struct vlmc_conn *c)
+{
+	uint64_t deadline = 0;
+
+	while (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST)) {
+		struct timespec ts;
+		uint64_t now = xseg_now_ns();
+
+		if (!deadline &&
+		    __atomic_load_n(&c->v->nbd->stopping, __ATOMIC_ACQUIRE))
+			deadline = now + c->v->nbd_stop_ns;
+		if (deadline && now >= deadline)
+			return false;
+		/* wake up now and then to notice the stop */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+	}
+	return true;
+}
+
 static void nbd_conn_close(struct vlmc_conn *c)
 {
 	struct vlmc_nbd *nbd = c->v->nbd;
+	bool abandon = false;
 
 	if (c->have_port) {
 		/* Every command must be answered before we let go. */
@@ -1109,14 +1136,25 @@ static void nbd_conn_close(struct vlmc_conn *c)
 		c->completer_on = true;
 		pthread_cond_signal(&c->ccond);
 		__atomic_store_n(&c->slot_waiting, true, __ATOMIC_SEQ_CST);
-		while (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
-			pthread_cond_wait(&c->cond, &c->lock);
+		abandon = !nbd_drain(c);
 		c->stop_completer = true;
 		pthread_cond_signal(&c->ccond);
 		pthread_mutex_unlock(&c->lock);
 		xseg_kick(c->v->seg, c->port);
 		pthread_join(c->completer, NULL);
-		xseg_release_port(c->v->seg, c->port);
+		if (abandon)
+			/* Replies may still come to the port: keep it (it
+			 * is reaped with the process), and c, which their
+			 * I/Os point at; nobody receives them any more. */
+			peer_err(
+			    "nbd: %s: %u command(s) never answered by "
+			    "port %" PRIu32 " after %" PRIu64
+			    " ms: connection given up",
+			    c->vol->m.name,
+			    __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST),
+			    c->v->next_port, c->v->nbd_stop_ns / 1000000);
+		else
+			xseg_release_port(c->v->seg, c->port);
 	}
 	if (c->vol) {
 		__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
@@ -1137,6 +1175,8 @@ static void nbd_conn_close(struct vlmc_conn *c)
 	pthread_cond_broadcast(&nbd->cond);
 	pthread_mutex_unlock(&nbd->lock);
 	close(c->fd);
+	if (abandon)
+		return;
 	pthread_mutex_destroy(&c->wlock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->olock);

@@ -37,6 +37,7 @@ enum {
 	VLMC_OPT_NBD_SPIN,
 	VLMC_OPT_NBD_MAX_CONNS,
 	VLMC_OPT_NBD_INFLIGHT_BYTES,
+	VLMC_OPT_NBD_STOP_TIMEOUT,
 };
 
 static const struct option vlmc_options[] = {
@@ -50,6 +51,7 @@ static const struct option vlmc_options[] = {
     {"nbd-max-conns", required_argument, NULL, VLMC_OPT_NBD_MAX_CONNS},
     {"nbd-inflight-bytes", required_argument, NULL,
      VLMC_OPT_NBD_INFLIGHT_BYTES},
+    {"nbd-stop-timeout", required_argument, NULL, VLMC_OPT_NBD_STOP_TIMEOUT},
     {NULL, 0, NULL, 0},
 };
 
@@ -72,7 +74,10 @@ static const char vlmc_options_help[] =
     "      --nbd-inflight-bytes SIZE  data in flight per NBD connection\n"
     "                          before its reader stops taking commands\n"
     "                          (default 64M; one command is always let\n"
-    "                          through)\n";
+    "                          through)\n"
+    "      --nbd-stop-timeout TIME  at shutdown, wait at most this long\n"
+    "                          for the store to answer NBD commands in\n"
+    "                          flight (default 30s)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -84,6 +89,7 @@ static void vlmc_defaults(struct peer *p)
 	v->nbd_spin_ns = VLMC_DEFAULT_NBD_SPIN_NS;
 	v->nbd_max_conns = VLMC_DEFAULT_NBD_MAX_CONNS;
 	v->nbd_inflight_bytes = VLMC_DEFAULT_NBD_INFLIGHT_BYTES;
+	v->nbd_stop_ns = VLMC_DEFAULT_NBD_STOP_NS;
 	v->ctl_fd = -1;
 }
 
@@ -143,6 +149,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x == 0 || x > (1ULL << 40))
 			return rc ? rc : -ERANGE;
 		v->nbd_inflight_bytes = x;
+		return 0;
+	case VLMC_OPT_NBD_STOP_TIMEOUT:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->nbd_stop_ns = x;
 		return 0;
 	}
 	return -EINVAL;

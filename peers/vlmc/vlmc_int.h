@@ -38,6 +38,9 @@ struct vlmc_nbd;
 /* Data of the commands in flight on one connection (request and reply
  * buffers in the segment): 64 maximal commands would pin 2 GiB. */
 #define VLMC_DEFAULT_NBD_INFLIGHT_BYTES (64ULL << 20)
+/* At shutdown, how long a connection waits for the replies of its
+ * commands before it gives them up (as the peers' --drain-timeout). */
+#define VLMC_DEFAULT_NBD_STOP_NS (30ULL * 1000000000ULL)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -63,6 +66,7 @@ struct vlmc {
 	uint64_t nbd_spin_ns;	     /* see nbd.c: reader polling */
 	unsigned nbd_max_conns;	     /* connections in transmission */
 	uint64_t nbd_inflight_bytes; /* per connection, see nbd.c */
+	uint64_t nbd_stop_ns;	     /* at stop, wait this long for replies */
 
 	struct peer *p;
 	struct xseg *seg;

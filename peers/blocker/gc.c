@@ -926,6 +926,10 @@ static void *gc_main(void *arg)
 	blocker_gc_opts_init(&g);
 	g.min_dead_pct = s->o.gc_threshold_pct / 2;
 	g.rate_bytes = s->o.gc_rate_bytes;
+	/* space comes back after each pass: keep passes short */
+	g.max_segments = 16;
+	bool again = false; /* the last pass removed: look again */
+
 	pthread_mutex_lock(&s->bg_lock);
 	while (!stopping(s)) {
 		struct timespec ts;
@@ -945,16 +949,19 @@ static void *gc_main(void *arg)
 		/* a mark costs a walk over all maps: only when at least
 		 * an eighth of a segment was appended, or objects deleted */
 		bool changed =
+		    again ||
 		    __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) >=
 			__atomic_load_n(&s->gc_est_tail, __ATOMIC_RELAXED) +
 			    s->segment_size / 8 ||
 		    __atomic_load_n(&s->st.deletes, __ATOMIC_RELAXED) !=
 			__atomic_load_n(&s->gc_est_deletes, __ATOMIC_RELAXED);
+		again = false;
 		if (changed && !blocker_degraded(s) &&
 		    !blocker_gc_estimate(s, &rec, &closed) && closed &&
 		    rec * 100 >= (uint64_t)s->o.gc_threshold_pct * closed) {
 			struct blocker_gc_report rep;
 			blocker_gc(s, &g, &rep);
+			again = rep.segments_removed > 0;
 			if (rep.segments_removed)
 				blocker_logf(
 				    &s->o, BLOCKER_LOG_INFO,

@@ -161,10 +161,10 @@ struct blocker_opts {
 	 * Background garbage collection (default 0: off). When the
 	 * reclaimable share of the closed segments' bytes reaches this
 	 * percentage, a store thread runs blocker_gc() with gc_rate_bytes
-	 * (0: unlimited) as its copy rate and gc_threshold_pct / 2 as
-	 * min_dead_pct. The estimate is refreshed every gc_check_ms
-	 * (default 1000) if an eighth of a segment was appended or objects
-	 * were deleted since the last one.
+	 * (0: unlimited) as its copy rate, gc_threshold_pct / 2 as
+	 * min_dead_pct and 16 as max_segments. The estimate is refreshed every
+	 * gc_check_ms (default 1000) if an eighth of a segment was appended or
+	 * objects were deleted since the last one.
 	 */
 	unsigned gc_threshold_pct;
 	uint64_t gc_rate_bytes;

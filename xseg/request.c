@@ -58,7 +58,12 @@ static void notify(struct xseg *seg, uint32_t port, struct xseg_sigbatch *b)
  * same mover) from matching a later hand-over's word. */
 static inline void handed_over(struct xseg_request *req, uint64_t hw)
 {
-	xseg_rs_cas(req, hw, NEXT(hw, xseg_rs_state(hw), xseg_rs_holder(hw)));
+	/* A load first: a fast receiver has usually taken the request (and
+	 * cleared the mark) already, and a load does not pull the line
+	 * away from it as a failing CAS would. */
+	if (__atomic_load_n(&req->state_holder, __ATOMIC_RELAXED) == hw)
+		xseg_rs_cas(req, hw,
+			    NEXT(hw, xseg_rs_state(hw), xseg_rs_holder(hw)));
 }
 
 unsigned xseg_sigbatch_flush(struct xseg *seg, struct xseg_sigbatch *b)

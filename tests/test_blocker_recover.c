@@ -605,7 +605,8 @@ START_TEST(test_short_middle_segment_refused)
 }
 END_TEST
 
-/* log.000000 deleted: open re-creates it empty, and must notice. */
+/* log.000000 deleted: open must notice, and must not re-create it empty
+ * (only a store never written to gets a fresh first segment). */
 START_TEST(test_missing_first_segment_refused)
 {
 	char p[512];
@@ -614,10 +615,128 @@ START_TEST(test_missing_first_segment_refused)
 	path_of("log.000000", p, sizeof(p));
 	ck_assert_int_eq(unlink(p), 0);
 	ck_assert_int_eq(open_rc(false), -EUCLEAN);
-	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: ends 1048576 "
-						  "bytes early"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: missing in a "
+						  "store that was written"));
+	ck_assert(!exists("log.000000"));
 	ck_assert(exists("log.000001"));
 	ck_assert(exists("log.000002"));
+}
+END_TEST
+
+/*
+ * Review R4-3: log.000000 lost in a store that is one segment long or whose
+ * checkpoint lies past it, with or without segments removed by GC: open
+ * refused (it used to re-create it empty and succeed, and the flushed
+ * object that lived there read back as an error).
+ */
+static void lost_first_segment(bool with_gc)
+{
+	struct blocker_store *s;
+	char p[512];
+
+	create_store();
+	s = reopen();
+	wr(s, "keep", 0, 64 * CHUNK, 7); /* a quarter of segment 0 */
+	/* "tmp" overwritten until the log is 3 segments long */
+	for (uint64_t i = 0; s->tail < 3ULL * SEG + CHUNK; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	if (with_gc) {
+		struct blocker_gc_opts g;
+		struct blocker_gc_report rep;
+
+		blocker_gc_opts_init(&g);
+		g.min_dead_pct = 90; /* 1 and 2 dead; 0 holds "keep" */
+		ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+		ck_assert_uint_ge(rep.segments_removed, 1);
+		ck_assert(exists("log.000000"));
+	}
+	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint past segment 0 */
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert(!exists("log.000000"));
+}
+
+START_TEST(test_lost_first_segment_refused)
+{
+	lost_first_segment(false);
+}
+END_TEST
+
+START_TEST(test_lost_first_segment_after_gc_refused)
+{
+	lost_first_segment(true);
+}
+END_TEST
+
+/*
+ * Review R4-1: a checkpoint taken while the last segment ended exactly full
+ * (the next append had not opened the next segment yet) is at the end of
+ * the log, not beyond it. With segments removed by GC, open refused such a
+ * cleanly closed store with -EUCLEAN. Small chunks let a map record of a
+ * chosen name length fill the segment to its last byte.
+ */
+START_TEST(test_checkpoint_at_full_segment_end)
+{
+	enum { CS = 512 };
+	struct blocker_opts o;
+	struct blocker_gc_report rep;
+	struct blocker_store *s;
+	uint8_t buf[CS];
+	uint64_t end = 2ULL * SEG, i;
+	bool filled = false;
+
+	opts(&o);
+	o.chunk_size = CS;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	for (i = 0; s->tail < SEG; i++) {
+		tb_fill(buf, CS, 1, i * CS);
+		ck_assert_int_eq(blocker_write(s, "a", 1, i * CS, CS, buf, 0),
+				 0);
+	}
+	ck_assert_int_eq(blocker_delete(s, "a", 1), 0);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 1);
+	/* fill segment 1 exactly: chunks of "b", then one zero write of a
+	 * new name whose map record takes exactly what is left */
+	for (i = 0; !filled; i++) {
+		uint64_t left = end - s->tail;
+
+		ck_assert_uint_le(s->tail, end);
+		for (size_t len = 1; len <= 200 && !filled; len++) {
+			char name[201];
+
+			if (brec_size(bmap_payload_size(len, 1)) != left)
+				continue;
+			memset(name, 'z', len);
+			memset(buf, 0, CS);
+			ck_assert_int_eq(
+			    blocker_write(s, name, len, 0, CS, buf, 0), 0);
+			filled = true;
+		}
+		if (filled)
+			break;
+		tb_fill(buf, CS, 2, i * CS);
+		ck_assert_int_eq(blocker_write(s, "b", 1, i * CS, CS, buf, 0),
+				 0);
+	}
+	ck_assert_uint_eq(s->tail, end);
+	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint at the end */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	for (uint64_t k = 0; k < i; k++) {
+		uint8_t want[CS];
+
+		tb_fill(want, CS, 2, k * CS);
+		ck_assert_int_eq(blocker_read(s, "b", 1, k * CS, CS, buf), 0);
+		ck_assert(!memcmp(buf, want, CS));
+	}
+	/* and the log goes on into a new segment */
+	tb_fill(buf, CS, 3, 0);
+	ck_assert_int_eq(blocker_write(s, "c", 1, 0, CS, buf, 0), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
 }
 END_TEST
 
@@ -740,6 +859,9 @@ int main(void)
 	tcase_add_test(tc, test_missing_last_segment_refused);
 	tcase_add_test(tc, test_short_middle_segment_refused);
 	tcase_add_test(tc, test_missing_first_segment_refused);
+	tcase_add_test(tc, test_lost_first_segment_refused);
+	tcase_add_test(tc, test_lost_first_segment_after_gc_refused);
+	tcase_add_test(tc, test_checkpoint_at_full_segment_end);
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);

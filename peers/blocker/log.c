@@ -187,6 +187,25 @@ static int seg_push(struct blocker_store *s, int fd)
 }
 
 /*
+ * A store whose first segment may be (re)created empty: nothing was ever
+ * written to it, so no later segment, no checkpoint and no durable mark
+ * exist. blocker_create makes log.000000; a store missing it otherwise
+ * lost it (damage: open must refuse, review R4-3), unless DIR/gc lists
+ * it as removed by GC.
+ */
+static bool store_never_written(struct blocker_store *s)
+{
+	static const char *const written[] = {"log.000001", BLOCKER_MAPS_FILE,
+					      BLOCKER_INDEX_FILE,
+					      BLOCKER_MARK_FILE};
+
+	for (size_t i = 0; i < sizeof(written) / sizeof(written[0]); i++)
+		if (faccessat(s->dirfd, written[i], F_OK, 0) == 0)
+			return false;
+	return true;
+}
+
+/*
  * Open every existing segment log.000000.. in order: they must be dense,
  * except for the ones DIR/gc lists as removed by GC, which get
  * placeholders (a listed file that still exists is what a crash between
@@ -229,7 +248,8 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			continue;
 		}
 		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0 && errno == ENOENT && seg == 0 && create_first) {
+		if (fd < 0 && errno == ENOENT && seg == 0 && create_first &&
+		    store_never_written(s)) {
 			fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
 				  0644);
 			__atomic_fetch_add(&s->dir_seq, 1, __ATOMIC_RELEASE);
@@ -247,6 +267,14 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		}
 	}
 	free(removed);
+	if (!r && s->nsegs == 0 && !store_never_written(s)) {
+		blog_seg_path(s->dir, 0, path, sizeof(path));
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: missing in a store that was written "
+			     "to (not removed by GC): refusing to open",
+			     path);
+		r = -EUCLEAN;
+	}
 	if (!r && s->nsegs && s->segs[s->nsegs - 1].removed) {
 		blog_seg_path(s->dir, s->nsegs, path, sizeof(path));
 		blocker_logf(&s->o, BLOCKER_LOG_ERR,

@@ -42,6 +42,12 @@ static bool pos_valid(struct blocker_store *s, uint64_t pos)
 
 	if (pos == 0)
 		return true;
+	/* the end of a last segment that ended exactly full: appends had
+	 * not yet opened the next one when the checkpoint was taken */
+	if (seg == s->nsegs && pos % s->segment_size == 0 &&
+	    !s->segs[seg - 1].removed &&
+	    (uint64_t)seg_size_of(s, seg - 1) == s->segment_size)
+		return true;
 	if (seg >= s->nsegs || s->segs[seg].removed)
 		return false;
 	return pos % s->segment_size <= (uint64_t)seg_size_of(s, seg);

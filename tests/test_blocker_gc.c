@@ -565,6 +565,63 @@ START_TEST(test_gc_enospc)
 }
 END_TEST
 
+/*
+ * ENOSPC on the first write into a segment the copy had just created
+ * (review R4-2): the switch is taken back, so a small record acknowledged
+ * afterwards lands in the previous segment, and a crash then reopens
+ * cleanly (no "segment ends early" refusal).
+ */
+START_TEST(test_gc_enospc_new_segment)
+{
+	struct blocker_store *s = mk();
+	uint64_t rng = 34;
+	int status;
+	pid_t pid;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 5500 + i);
+	overwrite_workload(s, &rng, 500);
+	ck_assert_int_eq(blocker_close(s), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct blocker_io_fault f;
+		struct blocker_opts o;
+		struct blocker_store *c;
+		uint8_t *buf = malloc(OBJ_MAX);
+		opts(&o);
+		blocker_io_fault_init(&f, &blocker_io_sync, NULL);
+		o.io = &blocker_io_fault_ops;
+		o.io_ctx = &f;
+		if (blocker_open(dir, &o, &c))
+			_exit(10);
+		uint64_t tail = c->tail, seg = tail / SEG;
+		uint64_t fit = (SEG - tail % SEG) / (CS + BREC_HDR_SIZE);
+		/* the copies fill this segment; the next write fails */
+		blocker_io_fault_arm(&f, fit * (CS + BREC_HDR_SIZE), ENOSPC, 0);
+		if (blocker_gc(c, NULL, NULL) != -ENOSPC)
+			_exit(11);
+		if (c->tail / SEG != seg || seg_exists(seg + 1))
+			_exit(12);
+		__atomic_store_n(&f.armed, 0, __ATOMIC_RELEASE);
+		/* stored content again: a map record only, made durable */
+		memcpy(buf, m->data[0], 2 * CS);
+		if (blocker_write(c, oname(0), strlen(oname(0)), 0, 2 * CS, buf,
+				  BLOCKER_FUA))
+			_exit(13);
+		_exit(0); /* a crash: no close */
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child status %d", status);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+}
+END_TEST
+
 /* EIO while copying: the store degrades (as for any write error), the
  * victim stays, reads go on, and a reopen has everything */
 START_TEST(test_gc_eio)
@@ -1044,6 +1101,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_dedup_race_repointed);
 	tcase_add_test(tc, test_gc_waits_for_readers);
 	tcase_add_test(tc, test_gc_enospc);
+	tcase_add_test(tc, test_gc_enospc_new_segment);
 	tcase_add_test(tc, test_gc_eio);
 	tcase_add_test(tc, test_gc_corrupt_live_chunk);
 	tcase_add_test(tc, test_gc_missing_vs_removed);

@@ -608,12 +608,44 @@ int blog_append_batch_gc_locked(struct blocker_store *s, struct brec_out *rec,
 	return append_batch(s, rec, n, true);
 }
 
+/*
+ * A GC run failed with ENOSPC as the first write into segment seg, which
+ * this append had just created (caller holds append_lock): take the
+ * switch back, so that the previous segment is the last one again and the
+ * next record goes where it fits. Left in place, a later small record at
+ * the new segment's start would make recovery read the previous segment
+ * as ending early (damage). Nothing refers to the new segment yet: no
+ * index entry, and the tail never moved past its start, so no flush
+ * syncs it.
+ */
+static void seg_unswitch(struct blocker_store *s, uint32_t seg,
+			 uint64_t prev_tail)
+{
+	char path[4096];
+	struct bseg b;
+
+	pthread_rwlock_wrlock(&s->segs_lock);
+	b = s->segs[seg];
+	s->nsegs--;
+	pthread_rwlock_unlock(&s->segs_lock);
+	if (b.map)
+		munmap((void *)b.map, s->segment_size);
+	close(b.fd);
+	blog_seg_path(s->dir, seg, path, sizeof(path));
+	unlink(path);
+	/* seg_finish cut the previous segment at prev_tail */
+	__atomic_store_n(&s->tail, prev_tail, __ATOMIC_RELEASE);
+	s->alloc_end = prev_tail;
+}
+
 static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 			bool gc)
 {
 	uint8_t(*hdr)[BREC_HDR_SIZE] = NULL;
 	struct iovec *iov = NULL;
 	int i = 0, r;
+	int64_t created = -1; /* segment this call created */
+	uint64_t prev_tail = 0;
 
 	r = blocker_degraded(s);
 	if (r)
@@ -647,6 +679,8 @@ static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 				    (unsigned long long)seg, strerror(-r));
 				goto out;
 			}
+			created = seg;
+			prev_tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
 			/* nothing lives between the old end and here */
 			__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
 		}
@@ -679,6 +713,9 @@ static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 		r = blog_fd(s, start, &fd, &off);
 		if (!r)
 			r = write_all(s, fd, iov, k, off, size, start, gc);
+		if (r == -ENOSPC && gc && (int64_t)seg == created &&
+		    start == seg * s->segment_size)
+			seg_unswitch(s, seg, prev_tail);
 		if (r)
 			goto out;
 		__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);

@@ -427,6 +427,75 @@ START_TEST(test_gc_dedup_race_repointed)
 END_TEST
 
 /*
+ * A damaged duplicate outside the victims (review R4-4): during a pass a
+ * write stores a victim's chunk afresh, and that fresh copy then rots.
+ * The pass must not take it as "a copy elsewhere" (its payload is
+ * hashed): it copies the victim's intact record, so both objects read
+ * back (a read tries the next copy when one fails verification).
+ */
+static void rot_fresh_copy(void *arg, int point)
+{
+	struct race *rc = arg;
+	struct blocker_store *s = rc->s;
+	uint8_t want[64], *file;
+	char p[512];
+	struct stat st;
+	int fd;
+
+	if (point != 1)
+		return;
+	rc->fired++;
+	mwrite(s, 1, 0, 4 * CS, rc->seed); /* stored afresh at the tail */
+	ck_assert_int_eq(blocker_flush(s), 0);
+	tb_fill(want, sizeof(want), rc->seed, 0);
+	snprintf(p, sizeof(p), "%s/log.%06llu", dir,
+		 (unsigned long long)(s->tail / SEG));
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	file = malloc(st.st_size);
+	ck_assert_int_eq(pread(fd, file, st.st_size, 0), st.st_size);
+	off_t at = -1;
+	for (off_t o = BREC_HDR_SIZE; o + CS <= st.st_size; o += BREC_ALIGN)
+		if (!memcmp(file + o, want, sizeof(want)))
+			at = o;
+	ck_assert_int_ge(at, 0);
+	uint8_t b = file[at + 100] ^ 0x5a;
+	ck_assert_int_eq(pwrite(fd, &b, 1, at + 100), 1);
+	free(file);
+	close(fd);
+}
+
+START_TEST(test_gc_damaged_duplicate)
+{
+	struct blocker_store *s = mk();
+	struct blocker_gc_report rep;
+	struct race rc = {.s = s, .seed = 4242};
+	uint64_t rng = 6, problems = 0;
+
+	mwrite(s, 0, 0, 4 * CS, 4242);
+	for (int k = 0; k < 400; k++)
+		mwrite(s, 2 + k % 6, (k % 64) * CS, CS, 60000 + k);
+	overwrite_workload(s, &rng, 100);
+	s->gc_hook = rot_fresh_copy;
+	s->gc_hook_arg = &rc;
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	s->gc_hook = NULL;
+	ck_assert_int_eq(rc.fired, 1);
+	ck_assert(!seg_exists(0));
+	ck_assert_uint_gt(rep.bytes_copied, 0);
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* the rotten copy is still there, and reported */
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_gt(problems, 0);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
  * A reader that copied an object's scores before an overwrite made a
  * chunk dead must still read it: a pass that starts meanwhile waits for
  * the reader (grace period) before it removes anything. The reader is
@@ -674,7 +743,7 @@ START_TEST(test_gc_corrupt_live_chunk)
 	int fd, n0, n1;
 
 	mwrite(s, 0, 0, CS, 8000); /* first record of log.000000 */
-	for (int k = 0; k < 400; k++)
+	for (int k = 0; k < 1200; k++)
 		mwrite(s, 1 + k % 7, (k % 64) * CS, CS, 80000 + k);
 	ck_assert_int_eq(blocker_close(s), 0);
 	snprintf(p, sizeof(p), "%s/log.000000", dir);
@@ -691,8 +760,13 @@ START_TEST(test_gc_corrupt_live_chunk)
 	ck_assert_ptr_nonnull(
 	    strstr(logbuf.text, "fails verification during GC"));
 	ck_assert(seg_exists(0));
+	/* the other victims were reclaimed all the same (review R4-5) */
+	ck_assert_uint_gt(rep.segments_removed, 0);
 	log_file_bytes(&n1);
-	ck_assert_int_eq(n1, n0);
+	ck_assert_int_lt(n1, n0);
+	/* and the bad segment is not chosen again while open */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert(seg_exists(0));
 	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
 	ck_assert_int_eq(st.degraded_errno, 0);
 	/* the damaged chunk still fails its read; nothing else changed */
@@ -1100,6 +1174,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_dedup_race_copied);
 	tcase_add_test(tc, test_gc_dedup_race_repointed);
 	tcase_add_test(tc, test_gc_waits_for_readers);
+	tcase_add_test(tc, test_gc_damaged_duplicate);
 	tcase_add_test(tc, test_gc_enospc);
 	tcase_add_test(tc, test_gc_enospc_new_segment);
 	tcase_add_test(tc, test_gc_eio);

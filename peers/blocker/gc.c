@@ -456,9 +456,14 @@ static int copies_add(struct copies *c, const uint8_t *score, uint64_t old,
 	return 0;
 }
 
-/* Is there a verified copy of score outside the victim segments? */
+/*
+ * Is there a verified copy of score outside the victim segments? Header
+ * and payload are read and the payload re-hashed (review R4-4): a damaged
+ * duplicate must not be the reason an intact victim copy is dropped. buf
+ * holds a header and a chunk.
+ */
 static int copy_elsewhere(struct blocker_store *s, const uint8_t *score,
-			  bool *found)
+			  uint8_t *buf, bool *found)
 {
 	uint64_t cand[8];
 	int total, skip = 0, r = 0;
@@ -468,17 +473,24 @@ static int copy_elsewhere(struct blocker_store *s, const uint8_t *score,
 	do {
 		total = bidx_lookup(&s->index, score, cand, 8, skip);
 		for (int i = 0; i < total - skip && i < 8 && !*found; i++) {
-			uint8_t hb[BREC_HDR_SIZE];
 			struct brec_hdr h;
+			uint8_t sum[32];
 
 			if (blog_pos_victim(s, cand[i]))
 				continue;
-			r = blog_pread(s, cand[i], hb, sizeof(hb));
+			r = blog_pread(s, cand[i], buf,
+				       BREC_HDR_SIZE + s->chunk_size);
+			if (r == -ENODATA) {
+				r = 0; /* a short file: not a copy */
+				continue;
+			}
 			if (r)
 				goto out;
-			*found = brec_decode(hb, &h, cand[i]) == BREC_OK &&
-				 h.type == BREC_CHUNK &&
-				 !memcmp(h.score, score, 32);
+			if (brec_decode(buf, &h, cand[i]) != BREC_OK ||
+			    h.type != BREC_CHUNK || memcmp(h.score, score, 32))
+				continue;
+			blocker_sha256(buf + BREC_HDR_SIZE, s->chunk_size, sum);
+			*found = !memcmp(sum, score, 32);
 		}
 		skip += 8;
 	} while (skip < total && !*found);
@@ -498,7 +510,8 @@ struct gc_pass {
 	struct brec_out rec[GC_BATCH];
 	uint8_t score[GC_BATCH][32];
 	uint64_t old_pos[GC_BATCH];
-	uint8_t *buf; /* GC_BATCH chunks */
+	uint8_t *buf;  /* GC_BATCH chunks */
+	uint8_t *rbuf; /* a header and a chunk (copy_elsewhere) */
 	int nrec;
 	uint64_t t0_ns, copied;
 };
@@ -600,7 +613,7 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 				     "during GC: %s; segment kept",
 				     path, (unsigned long long)off,
 				     brec_strerror(e));
-			r = -EIO;
+			r = -EBADMSG;
 			break;
 		}
 		off += brec_size(h.len);
@@ -613,7 +626,7 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 		for (int i = 0; i < p->nrec && !elsewhere; i++)
 			elsewhere = !memcmp(p->score[i], h.score, 32);
 		if (!elsewhere)
-			r = copy_elsewhere(s, h.score, &elsewhere);
+			r = copy_elsewhere(s, h.score, p->rbuf, &elsewhere);
 		if (r || elsewhere)
 			continue;
 		uint8_t *dst = p->buf + (size_t)p->nrec * s->chunk_size;
@@ -634,7 +647,7 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 				     "hashes to %s; not copied, segment kept",
 				     path, (unsigned long long)(pos - base),
 				     want, got);
-			r = -EIO;
+			r = -EBADMSG;
 			break;
 		}
 		memcpy(dst, payload, h.len);
@@ -731,6 +744,7 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	struct pset live = {0};
 	struct seg_use *u = NULL;
 	uint32_t n = 0, nv = 0, done = 0;
+	bool *ok = NULL;
 	int r, r2 = 0;
 
 	/* 1: mark and choose with mutating calls excluded */
@@ -753,6 +767,11 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 				break;
 			if (g->max_segments && nv == g->max_segments)
 				break;
+			pthread_rwlock_rdlock(&s->segs_lock);
+			bool bad = s->segs[u[i].seg].gc_bad;
+			pthread_rwlock_unlock(&s->segs_lock);
+			if (bad)
+				continue;
 			u[nv++] = u[i];
 		}
 		/* log order: copies keep their relative order */
@@ -775,21 +794,40 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	/* 2: readers holding scores from before the mark are done */
 	blocker_rcu_sync();
 
-	/* 3: copy, victim by victim, until one fails */
+	/*
+	 * 3: copy, victim by victim. A victim with a bad record (a live
+	 * chunk that fails verification, a bad header) stays and is not
+	 * chosen again while the store is open (review R4-5); the pass goes
+	 * on with the others. Any other error (the copies' writes) ends the
+	 * copying: the victims fully copied before it are completed.
+	 */
 	p.live = &live;
 	p.t0_ns = now_ns();
 	p.buf = malloc((size_t)GC_BATCH * s->chunk_size);
-	if (!p.buf) {
+	p.rbuf = malloc(BREC_HDR_SIZE + s->chunk_size);
+	ok = calloc(nv, sizeof(*ok));
+	if (!p.buf || !p.rbuf || !ok) {
 		r = -ENOMEM;
 		goto unflag;
 	}
-	for (done = 0; done < nv; done++) {
-		r = copy_victim(&p, u[done].seg);
-		if (r)
+	for (uint32_t i = 0; i < nv; i++) {
+		r2 = copy_victim(&p, u[i].seg);
+		if (r2 == -EBADMSG) {
+			pthread_rwlock_wrlock(&s->segs_lock);
+			s->segs[u[i].seg].gc_bad = true;
+			pthread_rwlock_unlock(&s->segs_lock);
+			r = -EIO;
+			continue;
+		}
+		if (r2) {
+			r = r2;
 			break;
+		}
+		ok[i] = true;
+		done++;
 	}
 	/* 4: what was copied is made durable before anything points at it */
-	if (done) {
+	if (p.copies.n) {
 		r2 = blog_flush(s);
 		if (r2) {
 			r = r2;
@@ -799,39 +837,42 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	if (!done)
 		goto unflag;
 	hook(s, GC_HOOK_COPIED);
+	/* victims are in log order: the last is the highest */
+	uint32_t top = u[nv - 1].seg + 1;
+	uint8_t *gone = calloc(top, 1);
+	if (!gone) {
+		r = -ENOMEM;
+		goto unflag;
+	}
+	for (uint32_t i = 0; i < nv; i++)
+		gone[u[i].seg] = ok[i];
 	pthread_rwlock_rdlock(&s->ckpt_lock);
+	r2 = 0;
 	for (uint64_t k = 0; k < p.copies.n && !r2; k++) {
 		struct copy *c = &p.copies.v[k];
-		uint32_t seg = c->old_pos / s->segment_size;
-		bool in_done = false;
-		for (uint32_t i = 0; i < done && !in_done; i++)
-			in_done = u[i].seg == seg;
-		if (!in_done)
-			continue; /* its victim stays: keep pointing there */
-		if (bidx_repoint(&s->index, c->score, c->old_pos, c->new_pos) ==
-		    -ENOENT) {
-			/* the index knew another victim's copy (a duplicate
-			 * an earlier pass left): this copy replaces both */
-			r2 = bidx_insert(&s->index, c->score, c->new_pos);
-		}
+		uint64_t seg = c->old_pos / s->segment_size;
+		/*
+		 * A copy from a completed victim takes over its entry. A copy
+		 * from a victim that stays gets an entry of its own: a
+		 * completed victim may have relied on it (the chunk was
+		 * copied once per pass), and it is durable and verified.
+		 */
+		if (seg < top && gone[seg] &&
+		    !bidx_repoint(&s->index, c->score, c->old_pos, c->new_pos))
+			continue;
+		/* (or the index knew another victim's copy of the chunk, a
+		 * duplicate an earlier pass left) */
+		r2 = bidx_insert(&s->index, c->score, c->new_pos);
 	}
 	if (r2) {
 		/* out of memory: the entries moved so far point at durable
 		 * copies, the victims stay whole */
 		pthread_rwlock_unlock(&s->ckpt_lock);
+		free(gone);
 		r = r2;
 		goto unflag;
 	}
-	/* victims are in log order: the last is the highest */
-	uint8_t *gone = calloc(u[done - 1].seg + 1, 1);
-	if (!gone) {
-		pthread_rwlock_unlock(&s->ckpt_lock);
-		r = -ENOMEM;
-		goto unflag;
-	}
-	for (uint32_t i = 0; i < done; i++)
-		gone[u[i].seg] = 1;
-	bidx_remove_segs(&s->index, gone, u[done - 1].seg + 1, s->segment_size);
+	bidx_remove_segs(&s->index, gone, top, s->segment_size);
 	free(gone);
 	pthread_rwlock_unlock(&s->ckpt_lock);
 	hook(s, GC_HOOK_REPOINTED);
@@ -846,11 +887,22 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 		goto unflag;
 	}
 	hook(s, GC_HOOK_CHECKPOINTED);
+	/* the completed victims first, the others after them */
+	struct seg_use *sorted = malloc(nv * sizeof(*sorted));
+	if (!sorted) {
+		r = -ENOMEM;
+		goto unflag;
+	}
+	uint32_t a = 0, b = done;
+	for (uint32_t i = 0; i < nv; i++)
+		sorted[ok[i] ? a++ : b++] = u[i];
+	memcpy(u, sorted, nv * sizeof(*u));
+	free(sorted);
 	r2 = remove_victims(
 	    s, u, done, __atomic_load_n(&s->last_ckpt, __ATOMIC_ACQUIRE), rep);
-	if (r2)
+	if (r2) {
 		r = r2;
-	else {
+	} else {
 		/* removed victims are unflagged by remove_victims */
 		memmove(u, u + done, (nv - done) * sizeof(*u));
 		nv -= done;
@@ -859,7 +911,9 @@ unflag:
 	for (uint32_t i = 0; i < nv; i++)
 		set_victim(s, u[i].seg, false);
 out:
+	free(ok);
 	free(p.buf);
+	free(p.rbuf);
 	free(p.copies.v);
 	free(p.copies.slots);
 	free(live.keys);

@@ -181,7 +181,8 @@ static int seg_push(struct blocker_store *s, int fd)
 		s->segs = n;
 		s->segs_cap = ncap;
 	}
-	s->segs[s->nsegs++] = (struct bseg){fd, map, fd < 0, false};
+	s->segs[s->nsegs++] =
+	    (struct bseg){.fd = fd, .map = map, .removed = fd < 0};
 	pthread_rwlock_unlock(&s->segs_lock);
 	return 0;
 }

@@ -163,7 +163,7 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 			 void *dst)
 {
 	uint64_t cand[8];
-	int total, skip = 0;
+	int total, skip = 0, bad = 0;
 	char want[65];
 
 	do {
@@ -182,10 +182,16 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 				STAT_INC(s, partial_collisions);
 				continue;
 			}
-			return chunk_verify(s, score, dst, cand[i]);
+			/* a damaged copy: another one (a GC copy, a write
+			 * that stored it afresh) may still be good */
+			if (!chunk_verify(s, score, dst, cand[i]))
+				return 0;
+			bad++;
 		}
 		skip += 8;
 	} while (skip < total);
+	if (bad)
+		return -EIO; /* each failure was logged and counted */
 	blocker_hex(score, want);
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s: chunk %s referenced by a map is missing",
@@ -253,8 +259,9 @@ static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
 		struct brec_hdr h;
 		if (q[i].res == (ssize_t)(BREC_HDR_SIZE + s->chunk_size) &&
 		    brec_decode(hb[i], &h, pos[i]) == BREC_OK &&
-		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32))
-			r = chunk_verify(s, scores[i], dst[i], pos[i]);
+		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32) &&
+		    !chunk_verify(s, scores[i], dst[i], pos[i]))
+			r = 0;
 		else
 			r = chunk_get_rcu(s, scores[i], dst[i]);
 	}

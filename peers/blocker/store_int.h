@@ -219,6 +219,9 @@ struct bseg {
 	 * dedup against chunks in it (set under ckpt_lock exclusive, read
 	 * under segs_lock) */
 	bool victim;
+	/* a pass found a bad record in it: not chosen again while open
+	 * (blockerctl check / repair is the operator's move); segs_lock */
+	bool gc_bad;
 };
 
 struct blocker_store {

@@ -8,7 +8,8 @@
  * DIR/gc, the unlinks) and in the writes between passes. After each kill
  * the store must open, every completed write must read back exactly (the
  * one in flight: old or new content), and every few rounds the offline
- * check must be clean. BLOCKER_GC_CRASH_ITERATIONS overrides the count.
+ * check must be clean. BLOCKER_GC_CRASH_ITERATIONS overrides the count;
+ * the seed of the kill delays is printed, BLOCKER_GC_CRASH_SEED sets it.
  */
 #include <check.h>
 #include <errno.h>
@@ -152,12 +153,18 @@ START_TEST(test_gc_crash)
 	const char *env = getenv("BLOCKER_GC_CRASH_ITERATIONS");
 	struct blocker_opts o;
 	struct blocker_store *s;
-	uint64_t rng = (uint64_t)time(NULL) | 1;
+	const char *seed_env = getenv("BLOCKER_GC_CRASH_SEED");
+	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0)
+				 : ((uint64_t)time(NULL) ^ (uint64_t)getpid());
+	uint64_t rng = seed | 1;
 	uint8_t *buf = malloc(OBJ_SIZE);
 	char name[32];
 
 	if (env && atoi(env) > 0)
 		iterations = atoi(env);
+	/* the kill delays come from it: BLOCKER_GC_CRASH_SEED replays */
+	printf("gc crash: seed %llu\n", (unsigned long long)seed);
+	fflush(stdout);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(sh, MAP_FAILED);

@@ -257,13 +257,18 @@ static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
 	free(map);
 	for (int i = 0; i < n && !r; i++) {
 		struct brec_hdr h;
+		uint64_t dummy;
 		if (q[i].res == (ssize_t)(BREC_HDR_SIZE + s->chunk_size) &&
 		    brec_decode(hb[i], &h, pos[i]) == BREC_OK &&
-		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32) &&
-		    !chunk_verify(s, scores[i], dst[i], pos[i]))
-			r = 0;
-		else
+		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32)) {
+			r = chunk_verify(s, scores[i], dst[i], pos[i]);
+			/* damaged: only another copy can help */
+			if (r &&
+			    bidx_lookup(&s->index, scores[i], &dummy, 0, 0) > 1)
+				r = chunk_get_rcu(s, scores[i], dst[i]);
+		} else {
 			r = chunk_get_rcu(s, scores[i], dst[i]);
+		}
 	}
 	blocker_rcu_unlock();
 out:

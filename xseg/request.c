@@ -609,9 +609,11 @@ static int receive_one(struct xseg *seg, uint32_t port,
 		if (!req)
 			continue;
 		XSEG_TEST_POINT(XSEG_TP_RECEIVE_DEQUEUED, req);
-		if (req->src != port)
-			continue;
-		/* A CAS, not a store: the reaper of a dead mover may have
+		/* No look at req->src (or any plain field) before the CAS:
+		 * a stale index may name a request another of our threads
+		 * is filling in right now (a data race, seen by TSan in
+		 * vlmc). holder == port in the word says it is ours.
+		 * A CAS, not a store: the reaper of a dead mover may have
 		 * queued this reply a second time (it cannot tell whether
 		 * the mover's enqueue happened), and two of our threads may
 		 * hold the two indexes. The take succeeds once; the other

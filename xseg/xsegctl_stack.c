@@ -141,6 +141,16 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return stack_str(st->nbd_socket, sizeof(st->nbd_socket), v);
 	if (!strcmp(k, "ctl_socket"))
 		return stack_str(st->ctl_socket, sizeof(st->ctl_socket), v);
+	if (!strcmp(k, "nbd_max_conns"))
+		return peer_parse_u64(v, &x) || x == 0
+			   ? -EINVAL
+			   : stack_str(st->nbd_max_conns,
+				       sizeof(st->nbd_max_conns), v);
+	if (!strcmp(k, "nbd_inflight_bytes"))
+		return peer_parse_size(v, &x) || x == 0
+			   ? -EINVAL
+			   : stack_str(st->nbd_inflight_bytes,
+				       sizeof(st->nbd_inflight_bytes), v);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL
@@ -334,6 +344,10 @@ static int stack_write_state(const struct stack *st)
 		st->ctl_socket, st->nbd_tcp, st->verify_reads ? "on" : "off",
 		st->supervise ? "on" : "off", st->spin[0] ? "spin = " : "",
 		st->spin, st->spin[0] ? "\n" : "");
+	if (st->nbd_max_conns[0])
+		fprintf(f, "nbd_max_conns = %s\n", st->nbd_max_conns);
+	if (st->nbd_inflight_bytes[0])
+		fprintf(f, "nbd_inflight_bytes = %s\n", st->nbd_inflight_bytes);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -573,6 +587,11 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		stack_arg(a, "--ctl-socket=%s", st->ctl_socket);
 		if (st->nbd_tcp)
 			stack_arg(a, "--nbd-tcp=%" PRIu64, st->nbd_tcp);
+		if (st->nbd_max_conns[0])
+			stack_arg(a, "--nbd-max-conns=%s", st->nbd_max_conns);
+		if (st->nbd_inflight_bytes[0])
+			stack_arg(a, "--nbd-inflight-bytes=%s",
+				  st->nbd_inflight_bytes);
 		break;
 	}
 }

@@ -38,6 +38,8 @@ struct stack {
 	bool verify_reads;
 	bool supervise; /* run a supervisor that restarts dead peers */
 	char spin[32];	/* peers' --spin; "" = their default */
+	/* vlmc's NBD limits; "" = vlmc's default */
+	char nbd_max_conns[32], nbd_inflight_bytes[32];
 	bool json;
 };
 

@@ -78,7 +78,7 @@ START_TEST(test_create_join_leave)
 	xseg_info(seg2, &b);
 	ck_assert_uint_eq(a.nonce, b.nonce);
 	ck_assert_uint_eq(a.cfg.nr_requests, 64);
-	ck_assert_uint_eq(a.cfg.queue_capacity, 64);
+	ck_assert_uint_eq(a.cfg.queue_capacity, 128);
 	ck_assert_uint_eq(a.cfg.max_targetlen, XSEG_MAX_TARGETLEN);
 	ck_assert_uint_eq(a.nr_ports, 8);
 	ck_assert_uint_eq(a.free_requests, 64);

@@ -494,6 +494,9 @@ START_TEST(test_receive_killed_after_dequeue)
 	ck_assert_int_eq(pipe(fds), 0);
 	a = (struct client_arg){name, 1, XSEG_TP_RECEIVE_DEQUEUED, fds[1]};
 	pid = xtu_fork(child_client, &a);
+	/* Only the child writes: if it fails early, read sees EOF now
+	 * instead of blocking until the test's timeout (review 3, F6). */
+	close(fds[1]);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	ck_assert_int_eq(xseg_accept(seg, 1, &acc), 0);
 	ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
@@ -504,7 +507,6 @@ START_TEST(test_receive_killed_after_dequeue)
 	ck_assert_uint_eq(st.requests_freed, 1);
 	expect_pool_whole(seg);
 	close(fds[0]);
-	close(fds[1]);
 	xseg_leave(seg);
 }
 END_TEST
@@ -601,6 +603,9 @@ START_TEST(test_live_respond_vs_reaper)
 	/* A client that submits, says so, and is then killed waiting. */
 	a = (struct client_arg){name, 1, NO_POINT, fds[1]};
 	pid = xtu_fork(child_client, &a);
+	/* Only the child writes: if it fails early, read sees EOF now
+	 * instead of blocking until the test's timeout (review 3, F6). */
+	close(fds[1]);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	ck_assert_int_eq(xseg_accept(seg, 1, &acc), 0);
 	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
@@ -613,7 +618,6 @@ START_TEST(test_live_respond_vs_reaper)
 	ck_assert_uint_eq(g_st.requests_redelivered, 0);
 	expect_pool_whole(seg);
 	close(fds[0]);
-	close(fds[1]);
 	xseg_leave(seg);
 }
 END_TEST
@@ -649,6 +653,209 @@ START_TEST(test_duplicate_reply_taken_once)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Reaps of a dead server: one index per request (review 3, F1, F2)       */
+
+static uint64_t reply_depth(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port_info in;
+
+	ck_assert_int_eq(xseg_port_info(seg, port, &in), 0);
+	return in.reply_depth;
+}
+
+/* n PINGs from port 0 queued at dead port 1. */
+static void queue_at_dead_server(struct xseg *seg, const char *name,
+				 struct xseg_request **reqs, unsigned n)
+{
+	/* Submit checks only that the owner word names a serving owner,
+	 * which a dead owner's still does until a reap. */
+	dead_owner(seg, name, 1);
+	for (unsigned i = 0; i < n; i++)
+		reqs[i] = send_ping(seg, 0, 1);
+}
+
+/* Every request queued at a dead server is failed back once: the reap
+ * must not re-queue its own fail-backs (they name the dead port as mover
+ * too). With half the pool queued there, the old reap filled the client's
+ * reply queue to the brim; then a burst of answers from a live server was
+ * lost (respond freed them on the full queue). */
+START_TEST(test_dead_server_one_index_each)
+{
+	struct xseg_request *reqs[NR_REQS], *acc, *rep;
+	struct xseg_reap_stats st;
+	struct xseg *seg;
+	const char *name;
+	unsigned half = NR_REQS / 2, got;
+
+	seg = mkseg("oneidx", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	queue_at_dead_server(seg, name, reqs, half);
+	ck_assert_int_eq(xseg_reap(seg, &st), 1);
+	ck_assert_uint_eq(st.requests_failed, half);
+	ck_assert_uint_eq(st.requests_redelivered, 0);
+	ck_assert_uint_eq(reply_depth(seg, 0), half);
+	for (unsigned i = 0; i < half; i++) {
+		ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+		ck_assert_int_eq(rep->error, ECONNRESET);
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	/* The whole pool to a live server, answered in one burst before
+	 * the client looks: every answer arrives. */
+	ck_assert_int_eq(xseg_bind_port(seg, 2, "server"), 0);
+	for (unsigned i = 0; i < NR_REQS; i++)
+		reqs[i] = send_ping(seg, 0, 2);
+	for (unsigned i = 0; i < NR_REQS; i++) {
+		ck_assert_int_eq(xseg_accept(seg, 2, &acc), 0);
+		ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	}
+	for (got = 0; xseg_receive(seg, 0, &rep) == 0; got++) {
+		ck_assert_int_eq(rep->error, 0);
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_uint_eq(got, NR_REQS);
+	expect_pool_whole(seg);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* Legitimate duplicates (what the reap of responders killed between their
+ * enqueue and their clear adds) left on a client's reply queue after it
+ * took its answers, then a burst of answers for the whole pool before the
+ * client looks: every answer must arrive. With queues as large as the pool
+ * (review 3, F2) the reply queue filled and respond freed the request
+ * (-ENOSPC): the client never heard back. */
+START_TEST(test_duplicates_never_fill_reply_queue)
+{
+	struct xseg_request *reqs[NR_REQS], *acc, *rep;
+	struct xseg *seg;
+	const char *name;
+	unsigned half = NR_REQS / 2, got;
+
+	seg = mkseg("dupfull", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "server"), 0);
+	for (unsigned i = 0; i < half; i++)
+		reqs[i] = send_ping(seg, 0, 1);
+	for (unsigned i = 0; i < half; i++) {
+		ck_assert_int_eq(xseg_accept(seg, 1, &acc), 0);
+		ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	}
+	for (unsigned i = 0; i < half; i++)
+		ck_assert(xseg_redeliver(seg, reqs[i], reqs[i]->index,
+					 xseg_rs_load(reqs[i]), true));
+	for (unsigned i = 0; i < half; i++) {
+		ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_uint_eq(reply_depth(seg, 0), half); /* the copies */
+	for (unsigned i = 0; i < NR_REQS; i++)
+		reqs[i] = send_ping(seg, 0, 1);
+	for (unsigned i = 0; i < NR_REQS; i++) {
+		ck_assert_int_eq(xseg_accept(seg, 1, &acc), 0);
+		ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+	}
+	for (got = 0; xseg_receive(seg, 0, &rep) == 0; got++) {
+		ck_assert_int_eq(rep->error, 0);
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_uint_eq(got, NR_REQS);
+	expect_pool_whole(seg);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* The same through a rebind of the dead port (what a supervisor's restart
+ * of the peer does): one fail-back per request, no second index. */
+START_TEST(test_dead_server_rebind_one_index_each)
+{
+	struct xseg_request *reqs[4], *rep;
+	struct xseg *seg;
+	const char *name;
+
+	seg = mkseg("rebind1", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	queue_at_dead_server(seg, name, reqs, 4);
+	ck_assert_int_eq(xseg_bind_port(seg, 1, "restarted"), 0);
+	ck_assert_uint_eq(reply_depth(seg, 0), 4);
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+		ck_assert_int_eq(rep->error, ECONNRESET);
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	expect_no_request(seg, 1);
+	expect_pool_whole(seg);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* Two reaper processes at once on one dead server: exactly one of them
+ * reclaims the port, and every request is failed back once. */
+struct reaper_arg {
+	const char *name;
+	int go; /* read end: one byte starts the reap */
+};
+
+static int child_reap_on_signal(void *arg)
+{
+	struct reaper_arg *a = arg;
+	struct xseg_reap_stats st;
+	struct xseg *seg;
+	char c;
+	int rc;
+
+	if (xseg_join(a->name, &seg, NULL, 0))
+		return 100;
+	if (read(a->go, &c, 1) != 1)
+		return 101;
+	rc = xseg_reap(seg, &st);
+	if (rc < 0 || st.requests_redelivered)
+		return 102;
+	/* Exit code: ports reclaimed * 10 + requests failed back. */
+	return rc * 10 + (int)st.requests_failed;
+}
+
+START_TEST(test_two_reapers_at_once)
+{
+	struct xseg_request *reqs[4], *rep;
+	struct reaper_arg ra;
+	struct xseg *seg;
+	const char *name;
+	int fds[2], s1, s2;
+	pid_t p1, p2;
+
+	seg = mkseg("tworeap", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	queue_at_dead_server(seg, name, reqs, 4);
+	ck_assert_int_eq(pipe(fds), 0);
+	ra = (struct reaper_arg){name, fds[0]};
+	p1 = xtu_fork(child_reap_on_signal, &ra);
+	p2 = xtu_fork(child_reap_on_signal, &ra);
+	ck_assert_int_gt(p1, 0);
+	ck_assert_int_gt(p2, 0);
+	close(fds[0]);
+	ck_assert_int_eq(write(fds[1], "gg", 2), 2);
+	close(fds[1]);
+	s1 = xtu_wait(p1, 10000);
+	s2 = xtu_wait(p2, 10000);
+	/* One reclaimed the port and failed back the four requests; the
+	 * other found nothing to do (or the port already being claimed). */
+	ck_assert_msg((s1 == 14 && s2 == 0) || (s1 == 0 && s2 == 14),
+		      "reapers exited %d and %d", s1, s2);
+	ck_assert_uint_eq(reply_depth(seg, 0), 4);
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(xseg_receive(seg, 0, &rep), 0);
+		ck_assert_int_eq(rep->error, ECONNRESET);
+		ck_assert_int_eq(xseg_put_request(seg, rep), 0);
+	}
+	ck_assert_int_eq(xseg_receive(seg, 0, &rep), -EAGAIN);
+	expect_pool_whole(seg);
+	xseg_leave(seg);
+}
+END_TEST
+
 static Suite *race_suite(void)
 {
 	Suite *s = suite_create("xseg_race");
@@ -670,6 +877,13 @@ static Suite *race_suite(void)
 	tcase_add_test(tc, test_live_forward_vs_reaper);
 	tcase_add_test(tc, test_live_respond_vs_reaper);
 	tcase_add_test(tc, test_duplicate_reply_taken_once);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reap");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_dead_server_one_index_each);
+	tcase_add_test(tc, test_duplicates_never_fill_reply_queue);
+	tcase_add_test(tc, test_dead_server_rebind_one_index_each);
+	tcase_add_test(tc, test_two_reapers_at_once);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -251,6 +251,8 @@ START_TEST(reap_dead_peer)
 	const char *reap[] = {"reap", "--json", name, NULL};
 	ck_assert_int_eq(ctl(reap, &out, &err), 0);
 	ck_assert_msg(strstr(out, "\"ports_reclaimed\":1,"), "%s", out);
+	/* A peer killed while idle moved nothing: no second index. */
+	ck_assert_msg(strstr(out, "\"requests_redelivered\":0}"), "%s", out);
 	free(out);
 	free(err);
 	ck_assert_int_eq(ctl(list, &out, &err), 0);

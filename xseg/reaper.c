@@ -120,22 +120,24 @@ static void settle_moved(struct xseg *seg, uint32_t port,
 	case XSEG_RS_SUBMITTED:
 		/* src is the client's and stable while the word is w: only
 		 * get writes it, and a get needs the word to change. */
-		if (req->src == port) {
+		if (xseg_req_src(req) == port) {
 			if (xseg_free_to_pool(seg, req, w, port))
 				st->requests_freed++;
 			break;
 		}
 		if (xseg_rs_load(req) != w)
 			break; /* taken meanwhile */
-		xseg_redeliver(seg, req, idx, w, false);
-		st->requests_redelivered++;
+		if (xseg_redeliver(seg, req, idx, w, false))
+			st->requests_redelivered++;
 		break;
 	case XSEG_RS_SERVED:
 	case XSEG_RS_FAILED:
-		if (holder != req->src || xseg_rs_load(req) != w)
+		/* src read atomically: once the word moves on, a get may be
+		 * rewriting it (the re-check then refuses the value). */
+		if (holder != xseg_req_src(req) || xseg_rs_load(req) != w)
 			break;
-		xseg_redeliver(seg, req, idx, w, true);
-		st->requests_redelivered++;
+		if (xseg_redeliver(seg, req, idx, w, true))
+			st->requests_redelivered++;
 		break;
 	default:
 		break;
@@ -196,7 +198,7 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
-		if (req->src != port)
+		if (xseg_req_src(req) != port)
 			continue;
 		for (;;) { /* retried as above (the responder's clear) */
 			w = xseg_rs_load(req);
@@ -231,6 +233,11 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 			continue;
 		w = xseg_rs_load(req);
 		if (xseg_rs_holder(w) != port) {
+			/* The fail-backs this cleanup made above named port
+			 * as mover too, but each cleared its mark after its
+			 * enqueue (handed_over), so a mark left here is the
+			 * dead owner's or a killed earlier reaper's (review
+			 * 3, F1: test_dead_server_one_index_each). */
 			if (mode == XSEG_CLEAN_DEAD && xseg_rs_mover(w) == port)
 				settle_moved(seg, port, req, idx, w, st);
 			continue;

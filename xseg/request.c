@@ -97,10 +97,17 @@ void *xseg_request_data(const struct xseg *seg, const struct xseg_request *req)
 /* Drop a large buffer so idle requests do not pin heap memory. */
 static void req_trim_buffer(struct xseg *seg, struct xseg_request *req)
 {
-	if (req->data_off && req->data_cap > seg->default_data_size) {
-		xheap_free(seg->heap, req->data_off - seg->heap_off);
+	uint64_t off = req->data_off;
+
+	/* Cleared before the free (review 3, F4): a reaper killed between
+	 * the two then leaks one buffer instead of leaving an offset that
+	 * the next reap would free a second time (maybe someone else's by
+	 * then). The caller holds the request (ANSWERING or FREE-by-us). */
+	if (off && req->data_cap > seg->default_data_size) {
 		req->data_off = 0;
 		req->data_cap = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		xheap_free(seg->heap, off - seg->heap_off);
 	}
 }
 
@@ -159,7 +166,9 @@ int xseg_get_request(struct xseg *seg, uint32_t port,
 		}
 	}
 	req->index = idx;
-	req->src = port;
+	/* Atomic (relaxed): a reaper or a stale index may read src of a
+	 * request whose word already moved on (review 3, F3). */
+	__atomic_store_n(&req->src, port, __ATOMIC_RELAXED);
 	req->dst = XSEG_NOPORT;
 	req->effective_dst = XSEG_NOPORT;
 	req->src_gen = __atomic_load_n(&pl->port->gen, __ATOMIC_RELAXED);
@@ -574,24 +583,26 @@ int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port)
 	return xseg_forward_batched(seg, req, port, NULL);
 }
 
-void xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
+bool xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
 		    uint64_t w, bool reply)
 {
 	uint32_t port = HOLDER(w);
 	struct xseg_port_local *pl;
 
 	if (port >= seg->nr_ports)
-		return;
+		return false;
 	pl = &seg->ports[port];
-	/* Full only with stray duplicates (corruption); the request keeps
-	 * its word, and the original enqueue, if it happened, delivers it. */
+	/* Full only with far more stray indexes than requests (queues have
+	 * twice the pool's room); the request keeps its word, and the
+	 * original enqueue, if it happened, delivers it. */
 	if (xq_enqueue(reply ? pl->replyq : pl->reqq, idx) < 0) {
 		xseg_count(&pl->port->rejected);
-		return;
+		return false;
 	}
 	/* Queued now (maybe twice): the mark has done its job. */
 	handed_over(req, w);
 	xseg_signal(seg, port);
+	return true;
 }
 
 static int receive_one(struct xseg *seg, uint32_t port,

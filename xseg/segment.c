@@ -107,7 +107,12 @@ int xseg_compute_layout(const struct xseg_config *cfg, struct xseg_layout *lay)
 		return -EINVAL;
 
 	memset(lay, 0, sizeof(*lay));
-	qcap = round_pow2(cfg->nr_requests);
+	/* Twice the pool (review 3, F2): an index is on at most one queue
+	 * per request plus stale ones (a reaper's second copy for a dead
+	 * mover, a late enqueue after a fail-back), which the next dequeue
+	 * drops; with no slack those could fill a reply queue and make a
+	 * respond lose its answer. 4 bytes per slot, touched sparsely. */
+	qcap = 2 * round_pow2(cfg->nr_requests);
 	lay->queue_capacity = (uint32_t)qcap;
 	lay->queue_bytes = align_up(xq_size(qcap), XSEG_ALIGN);
 	if (cfg->free_cache)

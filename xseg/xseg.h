@@ -223,8 +223,9 @@ struct xseg_config {
 				       ones are freed by put */
 	uint32_t max_targetlen;	    /* read-only: XSEG_MAX_TARGETLEN */
 	uint32_t queue_capacity;    /* read-only: request and reply queue
-				       capacity (nr_requests rounded up to a
-				       power of two, so queues never fill) */
+				       capacity: twice nr_requests rounded
+				       up to a power of two, so stale and
+				       duplicate indexes never fill one */
 };
 
 /* Fill cfg with defaults: 64 MiB, 16 static + 48 dynamic ports, 4096
@@ -504,7 +505,9 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
  * this process); -ESTALE (lost the race to xseg_release_port or a reaper,
  * which failed the request back already: the client has it, do not touch
  * it again); nothing changed then. -ENOSPC: the reply queue was full, which
- * only a corrupt segment allows; the request was returned to the pool.
+ * needs more stray indexes on it than the pool has requests (queues have
+ * twice the pool's room): only a corrupt segment; the request was returned
+ * to the pool.
  * Ordering: one CAS (ACCEPTED -> ANSWERING), then a release store of the
  * answer (naming this port as mover), the enqueue, and a CAS that clears
  * the mover (see xseg_reap, step 5). A late completion racing a release must

@@ -241,8 +241,16 @@ bool xseg_free_to_pool(struct xseg *seg, struct xseg_request *req,
  * queue again, clear the mark if the word is still w, and signal: the
  * reaper cannot tell whether the mover's enqueue happened; accept's and
  * receive's CAS take the request through one of the two indexes. */
-void xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
+bool xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
 		    uint64_t w, bool reply);
+
+/* req->src read by a process that does not hold the request (a reaper):
+ * relaxed atomic, because a get may store it concurrently once the word
+ * moved on; the caller re-checks the word before acting on the value. */
+static inline uint32_t xseg_req_src(const struct xseg_request *req)
+{
+	return __atomic_load_n(&req->src, __ATOMIC_RELAXED);
+}
 
 #ifdef XSEG_TEST_HOOKS
 /* Tests only (a private copy of the library built with XSEG_TEST_HOOKS):

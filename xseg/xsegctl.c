@@ -598,14 +598,16 @@ static int ctl_reap(struct ctl *c, struct xseg *seg)
 	if (c->json)
 		printf("{\"ports_reclaimed\":%" PRIu32
 		       ",\"requests_failed\":%" PRIu32
-		       ",\"requests_freed\":%" PRIu32 "}\n",
+		       ",\"requests_freed\":%" PRIu32
+		       ",\"requests_redelivered\":%" PRIu32 "}\n",
 		       st.ports_reclaimed, st.requests_failed,
-		       st.requests_freed);
+		       st.requests_freed, st.requests_redelivered);
 	else
 		printf("reclaimed %" PRIu32 " port(s); %" PRIu32
-		       " request(s) failed back, %" PRIu32 " freed\n",
+		       " request(s) failed back, %" PRIu32 " freed, %" PRIu32
+		       " redelivered\n",
 		       st.ports_reclaimed, st.requests_failed,
-		       st.requests_freed);
+		       st.requests_freed, st.requests_redelivered);
 	return 0;
 }
 

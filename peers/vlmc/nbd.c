@@ -517,12 +517,15 @@ static uint8_t nbd_encode_error(const struct vlmc_conn *c, uint16_t type,
 	return NBD_REPLY_LEN;
 }
 
-/* A refusal or error answered at once from the reader thread. */
+/* A refusal or error answered at once from the reader thread. The socket
+ * write may block (a client that reads replies slowly, the completer
+ * holding wlock): the reader's batch sb goes out first. */
 static int nbd_error_reply(struct vlmc_conn *c, uint16_t type, uint32_t err,
-			   uint64_t cookie)
+			   uint64_t cookie, struct xseg_sigbatch *sb)
 {
 	uint8_t hdr[NBD_STRUCTURED_REPLY_LEN + 8];
 
+	xseg_sigbatch_flush(c->v->seg, sb);
 	return nbd_write(c, hdr, nbd_encode_error(c, type, err, cookie, hdr));
 }
 
@@ -694,13 +697,19 @@ static void nbd_completer_on(struct vlmc_conn *c, bool on)
 static unsigned nbd_reap(struct vlmc_conn *c)
 {
 	struct xseg_request *reqs[NBD_BATCH];
+	struct xseg_sigbatch sb;
 	unsigned n, total = 0;
 
+	xseg_sigbatch_init(&sb);
 	while ((n = xseg_receive_batch(c->v->seg, c->port, reqs, NBD_BATCH))) {
 		for (unsigned i = 0; i < n; i++)
-			vlmc_io_part_reply(c->v, reqs[i]);
+			vlmc_io_part_reply(c->v, reqs[i], &sb);
 		total += n;
 	}
+	/* what the replies submitted (the next parts of a zeroing, checks
+	 * of short reads) goes out before the socket write, which may
+	 * block */
+	xseg_sigbatch_flush(c->v->seg, &sb);
 	nbd_send_replies(c);
 	return total;
 }
@@ -741,7 +750,7 @@ static void *nbd_completer_main(void *arg)
 			break;
 		rc = xseg_wait_reply(v->seg, c->port, 100000000ULL, &req);
 		if (!rc)
-			vlmc_io_part_reply(v, req);
+			vlmc_io_part_reply(v, req, NULL);
 		nbd_reap(c);
 	}
 	return NULL;
@@ -795,14 +804,19 @@ static int nbd_take(struct vlmc_conn *c, void *dst, uint64_t len)
 }
 
 /* Take a payload that may not all be buffered: the socket read may block,
- * so the completer looks after the replies meanwhile. */
-static int nbd_take_payload(struct vlmc_conn *c, void *dst, uint64_t len)
+ * so the completer looks after the replies meanwhile, and the reader's
+ * signal batch sb goes out first. */
+static int nbd_take_payload(struct vlmc_conn *c, void *dst, uint64_t len,
+			    struct xseg_sigbatch *sb)
 {
 	bool block = len > nbd_buffered(c);
 	int rc;
 
-	if (block)
+	if (block) {
+		/* never block with a request not signalled */
+		xseg_sigbatch_flush(c->v->seg, sb);
 		nbd_completer_on(c, true);
+	}
 	rc = nbd_take(c, dst, len);
 	if (block)
 		nbd_completer_on(c, false);
@@ -851,10 +865,12 @@ static bool nbd_admit(struct vlmc_conn *c)
 	return !bytes || bytes + c->head_cost <= c->v->nbd_inflight_bytes;
 }
 
-/* Start a valid command. Returns 0, or -1 when the connection must
- * close. */
+/* Start a valid command, its object requests' wake-ups noted in the
+ * reader's batch sb (flushed here before anything that may block, and by
+ * nbd_transmission once the buffered commands are submitted). Returns 0,
+ * or -1 when the connection must close. */
 static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
-		      uint64_t cost)
+		      uint64_t cost, struct xseg_sigbatch *sb)
 {
 	struct vlmc *v = c->v;
 	enum vlmc_io_op op;
@@ -883,7 +899,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	 * at once, as FAST_ZERO asks, having changed nothing. */
 	if ((r->flags & NBD_CMD_FLAG_FAST_ZERO) &&
 	    (r->flags & NBD_CMD_FLAG_NO_HOLE))
-		return nbd_error_reply(c, r->type, NBD_ENOTSUP, r->cookie);
+		return nbd_error_reply(c, r->type, NBD_ENOTSUP, r->cookie, sb);
 	/* CACHE is advisory: warm at most one maximal read's worth. A
 	 * status reply may cover less than asked (the client asks again
 	 * from where it ends): look at a bounded number of objects. */
@@ -922,7 +938,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	if (io && op == VLMC_IO_WRITE) {
 		io->xflags = (r->flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
 		/* the payload goes straight into the object requests */
-		if (vlmc_io_prep(io)) {
+		if (vlmc_io_prep(io, sb)) {
 			vlmc_io_free(io);
 			io = NULL;
 		}
@@ -937,14 +953,15 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 			io->window = NBD_ZERO_WINDOW;
 	}
 	if (!io) {
-		if (r->type == NBD_CMD_WRITE && nbd_take_payload(c, NULL, len))
+		if (r->type == NBD_CMD_WRITE &&
+		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
-		return nbd_error_reply(c, r->type, NBD_ENOMEM, r->cookie);
+		return nbd_error_reply(c, r->type, NBD_ENOMEM, r->cookie, sb);
 	}
 	if (op == VLMC_IO_WRITE) {
 		for (uint64_t i = 0; i < io->nr_parts; i++) {
 			if (nbd_take_payload(c, vlmc_io_part_data(io, i),
-					     io->parts[i].len)) {
+					     io->parts[i].len, sb)) {
 				vlmc_io_put_replies(io);
 				vlmc_io_free(io);
 				return -1;
@@ -965,12 +982,14 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (io->vol && !vlmc_vol_try_enter(io->vol)) {
-		/* frozen by a snapshot: its drain needs our replies */
+		/* frozen by a snapshot: its drain needs our replies, and the
+		 * replies need the requests of the batch signalled */
+		xseg_sigbatch_flush(v->seg, sb);
 		nbd_completer_on(c, true);
 		vlmc_vol_enter(io->vol);
 		nbd_completer_on(c, false);
 	}
-	vlmc_io_submit(io);
+	vlmc_io_submit(io, sb);
 	return 0;
 }
 
@@ -1014,7 +1033,8 @@ static int nbd_poll(struct vlmc_conn *c)
 	}
 }
 
-static void nbd_transmission(struct vlmc_conn *c)
+/* nbd_transmission's loop: returns when the connection must close. */
+static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 {
 	bool throttled = false; /* the head command was counted */
 
@@ -1061,9 +1081,10 @@ static void nbd_transmission(struct vlmc_conn *c)
 				return;
 			case NBD_REFUSE:
 				if (r.type == NBD_CMD_WRITE &&
-				    nbd_take_payload(c, NULL, r.length))
+				    nbd_take_payload(c, NULL, r.length, sb))
 					return;
-				if (nbd_error_reply(c, r.type, err, r.cookie))
+				if (nbd_error_reply(c, r.type, err, r.cookie,
+						    sb))
 					return;
 				continue;
 			case NBD_DO:
@@ -1071,9 +1092,13 @@ static void nbd_transmission(struct vlmc_conn *c)
 			}
 			if (r.type == NBD_CMD_DISC)
 				return;
-			if (nbd_submit(c, &r, cost))
+			if (nbd_submit(c, &r, cost, sb))
 				return;
 		}
+		/* The buffered commands are submitted: one wake-up of the
+		 * next port for all of them, and the batch is empty before
+		 * nbd_poll (which may return 0: sleep) and the waits below. */
+		xseg_sigbatch_flush(c->v->seg, sb);
 		rc = nbd_poll(c);
 		if (rc < 0)
 			return;
@@ -1098,6 +1123,25 @@ static void nbd_transmission(struct vlmc_conn *c)
 		if (!rc)
 			return;
 	}
+}
+
+/*
+ * The reader: commands from the socket to the next port. Signal batching:
+ * the object requests of all the commands one recv brought in are
+ * submitted with one wake-up of the next port (sb), sent when the
+ * buffered commands are submitted, before anything that may block (a
+ * socket read or write, a frozen volume, a free request: nbd_submit,
+ * nbd_take_payload, nbd_error_reply, vlmc_get_prep) and before leaving.
+ * So sb is always empty while the reader polls, sleeps or closes.
+ */
+static void nbd_transmission(struct vlmc_conn *c)
+{
+	struct xseg_sigbatch sb;
+
+	xseg_sigbatch_init(&sb);
+	nbd_serve(c, &sb);
+	/* the connection closes: nbd_conn_close waits for every reply */
+	xseg_sigbatch_flush(c->v->seg, &sb);
 }
 
 /* Wait until every command of c is answered (c->lock held). While vlmc

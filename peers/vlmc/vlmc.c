@@ -317,11 +317,11 @@ static void vlmc_io_fail(struct vlmc_io *io, int error)
 }
 
 static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
-			    uint64_t idx);
+			    uint64_t idx, struct xseg_sigbatch *sb);
 
 /* Every part of a ZERO with FUA is done: send one FLUSH (as part 0, whose
  * request is back) before completing. Returns true if it was sent. */
-static bool vlmc_io_fua_flush(struct vlmc_io *io)
+static bool vlmc_io_fua_flush(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	int rc;
 
@@ -331,20 +331,20 @@ static bool vlmc_io_fua_flush(struct vlmc_io *io)
 		return false;
 	io->fua_flush = true;
 	__atomic_store_n(&io->remaining, 1, __ATOMIC_RELAXED);
-	rc = vlmc_part_submit(io, &io->parts[0], 0);
+	rc = vlmc_part_submit(io, &io->parts[0], 0, sb);
 	if (!rc)
 		return true;
 	vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
 	return false;
 }
 
-static void vlmc_io_start(struct vlmc_io *io);
+static void vlmc_io_start(struct vlmc_io *io, struct xseg_sigbatch *sb);
 
 /* The INFOs of a zero_check are back (every part done): fail with
  * EOPNOTSUPP, nothing changed, if a partial object exists; else delete
  * the whole objects (the partial ones are holes: nothing to do). Returns
  * true if parts were submitted. */
-static bool vlmc_io_zero_checked(struct vlmc_io *io)
+static bool vlmc_io_zero_checked(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	uint32_t osz = io->vol->m.obj_size;
 	bool any = false;
@@ -366,16 +366,16 @@ static bool vlmc_io_zero_checked(struct vlmc_io *io)
 	}
 	if (!any)
 		return false;
-	vlmc_io_start(io);
+	vlmc_io_start(io, sb);
 	return true;
 }
 
-static void vlmc_io_put_part(struct vlmc_io *io)
+static void vlmc_io_put_part(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	if (__atomic_sub_fetch(&io->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
-		if (io->zero_check && vlmc_io_zero_checked(io))
+		if (io->zero_check && vlmc_io_zero_checked(io, sb))
 			return;
-		if (vlmc_io_fua_flush(io))
+		if (vlmc_io_fua_flush(io, sb))
 			return;
 		if (io->error)
 			__atomic_add_fetch(&io->v->st_errors, 1,
@@ -385,9 +385,13 @@ static void vlmc_io_put_part(struct vlmc_io *io)
 }
 
 /* Get and prepare a request, waiting a little while the pool or heap is
- * exhausted (back-pressure from deep queues), then giving up. */
+ * exhausted (back-pressure from deep queues), then giving up. sb: the
+ * caller's signal batch (may be NULL), flushed before each wait: the
+ * requests it holds back may be the very ones whose answers free the pool,
+ * and their peer may be asleep. */
 static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
-			 uint64_t datalen, struct xseg_request **reqp)
+			 uint64_t datalen, struct xseg_sigbatch *sb,
+			 struct xseg_request **reqp)
 {
 	struct xseg_request *req = NULL;
 	int rc;
@@ -396,6 +400,7 @@ static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
 		if (!req) {
 			rc = xseg_get_request(v->seg, port, &req);
 			if (rc == -ENOMEM && tries < 2000) {
+				xseg_sigbatch_flush(v->seg, sb);
 				usleep(500);
 				continue;
 			}
@@ -404,6 +409,7 @@ static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
 		}
 		rc = xseg_prep_request(v->seg, req, targetlen, datalen);
 		if (rc == -ENOMEM && tries < 2000) {
+			xseg_sigbatch_flush(v->seg, sb);
 			usleep(500);
 			continue;
 		}
@@ -419,7 +425,8 @@ static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
 /* Get and prepare the object request of a part (op, offset, target; for a
  * WRITE the data is the caller's to fill). */
 static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
-			  uint64_t idx, struct xseg_request **reqp)
+			  uint64_t idx, struct xseg_sigbatch *sb,
+			  struct xseg_request **reqp)
 {
 	struct vlmc *v = io->v;
 	uint32_t osz = io->vol ? io->vol->m.obj_size : 0;
@@ -451,7 +458,7 @@ static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
 			op = XSEG_OP_DELETE; /* a whole object zeroed */
 		}
 	}
-	rc = vlmc_get_prep(v, io->port, (uint32_t)nl, datalen, &req);
+	rc = vlmc_get_prep(v, io->port, (uint32_t)nl, datalen, sb, &req);
 	if (rc)
 		return rc;
 	req->op = op;
@@ -466,7 +473,7 @@ static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
 }
 
 static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
-			    uint64_t idx)
+			    uint64_t idx, struct xseg_sigbatch *sb)
 {
 	struct vlmc *v = io->v;
 	struct xseg_request *req = part->req;
@@ -475,7 +482,7 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 	if (req) {
 		part->req = NULL; /* prepared by vlmc_io_prep, data filled */
 	} else {
-		rc = vlmc_part_prep(io, part, idx, &req);
+		rc = vlmc_part_prep(io, part, idx, sb, &req);
 		if (rc)
 			return rc;
 		if (req->op == XSEG_OP_WRITE) {
@@ -487,7 +494,7 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 				memset(d, 0, part->len);
 		}
 	}
-	rc = xseg_submit(v->seg, req, v->next_port);
+	rc = xseg_submit_batched(v->seg, req, v->next_port, sb);
 	if (rc) {
 		xseg_put_request(v->seg, req);
 		return rc;
@@ -496,14 +503,14 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 	return 0;
 }
 
-int vlmc_io_prep(struct vlmc_io *io)
+int vlmc_io_prep(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	uint64_t first = io->off / io->vol->m.obj_size;
 
 	if (io->op != VLMC_IO_WRITE)
 		return -EINVAL;
 	for (uint64_t i = 0; i < io->nr_parts; i++) {
-		int rc = vlmc_part_prep(io, &io->parts[i], first + i,
+		int rc = vlmc_part_prep(io, &io->parts[i], first + i, sb,
 					&io->parts[i].req);
 
 		if (rc) {
@@ -531,14 +538,15 @@ void vlmc_io_put_replies(struct vlmc_io *io)
 
 /* Submit part i, or account for it as done when that fails or an error
  * already decided the io. */
-static void vlmc_io_submit_part(struct vlmc_io *io, uint64_t i)
+static void vlmc_io_submit_part(struct vlmc_io *io, uint64_t i,
+				struct xseg_sigbatch *sb)
 {
 	uint64_t first = io->vol ? io->off / io->vol->m.obj_size : 0;
 	struct vlmc_part *part = &io->parts[i];
 	int rc = -ECANCELED;
 
 	if (!io->window || !__atomic_load_n(&io->error, __ATOMIC_ACQUIRE))
-		rc = vlmc_part_submit(io, part, first + i);
+		rc = vlmc_part_submit(io, part, first + i, sb);
 	if (!rc)
 		return;
 	/* a prepared request not submitted goes back */
@@ -548,12 +556,13 @@ static void vlmc_io_submit_part(struct vlmc_io *io, uint64_t i)
 	}
 	if (rc != -ECANCELED)
 		vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
-	vlmc_io_put_part(io);
+	vlmc_io_put_part(io, sb);
 }
 
 /* Next part of a windowed io to submit (skipped parts are accounted for
  * as done); false when none is left. */
-static bool vlmc_io_next_part(struct vlmc_io *io, uint64_t *ip)
+static bool vlmc_io_next_part(struct vlmc_io *io, uint64_t *ip,
+			      struct xseg_sigbatch *sb)
 {
 	for (;;) {
 		uint64_t i =
@@ -565,13 +574,13 @@ static bool vlmc_io_next_part(struct vlmc_io *io, uint64_t *ip)
 			*ip = i;
 			return true;
 		}
-		vlmc_io_put_part(io);
+		vlmc_io_put_part(io, sb);
 	}
 }
 
 /* Submit the parts not marked skip (all of them, or the first window of
  * them; vlmc_io_part_reply submits the rest). */
-static void vlmc_io_start(struct vlmc_io *io)
+static void vlmc_io_start(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	uint64_t n = 0, i;
 
@@ -580,20 +589,20 @@ static void vlmc_io_start(struct vlmc_io *io)
 	__atomic_store_n(&io->remaining, io->nr_parts + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&io->next_part, 0, __ATOMIC_RELAXED);
 	if (io->window) {
-		while (n++ < io->window && vlmc_io_next_part(io, &i))
-			vlmc_io_submit_part(io, i);
+		while (n++ < io->window && vlmc_io_next_part(io, &i, sb))
+			vlmc_io_submit_part(io, i, sb);
 	} else {
 		for (i = 0; i < io->nr_parts; i++) {
 			if (io->parts[i].skip)
-				vlmc_io_put_part(io);
+				vlmc_io_put_part(io, sb);
 			else
-				vlmc_io_submit_part(io, i);
+				vlmc_io_submit_part(io, i, sb);
 		}
 	}
-	vlmc_io_put_part(io);
+	vlmc_io_put_part(io, sb);
 }
 
-void vlmc_io_submit(struct vlmc_io *io)
+void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
 	if (io->zero_check) {
@@ -607,16 +616,16 @@ void vlmc_io_submit(struct vlmc_io *io)
 				     part->len == osz;
 		}
 	}
-	vlmc_io_start(io);
+	vlmc_io_start(io, sb);
 }
 
 /* A windowed io: a part is done, submit the next one. */
-static void vlmc_io_refill(struct vlmc_io *io)
+static void vlmc_io_refill(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	uint64_t i;
 
-	if (io->window && vlmc_io_next_part(io, &i))
-		vlmc_io_submit_part(io, i);
+	if (io->window && vlmc_io_next_part(io, &i, sb))
+		vlmc_io_submit_part(io, i, sb);
 }
 
 /* Reply to the INFO that checks a short READ part (see vlmc_int.h): the
@@ -660,14 +669,14 @@ static struct xseg_request *vlmc_short_checked(struct vlmc *v,
  * ask the store for the object's size. Returns 0 when the INFO is on its
  * way (its reply resumes the part), or a negative errno. */
 static int vlmc_short_check(struct vlmc_io *io, struct vlmc_part *part,
-			    struct xseg_request *req)
+			    struct xseg_request *req, struct xseg_sigbatch *sb)
 {
 	struct vlmc *v = io->v;
 	struct xseg_request *info;
 	int rc;
 
 	rc = vlmc_get_prep(v, io->port, req->targetlen,
-			   sizeof(struct xseg_reply_info), &info);
+			   sizeof(struct xseg_reply_info), sb, &info);
 	if (rc)
 		return rc;
 	info->op = XSEG_OP_INFO;
@@ -678,7 +687,7 @@ static int vlmc_short_check(struct vlmc_io *io, struct vlmc_part *part,
 	       req->targetlen);
 	info->user = (uint64_t)(uintptr_t)part;
 	part->req = req;
-	rc = xseg_submit(v->seg, info, v->next_port);
+	rc = xseg_submit_batched(v->seg, info, v->next_port, sb);
 	if (rc) {
 		part->req = NULL;
 		xseg_put_request(v->seg, info);
@@ -686,7 +695,8 @@ static int vlmc_short_check(struct vlmc_io *io, struct vlmc_part *part,
 	return rc;
 }
 
-void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
+void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req,
+			struct xseg_sigbatch *sb)
 {
 	struct vlmc_part *part = (struct vlmc_part *)(uintptr_t)req->user;
 	struct vlmc_io *io = part->io;
@@ -699,7 +709,7 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
 		/* Never pass on what lies past serviced: the buffer may
 		 * hold an earlier request's data. */
 		if (req->serviced < part->len) {
-			int rc = vlmc_short_check(io, part, req);
+			int rc = vlmc_short_check(io, part, req, sb);
 
 			if (!rc)
 				return; /* resumed by the INFO's reply */
@@ -750,8 +760,8 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req)
 	if (req)
 		xseg_put_request(v->seg, req);
 	/* the request went back first: the next part can have it */
-	vlmc_io_refill(io);
-	vlmc_io_put_part(io);
+	vlmc_io_refill(io, sb);
+	vlmc_io_put_part(io, sb);
 }
 
 /* ------------------------------------------------------------------ */
@@ -773,8 +783,9 @@ static void vlmc_xreq_done(struct vlmc_io *io)
 	vlmc_io_free(io);
 }
 
-/* Start an xseg I/O, or park it while its volume is frozen. */
-static void vlmc_xreq_start(struct vlmc_io *io)
+/* Start an xseg I/O, or park it while its volume is frozen. Its parts are
+ * noted in sb, which the caller flushes. */
+static void vlmc_xreq_start(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	struct vlmc_volume *vol = io->vol;
 
@@ -789,12 +800,13 @@ static void vlmc_xreq_start(struct vlmc_io *io)
 		vol->inflight++;
 		pthread_mutex_unlock(&vol->mu);
 	}
-	vlmc_io_submit(io);
+	vlmc_io_submit(io, sb);
 }
 
 static int vlmc_h_rw(struct peer *p, struct xseg_request *req)
 {
 	struct vlmc *v = peer_priv(p);
+	struct xseg_sigbatch sb;
 	struct vlmc_volume *vol;
 	struct vlmc_io *io;
 	bool write = req->op == XSEG_OP_WRITE;
@@ -832,7 +844,13 @@ static int vlmc_h_rw(struct peer *p, struct xseg_request *req)
 	io->port = peer_port(p);
 	io->done = vlmc_xreq_done;
 	io->arg = req;
-	vlmc_xreq_start(io);
+	/* One wake-up of the next port for all the parts. The worker's own
+	 * batch (peer_sigbatch) is not offered to vlmc, whose handlers may
+	 * block: this one is flushed before the handler returns, so nothing
+	 * is held across the worker's wait on its port. */
+	xseg_sigbatch_init(&sb);
+	vlmc_xreq_start(io, &sb);
+	xseg_sigbatch_flush(v->seg, &sb);
 	return 0;
 }
 
@@ -846,7 +864,7 @@ static int vlmc_h_flush(struct peer *p, struct xseg_request *req)
 	io->port = peer_port(p);
 	io->done = vlmc_xreq_done;
 	io->arg = req;
-	vlmc_io_submit(io);
+	vlmc_io_submit(io, NULL); /* one request: signal at once */
 	return 0;
 }
 
@@ -878,7 +896,9 @@ static int vlmc_h_ping(struct peer *p, struct xseg_request *req)
 
 static void vlmc_on_reply(struct peer *p, struct xseg_request *req)
 {
-	vlmc_io_part_reply(peer_priv(p), req);
+	/* NULL: a refill or a short-read check signals at once (the worker's
+	 * batch is not ours to flush when vlmc_get_prep must wait) */
+	vlmc_io_part_reply(peer_priv(p), req, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -892,11 +912,13 @@ static void vlmc_on_reply(struct peer *p, struct xseg_request *req)
  * negative errno (the request's error). Caller holds ctl_lock (or runs
  * before threads start). */
 /* Prepare and submit one object request from ctl_port (as vlmc_sync
- * describes) without waiting; *reqp is the submitted request. */
+ * describes) without waiting; *reqp is the submitted request. Its signal
+ * is noted in sb (NULL: sent at once), which the caller flushes before it
+ * waits for a reply. */
 static int vlmc_ctl_submit(struct vlmc *v, uint16_t op, const char *name,
 			   uint64_t off, uint64_t len, const void *buf,
 			   uint32_t flags, const char *src,
-			   struct xseg_request **reqp)
+			   struct xseg_sigbatch *sb, struct xseg_request **reqp)
 {
 	struct xseg_request *req;
 	uint64_t datalen = len;
@@ -905,7 +927,7 @@ static int vlmc_ctl_submit(struct vlmc *v, uint16_t op, const char *name,
 
 	if (op == XSEG_OP_COPY)
 		datalen = sizeof(struct xseg_request_copy);
-	rc = vlmc_get_prep(v, v->ctl_port, (uint32_t)nl, datalen, &req);
+	rc = vlmc_get_prep(v, v->ctl_port, (uint32_t)nl, datalen, sb, &req);
 	if (rc)
 		return rc;
 	req->op = op;
@@ -924,7 +946,7 @@ static int vlmc_ctl_submit(struct vlmc *v, uint16_t op, const char *name,
 		cp->src_targetlen = (uint32_t)strlen(src);
 		memcpy(cp->src_target, src, cp->src_targetlen);
 	}
-	rc = xseg_submit(v->seg, req, v->next_port);
+	rc = xseg_submit_batched(v->seg, req, v->next_port, sb);
 	if (rc) {
 		xseg_put_request(v->seg, req);
 		return rc;
@@ -940,7 +962,8 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
 	struct xseg_request *req;
 	int rc;
 
-	rc = vlmc_ctl_submit(v, op, name, off, len, buf, flags, src, &req);
+	rc =
+	    vlmc_ctl_submit(v, op, name, off, len, buf, flags, src, NULL, &req);
 	if (rc)
 		return rc;
 	for (;;) {
@@ -1156,10 +1179,12 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 {
 	struct xseg_request *out[VLMC_CTL_INFLIGHT] = {NULL};
 	char obj[VLMC_OBJNAME_MAX + 1];
+	struct xseg_sigbatch sb;
 	uint64_t next = from;
 	unsigned inflight = 0, slot;
 	int err = 0;
 
+	xseg_sigbatch_init(&sb);
 	for (;;) {
 		struct xseg_request *got;
 		int rc;
@@ -1170,7 +1195,7 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 				continue;
 			vlmc_object_name(obj, name, next);
 			rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, obj, 0, 0, NULL,
-					     0, NULL, &out[slot]);
+					     0, NULL, &sb, &out[slot]);
 			if (rc) {
 				err = rc;
 				break;
@@ -1178,6 +1203,9 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 			out[slot]->user = next++;
 			inflight++;
 		}
+		/* the store learns of the whole window at once; never wait
+		 * for a reply with a request not signalled */
+		xseg_sigbatch_flush(v->seg, &sb);
 		if (!inflight)
 			break;
 		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
@@ -1397,10 +1425,12 @@ static void vlmc_freeze(struct vlmc_volume *vol)
 	pthread_mutex_unlock(&vol->mu);
 }
 
-static void vlmc_thaw(struct vlmc_volume *vol)
+static void vlmc_thaw(struct vlmc *v, struct vlmc_volume *vol)
 {
 	struct vlmc_io *parked, *io;
+	struct xseg_sigbatch sb;
 
+	xseg_sigbatch_init(&sb);
 	pthread_mutex_lock(&vol->mu);
 	vol->frozen = false;
 	parked = vol->pending;
@@ -1409,8 +1439,11 @@ static void vlmc_thaw(struct vlmc_volume *vol)
 	pthread_mutex_unlock(&vol->mu);
 	while ((io = parked)) {
 		parked = io->next;
-		vlmc_xreq_start(io);
+		vlmc_xreq_start(io, &sb);
 	}
+	/* the parked I/O go out with one wake-up, before the control
+	 * thread goes on (and may wait) */
+	xseg_sigbatch_flush(v->seg, &sb);
 }
 
 /* Copy every object of src into dst (COPY of the maps in the store: no
@@ -1428,9 +1461,11 @@ static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 	char s[VLMC_OBJNAME_MAX + 1], d[VLMC_OBJNAME_MAX + 1];
 	uint64_t n = vlmc_nr_objects(src->size, src->obj_size), next = 0;
 	struct xseg_request *out[VLMC_COPY_INFLIGHT] = {NULL};
+	struct xseg_sigbatch sb;
 	unsigned inflight = 0;
 	int err = 0;
 
+	xseg_sigbatch_init(&sb);
 	for (;;) {
 		struct xseg_request *got;
 		unsigned slot;
@@ -1445,7 +1480,7 @@ static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 			vlmc_object_name(s, src->name, next);
 			vlmc_object_name(d, dst, next);
 			rc = vlmc_ctl_submit(v, XSEG_OP_COPY, d, 0, 0, NULL, 0,
-					     s, &out[slot]);
+					     s, &sb, &out[slot]);
 			if (rc) {
 				err = rc;
 				break;
@@ -1453,6 +1488,9 @@ static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 			out[slot]->user = next++;
 			inflight++;
 		}
+		/* the store learns of the whole window at once; never wait
+		 * for a reply with a request not signalled */
+		xseg_sigbatch_flush(v->seg, &sb);
 		if (!inflight)
 			break;
 		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
@@ -1483,7 +1521,7 @@ static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 		if (op == XSEG_OP_COPY && rc == -ENOENT && !err) {
 			vlmc_object_name(d, dst, idx);
 			rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, d, 0, 0, NULL,
-					     0, NULL, &out[slot]);
+					     0, NULL, &sb, &out[slot]);
 			if (!rc) {
 				out[slot]->user = idx;
 				inflight++;
@@ -1526,7 +1564,7 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	nm = vol->m;
 	rc = vlmc_copy_objects(v, &nm, dst);
 	if (snapshot)
-		vlmc_thaw(vol);
+		vlmc_thaw(v, vol);
 	if (!rc) {
 		strcpy(nm.name, dst);
 		strcpy(nm.parent, src);

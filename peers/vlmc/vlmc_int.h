@@ -21,6 +21,19 @@
  *   peer on_reply; a connection's own dynamic port for NBD, drained by
  *   the connection's completer thread). vlmc_io_part_reply is called with
  *   every reply, on whichever thread received it.
+ *
+ * Signal batches (xseg_sigbatch, xseg/xseg.h)
+ * - vlmc_io_prep, vlmc_io_submit and vlmc_io_part_reply take the calling
+ *   thread's batch sb (NULL: every submission signals the next port at
+ *   once). The object requests they submit are queued before they return
+ *   but their wake-up is only noted in sb: the caller flushes sb
+ *   (xseg_sigbatch_flush) once it has submitted what it has at hand, and
+ *   always before it waits or blocks (socket read or write, a slot, a
+ *   frozen volume, a reply): a request whose signal is held back while the
+ *   submitter sleeps waits for a peer that may be asleep too.
+ * - Inside, the only wait is for a free request or heap space
+ *   (vlmc_get_prep), and it flushes sb first. io->done may run with sb
+ *   not yet flushed; it must not wait for the io's own parts.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -182,7 +195,7 @@ void vlmc_io_free(struct vlmc_io *io);
  * payload straight from the socket into the segment). vlmc_io_submit then
  * submits them as they are. Returns 0 or a negative errno (-ENOMEM when
  * the pool or heap stayed exhausted), in which case no request is held. */
-int vlmc_io_prep(struct vlmc_io *io);
+int vlmc_io_prep(struct vlmc_io *io, struct xseg_sigbatch *sb);
 /* Data buffer of part i's prepared request or kept reply. */
 void *vlmc_io_part_data(struct vlmc_io *io, uint64_t i);
 /* Return every request held in io->parts[].req to the pool. */
@@ -196,10 +209,10 @@ bool vlmc_vol_try_enter(struct vlmc_volume *vol);
 void vlmc_vol_exit(struct vlmc_volume *vol);
 
 /* Submit all parts of io (the caller counted it with vlmc_vol_enter when
- * it has a volume). io->done runs exactly once when every part has
- * completed, possibly before this returns; io->error then holds the first
- * error. */
-void vlmc_io_submit(struct vlmc_io *io);
+ * it has a volume), their wake-ups noted in sb (see above: the caller
+ * flushes it). io->done runs exactly once when every part has completed,
+ * possibly before this returns; io->error then holds the first error. */
+void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb);
 
 /*
  * A reply to a part request (any thread). Takes ownership of req.
@@ -209,7 +222,8 @@ void vlmc_io_submit(struct vlmc_io *io);
  * longer exists) the rest reads as zeroes, else the io fails with EIO. The
  * bytes past serviced are never passed on (request buffers are reused).
  */
-void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req);
+void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req,
+			struct xseg_sigbatch *sb);
 
 /* NBD server (nbd.c). start: listeners and their thread; stop: close
  * listeners, shut every connection down and wait for them. */

@@ -141,6 +141,11 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return stack_str(st->nbd_socket, sizeof(st->nbd_socket), v);
 	if (!strcmp(k, "ctl_socket"))
 		return stack_str(st->ctl_socket, sizeof(st->ctl_socket), v);
+	if (!strcmp(k, "gc_threshold"))
+		return peer_parse_u64(v, &x) || x > 100
+			   ? -EINVAL
+			   : stack_str(st->gc_threshold,
+				       sizeof(st->gc_threshold), v);
 	if (!strcmp(k, "nbd_max_conns"))
 		return peer_parse_u64(v, &x) || x == 0
 			   ? -EINVAL
@@ -344,6 +349,8 @@ static int stack_write_state(const struct stack *st)
 		st->ctl_socket, st->nbd_tcp, st->verify_reads ? "on" : "off",
 		st->supervise ? "on" : "off", st->spin[0] ? "spin = " : "",
 		st->spin, st->spin[0] ? "\n" : "");
+	if (st->gc_threshold[0])
+		fprintf(f, "gc_threshold = %s\n", st->gc_threshold);
 	if (st->nbd_max_conns[0])
 		fprintf(f, "nbd_max_conns = %s\n", st->nbd_max_conns);
 	if (st->nbd_inflight_bytes[0])
@@ -566,6 +573,9 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			stack_arg(a, "--create");
 			if (!st->verify_reads)
 				stack_arg(a, "--no-verify");
+			if (st->gc_threshold[0])
+				stack_arg(a, "--gc-threshold=%s",
+					  st->gc_threshold);
 		} else {
 			stack_arg(a, "--store");
 			stack_arg(a, "--store-max=%" PRIu64,

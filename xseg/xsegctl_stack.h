@@ -40,6 +40,7 @@ struct stack {
 	char spin[32];	/* peers' --spin; "" = their default */
 	/* vlmc's NBD limits; "" = vlmc's default */
 	char nbd_max_conns[32], nbd_inflight_bytes[32];
+	char gc_threshold[8]; /* blocker's --gc-threshold; "" = default */
 	bool json;
 };
 

@@ -23,7 +23,15 @@
 #define PEER_BATCH 16
 /* Idle workers sleep on the port's futex; the timeout only bounds how long
  * a worker can miss a stop flag set between its check and its sleep. */
-#define PEER_IDLE_WAIT_NS     (500ULL * 1000 * 1000)
+#define PEER_IDLE_WAIT_NS (500ULL * 1000 * 1000)
+/* Idle workers taking turns (handlers_never_block, several workers): a
+ * batch still being dispatched after PEER_HANDOFF_NS hands the port to a
+ * sleeping worker; while the peer has had work in the last
+ * PEER_IDLE_WAIT_NS, sleepers also look every PEER_TURN_TICK_NS whether
+ * the port is unwatched (one handler running long bounds the wait of new
+ * requests to about that). */
+#define PEER_HANDOFF_NS	      (50ULL * 1000)
+#define PEER_TURN_TICK_NS     (1000ULL * 1000)
 #define PEER_DRAIN_POLL_NS    (20ULL * 1000 * 1000)
 #define PEER_DEFAULT_SPIN_NS  (20ULL * 1000)
 #define PEER_DEFAULT_DRAIN_NS (30ULL * 1000 * 1000 * 1000)
@@ -91,6 +99,9 @@ struct peer {
 	int port_waiter;
 	uint32_t idle_seq;
 	uint32_t idle_sleepers;
+	/* when a worker last took requests (relaxed, updated at most once
+	 * per PEER_TURN_TICK_NS): sleepers tick only while it is recent */
+	uint64_t worked_ns;
 };
 
 /* Which worker the calling thread is, for peer_worker_index. */
@@ -260,9 +271,11 @@ static bool peer_turns(const struct peer *p)
 }
 
 /* Wake one sleeping idle worker (all: also at shutdown). Seq_cst
- * against the sleeper's count-then-check in peer_idle_wait: either it
- * sees the new idle_seq (futex_wait returns at once) or we see it
- * counted and wake it. */
+ * against the sleeper's count-then-check in peer_idle_wait: the sleeper
+ * counts itself before it reads idle_seq, so either we see it counted and
+ * bump idle_seq (its FUTEX_WAIT then returns at once or is woken), or it
+ * is counted after our check and then sees the state (port unwatched,
+ * stopping) that we stored before it. */
 static void peer_wake_idle(struct peer *p, bool all)
 {
 	if (!peer_turns(p) ||
@@ -273,9 +286,37 @@ static void peer_wake_idle(struct peer *p, bool all)
 		all ? INT32_MAX : 1, NULL, NULL, 0);
 }
 
+/* A worker took requests at now: sleepers keep ticking a while. One
+ * store per tick at most, so workers do not bounce the line. After an idle
+ * spell, sleepers may be in a long sleep (they chose it from the old
+ * worked_ns): wake them, so that they tick from now on. Seq_cst against
+ * the sleeper's count, idle_seq read, worked_ns read in peer_idle_wait:
+ * either it is counted and woken here, or it reads the new worked_ns. */
+static void peer_note_work(struct peer *p, uint64_t now)
+{
+	uint64_t old = __atomic_load_n(&p->worked_ns, __ATOMIC_RELAXED);
+
+	if (old <= now && now - old < PEER_TURN_TICK_NS)
+		return;
+	old = __atomic_exchange_n(&p->worked_ns, now, __ATOMIC_SEQ_CST);
+	if (old < now && now - old >= PEER_IDLE_WAIT_NS)
+		peer_wake_idle(p, true);
+}
+
 /* Idle: wait on the port if no other worker does, else sleep until woken
- * (a backlog, shutdown) or PEER_IDLE_WAIT_NS. Returns after either; the
- * caller loops and looks for work. */
+ * (a backlog, a long batch, shutdown), a tick (while the peer is busy) or
+ * PEER_IDLE_WAIT_NS. Returns after either; the caller loops and looks for
+ * work (and takes the port if nobody watches it).
+ *
+ * The waiter that finds work leaves the port without waking anyone: with
+ * short handlers it is back before more work could wait long, and waking a
+ * sleeper to take over every time cost a futex wake and two context
+ * switches per batch, which made two workers slower than one on a 2-core
+ * machine. A sleeper is woken when a full batch shows a backlog, or when a
+ * batch is still being dispatched after PEER_HANDOFF_NS (see the worker
+ * loop); a single handler running long is caught by the sleepers' tick
+ * (review 2, P1: requests must not wait for a long handler while workers
+ * sleep). */
 static void peer_idle_wait(struct peer *p)
 {
 	struct timespec ts = {0, (long)PEER_IDLE_WAIT_NS};
@@ -284,21 +325,17 @@ static void peer_idle_wait(struct peer *p)
 
 	if (__atomic_compare_exchange_n(&p->port_waiter, &zero, 1, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-		int rc = xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
-
+		xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
 		__atomic_store_n(&p->port_waiter, 0, __ATOMIC_SEQ_CST);
-		/* Work arrived and we go to serve it, maybe for long (a
-		 * handler may run other threads' jobs): hand the port to a
-		 * sleeper, or requests arriving meanwhile would wait for
-		 * our return or its timeout. Seq_cst after the store above:
-		 * a sleeper either sees the port unwatched and takes it, or
-		 * is counted here and woken (see peer_wake_idle). */
-		if (rc != -ETIMEDOUT)
-			peer_wake_idle(p, false);
 		return;
 	}
-	seq = __atomic_load_n(&p->idle_seq, __ATOMIC_SEQ_CST);
+	/* Counted, then idle_seq, then what decides the sleep (see
+	 * peer_wake_idle and peer_note_work). */
 	__atomic_add_fetch(&p->idle_sleepers, 1, __ATOMIC_SEQ_CST);
+	seq = __atomic_load_n(&p->idle_seq, __ATOMIC_SEQ_CST);
+	if (peer_now_ns() - __atomic_load_n(&p->worked_ns, __ATOMIC_SEQ_CST) <
+	    PEER_IDLE_WAIT_NS)
+		ts.tv_nsec = (long)PEER_TURN_TICK_NS;
 	/* the waiter may have left meanwhile (then nobody watches the
 	 * port: go and take its place) */
 	if (__atomic_load_n(&p->port_waiter, __ATOMIC_SEQ_CST) &&
@@ -341,8 +378,25 @@ static void *peer_worker_main(void *arg)
 		 * per reply. A handler that may block must not hold back
 		 * the signals of the replies made before it. */
 		w->batching = p->ops->handlers_never_block;
-		for (unsigned i = 0; i < n; i++)
-			peer_dispatch(p, w, reqs[i]);
+		if (n && peer_turns(p)) {
+			uint64_t t0 = peer_now_ns();
+			bool handed = n == PEER_BATCH;
+
+			peer_note_work(p, t0);
+			for (unsigned i = 0; i < n; i++) {
+				peer_dispatch(p, w, reqs[i]);
+				/* Still busy after a while: the port may be
+				 * unwatched, let a sleeper take it. */
+				if (!handed && i + 1 < n &&
+				    peer_now_ns() - t0 >= PEER_HANDOFF_NS) {
+					peer_wake_idle(p, false);
+					handed = true;
+				}
+			}
+		} else {
+			for (unsigned i = 0; i < n; i++)
+				peer_dispatch(p, w, reqs[i]);
+		}
 		xseg_sigbatch_flush(p->seg, &w->sigbatch);
 		__atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
 		/* Replies are taken while draining too: an asynchronous

@@ -133,12 +133,16 @@ struct peer_ops {
 	/* The handlers and on_reply never block (they hand work on and
 	 * return, as cached's do). With more than one worker, idle workers
 	 * then take turns: one at a time waits on the port (spinning for
-	 * --spin, then on its futex), the others sleep until that one takes
-	 * a full batch (a backlog) and wakes one of them. Several workers
-	 * polling one port on a small machine only take the CPU the clients
-	 * and the next peer need. A peer whose handlers may block must leave
-	 * this false: requests arriving while its only awake worker is
-	 * blocked would wait for it (or up to 0.5 s for a sleeping one). */
+	 * --spin, then on its futex), the others sleep. The one that finds
+	 * work serves it without waking anyone; a sleeper is woken when a
+	 * full batch shows a backlog, or when the batch is still being
+	 * dispatched after 50 us; while the peer is busy sleepers also look
+	 * every 1 ms whether the port is unwatched, so a handler running long
+	 * (CPU work, not blocking) delays new requests by about 1 ms at most.
+	 * Several workers polling one port on a small machine only take the
+	 * CPU the clients and the next peer need. A peer whose handlers may
+	 * block must leave this false: requests arriving while its only
+	 * awake worker is blocked would wait for it (or up to the tick). */
 	bool handlers_never_block;
 };
 

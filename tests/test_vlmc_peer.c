@@ -11,17 +11,24 @@
  * nothing changed, snapshot is point-in-time and clone diverges, a
  * snapshot of many objects (copied concurrently) with never-written ones
  * and a stale object under the snapshot's name,
- * metadata survives a restart of vlmc, bench_xseg --verify through vlmc.
+ * metadata survives a restart of vlmc, bench_xseg --verify through vlmc,
+ * and (nbd_sleeping_peers) that NBD commands, one at a time and in a
+ * pipelined burst, are all signalled to a store that sleeps as soon as it
+ * is idle (spin 0): vlmc's batched signaling flushes before every wait.
  */
 #include <stdbool.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "test_peer_run.h"
 #include "xseg_testutil.h"
@@ -37,6 +44,8 @@ struct env {
 	struct xseg *seg;
 	pid_t store, vlmc;
 	char *store_log, *vlmc_log, *ctl;
+	char *nbd;  /* vlmc's NBD socket; NULL: none */
+	bool spin0; /* store and vlmc sleep as soon as they are idle */
 	struct tpr_client cl;
 };
 
@@ -50,12 +59,22 @@ static bool vlmc_ctl_up(void *arg)
 static void vlmc_start(struct env *e)
 {
 	char ctlopt[512];
-	const char *argv[] = {
+	const char *argv[20] = {
 	    "vlmc", "-g",    e->name,	      "-p",  "2",
 	    "-t",   THREADS, "--next-port",   "1",   "--nbd-socket",
 	    "none", ctlopt,  "--object-size", "64k", NULL};
+	int n = 14;
 
 	snprintf(ctlopt, sizeof(ctlopt), "--ctl-socket=%s", e->ctl);
+	if (e->nbd)
+		argv[10] = e->nbd;
+	if (e->spin0) {
+		argv[n++] = "--spin";
+		argv[n++] = "0";
+		argv[n++] = "--nbd-spin";
+		argv[n++] = "0";
+		argv[n] = NULL;
+	}
 	e->vlmc = tpr_start(argv, e->vlmc_log);
 	ck_assert_int_gt(e->vlmc, 0);
 	ck_assert_msg(tpr_wait_port(e->seg, 2, 20000) == 0,
@@ -82,6 +101,11 @@ static void env_start_store(struct env *e, const char *tag,
 	const char *argv[16] = {"noop", "-g",	 NULL,	    "-p", "1",
 				"-t",	THREADS, "--store", NULL};
 
+	if (e->spin0) {
+		argv[8] = "--spin";
+		argv[9] = "0";
+		argv[10] = NULL;
+	}
 	e->name = tpr_segment(tag, &e->seg);
 	ck_assert_ptr_nonnull(e->name);
 	argv[2] = e->name;
@@ -190,7 +214,7 @@ static void pattern(unsigned char *b, size_t len, unsigned seed)
 
 START_TEST(split_roundtrip)
 {
-	struct env e;
+	struct env e = {0};
 	const size_t len = 200 * 1024; /* over 4 objects of 64k */
 	unsigned char *w = malloc(len), *r = malloc(len);
 	uint64_t size;
@@ -216,7 +240,7 @@ END_TEST
 
 START_TEST(bad_requests)
 {
-	struct env e;
+	struct env e = {0};
 	unsigned char buf[8192] = {1}, zero[8192] = {0};
 	char *out = NULL, *err = NULL;
 
@@ -270,7 +294,7 @@ END_TEST
 
 START_TEST(snapshot_clone)
 {
-	struct env e;
+	struct env e = {0};
 	const size_t len = 256 * 1024;
 	unsigned char *a = malloc(len), *b = malloc(len), *r = malloc(len);
 	char *out = NULL;
@@ -330,7 +354,7 @@ END_TEST
  * commit leaves) that must be deleted, not kept. */
 START_TEST(snapshot_many_objects)
 {
-	struct env e;
+	struct env e = {0};
 	const size_t obj = 65536, nobj = 80, len = obj * nobj;
 	unsigned char *a = malloc(len), *r = malloc(len);
 	char *out = NULL;
@@ -373,7 +397,7 @@ END_TEST
 
 START_TEST(bench_verify)
 {
-	struct env e;
+	struct env e = {0};
 	char *out = NULL, *err = NULL;
 	const char *w[] = {"bench_xseg", "-g",	  NULL,
 			   "-p",	 "2",	  "--prefix",
@@ -406,7 +430,7 @@ END_TEST
  * or failed, and the volume verifies afterwards. */
 START_TEST(snapshot_under_load)
 {
-	struct env e;
+	struct env e = {0};
 	char *out = NULL, *err = NULL, *blog = tpr_tmpfile("bench");
 	const char *w[] = {"bench_xseg",
 			   "-g",
@@ -467,7 +491,7 @@ END_TEST
 START_TEST(short_reads_zero_filled)
 {
 	static const char *const fault[] = {"--short-reads", NULL};
-	struct env e;
+	struct env e = {0};
 	const size_t obj = 65536;
 	unsigned char *a = malloc(2 * obj), *r = malloc(2 * obj);
 	unsigned char *z = calloc(1, 2 * obj);
@@ -508,7 +532,7 @@ START_TEST(short_answers_fail)
 {
 	static const char *const lie[] = {"--lie-reads", NULL};
 	static const char *const shortw[] = {"--short-writes", NULL};
-	struct env e;
+	struct env e = {0};
 	unsigned char *a = malloc(65536), *r = malloc(65536);
 	char *out = NULL;
 
@@ -562,7 +586,7 @@ static unsigned objects_present(struct env *e, const char *name, unsigned n)
 START_TEST(remove_many_and_interrupted)
 {
 	static const char *const fault[] = {"--fail-deletes", "5", NULL};
-	struct env e;
+	struct env e = {0};
 	const unsigned nobj = 100;
 	unsigned char *a = malloc(4096);
 	char *out = NULL, *err = NULL;
@@ -630,7 +654,7 @@ static bool object0_gone(void *arg)
  * does not, and then none of its objects is left. */
 START_TEST(remove_killed)
 {
-	struct env e;
+	struct env e = {0};
 	const unsigned nobj = 1000;
 	unsigned char *a = malloc(4096);
 	const char *rm[] = {"xsegctl", "volume", "--ctl", NULL,
@@ -674,6 +698,212 @@ START_TEST(remove_killed)
 }
 END_TEST
 
+/* A minimal NBD client (fixed newstyle, NBD_OPT_EXPORT_NAME, simple
+ * replies): enough to drive vlmc's reader exactly as a client would. */
+#define T_NBD_REQUEST_MAGIC 0x25609513u
+#define T_NBD_REPLY_MAGIC   0x67446698u
+#define T_NBD_CMD_READ	    0
+#define T_NBD_CMD_WRITE	    1
+#define T_NBD_CMD_TRIM	    4
+
+static void nbd_io_all(int fd, void *buf, size_t len, bool out)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n =
+		    out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+
+		ck_assert_msg(n > 0, "nbd socket: %s",
+			      n ? strerror(errno) : "EOF");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static uint64_t be64(const unsigned char *b)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+static void put_be64(unsigned char *b, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		b[i] = (unsigned char)v;
+}
+
+/* Connect to export name; returns the socket, the export size in *size. */
+static int nbd_connect(const char *path, const char *name, uint64_t *size)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	unsigned char hs[18], opt[16], info[10];
+	uint32_t cflags = htonl(3); /* FIXED_NEWSTYLE | NO_ZEROES */
+	uint32_t nl = (uint32_t)strlen(name);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	nbd_io_all(fd, hs, sizeof(hs), false);
+	ck_assert_mem_eq(hs, "NBDMAGICIHAVEOPT", 16);
+	nbd_io_all(fd, &cflags, 4, true);
+	memcpy(opt, "IHAVEOPT", 8);
+	opt[8] = opt[9] = opt[10] = 0;
+	opt[11] = 1; /* NBD_OPT_EXPORT_NAME */
+	nl = htonl(nl);
+	memcpy(opt + 12, &nl, 4);
+	nbd_io_all(fd, opt, sizeof(opt), true);
+	nbd_io_all(fd, (void *)name, strlen(name), true);
+	nbd_io_all(fd, info, sizeof(info), false);
+	*size = be64(info);
+	return fd;
+}
+
+static void nbd_cmd(unsigned char *h, uint16_t type, uint64_t cookie,
+		    uint64_t off, uint32_t len)
+{
+	uint32_t m = htonl(T_NBD_REQUEST_MAGIC), l = htonl(len);
+	uint16_t f = 0, t = htons(type);
+
+	memcpy(h, &m, 4);
+	memcpy(h + 4, &f, 2);
+	memcpy(h + 6, &t, 2);
+	put_be64(h + 8, cookie);
+	put_be64(h + 16, off);
+	memcpy(h + 24, &l, 4);
+}
+
+/* Read one simple reply; returns its cookie (error must be 0), data (if
+ * len) into buf. */
+static uint64_t nbd_reply(int fd, void *buf, size_t len)
+{
+	unsigned char r[16];
+	uint32_t m, err;
+
+	nbd_io_all(fd, r, sizeof(r), false);
+	memcpy(&m, r, 4);
+	memcpy(&err, r + 4, 4);
+	ck_assert_uint_eq(ntohl(m), T_NBD_REPLY_MAGIC);
+	ck_assert_uint_eq(ntohl(err), 0);
+	if (len)
+		nbd_io_all(fd, buf, len, false);
+	return be64(r + 8);
+}
+
+static uint64_t port_signals(struct env *e, uint32_t port)
+{
+	struct xseg_port_info pi;
+
+	ck_assert_int_eq(xseg_port_info(e->seg, port, &pi), 0);
+	return pi.signals;
+}
+
+/*
+ * vlmc holds the wake-ups of the object requests a reader submits in a
+ * batch and sends them when the commands at hand are submitted, or before
+ * it waits. Store and vlmc sleep as soon as they are idle (spin 0), so a
+ * request whose signal stayed in a batch would only be seen at the
+ * store's idle timeout. Counted, not timed: at queue depth 1 every command
+ * (alone in its batch) must have signalled the store port at least once,
+ * and so must every pipelined burst; every reply arrives with the data
+ * written.
+ */
+START_TEST(nbd_sleeping_peers)
+{
+	struct env e = {.spin0 = true};
+	enum { QD1 = 40, BURST = 16, BIG = 200 * 1024 };
+	unsigned char *w = malloc(BIG), *r = malloc(BIG);
+	unsigned char h[28], *burst = malloc(BURST * (28 + 4096));
+	uint64_t size, s0, s1, seen = 0;
+	int fd;
+
+	e.nbd = tpr_tmpfile("nbd");
+	env_start(&e, "vnbdsig");
+	vol_ok(&e, "create", "n", "4M", NULL); /* objects of 64k */
+	fd = nbd_connect(e.nbd, "n", &size);
+	ck_assert_uint_eq(size, 4 << 20);
+
+	/* queue depth 1: write, read back */
+	s0 = port_signals(&e, 1);
+	for (unsigned i = 0; i < QD1 / 2; i++) {
+		uint64_t off = (uint64_t)i * 69632; /* 68k: all objects */
+
+		pattern(w, 4096, i);
+		nbd_cmd(h, T_NBD_CMD_WRITE, 2 * i, off, 4096);
+		nbd_io_all(fd, h, sizeof(h), true);
+		nbd_io_all(fd, w, 4096, true);
+		ck_assert_uint_eq(nbd_reply(fd, NULL, 0), 2 * i);
+		nbd_cmd(h, T_NBD_CMD_READ, 2 * i + 1, off, 4096);
+		nbd_io_all(fd, h, sizeof(h), true);
+		ck_assert_uint_eq(nbd_reply(fd, r, 4096), 2 * i + 1);
+		ck_assert_mem_eq(w, r, 4096);
+	}
+	s1 = port_signals(&e, 1);
+	ck_assert_msg(s1 - s0 >= QD1,
+		      "%u commands at qd1, %" PRIu64
+		      " signals of the store port",
+		      QD1, s1 - s0);
+
+	/* one command over 4 objects, and a trim over 3 whole ones */
+	pattern(w, BIG, 99);
+	s0 = s1;
+	nbd_cmd(h, T_NBD_CMD_WRITE, 100, 60000, BIG);
+	nbd_io_all(fd, h, sizeof(h), true);
+	nbd_io_all(fd, w, BIG, true);
+	ck_assert_uint_eq(nbd_reply(fd, NULL, 0), 100);
+	nbd_cmd(h, T_NBD_CMD_READ, 101, 60000, BIG);
+	nbd_io_all(fd, h, sizeof(h), true);
+	ck_assert_uint_eq(nbd_reply(fd, r, BIG), 101);
+	ck_assert_mem_eq(w, r, BIG);
+	nbd_cmd(h, T_NBD_CMD_TRIM, 102, 1 << 20, 3 << 16);
+	nbd_io_all(fd, h, sizeof(h), true);
+	ck_assert_uint_eq(nbd_reply(fd, NULL, 0), 102);
+	s1 = port_signals(&e, 1);
+	ck_assert_uint_ge(s1 - s0, 3);
+
+	/* a pipelined burst in one send: one batch (or a few) */
+	s0 = s1;
+	for (unsigned i = 0; i < BURST; i++) {
+		unsigned char *c = burst + i * (28 + 4096);
+
+		nbd_cmd(c, T_NBD_CMD_WRITE, 200 + i, (2ULL << 20) + i * 4096,
+			4096);
+		pattern(c + 28, 4096, 1000 + i);
+	}
+	nbd_io_all(fd, burst, BURST * (28 + 4096), true);
+	for (unsigned i = 0; i < BURST; i++) {
+		uint64_t ck = nbd_reply(fd, NULL, 0);
+
+		ck_assert(ck >= 200 && ck < 200 + BURST);
+		ck_assert(!(seen & (1ULL << (ck - 200))));
+		seen |= 1ULL << (ck - 200);
+	}
+	s1 = port_signals(&e, 1);
+	printf("nbd_sleeping_peers: a burst of %u commands: %" PRIu64
+	       " signal(s) of the store port\n",
+	       BURST, s1 - s0);
+	ck_assert_uint_ge(s1 - s0, 1);
+	ck_assert_uint_le(s1 - s0, BURST);
+	for (unsigned i = 0; i < BURST; i++) {
+		nbd_cmd(h, T_NBD_CMD_READ, 300 + i, (2ULL << 20) + i * 4096,
+			4096);
+		nbd_io_all(fd, h, sizeof(h), true);
+		ck_assert_uint_eq(nbd_reply(fd, r, 4096), 300 + i);
+		pattern(w, 4096, 1000 + i);
+		ck_assert_mem_eq(w, r, 4096);
+	}
+	close(fd);
+	env_stop(&e); /* e.nbd is removed at exit (tpr_tmpfile) */
+	free(w);
+	free(r);
+	free(burst);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
@@ -691,6 +921,7 @@ int main(void)
 	tcase_add_test(tc, short_answers_fail);
 	tcase_add_test(tc, remove_many_and_interrupted);
 	tcase_add_test(tc, remove_killed);
+	tcase_add_test(tc, nbd_sleeping_peers);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -624,6 +624,105 @@ START_TEST(no_handler_after_stop)
 }
 END_TEST
 
+/* Review 2, P1, with the lazy hand-off: two workers taking turns; one runs
+ * a handler that keeps the CPU (never blocks) until a PING is served. The
+ * port waiter left the port to run it and woke nobody, so the PING is
+ * served only if the other worker takes the port on its own (the sleepers'
+ * tick, or at worst their idle timeout). If nobody does, the slow handler
+ * gives up after 20 s and the test fails; no time is asserted. */
+static int spin_ping_served, spin_running, spin_gave_up;
+
+static int spin_read(struct peer *p, struct xseg_request *req)
+{
+	uint64_t deadline = peer_now_ns() + 20 * SEC;
+
+	__atomic_store_n(&spin_running, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&spin_ping_served, __ATOMIC_ACQUIRE)) {
+		if (peer_now_ns() > deadline) {
+			__atomic_store_n(&spin_gave_up, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	req->serviced = 0;
+	return peer_complete(p, req, 0);
+}
+
+static int spin_ping(struct peer *p, struct xseg_request *req)
+{
+	__atomic_store_n(&spin_ping_served, 1, __ATOMIC_RELEASE);
+	return peer_complete(p, req, 0);
+}
+
+static int spin_init(struct peer *p)
+{
+	__atomic_store_n(&shared_seg, peer_seg(p), __ATOMIC_RELEASE);
+	return 0;
+}
+
+static bool spin_cond_running(void *arg)
+{
+	(void)arg;
+	return __atomic_load_n(&spin_running, __ATOMIC_ACQUIRE);
+}
+
+static void *spin_peer_thread(void *arg)
+{
+	struct peer_run *r = arg;
+	static struct peer_ops ops = {
+	    .type = "spinpeer",
+	    .init = spin_init,
+	    .handlers =
+		{[XSEG_OP_READ] = spin_read, [XSEG_OP_PING] = spin_ping},
+	    .handlers_never_block = true,
+	};
+	char *argv[] = {"spinpeer", "-g",   (char *)r->segname,
+			"-p",	    "1",    "-t",
+			"2",	    "-s",   "0",
+			"-v",	    "warn", NULL};
+
+	r->status = peer_main(11, argv, &ops);
+	return NULL;
+}
+
+START_TEST(long_handler_port_taken_over)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pspin", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	struct tpr_client cli;
+	struct xseg_request *slow, *ping, *rep;
+	pthread_t pt;
+
+	ck_assert_int_eq(pthread_create(&pt, NULL, spin_peer_thread, &pr), 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	cli.seg = wait_shared_seg();
+	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	ck_assert_int_eq(xseg_get_request(cli.seg, cli.port, &slow), 0);
+	ck_assert_int_eq(xseg_prep_request(cli.seg, slow, 1, 0), 0);
+	slow->target[0] = 's';
+	slow->op = XSEG_OP_READ;
+	ck_assert_int_eq(xseg_submit(cli.seg, slow, PORT), 0);
+	ck_assert_int_eq(xtu_wait_until(spin_cond_running, NULL, 10000), 0);
+	ck_assert_int_eq(xseg_get_request(cli.seg, cli.port, &ping), 0);
+	ck_assert_int_eq(xseg_prep_request(cli.seg, ping, 0, 0), 0);
+	ping->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(cli.seg, ping, PORT), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(cli.seg, cli.port, 30 * SEC, &rep), 0);
+		ck_assert_int_eq(rep->error, 0);
+		xseg_put_request(cli.seg, rep);
+	}
+	ck_assert_int_eq(__atomic_load_n(&spin_gave_up, __ATOMIC_ACQUIRE), 0);
+	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
+	set_clients_done();
+	kill(getpid(), SIGTERM);
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 0);
+	xseg_leave(seg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peer_threads");
@@ -644,6 +743,7 @@ int main(void)
 	tcase_add_test(tc, dispatch_under_load_turns);
 	tcase_add_test(tc, drain_on_sigterm);
 	tcase_add_test(tc, no_handler_after_stop);
+	tcase_add_test(tc, long_handler_port_taken_over);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

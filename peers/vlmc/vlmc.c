@@ -578,6 +578,8 @@ static bool vlmc_io_next_part(struct vlmc_io *io, uint64_t *ip,
 	}
 }
 
+static void vlmc_io_refill(struct vlmc_io *io, struct xseg_sigbatch *sb);
+
 /* Submit the parts not marked skip (all of them, or the first window of
  * them; vlmc_io_part_reply submits the rest). */
 static void vlmc_io_start(struct vlmc_io *io, struct xseg_sigbatch *sb)
@@ -591,6 +593,9 @@ static void vlmc_io_start(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	if (io->window) {
 		while (n++ < io->window && vlmc_io_next_part(io, &i, sb))
 			vlmc_io_submit_part(io, i, sb);
+		/* a submission of the first window failed: drain the rest */
+		if (__atomic_load_n(&io->error, __ATOMIC_ACQUIRE))
+			vlmc_io_refill(io, sb);
 	} else {
 		for (i = 0; i < io->nr_parts; i++) {
 			if (io->parts[i].skip)
@@ -619,13 +624,25 @@ void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	vlmc_io_start(io, sb);
 }
 
-/* A windowed io: a part is done, submit the next one. */
+/*
+ * A windowed io: a part is done, submit the next one. Once the io has an
+ * error nothing more is submitted, so no reply will come to refill again:
+ * every part not yet taken is accounted for as done here, at once (a TRIM
+ * of more than two windows of objects whose first DELETE failed used to
+ * wait for ever, review 5 R5-1). The caller holds a count on io, so the
+ * last of these puts cannot complete and free it under us.
+ */
 static void vlmc_io_refill(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	uint64_t i;
 
-	if (io->window && vlmc_io_next_part(io, &i, sb))
+	if (!io->window)
+		return;
+	while (vlmc_io_next_part(io, &i, sb)) {
 		vlmc_io_submit_part(io, i, sb);
+		if (!__atomic_load_n(&io->error, __ATOMIC_ACQUIRE))
+			break;
+	}
 }
 
 /* Reply to the INFO that checks a short READ part (see vlmc_int.h): the

@@ -856,6 +856,53 @@ START_TEST(test_two_reapers_at_once)
 }
 END_TEST
 
+/* The reaper of a responder killed before its enqueue is itself killed
+ * while settling: after it queued the reply, before it cleared the mark.
+ * The next reap takes the dead reaper's claim over and queues the reply a
+ * second time; the client gets it once, the pool is whole. */
+static int child_reaper_at(void *arg)
+{
+	const char *name = arg;
+	struct xseg *seg;
+
+	if (xseg_join(name, &seg, NULL, 0))
+		return 1;
+	die_at(XSEG_TP_REDELIVERED);
+	xseg_reap(seg, NULL);
+	return 2; /* the hook did not fire */
+}
+
+START_TEST(test_reaper_killed_while_settling)
+{
+	struct server_arg a;
+	struct xseg_reap_stats st;
+	struct xseg_request *req;
+	struct xseg *seg;
+	const char *name;
+	pid_t pid;
+
+	seg = mkseg("setkill", &name);
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+	a = (struct server_arg){name, 1, 0, ACT_RESPOND,
+				XSEG_TP_RESPOND_STORED};
+	pid = start_server(seg, &a);
+	req = send_ping(seg, 0, 1);
+	ck_assert_int_eq(xtu_wait(pid, 10000), KILLED);
+	pid = xtu_fork(child_reaper_at, (void *)name);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), KILLED);
+	/* Queued once, the mark still names the dead responder. */
+	ck_assert_uint_eq(reply_depth(seg, 0), 1);
+	ck_assert_uint_eq(xseg_rs_mover(xseg_rs_load(req)), 1);
+	ck_assert_int_eq(xseg_reap(seg, &st), 1);
+	ck_assert_uint_eq(st.requests_redelivered, 1);
+	ck_assert_uint_eq(reply_depth(seg, 0), 2);
+	expect_one_reply(seg, 0, req, 0);
+	expect_pool_whole(seg);
+	xseg_leave(seg);
+}
+END_TEST
+
 static Suite *race_suite(void)
 {
 	Suite *s = suite_create("xseg_race");
@@ -884,6 +931,7 @@ static Suite *race_suite(void)
 	tcase_add_test(tc, test_duplicates_never_fill_reply_queue);
 	tcase_add_test(tc, test_dead_server_rebind_one_index_each);
 	tcase_add_test(tc, test_two_reapers_at_once);
+	tcase_add_test(tc, test_reaper_killed_while_settling);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -599,6 +599,7 @@ bool xseg_redeliver(struct xseg *seg, struct xseg_request *req, uint32_t idx,
 		xseg_count(&pl->port->rejected);
 		return false;
 	}
+	XSEG_TEST_POINT(XSEG_TP_REDELIVERED, req);
 	/* Queued now (maybe twice): the mark has done its job. */
 	handed_over(req, w);
 	xseg_signal(seg, port);

@@ -16,7 +16,7 @@
 # change (git worktree) against one of the change.
 #
 # Usage: nbd_wakes.sh [--new BIN] [--old BIN] [--mib N] [--runtime S]
-#                     [--rounds N]
+#                     [--rounds N] [--jobs "JOB ..."]
 #   --new BIN    built programs measured (default: $AC_BIN_DIR or
 #                ./build/bin); its build tree (BIN/..) provides libxseg
 #                for the counter reader compiled on the fly
@@ -24,12 +24,15 @@
 #   --mib N      volume size in MiB (default 256)
 #   --runtime S  seconds per fio job (default 5)
 #   --rounds N   rounds per build (default 1; counts are summed)
+#   --jobs LIST  some of randread-qd1 randread-qd16 randwrite-qd1
+#                randwrite-qd16 (default: all four)
 set -u
 NEW=${AC_BIN_DIR:-./build/bin}
 OLD=
 MIB=256
 RUNTIME=5
 ROUNDS=1
+JOBS="randread-qd1 randread-qd16 randwrite-qd1 randwrite-qd16"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--new) NEW=$2; shift 2 ;;
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
 	--mib) MIB=$2; shift 2 ;;
 	--runtime) RUNTIME=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
+	--jobs) JOBS=$2; shift 2 ;;
 	-h|--help) sed -n 2,28p "$0"; exit 0 ;;
 	*) echo "nbd_wakes.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -54,7 +58,12 @@ cleanup() {
 	rm -rf $T
 }
 trap cleanup EXIT
-JOBS="randread-qd1 randread-qd16 randwrite-qd1 randwrite-qd16"
+for job in $JOBS; do
+	case $job in
+	rand*-qd*) ;;
+	*) echo "nbd_wakes.sh: unknown job $job" >&2; exit 2 ;;
+	esac
+done
 # the ports xsegctl stack binds (xseg/xsegctl_stack.h)
 PORTS="1 2 3"
 

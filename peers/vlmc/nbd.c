@@ -1112,9 +1112,24 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 		nbd_completer_on(c, true);
 		pthread_mutex_lock(&c->lock);
 		__atomic_store_n(&c->slot_waiting, true, __ATOMIC_SEQ_CST);
-		while (!nbd_admit(c))
-			pthread_cond_wait(&c->cond, &c->lock);
+		/* Replies free slots and budget. If they never come (a
+		 * store that lost them), vlmc's stop must still get
+		 * through: look at it now and then, and leave, so that
+		 * nbd_conn_close's bounded drain runs (review 5, R5-2). */
+		while (!nbd_admit(c) && !__atomic_load_n(&c->v->nbd->stopping,
+							 __ATOMIC_ACQUIRE)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+		}
 		__atomic_store_n(&c->slot_waiting, false, __ATOMIC_RELAXED);
+		if (!nbd_admit(c)) { /* stopping */
+			pthread_mutex_unlock(&c->lock);
+			nbd_completer_on(c, false);
+			return;
+		}
 		pthread_mutex_unlock(&c->lock);
 		rc = nbd_buffered(c) >= NBD_REQUEST_LEN ? 1
 		     : nbd_fill(c, true) > 0		? 1

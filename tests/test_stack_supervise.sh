@@ -44,6 +44,15 @@ segment_size = 256M
 requests = 2048
 cache_size = 32M
 CONF
+# launcher keys with vlmc's and blocker's bounds: refused at parse time
+# (a value the peer refuses would fail every restart), nothing started
+for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
+	"gc_threshold = 101" "supervise = maybe"; do
+	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
+	$X stack start $T/bad.conf 2>/dev/null; rc=$?
+	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
+		fail "config '$bad': rc $rc"
+done
 $X stack start $T/stack.conf >/dev/null || die "stack start"
 SEG=$(sed -n 's/^segment = //p' $D/run/stack.conf)
 STORE=$(sed -n 's/^store = //p' $D/run/stack.conf)

@@ -146,13 +146,15 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->gc_threshold,
 				       sizeof(st->gc_threshold), v);
+	/* the same bounds as vlmc's options: a value vlmc refuses would
+	 * make it fail at every (re)start */
 	if (!strcmp(k, "nbd_max_conns"))
-		return peer_parse_u64(v, &x) || x == 0
+		return peer_parse_u64(v, &x) || x == 0 || x > 4096
 			   ? -EINVAL
 			   : stack_str(st->nbd_max_conns,
 				       sizeof(st->nbd_max_conns), v);
 	if (!strcmp(k, "nbd_inflight_bytes"))
-		return peer_parse_size(v, &x) || x == 0
+		return peer_parse_size(v, &x) || x == 0 || x > (1ULL << 40)
 			   ? -EINVAL
 			   : stack_str(st->nbd_inflight_bytes,
 				       sizeof(st->nbd_inflight_bytes), v);

@@ -403,29 +403,19 @@ static void stack_log_tail(const struct stack *st, const char *name)
 	free(text);
 }
 
-/* Start prog detached with its stderr in DIR/run/NAME.log. */
-static int stack_spawn(const struct stack *st, const char *name,
-		       char *const argv[])
+int stack_spawn_detached(const char *bin, char *const argv[], const char *log)
 {
-	char log[PATH_MAX + 32], bin[PATH_MAX];
-	pid_t pid;
+	pid_t pid = fork();
 	int status;
 
-	stack_bin(bin, sizeof(bin), argv[0]);
-	if (access(bin, X_OK)) {
-		stack_err("%s: %s (not built?)", bin, strerror(errno));
-		return -ENOENT;
-	}
-	snprintf(log, sizeof(log), "%s/run/%s.log", st->dir, name);
-	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
 		int fd;
 
 		setsid();
-		/* double fork: the peer is not our child, nobody has to
-		 * reap it when this xsegctl exits */
+		/* double fork: the child is not ours, nobody has to reap it
+		 * when this xsegctl exits */
 		pid = fork();
 		if (pid)
 			_exit(pid < 0);
@@ -444,6 +434,21 @@ static int stack_spawn(const struct stack *st, const char *name,
 	    WEXITSTATUS(status))
 		return -ECHILD;
 	return 0;
+}
+
+/* Start prog detached with its stderr in DIR/run/NAME.log. */
+static int stack_spawn(const struct stack *st, const char *name,
+		       char *const argv[])
+{
+	char log[PATH_MAX + 32], bin[PATH_MAX];
+
+	stack_bin(bin, sizeof(bin), argv[0]);
+	if (access(bin, X_OK)) {
+		stack_err("%s: %s (not built?)", bin, strerror(errno));
+		return -ENOENT;
+	}
+	snprintf(log, sizeof(log), "%s/run/%s.log", st->dir, name);
+	return stack_spawn_detached(bin, argv, log);
 }
 
 pid_t stack_pidfile(const struct stack *st, const char *name)

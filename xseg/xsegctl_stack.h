@@ -58,6 +58,10 @@ void stack_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stack_sleep_ms(unsigned ms);
 /* Read a whole (small) file into a malloc'ed NUL-terminated string. */
 int stack_read_file(const char *path, char **text);
+/* Run bin with argv detached (own session, stdin /dev/null, stdout and
+ * stderr appended to log; double fork, so nobody has to reap it). 0 once
+ * the exec is under way (its failure shows in log), or -errno/-ECHILD. */
+int stack_spawn_detached(const char *bin, char *const argv[], const char *log);
 /* The pid in DIR/run/NAME.pid, or 0 when there is none. */
 pid_t stack_pidfile(const struct stack *st, const char *name);
 /* True when the store's port is redirected to cached's (cached plugged). */

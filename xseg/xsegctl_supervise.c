@@ -41,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -297,8 +296,7 @@ int stack_start_supervisor(const struct stack *st)
 	char bin[PATH_MAX], log[PATH_MAX + 32], dir[PATH_MAX + 8];
 	char *argv[] = {"xsegctl", "stack", "supervise", dir, NULL};
 	ssize_t n = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
-	pid_t pid;
-	int status;
+	int rc;
 
 	if (n < 0)
 		return -errno;
@@ -308,30 +306,9 @@ int stack_start_supervisor(const struct stack *st)
 	sup_path(log, sizeof(log), st, "supervisor.pid");
 	unlink(log);
 	sup_path(log, sizeof(log), st, "supervisor.log");
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		int fd;
-
-		setsid();
-		pid = fork(); /* not our child: nobody has to reap it */
-		if (pid)
-			_exit(pid < 0);
-		fd = open("/dev/null", O_RDONLY);
-		if (fd >= 0)
-			dup2(fd, 0);
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(bin, argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-	    WEXITSTATUS(status))
-		return -ECHILD;
+	rc = stack_spawn_detached(bin, argv, log);
+	if (rc)
+		return rc;
 	for (int i = 0; i < 250; i++) { /* 5 s */
 		if (stack_pidfile(st, "supervisor"))
 			return 0;

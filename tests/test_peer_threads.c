@@ -671,6 +671,9 @@ static void *spin_peer_thread(void *arg)
 	static struct peer_ops ops = {
 	    .type = "spinpeer",
 	    .init = spin_init,
+	    /* the client uses the peer's segment handle: keep it until
+	     * the client is done with it */
+	    .fini = late_fini,
 	    .handlers =
 		{[XSEG_OP_READ] = spin_read, [XSEG_OP_PING] = spin_ping},
 	    .handlers_never_block = true,

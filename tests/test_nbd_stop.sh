@@ -7,11 +7,18 @@
 # log, and exit 0, instead of waiting for ever (it used to: `xsegctl stack
 # stop` then hung on vlmc). The waits below are bounds on events, not
 # timing assertions.
+# NBD_STOP_SLOT_WAIT=1 (test_nbd_stop_slotwait, review 5 R5-2): vlmc runs
+# with --nbd-inflight 1 and the client sends a second READ, which leaves
+# vlmc's reader waiting for the slot the unanswered READ holds; that wait
+# used to ignore the stop, and vlmc hung for ever.
 # Exit 77 (skip) only when python3 is missing.
 set -u
 BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 X=$BIN/xsegctl
+SLOT_WAIT=${NBD_STOP_SLOT_WAIT:-0}
+SLOT_OPTS=
+[ "$SLOT_WAIT" = 1 ] && SLOT_OPTS="--nbd-inflight 1"
 T=$(mktemp -d /tmp/test-nbd-stop-XXXXXX)
 SEG=tnbdstop$$
 PIDS=
@@ -37,7 +44,7 @@ PIDS="$STORE"
 # store still holds their requests): no leak check for this vlmc.
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 $BIN/vlmc -g $SEG -p 2 -t 1 --next-port 1 --nbd-socket $T/nbd.sock \
-	--ctl-socket $T/ctl --nbd-stop-timeout 2s >$T/vlmc.log 2>&1 &
+	--ctl-socket $T/ctl --nbd-stop-timeout 2s $SLOT_OPTS >$T/vlmc.log 2>&1 &
 VLMC=$!
 PIDS="$VLMC $PIDS"
 for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
@@ -46,7 +53,7 @@ $X volume --ctl $T/ctl create v 8M || die "create v"
 
 # the client sends its commands, and tells us (a line on stdout) when the
 # WRITE is answered and the READ sent; it then waits for vlmc to close
-python3 - "$T/nbd.sock" > $T/client.out <<'PY' &
+python3 - "$T/nbd.sock" "$SLOT_WAIT" > $T/client.out <<'PY' &
 import socket, struct, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(sys.argv[1])
 def recvn(n):
@@ -67,6 +74,8 @@ s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, 1, 0, 4096) + b"\x33" * 4096)
 magic, err, c = struct.unpack(">IIQ", recvn(16))
 assert magic == 0x67446698 and err == 0 and c == 1, (err, c)
 s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, 2, 0, 4096))
+if sys.argv[2] == "1":  # waits for the slot READ 2 holds
+    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, 3, 0, 4096))
 print("sent", flush=True)
 try:
     d = s.recv(16)

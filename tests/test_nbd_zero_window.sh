@@ -13,12 +13,12 @@ set -u
 BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
 X=$BIN/xsegctl
 T=$(mktemp -d /tmp/test-zwin-XXXXXX)
-PIDS=
-SEGS=
 FAILS=0
+# trim_all runs in a command substitution (a subshell): it records its
+# processes and segments in files, for its own end and for this trap
 cleanup() {
-	for p in $PIDS; do kill -9 $p 2>/dev/null; done
-	for s in $SEGS; do $X destroy $s >/dev/null 2>&1; done
+	for p in $(cat $T/pids 2>/dev/null); do kill -9 $p 2>/dev/null; done
+	for s in $(cat $T/segs 2>/dev/null); do $X destroy $s >/dev/null 2>&1; done
 	rm -rf $T
 }
 trap cleanup EXIT
@@ -30,13 +30,13 @@ trim_all() {
 	local n=$1 seg=zwin$$-$1 d=$T/$1
 	mkdir -p $d
 	$X create --size 128M --static-ports 4 --dynamic-ports 16 --requests 512 $seg >/dev/null || return 2
-	SEGS="$SEGS $seg"
+	echo $seg >> $T/segs
 	$BIN/test_vlmc_store -g $seg -p 1 -t 1 --fail-deletes $n >$d/store.log 2>&1 &
-	PIDS="$PIDS $!"
+	echo $! >> $T/pids
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 	$BIN/vlmc -g $seg -p 2 -t 1 --next-port 1 --nbd-socket $d/nbd.sock \
 		--ctl-socket $d/ctl --object-size 64K --nbd-stop-timeout 2s >$d/vlmc.log 2>&1 &
-	PIDS="$PIDS $!"
+	echo $! >> $T/pids
 	for _ in $(seq 300); do [ -S $d/ctl ] && [ -S $d/nbd.sock ] && break; sleep 0.1; done
 	$X volume --ctl $d/ctl create v 4M >/dev/null || { cat $d/vlmc.log; return 2; }
 	timeout 150 python3 - "$d/nbd.sock" <<'PY'
@@ -72,6 +72,9 @@ r = cmd(0, 8, 0, 4096)               # READ: still served
 print("READ %s" % ("HANG" if r is None else "err=%d" % r))
 recvn(4096) if r == 0 else None
 PY
+	# this trial's peers go now, not at the end of the script
+	for p in $(cat $T/pids); do kill -9 $p 2>/dev/null; done
+	$X destroy $seg >/dev/null 2>&1
 }
 
 out=$(trim_all 0); echo "$out" | grep -q "REPLY err=0" && echo "$out" | grep -q "READ err=0" &&

@@ -1186,16 +1186,30 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
  * not n, without taking much of the request pool. */
 #define VLMC_CTL_INFLIGHT 16
 
-/* Delete objects [from, to) of volume name, VLMC_CTL_INFLIGHT at a time;
- * ENOENT is fine. On the first error no new request is started, those in
- * flight are waited for, and the error is returned (some objects are then
- * deleted, others not: the caller keeps the volume, and a later call
- * finishes the job). Caller holds ctl_lock. */
-static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
-			       uint64_t to)
+/*
+ * Run one object request per index in [from, to), VLMC_CTL_INFLIGHT at a
+ * time, for a control operation (remove, snapshot, clone). start() gets
+ * and submits (into sb) the request of an index; done() sees each answer
+ * (the request already put back) and may submit a follow-up for the same
+ * index into *reqp (stopping: an error was recorded, start nothing new).
+ * Both return 0 or a negative errno; the first error is kept. On an error
+ * no new index is started, those in flight are waited for, and the error
+ * is returned. what names the operation in the log. Caller holds
+ * ctl_lock.
+ */
+struct vlmc_window_ops {
+	int (*start)(struct vlmc *v, void *arg, uint64_t idx,
+		     struct xseg_sigbatch *sb, struct xseg_request **reqp);
+	int (*done)(struct vlmc *v, void *arg, uint64_t idx, uint16_t op,
+		    int rc, bool stopping, struct xseg_sigbatch *sb,
+		    struct xseg_request **reqp);
+};
+
+static int vlmc_ctl_window(struct vlmc *v, uint64_t from, uint64_t to,
+			   const struct vlmc_window_ops *ops, void *arg,
+			   const char *what)
 {
 	struct xseg_request *out[VLMC_CTL_INFLIGHT] = {NULL};
-	char obj[VLMC_OBJNAME_MAX + 1];
 	struct xseg_sigbatch sb;
 	uint64_t next = from;
 	unsigned inflight = 0, slot;
@@ -1204,15 +1218,15 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 	xseg_sigbatch_init(&sb);
 	for (;;) {
 		struct xseg_request *got;
+		uint64_t idx;
+		uint16_t op;
 		int rc;
 
 		for (slot = 0; !err && next < to && slot < VLMC_CTL_INFLIGHT;
 		     slot++) {
 			if (out[slot])
 				continue;
-			vlmc_object_name(obj, name, next);
-			rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, obj, 0, 0, NULL,
-					     0, NULL, &sb, &out[slot]);
+			rc = ops->start(v, arg, next, &sb, &out[slot]);
 			if (rc) {
 				err = rc;
 				break;
@@ -1230,9 +1244,8 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 		if (rc) {
 			/* those still out there are put by a later
 			 * vlmc_sync as late replies */
-			peer_err("delete objects of %s: no reply from port "
-				 "%" PRIu32 ": %s",
-				 name, v->next_port, strerror(-rc));
+			peer_err("%s: no reply from port %" PRIu32 ": %s", what,
+				 v->next_port, strerror(-rc));
 			return rc;
 		}
 		for (slot = 0; slot < VLMC_CTL_INFLIGHT; slot++)
@@ -1247,15 +1260,58 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
 		out[slot] = NULL;
 		inflight--;
 		rc = -got->error;
-		if (rc && rc != -ENOENT) {
-			vlmc_object_name(obj, name, got->user);
-			peer_warn("delete %s: %s", obj, strerror(-rc));
-			if (!err)
-				err = rc;
-		}
+		idx = got->user;
+		op = got->op;
 		xseg_put_request(v->seg, got);
+		rc = ops->done(v, arg, idx, op, rc, err != 0, &sb, &out[slot]);
+		if (out[slot]) {
+			out[slot]->user = idx;
+			inflight++;
+		}
+		if (rc && !err)
+			err = rc;
 	}
 	return err;
+}
+
+static int vlmc_delete_start(struct vlmc *v, void *arg, uint64_t idx,
+			     struct xseg_sigbatch *sb,
+			     struct xseg_request **reqp)
+{
+	char obj[VLMC_OBJNAME_MAX + 1];
+
+	vlmc_object_name(obj, arg, idx);
+	return vlmc_ctl_submit(v, XSEG_OP_DELETE, obj, 0, 0, NULL, 0, NULL, sb,
+			       reqp);
+}
+
+static int vlmc_delete_done(struct vlmc *v, void *arg, uint64_t idx,
+			    uint16_t op, int rc, bool stopping,
+			    struct xseg_sigbatch *sb,
+			    struct xseg_request **reqp)
+{
+	char obj[VLMC_OBJNAME_MAX + 1];
+
+	(void)v, (void)op, (void)stopping, (void)sb, (void)reqp;
+	if (!rc || rc == -ENOENT)
+		return 0;
+	vlmc_object_name(obj, arg, idx);
+	peer_warn("delete %s: %s", obj, strerror(-rc));
+	return rc;
+}
+
+/* Delete objects [from, to) of volume name; ENOENT is fine. After an
+ * error some objects are deleted, others not: the caller keeps the
+ * volume, and a later call finishes the job. Caller holds ctl_lock. */
+static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
+			       uint64_t to)
+{
+	static const struct vlmc_window_ops ops = {vlmc_delete_start,
+						   vlmc_delete_done};
+	char what[VLMC_OBJNAME_MAX + 32];
+
+	snprintf(what, sizeof(what), "delete objects of %s", name);
+	return vlmc_ctl_window(v, from, to, &ops, (void *)name, what);
 }
 
 /* Put vol (taken out of the table by a remove that failed) back. */
@@ -1463,91 +1519,53 @@ static void vlmc_thaw(struct vlmc *v, struct vlmc_volume *vol)
 	xseg_sigbatch_flush(v->seg, &sb);
 }
 
-/* Copy every object of src into dst (COPY of the maps in the store: no
- * data copied); a never-written object (ENOENT) has nothing to copy, and
- * a stale dst object of that index (left by a crash) is deleted. Up to
- * VLMC_COPY_INFLIGHT requests are in flight at once: a snapshot of a large
- * volume costs about n / VLMC_COPY_INFLIGHT round trips, not n. On the
- * first error no new request is started, those in flight are waited for,
- * and the error is returned. Caller holds ctl_lock. */
-#define VLMC_COPY_INFLIGHT VLMC_CTL_INFLIGHT
+struct vlmc_copy_arg {
+	const char *src, *dst;
+};
 
+static int vlmc_copy_start(struct vlmc *v, void *arg, uint64_t idx,
+			   struct xseg_sigbatch *sb, struct xseg_request **reqp)
+{
+	const struct vlmc_copy_arg *c = arg;
+	char s[VLMC_OBJNAME_MAX + 1], d[VLMC_OBJNAME_MAX + 1];
+
+	vlmc_object_name(s, c->src, idx);
+	vlmc_object_name(d, c->dst, idx);
+	return vlmc_ctl_submit(v, XSEG_OP_COPY, d, 0, 0, NULL, 0, s, sb, reqp);
+}
+
+/* A never-written source object (ENOENT) has nothing to copy, but a stale
+ * destination object of that index (left by a crash) must go. */
+static int vlmc_copy_done(struct vlmc *v, void *arg, uint64_t idx, uint16_t op,
+			  int rc, bool stopping, struct xseg_sigbatch *sb,
+			  struct xseg_request **reqp)
+{
+	const struct vlmc_copy_arg *c = arg;
+	char d[VLMC_OBJNAME_MAX + 1];
+
+	if (op == XSEG_OP_COPY && rc == -ENOENT && !stopping) {
+		vlmc_object_name(d, c->dst, idx);
+		rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, d, 0, 0, NULL, 0, NULL,
+				     sb, reqp);
+	}
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Copy every object of src into dst (COPY of the maps in the store: no
+ * data copied), VLMC_CTL_INFLIGHT at a time: a snapshot of a large volume
+ * costs about n / VLMC_CTL_INFLIGHT round trips, not n. Caller holds
+ * ctl_lock. */
 static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 			     const char *dst)
 {
-	char s[VLMC_OBJNAME_MAX + 1], d[VLMC_OBJNAME_MAX + 1];
-	uint64_t n = vlmc_nr_objects(src->size, src->obj_size), next = 0;
-	struct xseg_request *out[VLMC_COPY_INFLIGHT] = {NULL};
-	struct xseg_sigbatch sb;
-	unsigned inflight = 0;
-	int err = 0;
+	static const struct vlmc_window_ops ops = {vlmc_copy_start,
+						   vlmc_copy_done};
+	struct vlmc_copy_arg c = {src->name, dst};
+	char what[2 * VLMC_OBJNAME_MAX + 32];
 
-	xseg_sigbatch_init(&sb);
-	for (;;) {
-		struct xseg_request *got;
-		unsigned slot;
-		uint64_t idx;
-		uint16_t op;
-		int rc;
-
-		for (slot = 0; !err && next < n && slot < VLMC_COPY_INFLIGHT;
-		     slot++) {
-			if (out[slot])
-				continue;
-			vlmc_object_name(s, src->name, next);
-			vlmc_object_name(d, dst, next);
-			rc = vlmc_ctl_submit(v, XSEG_OP_COPY, d, 0, 0, NULL, 0,
-					     s, &sb, &out[slot]);
-			if (rc) {
-				err = rc;
-				break;
-			}
-			out[slot]->user = next++;
-			inflight++;
-		}
-		/* the store learns of the whole window at once; never wait
-		 * for a reply with a request not signalled */
-		xseg_sigbatch_flush(v->seg, &sb);
-		if (!inflight)
-			break;
-		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
-				     &got);
-		if (rc) {
-			/* those still out there are put by a later
-			 * vlmc_sync as late replies */
-			peer_err("copy %s to %s: no reply from port %" PRIu32
-				 ": %s",
-				 src->name, dst, v->next_port, strerror(-rc));
-			return rc;
-		}
-		for (slot = 0; slot < VLMC_COPY_INFLIGHT; slot++)
-			if (out[slot] == got)
-				break;
-		if (slot == VLMC_COPY_INFLIGHT) {
-			/* a late reply to an earlier request that timed
-			 * out */
-			xseg_put_request(v->seg, got);
-			continue;
-		}
-		out[slot] = NULL;
-		inflight--;
-		rc = -got->error;
-		idx = got->user;
-		op = got->op;
-		xseg_put_request(v->seg, got);
-		if (op == XSEG_OP_COPY && rc == -ENOENT && !err) {
-			vlmc_object_name(d, dst, idx);
-			rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, d, 0, 0, NULL,
-					     0, NULL, &sb, &out[slot]);
-			if (!rc) {
-				out[slot]->user = idx;
-				inflight++;
-			}
-		}
-		if (rc && rc != -ENOENT && !err)
-			err = rc;
-	}
-	return err;
+	snprintf(what, sizeof(what), "copy %s to %s", src->name, dst);
+	return vlmc_ctl_window(v, 0, vlmc_nr_objects(src->size, src->obj_size),
+			       &ops, &c, what);
 }
 
 /* snapshot (readonly = true): point-in-time read-only copy of a volume;

@@ -10,9 +10,12 @@
  *   the same data again (duplicates); reference: SHA-256 over 4 KiB chunks
  *   and raw appends of 4 KiB records to a plain file, same total bytes,
  *   one fdatasync at the end for every contender.
- * - reads: random 4 KiB reads (page cache warm) with and without
- *   verification, and verified through mappings of the log (first and
- *   second pass); reference: SHA-256 over 4 KiB.
+ * - reads: random 4 KiB reads (page cache warm), verified, through the
+ *   default read path (mappings of the log) from a fresh open: a first
+ *   pass (cold mappings: every page touched faults once) and a second one
+ *   over the same chunks (warm, as in a long-running peer); the same
+ *   unverified; verified and unverified through the I/O backend (pread,
+ *   --no-mmap-reads); reference: SHA-256 over 4 KiB.
  * - index: RAM per chunk at N chunks (512-byte chunks so that 1 M chunks
  *   take 512 MiB) and the time to reopen that store, with its index file
  *   and rebuilding it from the log.
@@ -27,7 +30,8 @@
  *   throttled to 64 MiB/s (the peer's default --gc-rate), and without GC
  *   again (the no-GC figure is the mean of the first and the last run).
  *
- *   --only gc runs the references and the GC case only.
+ *   --only gc runs the references and the GC case only; --only reads
+ *   the SHA-256 reference, the store fill and the read cases.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +42,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <ftw.h>
 #include <openssl/evp.h>
 #include "store.h"
@@ -84,7 +89,7 @@ static void stamp(uint8_t *buf, size_t len, size_t chunk, uint64_t *ctr)
 
 static const struct blocker_io_ops *io_backend = &blocker_io_uring;
 
-static bool mmap_reads;
+static bool mmap_reads = true; /* the store's default */
 
 static struct blocker_store *mkstore(const char *dir, uint32_t chunk,
 				     bool verify)
@@ -437,6 +442,113 @@ static void print_gc(const struct gc_res *g, double raw4k, bool last)
 	    g->max_ms_gc_rate, last ? "" : ",");
 }
 
+/*
+ * Random 4 KiB reads of a store filled with total bytes of unique data in
+ * objects "obj<N>" of 4 MiB (page cache warm: the store was just written).
+ */
+struct read_res {
+	double pread_unverified, pread_verified;
+	double map_verified_first, map_verified_second;
+	double map_unverified;
+	/* page faults (minor) per read in the first and second pass */
+	double faults_first, faults_second;
+	/*
+	 * SHA-256 over 4 KiB measured right before each verified pass (a
+	 * quarter of the data): on a shared machine the load changes
+	 * between the start of the run and the reads
+	 */
+	double sha_first, sha_second, sha_pread;
+};
+
+static long minflt(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+static double read_pass(struct blocker_store *s, size_t total)
+{
+	uint64_t nreads = total / 4096, rs = 7;
+	uint8_t rb[4096];
+	double t = now();
+	int r;
+
+	for (uint64_t i = 0; i < nreads; i++) {
+		uint64_t blk = rng(&rs) % (total / 4096);
+		char name[32];
+		snprintf(name, sizeof(name), "obj%llu",
+			 (unsigned long long)(blk >> 10));
+		r = blocker_read(s, name, strlen(name), (blk & 1023) * 4096,
+				 4096, rb);
+		if (r)
+			die("read", r);
+	}
+	return nreads * 4096.0 / (now() - t) / 1e6;
+}
+
+static void read_cases(const char *sdir, const uint8_t *data, size_t total,
+		       struct read_res *rd)
+{
+	struct blocker_store *s;
+
+	/* the default path from a fresh open: mappings start cold */
+	mmap_reads = true;
+	s = mkstore(sdir, 4096, true);
+	rd->sha_first = sha_mbps(data, total / 4, 4096);
+	long f0 = minflt();
+	rd->map_verified_first = read_pass(s, total);
+	rd->faults_first = (double)(minflt() - f0) / (total / 4096);
+	rd->sha_second = sha_mbps(data, total / 4, 4096);
+	f0 = minflt();
+	rd->map_verified_second = read_pass(s, total);
+	rd->faults_second = (double)(minflt() - f0) / (total / 4096);
+	blocker_close(s);
+	s = mkstore(sdir, 4096, false);
+	read_pass(s, total); /* warm its mappings */
+	rd->map_unverified = read_pass(s, total);
+	blocker_close(s);
+	/* the backend (--no-mmap-reads) */
+	mmap_reads = false;
+	s = mkstore(sdir, 4096, true);
+	rd->sha_pread = sha_mbps(data, total / 4, 4096);
+	rd->pread_verified = read_pass(s, total);
+	blocker_close(s);
+	s = mkstore(sdir, 4096, false);
+	rd->pread_unverified = read_pass(s, total);
+	blocker_close(s);
+	mmap_reads = true;
+}
+
+static void print_reads(const struct read_res *rd, double sha4k, bool more)
+{
+	printf("  \"default_read_path\": \"mmap\",\n"
+	       "  \"random_read_4k_verified_first_pass_MBps\": %.0f,\n"
+	       "  \"random_read_4k_verified_second_pass_MBps\": %.0f,\n"
+	       "  \"verified_first_pass_vs_sha256_4k\": %.2f,\n"
+	       "  \"verified_second_pass_vs_sha256_4k\": %.2f,\n"
+	       "  \"page_faults_per_read_first_pass\": %.2f,\n"
+	       "  \"page_faults_per_read_second_pass\": %.2f,\n"
+	       "  \"sha256_4k_right_before_first_pass_MBps\": %.0f,\n"
+	       "  \"sha256_4k_right_before_second_pass_MBps\": %.0f,\n"
+	       "  \"verified_first_pass_vs_sha256_right_before\": %.2f,\n"
+	       "  \"verified_second_pass_vs_sha256_right_before\": %.2f,\n"
+	       "  \"random_read_4k_unverified_MBps\": %.0f,\n"
+	       "  \"random_read_4k_verified_pread_MBps\": %.0f,\n"
+	       "  \"verified_pread_vs_sha256_4k\": %.2f,\n"
+	       "  \"verified_pread_vs_sha256_right_before\": %.2f,\n"
+	       "  \"random_read_4k_unverified_pread_MBps\": %.0f%s\n",
+	       rd->map_verified_first, rd->map_verified_second,
+	       rd->map_verified_first / sha4k, rd->map_verified_second / sha4k,
+	       rd->faults_first, rd->faults_second, rd->sha_first,
+	       rd->sha_second, rd->map_verified_first / rd->sha_first,
+	       rd->map_verified_second / rd->sha_second, rd->map_unverified,
+	       rd->pread_verified, rd->pread_verified / sha4k,
+	       rd->pread_verified / rd->sha_pread, rd->pread_unverified,
+	       more ? "," : "");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -456,7 +568,7 @@ int main(int argc, char **argv)
 	double secs = 3, t;
 	char dir[4096], sdir[4200];
 	uint8_t *data;
-	bool only_gc = false;
+	bool only_gc = false, only_reads = false;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -485,17 +597,20 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'O':
-			if (strcmp(optarg, "gc")) {
+			if (!strcmp(optarg, "gc")) {
+				only_gc = true;
+			} else if (!strcmp(optarg, "reads")) {
+				only_reads = true;
+			} else {
 				fprintf(stderr, "bench_blocker: --only takes "
-						"gc\n");
+						"gc or reads\n");
 				return 2;
 			}
-			only_gc = true;
 			break;
 		case 'h':
 			printf("usage: bench_blocker [--dir DIR] [--mib N] "
 			       "[--index-chunks N] [--seconds S] "
-			       "[--io uring|sync] [--only gc]\n");
+			       "[--io uring|sync] [--only gc|reads]\n");
 			return 0;
 		case 'V':
 			printf("bench_blocker %s\n", BLOCKER_VERSION_STRING);
@@ -519,12 +634,14 @@ int main(int argc, char **argv)
 
 	/* references */
 	double sha4k = sha_mbps(data, total, 4096);
-	double sha64k = sha_mbps(data, total, 65536);
-	double raw4k = raw_append_mbps(dir, data, total, 4096);
-	double raw64k = raw_append_mbps(dir, data, total, 65536);
-
+	double sha64k = 0, raw4k = 0, raw64k = 0;
 	struct gc_res gres;
-	gc_case(dir, data, total, secs, &gres);
+	if (!only_reads) {
+		sha64k = sha_mbps(data, total, 65536);
+		raw4k = raw_append_mbps(dir, data, total, 4096);
+		raw64k = raw_append_mbps(dir, data, total, 65536);
+		gc_case(dir, data, total, secs, &gres);
+	}
 	if (only_gc) {
 		rmdir(dir);
 		printf("{\n  \"bench\": \"blocker_gc\", \"io\": \"%s\",\n"
@@ -570,38 +687,21 @@ int main(int argc, char **argv)
 	double dup = total / (now() - t) / 1e6;
 	blocker_close(s);
 
-	/*
-	 * random 4 KiB reads, warm cache, with and without verification;
-	 * then verified through mappings of the log (mmap_reads), a first
-	 * pass (every read faults its page in) and a second one over the
-	 * same chunks (page tables warm, as in a long-running peer)
-	 */
-	double rd[4];
-	uint64_t nreads = total / 4096;
-	uint8_t rb[4096];
-	for (int v = 0; v < 3; v++) {
-		mmap_reads = v == 2;
-		s = mkstore(sdir, 4096, v >= 1);
-		for (int pass = 0; pass < (v == 2 ? 2 : 1); pass++) {
-			uint64_t rs = 7;
-			t = now();
-			for (uint64_t i = 0; i < nreads; i++) {
-				uint64_t blk = rng(&rs) % (total / 4096);
-				char name[32];
-				snprintf(name, sizeof(name), "obj%llu",
-					 (unsigned long long)(blk >> 10));
-				r = blocker_read(s, name, strlen(name),
-						 (blk & 1023) * 4096, 4096, rb);
-				if (r)
-					die("read", r);
-			}
-			rd[v + pass] = nreads * 4096.0 / (now() - t) / 1e6;
-		}
-		blocker_close(s);
-	}
-	mmap_reads = false;
+	struct read_res rd;
+	read_cases(sdir, data, total, &rd);
 	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	free(w);
+	if (only_reads) {
+		rmdir(dir);
+		printf("{\n  \"bench\": \"blocker_reads\", \"io\": \"%s\",\n"
+		       "  \"data_mib\": %zu, \"chunk_size\": 4096,\n"
+		       "  \"sha256_4k_MBps\": %.0f,\n",
+		       io_backend->name, mib, sha4k);
+		print_reads(&rd, sha4k, false);
+		printf("}\n");
+		free(data);
+		return 0;
+	}
 
 	/* index RAM per chunk and reopen time at index_chunks chunks */
 	snprintf(sdir, sizeof(sdir), "%s/idx", dir);
@@ -682,12 +782,6 @@ int main(int argc, char **argv)
 	       "  \"unique_vs_min_sha_raw4k\": %.2f,\n"
 	       "  \"duplicate_write_64k_MBps\": %.0f,\n"
 	       "  \"duplicate_vs_unique\": %.2f,\n"
-	       "  \"random_read_4k_verified_MBps\": %.0f,\n"
-	       "  \"random_read_4k_unverified_MBps\": %.0f,\n"
-	       "  \"verified_read_vs_sha256_4k\": %.2f,\n"
-	       "  \"random_read_4k_verified_mmap_first_pass_MBps\": %.0f,\n"
-	       "  \"random_read_4k_verified_mmap_second_pass_MBps\": %.0f,\n"
-	       "  \"verified_mmap_second_pass_vs_sha256_4k\": %.2f,\n"
 	       "  \"index_chunks\": %llu, \"index_chunk_size\": 512,\n"
 	       "  \"index_fill_s\": %.2f,\n"
 	       "  \"index_bytes_per_chunk\": %.2f,\n"
@@ -704,13 +798,13 @@ int main(int argc, char **argv)
 	       "  \"archipelago_file_peer_reference_iops\": {\"1thread\": "
 	       "7000, \"16threads\": 11000},\n",
 	       io_backend->name, mib, sha4k, sha64k, raw4k, raw64k, uniq,
-	       uniq / ref, dup, dup / uniq, rd[1], rd[0], rd[1] / sha4k, rd[2],
-	       rd[3], rd[3] / sha4k, (unsigned long long)index_chunks, fill,
-	       (double)ist.index_bytes / (ist.chunks ? ist.chunks : 1),
+	       uniq / ref, dup, dup / uniq, (unsigned long long)index_chunks,
+	       fill, (double)ist.index_bytes / (ist.chunks ? ist.chunks : 1),
 	       (double)ist.index_usable_bytes / (ist.chunks ? ist.chunks : 1),
 	       close_s, reopen, rebuild, fua1, fua16,
 	       (unsigned long long)fsyncs, (unsigned long long)flushes, raw1,
 	       raw16, fua16 / raw16);
+	print_reads(&rd, sha4k, true);
 	print_gc(&gres, raw4k, true);
 	printf("}\n");
 	free(data);

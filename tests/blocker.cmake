@@ -19,3 +19,7 @@ ac_test(test_blocker_gc_concurrent SOURCES test_blocker_gc_concurrent.c
         DEPS blocker_store LABELS concurrent TIMEOUT 300)
 ac_test(test_blocker_gc_crash SOURCES test_blocker_gc_crash.c
         DEPS blocker_store TIMEOUT 300)
+# reads through mappings: SIGBUS from a truncated segment becomes -EIO
+# (mapread.c); one case runs readers in threads
+ac_test(test_blocker_mmap SOURCES test_blocker_mmap.c
+        DEPS blocker_store LABELS concurrent TIMEOUT 120)

@@ -3,6 +3,7 @@
 #ifndef TEST_BLOCKER_UTIL_H
 #define TEST_BLOCKER_UTIL_H
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,9 @@ struct tb_log {
 	int lines;
 };
 
+/* the store logs from any of its callers' threads */
+static pthread_mutex_t tb_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static inline void tb_log_fn(void *arg, enum blocker_log_level lvl,
 			     const char *msg)
 {
@@ -76,6 +80,7 @@ static inline void tb_log_fn(void *arg, enum blocker_log_level lvl,
 	size_t n = strlen(msg);
 
 	(void)lvl;
+	pthread_mutex_lock(&tb_log_lock);
 	if (l->len + n + 2 < sizeof(l->text)) {
 		memcpy(l->text + l->len, msg, n);
 		l->len += n;
@@ -83,6 +88,7 @@ static inline void tb_log_fn(void *arg, enum blocker_log_level lvl,
 		l->text[l->len] = 0;
 	}
 	l->lines++;
+	pthread_mutex_unlock(&tb_log_lock);
 }
 
 /* blocker_check's report callback into a struct tb_log */

@@ -38,6 +38,7 @@ enum {
 	BLOCKER_OPT_CHECKPOINT_BYTES,
 	BLOCKER_OPT_IO,
 	BLOCKER_OPT_MMAP_READS,
+	BLOCKER_OPT_NO_MMAP_READS,
 	BLOCKER_OPT_GC_THRESHOLD,
 	BLOCKER_OPT_GC_RATE,
 	BLOCKER_OPT_SEGMENT_SIZE,
@@ -60,6 +61,7 @@ static const struct option blocker_options[] = {
     {"checkpoint-bytes", required_argument, NULL, BLOCKER_OPT_CHECKPOINT_BYTES},
     {"io", required_argument, NULL, BLOCKER_OPT_IO},
     {"mmap-reads", no_argument, NULL, BLOCKER_OPT_MMAP_READS},
+    {"no-mmap-reads", no_argument, NULL, BLOCKER_OPT_NO_MMAP_READS},
     {"gc-threshold", required_argument, NULL, BLOCKER_OPT_GC_THRESHOLD},
     {"gc-rate", required_argument, NULL, BLOCKER_OPT_GC_RATE},
     {"segment-size", required_argument, NULL, BLOCKER_OPT_SEGMENT_SIZE},
@@ -83,10 +85,12 @@ static const char blocker_options_help[] =
     "      --checkpoint-bytes SIZE  checkpoint after this much log "
     "(0: only at exit)\n"
     "      --io sync|uring       I/O backend (default uring)\n"
-    "      --mmap-reads          read the log through mappings (faster; "
-    "a disk read\n"
-    "                            error kills the peer instead of failing "
-    "the read)\n"
+    "      --no-mmap-reads       read the log with read syscalls instead of "
+    "through\n"
+    "                            mappings (the default; slower, same "
+    "errors)\n"
+    "      --mmap-reads          read the log through mappings (the "
+    "default)\n"
     "      --gc-threshold PCT    collect garbage in the background when "
     "PCT% of the\n"
     "                            closed log segments' bytes are dead "
@@ -148,6 +152,9 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 		return peer_parse_size(arg, &b->opts.checkpoint_bytes);
 	case BLOCKER_OPT_MMAP_READS:
 		b->opts.mmap_reads = true;
+		return 0;
+	case BLOCKER_OPT_NO_MMAP_READS:
+		b->opts.mmap_reads = false;
 		return 0;
 	case BLOCKER_OPT_GC_THRESHOLD:
 		rc = peer_parse_u64(arg, &v);
@@ -424,9 +431,9 @@ static void blocker_stats_op(struct peer *p)
 	peer_info("stats: blocker reads %" PRIu64 " writes %" PRIu64
 		  " dedup hits %" PRIu64 " zero chunks %" PRIu64
 		  " flushes %" PRIu64 " fsyncs %" PRIu64
-		  " verify failures %" PRIu64,
+		  " verify failures %" PRIu64 " read errors %" PRIu64,
 		  st.reads, st.writes, st.dedup_hits, st.zero_chunks,
-		  st.flushes, st.fsyncs, st.verify_failures);
+		  st.flushes, st.fsyncs, st.verify_failures, st.read_errors);
 	peer_info("stats: blocker reclaimable %" PRIu64 " of %" PRIu64
 		  " closed log bytes; gc runs %" PRIu64 " segments removed "
 		  "%" PRIu64 " copied %" PRIu64 " reclaimed %" PRIu64
@@ -463,6 +470,7 @@ static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
 	ST(flushes);
 	ST(fsyncs);
 	ST(verify_failures);
+	ST(read_errors);
 	ST(replayed_records);
 	ST(truncated_bytes);
 	ST(closed_bytes);

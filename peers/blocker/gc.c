@@ -480,12 +480,12 @@ static int copy_elsewhere(struct blocker_store *s, const uint8_t *score,
 				continue;
 			r = blog_pread(s, cand[i], buf,
 				       BREC_HDR_SIZE + s->chunk_size);
-			if (r == -ENODATA) {
-				r = 0; /* a short file: not a copy */
+			/* a short or unreadable file (logged): not a copy;
+			 * the victim's own record is copied instead */
+			if (r) {
+				r = 0;
 				continue;
 			}
-			if (r)
-				goto out;
 			if (brec_decode(buf, &h, cand[i]) != BREC_OK ||
 			    h.type != BREC_CHUNK || memcmp(h.score, score, 32))
 				continue;
@@ -494,7 +494,6 @@ static int copy_elsewhere(struct blocker_store *s, const uint8_t *score,
 		}
 		skip += 8;
 	} while (skip < total && !*found);
-out:
 	blocker_rcu_unlock();
 	return r;
 }

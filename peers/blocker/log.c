@@ -164,9 +164,15 @@ static int seg_push(struct blocker_store *s, int fd)
 	if (s->o.mmap_reads && fd >= 0) {
 		void *m =
 		    mmap(NULL, s->segment_size, PROT_READ, MAP_SHARED, fd, 0);
+		/* reads of this segment go through the backend instead */
 		if (m == MAP_FAILED)
-			return -errno;
-		map = m;
+			blocker_logf(&s->o, BLOCKER_LOG_WARN,
+				     "blocker: %s: cannot map log segment "
+				     "%u: %s; reading it with %s",
+				     s->dir, s->nsegs, strerror(errno),
+				     s->io->name);
+		else
+			map = m;
 	}
 	pthread_rwlock_wrlock(&s->segs_lock);
 	if (s->nsegs == s->segs_cap) {
@@ -335,6 +341,39 @@ int64_t blog_seg_end(struct blocker_store *s, uint32_t seg)
 	return (int64_t)seg * s->segment_size + st.st_size;
 }
 
+/*
+ * A mapped read of segment seg at off faulted at fault (an offset in the
+ * segment). Says why as well as the file can tell: a page past its end
+ * (the file was truncated behind the store's back) or an I/O error.
+ */
+static void map_fault(struct blocker_store *s, uint64_t seg, uint64_t off,
+		      size_t fault)
+{
+	char path[4096], why[96];
+	struct stat st;
+	uint64_t o;
+	int fd;
+
+	STAT_INC(s, read_errors);
+	blog_seg_path(s->dir, seg, path, sizeof(path));
+	/* the caller's read section keeps the fd open; nest one anyway */
+	blocker_rcu_lock();
+	if (blog_fd(s, seg * s->segment_size, &fd, &o) || fstat(fd, &st))
+		snprintf(why, sizeof(why), "SIGBUS (I/O error or truncated)");
+	else if ((uint64_t)st.st_size <= fault)
+		snprintf(why, sizeof(why),
+			 "SIGBUS: the file ends at %llu (truncated)",
+			 (unsigned long long)st.st_size);
+	else
+		snprintf(why, sizeof(why), "SIGBUS: I/O error");
+	blocker_rcu_unlock();
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s: read at offset %llu failed: %s at offset "
+		     "%llu; the read fails with EIO",
+		     path, (unsigned long long)off, why,
+		     (unsigned long long)fault);
+}
+
 int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 		int cnt)
 {
@@ -344,18 +383,22 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 	if (s->o.mmap_reads) {
 		const uint8_t *map = NULL;
 		uint64_t seg = pos / s->segment_size;
+		size_t len = 0, fault;
 
+		for (int i = 0; i < cnt; i++)
+			len += iov[i].iov_len;
 		pthread_rwlock_rdlock(&s->segs_lock);
 		if (seg < s->nsegs)
 			map = s->segs[seg].map;
 		pthread_rwlock_unlock(&s->segs_lock);
-		if (map) {
-			const uint8_t *p = map + pos % s->segment_size;
-			for (int i = 0; i < cnt; i++) {
-				memcpy(iov[i].iov_base, p, iov[i].iov_len);
-				p += iov[i].iov_len;
-			}
-			return 0;
+		/* (a read past the segment's end: the backend says why) */
+		off = pos % s->segment_size;
+		if (map && len <= s->segment_size - off) {
+			r = bguard_copy(map, s->segment_size, off, iov, cnt,
+					&fault);
+			if (r)
+				map_fault(s, seg, off, fault);
+			return r;
 		}
 	}
 	r = blog_fd(s, pos, &fd, &off);
@@ -363,10 +406,20 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 		return r;
 	while (cnt > 0) {
 		ssize_t n = s->io->preadv(s->io_ctx, fd, iov, cnt, off);
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -ENODATA;
+		if (n <= 0) {
+			char path[4096];
+			r = n ? (int)n : -ENODATA;
+			STAT_INC(s, read_errors);
+			blog_seg_path(s->dir, pos / s->segment_size, path,
+				      sizeof(path));
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s: read at offset %llu failed: "
+				     "%s",
+				     path, (unsigned long long)off,
+				     n ? strerror(-r)
+				       : "past the end of the file");
+			return r;
+		}
 		off += n;
 		/* consume what arrived; iov is the caller's scratch copy */
 		while (cnt > 0 && (size_t)n >= iov->iov_len) {

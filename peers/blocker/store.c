@@ -18,6 +18,7 @@ void blocker_opts_init(struct blocker_opts *o)
 	o->chunk_size = BLOCKER_DEFAULT_CHUNK_SIZE;
 	o->segment_size = BLOCKER_DEFAULT_SEGMENT_SIZE;
 	o->verify_reads = true;
+	o->mmap_reads = true;
 	o->partial_bits = BLOCKER_DEFAULT_PARTIAL_BITS;
 	o->sync_interval_ms = 1000;
 	o->checkpoint_bytes = 1ULL << 30;
@@ -83,7 +84,9 @@ out:
  * index candidate's header is read and its full score compared. A copy in
  * a GC victim segment does not count (the victim's live set was fixed by
  * the mark, so a new reference to it would be lost with it): the caller
- * stores the chunk afresh. 0 with *pos, or -ENOENT, or an I/O error.
+ * stores the chunk afresh. Nor does a copy that cannot be read (the read
+ * error is logged and counted): storing the chunk again gives its readers
+ * a good copy. 0 with *pos, or -ENOENT.
  */
 static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 		      uint64_t *pos)
@@ -101,8 +104,10 @@ static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 			if (blog_pos_victim(s, cand[i]))
 				continue;
 			r = blog_pread(s, cand[i], hb, sizeof(hb));
-			if (r)
-				goto out;
+			if (r) {
+				r = -ENOENT;
+				continue;
+			}
 			if (brec_decode(hb, &h, cand[i]) == BREC_OK &&
 			    h.type == BREC_CHUNK &&
 			    !memcmp(h.score, score, 32)) {
@@ -163,7 +168,7 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 			 void *dst)
 {
 	uint64_t cand[8];
-	int total, skip = 0, bad = 0;
+	int total, skip = 0, bad = 0, err = 0;
 	char want[65];
 
 	do {
@@ -174,8 +179,12 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 					       {dst, s->chunk_size}};
 			struct brec_hdr h;
 			int r = blog_preadv(s, cand[i], iov, 2);
-			if (r)
-				return r;
+			/* unreadable (logged and counted): a copy stored
+			 * after it may be good */
+			if (r) {
+				err = r;
+				continue;
+			}
 			if (brec_decode(hb, &h, cand[i]) != BREC_OK ||
 			    h.type != BREC_CHUNK ||
 			    memcmp(h.score, score, 32)) {
@@ -192,6 +201,8 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 	} while (skip < total);
 	if (bad)
 		return -EIO; /* each failure was logged and counted */
+	if (err)
+		return -EIO; /* logged and counted by blog_preadv */
 	blocker_hex(score, want);
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s: chunk %s referenced by a map is missing",
@@ -1001,6 +1012,7 @@ int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 	C(zero_chunks);
 	C(partial_collisions);
 	C(verify_failures);
+	C(read_errors);
 	C(flushes);
 	C(fsyncs);
 	C(replayed_records);
@@ -1134,6 +1146,14 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	if (s->o.partial_bits == 0 || s->o.partial_bits > 40) {
 		r = -EINVAL;
 		goto fail;
+	}
+	/* without the SIGBUS guard a mapped read fault kills the process */
+	if (s->o.mmap_reads && (r = bguard_install())) {
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: cannot install the SIGBUS handler "
+			     "for mapped reads: %s; reading with %s",
+			     dir, strerror(-r), s->io->name);
+		s->o.mmap_reads = false;
 	}
 	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dirfd < 0) {

@@ -140,11 +140,31 @@ struct blocker_opts {
 	bool verify_reads; /* re-hash chunks read from disk */
 	/*
 	 * Read the log through read-only shared mappings of its segments
-	 * (default off): no syscall and no kernel copy per read, which on a
-	 * VM costs as much as hashing the chunk. The price: a disk that
-	 * cannot read a page kills the process with SIGBUS where the
-	 * syscall path returns -EIO. Bypasses the I/O backend for reads
-	 * (not for writes), so fault injection of reads needs it off.
+	 * (default on): no syscall and no kernel copy per read, which on a
+	 * VM costs as much as hashing the chunk. Each segment is mapped
+	 * once, whole (segment_size bytes); a segment that cannot be mapped
+	 * (address space, ENOMEM) is read with the backend instead.
+	 *
+	 * A page the disk cannot read, or one past the end of a segment
+	 * file truncated behind the store's back, raises SIGBUS in the
+	 * reader. The store catches it: the read fails with -EIO, the
+	 * failure is logged (segment file, offset, reason) and counted in
+	 * blocker_stats.read_errors, and the store goes on serving.
+	 *
+	 * Process-wide effect: the first blocker_open with mmap_reads
+	 * installs a SIGBUS handler (sigaction, SA_SIGINFO, no alternate
+	 * stack) that stays for the life of the process. It handles only a
+	 * fault the kernel raises for an address inside the mapping the
+	 * faulting thread is copying a chunk out of, at that moment; every
+	 * other SIGBUS (other addresses, kill/raise) is passed to the
+	 * handler that was installed before it (a sanitizer's, the
+	 * application's), or gets the default action (the process dies).
+	 * An application that installs its own SIGBUS handler after
+	 * opening a store must chain to the previous one the same way, or
+	 * mapped read faults kill the process again.
+	 *
+	 * Bypasses the I/O backend for reads (not for writes), so fault
+	 * injection of reads (blocker_io_fault.read_errno) needs it off.
 	 */
 	bool mmap_reads;
 	unsigned partial_bits;	   /* 1..40; tiny values force collisions */
@@ -176,7 +196,8 @@ struct blocker_opts {
 	void *log_arg;
 };
 
-/* Fill with defaults: 4 KiB chunks, 256 MiB segments, verification on. */
+/* Fill with defaults: 4 KiB chunks, 256 MiB segments, verification on,
+ * mapped reads on. */
 void blocker_opts_init(struct blocker_opts *o);
 
 /*
@@ -264,6 +285,10 @@ struct blocker_stats {
 	uint64_t
 	    partial_collisions; /* index matches whose full score differed */
 	uint64_t verify_failures;
+	/* log reads that failed with an I/O error: a SIGBUS caught in a
+	 * mapped read, or an error from the read backend (not content
+	 * mismatches: those are verify_failures) */
+	uint64_t read_errors;
 	uint64_t flushes, fsyncs;
 	uint64_t replayed_records, truncated_bytes;
 	uint64_t deletes, copies;

@@ -324,7 +324,7 @@ struct blocker_store {
 		uint64_t deletes, copies;
 		uint64_t gc_runs, gc_segments_examined, gc_segments_removed;
 		uint64_t gc_bytes_copied, gc_bytes_reclaimed, gc_failures;
-		uint64_t partial_collisions, verify_failures;
+		uint64_t partial_collisions, verify_failures, read_errors;
 		uint64_t flushes, fsyncs, chunk_bytes;
 		uint64_t replayed_records, truncated_bytes;
 	} st; /* __atomic counters */
@@ -408,6 +408,20 @@ void blog_close(struct blocker_store *s);
 void blog_seg_release(struct blocker_store *s, uint32_t seg);
 /* log position where segment seg's file ends (fstat); negative errno */
 int64_t blog_seg_end(struct blocker_store *s, uint32_t seg);
+
+/*
+ * mapread.c: guarded copies out of a segment mapping. bguard_install sets
+ * up the process-wide SIGBUS handler once (later calls return the first
+ * result). bguard_copy copies the bytes at map + off into iov[0..cnt); a
+ * SIGBUS raised by the kernel for an address in [map, map + map_len) while
+ * this thread copies (a page that cannot be read, or one past the end of a
+ * file truncated under the mapping) makes it return -EIO with *fault_off
+ * the faulting offset in the mapping; iov's buffers are then partly
+ * written. No lock, allocation or other call runs inside the copy.
+ */
+int bguard_install(void);
+int bguard_copy(const uint8_t *map, size_t map_len, size_t off,
+		const struct iovec *iov, int cnt, size_t *fault_off);
 
 /*
  * Read-side RCU (liburcu-bp: no thread registration, so any caller's

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reads through the log's mappings (store.h, mmap_reads; mapread.c): a
+ * segment file truncated behind the store's back turns into -EIO for the
+ * reads past the cut (SIGBUS caught), counted and logged, while the rest
+ * of the store keeps working; a SIGBUS that is not a guarded copy's still
+ * kills the process.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "store_int.h"
+#include "test_blocker_util.h"
+
+#define CS  4096
+#define SEG (1u << 20)
+#define REC (BREC_HDR_SIZE + CS) /* a chunk record: 4160 bytes */
+#define NCH 240			 /* chunks of "a": all in log.000000 */
+#define CUT (512u << 10)	 /* log.000000 is cut here */
+/* chunks whose records end at or below the cut stay readable */
+#define LAST_OK ((CUT / REC) - 1) /* 125 */
+
+static char dir[256];
+static struct tb_log logbuf;
+
+static void setup(void)
+{
+	tb_mkdtemp(dir, sizeof(dir));
+	memset(&logbuf, 0, sizeof(logbuf));
+}
+
+static void teardown(void)
+{
+	tb_rmtree(dir);
+}
+
+static void opts(struct blocker_opts *o)
+{
+	blocker_opts_init(o);
+	o->chunk_size = CS;
+	o->segment_size = SEG;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->log = tb_log_fn;
+	o->log_arg = &logbuf;
+}
+
+static void expect_chunk(struct blocker_store *s, const char *name, uint64_t k,
+			 uint64_t seed)
+{
+	uint8_t b[CS], want[CS];
+
+	ck_assert_int_eq(blocker_read(s, name, strlen(name), k * CS, CS, b), 0);
+	tb_fill(want, CS, seed, k * CS);
+	ck_assert_msg(!memcmp(b, want, CS), "%s chunk %llu differs", name,
+		      (unsigned long long)k);
+}
+
+static void cut_segment0(void)
+{
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, CUT), 0);
+	close(fd);
+}
+
+/*
+ * A store whose log.000000 holds "a" (NCH chunks, seed 1, records in order
+ * from position 0) and is closed: "b" fills it up and goes on in
+ * log.000001. Then log.000000
+ * is cut at CUT under the open store.
+ */
+static struct blocker_store *mk_cut(bool verify)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint8_t *buf = malloc((size_t)NCH * CS);
+
+	ck_assert_ptr_nonnull(buf);
+	opts(&o);
+	o.verify_reads = verify;
+	ck_assert(o.mmap_reads); /* the default */
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	tb_fill(buf, (size_t)NCH * CS, 1, 0);
+	ck_assert_int_eq(blocker_write(s, "a", 1, 0, (size_t)NCH * CS, buf, 0),
+			 0);
+	tb_fill(buf, (size_t)NCH * CS, 2, 0);
+	ck_assert_int_eq(blocker_write(s, "b", 1, 0, (size_t)NCH * CS, buf, 0),
+			 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	free(buf);
+	/* every chunk of "a" is read once through the mapping first, so
+	 * that the pages the cut removes were mapped */
+	for (uint64_t k = 0; k < NCH; k++)
+		expect_chunk(s, "a", k, 1);
+	cut_segment0();
+	return s;
+}
+
+static void check_cut_store(struct blocker_store *s, bool verify)
+{
+	struct blocker_stats st0, st;
+	uint8_t b[2 * CS];
+
+	blocker_get_stats(s, &st0);
+	ck_assert_uint_eq(st0.read_errors, 0);
+	/* past the cut, and across it: -EIO, not a dead process */
+	ck_assert_int_eq(blocker_read(s, "a", 1, (LAST_OK + 1) * CS, CS, b),
+			 -EIO);
+	ck_assert_int_eq(blocker_read(s, "a", 1, 200 * CS, CS, b), -EIO);
+	/* a partial read of a chunk past the cut, and a multi-chunk one */
+	ck_assert_int_eq(blocker_read(s, "a", 1, 200 * CS + 7, 10, b), -EIO);
+	ck_assert_int_eq(blocker_read(s, "a", 1, LAST_OK * CS, 2 * CS, b),
+			 -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.read_errors, 4);
+	/* a read error, not a content mismatch */
+	ck_assert_uint_eq(st.verify_failures, st0.verify_failures);
+	ck_assert_int_eq(blocker_degraded(s), 0);
+	/* segment, offset, reason */
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: read at offset "
+						  "832000 failed: SIGBUS: "
+						  "the file ends at 524288 "
+						  "(truncated)"));
+	(void)verify;
+	/* before the cut, and the other segment: right data */
+	for (uint64_t k = 0; k <= LAST_OK; k += 25)
+		expect_chunk(s, "a", k, 1);
+	expect_chunk(s, "a", LAST_OK, 1);
+	/* (the first chunks of "b" filled log.000000 up) */
+	for (uint64_t k = 20; k < NCH; k += 17)
+		expect_chunk(s, "b", k, 2);
+}
+
+START_TEST(test_truncated_segment)
+{
+	struct blocker_store *s = mk_cut(true);
+	struct blocker_stats st;
+	uint8_t b[CS];
+
+	check_cut_store(s, true);
+	/* writes go on: new data, and data equal to a lost chunk (stored
+	 * afresh: the unreadable copy does not count for dedup) */
+	tb_fill(b, CS, 3, 0);
+	ck_assert_int_eq(blocker_write(s, "c", 1, 0, CS, b, 0), 0);
+	tb_fill(b, CS, 1, 200 * CS);
+	ck_assert_int_eq(blocker_write(s, "c", 1, CS, CS, b, BLOCKER_FUA), 0);
+	expect_chunk(s, "c", 0, 3);
+	ck_assert_int_eq(blocker_read(s, "c", 1, CS, CS, b), 0);
+	/* and the object that lost the chunk reads it from the new copy */
+	expect_chunk(s, "a", 200, 1);
+	blocker_get_stats(s, &st);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* without verification a read past the cut is still -EIO, never zeros */
+START_TEST(test_truncated_segment_unverified)
+{
+	struct blocker_store *s = mk_cut(false);
+
+	check_cut_store(s, false);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* the pread path (--no-mmap-reads) reports the cut as an error too */
+START_TEST(test_truncated_segment_pread)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	uint8_t b[CS];
+
+	opts(&o);
+	o.mmap_reads = false;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	uint8_t *buf = malloc((size_t)NCH * CS);
+	ck_assert_ptr_nonnull(buf);
+	tb_fill(buf, (size_t)NCH * CS, 1, 0);
+	ck_assert_int_eq(blocker_write(s, "a", 1, 0, (size_t)NCH * CS, buf, 0),
+			 0);
+	free(buf);
+	cut_segment0();
+	ck_assert_int_eq(blocker_read(s, "a", 1, 200 * CS, CS, b), -EIO);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: read at offset "
+						  "832000 failed: past the "
+						  "end of the file"));
+	expect_chunk(s, "a", 0, 1);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.read_errors, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* a flipped bit in a chunk read through the mapping: -EIO as before */
+START_TEST(test_bitflip_mapped)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	char p[512];
+	uint8_t b[CS], c;
+	int fd;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	tb_fill(b, CS, 5, 0);
+	ck_assert_int_eq(blocker_write(s, "x", 1, 0, CS, b, BLOCKER_FUA), 0);
+	expect_chunk(s, "x", 0, 5);
+	/* through the file: the shared mapping sees it at once */
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
+	c ^= 4;
+	ck_assert_int_eq(pwrite(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
+	close(fd);
+	ck_assert_int_eq(blocker_read(s, "x", 1, 0, CS, b), -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.verify_failures, 1);
+	ck_assert_uint_eq(st.read_errors, 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "fails verification"));
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * Run fn in a child and return its wait status. The child opens a store
+ * with mapped reads first (installing the store's SIGBUS handler) and
+ * exits 0 only if fn returns.
+ */
+static int in_child(void (*fn)(void))
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct blocker_opts o;
+		struct blocker_store *s;
+
+		opts(&o);
+		if (blocker_create(dir, &o) || blocker_open(dir, &o, &s))
+			_exit(3);
+		fn();
+		_exit(0); /* the signal was swallowed */
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+static void raise_bus(void)
+{
+	raise(SIGBUS);
+}
+
+/* a real fault, on a mapping that is not the store's */
+static void foreign_fault(void)
+{
+	char p[512];
+	volatile const uint8_t *m;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/foreign", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, 8192))
+		_exit(4);
+	m = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED || ftruncate(fd, 0))
+		_exit(4);
+	(void)m[4096];
+}
+
+/* dead by SIGBUS, or (a sanitizer's handler chained) exited non-zero,
+ * but not the "swallowed" exit 0 nor a setup failure */
+static void expect_killed(int status)
+{
+	if (WIFSIGNALED(status)) {
+		ck_assert_int_eq(WTERMSIG(status), SIGBUS);
+		return;
+	}
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_ne(WEXITSTATUS(status), 0);
+	ck_assert_int_ne(WEXITSTATUS(status), 3);
+	ck_assert_int_ne(WEXITSTATUS(status), 4);
+}
+
+START_TEST(test_foreign_sigbus_kills)
+{
+	expect_killed(in_child(raise_bus));
+	tb_rmtree(dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	expect_killed(in_child(foreign_fault));
+}
+END_TEST
+
+/* several threads hit the cut at once: each read fails alone */
+struct reader_arg {
+	struct blocker_store *s;
+	unsigned id;
+	int bad; /* reads that did not give what they should */
+};
+
+static void *reader(void *p)
+{
+	struct reader_arg *a = p;
+	uint64_t rs = 0x9e37 + a->id;
+	uint8_t b[CS], want[CS];
+
+	for (int i = 0; i < 300; i++) {
+		uint64_t k = tb_rnd(&rs) % NCH;
+		int r = blocker_read(a->s, "a", 1, k * CS, CS, b);
+		if (k > LAST_OK) {
+			a->bad += r != -EIO;
+			continue;
+		}
+		tb_fill(want, CS, 1, k * CS);
+		a->bad += r != 0 || memcmp(b, want, CS);
+	}
+	return NULL;
+}
+
+START_TEST(test_truncated_concurrent_readers)
+{
+	struct blocker_store *s = mk_cut(true);
+	struct reader_arg a[4];
+	pthread_t t[4];
+	struct blocker_stats st;
+	uint64_t expect_errors = 0;
+
+	for (unsigned i = 0; i < 4; i++) {
+		a[i] = (struct reader_arg){.s = s, .id = i};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, reader, &a[i]), 0);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_int_eq(a[i].bad, 0);
+		uint64_t rs = 0x9e37 + i;
+		for (int k = 0; k < 300; k++)
+			expect_errors += tb_rnd(&rs) % NCH > LAST_OK;
+	}
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.read_errors, expect_errors);
+	ck_assert_uint_eq(st.verify_failures, 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("blocker_mmap");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_truncated_segment);
+	tcase_add_test(tc, test_truncated_segment_unverified);
+	tcase_add_test(tc, test_truncated_segment_pread);
+	tcase_add_test(tc, test_bitflip_mapped);
+	tcase_add_test(tc, test_foreign_sigbus_kills);
+	tcase_add_test(tc, test_truncated_concurrent_readers);
+	suite_add_tcase(s, tc);
+	tb_base_init();
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	tb_base_cleanup();
+	return failed ? 1 : 0;
+}

@@ -7,6 +7,8 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +255,92 @@ START_TEST(test_pool)
 	cached_pool_put(&p, idx, 3);
 	ck_assert_uint_eq(cached_pool_nr_free(&p), 4);
 	ck_assert_int_eq(cached_pool_get(&p, again, 4), 0);
+	cached_pool_destroy(&p);
+}
+END_TEST
+
+/* The transparent huge page size (0 if unknown), as bucket.c reads it. */
+static unsigned long thp_size(void)
+{
+	unsigned long v = 0;
+	FILE *f =
+	    fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+/* The mapping of /proc/self/smaps that contains addr: its bounds and
+ * whether its VmFlags hold "hg" (MADV_HUGEPAGE). */
+static bool find_vma(const void *addr, unsigned long *lo, unsigned long *hi,
+		     bool *hg)
+{
+	char line[512];
+	bool in = false, found = false;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	unsigned long a = (unsigned long)(uintptr_t)addr, l, h;
+
+	if (!f)
+		return false;
+	*hg = false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &l, &h) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			if (found)
+				break;
+			in = a >= l && a < h;
+			if (in) {
+				*lo = l;
+				*hi = h;
+				found = true;
+			}
+			continue;
+		}
+		if (in && !strncmp(line, "VmFlags:", 8))
+			*hg = strstr(line, " hg") != NULL;
+	}
+	fclose(f);
+	return found;
+}
+
+/* The pool is one mapping aligned to the huge page size and rounded up to
+ * it, with huge pages advised (the hit path's TLB reach), and every
+ * bucket of it usable; a refused size leaves nothing mapped. */
+START_TEST(test_pool_huge_aligned)
+{
+	struct cached_pool p;
+	unsigned long huge = thp_size(), lo = 0, hi = 0;
+	/* a bit more than one huge page of buckets: head and tail trimmed */
+	uint32_t nr = (uint32_t)((huge ? huge : 2ul << 20) / BS + 3);
+	bool hg = false;
+
+	ck_assert_int_eq(cached_pool_init(&p, 0, BS, true), -EINVAL);
+	ck_assert_ptr_null(p.data);
+	ck_assert_int_eq(cached_pool_init(&p, nr, BS, true), 0);
+	ck_assert_uint_ge(p.map_len, (uint64_t)nr * BS);
+	memset(cached_pool_bucket(&p, 0), 1, BS);
+	memset(cached_pool_bucket(&p, nr - 1), 2, BS);
+	ck_assert_uint_eq(cached_pool_bucket(&p, nr - 1)[BS - 1], 2);
+	ck_assert(find_vma(p.data, &lo, &hi, &hg));
+	if (huge) {
+		ck_assert_uint_eq((uintptr_t)p.data % huge, 0);
+		ck_assert_uint_eq(p.map_len % huge, 0);
+		ck_assert_uint_lt(p.map_len, (uint64_t)nr * BS + huge);
+		/* the reserve's unaligned head and tail were unmapped: the
+		 * mapping is exactly the pool */
+		ck_assert_uint_eq(lo, (uintptr_t)p.data);
+		ck_assert_uint_eq(hi - lo, p.map_len);
+		ck_assert(hg);
+	}
+	cached_pool_destroy(&p);
+	ck_assert_ptr_null(p.data);
+	/* smaller than a huge page: mapped as it is */
+	ck_assert_int_eq(cached_pool_init(&p, 4, BS, false), 0);
+	ck_assert_uint_eq(p.map_len, 4 * BS);
 	cached_pool_destroy(&p);
 }
 END_TEST
@@ -1832,6 +1920,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_pool);
+	tcase_add_test(tc, test_pool_huge_aligned);
 	tcase_add_test(tc, test_config_refused);
 	tcase_add_test(tc, test_claim_many_buckets);
 	suite_add_tcase(s, tc);

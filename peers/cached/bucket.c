@@ -3,12 +3,69 @@
  * cached: the preallocated bucket pool and the per-object slot states.
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "cached.h"
+
+/* The PMD (transparent huge page) size, or 0 where THP is unknown. */
+static uint64_t cached_thp_size(void)
+{
+	static const char path[] =
+	    "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0;
+	fclose(f);
+	/* a power of two, or we do not align to it */
+	return v && !(v & (v - 1)) ? (uint64_t)v : 0;
+}
+
+/*
+ * Anonymous memory for the buckets, len bytes rounded up to a multiple of
+ * huge, at an address aligned to huge (when huge is not 0 and len is at
+ * least one huge page): reserve huge bytes more, trim the unaligned head
+ * and the tail. Only a huge-aligned, huge-sized range of a mapping can be
+ * backed by a transparent huge page, and mmap aligns only to 4 KiB.
+ */
+static unsigned char *cached_pool_map(uint64_t len, uint64_t huge,
+				      uint64_t *map_len)
+{
+	unsigned char *p, *start;
+	uint64_t want = len, head, tail;
+
+	if (!huge || len < huge) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		*map_len = len;
+		return p == MAP_FAILED ? NULL : p;
+	}
+	want = (len + huge - 1) / huge * huge;
+	if (want < len || want + huge < want || want + huge > SIZE_MAX)
+		return NULL;
+	p = mmap(NULL, want + huge, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	start = (unsigned char *)(((uintptr_t)p + huge - 1) &
+				  ~(uintptr_t)(huge - 1));
+	head = (uint64_t)(start - p);
+	tail = huge - head;
+	if (head)
+		munmap(p, head);
+	if (tail)
+		munmap(start + want, tail);
+	*map_len = want;
+	return start;
+}
 
 int cached_pool_init(struct cached_pool *pool, uint32_t nr,
 		     uint32_t bucket_size, bool prefault)
@@ -23,26 +80,29 @@ int cached_pool_init(struct cached_pool *pool, uint32_t nr,
 	len = (uint64_t)nr * bucket_size;
 	if (len / bucket_size != nr || len > SIZE_MAX)
 		return -EINVAL;
-	pool->data = mmap(
-	    NULL, len, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0), -1, 0);
-	if (pool->data == MAP_FAILED) {
-		pool->data = NULL;
+	pool->data = cached_pool_map(len, cached_thp_size(), &pool->map_len);
+	if (!pool->data)
 		return -ENOMEM;
-	}
-	pool->map_len = len;
-	/* Transparent huge pages where the kernel allows them: fewer TLB
-	 * misses on the hit path. Advisory; failure changes nothing. */
-	madvise(pool->data, len, MADV_HUGEPAGE);
+	/*
+	 * Transparent huge pages where the kernel allows them (THP
+	 * "madvise" mode needs this advice): a random read hit over a large
+	 * working set then costs no TLB miss walk per 4 KiB. The advice must
+	 * come before the first touch: pages faulted in before it are 4 KiB
+	 * pages and stay so until khugepaged, maybe never, collapses them
+	 * (MAP_POPULATE followed by this advice got no huge page at all).
+	 * Advisory; a failure leaves 4 KiB pages, nothing else changes.
+	 */
+	madvise(pool->data, pool->map_len, MADV_HUGEPAGE);
 	if (prefault && page > 0)
-		/* MAP_POPULATE maps the zero page for reads only on some
-		 * kernels; a write per page makes every page private now
-		 * rather than on the first pass over the working set. */
-		for (uint64_t off = 0; off < len; off += (uint64_t)page)
+		/* A write per page makes every page private now (a huge
+		 * page on its first write) rather than on the first pass
+		 * over the working set; a read would map the zero page. */
+		for (uint64_t off = 0; off < pool->map_len;
+		     off += (uint64_t)page)
 			pool->data[off] = 0;
 	pool->free_stack = malloc((size_t)nr * sizeof(uint32_t));
 	if (!pool->free_stack) {
-		munmap(pool->data, len);
+		munmap(pool->data, pool->map_len);
 		pool->data = NULL;
 		return -ENOMEM;
 	}
@@ -53,7 +113,7 @@ int cached_pool_init(struct cached_pool *pool, uint32_t nr,
 	rc = pthread_mutex_init(&pool->lock, NULL);
 	if (rc) {
 		free(pool->free_stack);
-		munmap(pool->data, len);
+		munmap(pool->data, pool->map_len);
 		pool->data = NULL;
 		return -rc;
 	}

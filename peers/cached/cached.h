@@ -79,7 +79,7 @@ enum cached_policy {
  */
 struct cached_pool {
 	unsigned char *data; /* nr * bucket_size bytes, mmap'd */
-	uint64_t map_len;
+	uint64_t map_len;    /* >= nr * bucket_size: rounded to a huge page */
 	uint32_t bucket_size;
 	uint32_t nr;
 	uint32_t *free_stack;
@@ -87,10 +87,13 @@ struct cached_pool {
 	pthread_mutex_t lock;
 };
 
-/* Map nr buckets of bucket_size bytes; prefault: touch every page now
- * (MAP_POPULATE plus a write per page), so the first pass over the cache
- * does not pay page faults. Returns 0, -EINVAL (nr or bucket_size 0,
- * size overflow), -ENOMEM. */
+/* Map nr buckets of bucket_size bytes at an address aligned to the
+ * transparent huge page size (the map rounded up to a multiple of it) and
+ * advise huge pages before any page is touched, so that a kernel in THP
+ * "madvise" mode backs the pool with huge pages; prefault: then write
+ * every page now, so the first pass over the cache does not pay page
+ * faults. Returns 0, -EINVAL (nr or bucket_size 0, size overflow),
+ * -ENOMEM. */
 int cached_pool_init(struct cached_pool *pool, uint32_t nr,
 		     uint32_t bucket_size, bool prefault);
 void cached_pool_destroy(struct cached_pool *pool);

@@ -4,9 +4,14 @@
  * processes. On a private segment it starts noop --store (the in-memory
  * store behind the cache) and cached in front of it, then runs bench_xseg
  * against cached and embeds its JSON reports in one JSON object, next to
- * the reference measured in the same run: memcpy bandwidth for the same
- * block sizes (from a buffer the size of the working set into a request-
- * sized buffer, as a hit does).
+ * the references measured in the same run: memcpy bandwidth for the same
+ * block sizes (random blocks of a buffer the size of the working set into
+ * a request-sized buffer, as a hit does), "memcpy_gbps" from a malloc'd
+ * buffer (4 KiB pages; the reference the 90 % goal has always been stated
+ * against) and "memcpy_pool_pages_gbps" from a buffer mapped as cached
+ * maps its bucket pool (2 MiB aligned, huge pages advised before the
+ * first touch; "memcpy_pool_pages_anon_huge_kb" says how much of it the
+ * kernel backed with huge pages).
  *
  *   bench_cached [--quick] [--duration SECONDS] [--wait poll|sleep]
  *                [--only hits|scale]
@@ -39,9 +44,11 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,16 +175,17 @@ static void wait_port(unsigned port)
 	}
 }
 
-static double memcpy_gbps(size_t bs, size_t ws, double secs)
+/* Copy random bs-sized blocks of src (ws bytes) into one bs-sized
+ * buffer for secs seconds; GB/s. */
+static double memcpy_run(const unsigned char *src, size_t bs, size_t ws,
+			 double secs)
 {
-	unsigned char *src = malloc(ws), *dst = aligned_alloc(4096, bs);
+	unsigned char *dst = aligned_alloc(4096, bs);
 	uint64_t t0, bytes = 0, x = 88172645463325252ull;
 	size_t blocks = ws / bs;
-	double gbps;
 
-	if (!src || !dst)
+	if (!dst)
 		return 0;
-	memset(src, 1, ws);
 	memset(dst, 0, bs);
 	t0 = now_ns();
 	while (now_ns() - t0 < (uint64_t)(secs * 1e9)) {
@@ -190,9 +198,75 @@ static double memcpy_gbps(size_t bs, size_t ws, double secs)
 		}
 		__asm__ volatile("" ::"r"(dst) : "memory");
 	}
-	gbps = (double)bytes / ((double)(now_ns() - t0));
-	free(src);
 	free(dst);
+	return (double)bytes / ((double)(now_ns() - t0));
+}
+
+/* The original reference: random blocks of a malloc'd buffer the size of
+ * the working set (4 KiB pages: glibc maps it, nobody advises huge
+ * pages) into one hot destination block. */
+static double memcpy_gbps(size_t bs, size_t ws, double secs)
+{
+	unsigned char *src = malloc(ws);
+	double gbps;
+
+	if (!src)
+		return 0;
+	memset(src, 1, ws);
+	gbps = memcpy_run(src, bs, ws, secs);
+	free(src);
+	return gbps;
+}
+
+/* AnonHugePages (kB) of our mapping that starts at addr, or -1. */
+static long long anon_huge_kb(const void *addr)
+{
+	char line[256];
+	bool in = false;
+	long long kb = -1;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = lo == (unsigned long)(uintptr_t)addr;
+			continue;
+		}
+		if (in && sscanf(line, "AnonHugePages: %lld", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
+/* The second reference: the same copies from a buffer mapped as cached
+ * maps its bucket pool (peers/cached/bucket.c: 2 MiB aligned, huge pages
+ * advised before the first touch), so both sides of the comparison see
+ * the same page size. *huge_kb: how much of it the kernel backed with
+ * huge pages (AnonHugePages). */
+static double memcpy_pool_gbps(size_t bs, size_t ws, double secs,
+			       long long *huge_kb)
+{
+	const size_t huge = 2u << 20;
+	size_t len = (ws + huge - 1) / huge * huge;
+	unsigned char *map, *src;
+	double gbps;
+
+	*huge_kb = -1;
+	map = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		return 0;
+	src = (unsigned char *)(((uintptr_t)map + huge - 1) &
+				~(uintptr_t)(huge - 1));
+	madvise(src, len, MADV_HUGEPAGE);
+	memset(src, 1, ws);
+	*huge_kb = anon_huge_kb(src);
+	gbps = memcpy_run(src, bs, ws, secs);
+	munmap(map, len + huge);
 	return gbps;
 }
 
@@ -357,6 +431,7 @@ int main(int argc, char **argv)
 	bool first = true;
 	const char *only = NULL;
 	unsigned big = 1000000;
+	long long hkb = -1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
@@ -410,11 +485,30 @@ int main(int argc, char **argv)
 		printf("}\n");
 		return 0;
 	}
+	/* Two references, both measured here. The goal figure (issue 6:
+	 * 64 KiB read hits >= 90 % of memcpy) is compared against the first,
+	 * memcpy_gbps, as in every earlier report; memcpy_pool_pages_gbps
+	 * copies the same blocks from memory paged as the bucket pool is
+	 * (huge pages where the kernel gives them), for the reader who wants
+	 * like against like. */
 	printf("\"memcpy_gbps\":{");
 	for (int b = 0; b < 3; b++)
 		printf("%s\"%s\":%.2f", b ? "," : "", bss[b],
 		       memcpy_gbps(bsz[b], ws_bytes, duration));
-	printf("},\"hits\":[");
+	printf("},\"memcpy_pool_pages_gbps\":{");
+	for (int b = 0; b < 3; b++) {
+		double g = memcpy_pool_gbps(bsz[b], ws_bytes, duration, &hkb);
+
+		printf("%s\"%s\":%.2f", b ? "," : "", bss[b], g);
+	}
+	printf("},\"memcpy_pool_pages_anon_huge_kb\":%lld,"
+	       "\"memcpy_reference\":\"memcpy_gbps: random blocks of a "
+	       "working-set-sized malloc buffer (4 KiB pages) into one "
+	       "buffer; memcpy_pool_pages_gbps: the same from a buffer "
+	       "mapped like the bucket pool (2 MiB aligned, MADV_HUGEPAGE "
+	       "before the first touch); the 90 %% goal is stated against "
+	       "memcpy_gbps\",\"hits\":[",
+	       hkb);
 	fflush(stdout);
 	for (unsigned threads = 1; threads <= 2; threads++) {
 		start_stack(threads, true, "128M", "writeback");

@@ -52,6 +52,10 @@ struct peer_worker {
 	/* written by the worker only, read by stats with relaxed loads */
 	uint64_t accepted[XSEG_OP_COUNT];
 	uint64_t replies;
+	/* sleepers this worker woke (ops->handlers_never_block): for a
+	 * backlog of requests or replies, for a batch still dispatching */
+	uint64_t wakes_backlog;
+	uint64_t wakes_slow;
 	/* While the worker dispatches a batch of requests or replies (and
 	 * handlers never block), completions and forwards made on this
 	 * thread only note the port to signal; the worker signals each
@@ -276,14 +280,15 @@ static bool peer_turns(const struct peer *p)
  * bump idle_seq (its FUTEX_WAIT then returns at once or is woken), or it
  * is counted after our check and then sees the state (port unwatched,
  * stopping) that we stored before it. */
-static void peer_wake_idle(struct peer *p, bool all)
+static bool peer_wake_idle(struct peer *p, bool all)
 {
 	if (!peer_turns(p) ||
 	    !__atomic_load_n(&p->idle_sleepers, __ATOMIC_SEQ_CST))
-		return;
+		return false;
 	__atomic_add_fetch(&p->idle_seq, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &p->idle_seq, FUTEX_WAKE_PRIVATE,
 		all ? INT32_MAX : 1, NULL, NULL, 0);
+	return true;
 }
 
 /* A worker took requests at now: sleepers keep ticking a while. One
@@ -312,8 +317,9 @@ static void peer_note_work(struct peer *p, uint64_t now)
  * short handlers it is back before more work could wait long, and waking a
  * sleeper to take over every time cost a futex wake and two context
  * switches per batch, which made two workers slower than one on a 2-core
- * machine. A sleeper is woken when a full batch shows a backlog, or when a
- * batch is still being dispatched after PEER_HANDOFF_NS (see the worker
+ * machine. A sleeper is woken when a request is queued behind a full batch
+ * (a backlog), or when a batch is still being dispatched after
+ * PEER_HANDOFF_NS (see the worker
  * loop); a single handler running long is caught by the sleepers' tick
  * (review 2, P1: requests must not wait for a long handler while workers
  * sleep). */
@@ -350,12 +356,15 @@ static void *peer_worker_main(void *arg)
 {
 	struct peer_worker *w = arg;
 	struct peer *p = w->peer;
-	struct xseg_request *reqs[PEER_BATCH];
+	/* one more than a batch: see the backlog probe below */
+	struct xseg_request *reqs[PEER_BATCH + 1];
 	unsigned n, m;
+	bool backlog;
 
 	peer_self = w;
 	for (;;) {
 		n = 0;
+		backlog = false;
 		/* busy, then the stopping check (both seq_cst): either the
 		 * main thread sees us busy and waits until the batch is
 		 * dispatched before it calls ops->stop, or we see stopping
@@ -365,14 +374,25 @@ static void *peer_worker_main(void *arg)
 		if (!__atomic_load_n(&p->stopping, __ATOMIC_SEQ_CST)) {
 			n = xseg_accept_batch(p->seg, p->port, reqs,
 					      PEER_BATCH);
+			/* A full batch is often everything the clients have
+			 * in flight (one client at iodepth 16 fills it
+			 * exactly): waking a sleeper for it cost a futex
+			 * wake, a context switch and a second thread
+			 * polling the port against the client on a 2-core
+			 * machine, for nothing to do. A request behind the
+			 * batch is a backlog: take it too (it is ours now)
+			 * and let a sleeper help with the rest. */
+			if (n == PEER_BATCH && peer_turns(p) &&
+			    xseg_accept_batch(p->seg, p->port, reqs + n, 1)) {
+				n++;
+				backlog = true;
+			}
 			if (n)
 				__atomic_add_fetch(&p->inflight, n,
 						   __ATOMIC_RELAXED);
 		}
-		/* a full batch: more is probably queued, let a sleeping
-		 * worker help */
-		if (n == PEER_BATCH)
-			peer_wake_idle(p, false);
+		if (backlog && peer_wake_idle(p, false))
+			peer_count(&w->wakes_backlog);
 		/* Handlers that never block answer a batch quickly: one
 		 * signal per client port for the whole batch instead of one
 		 * per reply. A handler that may block must not hold back
@@ -380,7 +400,7 @@ static void *peer_worker_main(void *arg)
 		w->batching = p->ops->handlers_never_block;
 		if (n && peer_turns(p)) {
 			uint64_t t0 = peer_now_ns();
-			bool handed = n == PEER_BATCH;
+			bool handed = backlog;
 
 			peer_note_work(p, t0);
 			for (unsigned i = 0; i < n; i++) {
@@ -389,7 +409,8 @@ static void *peer_worker_main(void *arg)
 				 * unwatched, let a sleeper take it. */
 				if (!handed && i + 1 < n &&
 				    peer_now_ns() - t0 >= PEER_HANDOFF_NS) {
-					peer_wake_idle(p, false);
+					if (peer_wake_idle(p, false))
+						peer_count(&w->wakes_slow);
 					handed = true;
 				}
 			}
@@ -402,8 +423,8 @@ static void *peer_worker_main(void *arg)
 		/* Replies are taken while draining too: an asynchronous
 		 * peer may need them to complete what it accepted. */
 		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
-		if (m == PEER_BATCH)
-			peer_wake_idle(p, false);
+		if (m == PEER_BATCH && peer_wake_idle(p, false))
+			peer_count(&w->wakes_backlog);
 		for (unsigned i = 0; i < m; i++)
 			peer_reply(p, w, reqs[i]);
 		xseg_sigbatch_flush(p->seg, &w->sigbatch);
@@ -502,6 +523,7 @@ int peer_publish_stats(struct peer *p)
 {
 	struct xseg_stat st[XSEG_STATS_MAX];
 	uint64_t accepted = 0, replies = 0, failed = 0, inflight, forwarded;
+	uint64_t wakes_backlog = 0, wakes_slow = 0;
 	uint32_t n = 0;
 	int rc;
 
@@ -511,6 +533,10 @@ int peer_publish_stats(struct peer *p)
 						    __ATOMIC_RELAXED);
 		replies +=
 		    __atomic_load_n(&p->workers[t].replies, __ATOMIC_RELAXED);
+		wakes_backlog += __atomic_load_n(&p->workers[t].wakes_backlog,
+						 __ATOMIC_RELAXED);
+		wakes_slow += __atomic_load_n(&p->workers[t].wakes_slow,
+					      __ATOMIC_RELAXED);
 	}
 	for (unsigned op = 1; op < XSEG_OP_COUNT; op++)
 		failed += __atomic_load_n(&p->failed[op], __ATOMIC_RELAXED);
@@ -530,6 +556,9 @@ int peer_publish_stats(struct peer *p)
 	peer_stat(st, &n, XSEG_STATS_MAX, "in_flight", inflight);
 	peer_stat(st, &n, XSEG_STATS_MAX, "replies", replies);
 	peer_stat(st, &n, XSEG_STATS_MAX, "stopping", peer_stopping(p) ? 1 : 0);
+	/* idle workers woken to help (handlers_never_block, threads > 1) */
+	peer_stat(st, &n, XSEG_STATS_MAX, "wakes_backlog", wakes_backlog);
+	peer_stat(st, &n, XSEG_STATS_MAX, "wakes_slow_batch", wakes_slow);
 	if (p->ops->stats_table)
 		n += p->ops->stats_table(p, st + n, XSEG_STATS_MAX - n);
 	if (n > XSEG_STATS_MAX)

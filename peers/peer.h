@@ -135,10 +135,14 @@ struct peer_ops {
 	 * then take turns: one at a time waits on the port (spinning for
 	 * --spin, then on its futex), the others sleep. The one that finds
 	 * work serves it without waking anyone; a sleeper is woken when a
-	 * full batch shows a backlog, or when the batch is still being
-	 * dispatched after 50 us; while the peer is busy sleepers also look
-	 * every 1 ms whether the port is unwatched, so a handler running long
-	 * (CPU work, not blocking) delays new requests by about 1 ms at most.
+	 * backlog shows (a full batch of 16 with another request queued
+	 * behind it, which the worker takes too; a full batch alone is
+	 * often all a client has in flight), or when the batch is still
+	 * being dispatched after 50 us (the port's statistics count both:
+	 * wakes_backlog, wakes_slow_batch); while the peer is busy sleepers
+	 * also look every 1 ms whether the port is unwatched, so a handler
+	 * running long (CPU work, not blocking) delays new requests by about
+	 * 1 ms at most.
 	 * Several workers polling one port on a small machine only take the
 	 * CPU the clients and the next peer need. A peer whose handlers may
 	 * block must leave this false: requests arriving while its only

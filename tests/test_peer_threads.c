@@ -726,6 +726,116 @@ START_TEST(long_handler_port_taken_over)
 }
 END_TEST
 
+/*
+ * Idle workers taking turns are woken for a backlog only: a full batch
+ * that is everything the clients have in flight (one client at iodepth
+ * PEER_BATCH = 16) wakes nobody, a burst of 48 queued requests does. The
+ * framework counts the wakes it makes ("wakes_backlog" in the port's
+ * statistics). The bursts are queued with the signal held back
+ * (xseg_submit_batched), so the worker watching the port finds them all
+ * when it wakes; the 16-request phase is exact (the probe behind a full
+ * batch can find nothing when nothing more was sent), the 48-request
+ * phase needs one of its rounds to find the other worker asleep.
+ */
+static int burst_ping(struct peer *p, struct xseg_request *req)
+{
+	return peer_complete(p, req, 0);
+}
+
+static void *burst_peer_thread(void *arg)
+{
+	struct peer_run *r = arg;
+	static struct peer_ops ops = {
+	    .type = "burstpeer",
+	    .init = spin_init,
+	    .fini = late_fini,
+	    .handlers = {[XSEG_OP_PING] = burst_ping},
+	    .handlers_never_block = true,
+	};
+	char *argv[] = {"burstpeer", "-g",   (char *)r->segname,
+			"-p",	     "1",    "-t",
+			"2",	     "-s",   "0",
+			"-v",	     "warn", NULL};
+
+	r->status = peer_main(11, argv, &ops);
+	return NULL;
+}
+
+/* Publish the peer's statistics now (SIGUSR1) and return one counter. */
+static uint64_t burst_stat(struct xseg *seg, const char *name)
+{
+	struct xseg_port_stats st;
+	uint64_t before;
+
+	ck_assert_int_eq(xseg_port_stats_read(seg, PORT, &st), 0);
+	before = st.count;
+	kill(getpid(), SIGUSR1);
+	for (int t = 0; t < 10000 && st.count == before; t++) {
+		usleep(1000);
+		ck_assert_int_eq(xseg_port_stats_read(seg, PORT, &st), 0);
+	}
+	ck_assert_uint_gt(st.count, before);
+	for (uint32_t i = 0; i < st.nr; i++)
+		if (!strcmp(st.stats[i].name, name))
+			return st.stats[i].value;
+	ck_abort_msg("no statistic %s", name);
+	return 0;
+}
+
+static void burst_rounds(struct tpr_client *cli, unsigned k, unsigned rounds)
+{
+	struct xseg_request *req;
+	struct xseg_sigbatch b;
+
+	for (unsigned r = 0; r < rounds; r++) {
+		xseg_sigbatch_init(&b);
+		for (unsigned i = 0; i < k; i++) {
+			ck_assert_int_eq(
+			    xseg_get_request(cli->seg, cli->port, &req), 0);
+			ck_assert_int_eq(xseg_prep_request(cli->seg, req, 0, 0),
+					 0);
+			req->op = XSEG_OP_PING;
+			ck_assert_int_eq(
+			    xseg_submit_batched(cli->seg, req, PORT, &b), 0);
+		}
+		xseg_sigbatch_flush(cli->seg, &b);
+		for (unsigned i = 0; i < k; i++) {
+			ck_assert_int_eq(xseg_wait_reply(cli->seg, cli->port,
+							 30 * SEC, &req),
+					 0);
+			ck_assert_int_eq(req->error, 0);
+			xseg_put_request(cli->seg, req);
+		}
+		/* idle long enough for the port's watcher to sleep */
+		usleep(3000);
+	}
+}
+
+START_TEST(full_batch_wakes_only_for_backlog)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pburst", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	struct tpr_client cli;
+	pthread_t pt;
+
+	ck_assert_int_eq(pthread_create(&pt, NULL, burst_peer_thread, &pr), 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	cli.seg = wait_shared_seg();
+	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	burst_rounds(&cli, 16, 50);
+	ck_assert_uint_eq(burst_stat(seg, "wakes_backlog"), 0);
+	burst_rounds(&cli, 48, 50);
+	ck_assert_uint_gt(burst_stat(seg, "wakes_backlog"), 0);
+	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
+	set_clients_done();
+	kill(getpid(), SIGTERM);
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 0);
+	xseg_leave(seg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peer_threads");
@@ -747,6 +857,7 @@ int main(void)
 	tcase_add_test(tc, drain_on_sigterm);
 	tcase_add_test(tc, no_handler_after_stop);
 	tcase_add_test(tc, long_handler_port_taken_over);
+	tcase_add_test(tc, full_batch_wakes_only_for_backlog);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

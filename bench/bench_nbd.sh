@@ -8,122 +8,222 @@
 #   nbdkit_memory    nbdkit's memory plugin
 #   nbdkit_file_cache nbdkit's file plugin behind its cache filter
 #                    (the reference of issue 7)
+#   stack_cached_old the stack_cached of another build (--bin-old), e.g.
+#                    the commit before a change
 # Prints one JSON object: per target and job IOPS, MiB/s, completion
 # latency p50/p99 (us), and each stack number's ratio to the reference.
+# With --repeat N every job runs N times per target, the targets taking
+# turns job by job (so a change of load on the shared machine hits them
+# all alike); the numbers are the medians, "runs_iops" lists every run.
 #
-# Usage: bench_nbd.sh [--bin DIR] [--mib N] [--runtime S]
-#   --bin DIR    built programs (default: $AC_BIN_DIR or ./build/bin)
-#   --mib N      volume / disk size in MiB (default 256)
-#   --runtime S  seconds per job (default 5)
+# Usage: bench_nbd.sh [--bin DIR] [--bin-old DIR] [--mib N] [--runtime S]
+#                     [--repeat N] [--jobs "J ..."] [--targets "T ..."]
+#                     [--stack-conf FILE]
+#   --bin DIR      built programs (default: $AC_BIN_DIR or ./build/bin)
+#   --bin-old DIR  also run stack_cached_old from these programs
+#   --mib N        volume / disk size in MiB (default 256)
+#   --runtime S    seconds per job (default 5)
+#   --repeat N     runs of each job per target (default 1)
+#   --jobs LIST    fio sections to run (default: all six)
+#   --targets LIST targets to run (default: all of the above that apply)
+#   --stack-conf FILE  lines appended to the stacks' config (e.g. spin)
 set -u
 BIN=${AC_BIN_DIR:-./build/bin}
+BIN_OLD=
 MIB=256
 RUNTIME=5
+REPEAT=1
+JOBS="seqwrite-1m seqread-1m randread-qd1 randread-qd16 randwrite-qd1 randwrite-qd16"
+TARGETS=
+EXTRA_CONF=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) BIN=$2; shift 2 ;;
+	--bin-old) BIN_OLD=$2; shift 2 ;;
 	--mib) MIB=$2; shift 2 ;;
 	--runtime) RUNTIME=$2; shift 2 ;;
-	-h|--help) sed -n 2,20p "$0"; exit 0 ;;
+	--repeat) REPEAT=$2; shift 2 ;;
+	--jobs) JOBS=$2; shift 2 ;;
+	--targets) TARGETS=$2; shift 2 ;;
+	--stack-conf) EXTRA_CONF=$2; shift 2 ;;
+	-h|--help) sed -n 2,31p "$0"; exit 0 ;;
 	*) echo "bench_nbd.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+case $REPEAT in ''|*[!0-9]*|0) echo "bench_nbd.sh: bad --repeat $REPEAT" >&2; exit 2 ;; esac
 for tool in fio nbdkit python3; do
 	command -v $tool >/dev/null || { echo "bench_nbd.sh: $tool not installed" >&2; exit 1; }
 done
 BIN=$(cd "$BIN" && pwd) || exit 1
+[ -n "$BIN_OLD" ] && { BIN_OLD=$(cd "$BIN_OLD" && pwd) || exit 1; }
+[ -n "$EXTRA_CONF" ] && { [ -r "$EXTRA_CONF" ] || { echo "bench_nbd.sh: cannot read $EXTRA_CONF" >&2; exit 2; }; }
+if [ -z "$TARGETS" ]; then
+	TARGETS="stack_cached stack_nocached nbdkit_memory nbdkit_file_cache"
+	[ -n "$BIN_OLD" ] && TARGETS="$TARGETS stack_cached_old"
+fi
+has() { case " $TARGETS " in *" $1 "*) return 0 ;; esac; return 1; }
+for t in $TARGETS; do
+	case $t in
+	stack_cached|stack_nocached|nbdkit_memory|nbdkit_file_cache) ;;
+	stack_cached_old) [ -n "$BIN_OLD" ] || { echo "bench_nbd.sh: stack_cached_old needs --bin-old" >&2; exit 2; } ;;
+	*) echo "bench_nbd.sh: unknown target $t" >&2; exit 2 ;;
+	esac
+done
 FIOJOBS=$(cd "$(dirname "$0")" && pwd)/fio/nbd.fio
 X=$BIN/xsegctl
 T=$(mktemp -d /tmp/bench-nbd-XXXXXX)
-NBDKIT_PID=
+MEM_PID=
+FILE_PID=
+STACKS=
 cleanup() {
-	[ -n "$NBDKIT_PID" ] && kill $NBDKIT_PID 2>/dev/null
-	$X stack stop --dir $T/stack >/dev/null 2>&1
+	[ -n "$MEM_PID" ] && kill $MEM_PID 2>/dev/null
+	[ -n "$FILE_PID" ] && kill $FILE_PID 2>/dev/null
+	for s in $STACKS; do
+		"${s%%:*}"/xsegctl stack stop --dir "${s#*:}" >/dev/null 2>&1
+	done
 	rm -rf $T
 }
 trap cleanup EXIT
-JOBS="seqwrite-1m seqread-1m randread-qd1 randread-qd16 randwrite-qd1 randwrite-qd16"
-
-# run_jobs TARGET URI: prefill, then every job; results in $T/TARGET.*.json
-run_jobs() {
-	local target=$1 uri=$2
-	URI=$uri SIZE=${MIB}m RUNTIME=$RUNTIME fio --section=prefill \
-		--output-format=json --output=$T/$target.prefill.json $FIOJOBS \
-		|| { echo "bench_nbd.sh: $target: prefill failed" >&2; return 1; }
-	for job in $JOBS; do
-		URI=$uri SIZE=${MIB}m RUNTIME=$RUNTIME fio --section=$job \
-			--output-format=json --output=$T/$target.$job.json \
-			$FIOJOBS >&2 ||
-			echo "bench_nbd.sh: $target $job failed" >&2
-	done
-}
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 wait_sock() {
 	for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done
 	return 1
 }
 
-# --- our stack, with and without cached
-cat > $T/stack.conf <<CONF
-dir = $T/stack
+declare -A URI_OF
+
+# start_stack TARGET BINDIR: a stack in $T/TARGET with volume "bench"
+start_stack() {
+	local target=$1 bin=$2
+	cat > $T/$target.conf <<CONF
+dir = $T/$target
 segment_size = 2G
 cache_size = $((MIB * 2))M
 verify_reads = on
 CONF
-$X stack start $T/stack.conf >&2 || exit 1
-STORE=$(sed -n 's/^store = //p' $T/stack/run/stack.conf)
-$X volume --dir $T/stack create bench ${MIB}M >&2 || exit 1
-U="nbd+unix:///bench?socket=$T/stack/run/nbd.sock"
-run_jobs stack_cached "$U"
-$X stack unplug-cached --dir $T/stack >&2
-run_jobs stack_nocached "$U"
-$X stack stop --dir $T/stack >&2
+	[ -n "$EXTRA_CONF" ] && cat "$EXTRA_CONF" >> $T/$target.conf
+	$bin/xsegctl stack start $T/$target.conf >&2 || return 1
+	STACKS="$STACKS $bin:$T/$target"
+	$bin/xsegctl volume --dir $T/$target create bench ${MIB}M >&2 || return 1
+	URI_OF[$target]="nbd+unix:///bench?socket=$T/$target/run/nbd.sock"
+}
 
-# --- nbdkit memory
-nbdkit -f -U $T/mem.sock memory size=${MIB}M & NBDKIT_PID=$!
-wait_sock $T/mem.sock && run_jobs nbdkit_memory "nbd+unix:///?socket=$T/mem.sock"
-kill $NBDKIT_PID; wait $NBDKIT_PID 2>/dev/null; NBDKIT_PID=
+# prefill TARGET: lay the data down (reads hit written blocks)
+prefill() {
+	URI=${URI_OF[$1]} SIZE=${MIB}m RUNTIME=$RUNTIME fio --section=prefill \
+		--output-format=json --output=$T/$1.prefill.json $FIOJOBS >&2 \
+		|| { echo "bench_nbd.sh: $1: prefill failed" >&2; return 1; }
+}
 
-# --- nbdkit file behind the cache filter
-truncate -s ${MIB}M $T/disk.img
-nbdkit -f -U $T/file.sock --filter=cache file file=$T/disk.img cache=writeback & NBDKIT_PID=$!
-wait_sock $T/file.sock && run_jobs nbdkit_file_cache "nbd+unix:///?socket=$T/file.sock"
-kill $NBDKIT_PID; wait $NBDKIT_PID 2>/dev/null; NBDKIT_PID=
+# run_job TARGET JOB ROUND: results in $T/TARGET.JOB.ROUND.json
+run_job() {
+	URI=${URI_OF[$1]} SIZE=${MIB}m RUNTIME=$RUNTIME fio --section=$2 \
+		--output-format=json --output=$T/$1.$2.$3.json $FIOJOBS >&2 ||
+		echo "bench_nbd.sh: $1 $2 (run $3) failed" >&2
+}
 
-python3 - "$T" "$MIB" "$RUNTIME" "$STORE" $JOBS <<'PY'
-import json, os, sys
-d, mib, runtime, store, jobs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-targets = ["stack_cached", "stack_nocached", "nbdkit_memory", "nbdkit_file_cache"]
+# run_rounds TARGET...: every job REPEAT times, the targets taking turns
+run_rounds() {
+	local r job t
+	for r in $(seq $REPEAT); do
+		for job in $JOBS; do
+			for t in "$@"; do run_job $t $job $r; done
+		done
+	done
+}
+
+STORE=
+STACK_BIN=
+if has stack_cached || has stack_nocached; then
+	# stack_nocached is stack_cached's stack with cached unplugged
+	start_stack stack_cached $BIN || exit 1
+	STORE=$(sed -n 's/^store = //p' $T/stack_cached/run/stack.conf)
+	STACK_BIN=$BIN
+fi
+if has stack_cached_old; then
+	start_stack stack_cached_old $BIN_OLD || exit 1
+fi
+if has nbdkit_memory; then
+	nbdkit -f -U $T/mem.sock memory size=${MIB}M & MEM_PID=$!
+	wait_sock $T/mem.sock || exit 1
+	URI_OF[nbdkit_memory]="nbd+unix:///?socket=$T/mem.sock"
+fi
+if has nbdkit_file_cache; then
+	truncate -s ${MIB}M $T/disk.img
+	nbdkit -f -U $T/file.sock --filter=cache file file=$T/disk.img \
+		cache=writeback & FILE_PID=$!
+	wait_sock $T/file.sock || exit 1
+	URI_OF[nbdkit_file_cache]="nbd+unix:///?socket=$T/file.sock"
+fi
+
+TURNS=
+for t in stack_cached stack_cached_old nbdkit_memory nbdkit_file_cache; do
+	has $t || continue
+	prefill $t || exit 1
+	TURNS="$TURNS $t"
+done
+run_rounds $TURNS
+if has stack_nocached; then
+	$STACK_BIN/xsegctl stack unplug-cached --dir $T/stack_cached >&2
+	URI_OF[stack_nocached]=${URI_OF[stack_cached]}
+	prefill stack_nocached || exit 1
+	run_rounds stack_nocached
+fi
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$T" "$MIB" "$RUNTIME" "$STORE" "$REPEAT" "$LOAD_START" "$LOAD_END" "$TARGETS" $JOBS <<'PY'
+import json, os, statistics, sys
+d, mib, runtime, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+repeat, load_start, load_end = int(sys.argv[5]), sys.argv[6], sys.argv[7]
+targets, jobs = sys.argv[8].split(), sys.argv[9:]
 res = {}
 for t in targets:
     res[t] = {}
     for j in jobs:
-        p = os.path.join(d, f"{t}.{j}.json")
-        try:
-            js = json.load(open(p))["jobs"][0]
-        except Exception:
+        runs = []
+        errors = 0
+        for r in range(1, repeat + 1):
+            p = os.path.join(d, f"{t}.{j}.{r}.json")
+            try:
+                js = json.load(open(p))["jobs"][0]
+            except Exception:
+                continue
+            side = js["write"] if "write" in j else js["read"]
+            pct = side["clat_ns"].get("percentile", {})
+            errors += js.get("error", 0)
+            runs.append((side["iops"], side["bw_bytes"] / 1048576,
+                         pct.get("50.000000", 0) / 1000,
+                         pct.get("99.000000", 0) / 1000))
+        if not runs:
             res[t][j] = None
             continue
-        side = js["write"] if "write" in j else js["read"]
-        pct = side["clat_ns"].get("percentile", {})
+        med = lambda k: statistics.median(x[k] for x in runs)  # noqa: E731
         res[t][j] = {
-            "iops": round(side["iops"], 1),
-            "mib_s": round(side["bw_bytes"] / 1048576, 1),
-            "lat_p50_us": round(pct.get("50.000000", 0) / 1000, 1),
-            "lat_p99_us": round(pct.get("99.000000", 0) / 1000, 1),
-            "errors": js.get("error", 0),
+            "iops": round(med(0), 1),
+            "mib_s": round(med(1), 1),
+            "lat_p50_us": round(med(2), 1),
+            "lat_p99_us": round(med(3), 1),
+            "errors": errors,
+            "runs_iops": [round(x[0], 1) for x in runs],
         }
 ref = "nbdkit_file_cache"
 ratio = {}
-for t in ("stack_cached", "stack_nocached"):
+for t in targets:
+    if not t.startswith("stack_"):
+        continue
     ratio[t] = {}
     for j in jobs:
-        a, b = res[t].get(j), res[ref].get(j)
+        a, b = res[t].get(j), (res.get(ref) or {}).get(j)
         ratio[t][j] = round(a["iops"] / b["iops"], 3) if a and b and b["iops"] else None
 out = {
     "bench": "nbd",
     "size_mib": mib,
     "runtime_s": runtime,
+    "repeat": repeat,
+    "statistic": "median of repeat runs" if repeat > 1 else "single run",
+    "loadavg_start": load_start,
+    "loadavg_end": load_end,
     "store": store,
     "jobs": jobs,
     "results": res,

@@ -665,6 +665,21 @@ void pl_fs_set_hook(pl_fs_hook_fn fn, void *arg)
 	pthread_mutex_unlock(&pl.lock);
 }
 
+int pl_fs_call_hook(const char *call)
+{
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&pl.lock);
+	pl_pass++;
+	if (pl.active && pl.hook) {
+		pl.hook(pl.hook_arg, 0, call);
+		r = 0;
+	}
+	pl_pass--;
+	pthread_mutex_unlock(&pl.lock);
+	return r;
+}
+
 void pl_fs_bypass(bool on)
 {
 	pl_pass += on ? 1 : -1;

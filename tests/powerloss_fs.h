@@ -45,6 +45,7 @@
  * through and counted in pl_fs_stats.unmodeled when they touch the tracked
  * tree; a test should require that count to stay 0.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -75,6 +76,14 @@ void pl_fs_stop(void);
  */
 typedef void (*pl_fs_hook_fn)(void *arg, uint64_t seq, const char *call);
 void pl_fs_set_hook(pl_fs_hook_fn fn, void *arg);
+
+/*
+ * Call the hook now (call = the given name, seq = 0), with the lock held,
+ * as before a wrapped call: for a cut at a moment the caller chooses while
+ * other threads may be making wrapped calls. 0, or -ENOENT if nothing is
+ * tracked or no hook is set.
+ */
+int pl_fs_call_hook(const char *call);
 
 /*
  * Materialise the durable image into dst (created; must not exist). rng is

@@ -52,6 +52,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,13 +64,17 @@
 #include "powerloss_fs.h"
 #include "store.h"
 
-#define CHUNK	    1024
-#define UNIT	    512
-#define NU	    64 /* units per object */
-#define OBJ_MAX	    (NU * UNIT)
-#define NOBJ	    8
-#define MAXV	    24 /* versions of one object between flushes */
-#define DEF_OPS	    500
+#define CHUNK	1024
+#define UNIT	512
+#define NU	64 /* units per object */
+#define OBJ_MAX (NU * UNIT)
+#define NOBJ	8
+#define MAXV	24 /* versions of one object between flushes */
+#ifdef PL_BACKGROUND
+#define DEF_OPS 300 /* slower: background threads, TSan */
+#else
+#define DEF_OPS 500
+#endif
 #define DEF_KMAX    24
 #define MAX_REPORTS 3
 
@@ -205,7 +210,7 @@ struct cand {
 #define MAX_CANDS 4
 
 struct run {
-	uint64_t seed, rng, cut_rng;
+	uint64_t seed, rng, cut_rng, cand_rng;
 	uint64_t ops, kmax, countdown;
 	int mode; /* PL_CUT_SYNCED, PL_CUT_RANDOM, or -1: alternate */
 	char store_dir[300];
@@ -228,10 +233,26 @@ struct run {
 	struct cand *cands;
 	size_t ncands;
 	uint64_t gen2_checked;
-	bool gen2; /* recovering kept images */
+	bool gen2;	    /* recovering kept images */
+	struct cut scratch; /* the cut being taken */
+	pthread_mutex_t mlock;
 	uint64_t gc_removed, segments_max;
 	char first_failure[4096];
 };
+
+/*
+ * The model is written by the workload thread only, and read by it and
+ * by cuts from the store's background threads: writes hold mlock.
+ */
+static void model_lock(struct run *r)
+{
+	pthread_mutex_lock(&r->mlock);
+}
+
+static void model_unlock(struct run *r)
+{
+	pthread_mutex_unlock(&r->mlock);
+}
 
 /* store messages, the last few kB of them */
 struct msgs {
@@ -441,6 +462,11 @@ out:
 static void verify_cut(struct run *r, struct cut *c)
 {
 	struct blocker_opts o = r->opts;
+
+	/* the checking store runs in this thread only (bypass mode) */
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	o.gc_threshold_pct = 0;
 	struct raw_check rc;
 	struct msgs lg, chk;
 	struct blocker_store *s = NULL;
@@ -459,7 +485,7 @@ static void verify_cut(struct run *r, struct cut *c)
 		r->random_cuts++;
 	if (r->cands && !r->gen2 && r->ncands < MAX_CANDS &&
 	    c->mode == PL_CUT_RANDOM && strcmp(c->opname, "create") &&
-	    pl_rand(&r->cut_rng) % 8 == 0) {
+	    pl_rand(&r->cand_rng) % 8 == 0) {
 		struct cand *k = &r->cands[r->ncands];
 		snprintf(k->dir, sizeof(k->dir), "%.300s.gen2", c->dir);
 		if (copy_flat(c->dir, k->dir) == 0) {
@@ -532,42 +558,55 @@ out:
 
 static void verify_pending(struct run *r)
 {
+	struct cut *p;
+	size_t n;
+
+	/* take the list: background threads may be cutting meanwhile */
+	model_lock(r);
+	p = r->pending;
+	n = r->npending;
+	r->pending = NULL;
+	r->npending = r->cappending = 0;
+	model_unlock(r);
 	pl_fs_bypass(true);
-	for (size_t i = 0; i < r->npending; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (r->stop_at_failure && r->failures)
-			rmtree(r->pending[i].dir);
+			rmtree(p[i].dir);
 		else
-			verify_cut(r, &r->pending[i]);
+			verify_cut(r, &p[i]);
 	}
-	r->npending = 0;
 	pl_fs_bypass(false);
+	free(p);
 }
 
 /* before the countdown-th wrapped call: cut the power */
 static void on_call(void *arg, uint64_t seq, const char *call)
 {
 	struct run *r = arg;
-	struct cut *c;
+	struct cut *c = &r->scratch; /* hooks are serialised by the model */
+	int e;
 
-	if (--r->countdown)
+	/* "now": a cut the workload asked for (pl_fs_call_hook) */
+	if (strcmp(call, "now") && --r->countdown)
 		return;
 	r->countdown = 1 + pl_rand(&r->cut_rng) % r->kmax;
-	if (r->npending == r->cappending) {
-		size_t cap = r->cappending ? 2 * r->cappending : 16;
-		struct cut *p = realloc(r->pending, cap * sizeof(*p));
-		if (!p) {
-			r->cut_errors++;
-			return;
-		}
-		r->pending = p;
-		r->cappending = cap;
-	}
-	c = &r->pending[r->npending];
+	/*
+	 * What the workload knows to be durable now: no wrapped call (no
+	 * sync) completes until the hook returns, so the image holds at
+	 * least that.
+	 */
+	model_lock(r);
+	c->m = r->m;
+	c->op = r->opno;
+	snprintf(c->opname, sizeof(c->opname), "%s", r->opname);
+	model_unlock(r);
+	c->seq = seq;
+	snprintf(c->call, sizeof(c->call), "%s", call);
 	snprintf(c->dir, sizeof(c->dir), "%s/cut-%06llu", r->cut_base,
 		 (unsigned long long)r->ncuts++);
 	c->mode = r->mode >= 0 ? (enum pl_cut_mode)r->mode
 			       : (enum pl_cut_mode)(r->ncuts & 1);
-	int e = pl_fs_cut_locked(c->dir, c->mode, &r->cut_rng);
+	e = pl_fs_cut_locked(c->dir, c->mode, &r->cut_rng);
 	if (e) {
 		fprintf(stderr,
 			"powerloss: cut %s before call #%llu (%s): %s\n",
@@ -575,12 +614,20 @@ static void on_call(void *arg, uint64_t seq, const char *call)
 		r->cut_errors++;
 		return;
 	}
-	c->m = r->m;
-	c->seq = seq;
-	snprintf(c->call, sizeof(c->call), "%s", call);
-	c->op = r->opno;
-	snprintf(c->opname, sizeof(c->opname), "%s", r->opname);
-	r->npending++;
+	model_lock(r);
+	if (r->npending == r->cappending) {
+		size_t cap = r->cappending ? 2 * r->cappending : 16;
+		struct cut *p = realloc(r->pending, cap * sizeof(*p));
+		if (!p) {
+			r->cut_errors++;
+			model_unlock(r);
+			return;
+		}
+		r->pending = p;
+		r->cappending = cap;
+	}
+	r->pending[r->npending++] = *c;
+	model_unlock(r);
 }
 
 /* a new version of object i, to be filled in before the call */
@@ -601,14 +648,52 @@ static void collapse(struct omodel *o)
 
 static void flushed(struct run *r)
 {
+	model_lock(r);
 	for (int i = 0; i < NOBJ; i++)
 		collapse(&r->m.o[i]);
+	model_unlock(r);
 }
 
 static void op_begin(struct run *r, const char *name)
 {
+	model_lock(r);
 	r->opno++;
 	r->opname = name;
+	model_unlock(r);
+}
+
+static void write_units(struct run *r, int i, uint32_t u0, uint32_t n,
+			uint32_t cid, bool fua)
+{
+	uint8_t *buf;
+	struct ostate *v;
+	char name[16];
+
+	op_begin(r, fua ? "fua-write" : "write");
+	buf = malloc((size_t)n * UNIT);
+	ck_assert_ptr_nonnull(buf);
+	for (uint32_t u = u0; u < u0 + n; u++)
+		unit_fill(buf + (u - u0) * UNIT, cid, u);
+	model_lock(r);
+	v = push_version(r, i);
+	v->exists = true;
+	if ((u0 + n) * UNIT > v->size)
+		v->size = (u0 + n) * UNIT;
+	for (uint32_t u = u0; u < u0 + n; u++)
+		v->unit[u] = cid;
+	model_unlock(r);
+	name_of(i, name);
+	ck_assert_int_eq(blocker_write(r->s, name, strlen(name), u0 * UNIT,
+				       (size_t)n * UNIT, buf,
+				       fua ? BLOCKER_FUA : 0),
+			 0);
+	free(buf);
+	if (fua) {
+		model_lock(r);
+		collapse(&r->m.o[i]);
+		model_unlock(r);
+		r->fuas++;
+	}
 }
 
 static void do_write(struct run *r, bool fua)
@@ -617,9 +702,6 @@ static void do_write(struct run *r, bool fua)
 	uint32_t u0 = pl_rand(&r->rng) % NU;
 	uint32_t n = 1 + pl_rand(&r->rng) % (pl_rand(&r->rng) % 3 ? 16 : NU);
 	uint32_t kind = pl_rand(&r->rng) % 100, cid;
-	uint8_t *buf;
-	struct ostate *v;
-	char name[16];
 
 	if (u0 + n > NU)
 		n = NU - u0;
@@ -629,27 +711,7 @@ static void do_write(struct run *r, bool fua)
 		cid = 1 + pl_rand(&r->rng) % (r->next_cid - 1); /* dedup */
 	else
 		cid = r->next_cid++;
-	op_begin(r, fua ? "fua-write" : "write");
-	v = push_version(r, i);
-	v->exists = true;
-	if ((u0 + n) * UNIT > v->size)
-		v->size = (u0 + n) * UNIT;
-	buf = malloc((size_t)n * UNIT);
-	ck_assert_ptr_nonnull(buf);
-	for (uint32_t u = u0; u < u0 + n; u++) {
-		v->unit[u] = cid;
-		unit_fill(buf + (u - u0) * UNIT, cid, u);
-	}
-	name_of(i, name);
-	ck_assert_int_eq(blocker_write(r->s, name, strlen(name), u0 * UNIT,
-				       (size_t)n * UNIT, buf,
-				       fua ? BLOCKER_FUA : 0),
-			 0);
-	free(buf);
-	if (fua) {
-		collapse(&r->m.o[i]);
-		r->fuas++;
-	}
+	write_units(r, i, u0, n, cid, fua);
 }
 
 static void do_flush(struct run *r)
@@ -669,7 +731,9 @@ static void do_delete(struct run *r)
 	if (!r->m.o[i].v[r->m.o[i].nv - 1].exists)
 		return;
 	op_begin(r, "delete");
+	model_lock(r);
 	memset(push_version(r, i), 0, sizeof(struct ostate));
+	model_unlock(r);
 	name_of(i, name);
 	e = blocker_delete(r->s, name, strlen(name));
 	ck_assert_int_eq(e, 0);
@@ -684,7 +748,9 @@ static void do_copy(struct run *r)
 	if (i == j || !r->m.o[i].v[r->m.o[i].nv - 1].exists)
 		return;
 	op_begin(r, "copy");
+	model_lock(r);
 	*push_version(r, j) = r->m.o[i].v[r->m.o[i].nv - 1];
+	model_unlock(r);
 	name_of(i, src);
 	name_of(j, dst);
 	ck_assert_int_eq(blocker_copy(r->s, src, strlen(src), dst, strlen(dst)),
@@ -708,12 +774,21 @@ static void do_gc(struct run *r)
 	blocker_gc_opts_init(&g); /* any dead bytes make a victim */
 	op_begin(r, "gc");
 	ck_assert_int_eq(blocker_gc(r->s, &g, &rep), 0);
-	r->gc_removed += rep.segments_removed;
 	r->gcs++;
+}
+
+/* segments GC removed since open (explicit passes and the GC thread) */
+static void count_gc(struct run *r)
+{
+	struct blocker_stats bs;
+
+	ck_assert_int_eq(blocker_get_stats(r->s, &bs), 0);
+	r->gc_removed += bs.gc_segments_removed;
 }
 
 static void do_reopen(struct run *r)
 {
+	count_gc(r);
 	op_begin(r, "close");
 	ck_assert_int_eq(blocker_close(r->s), 0);
 	r->s = NULL;
@@ -721,6 +796,61 @@ static void do_reopen(struct run *r)
 	op_begin(r, "open");
 	ck_assert_int_eq(blocker_open(r->store_dir, &r->opts, &r->s), 0);
 	r->reopens++;
+}
+
+static void note_segments(struct run *r)
+{
+	struct blocker_stats bs;
+	uint64_t segs;
+
+	ck_assert_int_eq(blocker_get_stats(r->s, &bs), 0);
+	segs = bs.log_bytes / r->opts.segment_size + 1;
+	if (segs > r->segments_max)
+		r->segments_max = segs;
+}
+
+/*
+ * However the random operations fell: delete everything, write until
+ * the log moves to a new segment, and collect the old ones, so that every
+ * run has cuts inside a segment switch and a GC pass that removes
+ * segments.
+ */
+static void finale(struct run *r)
+{
+	struct blocker_stats bs;
+	uint64_t seg0;
+
+	for (int i = 0; i < NOBJ; i++) {
+		char name[16];
+		if (!r->m.o[i].v[r->m.o[i].nv - 1].exists)
+			continue;
+		op_begin(r, "delete");
+		model_lock(r);
+		memset(push_version(r, i), 0, sizeof(struct ostate));
+		model_unlock(r);
+		name_of(i, name);
+		ck_assert_int_eq(blocker_delete(r->s, name, strlen(name)), 0);
+		r->deletes++;
+		verify_pending(r);
+	}
+	do_flush(r);
+	ck_assert_int_eq(blocker_get_stats(r->s, &bs), 0);
+	seg0 = bs.log_bytes / r->opts.segment_size;
+	for (int k = 0; k < 4096; k++) {
+		if (k % 8 == 7)
+			do_flush(r);
+		else
+			write_units(r, k % NOBJ, 0, NU, r->next_cid++, false);
+		verify_pending(r);
+		ck_assert_int_eq(blocker_get_stats(r->s, &bs), 0);
+		if (bs.log_bytes / r->opts.segment_size > seg0)
+			break;
+	}
+	note_segments(r);
+	do_flush(r);
+	verify_pending(r);
+	do_gc(r);
+	verify_pending(r);
 }
 
 static void step(struct run *r)
@@ -800,6 +930,7 @@ static void run_init(struct run *r, int mode, uint64_t ops)
 			  (uint64_t)clock();
 	r->rng = r->seed;
 	r->cut_rng = r->seed ^ 0x5eed;
+	r->cand_rng = r->seed ^ 0xca4d;
 	r->ops = env_u64("BLOCKER_POWERLOSS_OPS", ops);
 	r->kmax = env_u64("BLOCKER_POWERLOSS_KMAX", DEF_KMAX);
 	if (!r->kmax)
@@ -816,6 +947,14 @@ static void run_init(struct run *r, int mode, uint64_t ops)
 	r->opts.checkpoint_bytes = 0;
 	r->opts.gc_threshold_pct = 0;
 	r->opts.io = &blocker_io_sync; /* io_uring would bypass the wrappers */
+	pthread_mutex_init(&r->mlock, NULL);
+#ifdef PL_BACKGROUND
+	/* the store's own threads: sync, checkpoint and GC in the background */
+	r->opts.sync_interval_ms = 2;
+	r->opts.checkpoint_bytes = 192 << 10;
+	r->opts.gc_threshold_pct = 10;
+	r->opts.gc_check_ms = 3;
+#endif
 }
 
 /*
@@ -829,7 +968,6 @@ static void run_workload(struct run *r, const char *lost_file_syncs,
 {
 	struct msgs lg = {0};
 	struct pl_fs_stats st;
-	struct blocker_stats bs;
 
 	fresh_dir(r->store_dir, sizeof(r->store_dir), "store");
 	fresh_dir(r->cut_base, sizeof(r->cut_base), "cuts");
@@ -849,18 +987,17 @@ static void run_workload(struct run *r, const char *lost_file_syncs,
 		verify_pending(r);
 		if (r->stop_at_failure && r->failures)
 			break;
-		ck_assert_int_eq(blocker_get_stats(r->s, &bs), 0);
-		uint64_t segs = bs.log_bytes / r->opts.segment_size + 1;
-		if (segs > r->segments_max)
-			r->segments_max = segs;
+		note_segments(r);
 	}
+	if (!(r->stop_at_failure && r->failures))
+		finale(r);
 	/* a final cut of what the workload left */
 	if (!(r->stop_at_failure && r->failures)) {
-		r->countdown = 1;
-		on_call(r, 0, "end");
+		pl_fs_call_hook("now");
 		verify_pending(r);
 	}
 	pl_fs_set_hook(NULL, NULL);
+	count_gc(r);
 	op_begin(r, "close");
 	ck_assert_int_eq(blocker_close(r->s), 0);
 	r->s = NULL;
@@ -1390,7 +1527,12 @@ int main(void)
 	int failed;
 
 	base_init();
+#ifdef PL_BACKGROUND
+	/* the model and the self-tests run in test_blocker_powerloss */
+	srunner_run(sr, NULL, "store", CK_NORMAL);
+#else
 	srunner_run_all(sr, CK_NORMAL);
+#endif
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	rmtree(base_dir);

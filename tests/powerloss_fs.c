@@ -702,16 +702,33 @@ void pl_fs_get_stats(struct pl_fs_stats *st)
 	pthread_mutex_unlock(&pl.lock);
 }
 
-static int write_full(int fd, const uint8_t *p, uint64_t len)
+static bool all_zero(const uint8_t *p, size_t len)
 {
-	while (len) {
-		ssize_t w = __real_write(fd, p, len);
+	return !len || (!p[0] && !memcmp(p, p + 1, len - 1));
+}
+
+/*
+ * Write an image file sparsely: zero blocks stay holes, which keeps the
+ * cuts of a store with a large preallocated file (DIR/reserve) cheap.
+ */
+static int write_image_file(int fd, const uint8_t *p, uint64_t len)
+{
+	const uint64_t blk = 4096;
+
+	if (__real_ftruncate(fd, len) < 0)
+		return -errno;
+	for (uint64_t off = 0; off < len;) {
+		uint64_t k = len - off < blk ? len - off : blk;
+		if (all_zero(p + off, k)) {
+			off += k;
+			continue;
+		}
+		ssize_t w = __real_pwrite(fd, p + off, k, off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
 			return w < 0 ? -errno : -EIO;
-		p += w;
-		len -= w;
+		off += w;
 	}
 	return 0;
 }
@@ -798,7 +815,7 @@ static int put_tree(struct pl_inode *d, int dstfd, enum pl_cut_mode mode,
 				free(b);
 				break;
 			}
-			r = write_full(fd, b, size);
+			r = write_image_file(fd, b, size);
 			free(b);
 		}
 		__real_close(fd);

@@ -1535,6 +1535,7 @@ int main(void)
 #endif
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	rmtree(base_dir);
+	if (!failed || !getenv("BLOCKER_POWERLOSS_KEEP"))
+		rmtree(base_dir);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1013,7 +1013,16 @@ static void fault_case(int budget, int werr, int serr)
 	ck_assert_int_eq(blocker_write(s, "acked", 5, 0, 10, b, 0), -e);
 	ck_assert_int_eq(blocker_delete(s, "acked", 5), -e);
 	ck_assert_int_eq(blocker_copy(s, "acked", 5, "c", 1), -e);
-	ck_assert_int_eq(blocker_checkpoint(s), -e);
+	if (e == ENOSPC) {
+		/* a full disk: the DELETE released the space reserve and
+		 * still found no room (the fault layer gives none); a
+		 * checkpoint still works, the maps match the log (GC on a
+		 * full disk needs it) */
+		ck_assert_ptr_nonnull(strstr(logbuf.text, "released"));
+		ck_assert_int_eq(blocker_checkpoint(s), 0);
+	} else {
+		ck_assert_int_eq(blocker_checkpoint(s), -e);
+	}
 	/* reads keep working */
 	expect(s, "acked", 0, 20000, 1);
 	expect(s, "acked2", 0, 5000, 2);
@@ -1037,9 +1046,11 @@ static void fault_case(int budget, int werr, int serr)
 
 START_TEST(test_fault_enospc_short_write)
 {
-	/* two chunks land, the third is cut short, then ENOSPC */
+	/* two chunks land, the third is cut short, then ENOSPC: the
+	 * failed write's bytes are zeroed again at once (so that writes can
+	 * resume after GC made room), no torn tail is left to cut */
 	fault_case(2 * 4160 + 1000, ENOSPC, 0);
-	ck_assert_ptr_nonnull(strstr(logbuf.text, "torn tail"));
+	ck_assert_ptr_null(strstr(logbuf.text, "torn tail"));
 }
 END_TEST
 

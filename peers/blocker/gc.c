@@ -52,6 +52,9 @@ enum {
 	GC_HOOK_REPOINTED = 3,	  /* index moved off the victims */
 	GC_HOOK_CHECKPOINTED = 4, /* checkpoint written */
 	GC_HOOK_LISTED = 5,	  /* DIR/gc written, files not yet unlinked */
+	GC_HOOK_RESERVE_RELEASED = 6, /* the pass released DIR/reserve */
+	GC_HOOK_RESERVE_RESTORED = 7, /* reallocated after a removal, writes
+				       * not yet let back in */
 };
 
 static void hook(struct blocker_store *s, int point)
@@ -62,6 +65,15 @@ static void hook(struct blocker_store *s, int point)
 
 	if (fn)
 		fn(__atomic_load_n(&s->gc_hook_arg, __ATOMIC_RELAXED), point);
+}
+
+/* The disk is full: let the reserve go (reserve.c). True if it did. */
+static bool release_reserve(struct blocker_store *s)
+{
+	if (bres_release(s))
+		return false;
+	hook(s, GC_HOOK_RESERVE_RELEASED);
+	return true;
 }
 
 /* ---- DIR/gc ---- */
@@ -691,6 +703,8 @@ static int remove_victims(struct blocker_store *s, const struct seg_use *v,
 		s->segs[v[i].seg].removed = true;
 	pthread_rwlock_unlock(&s->segs_lock);
 	r = bgc_save(s, ckpt > s->gc_ckpt ? ckpt : s->gc_ckpt);
+	if (r == -ENOSPC && release_reserve(s))
+		r = bgc_save(s, ckpt > s->gc_ckpt ? ckpt : s->gc_ckpt);
 	if (r) {
 		pthread_rwlock_wrlock(&s->segs_lock);
 		for (uint32_t i = 0; i < n; i++)
@@ -730,6 +744,9 @@ static int remove_victims(struct blocker_store *s, const struct seg_use *v,
 		set_victim(s, v[i].seg, false);
 		rep->segments_removed++;
 		rep->bytes_reclaimed += v[i].size;
+		if (s->space_hook)
+			s->space_hook(s->space_hook_arg,
+				      BLOCKER_SPACE_SEGMENT_FREED, v[i].size);
 	}
 	fsync(s->dirfd);
 	free(old);
@@ -745,6 +762,20 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	uint32_t n = 0, nv = 0, done = 0;
 	bool *ok = NULL;
 	int r, r2 = 0;
+	/*
+	 * A store that writes filled: the copies and the checkpoint need
+	 * the room the reserve holds, so it goes, and the copies may take
+	 * half of it (victims best first, skipping those whose live bytes
+	 * no longer fit), leaving the rest for the checkpoint files. Only
+	 * victims that give back more than their copies take (dead >= live)
+	 */
+	bool full = blocker_degraded_nospc(s);
+	uint64_t copy_room = UINT64_MAX;
+
+	if (full) {
+		release_reserve(s);
+		copy_room = s->reserve_target / 2;
+	}
 
 	/* 1: mark and choose with mutating calls excluded */
 	pthread_rwlock_wrlock(&s->ckpt_lock);
@@ -771,6 +802,10 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 			pthread_rwlock_unlock(&s->segs_lock);
 			if (bad)
 				continue;
+			if (u[i].live > copy_room || (full && dead < u[i].live))
+				continue;
+			if (full)
+				copy_room -= u[i].live;
 			u[nv++] = u[i];
 		}
 		/* log order: copies keep their relative order */
@@ -877,8 +912,11 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	hook(s, GC_HOOK_REPOINTED);
 	/* 5: readers that found a victim position are done */
 	blocker_rcu_sync();
-	/* 6: the checkpoint no longer needs the victims */
+	/* 6: the checkpoint no longer needs the victims; on a full disk
+	 * the reserve makes room for it (review R4-6) */
 	r2 = blocker_checkpoint(s);
+	if (r2 == -ENOSPC && release_reserve(s))
+		r2 = blocker_checkpoint(s);
 	if (r2) {
 		/* nothing points into the victims any more; they stay as
 		 * files until a later pass (they are all dead now) */
@@ -937,11 +975,35 @@ int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 	if (g->min_dead_pct > 100)
 		return -EINVAL;
 	pthread_mutex_lock(&s->gc_mutex);
-	r = -blocker_degraded(s);
+	/* degraded by ENOSPC, removing segments is the way out */
+	r = blocker_degraded_nospc(s) ? 0 : -blocker_degraded(s);
 	if (!r && stopping(s))
 		r = -ECANCELED;
 	if (!r)
 		r = gc_pass(s, g, rep);
+	/*
+	 * The reserve first, then writes: a store let back in without it
+	 * would fill the disk up to the last block again, and the next
+	 * full disk would find no room for a checkpoint
+	 */
+	if (!bres_full(s) && (rep->segments_removed || !blocker_degraded(s))) {
+		int r3 = bres_restore(s);
+		if (!r3) {
+			hook(s, GC_HOOK_RESERVE_RESTORED);
+			if (rep->segments_removed)
+				blocker_undegrade_nospc(
+				    s, "GC removed segments and the space "
+				       "reserve is whole again");
+		} else if (blocker_degraded_nospc(s)) {
+			blocker_logf(&s->o, BLOCKER_LOG_WARN,
+				     "blocker: %s: GC freed %llu bytes, not "
+				     "enough to reallocate the space reserve "
+				     "(%s): writes stay refused",
+				     s->dir,
+				     (unsigned long long)rep->bytes_reclaimed,
+				     strerror(-r3));
+		}
+	}
 	STAT_INC(s, gc_runs);
 	STAT_ADD(s, gc_segments_removed, rep->segments_removed);
 	STAT_ADD(s, gc_bytes_copied, rep->bytes_copied);
@@ -1009,10 +1071,15 @@ static void *gc_main(void *arg)
 		    __atomic_load_n(&s->st.deletes, __ATOMIC_RELAXED) !=
 			__atomic_load_n(&s->gc_est_deletes, __ATOMIC_RELAXED);
 		again = false;
-		if (changed && !blocker_degraded(s) &&
+		/* a store that writes filled: any dead byte is worth it */
+		bool full = blocker_degraded_nospc(s);
+		if (changed && (!blocker_degraded(s) || full) &&
 		    !blocker_gc_estimate(s, &rec, &closed) && closed &&
-		    rec * 100 >= (uint64_t)s->o.gc_threshold_pct * closed) {
+		    (full ? rec > 0
+			  : rec * 100 >=
+				(uint64_t)s->o.gc_threshold_pct * closed)) {
 			struct blocker_gc_report rep;
+			g.min_dead_pct = full ? 0 : s->o.gc_threshold_pct / 2;
 			blocker_gc(s, &g, &rep);
 			again = rep.segments_removed > 0;
 			if (rep.segments_removed)

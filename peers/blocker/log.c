@@ -156,6 +156,26 @@ void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
 			     s->dir, msg);
 }
 
+void blocker_undegrade_nospc(struct blocker_store *s, const char *why)
+{
+	bool done = false;
+
+	/* no append in progress; a failed one was undone (write_all) */
+	pthread_mutex_lock(&s->append_lock);
+	pthread_mutex_lock(&s->sync_lock);
+	if (s->degraded == ENOSPC && !s->sync_err) {
+		__atomic_store_n(&s->degraded, 0, __ATOMIC_RELEASE);
+		s->degraded_reason[0] = 0;
+		done = true;
+	}
+	pthread_mutex_unlock(&s->sync_lock);
+	pthread_mutex_unlock(&s->append_lock);
+	if (done)
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: writes accepted again: %s", s->dir,
+			     why);
+}
+
 /* fd < 0: a placeholder for a segment GC removed */
 static int seg_push(struct blocker_store *s, int fd)
 {
@@ -621,9 +641,12 @@ static int write_all(struct blocker_store *s, int fd, struct iovec *iov, int n,
 			char path[4096];
 			blog_seg_path(s->dir, pos / s->segment_size, path,
 				      sizeof(path));
-			if (gc && e == ENOSPC) {
+			/* the log past the tail holds only zeros again,
+			 * so appends can resume once there is room */
+			if (e == ENOSPC) {
 				gc_undo_write(s, fd, pos, off, done);
-				return -e;
+				if (gc)
+					return -e;
 			}
 			blocker_degrade(
 			    s, e, "write of %s at offset %llu failed: %s", path,
@@ -701,9 +724,12 @@ static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 	int64_t created = -1; /* segment this call created */
 	uint64_t prev_tail = 0;
 
+	/* GC's copies and DELETEs give space back: a store degraded by
+	 * ENOSPC still takes them */
 	r = blocker_degraded(s);
-	if (r)
+	if (r && !(gc && r == ENOSPC))
 		return -r;
+	r = 0;
 	hdr = malloc((size_t)n * BREC_HDR_SIZE);
 	iov = malloc(sizeof(*iov) * BATCH_IOV);
 	if (!hdr || !iov) {
@@ -767,7 +793,7 @@ static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 		r = blog_fd(s, start, &fd, &off);
 		if (!r)
 			r = write_all(s, fd, iov, k, off, size, start, gc);
-		if (r == -ENOSPC && gc && (int64_t)seg == created &&
+		if (r == -ENOSPC && (int64_t)seg == created &&
 		    start == seg * s->segment_size)
 			seg_unswitch(s, seg, prev_tail);
 		if (r)

@@ -755,7 +755,21 @@ static int append_names(struct blocker_store *s, enum brec_type type,
 
 	bnames_encode(p, n1, l1, n2, l2);
 	blocker_sha256(p, len, score);
-	return blog_append(s, type, score, p, len, &pos);
+	if (type != BREC_DELETE)
+		return blog_append(s, type, score, p, len, &pos);
+	/*
+	 * A DELETE appends as GC's copies do: in a store degraded by
+	 * ENOSPC too, and its own ENOSPC leaves the store as it was
+	 * (undone, not degraded), so that the caller can release the
+	 * reserve and try again
+	 */
+	struct brec_out rec = {type, score, p, (uint32_t)len, 0};
+	int r;
+	pthread_mutex_lock(&s->append_lock);
+	r = blog_append_batch_gc_locked(s, &rec, 1);
+	pthread_mutex_unlock(&s->append_lock);
+	(void)pos;
+	return r;
 }
 
 int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
@@ -765,8 +779,10 @@ int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
 
 	if (!blocker_name_valid(name, namelen))
 		return -EINVAL;
+	/* a DELETE is how a full disk gets space back (with GC): only a
+	 * store degraded by something else refuses it */
 	r = blocker_degraded(s);
-	if (r)
+	if (r && r != ENOSPC)
 		return -r;
 	pthread_rwlock_rdlock(&s->ckpt_lock);
 	o = bobj_get(s, name, namelen, false);
@@ -778,6 +794,9 @@ int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
 	if (o->deleted || !o->live)
 		r = -ENOENT;
 	else
+		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
+	/* the disk is full: the reserve is there for this */
+	if (r == -ENOSPC && !bres_release(s))
 		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
 	if (!r) {
 		o->deleted = true;
@@ -939,11 +958,14 @@ int blocker_checkpoint(struct blocker_store *s)
 	int r;
 
 	pthread_mutex_lock(&s->ckpt_mutex);
+	/* degraded by ENOSPC, the maps and index still match the log up
+	 * to its tail (a failed append is undone, log.c): GC needs this */
 	r = blocker_degraded(s);
-	if (r) {
+	if (r && r != ENOSPC) {
 		r = -r;
 		goto out;
 	}
+	r = 0;
 	/* writers drained: maps and index describe exactly the log < pos */
 	pthread_rwlock_wrlock(&s->ckpt_lock);
 	pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
@@ -953,6 +975,9 @@ int blocker_checkpoint(struct blocker_store *s)
 	pthread_rwlock_unlock(&s->ckpt_lock);
 	if (!r)
 		r = blog_flush(s);
+	if (!r && s->space_hook)
+		r = s->space_hook(s->space_hook_arg, BLOCKER_SPACE_CHECKPOINT,
+				  ml + il);
 	if (!r)
 		r = bmaps_save_buf(s, pos, mp, ml, mc);
 	if (!r)
@@ -1094,6 +1119,7 @@ static void store_free(struct blocker_store *s)
 	pthread_mutex_destroy(&s->bg_lock);
 	pthread_cond_destroy(&s->bg_cond);
 	pthread_mutex_destroy(&s->gc_mutex);
+	pthread_mutex_destroy(&s->reserve_lock);
 	free(s->dir);
 	free(s);
 }
@@ -1131,6 +1157,7 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	pthread_mutex_init(&s->ckpt_mutex, NULL);
 	pthread_mutex_init(&s->bg_lock, NULL);
 	pthread_mutex_init(&s->gc_mutex, NULL);
+	pthread_mutex_init(&s->reserve_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->bg_cond, &ca);
@@ -1288,6 +1315,8 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			     BLOCKER_FORMAT_VERSION);
 	}
 	s->last_ckpt = idx_pos < maps_pos ? idx_pos : maps_pos;
+	/* (missing in stores made before it, or cut short by a crash) */
+	bres_open(s);
 	if (s->o.sync_interval_ms || s->o.checkpoint_bytes) {
 		r = -pthread_create(&s->bg, NULL, bg_main, s);
 		if (r)

@@ -37,6 +37,10 @@
  * or range, -ENOENT for a missing object, -EIO for a chunk whose content
  * does not match its score, and in degraded mode every mutating call fails
  * with the errno that caused it (e.g. -ENOSPC, -EIO) while reads go on.
+ * A store degraded by ENOSPC still takes deletes and GC passes, which
+ * use the space held back in DIR/reserve; a GC pass that removed segments
+ * and allocated the reserve again lets writes back in (docs/blocker.md
+ * "Full disk").
  *
  * Object names: 1..BLOCKER_NAME_MAX bytes from [A-Za-z0-9._:@+=-]; names
  * are passed as (pointer, length), not NUL-terminated, because xseg
@@ -189,12 +193,22 @@ struct blocker_opts {
 	unsigned gc_threshold_pct;
 	uint64_t gc_rate_bytes;
 	unsigned gc_check_ms;
+	/*
+	 * Space held back in DIR/reserve (a preallocated file) for the work
+	 * that gives space back on a full disk: DELETE records, GC's copies
+	 * and its checkpoint. 0 (default): one segment plus twice the maps
+	 * and index files at open plus 1 MiB; BLOCKER_RESERVE_NONE: none.
+	 * See docs/blocker.md "Full disk".
+	 */
+	uint64_t reserve_bytes;
 	const struct blocker_io_ops *io; /* NULL: blocker_io_sync */
 	void *io_ctx;
 	/* message sink; NULL: stderr. Called without store locks held. */
 	void (*log)(void *arg, enum blocker_log_level level, const char *msg);
 	void *log_arg;
 };
+
+#define BLOCKER_RESERVE_NONE UINT64_MAX
 
 /* Fill with defaults: 4 KiB chunks, 256 MiB segments, verification on,
  * mapped reads on. */
@@ -245,7 +259,12 @@ int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 		  uint64_t off, size_t len, const void *buf, unsigned flags);
 
-/* Delete an object (its chunks stay: other maps may share them). */
+/*
+ * Delete an object (its chunks stay: other maps may share them). Works in
+ * a store degraded by ENOSPC; on a full disk the first delete releases
+ * the space reserve for its record. -ENOSPC if even that finds no room
+ * (nothing changed, the store is not degraded by it).
+ */
 int blocker_delete(struct blocker_store *s, const char *name, size_t namelen);
 
 /* Size of an object. -ENOENT if missing. */
@@ -324,7 +343,16 @@ int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st);
  * other threads; one pass at a time (a second caller waits). Writes that
  * would dedup against a chunk in a victim segment store it afresh.
  *
- * Errors: the degraded errno; -ENOSPC if the copies do not fit (the store
+ * Full disk: runs in a store degraded by ENOSPC (not by other errors),
+ * releasing DIR/reserve for its copies and checkpoint and taking only
+ * victims with dead >= live bytes, copying at most half the reserve; in a
+ * healthy store a checkpoint or DIR/gc write that meets ENOSPC releases
+ * the reserve and is tried once more. After a pass that removed segments
+ * the reserve is allocated again, and then a store degraded by ENOSPC
+ * accepts writes again.
+ *
+ * Errors: the degraded errno (other than ENOSPC); -ENOSPC if the copies
+ * do not fit (the store
  * is NOT degraded by a GC copy's ENOSPC: the victim is kept, and only the
  * victims fully copied before are completed); -EIO (a write or fsync
  * error, which degrades the store as any write error, or a record that

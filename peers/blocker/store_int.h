@@ -318,6 +318,19 @@ struct blocker_store {
 	/* test hook: called by blocker_gc at named points (gc.c) */
 	void (*gc_hook)(void *arg, int point);
 	void *gc_hook_arg;
+	/*
+	 * test hook for a simulated full disk (tests model free space with
+	 * the fault I/O layer's write budget): told about space the store
+	 * frees or is about to take outside the log (BLOCKER_SPACE_*); a
+	 * negative errno makes that allocation fail as the disk would
+	 */
+	int (*space_hook)(void *arg, int event, uint64_t bytes);
+	void *space_hook_arg;
+
+	/* the space reserve (reserve.c), under reserve_lock */
+	pthread_mutex_t reserve_lock;
+	uint64_t reserve_target; /* bytes it should hold; 0: none */
+	uint64_t reserve_held;	 /* bytes it holds */
 
 	struct {
 		uint64_t reads, writes, dedup_hits, zero_chunks;
@@ -520,6 +533,36 @@ int bmaps_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
 int bidx_save_buf(struct blocker_store *s, uint64_t pos, const uint8_t *p,
 		  size_t len, uint64_t count);
 int bidx_load(struct blocker_store *s, uint64_t *pos);
+
+/*
+ * reserve.c: DIR/reserve, space held back for DELETEs and GC on a full
+ * disk. bres_open allocates it at open (logs if it cannot); bres_release
+ * truncates it (0, or -ENOENT if nothing was held); bres_restore
+ * allocates it again (0 or a negative errno, e.g. -ENOSPC); bres_full:
+ * does it hold all it should?
+ */
+#define BLOCKER_RESERVE_FILE "reserve"
+enum {
+	BLOCKER_SPACE_RESERVE_FREED = 1, /* bytes: released */
+	BLOCKER_SPACE_RESERVE_ALLOC = 2, /* bytes: about to be allocated */
+	BLOCKER_SPACE_SEGMENT_FREED = 3, /* bytes: a segment file removed */
+	BLOCKER_SPACE_CHECKPOINT = 4,	 /* bytes: new maps + index files */
+};
+void bres_open(struct blocker_store *s);
+int bres_release(struct blocker_store *s);
+int bres_restore(struct blocker_store *s);
+bool bres_full(struct blocker_store *s);
+/*
+ * Leave a degraded state caused by ENOSPC (GC made room and the reserve
+ * is whole again): writes are accepted again. No effect for any other
+ * cause, or after a failed fsync. log.c
+ */
+void blocker_undegrade_nospc(struct blocker_store *s, const char *why);
+/* degraded by ENOSPC only (deletes and GC may still append) */
+static inline bool blocker_degraded_nospc(struct blocker_store *s)
+{
+	return blocker_degraded(s) == ENOSPC;
+}
 
 /* files in a store directory */
 #define BLOCKER_SUPER_FILE "super"

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The space reserve, DIR/reserve (docs/blocker.md "Full disk";
+ * docs/on-disk-format.md "reserve"): a file of preallocated blocks that
+ * holds back room for the work that gives space back on a full disk.
+ *
+ * Garbage collection frees space only by removing segment files, and it
+ * may remove one only after a checkpoint that no longer needs it: new
+ * maps and index files written next to the old ones (tmp + rename), plus
+ * the log records of copies and of the DELETEs that made data dead. On a
+ * disk that writes have filled, none of that fits (review R4-6). So the
+ * store keeps this file allocated while there is room, and lets it go
+ * when a DELETE or a GC pass meets a full disk: truncating it to zero
+ * returns its blocks to the file system at once. A GC pass that removed
+ * segments allocates it again before writes are let back in.
+ *
+ * The file holds no data: its size is its only content, it is never read,
+ * and a crash at any point leaves a store that opens (open allocates the
+ * file again if it is missing or short, as far as there is room). Stores
+ * made before it existed open the same way.
+ *
+ * Locking: reserve_lock orders release and restore (a DELETE and a GC
+ * pass may race to release it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "store_int.h"
+
+static uint64_t file_size(int dirfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, 0) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* the size the reserve should have (see store.h, reserve_bytes) */
+static uint64_t reserve_target(struct blocker_store *s)
+{
+	uint64_t ckpt;
+
+	if (s->o.reserve_bytes == BLOCKER_RESERVE_NONE)
+		return 0;
+	if (s->o.reserve_bytes)
+		return s->o.reserve_bytes;
+	/* a checkpoint writes both files anew beside the old ones; a pass
+	 * may copy up to one segment of live chunks */
+	ckpt = file_size(s->dirfd, BLOCKER_MAPS_FILE) +
+	       file_size(s->dirfd, BLOCKER_INDEX_FILE);
+	return s->segment_size + 2 * ckpt + (1u << 20);
+}
+
+static int space_event(struct blocker_store *s, int event, uint64_t bytes)
+{
+	int (*fn)(void *, int, uint64_t) =
+	    __atomic_load_n(&s->space_hook, __ATOMIC_ACQUIRE);
+
+	return fn ? fn(s->space_hook_arg, event, bytes) : 0;
+}
+
+/* allocate the reserve up to s->reserve_target; reserve_lock held */
+static int allocate(struct blocker_store *s)
+{
+	uint64_t want = s->reserve_target;
+	int fd, r = 0;
+
+	if (s->reserve_held >= want)
+		return 0;
+	r = space_event(s, BLOCKER_SPACE_RESERVE_ALLOC, want - s->reserve_held);
+	if (r)
+		return r;
+	fd = openat(s->dirfd, BLOCKER_RESERVE_FILE,
+		    O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* blocks, not a sparse size: that is the point of the file */
+	if (fallocate(fd, 0, 0, (off_t)want) < 0)
+		r = -errno;
+	else if (fsync(fd) < 0)
+		r = -errno;
+	if (!r) {
+		s->reserve_held = want;
+	} else {
+		struct stat st;
+		/* a failed fallocate may have allocated part of it */
+		if (fstat(fd, &st) == 0)
+			s->reserve_held = st.st_blocks * 512ULL < want
+					      ? st.st_blocks * 512ULL
+					      : want;
+	}
+	close(fd);
+	return r;
+}
+
+void bres_open(struct blocker_store *s)
+{
+	int r;
+
+	pthread_mutex_lock(&s->reserve_lock);
+	s->reserve_target = reserve_target(s);
+	if (!s->reserve_target) {
+		pthread_mutex_unlock(&s->reserve_lock);
+		return;
+	}
+	/* what an earlier run left: allocated blocks count */
+	struct stat st;
+	if (fstatat(s->dirfd, BLOCKER_RESERVE_FILE, &st, 0) == 0)
+		s->reserve_held = st.st_blocks * 512ULL;
+	r = allocate(s);
+	if (r)
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: cannot reserve %llu bytes (%s; "
+			     "%llu held): GC on a full disk may not find room "
+			     "for its checkpoint",
+			     s->dir, BLOCKER_RESERVE_FILE,
+			     (unsigned long long)s->reserve_target,
+			     strerror(-r), (unsigned long long)s->reserve_held);
+	pthread_mutex_unlock(&s->reserve_lock);
+}
+
+int bres_release(struct blocker_store *s)
+{
+	uint64_t held;
+	int fd, r = 0;
+
+	pthread_mutex_lock(&s->reserve_lock);
+	held = s->reserve_held;
+	if (!held) {
+		pthread_mutex_unlock(&s->reserve_lock);
+		return -ENOENT;
+	}
+	fd = openat(s->dirfd, BLOCKER_RESERVE_FILE, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+	} else {
+		/* the fsync commits the truncation: a file system may hand
+		 * freed blocks out again only after that */
+		if (ftruncate(fd, 0) < 0 || fsync(fd) < 0)
+			r = -errno;
+		close(fd);
+	}
+	if (!r) {
+		s->reserve_held = 0;
+		space_event(s, BLOCKER_SPACE_RESERVE_FREED, held);
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: released %llu bytes of reserved "
+			     "space (the disk is full)",
+			     s->dir, BLOCKER_RESERVE_FILE,
+			     (unsigned long long)held);
+	}
+	pthread_mutex_unlock(&s->reserve_lock);
+	return r;
+}
+
+int bres_restore(struct blocker_store *s)
+{
+	int r;
+
+	pthread_mutex_lock(&s->reserve_lock);
+	r = s->reserve_target ? allocate(s) : 0;
+	pthread_mutex_unlock(&s->reserve_lock);
+	return r;
+}
+
+bool bres_full(struct blocker_store *s)
+{
+	bool full;
+
+	pthread_mutex_lock(&s->reserve_lock);
+	full = s->reserve_held >= s->reserve_target;
+	pthread_mutex_unlock(&s->reserve_lock);
+	return full;
+}

@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GC on a full disk (review R4-6; docs/blocker.md "Full disk"): a store
+ * that writes filled, whose user deletes objects and runs GC, gets its
+ * space and its writes back without a restart, thanks to DIR/reserve.
+ *
+ * No real small file system is available to an unprivileged test (no
+ * loop or tmpfs mounts), so the disk is a model: the fault I/O layer's
+ * write budget is the free space for log writes, and the store's space
+ * hook (store_int.h) moves the reserve, removed segments and checkpoint
+ * files in and out of that same budget.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "store_int.h"
+#include "test_blocker_util.h"
+
+#define CS   4096
+#define SEG  (1u << 20)
+#define OBJ  (512u * 1024) /* an object: 128 chunks */
+#define NOBJ 6
+
+static char dir[256];
+static struct tb_log logbuf;
+
+struct disk {
+	struct blocker_io_fault f;
+	bool full; /* the model is in charge (else: no limits) */
+	uint64_t freed, reserve_freed, reserve_taken, ckpt_refused;
+};
+
+static int space_hook(void *arg, int event, uint64_t bytes)
+{
+	struct disk *d = arg;
+	int64_t *budget = &d->f.write_budget;
+
+	if (!d->full)
+		return 0;
+	switch (event) {
+	case BLOCKER_SPACE_RESERVE_FREED:
+		d->reserve_freed += bytes;
+		__atomic_fetch_add(budget, (int64_t)bytes, __ATOMIC_RELAXED);
+		return 0;
+	case BLOCKER_SPACE_SEGMENT_FREED:
+		d->freed += bytes;
+		__atomic_fetch_add(budget, (int64_t)bytes, __ATOMIC_RELAXED);
+		return 0;
+	case BLOCKER_SPACE_RESERVE_ALLOC:
+		if (__atomic_load_n(budget, __ATOMIC_RELAXED) < (int64_t)bytes)
+			return -ENOSPC;
+		d->reserve_taken += bytes;
+		__atomic_fetch_sub(budget, (int64_t)bytes, __ATOMIC_RELAXED);
+		return 0;
+	case BLOCKER_SPACE_CHECKPOINT:
+		/* the new files are written before the old ones go */
+		if (__atomic_load_n(budget, __ATOMIC_RELAXED) <
+		    (int64_t)bytes) {
+			d->ckpt_refused++;
+			return -ENOSPC;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+static void setup(void)
+{
+	tb_mkdtemp(dir, sizeof(dir));
+	memset(&logbuf, 0, sizeof(logbuf));
+}
+
+static void teardown(void)
+{
+	tb_rmtree(dir);
+}
+
+static void opts(struct blocker_opts *o)
+{
+	blocker_opts_init(o);
+	o->chunk_size = CS;
+	o->segment_size = SEG;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->log = tb_log_fn;
+	o->log_arg = &logbuf;
+}
+
+static const char *oname(int i)
+{
+	static char n[NOBJ][16];
+
+	snprintf(n[i], sizeof(n[i]), "obj%d", i);
+	return n[i];
+}
+
+static int owrite(struct blocker_store *s, int i, uint64_t seed)
+{
+	uint8_t *b = malloc(OBJ);
+	int r;
+
+	ck_assert_ptr_nonnull(b);
+	tb_fill(b, OBJ, seed, 0);
+	r = blocker_write(s, oname(i), strlen(oname(i)), 0, OBJ, b, 0);
+	free(b);
+	return r;
+}
+
+static void expect_obj(struct blocker_store *s, int i, uint64_t seed)
+{
+	uint8_t *b = malloc(OBJ), *w = malloc(OBJ);
+
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_nonnull(w);
+	ck_assert_int_eq(blocker_read(s, oname(i), strlen(oname(i)), 0, OBJ, b),
+			 0);
+	tb_fill(w, OBJ, seed, 0);
+	ck_assert_msg(!memcmp(b, w, OBJ), "%s differs", oname(i));
+	free(b);
+	free(w);
+}
+
+static uint64_t reserve_blocks(void)
+{
+	char p[512];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, BLOCKER_RESERVE_FILE);
+	if (stat(p, &st))
+		return 0;
+	return st.st_blocks * 512ULL;
+}
+
+/*
+ * A store on a model disk: objects 0..NOBJ-1 written (seeds 100+i) and
+ * flushed, then the disk is "full" (the budget is 0) and a write fails:
+ * the store is degraded by ENOSPC.
+ */
+static struct blocker_store *fill_up_with(struct disk *d, uint64_t reserve)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+
+	memset(d, 0, sizeof(*d));
+	opts(&o);
+	blocker_io_fault_init(&d->f, &blocker_io_sync, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = &d->f;
+	o.reserve_bytes = reserve;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	s->space_hook = space_hook;
+	s->space_hook_arg = d;
+	/* default size: a segment, twice the checkpoint files, 1 MiB */
+	if (!reserve)
+		ck_assert_uint_ge(reserve_blocks(), SEG + (1u << 20));
+	for (int i = 0; i < NOBJ; i++)
+		ck_assert_int_eq(owrite(s, i, 100 + i), 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	/* the disk fills up */
+	d->full = true;
+	blocker_io_fault_arm(&d->f, 0, ENOSPC, 0);
+	ck_assert_int_eq(owrite(s, 0, 999), -ENOSPC);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, ENOSPC);
+	ck_assert_int_eq(owrite(s, 1, 999), -ENOSPC);
+	/* reads go on; the failed write changed nothing */
+	expect_obj(s, 0, 100);
+	expect_obj(s, 1, 101);
+	return s;
+}
+
+static struct blocker_store *fill_up(struct disk *d)
+{
+	return fill_up_with(d, 0);
+}
+
+START_TEST(test_full_disk_gc_gives_space_back)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up(&d);
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+	uint64_t held = s->reserve_held;
+
+	/* without the reserve, no room for a checkpoint (R4-6) */
+	ck_assert_int_eq(blocker_checkpoint(s), -ENOSPC);
+	ck_assert_uint_eq(d.ckpt_refused, 1);
+	/* deletes are accepted: the first one releases the reserve */
+	ck_assert_int_eq(blocker_delete(s, "obj0", 4), 0);
+	ck_assert_uint_eq(d.reserve_freed, held);
+	ck_assert_uint_eq(reserve_blocks(), 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "released"));
+	ck_assert_int_eq(blocker_delete(s, "obj1", 4), 0);
+	ck_assert_int_eq(blocker_delete(s, "obj2", 4), 0);
+	/* still degraded: writes wait for GC */
+	ck_assert_int_eq(owrite(s, 0, 999), -ENOSPC);
+	/* GC removes the dead segments, takes the reserve back, lets
+	 * writes in */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	ck_assert_uint_eq(d.freed, rep.bytes_reclaimed);
+	ck_assert_uint_eq(d.reserve_taken, held);
+	ck_assert_uint_ge(reserve_blocks(), held);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "writes accepted again"));
+	ck_assert_int_eq(owrite(s, 0, 500), 0);
+	ck_assert_int_eq(blocker_write(s, "new", 3, 0, 5, "hello", BLOCKER_FUA),
+			 0);
+	expect_obj(s, 0, 500);
+	for (int i = 3; i < NOBJ; i++)
+		expect_obj(s, i, 100 + i);
+	uint8_t b[OBJ / 8];
+	ck_assert_int_eq(blocker_read(s, "obj1", 4, 0, 10, b), -ENOENT);
+	d.full = false;
+	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* everything acknowledged is there after a reopen */
+	struct blocker_opts o;
+	opts(&o);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	expect_obj(s, 0, 500);
+	for (int i = 3; i < NOBJ; i++)
+		expect_obj(s, i, 100 + i);
+	ck_assert_int_eq(blocker_read(s, "obj2", 4, 0, 10, b), -ENOENT);
+	ck_assert_int_eq(blocker_read(s, "new", 3, 0, 5, b), 0);
+	ck_assert(!memcmp(b, "hello", 5));
+	ck_assert_int_eq(blocker_close(s), 0);
+	uint64_t problems = 1;
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 0);
+}
+END_TEST
+
+/* GC that frees less than the reserve needs: writes stay refused */
+START_TEST(test_full_disk_not_enough_freed)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up(&d);
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+
+	/* (almost) nothing dead: a victim would cost more copies than it
+	 * gives back, so a full store's pass takes none; writes stay
+	 * refused */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, ENOSPC);
+	ck_assert_int_eq(owrite(s, 2, 999), -ENOSPC);
+	/* the pass released the reserve for itself and could not take it
+	 * back: the next pass will try again */
+	ck_assert_uint_lt(s->reserve_held, s->reserve_target);
+	for (int i = 0; i < NOBJ; i++)
+		expect_obj(s, i, 100 + i);
+	/* a delete and a pass later, all is well */
+	ck_assert_int_eq(blocker_delete(s, "obj0", 4), 0);
+	ck_assert_int_eq(blocker_delete(s, "obj1", 4), 0);
+	ck_assert_int_eq(blocker_delete(s, "obj2", 4), 0);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	ck_assert_int_eq(owrite(s, 2, 600), 0);
+	expect_obj(s, 2, 600);
+	d.full = false;
+	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* Without a reserve the store cannot get out (what R4-6 found). */
+START_TEST(test_full_disk_without_reserve)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up_with(&d, BLOCKER_RESERVE_NONE);
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+
+	ck_assert_uint_eq(reserve_blocks(), 0);
+	ck_assert_int_eq(blocker_delete(s, "obj0", 4), -ENOSPC);
+	expect_obj(s, 0, 100);
+	/* nothing became dead: nothing to remove */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, ENOSPC);
+	d.full = false;
+	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* A store degraded by EIO is not let back in by GC, nor collected. */
+START_TEST(test_eio_degraded_stays)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_io_fault f;
+	struct blocker_gc_report rep;
+
+	opts(&o);
+	blocker_io_fault_init(&f, &blocker_io_sync, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = &f;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	for (int i = 0; i < NOBJ; i++)
+		ck_assert_int_eq(owrite(s, i, 100 + i), 0);
+	blocker_io_fault_arm(&f, 0, EIO, 0);
+	ck_assert_int_eq(owrite(s, 0, 999), -EIO);
+	ck_assert_int_eq(blocker_delete(s, "obj1", 4), -EIO);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_uint_eq(rep.segments_removed, 0);
+	expect_obj(s, 1, 101);
+	ck_assert_uint_ge(reserve_blocks(), SEG);
+	__atomic_store_n(&f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* Stores made before DIR/reserve, or that lost it, get one at open;
+ * reserve_bytes sets its size or turns it off. */
+START_TEST(test_reserve_file_open)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	char p[512];
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(reserve_blocks(), 0); /* created by open */
+	o.reserve_bytes = BLOCKER_RESERVE_NONE;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(reserve_blocks(), 0);
+	o.reserve_bytes = 3u << 20;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(owrite(s, 0, 1), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_ge(reserve_blocks(), 3u << 20);
+	/* lost (or a store from before): back at the next open */
+	snprintf(p, sizeof(p), "%s/%s", dir, BLOCKER_RESERVE_FILE);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_uint_ge(reserve_blocks(), 3u << 20);
+	expect_obj(s, 0, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* a short one (a crash while allocating it) is completed */
+	ck_assert_int_eq(truncate(p, 4096), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_uint_ge(reserve_blocks(), 3u << 20);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * A kill at each point of the full-disk path (the reserve released by the
+ * pass, the reserve reallocated before writes come back), and right after
+ * a DELETE released it: the store reopens with everything acknowledged,
+ * and its reserve whole again.
+ */
+struct killer {
+	int point;
+};
+
+static void kill_hook(void *arg, int point)
+{
+	struct killer *k = arg;
+
+	if (point == k->point)
+		raise(SIGKILL);
+}
+
+START_TEST(test_full_disk_kill_points)
+{
+	static const int points[] = {6, 3, 4, 5, 7, 0};
+
+	for (unsigned n = 0; n < sizeof(points) / sizeof(points[0]); n++) {
+		int point = points[n], status;
+		pid_t pid;
+
+		tb_rmtree(dir);
+		ck_assert_int_eq(mkdir(dir, 0700), 0);
+		memset(&logbuf, 0, sizeof(logbuf));
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			struct killer k = {point};
+			struct disk d;
+			struct blocker_store *s = fill_up(&d);
+			/* point 6: the deletes find room (the reserve stays
+			 * for the pass to release) */
+			if (point == 6)
+				__atomic_store_n(&d.f.write_budget, 4096,
+						 __ATOMIC_RELAXED);
+			/* point 0: killed right after a DELETE released it */
+			if (blocker_delete(s, "obj0", 4))
+				_exit(3);
+			if (!point)
+				raise(SIGKILL);
+			if (blocker_delete(s, "obj1", 4))
+				_exit(3);
+			if (point == 6) /* full again for the pass */
+				__atomic_store_n(&d.f.write_budget, 0,
+						 __ATOMIC_RELAXED);
+			s->gc_hook = kill_hook;
+			s->gc_hook_arg = &k;
+			blocker_gc(s, NULL, NULL);
+			_exit(4);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFSIGNALED(status) &&
+				  WTERMSIG(status) == SIGKILL,
+			      "point %d: child status %d", point, status);
+		struct blocker_opts o;
+		struct blocker_store *s;
+		struct blocker_stats st;
+		uint8_t b[16];
+		opts(&o);
+		ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+		ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+		ck_assert_int_eq(st.degraded_errno, 0);
+		ck_assert_int_eq(blocker_read(s, "obj0", 4, 0, 10, b), -ENOENT);
+		if (point)
+			ck_assert_int_eq(blocker_read(s, "obj1", 4, 0, 10, b),
+					 -ENOENT);
+		else
+			expect_obj(s, 1, 101);
+		for (int i = 2; i < NOBJ; i++)
+			expect_obj(s, i, 100 + i);
+		ck_assert_uint_ge(reserve_blocks(), SEG + (1u << 20));
+		/* and a later pass finishes the job */
+		ck_assert_int_eq(blocker_gc(s, NULL, NULL), 0);
+		for (int i = 2; i < NOBJ; i++)
+			expect_obj(s, i, 100 + i);
+		ck_assert_int_eq(owrite(s, 0, 700), 0);
+		ck_assert_int_eq(blocker_close(s), 0);
+		uint64_t problems = 1;
+		ck_assert_int_eq(
+		    blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+		ck_assert_uint_eq(problems, 0);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("blocker_gc_full");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_full_disk_gc_gives_space_back);
+	tcase_add_test(tc, test_full_disk_not_enough_freed);
+	tcase_add_test(tc, test_full_disk_without_reserve);
+	tcase_add_test(tc, test_eio_degraded_stays);
+	tcase_add_test(tc, test_reserve_file_open);
+	tcase_add_test(tc, test_full_disk_kill_points);
+	suite_add_tcase(s, tc);
+	tb_base_init();
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	tb_base_cleanup();
+	return failed ? 1 : 0;
+}

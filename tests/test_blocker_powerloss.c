@@ -142,6 +142,7 @@ static bool img_has(const char *img, const char *name)
 struct ostate {
 	bool exists;
 	uint32_t size;
+	uint64_t op;	   /* the workload operation that made it */
 	uint32_t unit[NU]; /* content id per unit; 0: zeros */
 };
 
@@ -156,6 +157,8 @@ struct omodel {
 
 struct model {
 	struct omodel o[NOBJ];
+	/* every operation up to this one is durable (flush, FUA) */
+	uint64_t durable_op;
 };
 
 static void unit_fill(uint8_t *p, uint32_t cid, uint32_t u)
@@ -371,9 +374,13 @@ static void name_of(int i, char *out)
 	snprintf(out, 16, "obj%d", i);
 }
 
-/* 0 if object i of the image matches one of its model's versions */
+/*
+ * 0 if object i of the image matches one of its model's versions; the
+ * matching versions in *mask.
+ */
 static int check_object(struct run *r, const struct cut *c,
-			struct blocker_store *s, int i, uint8_t *data)
+			struct blocker_store *s, int i, uint8_t *data,
+			uint32_t *mask)
 {
 	const struct omodel *o = &c->m.o[i];
 	char name[16];
@@ -396,9 +403,12 @@ static int check_object(struct run *r, const struct cut *c,
 			return -1;
 		}
 	}
+	*mask = 0;
 	for (uint32_t v = 0; v < o->nv; v++)
 		if (state_matches(&o->v[v], exists, size, data))
-			return 0;
+			*mask |= 1u << v;
+	if (*mask)
+		return 0;
 	/* say how it differs from the durable version */
 	const struct ostate *d = &o->v[0];
 	uint8_t want[UNIT];
@@ -417,6 +427,57 @@ static int check_object(struct run *r, const struct cut *c,
 		 (unsigned long long)size, d->exists ? "exists" : "missing",
 		 d->size, first_bad);
 	return -1;
+}
+
+/* the version of o in force after the operations up to p */
+static uint32_t version_at(const struct omodel *o, uint64_t p)
+{
+	uint32_t k = 0;
+
+	for (uint32_t j = 1; j < o->nv; j++)
+		if (o->v[j].op <= p)
+			k = j;
+	return k;
+}
+
+/*
+ * store.h promises more than each object on its own: the store after a
+ * crash is the state after one prefix of all the acknowledged operations
+ * (at least up to durable_op). Some p must put every object in a version
+ * that matched.
+ */
+static bool prefix_matches(const struct model *m, const uint32_t masks[NOBJ],
+			   uint64_t p)
+{
+	if (p < m->durable_op)
+		return false;
+	for (int k = 0; k < NOBJ; k++)
+		if (!(masks[k] >> version_at(&m->o[k], p) & 1))
+			return false;
+	return true;
+}
+
+static void check_global_prefix(struct run *r, const struct cut *c,
+				const uint32_t masks[NOBJ])
+{
+	const struct model *m = &c->m;
+	char got[NOBJ * 24] = "";
+	size_t len = 0;
+
+	/* the prefixes that differ: those ending where a version starts */
+	if (prefix_matches(m, masks, m->durable_op))
+		return;
+	for (int i = 0; i < NOBJ; i++)
+		for (uint32_t j = 0; j < m->o[i].nv; j++)
+			if (prefix_matches(m, masks, m->o[i].v[j].op))
+				return;
+	for (int k = 0; k < NOBJ; k++)
+		len += snprintf(got + len, sizeof(got) - len, " obj%d:%#x/%u",
+				k, masks[k], m->o[k].nv);
+	fail_cut(r, c,
+		 "the objects match no common prefix of the operations (from "
+		 "op %llu on); matching versions per object:%s",
+		 (unsigned long long)m->durable_op, got);
 }
 
 /* copy the files of a flat directory (an image) */
@@ -528,9 +589,12 @@ static void verify_cut(struct run *r, struct cut *c)
 			 lg.text);
 		goto out;
 	}
-	for (int i = 0; i < NOBJ; i++)
-		if (check_object(r, c, s, i, data))
-			break;
+	uint32_t masks[NOBJ];
+	int bad = 0;
+	for (int i = 0; i < NOBJ && !bad; i++)
+		bad = check_object(r, c, s, i, data, &masks[i]);
+	if (!bad)
+		check_global_prefix(r, c, masks);
 	/* the recovered store must take new data */
 	memset(data, 0x5a, CHUNK);
 	e = blocker_write(s, "probe", 5, 0, CHUNK, data, 0);
@@ -651,6 +715,7 @@ static void flushed(struct run *r)
 	model_lock(r);
 	for (int i = 0; i < NOBJ; i++)
 		collapse(&r->m.o[i]);
+	r->m.durable_op = r->opno;
 	model_unlock(r);
 }
 
@@ -681,6 +746,7 @@ static void write_units(struct run *r, int i, uint32_t u0, uint32_t n,
 		v->size = (u0 + n) * UNIT;
 	for (uint32_t u = u0; u < u0 + n; u++)
 		v->unit[u] = cid;
+	v->op = r->opno;
 	model_unlock(r);
 	name_of(i, name);
 	ck_assert_int_eq(blocker_write(r->s, name, strlen(name), u0 * UNIT,
@@ -689,8 +755,11 @@ static void write_units(struct run *r, int i, uint32_t u0, uint32_t n,
 			 0);
 	free(buf);
 	if (fua) {
+		/* its group commit covered every earlier append too */
 		model_lock(r);
 		collapse(&r->m.o[i]);
+		if (v->op > r->m.durable_op)
+			r->m.durable_op = v->op;
 		model_unlock(r);
 		r->fuas++;
 	}
@@ -733,6 +802,7 @@ static void do_delete(struct run *r)
 	op_begin(r, "delete");
 	model_lock(r);
 	memset(push_version(r, i), 0, sizeof(struct ostate));
+	r->m.o[i].v[r->m.o[i].nv - 1].op = r->opno;
 	model_unlock(r);
 	name_of(i, name);
 	e = blocker_delete(r->s, name, strlen(name));
@@ -750,6 +820,7 @@ static void do_copy(struct run *r)
 	op_begin(r, "copy");
 	model_lock(r);
 	*push_version(r, j) = r->m.o[i].v[r->m.o[i].nv - 1];
+	r->m.o[j].v[r->m.o[j].nv - 1].op = r->opno;
 	model_unlock(r);
 	name_of(i, src);
 	name_of(j, dst);
@@ -827,6 +898,7 @@ static void finale(struct run *r)
 		op_begin(r, "delete");
 		model_lock(r);
 		memset(push_version(r, i), 0, sizeof(struct ostate));
+		r->m.o[i].v[r->m.o[i].nv - 1].op = r->opno;
 		model_unlock(r);
 		name_of(i, name);
 		ck_assert_int_eq(blocker_delete(r->s, name, strlen(name)), 0);
@@ -1116,6 +1188,47 @@ START_TEST(test_selftest_lost_checkpoint_syncs)
 {
 	/* maps.tmp and index.tmp: renamed over the old files unsynced */
 	selftest_run("maps", false, "maps checkpoint fdatasyncs");
+}
+END_TEST
+
+/* the global prefix check itself: it must reject a mix of two prefixes */
+START_TEST(test_prefix_check)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	struct cut *c = calloc(1, sizeof(*c));
+	uint32_t masks[NOBJ];
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_nonnull(c);
+	r->stop_at_failure = true; /* quiet */
+	for (int i = 0; i < NOBJ; i++) {
+		c->m.o[i].nv = 1;
+		masks[i] = 1;
+	}
+	/* obj0 written by op 2, obj1 by op 1, neither flushed */
+	c->m.o[0].nv = c->m.o[1].nv = 2;
+	c->m.o[0].v[1].op = 2;
+	c->m.o[1].v[1].op = 1;
+	/* op 2 without op 1 is no prefix */
+	masks[0] = 2;
+	masks[1] = 1;
+	check_global_prefix(r, c, masks);
+	ck_assert_uint_eq(r->failures, 1);
+	/* op 1 without op 2, both, or neither are */
+	masks[0] = 1;
+	masks[1] = 2;
+	check_global_prefix(r, c, masks);
+	masks[0] = masks[1] = 2;
+	check_global_prefix(r, c, masks);
+	masks[0] = masks[1] = 1;
+	check_global_prefix(r, c, masks);
+	ck_assert_uint_eq(r->failures, 1);
+	/* once everything up to op 1 is durable, obj1 must have op 1 */
+	c->m.durable_op = 1;
+	check_global_prefix(r, c, masks);
+	ck_assert_uint_eq(r->failures, 2);
+	free(c);
+	free(r);
 }
 END_TEST
 
@@ -1495,6 +1608,7 @@ static Suite *powerloss_suite(void)
 	Suite *s = suite_create("blocker_powerloss");
 	TCase *tc = tcase_create("model");
 
+	tcase_set_timeout(tc, 60); /* the default 4 s is tight on a busy box */
 	tcase_add_checked_fixture(tc, model_setup, model_teardown);
 	tcase_add_test(tc, test_model_unsynced_write_lost);
 	tcase_add_test(tc, test_model_create_needs_dir_sync);
@@ -1504,6 +1618,7 @@ static Suite *powerloss_suite(void)
 	tcase_add_test(tc, test_model_random_tears_writes);
 	tcase_add_test(tc, test_model_untracked_and_unmodeled);
 	tcase_add_test(tc, test_model_bad_input);
+	tcase_add_test(tc, test_prefix_check);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("selftest");

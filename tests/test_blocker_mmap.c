@@ -309,6 +309,22 @@ START_TEST(test_foreign_sigbus_kills)
 }
 END_TEST
 
+/* the offline checker reads through mappings too: a cut segment is a
+ * problem it reports, not a crash */
+START_TEST(test_check_truncated)
+{
+	struct blocker_store *s = mk_cut(true);
+	uint64_t problems = 0;
+
+	ck_assert_int_eq(blocker_close(s), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(
+	    blocker_check(dir, NULL, tb_log_fn_line, &logbuf, &problems), 0);
+	ck_assert_uint_gt(problems, 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000"));
+}
+END_TEST
+
 /* several threads hit the cut at once: each read fails alone */
 struct reader_arg {
 	struct blocker_store *s;
@@ -376,6 +392,7 @@ int main(void)
 	tcase_add_test(tc, test_bitflip_mapped);
 	tcase_add_test(tc, test_foreign_sigbus_kills);
 	tcase_add_test(tc, test_truncated_concurrent_readers);
+	tcase_add_test(tc, test_check_truncated);
 	suite_add_tcase(s, tc);
 	tb_base_init();
 	sr = srunner_create(s);

@@ -181,7 +181,9 @@ static int seg_push(struct blocker_store *s, int fd)
 {
 	const uint8_t *map = NULL;
 
-	if (s->o.mmap_reads && fd >= 0) {
+	/* (the offline checker opens segments without blocker_open: no
+	 * mapping without the SIGBUS guard) */
+	if (s->o.mmap_reads && fd >= 0 && !bguard_install()) {
 		void *m =
 		    mmap(NULL, s->segment_size, PROT_READ, MAP_SHARED, fd, 0);
 		/* reads of this segment go through the backend instead */

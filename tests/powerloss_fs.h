@@ -66,8 +66,9 @@ void pl_fs_stop(void);
 
 /*
  * Hook called before every tracked call that can change the durable or
- * the current state (open of a tracked directory's entry, write, pwrite,
- * pwritev, ftruncate, fsync, fdatasync, rename, unlink, mkdir), with the
+ * the current state (open with O_CREAT or O_TRUNC in a tracked directory,
+ * write, writev, pwrite, pwritev, ftruncate, truncate, fallocate, fsync,
+ * fdatasync, rename*, unlink*, rmdir, mkdir*), with the
  * model lock held and the calling thread in bypass mode: the hook may call
  * pl_fs_cut_locked() and may do file I/O of its own outside the tracked
  * tree, but must not call into the code under test. call is the name of

@@ -5,6 +5,7 @@
  *
  *   bench_blocker [--dir DIR] [--mib N] [--index-chunks N] [--seconds S]
  *                 [--io uring|sync]    (default uring, as the peer)
+ *                 [--no-mmap-reads] [--only gc|reads]
  *
  * - writes: sequential 64 KiB unique writes into a 4 KiB-chunk store, then
  *   the same data again (duplicates); reference: SHA-256 over 4 KiB chunks
@@ -29,6 +30,10 @@
  *   without GC, with back-to-back unthrottled passes, with passes
  *   throttled to 64 MiB/s (the peer's default --gc-rate), and without GC
  *   again (the no-GC figure is the mean of the first and the last run).
+ *
+ *   --no-mmap-reads makes the store read through the I/O backend in
+ *   the write, index, FUA and GC cases (dedup lookups, read-modify-write);
+ *   the read cases measure both paths anyway.
  *
  *   --only gc runs the references and the GC case only; --only reads
  *   the SHA-256 reference, the store fill and the read cases.
@@ -90,6 +95,9 @@ static void stamp(uint8_t *buf, size_t len, size_t chunk, uint64_t *ctr)
 static const struct blocker_io_ops *io_backend = &blocker_io_uring;
 
 static bool mmap_reads = true; /* the store's default */
+/* --no-mmap-reads: the write, index, FUA and GC cases read (dedup
+ * lookups, read-modify-write) through the backend */
+static bool default_mmap_reads = true;
 
 static struct blocker_store *mkstore(const char *dir, uint32_t chunk,
 				     bool verify)
@@ -518,7 +526,7 @@ static void read_cases(const char *sdir, const uint8_t *data, size_t total,
 	s = mkstore(sdir, 4096, false);
 	rd->pread_unverified = read_pass(s, total);
 	blocker_close(s);
-	mmap_reads = true;
+	mmap_reads = default_mmap_reads;
 }
 
 static void print_reads(const struct read_res *rd, double sha4k, bool more)
@@ -558,6 +566,7 @@ int main(int argc, char **argv)
 	    {"seconds", required_argument, NULL, 's'},
 	    {"io", required_argument, NULL, 'o'},
 	    {"only", required_argument, NULL, 'O'},
+	    {"no-mmap-reads", no_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -607,10 +616,14 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'N':
+			mmap_reads = default_mmap_reads = false;
+			break;
 		case 'h':
 			printf("usage: bench_blocker [--dir DIR] [--mib N] "
 			       "[--index-chunks N] [--seconds S] "
-			       "[--io uring|sync] [--only gc|reads]\n");
+			       "[--io uring|sync] [--only gc|reads] "
+			       "[--no-mmap-reads]\n");
 			return 0;
 		case 'V':
 			printf("bench_blocker %s\n", BLOCKER_VERSION_STRING);
@@ -772,7 +785,8 @@ int main(int argc, char **argv)
 
 	double ref = sha4k < raw4k ? sha4k : raw4k;
 	printf("{\n"
-	       "  \"bench\": \"blocker\", \"io\": \"%s\",\n"
+	       "  \"bench\": \"blocker\", \"io\": \"%s\", \"store_reads\": "
+	       "\"%s\",\n"
 	       "  \"data_mib\": %zu, \"chunk_size\": 4096, \"write_size\": "
 	       "65536, \"fsync_policy\": \"one fdatasync at the end\",\n"
 	       "  \"sha256_4k_MBps\": %.0f, \"sha256_64k_MBps\": %.0f,\n"
@@ -797,9 +811,10 @@ int main(int argc, char **argv)
 	       "  \"fua16_vs_fsync_per_write16\": %.2f,\n"
 	       "  \"archipelago_file_peer_reference_iops\": {\"1thread\": "
 	       "7000, \"16threads\": 11000},\n",
-	       io_backend->name, mib, sha4k, sha64k, raw4k, raw64k, uniq,
-	       uniq / ref, dup, dup / uniq, (unsigned long long)index_chunks,
-	       fill, (double)ist.index_bytes / (ist.chunks ? ist.chunks : 1),
+	       io_backend->name, default_mmap_reads ? "mmap" : "backend", mib,
+	       sha4k, sha64k, raw4k, raw64k, uniq, uniq / ref, dup, dup / uniq,
+	       (unsigned long long)index_chunks, fill,
+	       (double)ist.index_bytes / (ist.chunks ? ist.chunks : 1),
 	       (double)ist.index_usable_bytes / (ist.chunks ? ist.chunks : 1),
 	       close_s, reopen, rebuild, fua1, fua16,
 	       (unsigned long long)fsyncs, (unsigned long long)flushes, raw1,

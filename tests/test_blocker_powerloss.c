@@ -1191,6 +1191,59 @@ START_TEST(test_selftest_lost_checkpoint_syncs)
 }
 END_TEST
 
+/*
+ * Finding F2 (docs/testing-powerloss.md): blocker_create makes the store
+ * directory with mkdir and never fsyncs its parent, so on a POSIX-strict
+ * file system a power cut can take the whole store, flushed data
+ * included. Known to fail; runs only with BLOCKER_POWERLOSS_PARENT=1
+ * (=fsync: the test fsyncs the parent after blocker_create itself, and
+ * then it passes: that is the one sync missing).
+ */
+START_TEST(test_store_dir_entry)
+{
+	char parent[300], store[320], img[320], imgstore[340];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint8_t buf[CHUNK], back[CHUNK];
+	const char *mode = getenv("BLOCKER_POWERLOSS_PARENT");
+
+	if (!mode)
+		return;
+	fresh_dir(parent, sizeof(parent), "parent");
+	snprintf(store, sizeof(store), "%s/store", parent);
+	snprintf(img, sizeof(img), "%s.cut", parent);
+	snprintf(imgstore, sizeof(imgstore), "%s/store", img);
+	blocker_opts_init(&o);
+	o.chunk_size = CHUNK;
+	o.segment_size = 1 << 20;
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	o.io = &blocker_io_sync;
+	ck_assert_int_eq(pl_fs_start(parent), 0);
+	ck_assert_int_eq(blocker_create(store, &o), 0);
+	if (!strcmp(mode, "fsync")) {
+		int dfd = open(parent, O_RDONLY | O_DIRECTORY);
+		ck_assert_int_eq(fsync(dfd), 0);
+		close(dfd);
+	}
+	ck_assert_int_eq(blocker_open(store, &o, &s), 0);
+	memset(buf, 0x42, sizeof(buf));
+	ck_assert_int_eq(blocker_write(s, "obj0", 4, 0, CHUNK, buf, 0), 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	/* power cut: the write was flushed, so it must read back */
+	ck_assert_int_eq(pl_fs_cut(img, PL_CUT_SYNCED, NULL), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	pl_fs_stop();
+	ck_assert_msg(img_has(img, "store"),
+		      "the store directory is gone after the cut: its entry in "
+		      "the parent directory was never fsynced");
+	ck_assert_int_eq(blocker_open(imgstore, &o, &s), 0);
+	ck_assert_int_eq(blocker_read(s, "obj0", 4, 0, CHUNK, back), 0);
+	ck_assert_int_eq(memcmp(buf, back, CHUNK), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /* the global prefix check itself: it must reject a mix of two prefixes */
 START_TEST(test_prefix_check)
 {
@@ -1632,6 +1685,12 @@ static Suite *powerloss_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_powerloss_synced);
 	tcase_add_test(tc, test_powerloss_random);
+	suite_add_tcase(s, tc);
+
+	/* known findings, reproduced on request (see each test) */
+	tc = tcase_create("finding");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_store_dir_entry);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1013,12 +1013,17 @@ static void run_init(struct run *r, int mode, uint64_t ops)
 	for (int i = 0; i < NOBJ; i++)
 		r->m.o[i].nv = 1; /* durable: missing */
 	blocker_opts_init(&r->opts);
-	r->opts.chunk_size = CHUNK;
+	r->opts.chunk_size = env_u64("BLOCKER_POWERLOSS_CHUNK", CHUNK);
 	r->opts.segment_size = 1 << 20;
 	r->opts.sync_interval_ms = 0; /* no background thread: replayable */
 	r->opts.checkpoint_bytes = 0;
 	r->opts.gc_threshold_pct = 0;
-	r->opts.io = &blocker_io_sync; /* io_uring would bypass the wrappers */
+	/*
+	 * io_uring submissions would bypass the wrappers; the uring backend
+	 * submits reads only, which BLOCKER_POWERLOSS_URING=1 checks
+	 */
+	r->opts.io = getenv("BLOCKER_POWERLOSS_URING") ? &blocker_io_uring
+						       : &blocker_io_sync;
 	pthread_mutex_init(&r->mlock, NULL);
 #ifdef PL_BACKGROUND
 	/* the store's own threads: sync, checkpoint and GC in the background */

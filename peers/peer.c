@@ -319,10 +319,9 @@ static void peer_note_work(struct peer *p, uint64_t now)
  * switches per batch, which made two workers slower than one on a 2-core
  * machine. A sleeper is woken when a request is queued behind a full batch
  * (a backlog), or when a batch is still being dispatched after
- * PEER_HANDOFF_NS (see the worker
- * loop); a single handler running long is caught by the sleepers' tick
- * (review 2, P1: requests must not wait for a long handler while workers
- * sleep). */
+ * PEER_HANDOFF_NS (see the worker loop); a single handler running long is
+ * caught by the sleepers' tick (review 2, P1: requests must not wait for a
+ * long handler while workers sleep). */
 static void peer_idle_wait(struct peer *p)
 {
 	struct timespec ts = {0, (long)PEER_IDLE_WAIT_NS};

@@ -758,11 +758,13 @@ static uint64_t image_content(struct pl_inode *n, enum pl_cut_mode mode,
 				uint64_t e = s_end < end ? s_end : end;
 				if (e > size)
 					e = size;
+				/* past the current size (a truncation) the
+				 * old bytes stay: no file system zeroes
+				 * them without committing the new size */
 				if (pl_rand(rng) & 1) {
 					for (uint64_t o = off; o < e; o++)
-						b[o] = o < n->cur.size
-							   ? n->cur.p[o]
-							   : 0;
+						if (o < n->cur.size)
+							b[o] = n->cur.p[o];
 				}
 				off = e;
 			}

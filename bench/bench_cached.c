@@ -242,6 +242,25 @@ static long long anon_huge_kb(const void *addr)
 	return kb;
 }
 
+/* AnonHugePages (kB) of a whole process (its bucket pool, for cached), or
+ * -1: shows in the report whether the cache was backed by huge pages. */
+static long long proc_anon_huge_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %lld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
 /* The second reference: the same copies from a buffer mapped as cached
  * maps its bucket pool (peers/cached/bucket.c: 2 MiB aligned, huge pages
  * advised before the first touch), so both sides of the comparison see
@@ -431,7 +450,7 @@ int main(int argc, char **argv)
 	bool first = true;
 	const char *only = NULL;
 	unsigned big = 1000000;
-	long long hkb = -1;
+	long long hkb = -1, cached_huge_kb = -1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
@@ -516,6 +535,8 @@ int main(int argc, char **argv)
 		snprintf(args, sizeof(args),
 			 "-p 2 -o write -P seq -b 64k -S %s -q 16", ws);
 		bench_xseg(args, out, sizeof(out));
+		/* cached was started last */
+		cached_huge_kb = proc_anon_huge_kb(children[nr_children - 1]);
 		for (int op = 0; op < 2; op++)
 			for (int b = 0; b < 3; b++)
 				for (int q = 1; q <= 16; q += 15) {
@@ -528,10 +549,11 @@ int main(int argc, char **argv)
 					printf(
 					    "%s{\"threads\":%u,\"op\":\"%s\","
 					    "\"bs\":\"%s\",\"iodepth\":%d,"
+					    "\"cached_anon_huge_kb\":%lld,"
 					    "\"bench_xseg\":%s}",
 					    first ? "" : ",", threads,
 					    op ? "write" : "read", bss[b], q,
-					    out);
+					    cached_huge_kb, out);
 					first = false;
 					fflush(stdout);
 				}

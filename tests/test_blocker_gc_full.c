@@ -325,6 +325,43 @@ START_TEST(test_eio_degraded_stays)
 }
 END_TEST
 
+/*
+ * review6 F4: a write error (EIO) that comes after the store was degraded
+ * by ENOSPC is a hard error: it replaces the space state, is logged, and
+ * no GC pass (which may well free space) lets writes back in.
+ */
+START_TEST(test_eio_after_enospc_sticks)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up(&d);
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+
+	ck_assert_int_eq(blocker_delete(s, "obj0", 4), 0);
+	ck_assert_int_eq(blocker_delete(s, "obj1", 4), 0);
+	ck_assert_int_eq(blocker_delete(s, "obj2", 4), 0);
+	/* the device now fails writes */
+	d.full = false;
+	blocker_io_fault_arm(&d.f, 0, EIO, 0);
+	ck_assert_int_eq(blocker_delete(s, "obj3", 4), -EIO);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, EIO);
+	ck_assert_ptr_nonnull(strstr(st.degraded_reason, "write of"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "was: no space left"));
+	/* plenty of room again, and GC may run: the EIO stays */
+	blocker_io_fault_arm(&d.f, 1LL << 40, ENOSPC, 0);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, EIO);
+	ck_assert_int_eq(owrite(s, 4, 555), -EIO);
+	ck_assert_ptr_null(strstr(logbuf.text, "writes accepted again"));
+	expect_obj(s, 4, 104);
+	expect_obj(s, 3, 103);
+	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /* Stores made before DIR/reserve, or that lost it, get one at open;
  * reserve_bytes sets its size or turns it off. */
 START_TEST(test_reserve_file_open)
@@ -463,6 +500,7 @@ int main(void)
 	tcase_add_test(tc, test_full_disk_not_enough_freed);
 	tcase_add_test(tc, test_full_disk_without_reserve);
 	tcase_add_test(tc, test_eio_degraded_stays);
+	tcase_add_test(tc, test_eio_after_enospc_sticks);
 	tcase_add_test(tc, test_reserve_file_open);
 	tcase_add_test(tc, test_full_disk_kill_points);
 	suite_add_tcase(s, tc);

@@ -135,25 +135,53 @@ int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen)
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
+/*
+ * The first cause wins, with one exception: an ENOSPC degradation is a
+ * space state that GC may lift (blocker_undegrade_nospc), so a later hard
+ * error (EIO, a failed fsync, ...) replaces it and is never lifted that
+ * way. A hard error that meets a hard degradation changes nothing but is
+ * still logged: the operator must see every failed write. pinned marks an
+ * ENOSPC that freed space does not cure (log address space exhausted).
+ */
+static void degrade_msg(struct blocker_store *s, int err, bool pinned,
+			const char *msg)
+{
+	bool changed = false;
+	int cur;
+
+	pthread_mutex_lock(&s->sync_lock);
+	cur = __atomic_load_n(&s->degraded, __ATOMIC_RELAXED);
+	if (!cur || (cur == ENOSPC && err != ENOSPC)) {
+		__atomic_store_n(&s->degraded, err, __ATOMIC_RELEASE);
+		memcpy(s->degraded_reason, msg, sizeof(s->degraded_reason));
+		changed = true;
+	}
+	if (pinned)
+		s->degraded_pinned = true;
+	pthread_mutex_unlock(&s->sync_lock);
+	if (changed)
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: degraded (writes refused, reads "
+			     "served)%s: %s",
+			     s->dir,
+			     cur == ENOSPC ? " (was: no space left on device)"
+					   : "",
+			     msg);
+	else if (err != ENOSPC)
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: already degraded (%s): %s", s->dir,
+			     strerror(cur), msg);
+}
+
 void blocker_degrade(struct blocker_store *s, int err, const char *fmt, ...)
 {
-	char msg[160];
+	char msg[sizeof(s->degraded_reason)];
 	va_list ap;
-	int expected = 0;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&s->sync_lock);
-	if (__atomic_compare_exchange_n(&s->degraded, &expected, err, false,
-					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		memcpy(s->degraded_reason, msg, sizeof(msg));
-	pthread_mutex_unlock(&s->sync_lock);
-	if (!expected)
-		blocker_logf(&s->o, BLOCKER_LOG_ERR,
-			     "blocker: %s: degraded (writes refused, reads "
-			     "served): %s",
-			     s->dir, msg);
+	degrade_msg(s, err, false, msg);
 }
 
 void blocker_undegrade_nospc(struct blocker_store *s, const char *why)
@@ -163,7 +191,7 @@ void blocker_undegrade_nospc(struct blocker_store *s, const char *why)
 	/* no append in progress; a failed one was undone (write_all) */
 	pthread_mutex_lock(&s->append_lock);
 	pthread_mutex_lock(&s->sync_lock);
-	if (s->degraded == ENOSPC && !s->sync_err) {
+	if (s->degraded == ENOSPC && !s->sync_err && !s->degraded_pinned) {
 		__atomic_store_n(&s->degraded, 0, __ATOMIC_RELEASE);
 		s->degraded_reason[0] = 0;
 		done = true;
@@ -773,8 +801,9 @@ static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 			if ((pos + rs - 1) / s->segment_size != seg)
 				break;
 			if (pos + rs > BIDX_MAX_POS) {
-				blocker_degrade(s, ENOSPC,
-						"log address space exhausted");
+				/* no GC pass gives positions back */
+				degrade_msg(s, ENOSPC, true,
+					    "log address space exhausted");
 				r = -ENOSPC;
 				goto out;
 			}

@@ -279,8 +279,11 @@ struct blocker_store {
 	pthread_cond_t gather_cond; /* CLOCK_MONOTONIC */
 
 	/* degraded mode */
-	int degraded; /* __atomic errno, 0 healthy */
+	int degraded; /* __atomic errno, 0 healthy; written under sync_lock */
 	char degraded_reason[160];
+	/* an ENOSPC that GC cannot cure (log positions exhausted): never
+	 * lifted by blocker_undegrade_nospc; under sync_lock */
+	bool degraded_pinned;
 
 	struct bidx index;
 

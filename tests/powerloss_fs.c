@@ -870,6 +870,11 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode, bool at)
 		return at ? __real_openat(dirfd, path, flags, mode)
 			  : __real_open(path, flags, mode);
 	d = parent_of(dirfd, path, base);
+	if (d && (flags & O_TMPFILE) == O_TMPFILE) {
+		/* an unnamed file in directory path (linkat names it) */
+		pl.st.unmodeled++;
+		d = NULL;
+	}
 	existed = d && dents_get(&d->cur_ents, base);
 	if (d && (flags & (O_CREAT | O_TRUNC)))
 		pl_call(at ? "openat" : "open");

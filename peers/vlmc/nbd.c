@@ -8,10 +8,13 @@
  *   buffer (many per recv); each valid command becomes a vlmc_io split
  *   into object requests submitted from the connection's own dynamic xseg
  *   port (WRITE payloads are read straight into those requests' buffers);
- * - the completer thread receives the replies on that port in batches;
- *   with at most NBD_READER_REAP_MAX commands in flight, or while the
- *   completer sleeps, the reader takes them itself (0: the completer
- *   always does, which measured best; see docs/vlmc.md);
+ * - with at most NBD_READER_REAP_MAX (1) commands in flight and nothing
+ *   more on the socket, the reader polls the port for their replies for
+ *   up to --nbd-spin and sends them itself, the completer asleep on a
+ *   condition (one wake-up per command less at queue depth 1);
+ * - otherwise (deeper, the spin ran out, the reader blocked) the
+ *   completer thread receives the replies on that port in batches (with
+ *   --nbd-spin 0 it always does; see docs/vlmc.md);
  * - a completed I/O queues its reply (olock); whoever completed it sends
  *   the queue with one writev (wlock serialises socket writes); replies
  *   may go out of order, as the protocol allows; READ data goes out from
@@ -26,6 +29,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -87,6 +91,16 @@ struct vlmc_conn {
 	uint64_t head_cost;
 	bool slot_waiting; /* __atomic */
 	bool completer_on; /* the reader is (about to be) blocked */
+	/* At most this many commands in flight, the reader waits for their
+	 * replies itself while it runs (nbd_poll): NBD_READER_REAP_MAX, or 0
+	 * (the completer takes every reply) with --nbd-spin 0 and while
+	 * spinning is backed off. __atomic: written by the reader only;
+	 * set to 0 under lock with a ccond signal, so a completer asleep on
+	 * ccond goes back to the port. */
+	unsigned reap_max;
+	/* reader only: polls left before spinning is tried again after a
+	 * spin ran out (spin_backoff), 0: not backed off */
+	unsigned spin_backoff;
 	bool stop_completer;
 	pthread_t completer;
 };
@@ -98,13 +112,12 @@ struct vlmc_conn {
  * requests' buffers in the segment (one iovec each); larger ones are
  * gathered into a buffer first. */
 #define NBD_KEEP_MAX_PARTS 64
-/* With at most this many commands in flight the reader takes the replies
- * itself (no thread switch per command at queue depth 1); above, the
- * completer takes them while the reader reads commands, the two working
- * in parallel. Measured on the 2-core machine: the reader taking replies
- * at any depth gave 0.7-0.8x randread qd16 IOPS; at depth <= 2 no gain
- * at qd1 that survived the noise; so 0. */
-#define NBD_READER_REAP_MAX 0
+/* With at most this many commands in flight, and --nbd-spin not 0, the
+ * reader polls for their replies itself before it sleeps (nbd_poll);
+ * above, the completer takes them while the reader reads commands, the
+ * two working in parallel (the reader taking replies at any depth gave
+ * 0.7-0.8x randread qd16 IOPS). */
+#define NBD_READER_REAP_MAX 1
 /* BLOCK_STATUS looks at most at this many objects per command. */
 #define NBD_STATUS_MAX_OBJECTS 64
 
@@ -723,7 +736,8 @@ static bool nbd_completer_busy(struct vlmc_conn *c)
 {
 	unsigned n = __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST);
 
-	return n && (c->completer_on || n > NBD_READER_REAP_MAX);
+	return n && (c->completer_on ||
+		     n > __atomic_load_n(&c->reap_max, __ATOMIC_RELAXED));
 }
 
 static void *nbd_completer_main(void *arg)
@@ -737,12 +751,14 @@ static void *nbd_completer_main(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&c->lock);
-		/* With NBD_READER_REAP_MAX 0 the completer always waits on
-		 * the port, woken by the store's reply itself: a condition
-		 * wait in between would cost a second wake-up per command
-		 * at queue depth 1. */
-		while (NBD_READER_REAP_MAX && !c->stop_completer &&
-		       !nbd_completer_busy(c))
+		/* With reap_max 0 (--nbd-spin 0) the completer always
+		 * waits on the port, woken by the store's reply itself.
+		 * Otherwise it sleeps here while the reader runs with at
+		 * most reap_max commands in flight: a completer waiting on
+		 * the port would be woken by every reply the reader polls
+		 * for (a wasted wake-up, paid by the store's respond). */
+		while (__atomic_load_n(&c->reap_max, __ATOMIC_RELAXED) &&
+		       !c->stop_completer && !nbd_completer_busy(c))
 			pthread_cond_wait(&c->ccond, &c->lock);
 		stop = c->stop_completer;
 		pthread_mutex_unlock(&c->lock);
@@ -974,9 +990,10 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	io->arg = c;
 	io->arg2 = r->cookie;
 	__atomic_add_fetch(&c->inflight_bytes, cost, __ATOMIC_SEQ_CST);
+	/* reap_max is the reader's own: this thread writes it */
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
-		NBD_READER_REAP_MAX + 1 &&
-	    NBD_READER_REAP_MAX) {
+		c->reap_max + 1 &&
+	    c->reap_max) {
 		pthread_mutex_lock(&c->lock);
 		pthread_cond_signal(&c->ccond);
 		pthread_mutex_unlock(&c->lock);
@@ -993,43 +1010,98 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	return 0;
 }
 
-/* Poll for replies and for more commands, without sleeping, until
- * spin_ns pass with nothing happening. Returns 1 when a command may be
- * buffered (process it), 0 when the reader should block, -1 when the
- * connection must close. */
+/* Stop the reader's spinning for NBD_SPIN_BACKOFF polls (its spin ran
+ * out: the store is slow, or the machine too loaded for the store to run
+ * while the reader spins), and send the completer back to the port, where
+ * it waits for the replies as with --nbd-spin 0. Reader only. */
+#define NBD_SPIN_BACKOFF 64
+static void nbd_spin_back_off(struct vlmc_conn *c)
+{
+	c->spin_backoff = NBD_SPIN_BACKOFF;
+	pthread_mutex_lock(&c->lock);
+	__atomic_store_n(&c->reap_max, 0, __ATOMIC_RELAXED);
+	pthread_cond_signal(&c->ccond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Poll for replies and for more commands, without sleeping. With at most
+ * reap_max commands in flight (queue depth 1) the reader waits for their
+ * replies itself, polling the port for up to spin_ns: it is awake anyway,
+ * and a reply caught this way is sent without waking the completer (one
+ * sleep and wake-up per command less). With nothing in flight, or more
+ * than reap_max, it does not spin: the next command is the client's,
+ * which needs the CPU to send it, and above reap_max the completer takes
+ * the replies. While it polls the port it looks at the socket every
+ * NBD_POLL_SOCKET_EVERY polls (a recv is a system call; a command that
+ * arrives meanwhile waits at most that long; at queue depth 1 none
+ * comes before the reply), and between polls it yields the CPU (on a
+ * loaded machine the store that owes the reply may be waiting for it; on
+ * an idle one sched_yield returns at once). A spin that runs out backs
+ * spinning off (nbd_spin_back_off): where the store does not answer
+ * within the spin, a failed spin costs more than it saves (the completer
+ * is woken on top). With nothing in flight it returns at once (the
+ * blocking recv that follows sees what is there); otherwise, and with
+ * reap_max 0, the socket is looked at once more before the reader
+ * sleeps. Returns 1 when a command may be buffered (process it), 0 when
+ * the reader should block, -1 when the connection must close. */
+#define NBD_POLL_SOCKET_EVERY 64
 static int nbd_poll(struct vlmc_conn *c)
 {
 	uint64_t spin = c->v->nbd_spin_ns;
-	uint64_t deadline = xseg_now_ns() + spin;
+	uint64_t deadline = 0;
+	unsigned polls = 0, reap_max;
 
+	if (c->spin_backoff && !--c->spin_backoff)
+		__atomic_store_n(&c->reap_max, NBD_READER_REAP_MAX,
+				 __ATOMIC_RELAXED);
+	reap_max = __atomic_load_n(&c->reap_max, __ATOMIC_RELAXED);
 	for (;;) {
 		unsigned inflight;
-		bool slot;
+		bool slot, spinning, look;
 
 		inflight = __atomic_load_n(&c->inflight, __ATOMIC_RELAXED);
-		/* above NBD_READER_REAP_MAX the completer reaps and sends:
-		 * the reader stays off its locks */
-		if (inflight <= NBD_READER_REAP_MAX && nbd_reap(c))
-			deadline = xseg_now_ns() + spin;
+		/* above reap_max the completer reaps and sends: the reader
+		 * stays off its locks */
+		spinning = inflight && inflight <= reap_max;
+		if (spinning) {
+			unsigned got = nbd_reap(c);
+
+			if (got) {
+				__atomic_add_fetch(&c->v->st_nbd_reader_replies,
+						   got, __ATOMIC_RELAXED);
+				inflight = __atomic_load_n(&c->inflight,
+							   __ATOMIC_RELAXED);
+				spinning = inflight && inflight <= reap_max;
+			}
+		}
 		if (__atomic_load_n(&c->wdead, __ATOMIC_RELAXED))
 			return -1;
 		slot = nbd_admit(c);
 		if (slot && c->head_cost)
 			return 1; /* the head command fits now */
-		if (slot) {
-			ssize_t n;
+		if (slot && nbd_buffered(c) >= NBD_REQUEST_LEN)
+			return 1;
+		if (spinning)
+			look = ++polls % NBD_POLL_SOCKET_EVERY == 0;
+		else
+			look = inflight || !reap_max;
+		if (slot && look) {
+			ssize_t n = nbd_fill(c, false);
 
-			if (nbd_buffered(c) >= NBD_REQUEST_LEN)
-				return 1;
-			n = nbd_fill(c, false);
 			if (n > 0)
 				return 1;
 			if (n == 0)
 				return -1;
 		}
-		if (xseg_now_ns() >= deadline)
+		if (!spinning)
 			return 0;
-		__builtin_ia32_pause();
+		if (!deadline) {
+			deadline = xseg_now_ns() + spin;
+		} else if (xseg_now_ns() >= deadline) {
+			nbd_spin_back_off(c);
+			return 0;
+		}
+		sched_yield();
 	}
 }
 
@@ -1318,6 +1390,7 @@ static void nbd_accept(struct vlmc *v, int lfd)
 		return;
 	}
 	c->v = v;
+	c->reap_max = v->nbd_spin_ns ? NBD_READER_REAP_MAX : 0;
 	c->fd = fd;
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->lock, NULL);

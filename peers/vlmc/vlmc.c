@@ -66,9 +66,10 @@ static const char vlmc_options_help[] =
     "                          /tmp/vlmc-SEGMENT.ctl)\n"
     "      --nbd-inflight N    commands in flight per NBD connection "
     "(default 64)\n"
-    "      --nbd-spin TIME     a connection's reader polls the socket for\n"
-    "                          commands this long before it sleeps (default\n"
-    "                          0: one look, then sleep)\n"
+    "      --nbd-spin TIME     with one command in flight, a connection's\n"
+    "                          reader polls for its reply this long before\n"
+    "                          it sleeps (default 20us; 0: the completer\n"
+    "                          thread takes every reply)\n"
     "      --nbd-max-conns N   NBD connections served at once (default 32);\n"
     "                          more are refused in the handshake\n"
     "      --nbd-inflight-bytes SIZE  data in flight per NBD connection\n"
@@ -1817,14 +1818,15 @@ static void vlmc_stats(struct peer *p)
 	peer_info("stats: vlmc volumes %zu ios %" PRIu64 " object requests "
 		  "%" PRIu64 " failed ios %" PRIu64 " short reads %" PRIu64
 		  " nbd connections %" PRIu64 " refused %" PRIu64
-		  " throttled %" PRIu64,
+		  " throttled %" PRIu64 " reader replies %" PRIu64,
 		  v->nr_vols, __atomic_load_n(&v->st_ios, __ATOMIC_RELAXED),
 		  __atomic_load_n(&v->st_parts, __ATOMIC_RELAXED),
 		  __atomic_load_n(&v->st_errors, __ATOMIC_RELAXED),
 		  __atomic_load_n(&v->st_short_reads, __ATOMIC_RELAXED),
 		  __atomic_load_n(&v->st_nbd_conns, __ATOMIC_RELAXED),
 		  __atomic_load_n(&v->st_nbd_refused, __ATOMIC_RELAXED),
-		  __atomic_load_n(&v->st_nbd_throttled, __ATOMIC_RELAXED));
+		  __atomic_load_n(&v->st_nbd_throttled, __ATOMIC_RELAXED),
+		  __atomic_load_n(&v->st_nbd_reader_replies, __ATOMIC_RELAXED));
 }
 
 /* The port's statistics area (xsegctl stats). */
@@ -1848,6 +1850,8 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 		  __atomic_load_n(&v->st_nbd_refused, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "nbd_throttled",
 		  __atomic_load_n(&v->st_nbd_throttled, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "nbd_reader_replies",
+		  __atomic_load_n(&v->st_nbd_reader_replies, __ATOMIC_RELAXED));
 	return n;
 }
 

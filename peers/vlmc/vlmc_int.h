@@ -44,7 +44,7 @@
 
 struct vlmc_nbd;
 
-#define VLMC_DEFAULT_NBD_SPIN_NS 0ULL
+#define VLMC_DEFAULT_NBD_SPIN_NS 20000ULL
 /* Connections in transmission at once: each holds a thread pair, a
  * dynamic port and up to its byte budget of segment buffers. */
 #define VLMC_DEFAULT_NBD_MAX_CONNS 32
@@ -76,7 +76,8 @@ struct vlmc {
 	char *ctl_socket;
 	int nbd_tcp_port; /* 0: no TCP listener */
 	unsigned nbd_max_inflight;
-	uint64_t nbd_spin_ns;	     /* see nbd.c: reader polling */
+	uint64_t nbd_spin_ns;	     /* see nbd.c: reader polling; 0: the
+					completer takes every reply */
 	unsigned nbd_max_conns;	     /* connections in transmission */
 	uint64_t nbd_inflight_bytes; /* per connection, see nbd.c */
 	uint64_t nbd_stop_ns;	     /* at stop, wait this long for replies */
@@ -100,11 +101,14 @@ struct vlmc {
 
 	/* statistics, __atomic */
 	uint64_t st_ios, st_parts, st_errors;
-	uint64_t st_short_reads;   /* READ parts served short, the object
-				      ending there: tail zero-filled */
-	uint64_t st_nbd_conns;	   /* NBD connections in transmission */
-	uint64_t st_nbd_refused;   /* over --nbd-max-conns */
-	uint64_t st_nbd_throttled; /* reader waits for the byte budget */
+	uint64_t st_short_reads;	/* READ parts served short, the object
+					   ending there: tail zero-filled */
+	uint64_t st_nbd_conns;		/* NBD connections in transmission */
+	uint64_t st_nbd_refused;	/* over --nbd-max-conns */
+	uint64_t st_nbd_throttled;	/* reader waits for the byte budget */
+	uint64_t st_nbd_reader_replies; /* replies an NBD reader took while
+					   polling for them (queue depth 1:
+					   no completer wake-up) */
 };
 
 enum vlmc_io_op {

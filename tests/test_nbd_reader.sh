@@ -1,0 +1,193 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# vlmc's NBD reader taking the replies itself at queue depth 1
+# (--nbd-spin), on a private segment over test_vlmc_store, counted in
+# vlmc's statistics (nbd_reader_replies), not timed:
+#   with --nbd-spin 1s (the longest allowed: a reply of this in-memory
+#   store comes long before, so the reader catches replies for sure),
+#   WRITE / READ / FLUSH one at a time read back exactly and the reader
+#   took replies itself; a pipelined burst of writes and reads (replies
+#   taken by the completer, the reader taking over again when one is in
+#   flight) all answered right, then queue depth 1 again;
+#   with --nbd-spin 0 the same traffic is right and the reader took no
+#   reply (the completer takes every one, the behaviour before);
+#   with --nbd-spin 1us (spins run out: spinning backs off and the
+#   completer goes back to the port, then spinning is tried again) the
+#   same traffic is right;
+#   bad --nbd-spin values are refused at start.
+# Exit 77 (skip) only when python3 is missing.
+set -u
+BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
+command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
+X=$BIN/xsegctl
+T=$(mktemp -d /tmp/test-nbd-reader-XXXXXX)
+SEG=tnbdrd$$
+PIDS=
+VLMC=
+stop_pids() {
+	for p in "$@"; do kill $p 2>/dev/null; done
+	for p in "$@"; do
+		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
+		kill -9 $p 2>/dev/null
+	done
+}
+cleanup() {
+	stop_pids $VLMC $PIDS
+	$X destroy $SEG >/dev/null 2>&1
+	rm -rf $T
+}
+trap cleanup EXIT
+die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
+
+$X create --size 256M --static-ports 4 --dynamic-ports 16 --requests 1024 \
+	$SEG >/dev/null || die "create segment"
+$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
+PIDS="$!"
+
+# bad option values are refused at start (exit 2)
+for bad in "--nbd-spin 2s" "--nbd-spin x" "--nbd-spin -1"; do
+	$BIN/vlmc -g $SEG -p 3 --next-port 1 --nbd-socket none \
+		--ctl-socket $T/ctl2 $bad >$T/bad.log 2>&1
+	[ $? -eq 2 ] && echo "ok: vlmc $bad refused" ||
+		{ echo "FAIL: vlmc $bad: $(cat $T/bad.log)"; exit 1; }
+done
+
+# start_vlmc SPIN: vlmc on port 2 serving $T/nbd.sock
+start_vlmc() {
+	rm -f $T/nbd.sock $T/ctl
+	$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
+		--ctl-socket $T/ctl --nbd-spin $1 >$T/vlmc-$1.log 2>&1 &
+	VLMC=$!
+	for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
+	[ -S $T/nbd.sock ] || die "vlmc --nbd-spin $1 did not start"
+}
+
+# traffic SPIN: the checks (python); exit status 0 when all pass
+traffic() {
+	python3 - "$T/nbd.sock" "$X" "$SEG" "$1" <<'PY'
+import json, os, socket, struct, subprocess, sys, threading, time
+path, xsegctl, seg, spin = sys.argv[1:5]
+fails = 0
+def check(cond, what):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + f"[--nbd-spin {spin}] " + what)
+    if not cond: fails += 1
+def recvn(s, n):
+    b = bytearray()
+    while len(b) < n:
+        c = s.recv(min(n - len(b), 1 << 20))
+        if not c: raise EOFError
+        b += c
+    return bytes(b)
+def opt(s, o, data=b""):
+    s.sendall(struct.pack(">QII", 0x49484156454F5054, o, len(data)) + data)
+def rep(s):
+    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
+    assert magic == 0x3e889045565a9
+    return o, t, recvn(s, l)
+def connect():
+    s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(path)
+    assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
+    s.sendall(struct.pack(">I", 3))
+    opt(s, 7, struct.pack(">I", 1) + b"v" + struct.pack(">H", 0))
+    while True:
+        o, t, d = rep(s)
+        if t != 3: break
+    assert t == 1, hex(t)
+    return s
+def send(s, typ, cookie, off, ln, data=b""):
+    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, typ, cookie, off, ln) + data)
+def reply(s):
+    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
+    assert magic == 0x67446698, hex(magic)
+    return err, c
+def stats():
+    """vlmc's counters, from a publication made after this call started"""
+    def get():
+        out = subprocess.run([xsegctl, "stats", seg, "2", "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        return json.loads(out).get("peer_stats") or {}
+    first = get().get("publications", 0)
+    for _ in range(300):
+        st = get()
+        if st.get("publications", 0) >= first + 2:
+            return st["counters"]
+        time.sleep(0.1)
+    raise RuntimeError("vlmc statistics not refreshed")
+K = 4096
+M = 1 << 20
+img = bytearray(os.urandom(64 * K))
+
+def qd1(s, base):
+    """one command at a time: writes, a flush, reads; all exact"""
+    ok = True
+    for i in range(32):
+        send(s, 1, base + i, i * K, K, bytes(img[i * K:(i + 1) * K]))
+        ok &= reply(s) == (0, base + i)
+    send(s, 3, base + 100, 0, 0)  # FLUSH
+    ok &= reply(s) == (0, base + 100)
+    for i in range(32):
+        send(s, 0, base + 200 + i, i * K, K)
+        ok &= reply(s) == (0, base + 200 + i) and recvn(s, K) == img[i * K:(i + 1) * K]
+    return ok
+
+s = connect()
+before = stats().get("nbd_reader_replies", 0)
+check(qd1(s, 1000), "32 writes, a flush, 32 reads at queue depth 1: exact")
+after = stats().get("nbd_reader_replies", 0)
+if spin == "0":
+    check(after == before, f"the reader took no reply ({before} -> {after})")
+elif spin == "1s":
+    check(after > before, f"the reader took replies itself ({before} -> {after})")
+else:  # spins that run out: backed off, the completer takes over
+    print(f"note: [--nbd-spin {spin}] reader replies {before} -> {after}")
+
+# a pipelined burst: 64 writes, then 64 reads, sent without waiting, a
+# second thread taking the replies (the completer's job above depth 1)
+def burst(s, typ, base, off):
+    res = []
+    def taker():
+        for _ in range(64):
+            err, c = reply(s)
+            data = recvn(s, K) if typ == 0 and not err else b""
+            res.append((err, c, data))
+    th = threading.Thread(target=taker); th.start()
+    for i in range(64):
+        data = bytes(img[i * K:(i + 1) * K]) if typ == 1 else b""
+        send(s, typ, base + i, off + i * K, K, data)
+    th.join()
+    return sorted(res, key=lambda r: r[1])
+for i in range(64):
+    img[i * K:(i + 1) * K] = os.urandom(K)
+res = burst(s, 1, 2000, 4 * M)
+check([(e, c) for e, c, _ in res] == [(0, 2000 + i) for i in range(64)],
+      "64 pipelined writes answered")
+res = burst(s, 0, 3000, 4 * M)
+check([(e, c) for e, c, _ in res] == [(0, 3000 + i) for i in range(64)] and
+      all(d == img[i * K:(i + 1) * K] for i, (_, _, d) in enumerate(res)),
+      "64 pipelined reads answered, exact")
+for i in range(64):
+    img[i * K:(i + 1) * K] = os.urandom(K)
+check(qd1(s, 4000), "queue depth 1 again after the burst: exact")
+send(s, 2, 0, 0, 0); s.close()
+sys.exit(1 if fails else 0)
+PY
+}
+
+start_vlmc 1s
+$X volume --ctl $T/ctl create v 64M >/dev/null || die "create v"
+traffic 1s || die "traffic with --nbd-spin 1s"
+stop_pids $VLMC; VLMC=
+start_vlmc 0
+traffic 0 || die "traffic with --nbd-spin 0"
+stop_pids $VLMC; VLMC=
+start_vlmc 1us
+traffic 1us || die "traffic with --nbd-spin 1us"
+stop_pids $VLMC; VLMC=
+rc=0
+if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
+	$T/*.log 2>/dev/null; then
+	echo "FAIL: sanitizer report in a peer log"; rc=1
+fi
+[ $rc -eq 0 ] && echo "test_nbd_reader: ok" || echo "test_nbd_reader: FAILED"
+exit $rc

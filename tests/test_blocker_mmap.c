@@ -239,6 +239,130 @@ START_TEST(test_bitflip_mapped)
 }
 END_TEST
 
+static void cut_segment0_at(off_t at)
+{
+	char p[512];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, at), 0);
+	close(fd);
+}
+
+/*
+ * review6 F3: a copy whose header is readable but whose payload is not
+ * (log.000000, closed, cut at 8192: chunk 1's record is [4160, 8320)) does not
+ * count for dedup, so a write of the same data stores it afresh instead
+ * of being acknowledged onto a copy that reads back EIO. Runs with
+ * mapped reads, the pread path, and io_uring's batched dedup lookups.
+ * verify: with verify_reads off too (the payload read must fail by
+ * itself, not through a hash).
+ */
+static void dedup_unreadable_case(bool mmap, const struct blocker_io_ops *io,
+				  bool verify)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st0, st;
+	uint8_t buf[4 * CS], b[2 * CS];
+
+	tb_rmtree(dir);
+	tb_mkdtemp(dir, sizeof(dir));
+	opts(&o);
+	o.mmap_reads = mmap;
+	o.verify_reads = verify;
+	o.io = io;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	tb_fill(buf, sizeof(buf), 1, 0);
+	ck_assert_int_eq(
+	    blocker_write(s, "a", 1, 0, sizeof(buf), buf, BLOCKER_FUA), 0);
+	/* "f" fills log.000000 up: no append extends it again after the
+	 * cut (a hole would read as zeros, which only verification sees) */
+	uint8_t *fill = malloc(SEG);
+	ck_assert_ptr_nonnull(fill);
+	tb_fill(fill, SEG, 9, 0);
+	ck_assert_int_eq(blocker_write(s, "f", 1, 0, SEG, fill, 0), 0);
+	free(fill);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_uint_gt(s->nsegs, 1);
+	cut_segment0_at(8192);
+	blocker_get_stats(s, &st0);
+	/* "c": chunk 0 is a's chunk 1, chunk 1 is new (two chunks: the
+	 * batched lookup with io_uring) */
+	memcpy(b, buf + CS, CS);
+	tb_fill(b + CS, CS, 7, CS);
+	ck_assert_int_eq(blocker_write(s, "c", 1, 0, 2 * CS, b, BLOCKER_FUA),
+			 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.dedup_hits, st0.dedup_hits);
+	memset(b, 0, sizeof(b));
+	ck_assert_int_eq(blocker_read(s, "c", 1, 0, 2 * CS, b), 0);
+	ck_assert(!memcmp(b, buf + CS, CS));
+	expect_chunk(s, "c", 1, 7);
+	/* and the object that lost it reads the new copy */
+	if (verify)
+		expect_chunk(s, "a", 1, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+
+START_TEST(test_dedup_skips_unreadable_payload)
+{
+	dedup_unreadable_case(true, &blocker_io_sync, true);
+	dedup_unreadable_case(true, &blocker_io_sync, false);
+	dedup_unreadable_case(false, &blocker_io_sync, true);
+	dedup_unreadable_case(false, &blocker_io_uring, true);
+	dedup_unreadable_case(false, &blocker_io_uring, false);
+}
+END_TEST
+
+/* a copy whose payload fails its hash is not deduped onto (verify on) */
+START_TEST(test_dedup_skips_damaged_payload)
+{
+	const struct blocker_io_ops *ios[2] = {&blocker_io_sync,
+					       &blocker_io_uring};
+
+	for (int i = 0; i < 3; i++) {
+		struct blocker_opts o;
+		struct blocker_store *s;
+		struct blocker_stats st0, st;
+		uint8_t buf[2 * CS], c;
+		char p[512];
+		int fd;
+
+		tb_rmtree(dir);
+		tb_mkdtemp(dir, sizeof(dir));
+		opts(&o);
+		o.mmap_reads = i == 0;
+		o.io = ios[i == 2];
+		ck_assert_int_eq(blocker_create(dir, &o), 0);
+		ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+		tb_fill(buf, sizeof(buf), 4, 0);
+		ck_assert_int_eq(
+		    blocker_write(s, "x", 1, 0, CS, buf, BLOCKER_FUA), 0);
+		snprintf(p, sizeof(p), "%s/log.000000", dir);
+		fd = open(p, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, &c, 1, BREC_HDR_SIZE + 10), 1);
+		c ^= 1;
+		ck_assert_int_eq(pwrite(fd, &c, 1, BREC_HDR_SIZE + 10), 1);
+		close(fd);
+		blocker_get_stats(s, &st0);
+		ck_assert_int_eq(
+		    blocker_write(s, "y", 1, 0, 2 * CS, buf, BLOCKER_FUA), 0);
+		blocker_get_stats(s, &st);
+		ck_assert_uint_eq(st.dedup_hits, st0.dedup_hits);
+		ck_assert_uint_gt(st.verify_failures, st0.verify_failures);
+		expect_chunk(s, "y", 0, 4);
+		expect_chunk(s, "x", 0, 4);
+		ck_assert_int_eq(blocker_close(s), 0);
+	}
+}
+END_TEST
+
 /*
  * Run fn in a child and return its wait status. The child opens a store
  * with mapped reads first (installing the store's SIGBUS handler) and
@@ -390,6 +514,8 @@ int main(void)
 	tcase_add_test(tc, test_truncated_segment_unverified);
 	tcase_add_test(tc, test_truncated_segment_pread);
 	tcase_add_test(tc, test_bitflip_mapped);
+	tcase_add_test(tc, test_dedup_skips_unreadable_payload);
+	tcase_add_test(tc, test_dedup_skips_damaged_payload);
 	tcase_add_test(tc, test_foreign_sigbus_kills);
 	tcase_add_test(tc, test_truncated_concurrent_readers);
 	tcase_add_test(tc, test_check_truncated);

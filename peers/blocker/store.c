@@ -79,51 +79,6 @@ out:
 
 /* ---- chunks ---- */
 
-/*
- * Find the log position of the chunk with this score for dedup: every
- * index candidate's header is read and its full score compared. A copy in
- * a GC victim segment does not count (the victim's live set was fixed by
- * the mark, so a new reference to it would be lost with it): the caller
- * stores the chunk afresh. Nor does a copy that cannot be read (the read
- * error is logged and counted): storing the chunk again gives its readers
- * a good copy. 0 with *pos, or -ENOENT.
- */
-static int chunk_find(struct blocker_store *s, const uint8_t score[32],
-		      uint64_t *pos)
-{
-	uint64_t cand[8];
-	int total, skip = 0, r = -ENOENT;
-
-	blocker_rcu_lock();
-	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
-		for (int i = 0; i < total - skip && i < 8; i++) {
-			uint8_t hb[BREC_HDR_SIZE];
-			struct brec_hdr h;
-
-			if (blog_pos_victim(s, cand[i]))
-				continue;
-			r = blog_pread(s, cand[i], hb, sizeof(hb));
-			if (r) {
-				r = -ENOENT;
-				continue;
-			}
-			if (brec_decode(hb, &h, cand[i]) == BREC_OK &&
-			    h.type == BREC_CHUNK &&
-			    !memcmp(h.score, score, 32)) {
-				*pos = cand[i];
-				goto out;
-			}
-			r = -ENOENT;
-			STAT_INC(s, partial_collisions);
-		}
-		skip += 8;
-	} while (skip < total);
-out:
-	blocker_rcu_unlock();
-	return r;
-}
-
 /* dst holds the chunk read at pos for score: verify it if enabled. */
 static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
 			const void *dst, uint64_t pos)
@@ -146,6 +101,67 @@ static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
 		     path, (unsigned long long)(pos % s->segment_size), want,
 		     got);
 	return -EIO;
+}
+
+/*
+ * rb holds the whole record read at pos: is it a copy of score that a new
+ * reference may rely on? -ENOENT for another chunk (a partial-score
+ * collision), -EIO for a damaged copy (logged and counted by
+ * chunk_verify).
+ */
+static int dedup_check(struct blocker_store *s, const uint8_t score[32],
+		       const uint8_t *rb, uint64_t pos)
+{
+	struct brec_hdr h;
+
+	if (brec_decode(rb, &h, pos) != BREC_OK || h.type != BREC_CHUNK ||
+	    h.len != s->chunk_size || memcmp(h.score, score, 32)) {
+		STAT_INC(s, partial_collisions);
+		return -ENOENT;
+	}
+	return chunk_verify(s, score, rb + BREC_HDR_SIZE, pos);
+}
+
+/*
+ * Find the log position of the chunk with this score for dedup: every
+ * index candidate's whole record (header and payload, into rb:
+ * BREC_HDR_SIZE + chunk_size bytes) is read and its full score compared;
+ * with verify_reads its payload is hashed too. A copy in a GC victim
+ * segment does not count (the victim's live set was fixed by the mark, so
+ * a new reference to it would be lost with it): the caller stores the
+ * chunk afresh. Nor does a copy whose header or payload cannot be read,
+ * or whose payload fails verification (logged and counted): a write
+ * acknowledged onto it would read back EIO, while storing the chunk
+ * again gives this write and the copy's other readers a good copy
+ * (chunk_get tries every candidate). 0 with *pos, or -ENOENT.
+ */
+static int chunk_find(struct blocker_store *s, const uint8_t score[32],
+		      uint8_t *rb, uint64_t *pos)
+{
+	uint64_t cand[8];
+	int total, skip = 0, r = -ENOENT;
+
+	blocker_rcu_lock();
+	do {
+		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		for (int i = 0; i < total - skip && i < 8; i++) {
+			if (blog_pos_victim(s, cand[i]))
+				continue;
+			r = blog_pread(s, cand[i], rb,
+				       BREC_HDR_SIZE + s->chunk_size);
+			if (!r)
+				r = dedup_check(s, score, rb, cand[i]);
+			if (!r) {
+				*pos = cand[i];
+				goto out;
+			}
+			r = -ENOENT;
+		}
+		skip += 8;
+	} while (skip < total);
+out:
+	blocker_rcu_unlock();
+	return r;
 }
 
 /* Read the chunk with this score into dst (cs bytes), verifying it. */
@@ -439,6 +455,7 @@ struct wscratch {
 	struct brec_out *rec; /* n + 1 */
 	uint16_t *seen;	      /* in-batch dedup table: record index + 1 */
 	uint8_t *tmp;	      /* two chunks for partial read-modify-write */
+	uint8_t *rb;	      /* one whole chunk record (chunk_find) */
 };
 
 /* One allocation sized for pieces of n chunks (a 4 KiB write: ~8 KiB). */
@@ -453,7 +470,7 @@ static struct wscratch *wscratch_new(uint32_t n, uint32_t cs)
 		tsize *= 2;
 	sz = sizeof(*w) + n * sizeof(*w->u) + n * sizeof(*w->src) +
 	     (n + 1) * sizeof(*w->rec) + tsize * sizeof(*w->seen) + n +
-	     2 * (size_t)cs + 64;
+	     3 * (size_t)cs + BREC_HDR_SIZE + 64;
 	w = malloc(sz);
 	if (!w)
 		return NULL;
@@ -468,22 +485,25 @@ static struct wscratch *wscratch_new(uint32_t n, uint32_t cs)
 	p += tsize * sizeof(*w->seen);
 	w->tmp = (void *)p;
 	p += 2 * (size_t)cs;
+	w->rb = (void *)p;
+	p += BREC_HDR_SIZE + (size_t)cs;
 	w->miss = (void *)p;
 	return w;
 }
 
 /*
  * Which of the chunks marked in w->miss are already stored (dedup)? Every
- * index candidate's header is read and its full score compared. With a
- * batching backend the first candidate of every chunk is read in one
- * batch; chunks with several candidates fall back to chunk_find.
+ * index candidate's whole record is read and checked as chunk_find does.
+ * With a batching backend the first candidate of every chunk is read in
+ * one batch; chunks with several candidates fall back to chunk_find.
  */
 static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 			 uint32_t n)
 {
 	struct blocker_io_req *q = NULL;
 	struct iovec *iov = NULL;
-	uint8_t(*hb)[BREC_HDR_SIZE] = NULL;
+	uint8_t *rbs = NULL;
+	size_t rsize = BREC_HDR_SIZE + (size_t)s->chunk_size;
 	uint64_t *pos = NULL, p;
 	uint32_t *which = NULL, m = 0;
 	int *cnt = NULL, r = 0;
@@ -492,7 +512,7 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 		for (uint32_t k = 0; k < n; k++) {
 			if (!w->miss[k])
 				continue;
-			r = chunk_find(s, w->u[k].score, &p);
+			r = chunk_find(s, w->u[k].score, w->rb, &p);
 			if (r == -ENOENT)
 				continue;
 			if (r)
@@ -504,11 +524,11 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 	}
 	q = malloc(n * sizeof(*q));
 	iov = malloc(n * sizeof(*iov));
-	hb = malloc(n * sizeof(*hb));
+	rbs = malloc(n * rsize);
 	pos = malloc(n * sizeof(*pos));
 	which = malloc(n * sizeof(*which));
 	cnt = malloc(n * sizeof(*cnt));
-	if (!q || !iov || !hb || !pos || !which || !cnt) {
+	if (!q || !iov || !rbs || !pos || !which || !cnt) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -523,7 +543,7 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 		if (cnt[m] == 0 || blog_pos_victim(s, pos[m]) ||
 		    blog_fd(s, pos[m], &q[m].fd, &off))
 			continue; /* certainly new */
-		iov[m] = (struct iovec){hb[m], BREC_HDR_SIZE};
+		iov[m] = (struct iovec){rbs + m * rsize, rsize};
 		q[m].iov = &iov[m];
 		q[m].cnt = 1;
 		q[m].off = off;
@@ -533,20 +553,22 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 		r = s->io->preadv_batch(s->io_ctx, q, m);
 	for (uint32_t j = 0; j < m && !r; j++) {
 		uint32_t k = which[j];
-		struct brec_hdr h;
-		if (q[j].res == BREC_HDR_SIZE &&
-		    brec_decode(hb[j], &h, pos[j]) == BREC_OK &&
-		    h.type == BREC_CHUNK &&
-		    !memcmp(h.score, w->u[k].score, 32)) {
-			w->miss[k] = false;
-			STAT_INC(s, dedup_hits);
-			continue;
+		if (q[j].res == (ssize_t)rsize) {
+			int c = dedup_check(s, w->u[k].score, rbs + j * rsize,
+					    pos[j]);
+			if (!c) {
+				w->miss[k] = false;
+				STAT_INC(s, dedup_hits);
+				continue;
+			}
+			/* its only candidate is another chunk or damaged:
+			 * store it afresh */
+			if (cnt[j] == 1)
+				continue;
 		}
-		if (cnt[j] == 1 && q[j].res == BREC_HDR_SIZE) {
-			STAT_INC(s, partial_collisions);
-			continue; /* its only candidate is another chunk */
-		}
-		r = chunk_find(s, w->u[k].score, &p);
+		/* (a failed or short read: chunk_find reads again, and
+		 * logs why) */
+		r = chunk_find(s, w->u[k].score, w->rb, &p);
 		if (r == -ENOENT) {
 			r = 0;
 			continue;
@@ -560,7 +582,7 @@ static int dedup_resolve(struct blocker_store *s, struct wscratch *w,
 out:
 	free(q);
 	free(iov);
-	free(hb);
+	free(rbs);
 	free(pos);
 	free(which);
 	free(cnt);
@@ -649,7 +671,7 @@ static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
 			}
 		/* a concurrent writer may have stored it since the look */
 		if (!dup) {
-			r = chunk_find(s, w->u[k].score, &pos);
+			r = chunk_find(s, w->u[k].score, w->rb, &pos);
 			if (r == -ENOENT) {
 				r = 0;
 				w->seen[h] = nrec + 1;

@@ -483,6 +483,10 @@ int main(int argc, char **argv)
 	atexit(on_exit_cleanup);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	/* a reader that stops reading (| head) must not leave the peers
+	 * and the segment behind */
+	signal(SIGPIPE, on_signal);
+	signal(SIGHUP, on_signal);
 	{
 		char argv0[] = "xsegctl";
 		char *create[] = {argv0,  "create",	segname, "--size",

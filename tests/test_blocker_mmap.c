@@ -128,11 +128,15 @@ static void check_cut_store(struct blocker_store *s, bool verify)
 	/* a read error, not a content mismatch */
 	ck_assert_uint_eq(st.verify_failures, st0.verify_failures);
 	ck_assert_int_eq(blocker_degraded(s), 0);
-	/* segment, offset, reason */
+	/* segment, offset, reason; once the fault showed the cut, reads
+	 * past it go to the backend (no more faults) */
 	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: read at offset "
-						  "832000 failed: SIGBUS: "
+						  "524160 failed: SIGBUS: "
 						  "the file ends at 524288 "
 						  "(truncated)"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: read at offset "
+						  "832000 failed: past the "
+						  "end of the file"));
 	(void)verify;
 	/* before the cut, and the other segment: right data */
 	for (uint64_t k = 0; k <= LAST_OK; k += 25)
@@ -166,7 +170,8 @@ START_TEST(test_truncated_segment)
 }
 END_TEST
 
-/* without verification a read past the cut is still -EIO, never zeros */
+/* without verification a read past the cut is still -EIO, never zeros
+ * (a cut inside a page: test_cut_inside_page_unverified) */
 START_TEST(test_truncated_segment_unverified)
 {
 	struct blocker_store *s = mk_cut(false);
@@ -364,6 +369,56 @@ START_TEST(test_dedup_skips_damaged_payload)
 END_TEST
 
 /*
+ * review6 F1: a closed segment cut inside a page (not page aligned),
+ * verify_reads off: the chunk whose record ends past the cut is -EIO,
+ * never the zeros a mapping shows past the end of the file's last page;
+ * the chunks before it read right. And (F10) re-reading it does not log
+ * a line per read.
+ */
+START_TEST(test_cut_inside_page_unverified)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	uint8_t *buf = malloc(SEG), b[CS];
+	off_t at = 10 * REC - 100; /* inside chunk 9's record, page 10 */
+
+	ck_assert_ptr_nonnull(buf);
+	opts(&o);
+	o.verify_reads = false;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	tb_fill(buf, SEG, 1, 0);
+	/* 256 chunks: log.000000 fills up and is closed */
+	ck_assert_int_eq(blocker_write(s, "a", 1, 0, SEG, buf, 0), 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_uint_gt(s->nsegs, 1);
+	free(buf);
+	for (uint64_t k = 0; k < 20; k++)
+		expect_chunk(s, "a", k, 1);
+	ck_assert_uint_ne(at % 4096, 0);
+	cut_segment0_at(at);
+	ck_assert_int_eq(blocker_read(s, "a", 1, 9 * CS, CS, b), -EIO);
+	for (uint64_t k = 0; k < 9; k++)
+		expect_chunk(s, "a", k, 1);
+	ck_assert_int_eq(blocker_read(s, "a", 1, 10 * CS, CS, b), -EIO);
+	ck_assert_int_eq(blocker_read(s, "a", 1, 19 * CS, CS, b), -EIO);
+	expect_chunk(s, "a", 255, 1); /* in log.000001 */
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.read_errors, 3);
+	ck_assert_uint_eq(st.verify_failures, 0);
+	/* 200 more failed reads: a handful of log lines, not 200 */
+	int lines = logbuf.lines;
+	for (int i = 0; i < 200; i++)
+		ck_assert_int_eq(blocker_read(s, "a", 1, 9 * CS, CS, b), -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.read_errors, 203);
+	ck_assert_int_le(logbuf.lines - lines, 8);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
  * Run fn in a child and return its wait status. The child opens a store
  * with mapped reads first (installing the store's SIGBUS handler) and
  * exits 0 only if fn returns.
@@ -515,6 +570,7 @@ int main(void)
 	tcase_add_test(tc, test_truncated_segment_pread);
 	tcase_add_test(tc, test_bitflip_mapped);
 	tcase_add_test(tc, test_dedup_skips_unreadable_payload);
+	tcase_add_test(tc, test_cut_inside_page_unverified);
 	tcase_add_test(tc, test_dedup_skips_damaged_payload);
 	tcase_add_test(tc, test_foreign_sigbus_kills);
 	tcase_add_test(tc, test_truncated_concurrent_readers);

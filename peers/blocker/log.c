@@ -237,8 +237,10 @@ static int seg_push(struct blocker_store *s, int fd)
 		s->segs = n;
 		s->segs_cap = ncap;
 	}
-	s->segs[s->nsegs++] =
-	    (struct bseg){.fd = fd, .map = map, .removed = fd < 0};
+	s->segs[s->nsegs++] = (struct bseg){.fd = fd,
+					    .map = map,
+					    .removed = fd < 0,
+					    .valid_end = s->segment_size};
 	pthread_rwlock_unlock(&s->segs_lock);
 	return 0;
 }
@@ -392,36 +394,106 @@ int64_t blog_seg_end(struct blocker_store *s, uint32_t seg)
 }
 
 /*
+ * Count a read error of segment seg; should its log line be written? The
+ * first few of every segment, then one in 1024: a client re-reading a
+ * damaged chunk must not flood the log (review6 F10). *n: the count.
+ */
+static bool seg_read_error(struct blocker_store *s, uint64_t seg, uint64_t *n)
+{
+	*n = 1;
+	STAT_INC(s, read_errors);
+	pthread_rwlock_rdlock(&s->segs_lock);
+	if (seg < s->nsegs)
+		*n = __atomic_add_fetch(&s->segs[seg].read_errors, 1,
+					__ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&s->segs_lock);
+	return *n <= 8 || *n % 1024 == 0;
+}
+
+static void seg_set_valid_end(struct blocker_store *s, uint64_t seg,
+			      uint64_t end)
+{
+	pthread_rwlock_rdlock(&s->segs_lock);
+	if (seg < s->nsegs)
+		__atomic_store_n(&s->segs[seg].valid_end, end,
+				 __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&s->segs_lock);
+}
+
+/* Size of segment seg's file, or -1 (fstat failed, or removed). */
+static int64_t seg_file_size(struct blocker_store *s, uint64_t seg)
+{
+	struct stat st;
+	int64_t size = -1;
+	uint64_t o;
+	int fd;
+
+	/* the caller's read section keeps the fd open; nest one anyway */
+	blocker_rcu_lock();
+	if (!blog_fd(s, seg * s->segment_size, &fd, &o) && !fstat(fd, &st))
+		size = st.st_size;
+	blocker_rcu_unlock();
+	return size;
+}
+
+/*
  * A mapped read of segment seg at off faulted at fault (an offset in the
  * segment). Says why as well as the file can tell: a page past its end
- * (the file was truncated behind the store's back) or an I/O error.
+ * (the file was truncated behind the store's back: later reads past the
+ * end go to the backend) or an I/O error.
  */
 static void map_fault(struct blocker_store *s, uint64_t seg, uint64_t off,
 		      size_t fault)
 {
 	char path[4096], why[96];
-	struct stat st;
-	uint64_t o;
-	int fd;
+	int64_t size = seg_file_size(s, seg);
+	uint64_t n;
 
-	STAT_INC(s, read_errors);
+	if (size >= 0 && (uint64_t)size <= fault)
+		seg_set_valid_end(s, seg, size);
+	if (!seg_read_error(s, seg, &n))
+		return;
 	blog_seg_path(s->dir, seg, path, sizeof(path));
-	/* the caller's read section keeps the fd open; nest one anyway */
-	blocker_rcu_lock();
-	if (blog_fd(s, seg * s->segment_size, &fd, &o) || fstat(fd, &st))
+	if (size < 0)
 		snprintf(why, sizeof(why), "SIGBUS (I/O error or truncated)");
-	else if ((uint64_t)st.st_size <= fault)
+	else if ((uint64_t)size <= fault)
 		snprintf(why, sizeof(why),
 			 "SIGBUS: the file ends at %llu (truncated)",
-			 (unsigned long long)st.st_size);
+			 (unsigned long long)size);
 	else
 		snprintf(why, sizeof(why), "SIGBUS: I/O error");
-	blocker_rcu_unlock();
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s: read at offset %llu failed: %s at offset "
-		     "%llu; the read fails with EIO",
+		     "%llu; the read fails with EIO (read error %llu of this "
+		     "segment)",
 		     path, (unsigned long long)off, why,
-		     (unsigned long long)fault);
+		     (unsigned long long)fault, (unsigned long long)n);
+}
+
+/*
+ * A mapped read whose last byte is zero may have read the zeros a
+ * mapping shows past the end of a file cut inside that page (no SIGBUS
+ * there): every cut inside the range leaves its last byte zero, so
+ * checking the file size then (one fstat, for ~1/256 of the reads of
+ * random data) catches every such cut. True if the file ends before end.
+ */
+static bool map_short(struct blocker_store *s, uint64_t seg, uint64_t end)
+{
+	int64_t size = seg_file_size(s, seg);
+
+	if (size < 0 || (uint64_t)size >= end)
+		return false;
+	seg_set_valid_end(s, seg, size);
+	return true;
+}
+
+static bool iov_last_zero(const struct iovec *iov, int cnt)
+{
+	for (int i = cnt - 1; i >= 0; i--)
+		if (iov[i].iov_len)
+			return !((const uint8_t *)iov[i]
+				     .iov_base)[iov[i].iov_len - 1];
+	return false;
 }
 
 int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
@@ -432,23 +504,31 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 
 	if (s->o.mmap_reads) {
 		const uint8_t *map = NULL;
-		uint64_t seg = pos / s->segment_size;
+		uint64_t seg = pos / s->segment_size, vend = 0;
 		size_t len = 0, fault;
 
 		for (int i = 0; i < cnt; i++)
 			len += iov[i].iov_len;
 		pthread_rwlock_rdlock(&s->segs_lock);
-		if (seg < s->nsegs)
+		if (seg < s->nsegs) {
 			map = s->segs[seg].map;
+			vend = __atomic_load_n(&s->segs[seg].valid_end,
+					       __ATOMIC_RELAXED);
+		}
 		pthread_rwlock_unlock(&s->segs_lock);
-		/* (a read past the segment's end: the backend says why) */
+		/* (a read past the segment's end, or past a cut: the
+		 * backend says why) */
 		off = pos % s->segment_size;
-		if (map && len <= s->segment_size - off) {
+		if (map && len <= vend && off <= vend - len) {
 			r = bguard_copy(map, s->segment_size, off, iov, cnt,
 					&fault);
-			if (r)
+			if (r) {
 				map_fault(s, seg, off, fault);
-			return r;
+				return r;
+			}
+			if (!iov_last_zero(iov, cnt) ||
+			    !map_short(s, seg, off + len))
+				return 0;
 		}
 	}
 	r = blog_fd(s, pos, &fd, &off);
@@ -458,16 +538,18 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 		ssize_t n = s->io->preadv(s->io_ctx, fd, iov, cnt, off);
 		if (n <= 0) {
 			char path[4096];
+			uint64_t nerr, seg = pos / s->segment_size;
 			r = n ? (int)n : -ENODATA;
-			STAT_INC(s, read_errors);
-			blog_seg_path(s->dir, pos / s->segment_size, path,
-				      sizeof(path));
+			if (!seg_read_error(s, seg, &nerr))
+				return r;
+			blog_seg_path(s->dir, seg, path, sizeof(path));
 			blocker_logf(&s->o, BLOCKER_LOG_ERR,
 				     "blocker: %s: read at offset %llu failed: "
-				     "%s",
+				     "%s (read error %llu of this segment)",
 				     path, (unsigned long long)off,
 				     n ? strerror(-r)
-				       : "past the end of the file");
+				       : "past the end of the file",
+				     (unsigned long long)nerr);
 			return r;
 		}
 		off += n;

@@ -222,6 +222,16 @@ struct bseg {
 	/* a pass found a bad record in it: not chosen again while open
 	 * (blockerctl check / repair is the operator's move); segs_lock */
 	bool gc_bad;
+	/*
+	 * Mapped reads stop here (an offset in the file; __atomic, written
+	 * under segs_lock read): segment_size until a read finds the file
+	 * shorter (truncated behind the store's back), then its size, so
+	 * that reads past it go to the backend, which reports the short
+	 * file, instead of faulting or reading the zeros a mapping shows
+	 * past the end of a file's last page.
+	 */
+	uint64_t valid_end;
+	uint64_t read_errors; /* __atomic; rate-limits their log lines */
 };
 
 struct blocker_store {

@@ -158,6 +158,28 @@ START_TEST(test_create_open_errors)
 }
 END_TEST
 
+/* blocker_create in a new subdirectory (its parent is fsynced: review6
+ * F6; the power-loss test proves the sync), with a trailing slash, and
+ * under a parent that does not exist (refused, nothing made) */
+START_TEST(test_create_subdir)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	char sub[300], bad[300];
+	struct stat st;
+
+	opts(&o);
+	snprintf(sub, sizeof(sub), "%s/store//", dir);
+	ck_assert_int_eq(blocker_create(sub, &o), 0);
+	ck_assert_int_eq(blocker_open(sub, &o, &s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	snprintf(bad, sizeof(bad), "%s/none/store", dir);
+	ck_assert_int_eq(blocker_create(bad, &o), -ENOENT);
+	snprintf(bad, sizeof(bad), "%s/none", dir);
+	ck_assert_int_eq(stat(bad, &st), -1);
+}
+END_TEST
+
 START_TEST(test_rw_basic)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -1076,6 +1098,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_create_open_errors);
+	tcase_add_test(tc, test_create_subdir);
 	tcase_add_test(tc, test_rw_basic);
 	tcase_add_test(tc, test_missing_objects);
 	tcase_add_test(tc, test_invalid_input);

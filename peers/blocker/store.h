@@ -216,7 +216,11 @@ void blocker_opts_init(struct blocker_opts *o);
 
 /*
  * Create an empty store in dir (created if missing; must be empty of store
- * files). -EEXIST if a store is already there, -EINVAL for bad parameters.
+ * files). Durable on return: the store's files and directory are fsynced,
+ * and so is dir's parent directory (dir's own entry). -EEXIST if a store
+ * is already there, -EINVAL for bad parameters, or the errno of a failed
+ * mkdir, open or fsync (a failed parent fsync fails the create: a store
+ * whose directory entry may vanish in a power cut is not created).
  */
 int blocker_create(const char *dir, const struct blocker_opts *o);
 

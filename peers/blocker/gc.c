@@ -772,10 +772,10 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	bool full = blocker_degraded_nospc(s);
 	uint64_t copy_room = UINT64_MAX;
 
-	if (full) {
-		release_reserve(s);
-		copy_room = s->reserve_target / 2;
-	}
+	/* what the reserve actually holds (or gave back to a DELETE), not
+	 * what it should: open may have found less room (review6 F5) */
+	if (full)
+		copy_room = bres_room(s) / 2;
 
 	/* 1: mark and choose with mutating calls excluded */
 	pthread_rwlock_wrlock(&s->ckpt_lock);
@@ -822,6 +822,10 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	pthread_rwlock_unlock(&s->ckpt_lock);
 	if (r || !nv)
 		goto out;
+	/* released only for a pass that will use it: a pass without
+	 * victims leaves it whole (review6 F5) */
+	if (full)
+		release_reserve(s);
 	STAT_ADD(s, gc_segments_examined, n);
 	hook(s, GC_HOOK_MARKED);
 
@@ -986,14 +990,16 @@ int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 	 * would fill the disk up to the last block again, and the next
 	 * full disk would find no room for a checkpoint
 	 */
-	if (!bres_full(s) && (rep->segments_removed || !blocker_degraded(s))) {
+	if (!bres_full(s) &&
+	    (!blocker_degraded(s) || blocker_degraded_nospc(s))) {
 		int r3 = bres_restore(s);
 		if (!r3) {
 			hook(s, GC_HOOK_RESERVE_RESTORED);
-			if (rep->segments_removed)
-				blocker_undegrade_nospc(
-				    s, "GC removed segments and the space "
-				       "reserve is whole again");
+			blocker_undegrade_nospc(
+			    s, rep->segments_removed
+				   ? "GC removed segments and the space "
+				     "reserve is whole again"
+				   : "the space reserve is whole again");
 		} else if (blocker_degraded_nospc(s)) {
 			blocker_logf(&s->o, BLOCKER_LOG_WARN,
 				     "blocker: %s: GC freed %llu bytes, not "

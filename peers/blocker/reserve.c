@@ -131,6 +131,17 @@ int bres_release(struct blocker_store *s)
 		pthread_mutex_unlock(&s->reserve_lock);
 		return -ENOENT;
 	}
+	/*
+	 * Writes wait first (review6 F11): the freed blocks are for DELETEs,
+	 * GC's copies and its checkpoint; a healthy store that kept taking
+	 * writes would hand them to the next foreground write, and the next
+	 * full disk would find no way out. GC lifts this once the reserve
+	 * is whole again (blocker_gc). No effect on a store already
+	 * degraded. (sync_lock nests inside reserve_lock.)
+	 */
+	blocker_degrade(s, ENOSPC,
+			"the space reserve was released (the disk is full): "
+			"writes wait for GC to take it back");
 	fd = openat(s->dirfd, BLOCKER_RESERVE_FILE, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
@@ -143,6 +154,7 @@ int bres_release(struct blocker_store *s)
 	}
 	if (!r) {
 		s->reserve_held = 0;
+		s->reserve_released += held;
 		space_event(s, BLOCKER_SPACE_RESERVE_FREED, held);
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
 			     "blocker: %s/%s: released %llu bytes of reserved "
@@ -160,8 +172,50 @@ int bres_restore(struct blocker_store *s)
 
 	pthread_mutex_lock(&s->reserve_lock);
 	r = s->reserve_target ? allocate(s) : 0;
+	if (!r)
+		s->reserve_released = 0;
 	pthread_mutex_unlock(&s->reserve_lock);
 	return r;
+}
+
+uint64_t bres_room(struct blocker_store *s)
+{
+	uint64_t room;
+
+	pthread_mutex_lock(&s->reserve_lock);
+	room = s->reserve_held + s->reserve_released;
+	pthread_mutex_unlock(&s->reserve_lock);
+	return room;
+}
+
+void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes)
+{
+	uint64_t want;
+	int r;
+
+	if (s->o.reserve_bytes)
+		return; /* a fixed size, or none */
+	want = s->segment_size + 2 * ckpt_bytes + (1u << 20);
+	pthread_mutex_lock(&s->reserve_lock);
+	if (want <= s->reserve_target) {
+		pthread_mutex_unlock(&s->reserve_lock);
+		return;
+	}
+	s->reserve_target = want;
+	/* released (a full disk): bres_restore allocates the new size */
+	if (s->reserve_released || blocker_degraded(s)) {
+		pthread_mutex_unlock(&s->reserve_lock);
+		return;
+	}
+	r = allocate(s);
+	pthread_mutex_unlock(&s->reserve_lock);
+	if (r)
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: cannot grow the space reserve to "
+			     "%llu bytes (%s): GC on a full disk may not find "
+			     "room for its checkpoint",
+			     s->dir, BLOCKER_RESERVE_FILE,
+			     (unsigned long long)want, strerror(-r));
 }
 
 bool bres_full(struct blocker_store *s)

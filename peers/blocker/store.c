@@ -1042,9 +1042,10 @@ int blocker_checkpoint(struct blocker_store *s)
 		r = bmaps_save_buf(s, pos, mp, ml, mc);
 	if (!r)
 		r = bidx_save_buf(s, pos, ip, il, ic);
-	if (!r)
+	if (!r) {
 		__atomic_store_n(&s->last_ckpt, pos, __ATOMIC_RELEASE);
-	else
+		bres_checkpointed(s, ml + il);
+	} else
 		blocker_logf(&s->o, BLOCKER_LOG_ERR,
 			     "blocker: %s: checkpoint failed: %s", s->dir,
 			     strerror(-r));

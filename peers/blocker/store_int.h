@@ -344,6 +344,9 @@ struct blocker_store {
 	pthread_mutex_t reserve_lock;
 	uint64_t reserve_target; /* bytes it should hold; 0: none */
 	uint64_t reserve_held;	 /* bytes it holds */
+	/* bytes released since the last restore: what the store's DELETEs
+	 * and GC may still use of the room it gave back */
+	uint64_t reserve_released;
 
 	struct {
 		uint64_t reads, writes, dedup_hits, zero_chunks;
@@ -562,9 +565,17 @@ enum {
 	BLOCKER_SPACE_CHECKPOINT = 4,	 /* bytes: new maps + index files */
 };
 void bres_open(struct blocker_store *s);
+/* also puts a healthy store into ENOSPC mode (writes refused, DELETEs and
+ * GC accepted) until GC restores the reserve */
 int bres_release(struct blocker_store *s);
 int bres_restore(struct blocker_store *s);
 bool bres_full(struct blocker_store *s);
+/* the room the reserve holds or gave back since the last restore */
+uint64_t bres_room(struct blocker_store *s);
+/* a checkpoint wrote ckpt_bytes of maps and index: the default target
+ * grows with them (review6 F5), and so does the file while there is
+ * room (logged if there is not) */
+void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes);
 /*
  * Leave a degraded state caused by ENOSPC (GC made room and the reserve
  * is whole again): writes are accepted again. No effect for any other

@@ -732,6 +732,106 @@ START_TEST(test_gc_eio)
 }
 END_TEST
 
+/* a backend whose reads of log.000000 fail with EIO (a bad sector) */
+static volatile int seg0_unreadable;
+
+static bool fd_is_seg0(int fd)
+{
+	char l[64], t[512];
+	ssize_t n;
+
+	snprintf(l, sizeof(l), "/proc/self/fd/%d", fd);
+	n = readlink(l, t, sizeof(t) - 1);
+	if (n < 0)
+		return false;
+	t[n] = 0;
+	return strstr(t, "/log.000000") != NULL;
+}
+
+static ssize_t bad0_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
+			   uint64_t off)
+{
+	if (seg0_unreadable && fd_is_seg0(fd))
+		return -EIO;
+	return blocker_io_sync.preadv(ctx, fd, iov, cnt, off);
+}
+
+static ssize_t bad0_pwritev(void *ctx, int fd, const struct iovec *iov, int cnt,
+			    uint64_t off)
+{
+	return blocker_io_sync.pwritev(ctx, fd, iov, cnt, off);
+}
+
+static int bad0_fdatasync(void *ctx, int fd)
+{
+	return blocker_io_sync.fdatasync(ctx, fd);
+}
+
+static const struct blocker_io_ops bad0_io = {
+    "bad-seg0", bad0_preadv, bad0_pwritev, bad0_fdatasync, NULL};
+
+/*
+ * review6 F2: the lowest victim cannot be read (EIO). It stays (marked,
+ * not chosen again while open), and the pass still collects the other
+ * victims, instead of every pass stopping at it.
+ */
+START_TEST(test_gc_unreadable_victim)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_gc_report rep;
+	uint8_t *buf = calloc(240, CS);
+
+	ck_assert_ptr_nonnull(buf);
+	tb_mkdtemp(dir, sizeof(dir));
+	memset(&logbuf, 0, sizeof(logbuf));
+	opts(&o);
+	o.mmap_reads = false; /* the backend injects the errors */
+	o.io = &bad0_io;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	/* 4 objects of 240 chunks: about a segment each */
+	for (int i = 0; i < 4; i++) {
+		char nm[8];
+		snprintf(nm, sizeof(nm), "o%d", i);
+		tb_fill(buf, 240 * CS, 10 + i, 0);
+		ck_assert_int_eq(blocker_write(s, nm, 2, 0, 240 * CS, buf, 0),
+				 0);
+	}
+	/* o0..o2 keep their first chunk; the rest becomes dead */
+	memset(buf, 0, 240 * CS);
+	for (int i = 0; i < 3; i++) {
+		char nm[8];
+		snprintf(nm, sizeof(nm), "o%d", i);
+		ck_assert_int_eq(blocker_write(s, nm, 2, CS, 239 * CS, buf, 0),
+				 0);
+	}
+	ck_assert_int_eq(blocker_flush(s), 0);
+	seg0_unreadable = 1;
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_uint_ge(rep.segments_removed, 2);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "log.000000: cannot read"));
+	ck_assert(s->segs[0].gc_bad);
+	ck_assert_int_ge(s->segs[0].fd, 0);
+	/* the next pass does not stop at it either (it is not chosen) */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_int_eq(blocker_degraded(s), 0);
+	seg0_unreadable = 0;
+	/* everything still reads */
+	for (int i = 1; i < 4; i++) {
+		char nm[8];
+		uint8_t want[CS];
+		snprintf(nm, sizeof(nm), "o%d", i);
+		ck_assert_int_eq(blocker_read(s, nm, 2, 0, CS, buf), 0);
+		tb_fill(want, CS, 10 + i, 0);
+		ck_assert(!memcmp(buf, want, CS));
+	}
+	free(buf);
+	ck_assert_int_eq(blocker_close(s), 0);
+	tb_rmtree(dir);
+}
+END_TEST
+
 /* A live chunk whose bytes rotted in a victim is never copied as good. */
 START_TEST(test_gc_corrupt_live_chunk)
 {
@@ -1178,6 +1278,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_enospc);
 	tcase_add_test(tc, test_gc_enospc_new_segment);
 	tcase_add_test(tc, test_gc_eio);
+	tcase_add_test(tc, test_gc_unreadable_victim);
 	tcase_add_test(tc, test_gc_corrupt_live_chunk);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);

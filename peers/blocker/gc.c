@@ -598,8 +598,10 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 	char path[4096];
 	int r = 0;
 
+	/* a victim that cannot be read is like one with a bad record: it
+	 * stays, the pass goes on with the others (review6 F2) */
 	if (end < 0)
-		return (int)end;
+		return end == -ENOMEM ? -ENOMEM : -EBADMSG;
 	win.buf = malloc(win.cap);
 	if (!win.buf)
 		return -ENOMEM;
@@ -613,7 +615,7 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 		if ((uint64_t)end - pos >= BREC_HDR_SIZE) {
 			r = blog_win_get(s, &win, pos, BREC_HDR_SIZE, end, &hb);
 			if (r)
-				break;
+				goto unreadable;
 			e = brec_decode(hb, &h, pos);
 		}
 		if (e == BREC_OK && pos + brec_size(h.len) > (uint64_t)end)
@@ -644,7 +646,7 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 		r = blog_win_get(s, &win, pos + BREC_HDR_SIZE, h.len, end,
 				 &payload);
 		if (r)
-			break;
+			goto unreadable;
 		uint8_t sum[32];
 		blocker_sha256(payload, h.len, sum);
 		if (memcmp(sum, h.score, 32)) {
@@ -674,6 +676,15 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 	p->nrec = 0;
 	free(win.buf);
 	return r;
+unreadable:
+	/* (the read error itself was logged and counted by the read) */
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s: cannot read the records at offset %llu "
+		     "during GC: %s; segment kept",
+		     path, (unsigned long long)off, strerror(-r));
+	p->nrec = 0;
+	free(win.buf);
+	return r == -ENOMEM ? r : -EBADMSG;
 }
 
 static void set_victim(struct blocker_store *s, uint32_t seg, bool on)
@@ -834,10 +845,11 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 
 	/*
 	 * 3: copy, victim by victim. A victim with a bad record (a live
-	 * chunk that fails verification, a bad header) stays and is not
-	 * chosen again while the store is open (review R4-5); the pass goes
-	 * on with the others. Any other error (the copies' writes) ends the
-	 * copying: the victims fully copied before it are completed.
+	 * chunk that fails verification, a bad header) or one that cannot
+	 * be read stays and is not chosen again while the store is open
+	 * (review R4-5, review6 F2); the pass goes on with the others. Any
+	 * other error (the copies' writes) ends the copying: the victims
+	 * fully copied before it are completed.
 	 */
 	p.live = &live;
 	p.t0_ns = now_ns();

@@ -479,6 +479,64 @@ static void expect_killed(int status)
 	ck_assert_int_ne(WEXITSTATUS(status), 4);
 }
 
+static void other_bus_handler(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	_exit(7);
+}
+
+/*
+ * review6 F8: another SIGBUS handler in place of the store's (installed
+ * after it, as an embedding program might; or a runtime that keeps its
+ * own): a store opened then does not map its segments (a guarded fault
+ * would go to the other handler) but reads through the backend, says so
+ * in the log, and a cut segment reads -EIO, with no SIGBUS.
+ */
+static void replaced_handler(void)
+{
+	struct sigaction sa;
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint8_t *buf = malloc((size_t)NCH * CS), b[CS];
+	char sub[300];
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = other_bus_handler;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	if (!buf || sigaction(SIGBUS, &sa, NULL))
+		_exit(4);
+	snprintf(sub, sizeof(sub), "%s/second", dir);
+	opts(&o);
+	if (blocker_create(sub, &o) || blocker_open(sub, &o, &s))
+		_exit(5);
+	if (!strstr(logbuf.text, "another SIGBUS handler") || s->segs[0].map)
+		_exit(6);
+	tb_fill(buf, (size_t)NCH * CS, 1, 0);
+	if (blocker_write(s, "a", 1, 0, (size_t)NCH * CS, buf, BLOCKER_FUA))
+		_exit(8);
+	snprintf(sub, sizeof(sub), "%s/second/log.000000", dir);
+	if (truncate(sub, CUT))
+		_exit(9);
+	if (blocker_read(s, "a", 1, 200 * CS, CS, b) != -EIO)
+		_exit(10);
+	if (blocker_read(s, "a", 1, 0, CS, b) || memcmp(b, buf, CS))
+		_exit(11);
+	blocker_close(s);
+	free(buf);
+}
+
+START_TEST(test_replaced_handler_falls_back)
+{
+	int status = in_child(replaced_handler);
+
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child: status %d", status);
+}
+END_TEST
+
 START_TEST(test_foreign_sigbus_kills)
 {
 	expect_killed(in_child(raise_bus));
@@ -573,6 +631,7 @@ int main(void)
 	tcase_add_test(tc, test_cut_inside_page_unverified);
 	tcase_add_test(tc, test_dedup_skips_damaged_payload);
 	tcase_add_test(tc, test_foreign_sigbus_kills);
+	tcase_add_test(tc, test_replaced_handler_falls_back);
 	tcase_add_test(tc, test_truncated_concurrent_readers);
 	tcase_add_test(tc, test_check_truncated);
 	suite_add_tcase(s, tc);

@@ -78,6 +78,7 @@ extern const char bguard_movsb_insn[], bguard_movsb_fixup[];
 #define BGUARD_SUPPORTED 1
 #endif
 
+#ifdef BGUARD_SUPPORTED
 struct bguard {
 	/* written by the owning thread, read by its own signal handler:
 	 * volatile plus signal fences order them against the copy */
@@ -111,19 +112,21 @@ static void bguard_chain(int sig, siginfo_t *si, void *uctx)
 		return;
 	}
 	/*
-	 * Default action: terminate (with a core). Restore it and make the
-	 * signal pending again; it is delivered when this handler returns
-	 * and unblocks it (a fault also re-executes and faults again).
+	 * Default action: terminate (with a core), as it would have without
+	 * our handler. Restore it and make the signal pending again, for a
+	 * fault too: it is delivered as this handler returns and unblocks
+	 * it, before the faulting access is re-executed. Relying on the
+	 * access to fault again would leave SIGBUS at SIG_DFL for good in a
+	 * process whose fault was transient (review6 F9): every guarded
+	 * read fault after that would kill it.
 	 */
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);
 	sigaction(SIGBUS, &dfl, NULL);
-	if (si->si_code <= 0)
-		raise(SIGBUS);
+	raise(SIGBUS);
 }
 
-#ifdef BGUARD_SUPPORTED
 static void bguard_handler(int sig, siginfo_t *si, void *uctx)
 {
 	struct bguard *g = &bguard_tls;
@@ -153,18 +156,37 @@ static void bguard_do_install(void)
 	if (sigaction(SIGBUS, &sa, &bguard_prev) < 0)
 		bguard_install_err = -errno;
 }
-#else
-static void bguard_do_install(void)
+
+/*
+ * Is our handler the one the kernel will run? A runtime that owns SIGBUS
+ * may accept sigaction and keep its own (ASan with
+ * allow_user_segv_handler=0), and an embedding program may have replaced
+ * ours since: either way a guarded fault would kill the process, so the
+ * store reads through the backend instead (review6 F8). One syscall per
+ * call (each open and each new segment mapping), never per read.
+ */
+static int bguard_check(void)
 {
-	bguard_install_err = -ENOTSUP;
+	struct sigaction cur;
+
+	if (sigaction(SIGBUS, NULL, &cur) < 0)
+		return -errno;
+	if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != bguard_handler)
+		return -EBUSY;
+	return 0;
 }
-#endif
 
 int bguard_install(void)
 {
 	pthread_once(&bguard_once, bguard_do_install);
-	return bguard_install_err;
+	return bguard_install_err ? bguard_install_err : bguard_check();
 }
+#else
+int bguard_install(void)
+{
+	return -ENOTSUP;
+}
+#endif
 
 int bguard_copy(const uint8_t *map, size_t map_len, size_t off,
 		const struct iovec *iov, int cnt, size_t *fault_off)

@@ -1237,10 +1237,16 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	}
 	/* without the SIGBUS guard a mapped read fault kills the process */
 	if (s->o.mmap_reads && (r = bguard_install())) {
-		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s: cannot install the SIGBUS handler "
-			     "for mapped reads: %s; reading with %s",
-			     dir, strerror(-r), s->io->name);
+		/* (not on this platform: nothing the operator can fix) */
+		blocker_logf(
+		    &s->o, r == -ENOTSUP ? BLOCKER_LOG_INFO : BLOCKER_LOG_WARN,
+		    "blocker: %s: %s: %s; reading with %s", dir,
+		    r == -EBUSY ? "another SIGBUS handler is in place "
+				  "of the store's (mapped reads need "
+				  "it)"
+				: "cannot install the SIGBUS handler "
+				  "for mapped reads",
+		    strerror(-r), s->io->name);
 		s->o.mmap_reads = false;
 	}
 	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

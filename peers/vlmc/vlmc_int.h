@@ -44,7 +44,7 @@
 
 struct vlmc_nbd;
 
-#define VLMC_DEFAULT_NBD_SPIN_NS 20000ULL
+#define VLMC_DEFAULT_NBD_SPIN_NS 0ULL
 /* Connections in transmission at once: each holds a thread pair, a
  * dynamic port and up to its byte budget of segment buffers. */
 #define VLMC_DEFAULT_NBD_MAX_CONNS 32

@@ -488,6 +488,83 @@ START_TEST(test_reserve_grows_with_checkpoints)
 }
 END_TEST
 
+/*
+ * review6 F15 (b): a write met ENOSPC because others filled the disk (the
+ * reserve stays whole); then they free space. A pass with nothing to
+ * collect finds the room (a probe past the reserve) and lets writes in.
+ */
+START_TEST(test_space_back_from_outside)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up(&d);
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+
+	/* still full: the pass changes nothing */
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_int_eq(blocker_degraded(s), ENOSPC);
+	/* 64 MiB come back */
+	__atomic_store_n(&d.f.write_budget, 64 << 20, __ATOMIC_RELAXED);
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "disk has room again"));
+	ck_assert_int_eq(owrite(s, 0, 500), 0);
+	expect_obj(s, 0, 500);
+	d.full = false;
+	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * review6 F15 (a): a DELETE that frees nothing (a snapshot sharing all
+ * its chunks) releases the reserve on a full disk; then space comes back.
+ * The background GC thread, with nothing to collect, restores the
+ * reserve and lets writes in.
+ */
+START_TEST(test_space_back_background)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct disk d;
+
+	memset(&d, 0, sizeof(d));
+	opts(&o);
+	o.gc_threshold_pct = 50;
+	o.gc_check_ms = 20;
+	blocker_io_fault_init(&d.f, &blocker_io_sync, NULL);
+	o.io = &blocker_io_fault_ops;
+	o.io_ctx = &d.f;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	s->space_hook = space_hook;
+	s->space_hook_arg = &d;
+	ck_assert_int_eq(owrite(s, 0, 100), 0);
+	ck_assert_int_eq(blocker_copy(s, "obj0", 4, "snap", 4), 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	d.full = true;
+	blocker_io_fault_arm(&d.f, 0, ENOSPC, 0);
+	ck_assert_int_eq(blocker_delete(s, "snap", 4), 0);
+	ck_assert_int_eq(blocker_degraded(s), ENOSPC);
+	ck_assert_int_eq(owrite(s, 1, 101), -ENOSPC);
+	__atomic_store_n(&d.f.write_budget, 64 << 20, __ATOMIC_RELAXED);
+	/* (a bound, not a timing assertion: the thread checks every
+	 * 20 ms) */
+	for (int i = 0; i < 3000 && blocker_degraded(s); i++)
+		usleep(10000);
+	ck_assert_int_eq(blocker_degraded(s), 0);
+	ck_assert_uint_eq(s->reserve_held, s->reserve_target);
+	ck_assert_int_eq(owrite(s, 1, 101), 0);
+	expect_obj(s, 1, 101);
+	expect_obj(s, 0, 100);
+	d.full = false;
+	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /* Stores made before DIR/reserve, or that lost it, get one at open;
  * reserve_bytes sets its size or turns it off. */
 START_TEST(test_reserve_file_open)
@@ -629,6 +706,8 @@ int main(void)
 	tcase_add_test(tc, test_eio_after_enospc_sticks);
 	tcase_add_test(tc, test_release_refuses_writes);
 	tcase_add_test(tc, test_reserve_grows_with_checkpoints);
+	tcase_add_test(tc, test_space_back_from_outside);
+	tcase_add_test(tc, test_space_back_background);
 	tcase_add_test(tc, test_reserve_file_open);
 	tcase_add_test(tc, test_full_disk_kill_points);
 	suite_add_tcase(s, tc);

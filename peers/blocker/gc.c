@@ -974,6 +974,38 @@ out:
 	return r;
 }
 
+/*
+ * After a pass (or, in ENOSPC mode, at each check of the GC thread): take
+ * the reserve back if it is not whole, and leave ENOSPC mode once it is
+ * and there is room for writes again: a pass removed segments, or space
+ * came back from outside the store (other tenants freed files), which a
+ * probe allocation of one segment past the reserve shows (review6 F15).
+ * 0, or why writes stay refused.
+ */
+static int space_back(struct blocker_store *s, bool removed)
+{
+	int r = 0;
+
+	if (!bres_full(s)) {
+		r = bres_restore(s);
+		if (r)
+			return r;
+		hook(s, GC_HOOK_RESERVE_RESTORED);
+	}
+	if (!blocker_degraded_nospc(s))
+		return 0;
+	if (!removed) {
+		r = bres_probe(s, s->segment_size);
+		if (r)
+			return r;
+	}
+	blocker_undegrade_nospc(s, removed ? "GC removed segments and the "
+					     "space reserve is whole again"
+					   : "the space reserve is whole and "
+					     "the disk has room again");
+	return 0;
+}
+
 int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 	       struct blocker_gc_report *rep)
 {
@@ -1002,20 +1034,12 @@ int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 	 * would fill the disk up to the last block again, and the next
 	 * full disk would find no room for a checkpoint
 	 */
-	if (!bres_full(s) &&
-	    (!blocker_degraded(s) || blocker_degraded_nospc(s))) {
-		int r3 = bres_restore(s);
-		if (!r3) {
-			hook(s, GC_HOOK_RESERVE_RESTORED);
-			blocker_undegrade_nospc(
-			    s, rep->segments_removed
-				   ? "GC removed segments and the space "
-				     "reserve is whole again"
-				   : "the space reserve is whole again");
-		} else if (blocker_degraded_nospc(s)) {
+	if (!blocker_degraded(s) || blocker_degraded_nospc(s)) {
+		int r3 = space_back(s, rep->segments_removed > 0);
+		if (r3 && blocker_degraded_nospc(s)) {
 			blocker_logf(&s->o, BLOCKER_LOG_WARN,
-				     "blocker: %s: GC freed %llu bytes, not "
-				     "enough to reallocate the space reserve "
+				     "blocker: %s: GC freed %llu bytes; no "
+				     "room for the space reserve and writes "
 				     "(%s): writes stay refused",
 				     s->dir,
 				     (unsigned long long)rep->bytes_reclaimed,
@@ -1110,6 +1134,13 @@ static void *gc_main(void *arg)
 				    (unsigned long long)rep.segments_removed,
 				    (unsigned long long)rep.bytes_copied,
 				    (unsigned long long)rep.bytes_reclaimed);
+		} else if (full) {
+			/* no pass: space may have come back from outside
+			 * (gc_mutex: not while a blocker_gc runs) */
+			pthread_mutex_lock(&s->gc_mutex);
+			if (blocker_degraded_nospc(s))
+				space_back(s, false);
+			pthread_mutex_unlock(&s->gc_mutex);
 		}
 		pthread_mutex_lock(&s->bg_lock);
 	}

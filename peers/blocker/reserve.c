@@ -227,3 +227,25 @@ bool bres_full(struct blocker_store *s)
 	pthread_mutex_unlock(&s->reserve_lock);
 	return full;
 }
+
+int bres_probe(struct blocker_store *s, uint64_t bytes)
+{
+	static const char name[] = "reserve.probe";
+	int fd, r;
+
+	r = space_event(s, BLOCKER_SPACE_RESERVE_ALLOC, bytes);
+	if (r)
+		return r;
+	fd = openat(s->dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0600);
+	if (fd < 0) {
+		r = -errno;
+	} else {
+		if (fallocate(fd, 0, 0, (off_t)bytes) < 0)
+			r = -errno;
+		close(fd);
+		unlinkat(s->dirfd, name, 0);
+	}
+	space_event(s, BLOCKER_SPACE_RESERVE_FREED, bytes);
+	return r;
+}

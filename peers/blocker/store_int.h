@@ -577,6 +577,13 @@ uint64_t bres_room(struct blocker_store *s);
  * room (logged if there is not) */
 void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes);
 /*
+ * Is there room for bytes more past the reserve? Allocates a scratch
+ * file (DIR/reserve.probe) and removes it at once: 0 or -ENOSPC. Used to
+ * let writes back into a store in ENOSPC mode when space came back from
+ * outside it (review6 F15).
+ */
+int bres_probe(struct blocker_store *s, uint64_t bytes);
+/*
  * Leave a degraded state caused by ENOSPC (GC made room and the reserve
  * is whole again): writes are accepted again. No effect for any other
  * cause, or after a failed fsync. log.c

@@ -47,8 +47,9 @@
  * mix), and case "selftest" runs the store workload with the model told
  * to forget the log fdatasyncs, the directory fsyncs or the checkpoint
  * fdatasyncs, as if the store had not made them: the checks must catch
- * each. Case "finding" reproduces what the harness found outside the
- * store directory (on request, see test_store_dir_entry).
+ * each. Case "finding" holds the findings (docs/testing-powerloss.md):
+ * F2, fixed, as a regression test (test_store_dir_entry), and F3 built
+ * by hand, on request while it is open (test_empty_last_segment).
  *
  * Built twice (tests/blocker_powerloss.cmake): test_blocker_powerloss as
  * above, and test_blocker_powerloss_bg (PL_BACKGROUND: only case "store",
@@ -338,7 +339,7 @@ static void raw_check_line(void *arg, const char *line)
 	 * A cut between the creation of DIR/durable and its first fsync
 	 * leaves an empty file: open reads it as "no mark" (M = 0) with a
 	 * warning and the next flush writes a slot, so it is no damage; the
-	 * checker reports it all the same (powerloss-findings.md).
+	 * checker reports it all the same (F1, docs/testing-powerloss.md).
 	 */
 	if (strstr(line, "/durable: no valid durable mark")) {
 		c->no_mark++;
@@ -1240,12 +1241,11 @@ START_TEST(test_selftest_lost_checkpoint_syncs)
 END_TEST
 
 /*
- * Finding F2 (docs/testing-powerloss.md): blocker_create makes the store
- * directory with mkdir and never fsyncs its parent, so on a POSIX-strict
- * file system a power cut can take the whole store, flushed data
- * included. Known to fail; runs only with BLOCKER_POWERLOSS_PARENT=1
- * (=fsync: the test fsyncs the parent after blocker_create itself, and
- * then it passes: that is the one sync missing).
+ * Finding F2 (docs/testing-powerloss.md), fixed in 28fbfaa: blocker_create
+ * made the store directory with mkdir and never fsynced its parent, so on
+ * a POSIX-strict file system a power cut could take the whole store,
+ * flushed data included. With the harness tracking the parent, a flushed
+ * write must survive.
  */
 START_TEST(test_store_dir_entry)
 {
@@ -1253,10 +1253,7 @@ START_TEST(test_store_dir_entry)
 	struct blocker_opts o;
 	struct blocker_store *s;
 	uint8_t buf[CHUNK], back[CHUNK];
-	const char *mode = getenv("BLOCKER_POWERLOSS_PARENT");
 
-	if (!mode)
-		return;
 	fresh_dir(parent, sizeof(parent), "parent");
 	snprintf(store, sizeof(store), "%s/store", parent);
 	snprintf(img, sizeof(img), "%s.cut", parent);
@@ -1269,11 +1266,6 @@ START_TEST(test_store_dir_entry)
 	o.io = &blocker_io_sync;
 	ck_assert_int_eq(pl_fs_start(parent), 0);
 	ck_assert_int_eq(blocker_create(store, &o), 0);
-	if (!strcmp(mode, "fsync")) {
-		int dfd = open(parent, O_RDONLY | O_DIRECTORY);
-		ck_assert_int_eq(fsync(dfd), 0);
-		close(dfd);
-	}
 	ck_assert_int_eq(blocker_open(store, &o, &s), 0);
 	memset(buf, 0x42, sizeof(buf));
 	ck_assert_int_eq(blocker_write(s, "obj0", 4, 0, CHUNK, buf, 0), 0);
@@ -1821,7 +1813,7 @@ static Suite *powerloss_suite(void)
 	tcase_add_test(tc, test_powerloss_random);
 	suite_add_tcase(s, tc);
 
-	/* known findings, reproduced on request (see each test) */
+	/* the findings: F2 fixed (a regression test), F3 on request */
 	tc = tcase_create("finding");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_store_dir_entry);

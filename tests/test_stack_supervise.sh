@@ -43,11 +43,12 @@ dir = $D
 segment_size = 256M
 requests = 2048
 cache_size = 32M
+nbd_spin = 10us
 CONF
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
-	"gc_threshold = 101" "supervise = maybe"; do
+	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x"; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
@@ -58,6 +59,8 @@ SEG=$(sed -n 's/^segment = //p' $D/run/stack.conf)
 STORE=$(sed -n 's/^store = //p' $D/run/stack.conf)
 U="nbd+unix:///vol?socket=$D/run/nbd.sock"
 pidof_role() { cat $D/run/$1.pid 2>/dev/null; }
+tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--nbd-spin=10us' &&
+	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
 # "PID ALIVE" of a role's port, from stack status
 port_of() { $X stack status --dir $D 2>/dev/null | awk -v r=$1 '$1 == r { print $4, $5 }'; }
 plugged() { $X stack status --dir $D 2>/dev/null | grep -q 'redirect: port 1 -> 2'; }

@@ -158,6 +158,10 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->nbd_inflight_bytes,
 				       sizeof(st->nbd_inflight_bytes), v);
+	if (!strcmp(k, "nbd_spin"))
+		return peer_parse_duration(v, 1000, &x) || x > 1000000000ULL
+			   ? -EINVAL
+			   : stack_str(st->nbd_spin, sizeof(st->nbd_spin), v);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL
@@ -357,6 +361,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "nbd_max_conns = %s\n", st->nbd_max_conns);
 	if (st->nbd_inflight_bytes[0])
 		fprintf(f, "nbd_inflight_bytes = %s\n", st->nbd_inflight_bytes);
+	if (st->nbd_spin[0])
+		fprintf(f, "nbd_spin = %s\n", st->nbd_spin);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -609,6 +615,8 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		if (st->nbd_inflight_bytes[0])
 			stack_arg(a, "--nbd-inflight-bytes=%s",
 				  st->nbd_inflight_bytes);
+		if (st->nbd_spin[0])
+			stack_arg(a, "--nbd-spin=%s", st->nbd_spin);
 		break;
 	}
 }

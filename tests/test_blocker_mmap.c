@@ -418,6 +418,40 @@ START_TEST(test_cut_inside_page_unverified)
 }
 END_TEST
 
+/* review6 F14: re-reading a damaged chunk logs a handful of lines, not
+ * one per read; every failure is still counted */
+START_TEST(test_verify_failure_log_limited)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st;
+	char p[512];
+	uint8_t b[CS], c;
+	int fd, lines;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	tb_fill(b, CS, 5, 0);
+	ck_assert_int_eq(blocker_write(s, "x", 1, 0, CS, b, BLOCKER_FUA), 0);
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
+	c ^= 4;
+	ck_assert_int_eq(pwrite(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
+	close(fd);
+	lines = logbuf.lines;
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(blocker_read(s, "x", 1, 0, CS, b), -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.verify_failures, 100);
+	ck_assert_int_ge(logbuf.lines - lines, 1);
+	ck_assert_int_le(logbuf.lines - lines, 8);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /*
  * Run fn in a child and return its wait status. The child opens a store
  * with mapped reads first (installing the store's SIGBUS handler) and
@@ -627,6 +661,7 @@ int main(void)
 	tcase_add_test(tc, test_truncated_segment_unverified);
 	tcase_add_test(tc, test_truncated_segment_pread);
 	tcase_add_test(tc, test_bitflip_mapped);
+	tcase_add_test(tc, test_verify_failure_log_limited);
 	tcase_add_test(tc, test_dedup_skips_unreadable_payload);
 	tcase_add_test(tc, test_cut_inside_page_unverified);
 	tcase_add_test(tc, test_dedup_skips_damaged_payload);

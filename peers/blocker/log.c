@@ -400,11 +400,16 @@ int64_t blog_seg_end(struct blocker_store *s, uint32_t seg)
  */
 static bool seg_read_error(struct blocker_store *s, uint64_t seg, uint64_t *n)
 {
-	*n = 1;
 	STAT_INC(s, read_errors);
+	return blog_seg_error_log(s, seg, n);
+}
+
+bool blog_seg_error_log(struct blocker_store *s, uint64_t seg, uint64_t *n)
+{
+	*n = 1;
 	pthread_rwlock_rdlock(&s->segs_lock);
 	if (seg < s->nsegs)
-		*n = __atomic_add_fetch(&s->segs[seg].read_errors, 1,
+		*n = __atomic_add_fetch(&s->segs[seg].errors, 1,
 					__ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&s->segs_lock);
 	return *n <= 8 || *n % 1024 == 0;

@@ -130,14 +130,19 @@ static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
 	if (!memcmp(sum, score, 32))
 		return 0;
 	STAT_INC(s, verify_failures);
+	/* a damaged copy is met again by every read and dedup of its data
+	 * (review6 F14): rate-limited per segment like read errors */
+	uint64_t nerr;
+	if (!blog_seg_error_log(s, pos / s->segment_size, &nerr))
+		return -EIO;
 	blocker_hex(score, want);
 	blocker_hex(sum, got);
 	blog_seg_path(s->dir, pos / s->segment_size, path, sizeof(path));
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s: chunk at offset %llu fails verification: "
-		     "score %s, data hashes to %s",
+		     "score %s, data hashes to %s (error %llu of this segment)",
 		     path, (unsigned long long)(pos % s->segment_size), want,
-		     got);
+		     got, (unsigned long long)nerr);
 	return -EIO;
 }
 

@@ -231,7 +231,7 @@ struct bseg {
 	 * past the end of a file's last page.
 	 */
 	uint64_t valid_end;
-	uint64_t read_errors; /* __atomic; rate-limits their log lines */
+	uint64_t errors; /* read/verify errors; __atomic; rate-limits logs */
 };
 
 struct blocker_store {
@@ -435,6 +435,13 @@ int blog_preadv(struct blocker_store *s, uint64_t pos, struct iovec *iov,
 void blog_close(struct blocker_store *s);
 /* close segment seg's file and drop its mapping (recovery's cut) */
 void blog_seg_release(struct blocker_store *s, uint32_t seg);
+/*
+ * A read or verification error of segment seg: should its log line be
+ * written? The first 8 of a segment, then one in 1024 (*n: the
+ * segment's count so far), so that a client re-reading damaged data
+ * cannot flood the log. The caller counts the error in the stats.
+ */
+bool blog_seg_error_log(struct blocker_store *s, uint64_t seg, uint64_t *n);
 /* log position where segment seg's file ends (fstat); negative errno */
 int64_t blog_seg_end(struct blocker_store *s, uint32_t seg);
 

@@ -257,18 +257,57 @@ static uint32_t stack_hash(const char *s)
 	return h;
 }
 
+/*
+ * fsync the directory holding abs (an absolute path), so that a stack
+ * directory made by mkdir survives a power cut: the store below it makes
+ * only its own entry durable (blocker_create), and a POSIX file system
+ * may otherwise lose the whole tree, flushed data included.
+ */
+static int stack_sync_parent(const char abs[PATH_MAX])
+{
+	char parent[PATH_MAX];
+	char *slash;
+	int fd, r = 0;
+
+	strcpy(parent, abs); /* both PATH_MAX */
+	slash = strrchr(parent, '/');
+	if (!slash)
+		return -EINVAL;
+	if (slash == parent)
+		slash[1] = 0; /* "/x": the parent is "/" */
+	else
+		*slash = 0;
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
 /* Fill in what depends on the directory. */
 static int stack_resolve(struct stack *st)
 {
 	char abs[PATH_MAX];
+	bool made = true;
+	int r;
 
-	if (mkdir(st->dir, 0700) && errno != EEXIST) {
-		stack_err("%s: %s", st->dir, strerror(errno));
-		return -errno;
+	if (mkdir(st->dir, 0700)) {
+		if (errno != EEXIST) {
+			stack_err("%s: %s", st->dir, strerror(errno));
+			return -errno;
+		}
+		made = false;
 	}
 	if (!realpath(st->dir, abs)) {
 		stack_err("%s: %s", st->dir, strerror(errno));
 		return -errno;
+	}
+	if (made && (r = stack_sync_parent(abs))) {
+		stack_err("%s: syncing its parent directory: %s", abs,
+			  strerror(-r));
+		return r;
 	}
 	strcpy(st->dir, abs);
 	if (!st->segment[0])

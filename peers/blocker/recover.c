@@ -279,6 +279,63 @@ static int damage(struct blocker_store *s, uint64_t pos, uint64_t ckpt,
 	return r;
 }
 
+/*
+ * A last segment that holds no record (empty, all zeros, or cut at its
+ * start as a torn tail) after a crash: its name was committed, its data
+ * not. Left as the last segment, the next small record would start it
+ * although it fits in the previous one, and the next open would read the
+ * previous segment as ending early (damage; power-loss finding F3,
+ * review6 F16). So it is removed, as seg_unswitch does for a failed
+ * append, and the previous segment is the last again. Not when a
+ * checkpoint or GC list refers to its start (then nothing changes).
+ * zpos: where the zero tail begins, or UINT64_MAX. The durable mark, if
+ * it points at the segment's start, comes back to the previous end:
+ * nothing lies between the two.
+ */
+static int drop_empty_last(struct blocker_store *s, uint64_t zpos,
+			   uint64_t ckpt, uint64_t *mark, bool *zero_tail)
+{
+	uint32_t last = s->nsegs - 1;
+	uint64_t start = (uint64_t)last * s->segment_size, prev_end;
+	int64_t sz, psz;
+	char path[4096];
+	int r;
+
+	if (s->nsegs < 2 || s->segs[last].removed || s->segs[last - 1].removed)
+		return 0;
+	sz = seg_size_of(s, last);
+	if (sz < 0)
+		return (int)sz;
+	if (sz > 0 && zpos != start)
+		return 0; /* it holds records */
+	psz = seg_size_of(s, last - 1);
+	if (psz < 0)
+		return (int)psz;
+	prev_end = start - s->segment_size + psz;
+	if (ckpt > prev_end || s->gc_ckpt > prev_end)
+		return 0;
+	blog_seg_path(s->dir, last, path, sizeof(path));
+	blocker_logf(&s->o, BLOCKER_LOG_WARN,
+		     "blocker: %s: holds no record (a crash after it was "
+		     "created); removing it, the previous segment is the "
+		     "last again",
+		     path);
+	if (*mark > prev_end) {
+		r = bmark_reset(s, prev_end);
+		if (r)
+			return r;
+		*mark = prev_end;
+	}
+	blog_seg_release(s, last);
+	s->nsegs--;
+	if (unlink(path) < 0)
+		return -errno;
+	if (fsync(s->dirfd) < 0)
+		return -errno;
+	*zero_tail = false;
+	return 0;
+}
+
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		    uint64_t maps_pos)
 {
@@ -472,6 +529,9 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		r = bmark_reset(s, pos);
 		mark = pos;
 	}
+	if (!r)
+		r = drop_empty_last(s, zero_tail ? pos : UINT64_MAX, ckpt,
+				    &mark, &zero_tail);
 	if (!r) {
 		/* the tail is the end of the last segment (after any cut),
 		 * or where its zero-filled part begins */
@@ -480,6 +540,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		if (sz < 0)
 			return (int)sz;
 		s->alloc_end = (uint64_t)last * s->segment_size + sz;
+		if (zero_tail && pos > s->alloc_end)
+			zero_tail = false;
 		s->tail = zero_tail ? pos : s->alloc_end;
 		/* after a process crash the tail may be only in the page
 		 * cache; below the checkpoint and the mark it was fsynced */

@@ -98,6 +98,8 @@ void bres_open(struct blocker_store *s)
 {
 	int r;
 
+	/* a probe a crash left behind holds blocks (review6 F17) */
+	unlinkat(s->dirfd, "reserve.probe", 0);
 	pthread_mutex_lock(&s->reserve_lock);
 	s->reserve_target = reserve_target(s);
 	if (!s->reserve_target) {
@@ -230,7 +232,7 @@ bool bres_full(struct blocker_store *s)
 
 int bres_probe(struct blocker_store *s, uint64_t bytes)
 {
-	static const char name[] = "reserve.probe";
+	static const char name[] = "reserve.probe"; /* bres_open too */
 	int fd, r;
 
 	r = space_event(s, BLOCKER_SPACE_RESERVE_ALLOC, bytes);

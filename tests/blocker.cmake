@@ -26,4 +26,4 @@ ac_test(test_blocker_mmap SOURCES test_blocker_mmap.c
 # GC on a full disk: DIR/reserve, deletes and GC while degraded by ENOSPC
 # (a model disk on the fault I/O layer; reserve.c)
 ac_test(test_blocker_gc_full SOURCES test_blocker_gc_full.c
-        DEPS blocker_store TIMEOUT 120)
+        DEPS blocker_store LABELS concurrent TIMEOUT 120)

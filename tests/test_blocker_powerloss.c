@@ -248,7 +248,7 @@ struct run {
 	uint64_t ncuts, cut_errors;
 	/* results */
 	uint64_t checked, failures, torn_tails, random_cuts, incomplete_creates;
-	uint64_t empty_marks, known_f3;
+	uint64_t empty_marks;
 	uint64_t flushes, fuas, deletes, copies, checkpoints, gcs, reopens;
 	/* images kept for a second power cut during their recovery */
 	struct cand *cands;
@@ -302,20 +302,6 @@ static void msgs_log(void *arg, enum blocker_log_level lvl, const char *msg)
 }
 
 /*
- * Finding F3 (docs/testing-powerloss.md): after a cut that leaves the
- * newest segment empty or torn at its start, recovery puts the tail at
- * that segment's offset 0, the next small record lands there, and the
- * previous segment then "ends early": the next open refuses the store.
- * Until the store is fixed, that one symptom is counted, not failed
- * (BLOCKER_POWERLOSS_STRICT=1 fails it); case "finding" reproduces it.
- */
-static bool known_f3(const char *text)
-{
-	return !getenv("BLOCKER_POWERLOSS_STRICT") &&
-	       strstr(text, "bytes early");
-}
-
-/*
  * blocker_check lines on a crashed image: a bad record in the last
  * segment that names no verdict (not below the durable mark) is a torn
  * tail, which open cuts; anything else is damage.
@@ -323,7 +309,7 @@ static bool known_f3(const char *text)
 struct raw_check {
 	struct msgs bad;
 	char last_seg[32]; /* "/log.NNNNNN: " of the image's last segment */
-	uint64_t torn, no_mark, f3, other;
+	uint64_t torn, no_mark, other;
 };
 
 static void raw_check_line(void *arg, const char *line)
@@ -343,10 +329,6 @@ static void raw_check_line(void *arg, const char *line)
 	 */
 	if (strstr(line, "/durable: no valid durable mark")) {
 		c->no_mark++;
-		return;
-	}
-	if (known_f3(line)) {
-		c->f3++;
 		return;
 	}
 	c->other++;
@@ -613,7 +595,6 @@ static void verify_cut(struct run *r, struct cut *c)
 		goto out;
 	}
 	r->torn_tails += rc.torn;
-	r->known_f3 += rc.f3;
 	r->empty_marks += rc.no_mark;
 	if (rc.other) {
 		fail_cut(r, c, "blocker_check on the crashed image: %s",
@@ -621,10 +602,6 @@ static void verify_cut(struct run *r, struct cut *c)
 		goto out;
 	}
 	e = blocker_open(c->dir, &o, &s);
-	if (e == -EUCLEAN && known_f3(lg.text)) {
-		r->known_f3++;
-		goto out;
-	}
 	if (e) {
 		fail_cut(r, c, "blocker_open: %s; store said: %s", strerror(-e),
 			 lg.text);
@@ -650,9 +627,7 @@ static void verify_cut(struct run *r, struct cut *c)
 		goto out;
 	}
 	e = blocker_check(c->dir, &o, check_line, &chk, &problems);
-	if (!e && problems == 1 && known_f3(chk.text))
-		r->known_f3++;
-	else if (e || problems)
+	if (e || problems)
 		fail_cut(r, c, "blocker_check after recovery and close: %s%s",
 			 e ? strerror(-e) : "", chk.text);
 out:
@@ -1129,8 +1104,7 @@ static void run_workload(struct run *r, const char *lost_file_syncs,
 	    stderr,
 	    "powerloss: seed %llu, %s cuts: %llu ops, %llu wrapped calls, "
 	    "%llu cuts checked, %llu failed, %llu torn tails seen, %llu "
-	    "interrupted creates, %llu marks without a slot, %llu "
-	    "known-F3 hits\n"
+	    "interrupted creates, %llu marks without a slot\n"
 	    "  ops: %llu flushes, %llu FUA writes, %llu deletes, %llu "
 	    "copies, %llu checkpoints, %llu reopens, %llu GC passes "
 	    "removing %llu segments; up to %llu segments\n"
@@ -1144,11 +1118,11 @@ static void run_workload(struct run *r, const char *lost_file_syncs,
 	    (unsigned long long)r->checked, (unsigned long long)r->failures,
 	    (unsigned long long)r->torn_tails,
 	    (unsigned long long)r->incomplete_creates,
-	    (unsigned long long)r->empty_marks, (unsigned long long)r->known_f3,
-	    (unsigned long long)r->flushes, (unsigned long long)r->fuas,
-	    (unsigned long long)r->deletes, (unsigned long long)r->copies,
-	    (unsigned long long)r->checkpoints, (unsigned long long)r->reopens,
-	    (unsigned long long)r->gcs, (unsigned long long)r->gc_removed,
+	    (unsigned long long)r->empty_marks, (unsigned long long)r->flushes,
+	    (unsigned long long)r->fuas, (unsigned long long)r->deletes,
+	    (unsigned long long)r->copies, (unsigned long long)r->checkpoints,
+	    (unsigned long long)r->reopens, (unsigned long long)r->gcs,
+	    (unsigned long long)r->gc_removed,
 	    (unsigned long long)r->segments_max,
 	    (unsigned long long)st.file_syncs, (unsigned long long)st.dir_syncs,
 	    (unsigned long long)r->gen2_checked, r->ncands);
@@ -1285,7 +1259,8 @@ START_TEST(test_store_dir_entry)
 END_TEST
 
 /*
- * Finding F3, made by hand (BLOCKER_POWERLOSS_EMPTYSEG=1; known to fail):
+ * Finding F3, made by hand (fixed by f37bf8e: recovery removes a last
+ * segment that holds no record; this case now guards it):
  * a write whose map record does not fit in segment 0 but whose chunks did
  * leaves segment 0 with room for a chunk record; a power cut after
  * log.000001 was created (the name committed, its data not) leaves an
@@ -1304,10 +1279,6 @@ START_TEST(test_empty_last_segment)
 	uint64_t rng = 42;
 
 	ck_assert_ptr_nonnull(big);
-	if (!getenv("BLOCKER_POWERLOSS_EMPTYSEG")) {
-		free(big);
-		return;
-	}
 	fresh_dir(dir, sizeof(dir), "emptyseg");
 	snprintf(img, sizeof(img), "%s.img", dir);
 	snprintf(img2, sizeof(img2), "%s.img2", dir);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -378,4 +379,32 @@ void peer_pidfile_remove(const char *path, int fd)
 		return;
 	unlink(path);
 	close(fd);
+}
+
+int peer_fsync_parent(const char *path)
+{
+	char parent[PATH_MAX];
+	size_t n = strlen(path);
+	char *slash;
+	int fd, r = 0;
+
+	if (n >= sizeof(parent))
+		return -ENAMETOOLONG;
+	memcpy(parent, path, n + 1);
+	while (n > 1 && parent[n - 1] == '/')
+		parent[--n] = 0;
+	slash = strrchr(parent, '/');
+	if (!slash)
+		strcpy(parent, ".");
+	else if (slash == parent)
+		parent[1] = 0; /* "/x": the parent is "/" */
+	else
+		*slash = 0;
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
 }

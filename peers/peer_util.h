@@ -5,7 +5,8 @@
  * peer_util: process plumbing shared by the peers, bench_xseg and xsegctl:
  * leveled logging to stderr or syslog, parsing of numbers, sizes and
  * durations given on the command line, a monotonic clock, daemonisation
- * with a start-up handshake, and pid files.
+ * with a start-up handshake, pid files, and making a new directory's
+ * entry durable.
  *
  * None of this depends on libxseg; it is split from peer.h so that tools
  * and tests can use it alone.
@@ -124,5 +125,18 @@ int peer_pidfile_create(const char *path);
 
 /* Unlink the pid file and release the lock. */
 void peer_pidfile_remove(const char *path, int fd);
+
+/* ------------------------------------------------------------------ */
+/* Durable directories                                                 */
+/* ------------------------------------------------------------------ */
+
+/*
+ * fsync the directory that holds path (by name: trailing slashes are
+ * ignored, a relative path without a slash means "."), so that path's own
+ * entry - a mkdir just made - survives a power cut. Without it a POSIX
+ * file system may lose the whole tree below path, flushed data included.
+ * Returns 0 or -errno (-ENAMETOOLONG for a path of PATH_MAX or more).
+ */
+int peer_fsync_parent(const char *path);
 
 #endif /* PEER_UTIL_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of peer_util: number/size/duration parsing, log levels, pid
- * files.
+ * files, syncing a directory's parent.
  */
 #include <check.h>
 #include <errno.h>
@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +175,44 @@ START_TEST(pidfile_lock)
 }
 END_TEST
 
+/*
+ * Which directory peer_fsync_parent opens is seen through its errors: a
+ * regular file where the parent should be gives -ENOTDIR, so the path
+ * cases below tell the parent it derived from the path apart.
+ */
+START_TEST(fsync_parent)
+{
+	char dir[] = "/tmp/test_peer_util_dir_XXXXXX", file[PATH_MAX];
+	char p[PATH_MAX + 16];
+	static char longp[PATH_MAX + 8];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/f", dir);
+	close(open(file, O_WRONLY | O_CREAT, 0600));
+	snprintf(p, sizeof(p), "%s/new", dir);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	ck_assert_int_eq(peer_fsync_parent(p), 0);
+	/* the parent, not the path: an absent entry of dir is fine */
+	snprintf(p, sizeof(p), "%s/absent", dir);
+	ck_assert_int_eq(peer_fsync_parent(p), 0);
+	/* trailing slashes are not a level: the parent of f/ is dir, not f */
+	snprintf(p, sizeof(p), "%s///", file);
+	ck_assert_int_eq(peer_fsync_parent(p), 0);
+	/* a file where the parent should be */
+	snprintf(p, sizeof(p), "%s/sub", file);
+	ck_assert_int_eq(peer_fsync_parent(p), -ENOTDIR);
+	ck_assert_int_eq(peer_fsync_parent("/nonexistent-dir/x"), -ENOENT);
+	ck_assert_int_eq(peer_fsync_parent("/x"), 0);  /* parent "/" */
+	ck_assert_int_eq(peer_fsync_parent("rel"), 0); /* parent "." */
+	memset(longp, 'a', sizeof(longp) - 1);
+	ck_assert_int_eq(peer_fsync_parent(longp), -ENAMETOOLONG);
+	unlink(file);
+	snprintf(p, sizeof(p), "%s/new", dir);
+	rmdir(p);
+	rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peer_util");
@@ -186,6 +226,7 @@ int main(void)
 	tcase_add_test(tc, parse_percent_and_level);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, pidfile_lock);
+	tcase_add_test(tc, fsync_parent);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -257,40 +257,11 @@ static uint32_t stack_hash(const char *s)
 	return h;
 }
 
-/*
- * fsync the directory holding abs (an absolute path), so that a stack
- * directory made by mkdir survives a power cut: the store below it makes
- * only its own entry durable (blocker_create), and a POSIX file system
- * may otherwise lose the whole tree, flushed data included.
- */
-static int stack_sync_parent(const char abs[PATH_MAX])
-{
-	char parent[PATH_MAX];
-	char *slash;
-	int fd, r = 0;
-
-	strcpy(parent, abs); /* both PATH_MAX */
-	slash = strrchr(parent, '/');
-	if (!slash)
-		return -EINVAL;
-	if (slash == parent)
-		slash[1] = 0; /* "/x": the parent is "/" */
-	else
-		*slash = 0;
-	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 /* Fill in what depends on the directory. */
 static int stack_resolve(struct stack *st)
 {
 	char abs[PATH_MAX];
-	bool made = true;
+	bool made = true; /* made here: its entry must be made durable */
 	int r;
 
 	if (mkdir(st->dir, 0700)) {
@@ -304,7 +275,7 @@ static int stack_resolve(struct stack *st)
 		stack_err("%s: %s", st->dir, strerror(errno));
 		return -errno;
 	}
-	if (made && (r = stack_sync_parent(abs))) {
+	if (made && (r = peer_fsync_parent(abs))) {
 		stack_err("%s: syncing its parent directory: %s", abs,
 			  strerror(-r));
 		return r;

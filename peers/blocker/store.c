@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <openssl/evp.h>
+#include "peer_util.h"
 #include "store_int.h"
 
 void blocker_opts_init(struct blocker_opts *o)
@@ -39,40 +40,6 @@ void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 		fprintf(stderr, "%s\n", msg);
 }
 
-/*
- * fsync the directory that holds dir, so that dir's own entry (a mkdir)
- * survives a power cut: without it a POSIX file system may lose the whole
- * store, flushed data included (review6 F6). The parent by name, not
- * "..": with dir a symlink that is the directory whose entry matters.
- */
-static int fsync_parent(const char *dir)
-{
-	char parent[4096];
-	size_t n = strlen(dir);
-	char *slash;
-	int fd, r = 0;
-
-	if (n >= sizeof(parent))
-		return -ENAMETOOLONG;
-	memcpy(parent, dir, n + 1);
-	while (n > 1 && parent[n - 1] == '/')
-		parent[--n] = 0;
-	slash = strrchr(parent, '/');
-	if (!slash)
-		strcpy(parent, ".");
-	else if (slash == parent)
-		parent[1] = 0;
-	else
-		*slash = 0;
-	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 int blocker_create(const char *dir, const struct blocker_opts *o)
 {
 	struct blocker_opts def;
@@ -91,7 +58,7 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	/* also when dir existed: whoever made it may not have synced it */
-	r = fsync_parent(dir);
+	r = peer_fsync_parent(dir);
 	if (r)
 		return r;
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

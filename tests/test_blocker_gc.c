@@ -44,14 +44,8 @@ static struct model *m;
 
 static void opts(struct blocker_opts *o)
 {
-	blocker_opts_init(o);
-	o->chunk_size = CS;
-	o->segment_size = SEG;
-	o->sync_interval_ms = 0;
-	o->checkpoint_bytes = 0;
+	tb_opts_manual(o, CS, SEG, &logbuf);
 	o->partial_bits = partial_bits;
-	o->log = tb_log_fn;
-	o->log_arg = &logbuf;
 }
 
 static struct blocker_store *reopen_with(struct blocker_opts *o)

@@ -42,13 +42,7 @@ static void teardown(void)
 
 static void opts(struct blocker_opts *o)
 {
-	blocker_opts_init(o);
-	o->chunk_size = CS;
-	o->segment_size = SEG;
-	o->sync_interval_ms = 0;
-	o->checkpoint_bytes = 0;
-	o->log = tb_log_fn;
-	o->log_arg = &logbuf;
+	tb_opts_manual(o, CS, SEG, &logbuf);
 }
 
 static void expect_chunk(struct blocker_store *s, const char *name, uint64_t k,

@@ -46,13 +46,7 @@ static void teardown(void)
 
 static void opts(struct blocker_opts *o)
 {
-	blocker_opts_init(o);
-	o->chunk_size = CHUNK;
-	o->segment_size = SEG;
-	o->sync_interval_ms = 0;
-	o->checkpoint_bytes = 0;
-	o->log = tb_log_fn;
-	o->log_arg = &logbuf;
+	tb_opts_manual(o, CHUNK, SEG, &logbuf);
 }
 
 static struct blocker_store *reopen(void)

@@ -91,6 +91,23 @@ static inline void tb_log_fn(void *arg, enum blocker_log_level lvl,
 	pthread_mutex_unlock(&tb_log_lock);
 }
 
+/*
+ * Options of a store the test drives by hand: the given chunk and segment
+ * sizes, no background sync or checkpoint (only explicit flushes and
+ * checkpoints happen), messages captured in *log.
+ */
+static inline void tb_opts_manual(struct blocker_opts *o, uint32_t chunk,
+				  uint64_t segment, struct tb_log *log)
+{
+	blocker_opts_init(o);
+	o->chunk_size = chunk;
+	o->segment_size = segment;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->log = tb_log_fn;
+	o->log_arg = log;
+}
+
 /* blocker_check's report callback into a struct tb_log */
 static inline void tb_log_fn_line(void *arg, const char *line)
 {

@@ -477,9 +477,8 @@ static void map_fault(struct blocker_store *s, uint64_t seg, uint64_t off,
 
 /*
  * An unverified mapped read whose last byte is zero may have read the
- * zeros a
- * mapping shows past the end of a file cut inside that page (no SIGBUS
- * there): every cut inside the range leaves its last byte zero, so
+ * zeros a mapping shows past the end of a file cut inside that page (no
+ * SIGBUS there): every cut inside the range leaves its last byte zero, so
  * checking the file size then (one fstat, for ~1/256 of the reads of
  * random data) catches every such cut. True if the file ends before end.
  */

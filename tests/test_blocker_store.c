@@ -737,8 +737,12 @@ START_TEST(test_bitflip_eio)
 	s = reopen();
 	ck_assert_int_eq(blocker_read(s, "bad", 3, 0, 4096, b), -EIO);
 	ck_assert_int_eq(blocker_read(s, "bad", 3, 10, 10, b), -EIO);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(blocker_read(s, "bad", 3, 0, 4096, b), -EIO);
+	/* one damaged copy, counted once however often it is read (F14) */
 	blocker_get_stats(s, &st);
-	ck_assert_uint_eq(st.verify_failures, 2);
+	ck_assert_uint_eq(st.verify_failures, 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "no good copy"));
 	ck_assert_ptr_nonnull(strstr(logbuf.text,
 				     "log.000000: chunk at "
 				     "offset 0 fails verification"));
@@ -759,6 +763,101 @@ START_TEST(test_bitflip_eio)
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	ck_assert_int_eq(blocker_read(s, "bad", 3, 0, 4096, b), 0);
 	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+static int count_str(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *q = hay; (q = strstr(q, needle)); q++)
+		n++;
+	return n;
+}
+
+/*
+ * review6 F14: a copy that fails verification (or cannot be read) is met
+ * once: the write of its data that finds it damaged stores a fresh copy,
+ * and later reads and writes of that data use the fresh copy without
+ * reading, hashing, counting or logging the damaged one again. Both the
+ * per-chunk (sync backend) and the batched (io_uring) dedup and read
+ * paths, with a bit flip (verify failure) and with a cut inside the
+ * payload (read error).
+ */
+static void damaged_once(bool uring, bool cut)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats st0, st;
+	uint8_t b[4 * 4096];
+	char p[512];
+
+	opts(&o);
+	o.chunk_size = 4096;
+	if (uring)
+		o.io = &blocker_io_uring;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	/* x: 4 chunks; its chunk 1 (record at 4160) gets damaged */
+	tb_fill(b, sizeof(b), 7, 0);
+	ck_assert_int_eq(blocker_write(s, "x", 1, 0, sizeof(b), b, BLOCKER_FUA),
+			 0);
+	if (cut) {
+		snprintf(p, sizeof(p), "%s/log.000000", dir);
+		ck_assert_int_eq(truncate(p, 4160 + 64 + 100), 0);
+	} else {
+		flip_bit("log.000000", 4160 + 64 + 99);
+	}
+	blocker_get_stats(s, &st0);
+	/* y: the same 4 chunks; chunk 1 is stored afresh, 3 dedup */
+	ck_assert_int_eq(blocker_write(s, "y", 1, 0, sizeof(b), b, BLOCKER_FUA),
+			 0);
+	blocker_get_stats(s, &st);
+	if (cut) {
+		/* chunks 2 and 3 were past the cut too: stored afresh */
+		ck_assert_uint_eq(st.chunks - st0.chunks, 3);
+		ck_assert_uint_eq(st.read_errors - st0.read_errors, 3);
+		ck_assert_uint_eq(st.verify_failures, st0.verify_failures);
+	} else {
+		ck_assert_uint_eq(st.chunks - st0.chunks, 1);
+		ck_assert_uint_eq(st.dedup_hits - st0.dedup_hits, 3);
+		ck_assert_uint_eq(st.verify_failures - st0.verify_failures, 1);
+	}
+	/* x and y read the fresh copies; more writes dedup onto them */
+	for (int i = 0; i < 3; i++) {
+		tb_fill(b, sizeof(b), 7, 0);
+		expect(s, "x", 0, sizeof(b), 7);
+		expect(s, "y", 0, sizeof(b), 7);
+		expect(s, "x", 4096 + 10, 100, 7);
+		ck_assert_int_eq(blocker_write(s, "z", 1, 0, sizeof(b), b, 0),
+				 0);
+		expect(s, "z", 0, sizeof(b), 7);
+	}
+	blocker_get_stats(s, &st0);
+	ck_assert_uint_eq(st0.chunks, st.chunks);
+	ck_assert_uint_eq(st0.verify_failures, st.verify_failures);
+	ck_assert_uint_eq(st0.read_errors, st.read_errors);
+	ck_assert_int_le(count_str(logbuf.text, "fails verification"), 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* after a reopen the damaged copy is met (and counted) once more
+	 * at most, and the data still reads back */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	blocker_get_stats(s, &st0);
+	for (int i = 0; i < 3; i++) {
+		expect(s, "x", 0, sizeof(b), 7);
+		ck_assert_int_eq(blocker_write(s, "w", 1, 0, sizeof(b), b, 0),
+				 0);
+	}
+	blocker_get_stats(s, &st);
+	ck_assert_uint_le(st.verify_failures - st0.verify_failures, 1);
+	ck_assert_uint_le(st.read_errors - st0.read_errors, 3);
+	ck_assert_uint_eq(st.chunks, st0.chunks);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+
+START_TEST(test_damaged_copy_met_once)
+{
+	damaged_once(_i & 1, _i & 2);
 }
 END_TEST
 
@@ -1112,6 +1211,7 @@ int main(void)
 	tcase_add_test(tc, test_format_version);
 	tcase_add_test(tc, test_index_rebuild);
 	tcase_add_test(tc, test_bitflip_eio);
+	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 4);
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill);
@@ -1132,6 +1232,7 @@ int main(void)
 	tcase_add_test(tc, test_torn_tail);
 	tcase_add_test(tc, test_zero_tail);
 	tcase_add_test(tc, test_bitflip_eio);
+	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 4);
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill_flushed);

@@ -79,6 +79,9 @@ void bidx_destroy(struct bidx *x)
 		free(x->buckets[i].ents);
 	free(x->buckets);
 	x->buckets = NULL;
+	free(x->bad);
+	x->bad = NULL;
+	x->nbad = x->bad_cap = 0;
 	pthread_rwlock_destroy(&x->lock);
 }
 
@@ -170,8 +173,35 @@ out:
 	return r;
 }
 
-int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
-		int skip)
+/* index of the first flagged position >= pos; under the lock */
+static uint32_t bad_find(const struct bidx *x, uint64_t pos)
+{
+	uint32_t lo = 0, hi = x->nbad;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (x->bad[mid] < pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool is_bad(const struct bidx *x, uint64_t pos)
+{
+	uint32_t i;
+
+	if (!x->nbad)
+		return false;
+	i = bad_find(x, pos);
+	return i < x->nbad && x->bad[i] == pos;
+}
+
+/* matches of score whose bad flag equals bad: the first max after skip
+ * into pos[], and their number */
+static int lookup_flagged(struct bidx *x, const uint8_t score[32],
+			  uint64_t *pos, int max, int skip, bool bad)
 {
 	uint64_t prefix = score_prefix(score);
 	unsigned drop = PREFIX_BITS - x->partial_bits;
@@ -183,12 +213,54 @@ int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
 		const uint8_t *e = b->ents + (size_t)k * BIDX_ENTRY_SIZE;
 		if ((ent_prefix(e) >> drop) != (prefix >> drop))
 			continue;
+		uint64_t at = ent_pos(e);
+		if (is_bad(x, at) != bad)
+			continue;
 		if (found >= skip && found - skip < max)
-			pos[found - skip] = ent_pos(e);
+			pos[found - skip] = at;
 		found++;
 	}
 	pthread_rwlock_unlock(&x->lock);
 	return found;
+}
+
+int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
+		int skip)
+{
+	return lookup_flagged(x, score, pos, max, skip, false);
+}
+
+int bidx_lookup_bad(struct bidx *x, const uint8_t score[32], uint64_t *pos)
+{
+	return lookup_flagged(x, score, pos, 1, 0, true);
+}
+
+int bidx_flag_bad(struct bidx *x, uint64_t pos)
+{
+	int r = 0;
+
+	pthread_rwlock_wrlock(&x->lock);
+	uint32_t i = bad_find(x, pos);
+	if (i < x->nbad && x->bad[i] == pos) {
+		r = -EALREADY;
+		goto out;
+	}
+	if (x->nbad == x->bad_cap) {
+		uint32_t ncap = x->bad_cap ? 2 * x->bad_cap : 8;
+		uint64_t *nb = realloc(x->bad, ncap * sizeof(*nb));
+		if (!nb) {
+			r = -ENOMEM;
+			goto out;
+		}
+		x->bad = nb;
+		x->bad_cap = ncap;
+	}
+	memmove(x->bad + i + 1, x->bad + i, (x->nbad - i) * sizeof(*x->bad));
+	x->bad[i] = pos;
+	x->nbad++;
+out:
+	pthread_rwlock_unlock(&x->lock);
+	return r;
 }
 
 int bidx_walk(struct bidx *x,
@@ -256,6 +328,15 @@ uint64_t bidx_remove_segs(struct bidx *x, const uint8_t *segs, uint64_t nsegs,
 		}
 	}
 	x->count -= removed;
+	/* positions are never reused, but a removed segment's flags are
+	 * dead weight in every lookup's search */
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < x->nbad; i++) {
+		uint64_t seg = x->bad[i] / segment_size;
+		if (seg >= nsegs || !segs[seg])
+			x->bad[kept++] = x->bad[i];
+	}
+	x->nbad = kept;
 	pthread_rwlock_unlock(&x->lock);
 	return removed;
 }

@@ -84,6 +84,22 @@ out:
 
 /* ---- chunks ---- */
 
+/*
+ * The copy at pos failed with err (a read error, or -EIO for a failed
+ * verification): flag it in the index so that no later lookup reads,
+ * hashes, counts or logs it again, and no write dedups onto it: the next
+ * write of its data stores a fresh copy, which reads then find (review6
+ * F14). Errors that say nothing about the copy (a segment GC removed
+ * meanwhile, no memory) do not flag. True if it was flagged already, by
+ * another reader that met it first: that one counted it.
+ */
+static bool chunk_flag_bad(struct blocker_store *s, uint64_t pos, int err)
+{
+	if (err != -EIO && err != -ENODATA && err != -EBADMSG)
+		return false;
+	return bidx_flag_bad(&s->index, pos) == -EALREADY;
+}
+
 /* dst holds the chunk read at pos for score: verify it if enabled. */
 static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
 			const void *dst, uint64_t pos)
@@ -96,9 +112,11 @@ static int chunk_verify(struct blocker_store *s, const uint8_t score[32],
 	blocker_sha256(dst, s->chunk_size, sum);
 	if (!memcmp(sum, score, 32))
 		return 0;
+	/* flagged, later lookups skip this copy (review6 F14): whoever
+	 * flags it counts and logs it, once per copy and open */
+	if (chunk_flag_bad(s, pos, -EIO))
+		return -EIO;
 	STAT_INC(s, verify_failures);
-	/* a damaged copy is met again by every read and dedup of its data
-	 * (review6 F14): rate-limited per segment like read errors */
 	uint64_t nerr;
 	if (!blog_seg_error_log(s, pos / s->segment_size, &nerr))
 		return -EIO;
@@ -143,7 +161,14 @@ static int dedup_check(struct blocker_store *s, const uint8_t score[32],
  * or whose payload fails verification (logged and counted): a write
  * acknowledged onto it would read back EIO, while storing the chunk
  * again gives this write and the copy's other readers a good copy
- * (chunk_get tries every candidate). 0 with *pos, or -ENOENT.
+ * (chunk_get tries every candidate). Such a copy is flagged in the index
+ * (chunk_flag_bad), so neither the look under append_lock in write_piece
+ * nor any later lookup reads or hashes it again. 0 with *pos, or -ENOENT.
+ *
+ * A copy that verified once is hashed again on every dedup hit, not
+ * remembered as good: it can rot or be cut afterwards (the F3 case), and
+ * a write deduplicated onto it then would be acknowledged and lost; the
+ * SHA-256 per duplicate chunk is the price (docs/blocker.md).
  */
 static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 		      uint8_t *rb, uint64_t *pos)
@@ -159,7 +184,9 @@ static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 				continue;
 			r = blog_pread(s, cand[i], rb,
 				       BREC_HDR_SIZE + s->chunk_size);
-			if (!r)
+			if (r)
+				chunk_flag_bad(s, cand[i], r);
+			else
 				r = dedup_check(s, score, rb, cand[i]);
 			if (!r) {
 				*pos = cand[i];
@@ -208,6 +235,7 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 			/* unreadable (logged and counted): a copy stored
 			 * after it may be good */
 			if (r) {
+				chunk_flag_bad(s, cand[i], r);
 				err = r;
 				continue;
 			}
@@ -229,6 +257,20 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 		return -EIO; /* each failure was logged and counted */
 	if (err)
 		return -EIO; /* logged and counted by blog_preadv */
+	uint64_t badpos, nerr;
+	if (bidx_lookup_bad(&s->index, score, &badpos) > 0) {
+		/* every copy was found damaged or unreadable before, and
+		 * counted then: fail without reading it again */
+		if (blog_seg_error_log(s, badpos / s->segment_size, &nerr)) {
+			blocker_hex(score, want);
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s: chunk %s: no good copy (its "
+				     "copy at log position %llu was found "
+				     "damaged or unreadable)",
+				     s->dir, want, (unsigned long long)badpos);
+		}
+		return -EIO;
+	}
 	blocker_hex(score, want);
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s: chunk %s referenced by a map is missing",
@@ -294,14 +336,13 @@ static int chunks_get_batch(struct blocker_store *s, uint8_t (*scores)[32],
 	free(map);
 	for (int i = 0; i < n && !r; i++) {
 		struct brec_hdr h;
-		uint64_t dummy;
 		if (q[i].res == (ssize_t)(BREC_HDR_SIZE + s->chunk_size) &&
 		    brec_decode(hb[i], &h, pos[i]) == BREC_OK &&
 		    h.type == BREC_CHUNK && !memcmp(h.score, scores[i], 32)) {
 			r = chunk_verify(s, scores[i], dst[i], pos[i]);
-			/* damaged: only another copy can help */
-			if (r &&
-			    bidx_lookup(&s->index, scores[i], &dummy, 0, 0) > 1)
+			/* damaged (now flagged): only another copy can help,
+			 * and chunk_get_rcu says which failure it was */
+			if (r)
 				r = chunk_get_rcu(s, scores[i], dst[i]);
 		} else {
 			r = chunk_get_rcu(s, scores[i], dst[i]);

@@ -163,6 +163,14 @@ struct bidx {
 	struct bidx_bucket *buckets;
 	uint64_t count;
 	uint64_t bytes; /* requested RAM: bucket array + entry arrays */
+	/*
+	 * Log positions of copies found damaged or unreadable since open
+	 * (review6 F14), sorted; lookups skip them. Rare, so a sorted array
+	 * beside the entries rather than a bit in each (the 10-byte entry
+	 * has none to spare). In memory only: a reopen examines them again.
+	 */
+	uint64_t *bad;
+	uint32_t nbad, bad_cap;
 };
 
 int bidx_init(struct bidx *x, unsigned partial_bits, uint64_t expect);
@@ -171,19 +179,30 @@ void bidx_destroy(struct bidx *x);
 int bidx_insert(struct bidx *x, const uint8_t score[32], uint64_t pos);
 /*
  * Candidates for score: fills up to max positions, skipping the first skip
- * matches, and returns the total number of matches.
+ * matches, and returns the total number of matches. Positions flagged bad
+ * (bidx_flag_bad) are not candidates.
  */
 int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
 		int skip);
+/*
+ * Flag the copy at pos damaged or unreadable: later lookups skip it, so
+ * the next write of its data stores a fresh copy and reads find that one.
+ * 0 if newly flagged (the caller counts and logs it: once per copy),
+ * -EALREADY if it already was, -ENOMEM. Takes the write lock.
+ */
+int bidx_flag_bad(struct bidx *x, uint64_t pos);
+/* Flagged copies whose partial score matches score's: their number, the
+ * first one's position in *pos (if any). */
+int bidx_lookup_bad(struct bidx *x, const uint8_t score[32], uint64_t *pos);
 /* Walk every entry (prefix = top 64 bits of the score, only the top 40
  * meaningful). Holds the read lock during the walk. */
 int bidx_walk(struct bidx *x,
 	      int (*fn)(void *arg, uint64_t prefix, uint64_t pos), void *arg);
 uint64_t bidx_usable_bytes(struct bidx *x);
 /* GC: move the entry (score's prefix, old_pos) to new_pos; -ENOENT if
- * there is none. Remove every entry in a segment s with segs[s] != 0 (s <
- * nsegs), in one walk; the count removed. Both take the write lock
- * (lookups see before or after). */
+ * there is none. Remove every entry (and bad flag) in a segment s with
+ * segs[s] != 0 (s < nsegs), in one walk; the count removed. Both take the
+ * write lock (lookups see before or after). */
 int bidx_repoint(struct bidx *x, const uint8_t score[32], uint64_t old_pos,
 		 uint64_t new_pos);
 uint64_t bidx_remove_segs(struct bidx *x, const uint8_t *segs, uint64_t nsegs,

@@ -53,6 +53,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cached.h"
+
 static char bindir[PATH_MAX];
 static char segname[64];
 /* bench_xseg's wait mode: poll (busy-poll replies, as the original cached
@@ -439,6 +441,228 @@ static void start_stack(unsigned threads, bool prefault, const char *cache,
 	bench_xseg(args, out, sizeof(out));
 }
 
+/* ------------------------------------------------------------------ */
+/* --only path: cached's own code path, in this process                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The cache (cached_core) driven in this process through fake I/O, as the
+ * unit tests drive it: no segment, no peer framework, no other process.
+ * What it measures is the CPU time (CLOCK_THREAD_CPUTIME_ID) of one
+ * thread per READ or WRITE hit, from cached_submit_request to the
+ * completion, next to the CPU time of the copy alone (the same random
+ * blocks from the same pool into the same buffer), so the difference is
+ * cached's fixed cost per request. On a shared machine this is what
+ * stays put when the IPC figures turn into scheduling noise: a
+ * neighbour takes CPU away from the thread, not CPU time from the
+ * measure (its caches still pay).
+ */
+struct path_req {
+	struct xseg_request req;
+	unsigned char *buf;
+	bool done;
+	int error;
+};
+
+static void *path_data(struct cached *c, struct xseg_request *req)
+{
+	(void)c;
+	return ((struct path_req *)req)->buf;
+}
+
+static void path_complete(struct cached *c, struct xseg_request *req, int error)
+{
+	struct path_req *r = (struct path_req *)req;
+
+	(void)c;
+	r->done = true;
+	r->error = error;
+}
+
+static int path_forward(struct cached *c, struct xseg_request *req)
+{
+	path_complete(c, req, 0);
+	return 0;
+}
+
+/* The next port: a store of zeroes that answers at once (flushes are not
+ * expected in the measured loops; the dirty threshold is above the cache
+ * size). */
+static int path_submit(struct cached *c, struct cached_nreq *n)
+{
+	if (n->req->op == XSEG_OP_READ)
+		memset(((struct path_req *)n->req)->buf, 0, n->req->size);
+	cached_nreq_done(c, n, 0, n->req->size);
+	return 0;
+}
+
+static const struct cached_io_ops path_io = {path_data, path_complete,
+					     path_forward, path_submit};
+
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t path_rand(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void path_set(struct path_req *r, uint16_t op, uint64_t obj,
+		     uint64_t off, uint64_t bs)
+{
+	r->req.op = op;
+	r->req.flags = 0;
+	r->req.offset = off;
+	r->req.size = bs;
+	r->req.serviced = 0;
+	r->req.targetlen = (uint16_t)snprintf(
+	    r->req.target, sizeof(r->req.target), "bench_%" PRIu64, obj);
+	r->done = false;
+}
+
+/* Thread CPU ns per request of n random op hits of bs bytes over ws
+ * bytes (4 MiB objects) into *hit_ns, and of the copies alone (as
+ * many random blocks of the same pool) into *copy_ns. Hits and copies alternate
+ * in chunks of 256, so that both see the same neighbours on a shared machine.
+ * Returns 0 or -1 if a request failed. */
+static int path_run(struct cached *c, struct path_req *r, uint16_t op,
+		    uint64_t bs, uint64_t ws, unsigned n, double *hit_ns,
+		    double *copy_ns)
+{
+	const uint64_t osz = 4u << 20;
+	uint64_t x = 88172645463325252ull, y = 0x9e3779b97f4a7c15ull;
+	uint64_t blocks = ws / bs, hit = 0, copy = 0;
+	unsigned char *src = cached_pool_bucket(&c->pool, 0);
+
+	for (unsigned done = 0; done < n; done += 256) {
+		uint64_t t0 = thread_ns(), t1;
+
+		for (unsigned i = 0; i < 256; i++) {
+			uint64_t at = (path_rand(&x) % blocks) * bs;
+
+			path_set(r, op, at / osz, at % osz, bs);
+			if (cached_submit_request(c, &r->req) || !r->done ||
+			    r->error) {
+				fprintf(stderr,
+					"bench_cached: path: request failed\n");
+				return -1;
+			}
+		}
+		t1 = thread_ns();
+		hit += t1 - t0;
+		for (unsigned i = 0; i < 256; i++) {
+			uint64_t at = (path_rand(&y) % blocks) * bs;
+
+			/* the pool is contiguous and was filled in order:
+			 * blocks a hit copies (other ones than the chunk of
+			 * hits just before, which the CPU caches hold) */
+			if (op == XSEG_OP_READ)
+				memcpy(r->buf, src + at, bs);
+			else
+				memcpy(src + at, r->buf, bs);
+			__asm__ volatile("" ::"r"(r->buf) : "memory");
+		}
+		copy += thread_ns() - t1;
+	}
+	n = (n + 255) / 256 * 256;
+	*hit_ns = (double)hit / n;
+	*copy_ns = (double)copy / n;
+	return 0;
+}
+
+static int run_path(double duration)
+{
+	static const uint64_t wss[] = {64u << 20, 1u << 20};
+	static const uint64_t bsz[] = {4096, 65536};
+	struct cached_config cfg = {
+	    .cache_size = 128u << 20,
+	    .bucket_size = 4096,
+	    .object_size = 4u << 20,
+	    .max_objects = 128,
+	    .policy = CACHED_WRITEBACK,
+	    .dirty_threshold = 1ull << 40,
+	    .max_req_size = 128u << 10,
+	    .max_inflight = 32,
+	    .nr_cios = 64,
+	    .prefault = true,
+	};
+	struct cached *c = calloc(1, sizeof(*c));
+	struct path_req *nr = calloc(cfg.max_inflight, sizeof(*nr));
+	struct path_req r = {0};
+	bool first = true;
+	int rc = 0;
+
+	if (!c || !nr)
+		return 1;
+	xcache_thread_register();
+	if (cached_init(c, &cfg)) {
+		fprintf(stderr, "bench_cached: path: cached_init failed\n");
+		return 1;
+	}
+	c->io = &path_io;
+	for (uint32_t i = 0; i < cfg.max_inflight; i++) {
+		nr[i].buf = aligned_alloc(4096, cfg.max_req_size);
+		c->nreqs[i].req = &nr[i].req;
+	}
+	r.buf = aligned_alloc(4096, 65536);
+	memset(r.buf, 1, 65536);
+	/* warm: the whole largest working set written (dirty, as bench_xseg's
+	 * warm-up pass leaves it) */
+	for (uint64_t at = 0; at < wss[0]; at += 65536) {
+		path_set(&r, XSEG_OP_WRITE, at / (4u << 20), at % (4u << 20),
+			 65536);
+		if (cached_submit_request(c, &r.req) || !r.done) {
+			fprintf(stderr, "bench_cached: path: warm failed\n");
+			return 1;
+		}
+	}
+	printf(
+	    "\"path\":{\"what\":\"thread CPU ns per request of "
+	    "cached_core driven in-process (no segment, no peer "
+	    "framework), next to the copy alone over as many random blocks of \"
+	    "the same pool\","
+	    "\"runs\":[");
+	for (unsigned w = 0; w < 2; w++)
+		for (unsigned b = 0; b < 2; b++)
+			for (int op = 0; op < 2; op++) {
+				uint16_t xop =
+				    op ? XSEG_OP_WRITE : XSEG_OP_READ;
+				/* about duration seconds per measure */
+				unsigned n =
+				    (unsigned)(duration *
+					       (bsz[b] == 4096 ? 1e6 : 2e5));
+				double hit, copy;
+
+				if (path_run(c, &r, xop, bsz[b], wss[w], n / 10,
+					     &hit, &copy) ||
+				    path_run(c, &r, xop, bsz[b], wss[w], n,
+					     &hit, &copy)) {
+					rc = 1;
+					goto out;
+				}
+				printf("%s{\"op\":\"%s\",\"bs\":%" PRIu64
+				       ",\"working_set\":%" PRIu64
+				       ",\"requests\":%u,\"hit_ns\":%.1f,"
+				       "\"copy_ns\":%.1f,\"fixed_ns\":%.1f}",
+				       first ? "" : ",", op ? "write" : "read",
+				       bsz[b], wss[w], n, hit, copy,
+				       hit - copy);
+				first = false;
+				fflush(stdout);
+			}
+out:
+	printf("]}");
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const bss[] = {"4k", "16k", "64k"};
@@ -466,15 +690,24 @@ int main(int argc, char **argv)
 			wait_mode = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
 			   (!strcmp(argv[i + 1], "hits") ||
-			    !strcmp(argv[i + 1], "scale"))) {
+			    !strcmp(argv[i + 1], "scale") ||
+			    !strcmp(argv[i + 1], "path"))) {
 			only = argv[++i];
 		} else {
 			fprintf(stderr,
 				"usage: bench_cached [--quick] [--duration "
 				"S] [--wait poll|sleep] [--only "
-				"hits|scale]\n");
+				"hits|scale|path]\n");
 			return 2;
 		}
+	}
+	if (only && !strcmp(only, "path")) {
+		int rc;
+
+		printf("{\"bench\":\"cached\",\"duration_s\":%.1f,", duration);
+		rc = run_path(duration);
+		printf("}\n");
+		return rc;
 	}
 	if (!realpath("/proc/self/exe", self))
 		return 1;

@@ -472,6 +472,74 @@ START_TEST(test_read_miss_then_hit)
 }
 END_TEST
 
+/* Hits are copied one run of pool-adjacent buckets at a time: reads and
+ * writes across buckets that are adjacent in the pool and buckets that are
+ * not must move the same bytes as bucket by bucket, to the right buckets,
+ * and mark every bucket written dirty. Objects a and b take buckets in
+ * turns so that a's slots 0..4 get both kinds. */
+START_TEST(test_copy_across_pool_runs)
+{
+	static unsigned char model[OBJ_SIZE];
+	/* object, slot: a0 b0 a1 a2 b1 a3 a4 */
+	static const char order[][2] = {{'a', 0}, {'b', 0}, {'a', 1}, {'a', 2},
+					{'b', 1}, {'a', 3}, {'a', 4}};
+	struct fake_req *f;
+	struct cached_obj *o;
+	bool adjacent = false, apart = false;
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		char name[2] = {order[i][0], '\0'};
+		unsigned s = (unsigned)order[i][1];
+
+		f = client(k++, XSEG_OP_WRITE, name, s * BS, BS);
+		for (unsigned j = 0; j < BS; j++)
+			f->buf[j] = (unsigned char)(j * 3 + s * 11 + name[0]);
+		if (name[0] == 'a')
+			memcpy(model + s * BS, f->buf, BS);
+		ck_assert_int_eq(submit(f), 0);
+		ck_assert(f->done);
+	}
+	o = obj("a");
+	for (unsigned s = 0; s + 1 < 5; s++) {
+		if (o->bucket[s + 1] == o->bucket[s] + 1)
+			adjacent = true;
+		else
+			apart = true;
+	}
+	ck_assert(adjacent && apart);
+	/* writes from the middle of slot 0 to the middle of slot 4, then a
+	 * read of nearly all of slots 0..4 */
+	f = client(k++, XSEG_OP_WRITE, "a", BS / 2 + 3, 4 * BS - 7);
+	for (unsigned j = 0; j < f->req.size; j++)
+		f->buf[j] = (unsigned char)(j * 7 + 5);
+	memcpy(model + BS / 2 + 3, f->buf, f->req.size);
+	ck_assert_int_eq(submit(f), 0);
+	ck_assert(f->done);
+	ck_assert_int_eq(f->error, 0);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 5);
+	for (unsigned s = 0; s < 5; s++)
+		ck_assert_uint_eq(o->bstate[s], CACHED_B_DIRTY);
+	f = client(k++, XSEG_OP_READ, "a", 100, 5 * BS - 200);
+	ck_assert_int_eq(submit(f), 0);
+	ck_assert(f->done);
+	ck_assert_int_eq(f->error, 0);
+	ck_assert_uint_eq(f->req.serviced, 5 * BS - 200);
+	ck_assert_mem_eq(f->buf, model + 100, 5 * BS - 200);
+	/* every bucket holds its own slot's bytes (nothing landed in b's) */
+	for (unsigned s = 0; s < 5; s++)
+		ck_assert_mem_eq(cached_pool_bucket(&C.pool, o->bucket[s]),
+				 model + s * BS, BS);
+	ck_assert_uint_eq(nr_sent, 0);
+	o = obj("b");
+	for (unsigned s = 0; s < 2; s++)
+		for (unsigned j = 0; j < BS; j += 97)
+			ck_assert_uint_eq(
+			    cached_pool_bucket(&C.pool, o->bucket[s])[j],
+			    (unsigned char)(j * 3 + s * 11 + 'b'));
+}
+END_TEST
+
 START_TEST(test_partial_hit_fetches_missing_only)
 {
 	struct fake_req *r = client(0, XSEG_OP_READ, "a", 2 * BS, BS);
@@ -1929,6 +1997,7 @@ int main(void)
 	tcase_add_test(tc, test_slot_states);
 	tcase_add_test(tc, test_read_miss_then_hit);
 	tcase_add_test(tc, test_partial_hit_fetches_missing_only);
+	tcase_add_test(tc, test_copy_across_pool_runs);
 	tcase_add_test(tc, test_concurrent_readers_share_one_load);
 	tcase_add_test(tc, test_read_error_leaves_invalid);
 	tcase_add_test(tc, test_bad_range_refused);

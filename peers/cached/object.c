@@ -491,18 +491,34 @@ static void cio_copy(struct cached *c, struct cached_obj *o,
 	struct xseg_request *req = cio->req;
 	unsigned char *data = c->io->data(c, req);
 	uint64_t bs = c->cfg.bucket_size, off = req->offset, done = 0;
+	uint64_t size = req->size;
 
-	while (done < req->size) {
-		uint32_t s = (uint32_t)(off / bs);
+	/*
+	 * One memcpy per run of slots whose buckets are adjacent in the
+	 * pool (the usual case: the pool hands out ascending indexes, so an
+	 * object written in order gets a contiguous run). A 64 KiB hit from
+	 * a working set far larger than the CPU caches cost about 1 us more
+	 * copied bucket by bucket than in one call, measured in-process
+	 * (bench_cached --only path): each 4 KiB copy started its misses
+	 * from scratch where one copy keeps them streaming.
+	 */
+	while (done < size) {
+		uint32_t s = (uint32_t)(off / bs), e = s + 1;
 		uint64_t in = off % bs, len = bs - in;
+		uint32_t b0 = o->bucket[s];
 		unsigned char *b;
 
-		if (len > req->size - done)
-			len = req->size - done;
-		b = cached_pool_bucket(&c->pool, o->bucket[s]) + in;
+		while (len < size - done && o->bucket[e] == b0 + (e - s)) {
+			len += bs;
+			e++;
+		}
+		if (len > size - done)
+			len = size - done;
+		b = cached_pool_bucket(&c->pool, b0) + in;
 		if (to_cache) {
 			memcpy(b, data + done, len);
-			cached_obj_set_bstate(o, s, CACHED_B_DIRTY);
+			for (uint32_t k = s; k < e; k++)
+				cached_obj_set_bstate(o, k, CACHED_B_DIRTY);
 		} else {
 			memcpy(data + done, b, len);
 		}

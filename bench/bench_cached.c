@@ -451,7 +451,7 @@ static void start_stack(unsigned threads, bool prefault, const char *cache,
  * What it measures is the CPU time (CLOCK_THREAD_CPUTIME_ID) of one
  * thread per READ or WRITE hit, from cached_submit_request to the
  * completion, next to the CPU time of the copy alone (the same random
- * blocks from the same pool into the same buffer), so the difference is
+ * number of random blocks of the same pool), so the difference is
  * cached's fixed cost per request. On a shared machine this is what
  * stays put when the IPC figures turn into scheduling noise: a
  * neighbour takes CPU away from the thread, not CPU time from the
@@ -624,12 +624,10 @@ static int run_path(double duration)
 			return 1;
 		}
 	}
-	printf(
-	    "\"path\":{\"what\":\"thread CPU ns per request of "
-	    "cached_core driven in-process (no segment, no peer "
-	    "framework), next to the copy alone over as many random blocks of \"
-	    "the same pool\","
-	    "\"runs\":[");
+	printf("\"path\":{\"what\":\"thread CPU ns per request of "
+	       "cached_core driven in-process (no segment, no peer "
+	       "framework), next to the copy alone over as many random "
+	       "blocks of the same pool\",\"runs\":[");
 	for (unsigned w = 0; w < 2; w++)
 		for (unsigned b = 0; b < 2; b++)
 			for (int op = 0; op < 2; op++) {

@@ -366,6 +366,24 @@ out:
  * then n times (le64 chunk index, 32-byte score) for non-hole chunks.
  * Caller excludes writers (ckpt_lock held exclusive).
  */
+uint64_t bmaps_ckpt_bytes(struct blocker_store *s)
+{
+	uint64_t need = 0;
+
+	pthread_rwlock_rdlock(&s->objs_lock);
+	for (uint64_t b = 0; b <= s->objs_mask; b++)
+		for (struct bobj *o = s->objs[b]; o; o = o->next) {
+			if (!o->live)
+				continue;
+			need += 2 + o->namelen + 16;
+			for (uint64_t i = 0; i < o->nchunks; i++)
+				if (!blocker_score_is_zero(o->scores[i]))
+					need += 40;
+		}
+	pthread_rwlock_unlock(&s->objs_lock);
+	return need;
+}
+
 static int maps_serialize(struct blocker_store *s, uint8_t **out, size_t *len,
 			  uint64_t *count)
 {

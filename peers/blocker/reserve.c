@@ -36,20 +36,33 @@ static uint64_t file_size(int dirfd, const char *name)
 	return fstatat(dirfd, name, &st, 0) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/*
+ * The default size: a checkpoint writes both files anew beside the old
+ * ones (twice their size leaves room for their growth too), and a pass
+ * may copy up to one segment of live chunks.
+ */
+static uint64_t default_target(struct blocker_store *s)
+{
+	uint64_t ckpt =
+	    __atomic_load_n(&s->reserve_ckpt_base, __ATOMIC_RELAXED) +
+	    __atomic_load_n(&s->reserve_growth, __ATOMIC_RELAXED);
+
+	return s->segment_size + 2 * ckpt + (1u << 20);
+}
+
 /* the size the reserve should have (see store.h, reserve_bytes) */
 static uint64_t reserve_target(struct blocker_store *s)
 {
-	uint64_t ckpt;
-
 	if (s->o.reserve_bytes == BLOCKER_RESERVE_NONE)
 		return 0;
 	if (s->o.reserve_bytes)
 		return s->o.reserve_bytes;
-	/* a checkpoint writes both files anew beside the old ones; a pass
-	 * may copy up to one segment of live chunks */
-	ckpt = file_size(s->dirfd, BLOCKER_MAPS_FILE) +
-	       file_size(s->dirfd, BLOCKER_INDEX_FILE);
-	return s->segment_size + 2 * ckpt + (1u << 20);
+	return default_target(s);
+}
+
+static void set_target(struct blocker_store *s, uint64_t bytes)
+{
+	__atomic_store_n(&s->reserve_target, bytes, __ATOMIC_RELAXED);
 }
 
 static int space_event(struct blocker_store *s, int event, uint64_t bytes)
@@ -100,8 +113,15 @@ void bres_open(struct blocker_store *s)
 
 	/* a probe a crash left behind holds blocks (review6 F17) */
 	unlinkat(s->dirfd, "reserve.probe", 0);
+	/* what the next checkpoint writes: the maps and index as recovery
+	 * left them (the files on disk may be older), and their headers */
+	uint64_t files = file_size(s->dirfd, BLOCKER_MAPS_FILE) +
+			 file_size(s->dirfd, BLOCKER_INDEX_FILE);
+	uint64_t mem = bmaps_ckpt_bytes(s) + 16 * s->index.count + 4096;
+	__atomic_store_n(&s->reserve_ckpt_base, mem > files ? mem : files,
+			 __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->reserve_lock);
-	s->reserve_target = reserve_target(s);
+	set_target(s, reserve_target(s));
 	if (!s->reserve_target) {
 		pthread_mutex_unlock(&s->reserve_lock);
 		return;
@@ -111,15 +131,91 @@ void bres_open(struct blocker_store *s)
 	if (fstatat(s->dirfd, BLOCKER_RESERVE_FILE, &st, 0) == 0)
 		s->reserve_held = st.st_blocks * 512ULL;
 	r = allocate(s);
+	if (r == -EOPNOTSUPP)
+		s->reserve_unsupported = true;
 	if (r)
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
 			     "blocker: %s/%s: cannot reserve %llu bytes (%s; "
 			     "%llu held): GC on a full disk may not find room "
-			     "for its checkpoint",
+			     "for its checkpoint%s",
 			     s->dir, BLOCKER_RESERVE_FILE,
 			     (unsigned long long)s->reserve_target,
-			     strerror(-r), (unsigned long long)s->reserve_held);
+			     strerror(-r), (unsigned long long)s->reserve_held,
+			     r == -ENOSPC ? "; writes wait until there is room"
+					  : "");
+	/* the disk is already too full for it (review6 F5 (a)): writes
+	 * wait, as after a release, until GC or others make room */
+	if (r == -ENOSPC)
+		blocker_degrade(s, ENOSPC,
+				"no room for the space reserve (%llu bytes): "
+				"writes wait for GC or free space",
+				(unsigned long long)s->reserve_target);
 	pthread_mutex_unlock(&s->reserve_lock);
+}
+
+/*
+ * Raise the target to want and allocate the file while the store is
+ * healthy (after a release, bres_restore allocates the new size).
+ * reserve_lock held. 0 or allocate's error; an ENOSPC puts the store into
+ * ENOSPC mode (see bres_grew).
+ */
+static int grow_locked(struct blocker_store *s, uint64_t want)
+{
+	int r;
+
+	if (want <= s->reserve_target)
+		return 0;
+	set_target(s, want);
+	if (s->reserve_released || blocker_degraded(s) ||
+	    s->reserve_unsupported)
+		return 0;
+	r = allocate(s);
+	if (r == -EOPNOTSUPP)
+		s->reserve_unsupported = true;
+	if (r == -ENOSPC)
+		blocker_degrade(s, ENOSPC,
+				"no room to grow the space reserve to %llu "
+				"bytes: writes wait for GC or free space",
+				(unsigned long long)want);
+	return r;
+}
+
+static void grow(struct blocker_store *s, uint64_t want)
+{
+	int r;
+
+	pthread_mutex_lock(&s->reserve_lock);
+	r = grow_locked(s, want);
+	pthread_mutex_unlock(&s->reserve_lock);
+	if (r)
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: cannot grow the space reserve to "
+			     "%llu bytes (%s): GC on a full disk may not find "
+			     "room for its checkpoint%s",
+			     s->dir, BLOCKER_RESERVE_FILE,
+			     (unsigned long long)want, strerror(-r),
+			     r == -ENOSPC ? "; writes wait until there is room"
+					  : "");
+}
+
+void bres_note(struct blocker_store *s, uint64_t bytes)
+{
+	__atomic_fetch_add(&s->reserve_growth, bytes, __ATOMIC_RELAXED);
+}
+
+void bres_grew(struct blocker_store *s)
+{
+	uint64_t want, have, step;
+
+	if (s->o.reserve_bytes)
+		return; /* a fixed size, or none */
+	want = default_target(s);
+	have = __atomic_load_n(&s->reserve_target, __ATOMIC_RELAXED);
+	/* in steps: each costs an fallocate and an fsync */
+	step = have / 32 > (1u << 20) ? have / 32 : (1u << 20);
+	if (want < have + step)
+		return;
+	grow(s, want);
 }
 
 int bres_release(struct blocker_store *s)
@@ -173,6 +269,10 @@ int bres_restore(struct blocker_store *s)
 	int r;
 
 	pthread_mutex_lock(&s->reserve_lock);
+	/* the size the maps and index need now, not at the last growth */
+	if (s->reserve_target && !s->o.reserve_bytes &&
+	    default_target(s) > s->reserve_target)
+		set_target(s, default_target(s));
 	r = s->reserve_target ? allocate(s) : 0;
 	if (!r)
 		s->reserve_released = 0;
@@ -190,34 +290,17 @@ uint64_t bres_room(struct blocker_store *s)
 	return room;
 }
 
-void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes)
+void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes,
+		       uint64_t growth)
 {
-	uint64_t want;
-	int r;
-
+	/* the growth the checkpoint covered is in ckpt_bytes now */
+	__atomic_fetch_sub(&s->reserve_growth, growth, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->reserve_ckpt_base, ckpt_bytes, __ATOMIC_RELAXED);
 	if (s->o.reserve_bytes)
 		return; /* a fixed size, or none */
-	want = s->segment_size + 2 * ckpt_bytes + (1u << 20);
-	pthread_mutex_lock(&s->reserve_lock);
-	if (want <= s->reserve_target) {
-		pthread_mutex_unlock(&s->reserve_lock);
-		return;
-	}
-	s->reserve_target = want;
-	/* released (a full disk): bres_restore allocates the new size */
-	if (s->reserve_released || blocker_degraded(s)) {
-		pthread_mutex_unlock(&s->reserve_lock);
-		return;
-	}
-	r = allocate(s);
-	pthread_mutex_unlock(&s->reserve_lock);
-	if (r)
-		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s/%s: cannot grow the space reserve to "
-			     "%llu bytes (%s): GC on a full disk may not find "
-			     "room for its checkpoint",
-			     s->dir, BLOCKER_RESERVE_FILE,
-			     (unsigned long long)want, strerror(-r));
+	/* never shrinks while open: deletes make room that GC gives back
+	 * only later */
+	grow(s, default_target(s));
 }
 
 bool bres_full(struct blocker_store *s)

@@ -757,6 +757,10 @@ static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
 		memcpy(o->scores[w->u[k].index], w->u[k].score, 32);
 	o->size = size;
 	o->live = true;
+	/* at most this much more for the next checkpoint to write: n map
+	 * entries (the object's header if new), an index entry per chunk
+	 * stored */
+	bres_note(s, 40ULL * n + 18 + o->namelen + 16ULL * (nrec - 1));
 	return 0;
 }
 
@@ -812,8 +816,10 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 	bobj_put(s, o);
 out:
 	pthread_rwlock_unlock(&s->ckpt_lock);
-	if (!r)
+	if (!r) {
 		STAT_INC(s, writes);
+		bres_grew(s);
+	}
 	if (flags & BLOCKER_FUA) {
 		if (!r)
 			r = blog_flush_fua(s);
@@ -972,6 +978,7 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 	d->size = so->size;
 	d->live = true;
 	STAT_INC(s, copies);
+	bres_note(s, 40ULL * d->nchunks + 18 + d->namelen);
 unlock:
 	pthread_rwlock_unlock(&so->lock);
 	pthread_rwlock_unlock(&d->lock);
@@ -980,6 +987,8 @@ out_src:
 	bobj_put(s, so);
 out:
 	pthread_rwlock_unlock(&s->ckpt_lock);
+	if (!r)
+		bres_grew(s);
 	return r;
 }
 
@@ -1032,7 +1041,7 @@ int blocker_checkpoint(struct blocker_store *s)
 {
 	uint8_t *mp = NULL, *ip = NULL;
 	size_t ml, il;
-	uint64_t mc, ic, pos;
+	uint64_t mc, ic, pos, growth;
 	int r;
 
 	pthread_mutex_lock(&s->ckpt_mutex);
@@ -1047,6 +1056,7 @@ int blocker_checkpoint(struct blocker_store *s)
 	/* writers drained: maps and index describe exactly the log < pos */
 	pthread_rwlock_wrlock(&s->ckpt_lock);
 	pos = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	growth = __atomic_load_n(&s->reserve_growth, __ATOMIC_RELAXED);
 	r = bmaps_snapshot(s, &mp, &ml, &mc);
 	if (!r)
 		r = bidx_snapshot(s, &ip, &il, &ic);
@@ -1062,7 +1072,7 @@ int blocker_checkpoint(struct blocker_store *s)
 		r = bidx_save_buf(s, pos, ip, il, ic);
 	if (!r) {
 		__atomic_store_n(&s->last_ckpt, pos, __ATOMIC_RELEASE);
-		bres_checkpointed(s, ml + il);
+		bres_checkpointed(s, ml + il, growth);
 	} else
 		blocker_logf(&s->o, BLOCKER_LOG_ERR,
 			     "blocker: %s: checkpoint failed: %s", s->dir,

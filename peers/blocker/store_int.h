@@ -361,8 +361,20 @@ struct blocker_store {
 
 	/* the space reserve (reserve.c), under reserve_lock */
 	pthread_mutex_t reserve_lock;
-	uint64_t reserve_target; /* bytes it should hold; 0: none */
-	uint64_t reserve_held;	 /* bytes it holds */
+	/* bytes it should hold, 0: none; written under reserve_lock with
+	 * __atomic stores, read by bres_grew without it */
+	uint64_t reserve_target;
+	uint64_t reserve_held; /* bytes it holds */
+	/*
+	 * The default target follows the maps and index files a checkpoint
+	 * would write (review6 F5): their size at the last checkpoint (or
+	 * at open, from memory), plus an upper bound of what writes and
+	 * copies added since (__atomic; added under ckpt_lock shared, taken
+	 * back by the checkpoint that covers it).
+	 */
+	uint64_t reserve_ckpt_base;
+	uint64_t reserve_growth;
+	bool reserve_unsupported; /* fallocate: EOPNOTSUPP; stop trying */
 	/* bytes released since the last restore: what the store's DELETEs
 	 * and GC may still use of the room it gave back */
 	uint64_t reserve_released;
@@ -563,6 +575,10 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type,
 		const uint8_t *payload, uint32_t len);
 int bmaps_unlink(struct blocker_store *s, struct bobj *o);
 int bmaps_save(struct blocker_store *s, uint64_t pos);
+/* Bytes the maps file would have if written now (bres_open: the reserve
+ * follows it). Takes objs_lock shared; no object may change meanwhile
+ * (open, or writers excluded). */
+uint64_t bmaps_ckpt_bytes(struct blocker_store *s);
 int bmaps_load(struct blocker_store *s, uint64_t *pos);
 int bidx_save(struct blocker_store *s, uint64_t pos);
 /* serialised checkpoint payloads (malloc'd), taken with writers excluded */
@@ -598,10 +614,23 @@ int bres_restore(struct blocker_store *s);
 bool bres_full(struct blocker_store *s);
 /* the room the reserve holds or gave back since the last restore */
 uint64_t bres_room(struct blocker_store *s);
-/* a checkpoint wrote ckpt_bytes of maps and index: the default target
- * grows with them (review6 F5), and so does the file while there is
- * room (logged if there is not) */
-void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes);
+/* a checkpoint wrote ckpt_bytes of maps and index, covering growth
+ * bytes of bres_grew: the default target follows them (review6 F5) */
+void bres_checkpointed(struct blocker_store *s, uint64_t ckpt_bytes,
+		       uint64_t growth);
+/*
+ * A write or copy (holding ckpt_lock shared) may have added up to bytes
+ * to the next checkpoint's files: bres_note counts them. bres_grew,
+ * called without store locks after the call, grows the reserve file
+ * once the default target has outgrown it by a step (1 MiB, or 1/32 of
+ * the target): a store whose checkpoints are rare (checkpoint_bytes 0)
+ * still holds room for the checkpoint GC needs on a full disk. If the
+ * disk has no room for it, the store enters ENOSPC mode (writes wait,
+ * DELETEs and GC go on), as when the reserve is released: a store let
+ * on without its reserve would fill the disk past the point of return.
+ */
+void bres_note(struct blocker_store *s, uint64_t bytes);
+void bres_grew(struct blocker_store *s);
 /*
  * Is there room for bytes more past the reserve? Allocates a scratch
  * file (DIR/reserve.probe) and removes it at once: 0 or -ENOSPC. Used to

@@ -673,6 +673,24 @@ START_TEST(test_reserve_file_open)
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	ck_assert_uint_ge(reserve_blocks(), 3u << 20);
 	ck_assert_int_eq(blocker_close(s), 0);
+	/* turned off: the blocks go back */
+	o.reserve_bytes = BLOCKER_RESERVE_NONE;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	/* the operator's values (--reserve): 0 is none, a size at least
+	 * 1 MiB; anything else is refused and leaves the option alone */
+	uint64_t v = 42;
+	ck_assert_int_eq(blocker_reserve_opt(0, &v), 0);
+	ck_assert_uint_eq(v, BLOCKER_RESERVE_NONE);
+	ck_assert_int_eq(blocker_reserve_opt(1u << 20, &v), 0);
+	ck_assert_uint_eq(v, 1u << 20);
+	v = 42;
+	ck_assert_int_eq(blocker_reserve_opt((1u << 20) - 1, &v), -ERANGE);
+	ck_assert_int_eq(blocker_reserve_opt(1, &v), -ERANGE);
+	ck_assert_int_eq(blocker_reserve_opt(BLOCKER_RESERVE_NONE, &v),
+			 -ERANGE);
+	ck_assert_uint_eq(v, 42);
 }
 END_TEST
 

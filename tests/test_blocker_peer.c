@@ -47,6 +47,8 @@ static bool bp_mmap;
 static bool bp_gc;
 /* tests that set it run the peer with --truncate-at-damage */
 static bool bp_truncate;
+/* tests that set it run the peer with --reserve=bp_reserve */
+static const char *bp_reserve;
 
 static void bp_start(struct bp_env *e, bool create)
 {
@@ -65,6 +67,11 @@ static void bp_start(struct bp_env *e, bool create)
 	}
 	if (bp_truncate)
 		argv[n++] = "--truncate-at-damage";
+	char reserve[64];
+	if (bp_reserve) {
+		snprintf(reserve, sizeof(reserve), "--reserve=%s", bp_reserve);
+		argv[n++] = reserve;
+	}
 	if (create)
 		argv[n++] = "--create";
 	argv[n] = NULL;
@@ -572,6 +579,11 @@ START_TEST(test_startup_errors)
 				"1",	   "--io", "bogus", NULL};
 	const char *bad_gc[] = {"blocker",	  "-g",	 segname, "-p", "1",
 				"--gc-threshold", "101", NULL};
+	/* a reserve below 1M, and no size at all */
+	const char *bad_res[] = {"blocker", "-g",   segname,	 "-p",	 "1",
+				 "--store", "/tmp", "--reserve", "512K", NULL};
+	const char *bad_res2[] = {"blocker", "-g",   segname,	  "-p",	  "1",
+				  "--store", "/tmp", "--reserve", "lots", NULL};
 
 	ck_assert_int_ne(tpr_run(no_store, NULL, &err, BP_TIMEOUT), 0);
 	ck_assert_msg(strstr(err, "--store"), "no reason given: %s", err);
@@ -585,7 +597,96 @@ START_TEST(test_startup_errors)
 	ck_assert_int_eq(tpr_run(bad_gc, NULL, &err, BP_TIMEOUT), 2);
 	ck_assert_msg(strstr(err, "101"), "no reason given: %s", err);
 	free(err);
+	ck_assert_int_eq(tpr_run(bad_res, NULL, &err, BP_TIMEOUT), 2);
+	ck_assert_msg(strstr(err, "512K") && strstr(err, "--reserve"),
+		      "no reason given: %s", err);
+	free(err);
+	ck_assert_int_eq(tpr_run(bad_res2, NULL, &err, BP_TIMEOUT), 2);
+	ck_assert_msg(strstr(err, "lots"), "no reason given: %s", err);
+	free(err);
 	xseg_leave(seg);
+}
+END_TEST
+
+static bool bp_exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/*
+ * --reserve 0: the peer warns that a full disk cannot be recovered
+ * online, holds no DIR/reserve (an earlier one is given back), and
+ * serves as always; blockerctl takes the same values (and shows the
+ * reserve in stats) and refuses bad ones, changing nothing.
+ */
+START_TEST(test_reserve_option)
+{
+	struct bp_env e;
+	char path[300], *out = NULL, *err = NULL;
+	unsigned char a[4096], b[4096];
+
+	/* (the port is bound before the store opens: a request's reply
+	 * says the peer is past its open) */
+	bp_setup(&e, "bpres");
+	snprintf(path, sizeof(path), "%s/store/reserve", e.dir);
+	bp_fill(a, sizeof(a), 9);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "obj", 0, sizeof(a), 0, a, NULL, 0), 0);
+	ck_assert(bp_exists(path)); /* the default: auto */
+	bp_stop(&e);
+	bp_reserve = "0";
+	bp_start(&e, false);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_READ, "obj", 0, sizeof(b), 0, NULL, b, sizeof(b)),
+	    0);
+	ck_assert(!memcmp(a, b, sizeof(a)));
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "obj2", 0, sizeof(a), 0, a, NULL, 0), 0);
+	char *lg = tpr_slurp(e.log);
+	ck_assert_msg(strstr(lg, "--reserve 0: no space reserve"),
+		      "no warning: %s", lg);
+	free(lg);
+	ck_assert(!bp_exists(path));
+	bp_stop(&e);
+
+	/* blockerctl: stats shows a fixed size, and refuses bad values */
+	char store[300];
+	snprintf(store, sizeof(store), "%s/store", e.dir);
+	const char *st2m[] = {"blockerctl", "stats", "--reserve",
+			      "2M",	    store,   NULL};
+	const char *st0[] = {"blockerctl", "stats", "--reserve=0", store, NULL};
+	const char *bad[] = {"blockerctl", "stats", "--reserve",
+			     "100",	   store,   NULL};
+	const char *bad_gc[] = {"blockerctl", "gc",  "--reserve",
+				"-1",	      store, NULL};
+	ck_assert_int_eq(tpr_run(st2m, &out, &err, BP_TIMEOUT), 0);
+	ck_assert_msg(strstr(out, "\"reserve_bytes\": 2097152, "
+				  "\"reserve_target\": 2097152"),
+		      "stats: %s", out);
+	free(out);
+	free(err);
+	ck_assert(bp_exists(path));
+	ck_assert_int_eq(tpr_run(st0, &out, &err, BP_TIMEOUT), 0);
+	ck_assert_msg(strstr(out, "\"reserve_target\": 0"), "stats: %s", out);
+	ck_assert_msg(strstr(err, "no space reserve"), "no warning: %s", err);
+	free(out);
+	free(err);
+	ck_assert(!bp_exists(path));
+	ck_assert_int_eq(tpr_run(bad, &out, &err, BP_TIMEOUT), 2);
+	ck_assert_msg(strstr(err, "bad --reserve '100'"), "stderr: %s", err);
+	ck_assert_str_eq(out, "");
+	free(out);
+	free(err);
+	ck_assert_int_eq(tpr_run(bad_gc, &out, &err, BP_TIMEOUT), 2);
+	ck_assert_msg(strstr(err, "bad --reserve '-1'"), "stderr: %s", err);
+	free(out);
+	free(err);
+	/* nothing was opened: still no reserve file */
+	ck_assert(!bp_exists(path));
+	bp_reserve = NULL;
+	bp_teardown(&e);
 }
 END_TEST
 
@@ -603,6 +704,7 @@ int main(void)
 	tcase_add_test(tc, test_corrupt_chunk_is_eio);
 	tcase_add_test(tc, test_corrupt_chunk_is_eio_mmap);
 	tcase_add_test(tc, test_startup_errors);
+	tcase_add_test(tc, test_reserve_option);
 	tcase_add_test(tc, test_background_gc);
 	tcase_add_test(tc, test_truncate_at_damage);
 	suite_add_tcase(s, tc);

@@ -43,6 +43,7 @@ enum {
 	BLOCKER_OPT_GC_RATE,
 	BLOCKER_OPT_SEGMENT_SIZE,
 	BLOCKER_OPT_TRUNCATE_AT_DAMAGE,
+	BLOCKER_OPT_RESERVE,
 };
 
 struct blocker_peer {
@@ -66,6 +67,7 @@ static const struct option blocker_options[] = {
     {"gc-rate", required_argument, NULL, BLOCKER_OPT_GC_RATE},
     {"segment-size", required_argument, NULL, BLOCKER_OPT_SEGMENT_SIZE},
     {"truncate-at-damage", no_argument, NULL, BLOCKER_OPT_TRUNCATE_AT_DAMAGE},
+    {"reserve", required_argument, NULL, BLOCKER_OPT_RESERVE},
     {NULL, 0, NULL, 0},
 };
 
@@ -105,7 +107,15 @@ static const char blocker_options_help[] =
     "first)\n"
     "      --gc-rate SIZE        background GC copy rate per second "
     "(default 64M;\n"
-    "                            0: unlimited)\n";
+    "                            0: unlimited)\n"
+    "      --reserve SIZE|auto   disk space held back (DIR/reserve) so "
+    "that DELETE and\n"
+    "                            GC work on a full disk: at least 1M, or 0 "
+    "for none (a\n"
+    "                            full disk then cannot be recovered "
+    "online); default\n"
+    "                            auto: a segment + 1M + twice the maps and "
+    "index\n";
 
 static void blocker_defaults(struct peer *p)
 {
@@ -172,6 +182,15 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 	case BLOCKER_OPT_TRUNCATE_AT_DAMAGE:
 		b->opts.truncate_at_damage = true;
 		return 0;
+	case BLOCKER_OPT_RESERVE:
+		if (!strcmp(arg, "auto")) {
+			b->opts.reserve_bytes = 0;
+			return 0;
+		}
+		rc = peer_parse_size(arg, &v);
+		if (rc)
+			return rc;
+		return blocker_reserve_opt(v, &b->opts.reserve_bytes);
 	case BLOCKER_OPT_IO:
 		if (!strcmp(arg, "sync"))
 			b->opts.io = &blocker_io_sync;
@@ -379,6 +398,11 @@ static int blocker_init(struct peer *p)
 		    "data will be cut off the log, with everything after "
 		    "it",
 		    b->dir);
+	if (b->opts.reserve_bytes == BLOCKER_RESERVE_NONE)
+		peer_warn("%s: --reserve 0: no space reserve; if the disk "
+			  "fills, DELETE and GC find no room and the store "
+			  "stays read-only until space is freed outside it",
+			  b->dir);
 	rc = blocker_open(b->dir, &b->opts, &b->store);
 	if (rc == -EUCLEAN)
 		peer_err("%s: flushed data is damaged or missing (see above; "
@@ -442,6 +466,9 @@ static void blocker_stats_op(struct peer *p)
 		  st.reclaimable_bytes, st.closed_bytes, st.gc_runs,
 		  st.gc_segments_removed, st.gc_bytes_copied,
 		  st.gc_bytes_reclaimed, st.gc_failures);
+	peer_info("stats: blocker reserve %" PRIu64 " of %" PRIu64 " B%s",
+		  st.reserve_bytes, st.reserve_target,
+		  st.reserve_target ? "" : " (off)");
 	if (st.degraded_errno)
 		peer_warn("stats: blocker DEGRADED (%s): %s",
 			  strerror(st.degraded_errno), st.degraded_reason);
@@ -481,6 +508,8 @@ static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
 	ST(gc_bytes_copied);
 	ST(gc_bytes_reclaimed);
 	ST(gc_failures);
+	ST(reserve_bytes);
+	ST(reserve_target);
 #undef ST
 	peer_stat(st, &n, max, "degraded_errno", (uint64_t)bs.degraded_errno);
 	return n;

@@ -14,9 +14,11 @@ static void usage(FILE *f)
 	    f, "usage: blockerctl create DIR [--chunk-size N] "
 	       "[--segment-size N]\n"
 	       "       blockerctl check DIR\n"
-	       "       blockerctl stats DIR\n"
-	       "       blockerctl repair --truncate-at-damage DIR\n"
-	       "       blockerctl gc [--min-dead PCT] DIR\n"
+	       "       blockerctl stats [--reserve SIZE|auto] DIR\n"
+	       "       blockerctl repair --truncate-at-damage "
+	       "[--reserve SIZE|auto] DIR\n"
+	       "       blockerctl gc [--min-dead PCT] [--reserve SIZE|auto] "
+	       "DIR\n"
 	       "       blockerctl --help | --version\n"
 	       "\n"
 	       "create  make an empty store (chunk size: power of two, 512 B "
@@ -39,7 +41,15 @@ static void usage(FILE *f)
 	       "        of closed segments with at least PCT%% dead bytes "
 	       "(default 0: any)\n"
 	       "        to the log head and remove those segments; prints the "
-	       "report as JSON\n");
+	       "report as JSON\n"
+	       "--reserve  for the commands that open the store: the disk "
+	       "space held back\n"
+	       "        in DIR/reserve for DELETE and GC on a full disk, as "
+	       "the blocker peer\n"
+	       "        takes it (at least 1M; 0: none, and a full disk cannot "
+	       "be recovered\n"
+	       "        online; auto, the default: a segment + 1M + twice the "
+	       "maps and index)\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -61,6 +71,63 @@ static int parse_size(const char *s, uint64_t *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* --reserve (blocker_reserve_opt): 0, or 2 after saying why */
+static int parse_reserve(const char *arg, uint64_t *reserve_bytes)
+{
+	uint64_t v;
+
+	if (!strcmp(arg, "auto")) {
+		*reserve_bytes = 0;
+		return 0;
+	}
+	if (parse_size(arg, &v) || blocker_reserve_opt(v, reserve_bytes)) {
+		fprintf(stderr,
+			"blockerctl: bad --reserve '%s' (a size of at least "
+			"1M, 0 for none, or auto)\n",
+			arg);
+		return 2;
+	}
+	if (*reserve_bytes == BLOCKER_RESERVE_NONE)
+		fprintf(stderr, "blockerctl: --reserve 0: no space reserve; "
+				"if the disk fills, DELETE and GC find no room "
+				"and the store stays read-only\n");
+	return 0;
+}
+
+/*
+ * The options of the commands that open a store (--reserve, and the
+ * command's own in extra, handled by fn), then exactly one DIR: its
+ * index in argv, or -2 after saying why.
+ */
+static int open_args(int argc, char **argv, const char *cmd,
+		     const struct option *extra, int (*fn)(int c, void *arg),
+		     void *arg, struct blocker_opts *o)
+{
+	struct option opts[4] = {{"reserve", required_argument, NULL, 'R'}};
+	int c, n = 1;
+
+	for (; extra && extra->name && n < 3; extra++)
+		opts[n++] = *extra;
+	opts[n] = (struct option){NULL, 0, NULL, 0};
+	blocker_opts_init(o);
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'R') {
+			if (parse_reserve(optarg, &o->reserve_bytes))
+				return -2;
+		} else if (c == '?' || !fn || fn(c, arg)) {
+			return -2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "blockerctl: %s needs exactly one DIR\n", cmd);
+		return -2;
+	}
+	return optind;
 }
 
 static void print_line(void *arg, const char *line)
@@ -143,6 +210,12 @@ static void open_failed(const char *dir, int r)
 			dir);
 }
 
+static int repair_opt(int c, void *arg)
+{
+	*(bool *)arg = c == 't';
+	return c == 't' ? 0 : -1;
+}
+
 static int cmd_repair(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -153,26 +226,17 @@ static int cmd_repair(int argc, char **argv)
 	struct blocker_stats st;
 	struct blocker_store *s;
 	bool truncate = false;
-	int c, r;
+	int r;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c != 't')
-			return 2;
-		truncate = true;
-	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "blockerctl: repair needs exactly one DIR\n");
+	optind =
+	    open_args(argc, argv, "repair", opts, repair_opt, &truncate, &o);
+	if (optind < 0)
 		return 2;
-	}
 	if (!truncate) {
 		fprintf(stderr, "blockerctl: repair drops data: say so with "
 				"--truncate-at-damage\n");
 		return 2;
 	}
-	blocker_opts_init(&o);
-	o.sync_interval_ms = 0;
-	o.checkpoint_bytes = 0;
 	o.truncate_at_damage = true;
 	r = blocker_open(argv[optind], &o, &s);
 	if (r) {
@@ -191,16 +255,18 @@ static int cmd_repair(int argc, char **argv)
 	return 0;
 }
 
-static int cmd_stats(const char *dir)
+static int cmd_stats(int argc, char **argv)
 {
 	struct blocker_opts o;
 	struct blocker_stats st;
 	struct blocker_store *s;
+	const char *dir;
 	int r;
 
-	blocker_opts_init(&o);
-	o.sync_interval_ms = 0;
-	o.checkpoint_bytes = 0;
+	r = open_args(argc, argv, "stats", NULL, NULL, NULL, &o);
+	if (r < 0)
+		return 2;
+	dir = argv[r];
 	r = blocker_open(dir, &o, &s);
 	if (r) {
 		open_failed(dir, r);
@@ -217,7 +283,8 @@ static int cmd_stats(const char *dir)
 	       "\"index_bytes\": %llu, \"index_usable_bytes\": %llu, "
 	       "\"index_bytes_per_chunk\": %.2f, \"replayed_records\": %llu, "
 	       "\"truncated_bytes\": %llu, \"closed_bytes\": %llu, "
-	       "\"reclaimable_bytes\": %llu, \"reclaimable_pct\": %.1f}\n",
+	       "\"reclaimable_bytes\": %llu, \"reclaimable_pct\": %.1f, "
+	       "\"reserve_bytes\": %llu, \"reserve_target\": %llu}\n",
 	       (unsigned long long)st.objects, (unsigned long long)st.chunks,
 	       st.chunk_size, (unsigned long long)st.chunk_bytes,
 	       (unsigned long long)st.logical_bytes,
@@ -231,13 +298,31 @@ static int cmd_stats(const char *dir)
 	       (unsigned long long)st.closed_bytes,
 	       (unsigned long long)st.reclaimable_bytes,
 	       st.closed_bytes ? 100.0 * st.reclaimable_bytes / st.closed_bytes
-			       : 0.0);
+			       : 0.0,
+	       (unsigned long long)st.reserve_bytes,
+	       (unsigned long long)st.reserve_target);
 	r = blocker_close(s);
 	if (r) {
 		fprintf(stderr, "blockerctl: %s: close: %s\n", dir,
 			strerror(-r));
 		return 1;
 	}
+	return 0;
+}
+
+static int gc_opt(int c, void *arg)
+{
+	struct blocker_gc_opts *g = arg;
+	uint64_t v;
+
+	if (c != 'm')
+		return -1;
+	if (parse_size(optarg, &v) || v > 100) {
+		fprintf(stderr, "blockerctl: bad --min-dead '%s' (0..100)\n",
+			optarg);
+		return -1;
+	}
+	g->min_dead_pct = (unsigned)v;
 	return 0;
 }
 
@@ -251,29 +336,12 @@ static int cmd_gc(int argc, char **argv)
 	struct blocker_gc_report rep;
 	struct blocker_opts o;
 	struct blocker_store *s;
-	uint64_t v;
-	int c, r, r2;
+	int r, r2;
 
 	blocker_gc_opts_init(&g);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c != 'm')
-			return 2;
-		if (parse_size(optarg, &v) || v > 100) {
-			fprintf(stderr,
-				"blockerctl: bad --min-dead '%s' (0..100)\n",
-				optarg);
-			return 2;
-		}
-		g.min_dead_pct = (unsigned)v;
-	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "blockerctl: gc needs exactly one DIR\n");
+	optind = open_args(argc, argv, "gc", opts, gc_opt, &g, &o);
+	if (optind < 0)
 		return 2;
-	}
-	blocker_opts_init(&o);
-	o.sync_interval_ms = 0;
-	o.checkpoint_bytes = 0;
 	r = blocker_open(argv[optind], &o, &s);
 	if (r) {
 		open_failed(argv[optind], r);
@@ -321,15 +389,15 @@ int main(int argc, char **argv)
 		return cmd_repair(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gc"))
 		return cmd_gc(argc - 1, argv + 1);
-	if ((!strcmp(argv[1], "check") || !strcmp(argv[1], "stats"))) {
+	if (!strcmp(argv[1], "stats"))
+		return cmd_stats(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "check")) {
 		if (argc != 3) {
 			fprintf(stderr,
-				"blockerctl: %s needs exactly one DIR\n",
-				argv[1]);
+				"blockerctl: check needs exactly one DIR\n");
 			return 2;
 		}
-		return argv[1][1] == 'h' ? cmd_check(argv[2])
-					 : cmd_stats(argv[2]);
+		return cmd_check(argv[2]);
 	}
 	fprintf(stderr, "blockerctl: unknown command '%s' (try --help)\n",
 		argv[1]);

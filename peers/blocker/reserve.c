@@ -123,6 +123,8 @@ void bres_open(struct blocker_store *s)
 	pthread_mutex_lock(&s->reserve_lock);
 	set_target(s, reserve_target(s));
 	if (!s->reserve_target) {
+		/* turned off: the blocks an earlier run held go back */
+		unlinkat(s->dirfd, BLOCKER_RESERVE_FILE, 0);
 		pthread_mutex_unlock(&s->reserve_lock);
 		return;
 	}
@@ -333,4 +335,16 @@ int bres_probe(struct blocker_store *s, uint64_t bytes)
 	}
 	space_event(s, BLOCKER_SPACE_RESERVE_FREED, bytes);
 	return r;
+}
+
+int blocker_reserve_opt(uint64_t bytes, uint64_t *reserve_bytes)
+{
+	if (!bytes) {
+		*reserve_bytes = BLOCKER_RESERVE_NONE;
+		return 0;
+	}
+	if (bytes < BLOCKER_RESERVE_MIN || bytes >= BLOCKER_RESERVE_NONE)
+		return -ERANGE;
+	*reserve_bytes = bytes;
+	return 0;
 }

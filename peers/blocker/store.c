@@ -1119,6 +1119,10 @@ int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 	st->index_usable_bytes = bidx_usable_bytes(&s->index);
 	st->chunk_bytes = st->chunks * s->chunk_size;
 	st->log_bytes = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&s->reserve_lock);
+	st->reserve_bytes = s->reserve_held;
+	st->reserve_target = s->reserve_target;
+	pthread_mutex_unlock(&s->reserve_lock);
 #define C(f) st->f = __atomic_load_n(&s->st.f, __ATOMIC_RELAXED)
 	C(reads);
 	C(writes);

@@ -197,7 +197,9 @@ struct blocker_opts {
 	 * Space held back in DIR/reserve (a preallocated file) for the work
 	 * that gives space back on a full disk: DELETE records, GC's copies
 	 * and its checkpoint. 0 (default): one segment plus twice the maps
-	 * and index files at open plus 1 MiB; BLOCKER_RESERVE_NONE: none.
+	 * and index files plus 1 MiB, following them as they grow while the
+	 * store is open; BLOCKER_RESERVE_NONE: none (a full disk cannot be
+	 * recovered online). Tools take it through blocker_reserve_opt.
 	 * See docs/blocker.md "Full disk".
 	 */
 	uint64_t reserve_bytes;
@@ -209,6 +211,17 @@ struct blocker_opts {
 };
 
 #define BLOCKER_RESERVE_NONE UINT64_MAX
+#define BLOCKER_RESERVE_MIN  (1ULL << 20)
+
+/*
+ * An operator's reserve size (--reserve BYTES of the blocker peer and
+ * blockerctl) into blocker_opts.reserve_bytes: 0 turns the reserve off
+ * (BLOCKER_RESERVE_NONE: the caller should warn that a full disk then
+ * cannot be recovered online), anything else is a fixed size of at least
+ * BLOCKER_RESERVE_MIN (-ERANGE below it, or at BLOCKER_RESERVE_NONE).
+ * "auto" (the default size) is the caller's: leave reserve_bytes 0.
+ */
+int blocker_reserve_opt(uint64_t bytes, uint64_t *reserve_bytes);
 
 /* Fill with defaults: 4 KiB chunks, 256 MiB segments, verification on,
  * mapped reads on. */
@@ -321,6 +334,9 @@ struct blocker_stats {
 	uint64_t reclaimable_bytes, closed_bytes;
 	uint64_t gc_runs, gc_segments_examined, gc_segments_removed;
 	uint64_t gc_bytes_copied, gc_bytes_reclaimed, gc_failures;
+	/* DIR/reserve: bytes allocated now, and what it should hold (0:
+	 * none; it follows the maps and index unless set) */
+	uint64_t reserve_bytes, reserve_target;
 	uint32_t chunk_size;
 	int degraded_errno; /* 0 when healthy */
 	char degraded_reason[160];

@@ -5,7 +5,7 @@
  *
  *   bench_blocker [--dir DIR] [--mib N] [--index-chunks N] [--seconds S]
  *                 [--io uring|sync]    (default uring, as the peer)
- *                 [--no-mmap-reads] [--only gc|reads]
+ *                 [--no-mmap-reads] [--only gc|reads|fua]
  *
  * - writes: sequential 64 KiB unique writes into a 4 KiB-chunk store, then
  *   the same data again (duplicates); reference: SHA-256 over 4 KiB chunks
@@ -21,8 +21,12 @@
  *   take 512 MiB) and the time to reopen that store, with its index file
  *   and rebuilding it from the log.
  * - FUA: 4 KiB random writes with BLOCKER_FUA from 1 and 16 threads (group
- *   commit), next to pwrite+fdatasync per write on a plain file from 1
- *   and 16 threads (the original file peer's policy).
+ *   commit), next to the bound of group commit on this disk (one thread
+ *   appending 4 KiB to a plain file, fdatasync every N writes, N = 1 and
+ *   16: the writer counts) and to pwrite+fdatasync per write on a plain
+ *   file from 1 and 16 threads (the original file peer's policy); per
+ *   case the writes per fsync (mean and histogram) and where a group
+ *   commit cycle's time goes (traced at the I/O backend).
  * - GC: a store of 4 MiB segments filled with --mib/2 of unique data, then
  *   half of its chunks overwritten; one blocker_gc pass: MB/s of log
  *   examined and of live data copied (reference: raw 4 KiB appends
@@ -36,7 +40,8 @@
  *   the read cases measure both paths anyway.
  *
  *   --only gc runs the references and the GC case only; --only reads
- *   the SHA-256 reference, the store fill and the read cases.
+ *   the SHA-256 reference, the store fill and the read cases; --only fua
+ *   the FUA cases, their bound and the fsync-per-write references.
  *
  * Before every case that measures fsyncs or appends ended by one, the
  * file system is synced (syncfs), so that no case pays for the dirty
@@ -224,8 +229,9 @@ static void *fua_thread(void *p)
 	return NULL;
 }
 
-static double fua_iops(struct blocker_store *s, int fd, int threads,
-		       double secs)
+/* ops done by threads writers in secs; *elapsed: the time they took */
+static uint64_t fua_run(struct blocker_store *s, int fd, int threads,
+			double secs, double *elapsed)
 {
 	pthread_t t[16];
 	struct fua_arg a[16];
@@ -240,7 +246,314 @@ static double fua_iops(struct blocker_store *s, int fd, int threads,
 		pthread_join(t[i], NULL);
 		ops += a[i].ops;
 	}
-	return ops / (now() - start);
+	*elapsed = now() - start;
+	return ops;
+}
+
+static double fua_iops(struct blocker_store *s, int fd, int threads,
+		       double secs)
+{
+	double t;
+	uint64_t ops = fua_run(s, fd, threads, secs, &t);
+
+	return ops / t;
+}
+
+/* ---- FUA: group commit, its disk bound, and where its time goes ---- */
+
+/*
+ * A tracing I/O backend for the FUA store cases: it passes every call to
+ * io_backend and records, for each log fdatasync, how many appends
+ * (pwritev calls: one per FUA write, its chunk and map record in one
+ * batch) it was the first to cover (the group), whether it started while
+ * another was running, the time from the end of the previous fsync to its
+ * start (gap), and within that gap the time until the first append and
+ * until the last one it covers (refill: released writers waking up,
+ * hashing, appending and calling flush again) and from there to its
+ * start (idle: the leader's gathering wait).
+ */
+#define FUA_HIST 34 /* groups 0..32, and > 32 */
+
+static struct {
+	pthread_mutex_t lock;
+	uint64_t appends;    /* __atomic */
+	double last_append;  /* under the store's append_lock; __atomic */
+	double first_append; /* 0 after an fsync ends; __atomic */
+	uint64_t covered;    /* appends at the start of the last fsync */
+	double last_end;
+	int inflight;
+	uint64_t fsyncs, overlapped, cycles;
+	double fsync_s, gap_s, refill_s, idle_s, first_s;
+	uint64_t hist[FUA_HIST];
+} tr = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static ssize_t tr_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
+			 uint64_t off)
+{
+	return io_backend->preadv(ctx, fd, iov, cnt, off);
+}
+
+static ssize_t tr_pwritev(void *ctx, int fd, const struct iovec *iov, int cnt,
+			  uint64_t off)
+{
+	ssize_t r = io_backend->pwritev(ctx, fd, iov, cnt, off);
+	double t = now(), z = 0;
+
+	/* the first append after an fsync ended (appends are serialised) */
+	(void)__atomic_compare_exchange(&tr.first_append, &z, &t, false,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	__atomic_store(&tr.last_append, &t, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&tr.appends, 1, __ATOMIC_RELEASE);
+	return r;
+}
+
+static int tr_fdatasync(void *ctx, int fd)
+{
+	double t0 = now(), t1, la, fa, z = 0;
+	uint64_t a = __atomic_load_n(&tr.appends, __ATOMIC_ACQUIRE), g;
+	int r;
+
+	__atomic_load(&tr.last_append, &la, __ATOMIC_RELAXED);
+	__atomic_load(&tr.first_append, &fa, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&tr.lock);
+	g = a - tr.covered;
+	tr.covered = a;
+	tr.hist[g < FUA_HIST - 1 ? g : FUA_HIST - 1]++;
+	tr.fsyncs++;
+	if (tr.inflight) {
+		tr.overlapped++;
+	} else if (tr.last_end > 0) {
+		tr.cycles++;
+		tr.gap_s += t0 - tr.last_end;
+		if (la > tr.last_end && fa > tr.last_end) {
+			tr.first_s += fa - tr.last_end;
+			tr.refill_s += la - tr.last_end;
+			tr.idle_s += t0 - la;
+		}
+	}
+	tr.inflight++;
+	pthread_mutex_unlock(&tr.lock);
+	r = io_backend->fdatasync(ctx, fd);
+	t1 = now();
+	pthread_mutex_lock(&tr.lock);
+	tr.inflight--;
+	tr.fsync_s += t1 - t0;
+	tr.last_end = t1;
+	__atomic_store(&tr.first_append, &z, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&tr.lock);
+	return r;
+}
+
+static int tr_preadv_batch(void *ctx, struct blocker_io_req *reqs, int n)
+{
+	return io_backend->preadv_batch(ctx, reqs, n);
+}
+
+static struct blocker_io_ops trace_ops = {
+    .name = "trace",
+    .preadv = tr_preadv,
+    .pwritev = tr_pwritev,
+    .fdatasync = tr_fdatasync,
+};
+
+static void trace_reset(void)
+{
+	pthread_mutex_lock(&tr.lock);
+	tr.covered = __atomic_load_n(&tr.appends, __ATOMIC_ACQUIRE);
+	tr.last_end = 0;
+	tr.fsyncs = tr.overlapped = tr.cycles = 0;
+	tr.fsync_s = tr.gap_s = tr.refill_s = tr.idle_s = tr.first_s = 0;
+	memset(tr.hist, 0, sizeof(tr.hist));
+	pthread_mutex_unlock(&tr.lock);
+}
+
+/* user + system CPU time of the whole process (every thread) */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+struct fua_case {
+	double iops, cpu_us_per_write, writes_per_fsync, fsync_us, gap_us,
+	    first_us, refill_us, idle_us, overlapped_pct;
+	uint64_t writes, fsyncs;
+	uint64_t hist[FUA_HIST];
+};
+
+/*
+ * The ideal group commit on this disk: one thread appending 4 KiB with
+ * pwrite to a new file in the store's directory, fdatasync after every
+ * group writes (group = the FUA writer count): no hashing, no index, no
+ * waiting for writers to come back. What a store whose groups are as
+ * large as its writer count could reach at best. Appends at *off of fd
+ * for secs; returns the writes, *elapsed the time.
+ */
+static uint64_t fua_bound_run(int fd, uint64_t *off, int group, double secs,
+			      double *elapsed)
+{
+	uint8_t buf[4096];
+	uint64_t ops = 0, ctr = *off;
+	double start = now(), until = start + secs;
+
+	memset(buf, 0x5a, sizeof(buf));
+	while (now() < until) {
+		for (int i = 0; i < group; i++, ops++, *off += 4096) {
+			stamp(buf, 4096, 4096, &ctr);
+			if (pwrite(fd, buf, 4096, *off) != 4096)
+				die("bound pwrite", errno);
+		}
+		if (fdatasync(fd))
+			die("bound fdatasync", errno);
+	}
+	*elapsed = now() - start;
+	return ops;
+}
+
+/*
+ * The store's FUA writers and the bound take turns, FUA_SLICES slices of
+ * secs / FUA_SLICES each: the disk is shared with whatever else runs on
+ * the machine, and a reference measured at another moment compares with
+ * another disk.
+ */
+#define FUA_SLICES 4
+
+static void fua_store_case(struct blocker_store *s, const char *dir,
+			   int threads, double secs, struct fua_case *c,
+			   double *bound)
+{
+	struct blocker_stats a, b;
+	double st_t = 0, b_t = 0, cpu = 0, t;
+	uint64_t st_ops = 0, b_ops = 0, off = 0;
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/bound.append", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die("bound open", errno);
+	trace_reset();
+	blocker_get_stats(s, &a);
+	for (int i = 0; i < FUA_SLICES; i++) {
+		double c0 = cpu_s();
+
+		/* the bound's slice is no gap between two of our fsyncs */
+		pthread_mutex_lock(&tr.lock);
+		tr.last_end = 0;
+		pthread_mutex_unlock(&tr.lock);
+		st_ops += fua_run(s, -1, threads, secs / FUA_SLICES, &t);
+		st_t += t;
+		cpu += cpu_s() - c0;
+		b_ops +=
+		    fua_bound_run(fd, &off, threads, secs / FUA_SLICES, &t);
+		b_t += t;
+	}
+	close(fd);
+	unlink(path);
+	*bound = b_ops / b_t;
+	c->iops = st_ops / st_t;
+	c->writes = st_ops;
+	c->cpu_us_per_write = cpu * 1e6 / (st_ops ? st_ops : 1);
+	blocker_get_stats(s, &b);
+	pthread_mutex_lock(&tr.lock);
+	c->fsyncs = b.fsyncs - a.fsyncs;
+	c->writes_per_fsync =
+	    (double)(b.writes - a.writes) / (c->fsyncs ? c->fsyncs : 1);
+	c->fsync_us = tr.fsync_s * 1e6 / (tr.fsyncs ? tr.fsyncs : 1);
+	c->gap_us = tr.gap_s * 1e6 / (tr.cycles ? tr.cycles : 1);
+	c->first_us = tr.first_s * 1e6 / (tr.cycles ? tr.cycles : 1);
+	c->refill_us = tr.refill_s * 1e6 / (tr.cycles ? tr.cycles : 1);
+	c->idle_us = tr.idle_s * 1e6 / (tr.cycles ? tr.cycles : 1);
+	c->overlapped_pct = 100.0 * tr.overlapped / (tr.fsyncs ? tr.fsyncs : 1);
+	memcpy(c->hist, tr.hist, sizeof(c->hist));
+	pthread_mutex_unlock(&tr.lock);
+}
+
+struct fua_res {
+	struct fua_case c1, c16;
+	double bound1, bound16, raw1, raw16;
+};
+
+static void fua_case(const char *dir, double secs, struct fua_res *f)
+{
+	char sdir[4200], rpath[4300];
+	struct blocker_store *s;
+	const struct blocker_io_ops *io = io_backend;
+
+	/* FUA 4 KiB random writes: group commit vs fsync per write */
+	snprintf(sdir, sizeof(sdir), "%s/fua", dir);
+	settle(dir);
+	trace_ops.preadv_batch = io->preadv_batch ? tr_preadv_batch : NULL;
+	io_backend = &trace_ops;
+	s = mkstore(sdir, 4096, true);
+	io_backend = io;
+	settle(dir);
+	fua_store_case(s, dir, 1, secs, &f->c1, &f->bound1);
+	settle(dir);
+	fua_store_case(s, dir, 16, secs, &f->c16, &f->bound16);
+	blocker_close(s);
+	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	snprintf(rpath, sizeof(rpath), "%s/raw.fua", dir);
+	int fd = open(rpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || ftruncate(fd, 64u << 20))
+		die("raw fua file", errno);
+	fdatasync(fd);
+	settle(dir);
+	f->raw1 = fua_iops(NULL, fd, 1, secs);
+	settle(dir);
+	f->raw16 = fua_iops(NULL, fd, 16, secs);
+	close(fd);
+	unlink(rpath);
+}
+
+static void print_fua_case(const char *name, const struct fua_case *c)
+{
+	int last = FUA_HIST - 1;
+
+	while (last > 0 && !c->hist[last])
+		last--;
+	printf("  \"%s\": {\"iops\": %.0f, \"cpu_us_per_write\": %.1f, "
+	       "\"writes\": %llu, \"fsyncs\": "
+	       "%llu, \"writes_per_fsync\": %.2f,\n"
+	       "    \"fsync_us\": %.0f, \"overlapped_fsyncs_pct\": %.1f, "
+	       "\"fsync_end_to_next_start_us\": %.0f,\n"
+	       "    \"end_to_first_append_us\": %.0f, "
+	       "\"end_to_last_covered_append_us\": %.0f, "
+	       "\"last_append_to_fsync_start_us\": %.0f,\n"
+	       "    \"writes_per_fsync_histogram\": [",
+	       name, c->iops, c->cpu_us_per_write,
+	       (unsigned long long)c->writes, (unsigned long long)c->fsyncs,
+	       c->writes_per_fsync, c->fsync_us, c->overlapped_pct, c->gap_us,
+	       c->first_us, c->refill_us, c->idle_us);
+	for (int i = 0; i <= last; i++)
+		printf("%s%llu", i ? ", " : "", (unsigned long long)c->hist[i]);
+	printf("]},\n");
+}
+
+static void print_fua(const struct fua_res *f, bool more)
+{
+	printf("  \"fua_4k_store_1thread_iops\": %.0f,\n"
+	       "  \"fua_4k_store_16threads_iops\": %.0f,\n"
+	       "  \"fua_bound_iops_1\": %.0f,\n"
+	       "  \"fua_bound_iops_16\": %.0f,\n"
+	       "  \"fua_bound\": \"one thread, 4 KiB pwrite appends to a new "
+	       "file in the same directory, fdatasync every N writes "
+	       "(N = writer count), in turns with the store's writers\",\n"
+	       "  \"fua1_vs_bound1\": %.2f,\n"
+	       "  \"fua16_vs_bound16\": %.2f,\n",
+	       f->c1.iops, f->c16.iops, f->bound1, f->bound16,
+	       f->c1.iops / f->bound1, f->c16.iops / f->bound16);
+	print_fua_case("fua_1thread", &f->c1);
+	print_fua_case("fua_16threads", &f->c16);
+	printf("  \"fsync_per_write_1thread_iops\": %.0f,\n"
+	       "  \"fsync_per_write_16threads_iops\": %.0f,\n"
+	       "  \"fua16_vs_fsync_per_write16\": %.2f,\n"
+	       "  \"archipelago_file_peer_reference_iops\": {\"1thread\": "
+	       "7000, \"16threads\": 11000}%s\n",
+	       f->raw1, f->raw16, f->c16.iops / f->raw16, more ? "," : "");
 }
 
 /* ---- GC ---- */
@@ -599,7 +912,7 @@ int main(int argc, char **argv)
 	double secs = 3, t;
 	char dir[4096], sdir[4200];
 	uint8_t *data;
-	bool only_gc = false, only_reads = false;
+	bool only_gc = false, only_reads = false, only_fua = false;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -632,9 +945,11 @@ int main(int argc, char **argv)
 				only_gc = true;
 			} else if (!strcmp(optarg, "reads")) {
 				only_reads = true;
+			} else if (!strcmp(optarg, "fua")) {
+				only_fua = true;
 			} else {
 				fprintf(stderr, "bench_blocker: --only takes "
-						"gc or reads\n");
+						"gc, reads or fua\n");
 				return 2;
 			}
 			break;
@@ -644,7 +959,7 @@ int main(int argc, char **argv)
 		case 'h':
 			printf("usage: bench_blocker [--dir DIR] [--mib N] "
 			       "[--index-chunks N] [--seconds S] "
-			       "[--io uring|sync] [--only gc|reads] "
+			       "[--io uring|sync] [--only gc|reads|fua] "
 			       "[--no-mmap-reads]\n");
 			return 0;
 		case 'V':
@@ -663,6 +978,17 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "%s/bench_blocker-XXXXXX", base);
 	if (!mkdtemp(dir))
 		die("mkdtemp", errno);
+	if (only_fua) {
+		struct fua_res f;
+		fua_case(dir, secs, &f);
+		rmdir(dir);
+		printf("{\n  \"bench\": \"blocker_fua\", \"io\": \"%s\",\n"
+		       "  \"seconds\": %.1f, \"write_size\": 4096,\n",
+		       io_backend->name, secs);
+		print_fua(&f, false);
+		printf("}\n");
+		return 0;
+	}
 	data = malloc(64u << 20);
 	for (size_t i = 0; i < (64u << 20) / 8; i++)
 		((uint64_t *)data)[i] = rng(&seed);
@@ -760,7 +1086,7 @@ int main(int argc, char **argv)
 			die("index fill", r);
 	}
 	fill = now() - fill;
-	struct blocker_stats ist, st;
+	struct blocker_stats ist;
 	blocker_get_stats(s, &ist);
 	t = now();
 	blocker_close(s);
@@ -788,30 +1114,8 @@ int main(int argc, char **argv)
 	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	free(ib);
 
-	/* FUA 4 KiB random writes: group commit vs fsync per write */
-	snprintf(sdir, sizeof(sdir), "%s/fua", dir);
-	settle(dir);
-	s = mkstore(sdir, 4096, true);
-	settle(dir);
-	double fua1 = fua_iops(s, -1, 1, secs);
-	settle(dir);
-	double fua16 = fua_iops(s, -1, 16, secs);
-	blocker_get_stats(s, &st);
-	uint64_t fsyncs = st.fsyncs, flushes = st.flushes;
-	blocker_close(s);
-	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	char rpath[4300];
-	snprintf(rpath, sizeof(rpath), "%s/raw.fua", dir);
-	int fd = open(rpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0 || ftruncate(fd, 64u << 20))
-		die("raw fua file", errno);
-	fdatasync(fd);
-	settle(dir);
-	double raw1 = fua_iops(NULL, fd, 1, secs);
-	settle(dir);
-	double raw16 = fua_iops(NULL, fd, 16, secs);
-	close(fd);
-	unlink(rpath);
+	struct fua_res fua;
+	fua_case(dir, secs, &fua);
 	rmdir(dir);
 
 	double ref = sha4k < raw4k ? sha4k : raw4k;
@@ -833,23 +1137,14 @@ int main(int argc, char **argv)
 	       "  \"index_usable_bytes_per_chunk\": %.2f,\n"
 	       "  \"close_with_checkpoint_s\": %.3f,\n"
 	       "  \"reopen_s\": %.3f,\n"
-	       "  \"reopen_rebuild_index_s\": %.3f,\n"
-	       "  \"fua_4k_store_1thread_iops\": %.0f,\n"
-	       "  \"fua_4k_store_16threads_iops\": %.0f,\n"
-	       "  \"fua_store_fsyncs\": %llu, \"fua_store_flushes\": %llu,\n"
-	       "  \"fsync_per_write_1thread_iops\": %.0f,\n"
-	       "  \"fsync_per_write_16threads_iops\": %.0f,\n"
-	       "  \"fua16_vs_fsync_per_write16\": %.2f,\n"
-	       "  \"archipelago_file_peer_reference_iops\": {\"1thread\": "
-	       "7000, \"16threads\": 11000},\n",
+	       "  \"reopen_rebuild_index_s\": %.3f,\n",
 	       io_backend->name, default_mmap_reads ? "mmap" : "backend", mib,
 	       sha4k, sha64k, raw4k, raw64k, uniq, uniq / ref, dup, dup / uniq,
 	       (unsigned long long)index_chunks, fill,
 	       (double)ist.index_bytes / (ist.chunks ? ist.chunks : 1),
 	       (double)ist.index_usable_bytes / (ist.chunks ? ist.chunks : 1),
-	       close_s, reopen, rebuild, fua1, fua16,
-	       (unsigned long long)fsyncs, (unsigned long long)flushes, raw1,
-	       raw16, fua16 / raw16);
+	       close_s, reopen, rebuild);
+	print_fua(&fua, true);
 	print_reads(&rd, sha4k, true);
 	print_gc(&gres, raw4k, true);
 	printf("}\n");

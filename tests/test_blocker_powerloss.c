@@ -21,8 +21,7 @@
  * it writes the durable image into a fresh directory and snapshots the
  * workload model. After the operation in progress returns, every pending
  * image is checked, with this thread's wrapped calls passed through:
- * - blocker_check on the raw image finds nothing but a torn tail (and
- *   tolerates an empty DIR/durable, see raw_check_line);
+ * - blocker_check on the raw image finds nothing but a torn tail;
  * - blocker_open succeeds (no -EUCLEAN);
  * - every object equals its state after some prefix of its operations
  *   that includes every operation acknowledged before the last completed
@@ -248,7 +247,6 @@ struct run {
 	uint64_t ncuts, cut_errors;
 	/* results */
 	uint64_t checked, failures, torn_tails, random_cuts, incomplete_creates;
-	uint64_t empty_marks;
 	uint64_t flushes, fuas, deletes, copies, checkpoints, gcs, reopens;
 	/* images kept for a second power cut during their recovery */
 	struct cand *cands;
@@ -309,7 +307,7 @@ static void msgs_log(void *arg, enum blocker_log_level lvl, const char *msg)
 struct raw_check {
 	struct msgs bad;
 	char last_seg[32]; /* "/log.NNNNNN: " of the image's last segment */
-	uint64_t torn, no_mark, other;
+	uint64_t torn, other;
 };
 
 static void raw_check_line(void *arg, const char *line)
@@ -321,16 +319,8 @@ static void raw_check_line(void *arg, const char *line)
 		c->torn++;
 		return;
 	}
-	/*
-	 * A cut between the creation of DIR/durable and its first fsync
-	 * leaves an empty file: open reads it as "no mark" (M = 0) with a
-	 * warning and the next flush writes a slot, so it is no damage; the
-	 * checker reports it all the same (F1, docs/testing-powerloss.md).
-	 */
-	if (strstr(line, "/durable: no valid durable mark")) {
-		c->no_mark++;
-		return;
-	}
+	/* (an empty DIR/durable, finding F1, is no longer tolerated: the
+	 * store creates it whole, before the super block) */
 	c->other++;
 	msgs_add(&c->bad, line);
 }
@@ -595,7 +585,6 @@ static void verify_cut(struct run *r, struct cut *c)
 		goto out;
 	}
 	r->torn_tails += rc.torn;
-	r->empty_marks += rc.no_mark;
 	if (rc.other) {
 		fail_cut(r, c, "blocker_check on the crashed image: %s",
 			 rc.bad.text);
@@ -1104,7 +1093,7 @@ static void run_workload(struct run *r, const char *lost_file_syncs,
 	    stderr,
 	    "powerloss: seed %llu, %s cuts: %llu ops, %llu wrapped calls, "
 	    "%llu cuts checked, %llu failed, %llu torn tails seen, %llu "
-	    "interrupted creates, %llu marks without a slot\n"
+	    "interrupted creates\n"
 	    "  ops: %llu flushes, %llu FUA writes, %llu deletes, %llu "
 	    "copies, %llu checkpoints, %llu reopens, %llu GC passes "
 	    "removing %llu segments; up to %llu segments\n"
@@ -1118,11 +1107,10 @@ static void run_workload(struct run *r, const char *lost_file_syncs,
 	    (unsigned long long)r->checked, (unsigned long long)r->failures,
 	    (unsigned long long)r->torn_tails,
 	    (unsigned long long)r->incomplete_creates,
-	    (unsigned long long)r->empty_marks, (unsigned long long)r->flushes,
-	    (unsigned long long)r->fuas, (unsigned long long)r->deletes,
-	    (unsigned long long)r->copies, (unsigned long long)r->checkpoints,
-	    (unsigned long long)r->reopens, (unsigned long long)r->gcs,
-	    (unsigned long long)r->gc_removed,
+	    (unsigned long long)r->flushes, (unsigned long long)r->fuas,
+	    (unsigned long long)r->deletes, (unsigned long long)r->copies,
+	    (unsigned long long)r->checkpoints, (unsigned long long)r->reopens,
+	    (unsigned long long)r->gcs, (unsigned long long)r->gc_removed,
 	    (unsigned long long)r->segments_max,
 	    (unsigned long long)st.file_syncs, (unsigned long long)st.dir_syncs,
 	    (unsigned long long)r->gen2_checked, r->ncands);
@@ -1255,6 +1243,108 @@ START_TEST(test_store_dir_entry)
 	ck_assert_int_eq(blocker_read(s, "obj0", 4, 0, CHUNK, back), 0);
 	ck_assert_int_eq(memcmp(buf, back, CHUNK), 0);
 	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * Finding F1: a cut at every wrapped call of blocker_create and the first
+ * open and close of the new store, each image cut several times in random
+ * mode (so that unsynced directory entries survive without their
+ * content): every image is no store (no super block; creating it again
+ * works) or a store that blocker_check finds clean. Before the store
+ * wrote DIR/durable whole in blocker_create, a cut between its creation
+ * by the first open and its first fsync left an empty mark file, which
+ * the checker reports ("no valid durable mark").
+ */
+struct create_cuts {
+	uint64_t at; /* cut before this wrapped call */
+	uint64_t rng;
+	char img[8][340];
+	int n; /* images taken */
+	int err;
+};
+
+static void create_cut_hook(void *arg, uint64_t seq, const char *call)
+{
+	struct create_cuts *c = arg;
+
+	(void)call;
+	if (seq != c->at)
+		return;
+	for (int k = 0; k < 8 && !c->err; k++) {
+		int e = pl_fs_cut_locked(
+		    c->img[k], k ? PL_CUT_RANDOM : PL_CUT_SYNCED, &c->rng);
+		if (e)
+			c->err = e;
+		else
+			c->n++;
+	}
+}
+
+static void count_line(void *arg, const char *line)
+{
+	msgs_add(arg, line);
+}
+
+START_TEST(test_create_cuts)
+{
+	char parent[300], store[320];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint64_t at, created = 0;
+
+	blocker_opts_init(&o);
+	o.chunk_size = CHUNK;
+	o.segment_size = 1 << 20;
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	o.io = &blocker_io_sync;
+	o.reserve_bytes = BLOCKER_RESERVE_NONE; /* fallocate: unmodelled */
+	for (at = 1;; at++) {
+		struct create_cuts c = {.at = at, .rng = 0x5eed + at};
+		struct pl_fs_stats st;
+
+		fresh_dir(parent, sizeof(parent), "create");
+		snprintf(store, sizeof(store), "%s/store", parent);
+		for (int k = 0; k < 8; k++)
+			snprintf(c.img[k], sizeof(c.img[k]), "%s.cut%d", parent,
+				 k);
+		ck_assert_int_eq(pl_fs_start(parent), 0);
+		pl_fs_set_hook(create_cut_hook, &c);
+		ck_assert_int_eq(blocker_create(store, &o), 0);
+		ck_assert_int_eq(blocker_open(store, &o, &s), 0);
+		ck_assert_int_eq(blocker_close(s), 0);
+		pl_fs_set_hook(NULL, NULL);
+		pl_fs_get_stats(&st);
+		pl_fs_stop();
+		ck_assert_int_eq(c.err, 0);
+		ck_assert_uint_eq(st.unmodeled, 0);
+		if (!c.n)
+			break; /* past the last call */
+		for (int k = 0; k < c.n; k++) {
+			char img[360];
+			struct msgs m = {0};
+			uint64_t problems = 0;
+
+			snprintf(img, sizeof(img), "%s/store", c.img[k]);
+			if (!img_has(img, "super")) {
+				/* no store yet: making it again works */
+				ck_assert_int_eq(blocker_create(img, &o), 0);
+			}
+			created++;
+			ck_assert_int_eq(
+			    blocker_check(img, &o, count_line, &m, &problems),
+			    0);
+			ck_assert_msg(problems == 0,
+				      "cut before call %llu (image %d): %s",
+				      (unsigned long long)at, k, m.text);
+			ck_assert_int_eq(blocker_open(img, &o, &s), 0);
+			ck_assert_int_eq(blocker_close(s), 0);
+		}
+	}
+	/* create, first open and close make a few dozen calls */
+	ck_assert_uint_gt(at, 10);
+	ck_assert_uint_gt(created, 8 * 10);
 }
 END_TEST
 
@@ -1788,6 +1878,7 @@ static Suite *powerloss_suite(void)
 	tc = tcase_create("finding");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_store_dir_entry);
+	tcase_add_test(tc, test_create_cuts);
 	tcase_add_test(tc, test_empty_last_segment);
 	suite_add_tcase(s, tc);
 	return s;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "store_int.h"
 
@@ -90,6 +91,21 @@ int bmark_read(int dirfd, uint64_t *pos)
 	return r;
 }
 
+int bmark_create(int dirfd)
+{
+	/* both slots say "nothing is known to be durable" (0), so that
+	 * later marks are plain overwrites of allocated blocks; written as
+	 * a whole (tmp + fdatasync + rename + directory fsync), so that no
+	 * cut leaves a name without its slots, which the checker would
+	 * report as damage */
+	uint8_t b[BMARK_FILE_SIZE] = {0};
+	struct iovec iov = {b, sizeof(b)};
+
+	slot_encode(b, 0, 0);
+	slot_encode(b + BMARK_SLOT_GAP, 0, 0);
+	return blocker_write_file_atomic(dirfd, BLOCKER_MARK_FILE, &iov, 1);
+}
+
 int bmark_open(struct blocker_store *s, uint64_t *pos)
 {
 	struct bmark *m;
@@ -105,32 +121,20 @@ int bmark_open(struct blocker_store *s, uint64_t *pos)
 	if (!m)
 		return -ENOMEM;
 	m->fd = openat(s->dirfd, BLOCKER_MARK_FILE, O_RDWR | O_CLOEXEC);
+	/* a store made before blocker_create wrote the mark */
 	if (m->fd < 0 && errno == ENOENT) {
-		m->fd = openat(s->dirfd, BLOCKER_MARK_FILE,
-			       O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		created = m->fd >= 0;
+		r = bmark_create(s->dirfd);
+		if (r) {
+			free(m);
+			return r;
+		}
+		m->fd = openat(s->dirfd, BLOCKER_MARK_FILE, O_RDWR | O_CLOEXEC);
+		created = true;
 	}
 	if (m->fd < 0) {
 		r = -errno;
 		free(m);
 		return r;
-	}
-	/* a new file is made durable once, both slots saying "nothing is
-	 * known to be durable" (0), so that later marks are plain
-	 * overwrites of allocated blocks */
-	if (created) {
-		uint8_t b[BMARK_FILE_SIZE] = {0};
-
-		slot_encode(b, 0, 0);
-		slot_encode(b + BMARK_SLOT_GAP, 0, 0);
-		errno = 0;
-		if (pwrite(m->fd, b, sizeof(b), 0) != (ssize_t)sizeof(b) ||
-		    fsync(m->fd) < 0 || fsync(s->dirfd) < 0) {
-			r = errno ? -errno : -EIO;
-			close(m->fd);
-			free(m);
-			return r;
-		}
 	}
 	s->mark = m;
 	if (created)

@@ -75,6 +75,11 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 		goto out;
 	}
 	close(fd);
+	/* the durable mark whole, before the super block: a cut leaves no
+	 * store, or one whose files are all complete */
+	r = bmark_create(dirfd);
+	if (r)
+		goto out;
 	/* the super block last: its presence marks a complete store */
 	r = blocker_write_super(dirfd, o->chunk_size, o->segment_size);
 out:

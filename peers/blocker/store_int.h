@@ -545,13 +545,16 @@ int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
 
 /*
  * mark.c: the durable mark, DIR/durable ("log durable up to pos").
- * bmark_open opens (creating if missing: then -ENOENT) and reads it into
- * s->mark; -ENODATA if no slot is valid. bmark_note records pos after a
- * successful fsync (caller holds sync_lock; no fsync, never fails
+ * bmark_create writes a new one (no position known durable) atomically:
+ * blocker_create does, before the super block. bmark_open opens
+ * (creating it if missing, in a store made before that: then -ENOENT)
+ * and reads it into s->mark; -ENODATA if no slot is valid. bmark_note records
+ * pos after a successful fsync (caller holds sync_lock; no fsync, never fails
  * loudly); bmark_reset rewrites it durably (recovery only); bmark_read
  * reads it without opening a store (check).
  */
 #define BLOCKER_MARK_FILE "durable"
+int bmark_create(int dirfd);
 int bmark_open(struct blocker_store *s, uint64_t *pos);
 void bmark_note(struct blocker_store *s, uint64_t pos);
 int bmark_reset(struct blocker_store *s, uint64_t pos);

@@ -7,8 +7,12 @@
  * armed-forever fault backend of test_blocker_store cannot show:
  * - a failed fsync at a segment switch must fail every later FLUSH
  *   (review finding B1);
- * - an fsync that returns 0 while an earlier, overlapping one is still
- *   running and then fails must not make a FLUSH succeed (R7/B2).
+ * - a FLUSH that arrives while an fsync that will fail is running must
+ *   fail too, and never succeed later (R7/B2; fsyncs no longer overlap,
+ *   so it waits for that one instead of racing it).
+ * The same backend also counts appends and fsyncs running at once, so the
+ * group commit's policy can be checked without timing: one fsync at a
+ * time, and the writers queued behind one fsync share the next.
  */
 #include <check.h>
 #include <errno.h>
@@ -24,20 +28,27 @@ static char dir[256];
 static struct tb_log logbuf;
 
 /*
- * The backend: plain syscalls, except that fdatasync number fail_call
- * (1-based, counted from arming) returns -EIO. With hold_first, that
- * failing call first waits until the next fdatasync has returned, so the
- * two overlap and the later one finishes first.
+ * The backend: plain syscalls, except that once armed, fdatasync number
+ * hold_call (1-based, counted from arming) waits until the test releases
+ * it, and number fail_call returns -EIO. It counts appends (pwritev
+ * calls: one per write, its chunks and map record in one batch) and
+ * records, for each fdatasync since arming, how many appends had
+ * completed when it started, and the most fdatasyncs ever running at once.
  */
+#define MAX_CALLS 64
+
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool armed;
 	int calls;
 	int fail_call;
-	bool hold_first;
-	bool failing_entered;
-	bool second_returned;
+	int hold_call;
+	bool held; /* the held call has entered */
+	bool released;
+	int running, max_running;
+	int appends;
+	int appends_at[MAX_CALLS + 1]; /* [n]: at the start of call n */
 } io = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static ssize_t t_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
@@ -49,25 +60,37 @@ static ssize_t t_preadv(void *ctx, int fd, const struct iovec *iov, int cnt,
 static ssize_t t_pwritev(void *ctx, int fd, const struct iovec *iov, int cnt,
 			 uint64_t off)
 {
-	return blocker_io_sync.pwritev(ctx, fd, iov, cnt, off);
+	ssize_t r = blocker_io_sync.pwritev(ctx, fd, iov, cnt, off);
+
+	pthread_mutex_lock(&io.lock);
+	io.appends++;
+	pthread_mutex_unlock(&io.lock);
+	return r;
 }
 
 static int t_fdatasync(void *ctx, int fd)
 {
-	int r = blocker_io_sync.fdatasync(ctx, fd), n;
+	int r, n;
 
 	pthread_mutex_lock(&io.lock);
 	n = io.armed ? ++io.calls : 0;
-	if (n && n == io.fail_call) {
-		io.failing_entered = true;
+	if (n && n <= MAX_CALLS)
+		io.appends_at[n] = io.appends;
+	if (++io.running > io.max_running)
+		io.max_running = io.running;
+	if (n && n == io.hold_call) {
+		io.held = true;
 		pthread_cond_broadcast(&io.cond);
-		while (io.hold_first && !io.second_returned)
+		while (!io.released)
 			pthread_cond_wait(&io.cond, &io.lock);
-		r = -EIO;
-	} else if (n && n == io.fail_call + 1) {
-		io.second_returned = true;
-		pthread_cond_broadcast(&io.cond);
 	}
+	pthread_mutex_unlock(&io.lock);
+	r = blocker_io_sync.fdatasync(ctx, fd);
+	pthread_mutex_lock(&io.lock);
+	io.running--;
+	if (n && n == io.fail_call)
+		r = -EIO;
+	pthread_cond_broadcast(&io.cond);
 	pthread_mutex_unlock(&io.lock);
 	return r;
 }
@@ -79,15 +102,63 @@ static const struct blocker_io_ops once_ops = {
     .fdatasync = t_fdatasync,
 };
 
-static void arm(int fail_call, bool hold_first)
+/* fail_call, hold_call: 0 for none */
+static void arm(int fail_call, int hold_call)
 {
 	pthread_mutex_lock(&io.lock);
 	io.armed = true;
 	io.calls = 0;
 	io.fail_call = fail_call;
-	io.hold_first = hold_first;
-	io.failing_entered = io.second_returned = false;
+	io.hold_call = hold_call;
+	io.held = io.released = false;
+	io.max_running = io.running;
 	pthread_mutex_unlock(&io.lock);
+}
+
+static void wait_held(void)
+{
+	pthread_mutex_lock(&io.lock);
+	while (!io.held)
+		pthread_cond_wait(&io.cond, &io.lock);
+	pthread_mutex_unlock(&io.lock);
+}
+
+static void release_held(void)
+{
+	pthread_mutex_lock(&io.lock);
+	io.released = true;
+	pthread_cond_broadcast(&io.cond);
+	pthread_mutex_unlock(&io.lock);
+}
+
+static uint64_t flushes(struct blocker_store *s)
+{
+	struct blocker_stats st;
+
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	return st.flushes;
+}
+
+/*
+ * Wait until the store has counted n flush calls (each counts itself when
+ * it enters, after its write appended), then give a store that would
+ * start an fsync for them while the held one runs the chance to do so:
+ * up to 200 ms for a further fdatasync to begin. The wait only makes the
+ * test stronger (it can catch an overlap); a store that waits, as it
+ * should, passes whatever the time.
+ */
+static void wait_flushers(struct blocker_store *s, uint64_t n, int calls)
+{
+	while (flushes(s) < n)
+		usleep(1000);
+	for (int i = 0; i < 200; i++) {
+		pthread_mutex_lock(&io.lock);
+		bool more = io.calls > calls;
+		pthread_mutex_unlock(&io.lock);
+		if (more)
+			break;
+		usleep(1000);
+	}
 }
 
 static struct blocker_store *open_store(void)
@@ -139,7 +210,7 @@ START_TEST(test_segment_switch_fsync_error_is_sticky)
 	struct blocker_store *s = open_store();
 	int r = 0;
 
-	arm(1, false); /* the fsync of segment 0 at the switch fails */
+	arm(1, 0); /* the fsync of segment 0 at the switch fails */
 	/* unique data, never flushed, until the log leaves segment 0 */
 	for (int i = 0; i < 64 && !r; i++) {
 		char name[16];
@@ -170,28 +241,102 @@ static void *flush_thread(void *arg)
 	return NULL;
 }
 
-START_TEST(test_overlapping_fsync_error_not_hidden)
+START_TEST(test_flush_during_failing_fsync_fails)
 {
 	struct blocker_store *s = open_store();
 	struct flusher a = {s, 1};
 	pthread_t t;
+	uint64_t f0;
 
-	/* A: acknowledged; its flush's fsync will fail, but only after the
-	 * next fsync (B's) has returned 0 */
+	/* A: acknowledged; its flush's fsync is held, then fails */
 	ck_assert_int_eq(write_seed(s, "a", 16384, 1), 0);
-	arm(1, true);
+	arm(1, 1);
+	f0 = flushes(s);
 	ck_assert_int_eq(pthread_create(&t, NULL, flush_thread, &a), 0);
-	pthread_mutex_lock(&io.lock);
-	while (!io.failing_entered)
-		pthread_cond_wait(&io.cond, &io.lock);
-	pthread_mutex_unlock(&io.lock);
-	/* B: written after A was acknowledged; its FLUSH promises A too */
+	wait_held();
+	/* B: written after A was acknowledged; its FLUSH promises A too. It
+	 * waits for A's fsync (one at a time) and inherits its error. */
 	ck_assert_int_eq(write_seed(s, "b", 16384, 2), 0);
-	ck_assert_int_eq(blocker_flush(s), -EIO);
+	struct flusher b = {s, 1};
+	pthread_t tb;
+	ck_assert_int_eq(pthread_create(&tb, NULL, flush_thread, &b), 0);
+	wait_flushers(s, f0 + 2, 1);
+	release_held();
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(pthread_join(tb, NULL), 0);
 	ck_assert_int_eq(a.r, -EIO);
+	ck_assert_int_eq(b.r, -EIO);
+	pthread_mutex_lock(&io.lock);
+	ck_assert_int_eq(io.max_running, 1);
+	pthread_mutex_unlock(&io.lock);
 	/* and never success again */
 	ck_assert_int_eq(blocker_flush(s), -EIO);
+	blocker_close(s);
+}
+END_TEST
+
+#define WRITERS 8
+#define ROUNDS	3
+
+struct fua_writer {
+	struct blocker_store *s;
+	int id;
+	int r;
+};
+
+static void *fua_thread(void *arg)
+{
+	struct fua_writer *w = arg;
+	uint8_t b[4096];
+	char name[16];
+
+	snprintf(name, sizeof(name), "w%d", w->id);
+	for (int i = 0; i < ROUNDS && !w->r; i++) {
+		tb_fill(b, sizeof(b), 1000 * w->id + i, 0);
+		w->r = blocker_write(w->s, name, strlen(name), 4096 * i,
+				     sizeof(b), b, BLOCKER_FUA);
+	}
+	return NULL;
+}
+
+/*
+ * Group commit policy: while one fsync runs, no other starts, and when it
+ * ends, one fsync takes every FUA writer that queued behind it. (With two
+ * fsyncs in flight, the first writer to queue started its own and the
+ * writers split into alternating half groups.)
+ */
+START_TEST(test_fua_writers_share_next_fsync)
+{
+	struct blocker_store *s = open_store();
+	struct fua_writer w[WRITERS];
+	pthread_t t[WRITERS];
+	uint64_t f0 = flushes(s);
+
+	arm(0, 1);
+	/* writer 0's fsync is held... */
+	w[0] = (struct fua_writer){s, 0, 0};
+	ck_assert_int_eq(pthread_create(&t[0], NULL, fua_thread, &w[0]), 0);
+	wait_held();
+	/* ...while the others append and queue behind it */
+	for (int i = 1; i < WRITERS; i++) {
+		w[i] = (struct fua_writer){s, i, 0};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, fua_thread, &w[i]),
+				 0);
+	}
+	wait_flushers(s, f0 + WRITERS, 1);
+	release_held();
+	for (int i = 0; i < WRITERS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_int_eq(w[i].r, 0);
+	}
+	pthread_mutex_lock(&io.lock);
+	ck_assert_int_eq(io.max_running, 1);
+	ck_assert_int_ge(io.calls, 2);
+	/* the fsync after the held one covers the WRITERS - 1 queued */
+	ck_assert_int_ge(io.appends_at[2] - io.appends_at[1], WRITERS - 1);
+	/* every write was covered, no more fsyncs than writes */
+	ck_assert_int_le(io.calls, WRITERS * ROUNDS);
+	pthread_mutex_unlock(&io.lock);
 	blocker_close(s);
 }
 END_TEST
@@ -207,7 +352,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_segment_switch_fsync_error_is_sticky);
-	tcase_add_test(tc, test_overlapping_fsync_error_not_hidden);
+	tcase_add_test(tc, test_flush_during_failing_fsync_fails);
+	tcase_add_test(tc, test_fua_writers_share_next_fsync);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

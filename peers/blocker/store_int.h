@@ -295,14 +295,16 @@ struct blocker_store {
 	 */
 	uint64_t fsync_started;	  /* tickets handed out */
 	uint64_t fsync_published; /* tickets below this have published */
-	uint32_t flushers;	  /* callers inside blog_flush */
+	uint32_t flushers; /* callers in blog_flush no fsync has taken yet */
 	/*
 	 * FUA writes between their start and their flush. A leader about to
 	 * sample the tail waits (briefly, bounded) until they have appended,
 	 * so that one fsync takes them all; under sync_lock.
 	 */
 	uint32_t fua_writers;
-	uint32_t group;		    /* flushers when the last fsync began */
+	/* callers active when the last fsync completed: the ones it took,
+	 * those that queued meanwhile, FUA writes under way (log.c) */
+	uint32_t group;
 	uint64_t fsync_ns;	    /* how long the last fsync took */
 	bool gathering;		    /* a leader waits on gather_cond */
 	pthread_cond_t gather_cond; /* CLOCK_MONOTONIC */

@@ -84,12 +84,15 @@ static void opts(struct blocker_opts *o)
 	tb_opts_manual(o, CS, SEG, &logbuf);
 }
 
+/* "obj<i>"; valid until the fourth call after */
 static const char *oname(int i)
 {
-	static char n[NOBJ][16];
+	static char n[4][16];
+	static unsigned next;
+	char *p = n[next++ % 4];
 
-	snprintf(n[i], sizeof(n[i]), "obj%d", i);
-	return n[i];
+	snprintf(p, sizeof(n[0]), "obj%d", i);
+	return p;
 }
 
 static int owrite(struct blocker_store *s, int i, uint64_t seed)
@@ -130,6 +133,38 @@ static uint64_t reserve_blocks(void)
 }
 
 /*
+ * A new store on the model disk d (not in charge yet: no limits until
+ * d->full), with o's options (NULL: opts()) and the fault I/O layer.
+ */
+static struct blocker_store *open_on(struct disk *d, struct blocker_opts *o)
+{
+	struct blocker_opts def;
+	struct blocker_store *s;
+
+	if (!o) {
+		opts(&def);
+		o = &def;
+	}
+	memset(d, 0, sizeof(*d));
+	blocker_io_fault_init(&d->f, &blocker_io_sync, NULL);
+	o->io = &blocker_io_fault_ops;
+	o->io_ctx = &d->f;
+	ck_assert_int_eq(blocker_create(dir, o), 0);
+	ck_assert_int_eq(blocker_open(dir, o, &s), 0);
+	s->space_hook = space_hook;
+	s->space_hook_arg = d;
+	return s;
+}
+
+/* The disk is out of the way again (no limit, no fault), then close. */
+static void close_on(struct disk *d, struct blocker_store *s)
+{
+	d->full = false;
+	__atomic_store_n(&d->f.armed, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+
+/*
  * A store on a model disk: objects 0..NOBJ-1 written (seeds 100+i) and
  * flushed, then the disk is "full" (the budget is 0) and a write fails:
  * the store is degraded by ENOSPC.
@@ -140,16 +175,9 @@ static struct blocker_store *fill_up_with(struct disk *d, uint64_t reserve)
 	struct blocker_store *s;
 	struct blocker_stats st;
 
-	memset(d, 0, sizeof(*d));
 	opts(&o);
-	blocker_io_fault_init(&d->f, &blocker_io_sync, NULL);
-	o.io = &blocker_io_fault_ops;
-	o.io_ctx = &d->f;
 	o.reserve_bytes = reserve;
-	ck_assert_int_eq(blocker_create(dir, &o), 0);
-	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
-	s->space_hook = space_hook;
-	s->space_hook_arg = d;
+	s = open_on(d, &o);
 	/* default size: a segment, twice the checkpoint files, 1 MiB */
 	if (!reserve)
 		ck_assert_uint_ge(reserve_blocks(), SEG + (1u << 20));
@@ -215,9 +243,7 @@ START_TEST(test_full_disk_gc_gives_space_back)
 		expect_obj(s, i, 100 + i);
 	uint8_t b[OBJ / 8];
 	ck_assert_int_eq(blocker_read(s, "obj1", 4, 0, 10, b), -ENOENT);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 	/* everything acknowledged is there after a reopen */
 	struct blocker_opts o;
 	opts(&o);
@@ -266,9 +292,7 @@ START_TEST(test_full_disk_not_enough_freed)
 	ck_assert_int_eq(st.degraded_errno, 0);
 	ck_assert_int_eq(owrite(s, 2, 600), 0);
 	expect_obj(s, 2, 600);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -288,9 +312,7 @@ START_TEST(test_full_disk_without_reserve)
 	ck_assert_uint_eq(rep.segments_removed, 0);
 	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
 	ck_assert_int_eq(st.degraded_errno, ENOSPC);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -374,15 +396,8 @@ START_TEST(test_release_refuses_writes)
 	struct blocker_stats st;
 	struct disk d;
 
-	memset(&d, 0, sizeof(d));
 	opts(&o);
-	blocker_io_fault_init(&d.f, &blocker_io_sync, NULL);
-	o.io = &blocker_io_fault_ops;
-	o.io_ctx = &d.f;
-	ck_assert_int_eq(blocker_create(dir, &o), 0);
-	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
-	s->space_hook = space_hook;
-	s->space_hook_arg = &d;
+	s = open_on(&d, &o);
 	for (int i = 0; i < NOBJ; i++)
 		ck_assert_int_eq(owrite(s, i, 100 + i), 0);
 	ck_assert_int_eq(blocker_flush(s), 0);
@@ -413,9 +428,7 @@ START_TEST(test_release_refuses_writes)
 	expect_obj(s, 0, 500);
 	for (int i = 3; i < NOBJ; i++)
 		expect_obj(s, i, 100 + i);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -426,39 +439,34 @@ END_TEST
  * them) the reserve has grown too, so GC on the full disk finds room for
  * its checkpoint and writes come back.
  */
+/* small chunks: maps and index grow fast (64 B of them per 512 B) */
+enum { SCS = 512, NO = 64 };
+
+static struct blocker_store *open_small(struct disk *d)
+{
+	struct blocker_opts o;
+
+	opts(&o);
+	o.chunk_size = SCS;
+	return open_on(d, &o);
+}
+
 START_TEST(test_reserve_grows_with_checkpoints)
 {
 	/* _i 1: no checkpoint since open (checkpoint_bytes 0, "only at
 	 * exit"): the reserve follows the maps and index as writes grow
 	 * them (review6 probe5) */
 	bool ckpt = _i == 0;
-	enum { SCS = 512, NO = 64 };
-	struct blocker_opts o;
 	struct blocker_store *s;
 	struct blocker_gc_report rep;
 	struct blocker_stats st;
 	struct disk d;
-	uint8_t *b = malloc(OBJ);
-	char n[16];
+	uint8_t b[SCS] = {1};
 
-	ck_assert_ptr_nonnull(b);
-	memset(&d, 0, sizeof(d));
-	opts(&o);
-	o.chunk_size = SCS;
-	blocker_io_fault_init(&d.f, &blocker_io_sync, NULL);
-	o.io = &blocker_io_fault_ops;
-	o.io_ctx = &d.f;
-	ck_assert_int_eq(blocker_create(dir, &o), 0);
-	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
-	s->space_hook = space_hook;
-	s->space_hook_arg = &d;
+	s = open_small(&d);
 	uint64_t target0 = s->reserve_target;
-	for (int i = 0; i < NO; i++) {
-		snprintf(n, sizeof(n), "obj%d", i);
-		tb_fill(b, OBJ, 1000 + i, 0);
-		ck_assert_int_eq(blocker_write(s, n, strlen(n), 0, OBJ, b, 0),
-				 0);
-	}
+	for (int i = 0; i < NO; i++)
+		ck_assert_int_eq(owrite(s, i, 1000 + i), 0);
 	if (ckpt)
 		ck_assert_int_eq(blocker_checkpoint(s), 0);
 	ck_assert_uint_gt(s->reserve_target, target0);
@@ -466,24 +474,18 @@ START_TEST(test_reserve_grows_with_checkpoints)
 	ck_assert_uint_ge(reserve_blocks(), s->reserve_target);
 	d.full = true;
 	blocker_io_fault_arm(&d.f, 0, ENOSPC, 0);
-	tb_fill(b, OBJ, 7, 0);
-	ck_assert_int_eq(blocker_write(s, "new", 3, 0, OBJ, b, 0), -ENOSPC);
-	for (int i = 0; i < 4; i++) {
-		snprintf(n, sizeof(n), "obj%d", i);
-		ck_assert_int_eq(blocker_delete(s, n, strlen(n)), 0);
-	}
+	ck_assert_int_eq(owrite(s, NO, 7), -ENOSPC);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(blocker_delete(s, oname(i), strlen(oname(i))),
+				 0);
 	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
 	ck_assert_uint_gt(rep.segments_removed, 0);
 	ck_assert_uint_eq(d.ckpt_refused, 0);
 	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
 	ck_assert_int_eq(st.degraded_errno, 0);
 	ck_assert_int_eq(blocker_write(s, "new", 3, 0, SCS, b, 0), 0);
-	snprintf(n, sizeof(n), "obj%d", NO - 1);
-	ck_assert_int_eq(blocker_read(s, n, strlen(n), 0, OBJ, b), 0);
-	free(b);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	expect_obj(s, NO - 1, 1000 + NO - 1);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -496,26 +498,13 @@ END_TEST
  */
 START_TEST(test_reserve_growth_needs_room)
 {
-	enum { SCS = 512, NO = 64 };
-	struct blocker_opts o;
 	struct blocker_store *s;
 	struct blocker_gc_report rep;
 	struct disk d;
-	uint8_t *b = malloc(OBJ);
-	char n[16];
+	uint8_t b[SCS] = {1};
 	int i, r = 0;
 
-	ck_assert_ptr_nonnull(b);
-	memset(&d, 0, sizeof(d));
-	opts(&o);
-	o.chunk_size = SCS;
-	blocker_io_fault_init(&d.f, &blocker_io_sync, NULL);
-	o.io = &blocker_io_fault_ops;
-	o.io_ctx = &d.f;
-	ck_assert_int_eq(blocker_create(dir, &o), 0);
-	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
-	s->space_hook = space_hook;
-	s->space_hook_arg = &d;
+	s = open_small(&d);
 	uint64_t target0 = s->reserve_target;
 	/*
 	 * Room for the log records of 10 objects (1024 chunk records of
@@ -528,9 +517,7 @@ START_TEST(test_reserve_growth_needs_room)
 	d.full = true;
 	blocker_io_fault_arm(&d.f, 10 * 630880 + 600000, ENOSPC, 0);
 	for (i = 0; i < NO && !r; i++) {
-		snprintf(n, sizeof(n), "obj%d", i);
-		tb_fill(b, OBJ, 1000 + i, 0);
-		r = blocker_write(s, n, strlen(n), 0, OBJ, b, 0);
+		r = owrite(s, i, 1000 + i);
 		ck_assert(r == 0 || r == -ENOSPC);
 	}
 	/* the write whose growth found no room was acknowledged, the next
@@ -545,10 +532,8 @@ START_TEST(test_reserve_growth_needs_room)
 	ck_assert_int_eq(__atomic_load_n(&d.f.write_budget, __ATOMIC_RELAXED),
 			 600000);
 	ck_assert_uint_eq(s->reserve_held, target0);
-	for (int k = 0; k < i - 1; k++) {
-		snprintf(n, sizeof(n), "obj%d", k);
-		ck_assert_int_eq(blocker_read(s, n, strlen(n), 0, OBJ, b), 0);
-	}
+	for (int k = 0; k < i - 1; k++)
+		expect_obj(s, k, 1000 + k);
 	/* others free space: the pass takes the grown reserve, then writes
 	 * come back */
 	__atomic_store_n(&d.f.write_budget, 64 << 20, __ATOMIC_RELAXED);
@@ -557,10 +542,7 @@ START_TEST(test_reserve_growth_needs_room)
 	ck_assert_uint_gt(s->reserve_target, target0);
 	ck_assert_uint_eq(s->reserve_held, s->reserve_target);
 	ck_assert_int_eq(blocker_write(s, "new", 3, 0, SCS, b, 0), 0);
-	free(b);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -588,9 +570,7 @@ START_TEST(test_space_back_from_outside)
 	ck_assert_ptr_nonnull(strstr(logbuf.text, "disk has room again"));
 	ck_assert_int_eq(owrite(s, 0, 500), 0);
 	expect_obj(s, 0, 500);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -606,17 +586,10 @@ START_TEST(test_space_back_background)
 	struct blocker_store *s;
 	struct disk d;
 
-	memset(&d, 0, sizeof(d));
 	opts(&o);
 	o.gc_threshold_pct = 50;
 	o.gc_check_ms = 20;
-	blocker_io_fault_init(&d.f, &blocker_io_sync, NULL);
-	o.io = &blocker_io_fault_ops;
-	o.io_ctx = &d.f;
-	ck_assert_int_eq(blocker_create(dir, &o), 0);
-	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
-	s->space_hook = space_hook;
-	s->space_hook_arg = &d;
+	s = open_on(&d, &o);
 	ck_assert_int_eq(owrite(s, 0, 100), 0);
 	ck_assert_int_eq(blocker_copy(s, "obj0", 4, "snap", 4), 0);
 	ck_assert_int_eq(blocker_flush(s), 0);
@@ -635,9 +608,7 @@ START_TEST(test_space_back_background)
 	ck_assert_int_eq(owrite(s, 1, 101), 0);
 	expect_obj(s, 1, 101);
 	expect_obj(s, 0, 100);
-	d.full = false;
-	__atomic_store_n(&d.f.armed, 0, __ATOMIC_RELEASE);
-	ck_assert_int_eq(blocker_close(s), 0);
+	close_on(&d, s);
 }
 END_TEST
 

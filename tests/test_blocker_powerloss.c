@@ -1202,6 +1202,18 @@ START_TEST(test_selftest_lost_checkpoint_syncs)
 }
 END_TEST
 
+/* the findings' stores: sync I/O (the model sees every call), 1 MiB
+ * segments, no background thread */
+static void finding_opts(struct blocker_opts *o, uint32_t chunk)
+{
+	blocker_opts_init(o);
+	o->chunk_size = chunk;
+	o->segment_size = 1 << 20;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->io = &blocker_io_sync;
+}
+
 /*
  * Finding F2 (docs/testing-powerloss.md), fixed in 28fbfaa: blocker_create
  * made the store directory with mkdir and never fsynced its parent, so on
@@ -1220,12 +1232,7 @@ START_TEST(test_store_dir_entry)
 	snprintf(store, sizeof(store), "%s/store", parent);
 	snprintf(img, sizeof(img), "%s.cut", parent);
 	snprintf(imgstore, sizeof(imgstore), "%s/store", img);
-	blocker_opts_init(&o);
-	o.chunk_size = CHUNK;
-	o.segment_size = 1 << 20;
-	o.sync_interval_ms = 0;
-	o.checkpoint_bytes = 0;
-	o.io = &blocker_io_sync;
+	finding_opts(&o, CHUNK);
 	ck_assert_int_eq(pl_fs_start(parent), 0);
 	ck_assert_int_eq(blocker_create(store, &o), 0);
 	ck_assert_int_eq(blocker_open(store, &o, &s), 0);
@@ -1293,12 +1300,7 @@ START_TEST(test_create_cuts)
 	struct blocker_store *s;
 	uint64_t at, created = 0;
 
-	blocker_opts_init(&o);
-	o.chunk_size = CHUNK;
-	o.segment_size = 1 << 20;
-	o.sync_interval_ms = 0;
-	o.checkpoint_bytes = 0;
-	o.io = &blocker_io_sync;
+	finding_opts(&o, CHUNK);
 	o.reserve_bytes = BLOCKER_RESERVE_NONE; /* fallocate: unmodelled */
 	for (at = 1;; at++) {
 		struct create_cuts c = {.at = at, .rng = 0x5eed + at};
@@ -1372,12 +1374,7 @@ START_TEST(test_empty_last_segment)
 	fresh_dir(dir, sizeof(dir), "emptyseg");
 	snprintf(img, sizeof(img), "%s.img", dir);
 	snprintf(img2, sizeof(img2), "%s.img2", dir);
-	blocker_opts_init(&o);
-	o.chunk_size = 512;
-	o.segment_size = seg;
-	o.sync_interval_ms = 0;
-	o.checkpoint_bytes = 0;
-	o.io = &blocker_io_sync;
+	finding_opts(&o, 512);
 	ck_assert_int_eq(blocker_create(dir, &o), 0);
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	for (int k = 0;; k++) {

@@ -366,11 +366,12 @@ out:
  * then n times (le64 chunk index, 32-byte score) for non-hole chunks.
  * Caller excludes writers (ckpt_lock held exclusive).
  */
-uint64_t bmaps_ckpt_bytes(struct blocker_store *s)
+/* the maps payload's size: per live object its name, size and count,
+ * and 40 bytes per stored chunk; objects may not change meanwhile */
+static uint64_t maps_size(struct blocker_store *s)
 {
 	uint64_t need = 0;
 
-	pthread_rwlock_rdlock(&s->objs_lock);
 	for (uint64_t b = 0; b <= s->objs_mask; b++)
 		for (struct bobj *o = s->objs[b]; o; o = o->next) {
 			if (!o->live)
@@ -380,6 +381,15 @@ uint64_t bmaps_ckpt_bytes(struct blocker_store *s)
 				if (!blocker_score_is_zero(o->scores[i]))
 					need += 40;
 		}
+	return need;
+}
+
+uint64_t bmaps_ckpt_bytes(struct blocker_store *s)
+{
+	uint64_t need;
+
+	pthread_rwlock_rdlock(&s->objs_lock);
+	need = maps_size(s);
 	pthread_rwlock_unlock(&s->objs_lock);
 	return need;
 }
@@ -387,19 +397,10 @@ uint64_t bmaps_ckpt_bytes(struct blocker_store *s)
 static int maps_serialize(struct blocker_store *s, uint8_t **out, size_t *len,
 			  uint64_t *count)
 {
-	size_t need = 0, off = 0;
+	size_t need = maps_size(s), off = 0;
 	uint8_t *buf;
 
 	*count = 0;
-	for (uint64_t b = 0; b <= s->objs_mask; b++)
-		for (struct bobj *o = s->objs[b]; o; o = o->next) {
-			if (!o->live)
-				continue;
-			need += 2 + o->namelen + 16;
-			for (uint64_t i = 0; i < o->nchunks; i++)
-				if (!blocker_score_is_zero(o->scores[i]))
-					need += 40;
-		}
 	buf = malloc(need ? need : 1);
 	if (!buf)
 		return -ENOMEM;

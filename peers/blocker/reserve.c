@@ -107,6 +107,43 @@ static int allocate(struct blocker_store *s)
 	return r;
 }
 
+/*
+ * allocate(), and if the disk has no room for the reserve (at open, or
+ * when it must grow; review6 F5 (a)) the store enters ENOSPC mode: writes
+ * wait, as after a release, until GC or others make room, since a store
+ * that went on writing would fill the disk past the point where GC can
+ * write its checkpoint. reserve_lock held; verb names the attempt.
+ */
+static int allocate_or_wait(struct blocker_store *s, const char *verb)
+{
+	int r = allocate(s);
+
+	if (r == -EOPNOTSUPP)
+		s->reserve_unsupported = true;
+	if (r == -ENOSPC)
+		blocker_degrade(s, ENOSPC,
+				"no room to %s the space reserve (%llu "
+				"bytes): writes wait for GC or free space",
+				verb, (unsigned long long)s->reserve_target);
+	return r;
+}
+
+/* log a failed allocate_or_wait (store locks dropped: blocker_opts.log) */
+static void log_short(struct blocker_store *s, const char *verb, uint64_t want,
+		      uint64_t held, int r)
+{
+	if (!r)
+		return;
+	blocker_logf(&s->o, BLOCKER_LOG_WARN,
+		     "blocker: %s/%s: cannot %s the space reserve to %llu "
+		     "bytes (%s; %llu held): GC on a full disk may not find "
+		     "room for its checkpoint%s",
+		     s->dir, BLOCKER_RESERVE_FILE, verb,
+		     (unsigned long long)want, strerror(-r),
+		     (unsigned long long)held,
+		     r == -ENOSPC ? "; writes wait until there is room" : "");
+}
+
 void bres_open(struct blocker_store *s)
 {
 	int r;
@@ -132,72 +169,31 @@ void bres_open(struct blocker_store *s)
 	struct stat st;
 	if (fstatat(s->dirfd, BLOCKER_RESERVE_FILE, &st, 0) == 0)
 		s->reserve_held = st.st_blocks * 512ULL;
-	r = allocate(s);
-	if (r == -EOPNOTSUPP)
-		s->reserve_unsupported = true;
-	if (r)
-		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s/%s: cannot reserve %llu bytes (%s; "
-			     "%llu held): GC on a full disk may not find room "
-			     "for its checkpoint%s",
-			     s->dir, BLOCKER_RESERVE_FILE,
-			     (unsigned long long)s->reserve_target,
-			     strerror(-r), (unsigned long long)s->reserve_held,
-			     r == -ENOSPC ? "; writes wait until there is room"
-					  : "");
-	/* the disk is already too full for it (review6 F5 (a)): writes
-	 * wait, as after a release, until GC or others make room */
-	if (r == -ENOSPC)
-		blocker_degrade(s, ENOSPC,
-				"no room for the space reserve (%llu bytes): "
-				"writes wait for GC or free space",
-				(unsigned long long)s->reserve_target);
+	r = allocate_or_wait(s, "allocate");
+	uint64_t want = s->reserve_target, held = s->reserve_held;
 	pthread_mutex_unlock(&s->reserve_lock);
+	log_short(s, "allocate", want, held, r);
 }
 
 /*
  * Raise the target to want and allocate the file while the store is
  * healthy (after a release, bres_restore allocates the new size).
- * reserve_lock held. 0 or allocate's error; an ENOSPC puts the store into
- * ENOSPC mode (see bres_grew).
  */
-static int grow_locked(struct blocker_store *s, uint64_t want)
-{
-	int r;
-
-	if (want <= s->reserve_target)
-		return 0;
-	set_target(s, want);
-	if (s->reserve_released || blocker_degraded(s) ||
-	    s->reserve_unsupported)
-		return 0;
-	r = allocate(s);
-	if (r == -EOPNOTSUPP)
-		s->reserve_unsupported = true;
-	if (r == -ENOSPC)
-		blocker_degrade(s, ENOSPC,
-				"no room to grow the space reserve to %llu "
-				"bytes: writes wait for GC or free space",
-				(unsigned long long)want);
-	return r;
-}
-
 static void grow(struct blocker_store *s, uint64_t want)
 {
-	int r;
+	uint64_t held;
+	int r = 0;
 
 	pthread_mutex_lock(&s->reserve_lock);
-	r = grow_locked(s, want);
+	if (want > s->reserve_target) {
+		set_target(s, want);
+		if (!s->reserve_released && !blocker_degraded(s) &&
+		    !s->reserve_unsupported)
+			r = allocate_or_wait(s, "grow");
+	}
+	held = s->reserve_held;
 	pthread_mutex_unlock(&s->reserve_lock);
-	if (r)
-		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s/%s: cannot grow the space reserve to "
-			     "%llu bytes (%s): GC on a full disk may not find "
-			     "room for its checkpoint%s",
-			     s->dir, BLOCKER_RESERVE_FILE,
-			     (unsigned long long)want, strerror(-r),
-			     r == -ENOSPC ? "; writes wait until there is room"
-					  : "");
+	log_short(s, "grow", want, held, r);
 }
 
 void bres_note(struct blocker_store *s, uint64_t bytes)

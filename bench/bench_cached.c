@@ -450,8 +450,8 @@ static void start_stack(unsigned threads, bool prefault, const char *cache,
  * unit tests drive it: no segment, no peer framework, no other process.
  * What it measures is the CPU time (CLOCK_THREAD_CPUTIME_ID) of one
  * thread per READ or WRITE hit, from cached_submit_request to the
- * completion, next to the CPU time of the copy alone (the same random
- * number of random blocks of the same pool), so the difference is
+ * completion, next to the CPU time of the copy alone (the same number
+ * of random blocks of the same pool), so the difference is
  * cached's fixed cost per request. On a shared machine this is what
  * stays put when the IPC figures turn into scheduling noise: a
  * neighbour takes CPU away from the thread, not CPU time from the

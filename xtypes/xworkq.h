@@ -22,7 +22,10 @@
  *   the queue before it counts it, so a job enqueued while the executor is
  *   leaving is either run by it or makes its own enqueuer the next
  *   executor: no job is left behind, and nobody ever waits for another
- *   thread's job to finish. (The only wait is liburcu's wfcqueue waiting
+ *   thread's job to finish. An enqueue that finds nothing pending takes
+ *   the executor's role with one compare-and-swap and runs its job in
+ *   place, without queueing it (the common case in cached: one request
+ *   at a time on an object). (The only wait is liburcu's wfcqueue waiting
  *   for a producer between its two enqueue stores, a few instructions; if
  *   that producer is preempted right there, the executor spins briefly,
  *   then sleeps in 10 ms steps until it is scheduled again.)

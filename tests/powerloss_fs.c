@@ -7,12 +7,16 @@
  * content (every wrapped write is copied into it, so that a cut can use
  * it even after the file was unlinked) and the durable content, and the
  * list of byte ranges written since its last sync; a sync copies just
- * those ranges from the one to the other. Directories keep their current
- * and durable entry lists and the entry operations since their last sync.
- * Model inodes live until pl_fs_stop(): a durable entry may still name an
- * inode whose file is long gone, and the real inode number may meanwhile
- * be reused, so lookups by (dev, ino) only match inodes that are alive
- * (linked in the current tree or open).
+ * those ranges from the one to the other. A third copy keeps, per sector
+ * changed since the last sync, the content it had before its last change
+ * (review6 F12: the page cache may write back any version, not only the
+ * synced and the current one; one step back covers an undo, e.g. a
+ * failed append zeroed again, whose zeros a cut may not have reached).
+ * Directories keep their current and durable entry lists and the entry
+ * operations since their last sync. Model inodes live until pl_fs_stop(): a
+ * durable entry may still name an inode whose file is long gone, and the real
+ * inode number may meanwhile be reused, so lookups by (dev, ino) only match
+ * inodes that are alive (linked in the current tree or open).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -105,6 +109,11 @@ struct pl_inode {
 	int fds;   /* open fds in the fd table */
 	/* files */
 	struct pl_buf cur, dur;
+	/* prev: each sector's content before its last change since the
+	 * last sync, where has_prev[sector] (sectors of prev.size) */
+	struct pl_buf prev;
+	uint8_t *has_prev;
+	uint64_t has_prev_cap;
 	struct pl_range *dirty; /* written since the last sync */
 	size_t ndirty, capdirty;
 	/* directories */
@@ -283,6 +292,8 @@ static void inode_free(struct pl_inode *n)
 {
 	free(n->cur.p);
 	free(n->dur.p);
+	free(n->prev.p);
+	free(n->has_prev);
 	free(n->dirty);
 	free(n->cur_ents.v);
 	free(n->dur_ents.v);
@@ -458,9 +469,43 @@ static void dops_apply(struct pl_dents *e, const struct pl_dop *op)
 
 /* ---- file operations ---- */
 
+/*
+ * Bytes [off, end) are about to change: every sector they touch keeps its
+ * whole current content (zeros past the current size) as its previous
+ * version, replacing an older one.
+ */
+static void save_prev(struct pl_inode *n, uint64_t off, uint64_t end)
+{
+	uint64_t first = off / PL_SECTOR, last = (end - 1) / PL_SECTOR;
+
+	if (off >= end)
+		return;
+	if ((last + 1) * PL_SECTOR > n->prev.size)
+		buf_resize(&n->prev, (last + 1) * PL_SECTOR);
+	if (last + 1 > n->has_prev_cap) {
+		uint64_t cap = n->has_prev_cap ? n->has_prev_cap : 64;
+		while (cap < last + 1)
+			cap *= 2;
+		n->has_prev = xrealloc(n->has_prev, cap);
+		memset(n->has_prev + n->has_prev_cap, 0, cap - n->has_prev_cap);
+		n->has_prev_cap = cap;
+	}
+	for (uint64_t s = first; s <= last; s++) {
+		uint64_t a = s * PL_SECTOR, b = a + PL_SECTOR;
+		uint64_t have = n->cur.size < a	  ? 0
+				: n->cur.size > b ? PL_SECTOR
+						  : n->cur.size - a;
+		if (have)
+			memcpy(n->prev.p + a, n->cur.p + a, have);
+		memset(n->prev.p + a + have, 0, PL_SECTOR - have);
+		n->has_prev[s] = 1;
+	}
+}
+
 static void file_write(struct pl_inode *n, uint64_t off, const void *buf,
 		       uint64_t len)
 {
+	save_prev(n, off, off + len);
 	if (off + len > n->cur.size)
 		buf_resize(&n->cur, off + len);
 	memcpy(n->cur.p + off, buf, len);
@@ -483,6 +528,7 @@ static void file_truncate(struct pl_inode *n, uint64_t len)
 	uint64_t old = n->cur.size;
 
 	/* the bytes between the two sizes change (to zeros or to nothing) */
+	save_prev(n, len < old ? len : old, len < old ? old : len);
 	dirty_add(n, len < old ? len : old, len < old ? old : len);
 	if (len < old)
 		n->cur.size = len;
@@ -505,6 +551,9 @@ static void file_sync(struct pl_inode *n)
 	}
 	n->dur.size = size;
 	n->ndirty = 0;
+	/* a synced sector's earlier versions can no longer come back */
+	if (n->has_prev)
+		memset(n->has_prev, 0, n->has_prev_cap);
 	pl.st.file_syncs++;
 }
 
@@ -761,10 +810,22 @@ static uint64_t image_content(struct pl_inode *n, enum pl_cut_mode mode,
 				/* past the current size (a truncation) the
 				 * old bytes stay: no file system zeroes
 				 * them without committing the new size */
-				if (pl_rand(rng) & 1) {
+				uint64_t s = off / PL_SECTOR;
+				bool prev =
+				    s < n->has_prev_cap && n->has_prev[s];
+				uint64_t v = pl_rand(rng) % (prev ? 3 : 2);
+				if (v == 1) {
 					for (uint64_t o = off; o < e; o++)
 						if (o < n->cur.size)
 							b[o] = n->cur.p[o];
+				} else if (v == 2) {
+					/* the version before the last
+					 * change (its other bytes, if
+					 * changed too, are another piece
+					 * of the dirty list) */
+					memcpy(b + off, n->prev.p + off,
+					       e - off);
+					pl.st.prev_sectors++;
 				}
 				off = e;
 			}

@@ -27,12 +27,13 @@
  * - PL_CUT_RANDOM: additionally, per directory a random prefix of the
  *   entry operations since its last sync survives; per file the size is
  *   either the synced or the current one, and every 512-byte sector
- *   written since the last sync independently holds either its synced or
- *   its current content (so writes are torn at sector granularity).
- *   Sectors without content read as zeros.
+ *   written since the last sync independently holds its synced, its
+ *   current, or the version it had before its last change (so writes are
+ *   torn at sector granularity, and an overwrite or an undo since the
+ *   sync may be lost on its own). Sectors without content read as zeros.
  * Not modelled: the file system's own crash consistency (assumed), fsync
- * that lies, reordering inside one sector, and content of a sector that
- * is neither its synced nor its current version.
+ * that lies, reordering inside one sector, and versions of a sector older
+ * than the one before its last change (other than the synced one).
  *
  * Locking: one process-wide mutex serialises every wrapped call on a
  * tracked object with its model update, so a cut taken from any thread
@@ -116,10 +117,12 @@ struct pl_fs_stats {
 	uint64_t file_syncs; /* recorded file fsync/fdatasync */
 	uint64_t dir_syncs;  /* recorded directory fsyncs */
 	uint64_t cuts;
-	uint64_t inodes;    /* model inodes ever created */
-	uint64_t adopted;   /* untracked files found in the tree */
-	uint64_t unmodeled; /* unmodelled calls on the tracked tree */
-	uint64_t stale_fds; /* fd entries found reused behind our back */
+	uint64_t inodes;       /* model inodes ever created */
+	uint64_t adopted;      /* untracked files found in the tree */
+	uint64_t unmodeled;    /* unmodelled calls on the tracked tree */
+	uint64_t stale_fds;    /* fd entries found reused behind our back */
+	uint64_t prev_sectors; /* random cuts: sectors given their previous
+				* version (neither synced nor current) */
 };
 void pl_fs_get_stats(struct pl_fs_stats *st);
 

@@ -790,6 +790,9 @@ static void print_gc(const struct gc_res *g, double raw4k, bool last)
  * objects "obj<N>" of 4 MiB (page cache warm: the store was just written).
  */
 struct read_res {
+	/* opening the store for the first mapped pass and for the first
+	 * backend pass; page faults (minor) per chunk during the former */
+	double open_map_s, open_backend_s, faults_open;
 	double pread_unverified, pread_verified;
 	double map_verified_first, map_verified_second;
 	double map_unverified;
@@ -838,9 +841,13 @@ static void read_cases(const char *sdir, const uint8_t *data, size_t total,
 
 	/* the default path from a fresh open: mappings start cold */
 	mmap_reads = true;
-	s = mkstore(sdir, 4096, true);
-	rd->sha_first = sha_mbps(data, total / 4, 4096);
 	long f0 = minflt();
+	double t = now();
+	s = mkstore(sdir, 4096, true);
+	rd->open_map_s = now() - t;
+	rd->faults_open = (double)(minflt() - f0) / (total / 4096);
+	rd->sha_first = sha_mbps(data, total / 4, 4096);
+	f0 = minflt();
 	rd->map_verified_first = read_pass(s, total);
 	rd->faults_first = (double)(minflt() - f0) / (total / 4096);
 	rd->sha_second = sha_mbps(data, total / 4, 4096);
@@ -854,7 +861,9 @@ static void read_cases(const char *sdir, const uint8_t *data, size_t total,
 	blocker_close(s);
 	/* the backend (--no-mmap-reads) */
 	mmap_reads = false;
+	t = now();
 	s = mkstore(sdir, 4096, true);
+	rd->open_backend_s = now() - t;
 	rd->sha_pread = sha_mbps(data, total / 4, 4096);
 	rd->pread_verified = read_pass(s, total);
 	blocker_close(s);
@@ -867,6 +876,9 @@ static void read_cases(const char *sdir, const uint8_t *data, size_t total,
 static void print_reads(const struct read_res *rd, double sha4k, bool more)
 {
 	printf("  \"default_read_path\": \"mmap\",\n"
+	       "  \"open_before_first_mapped_pass_s\": %.3f,\n"
+	       "  \"page_faults_per_chunk_in_that_open\": %.2f,\n"
+	       "  \"open_before_first_backend_pass_s\": %.3f,\n"
 	       "  \"random_read_4k_verified_first_pass_MBps\": %.0f,\n"
 	       "  \"random_read_4k_verified_second_pass_MBps\": %.0f,\n"
 	       "  \"verified_first_pass_vs_sha256_4k\": %.2f,\n"
@@ -882,6 +894,7 @@ static void print_reads(const struct read_res *rd, double sha4k, bool more)
 	       "  \"verified_pread_vs_sha256_4k\": %.2f,\n"
 	       "  \"verified_pread_vs_sha256_right_before\": %.2f,\n"
 	       "  \"random_read_4k_unverified_pread_MBps\": %.0f%s\n",
+	       rd->open_map_s, rd->faults_open, rd->open_backend_s,
 	       rd->map_verified_first, rd->map_verified_second,
 	       rd->map_verified_first / sha4k, rd->map_verified_second / sha4k,
 	       rd->faults_first, rd->faults_second, rd->sha_first,

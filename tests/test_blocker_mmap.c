@@ -4,7 +4,8 @@
  * segment file truncated behind the store's back turns into -EIO for the
  * reads past the cut (SIGBUS caught), counted and logged, while the rest
  * of the store keeps working; a SIGBUS that is not a guarded copy's still
- * kills the process.
+ * kills the process. Opening a store maps the segment pages that are
+ * cached, and reads no others.
  */
 #include <check.h>
 #include <errno.h>
@@ -661,6 +662,91 @@ START_TEST(test_truncated_concurrent_readers)
 }
 END_TEST
 
+/* pages [0, n) of the mapping at map: resident in the page cache
+ * (mincore), and mapped in this process (present in /proc/self/pagemap;
+ * -1 if that file cannot be read) */
+static void page_counts(const uint8_t *map, size_t n, size_t *cached,
+			long *mapped)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *vec = malloc(n);
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore((void *)map, n * pg, vec), 0);
+	*cached = 0;
+	*mapped = fd < 0 ? -1 : 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t e;
+
+		*cached += vec[i] & 1;
+		if (fd < 0)
+			continue;
+		ck_assert_int_eq(pread(fd, &e, sizeof(e),
+				       ((uintptr_t)map / pg + i) * sizeof(e)),
+				 sizeof(e));
+		*mapped += (e >> 63) & 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(vec);
+}
+
+/*
+ * Opening a store maps the pages of its segments that are in the page
+ * cache (so a first read does not fault them in one by one) and only
+ * those: a cold store is not read at open.
+ */
+START_TEST(test_open_maps_cached_pages_only)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n, cached;
+	uint8_t *buf = malloc(NCH * CS);
+	char p[512];
+	struct stat st;
+	long mapped;
+	int fd;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	tb_fill(buf, NCH * CS, 1, 0);
+	ck_assert_int_eq(blocker_write(s, "a", 1, 0, NCH * CS, buf, 0), 0);
+	free(buf);
+	ck_assert_int_eq(blocker_close(s), 0);
+	snprintf(p, sizeof(p), "%s/log.000000", dir);
+	ck_assert_int_eq(stat(p, &st), 0);
+	n = (st.st_size + pg - 1) / pg;
+	ck_assert_uint_gt(n, 200);
+
+	/* warm: just written, every page cached; open maps them all */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_ptr_nonnull(s->segs[0].map);
+	page_counts(s->segs[0].map, n, &cached, &mapped);
+	ck_assert_uint_eq(cached, n);
+	if (mapped >= 0)
+		ck_assert_int_eq(mapped, (long)n);
+	expect_chunk(s, "a", NCH - 1, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+
+	/* cold: the file's (clean) pages dropped from the cache */
+	fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fdatasync(fd), 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	page_counts(s->segs[0].map, n, &cached, &mapped);
+	/* (recovery may read a few records at the tail) */
+	ck_assert_uint_lt(cached, n / 2);
+	if (mapped >= 0)
+		ck_assert_int_le(mapped, (long)cached);
+	expect_chunk(s, "a", 0, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("blocker_mmap");
@@ -682,6 +768,7 @@ int main(void)
 	tcase_add_test(tc, test_replaced_handler_falls_back);
 	tcase_add_test(tc, test_truncated_concurrent_readers);
 	tcase_add_test(tc, test_check_truncated);
+	tcase_add_test(tc, test_open_maps_cached_pages_only);
 	suite_add_tcase(s, tc);
 	tb_base_init();
 	sr = srunner_create(s);

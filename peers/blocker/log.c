@@ -204,6 +204,53 @@ void blocker_undegrade_nospc(struct blocker_store *s, const char *why)
 			     why);
 }
 
+/*
+ * Map the pages of a segment's file that are in the page cache now
+ * (mincore), and only those: a first read of a freshly mapped page faults
+ * (fault-around maps up to 16 cached neighbours), and on this VM each
+ * fault costs as much as several chunk reads. Pages not cached are left
+ * alone, so opening a cold store reads nothing from disk. Best effort: a
+ * kernel without MADV_POPULATE_READ (before 5.14), or a page evicted
+ * meanwhile (populating it reads that one page), changes nothing else. A
+ * syscall, so a page past the end of a cut file is an error here, not a
+ * SIGBUS.
+ */
+static void seg_populate(struct blocker_store *s, const uint8_t *map, int fd)
+{
+#ifdef MADV_POPULATE_READ
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), len, n;
+	unsigned char *vec;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || st.st_size <= 0)
+		return;
+	len = (uint64_t)st.st_size < s->segment_size ? (size_t)st.st_size
+						     : s->segment_size;
+	n = (len + pg - 1) / pg;
+	vec = malloc(n);
+	if (!vec)
+		return;
+	if (mincore((void *)map, n * pg, vec) == 0) {
+		for (size_t a = 0, b; a < n; a = b) {
+			for (; a < n && !(vec[a] & 1); a++)
+				;
+			for (b = a; b < n && (vec[b] & 1); b++)
+				;
+			if (b > a &&
+			    madvise((void *)(map + a * pg), (b - a) * pg,
+				    MADV_POPULATE_READ) < 0 &&
+			    errno == EINVAL)
+				break; /* not supported */
+		}
+	}
+	free(vec);
+#else
+	(void)s;
+	(void)map;
+	(void)fd;
+#endif
+}
+
 /* fd < 0: a placeholder for a segment GC removed */
 static int seg_push(struct blocker_store *s, int fd)
 {
@@ -223,6 +270,8 @@ static int seg_push(struct blocker_store *s, int fd)
 				     s->io->name);
 		else
 			map = m;
+		if (map)
+			seg_populate(s, map, fd);
 	}
 	pthread_rwlock_wrlock(&s->segs_lock);
 	if (s->nsegs == s->segs_cap) {

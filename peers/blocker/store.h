@@ -260,8 +260,11 @@ bool blocker_name_valid(const char *name, size_t len);
  * Read len bytes at off of an object into buf. Unwritten ranges, including
  * those past the object's size, read as zeros. -ENOENT if the object does
  * not exist; -EINVAL if len is 0 or off+len overflows or exceeds
- * BLOCKER_MAX_OBJECT_SIZE; -EIO if a chunk fails verification (buf is then
- * undefined).
+ * BLOCKER_MAX_OBJECT_SIZE; -EIO if a chunk fails verification or cannot
+ * be read and no other copy of it is good (buf is then undefined). A copy
+ * found damaged or unreadable is skipped from then on until the store is
+ * reopened; a write of the same data stores a fresh copy, which reads then
+ * use (the repair).
  */
 int blocker_read(struct blocker_store *s, const char *name, size_t namelen,
 		 uint64_t off, size_t len, void *buf);
@@ -320,10 +323,13 @@ struct blocker_stats {
 	uint64_t reads, writes, dedup_hits, zero_chunks;
 	uint64_t
 	    partial_collisions; /* index matches whose full score differed */
+	/* chunk copies found not to match their score; each copy once per
+	 * open (it is then skipped by lookups), however often it is read */
 	uint64_t verify_failures;
 	/* log reads that failed with an I/O error: a SIGBUS caught in a
 	 * mapped read, or an error from the read backend (not content
-	 * mismatches: those are verify_failures) */
+	 * mismatches: those are verify_failures); a chunk copy that cannot
+	 * be read is counted once per open, like a damaged one */
 	uint64_t read_errors;
 	uint64_t flushes, fsyncs;
 	uint64_t replayed_records, truncated_bytes;

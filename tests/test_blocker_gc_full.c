@@ -490,6 +490,37 @@ START_TEST(test_reserve_grows_with_checkpoints)
 END_TEST
 
 /*
+ * The growth the reserve follows is what the next checkpoint writes more:
+ * an overwrite adds index entries for its new chunks but no map entries,
+ * a rewrite of stored data (dedup) nothing, so a long-running store that
+ * rewrites its objects without checkpoints does not grow its reserve
+ * without bound.
+ */
+START_TEST(test_reserve_growth_counts_net)
+{
+	struct disk d;
+	struct blocker_store *s = open_small(&d);
+	uint64_t g0;
+
+	ck_assert_int_eq(owrite(s, 0, 1), 0);
+	g0 = s->reserve_growth;
+	/* a new object: its header, a map and an index entry per chunk */
+	ck_assert_uint_eq(g0, 18 + 4 + (uint64_t)(OBJ / SCS) * (40 + 16));
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(owrite(s, 0, 2 + k), 0);
+	ck_assert_uint_eq(s->reserve_growth - g0,
+			  3 * (uint64_t)(OBJ / SCS) * 16);
+	g0 = s->reserve_growth;
+	ck_assert_int_eq(owrite(s, 0, 1), 0); /* all duplicates */
+	ck_assert_uint_eq(s->reserve_growth, g0);
+	/* a checkpoint takes it all into its base */
+	ck_assert_int_eq(blocker_checkpoint(s), 0);
+	ck_assert_uint_eq(s->reserve_growth, 0);
+	close_on(&d, s);
+}
+END_TEST
+
+/*
  * review6 F5 (a): the reserve must grow with the maps and index, and the
  * disk has no room for it (others filled it; the store's writes still
  * fit): writes wait (ENOSPC mode) rather than fill the disk past the
@@ -772,6 +803,7 @@ int main(void)
 	tcase_add_test(tc, test_release_refuses_writes);
 	tcase_add_loop_test(tc, test_reserve_grows_with_checkpoints, 0, 2);
 	tcase_add_test(tc, test_reserve_growth_needs_room);
+	tcase_add_test(tc, test_reserve_growth_counts_net);
 	tcase_add_test(tc, test_space_back_from_outside);
 	tcase_add_test(tc, test_space_back_background);
 	tcase_add_test(tc, test_reserve_file_open);

@@ -758,14 +758,20 @@ static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
 	free(map);
 	if (r)
 		return r;
-	for (uint32_t k = 0; k < n; k++)
-		memcpy(o->scores[w->u[k].index], w->u[k].score, 32);
+	/* what the next checkpoint writes more (the reserve follows it): an
+	 * index entry per chunk stored, a map entry per hole filled, the
+	 * object's header if it is new; overwrites add nothing */
+	uint64_t grown = 16ULL * (nrec - 1) + (o->live ? 0 : 18 + o->namelen);
+	for (uint32_t k = 0; k < n; k++) {
+		uint8_t *dst = o->scores[w->u[k].index];
+		if (blocker_score_is_zero(dst) &&
+		    !blocker_score_is_zero(w->u[k].score))
+			grown += 40;
+		memcpy(dst, w->u[k].score, 32);
+	}
 	o->size = size;
 	o->live = true;
-	/* at most this much more for the next checkpoint to write: n map
-	 * entries (the object's header if new), an index entry per chunk
-	 * stored */
-	bres_note(s, 40ULL * n + 18 + o->namelen + 16ULL * (nrec - 1));
+	bres_note(s, grown);
 	return 0;
 }
 
@@ -983,7 +989,13 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 	d->size = so->size;
 	d->live = true;
 	STAT_INC(s, copies);
-	bres_note(s, 40ULL * d->nchunks + 18 + d->namelen);
+	/* (the copy's map entries; its old ones, if any, are not taken
+	 * back: an upper bound) */
+	uint64_t grown = 18 + d->namelen;
+	for (uint64_t i = 0; i < d->nchunks; i++)
+		if (!blocker_score_is_zero(d->scores[i]))
+			grown += 40;
+	bres_note(s, grown);
 unlock:
 	pthread_rwlock_unlock(&so->lock);
 	pthread_rwlock_unlock(&d->lock);

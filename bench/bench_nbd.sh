@@ -16,9 +16,17 @@
 # turns job by job (so a change of load on the shared machine hits them
 # all alike); the numbers are the medians, "runs_iops" lists every run.
 #
+# With --cpu every run also counts, with `perf stat -p` over the middle
+# of the run (from 1.5 s in, RUNTIME - 1 s long), the CPU time
+# (task-clock) and context switches of each server process (vlmc, cached,
+# the store; nbdkit) and of fio, divided by the commands fio completed
+# meanwhile (IOPS x window): "cpu_us_per_cmd" and "cs_per_cmd", medians
+# like the rest. On a shared machine these hold better than IOPS, which
+# mostly measure the neighbours.
+#
 # Usage: bench_nbd.sh [--bin DIR] [--bin-old DIR] [--mib N] [--runtime S]
 #                     [--repeat N] [--jobs "J ..."] [--targets "T ..."]
-#                     [--stack-conf FILE]
+#                     [--stack-conf FILE] [--stack-conf-old FILE] [--cpu]
 #   --bin DIR      built programs (default: $AC_BIN_DIR or ./build/bin)
 #   --bin-old DIR  also run stack_cached_old from these programs
 #   --mib N        volume / disk size in MiB (default 256)
@@ -27,6 +35,10 @@
 #   --jobs LIST    fio sections to run (default: all six)
 #   --targets LIST targets to run (default: all of the above that apply)
 #   --stack-conf FILE  lines appended to the stacks' config (e.g. spin)
+#   --stack-conf-old FILE  for stack_cached_old instead (default: the
+#                  same as --stack-conf); with --bin-old set to --bin this
+#                  compares two configurations of one build
+#   --cpu          CPU time and context switches per command (perf stat)
 set -u
 BIN=${AC_BIN_DIR:-./build/bin}
 BIN_OLD=
@@ -36,6 +48,8 @@ REPEAT=1
 JOBS="seqwrite-1m seqread-1m randread-qd1 randread-qd16 randwrite-qd1 randwrite-qd16"
 TARGETS=
 EXTRA_CONF=
+EXTRA_CONF_OLD=-
+CPU=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) BIN=$2; shift 2 ;;
@@ -46,7 +60,9 @@ while [ $# -gt 0 ]; do
 	--jobs) JOBS=$2; shift 2 ;;
 	--targets) TARGETS=$2; shift 2 ;;
 	--stack-conf) EXTRA_CONF=$2; shift 2 ;;
-	-h|--help) sed -n 2,31p "$0"; exit 0 ;;
+	--stack-conf-old) EXTRA_CONF_OLD=$2; shift 2 ;;
+	--cpu) CPU=1; shift ;;
+	-h|--help) sed -n 2,44p "$0"; exit 0 ;;
 	*) echo "bench_nbd.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -57,6 +73,10 @@ done
 BIN=$(cd "$BIN" && pwd) || exit 1
 [ -n "$BIN_OLD" ] && { BIN_OLD=$(cd "$BIN_OLD" && pwd) || exit 1; }
 [ -n "$EXTRA_CONF" ] && { [ -r "$EXTRA_CONF" ] || { echo "bench_nbd.sh: cannot read $EXTRA_CONF" >&2; exit 2; }; }
+[ "$EXTRA_CONF_OLD" = - ] && EXTRA_CONF_OLD=$EXTRA_CONF
+[ -n "$EXTRA_CONF_OLD" ] && { [ -r "$EXTRA_CONF_OLD" ] || { echo "bench_nbd.sh: cannot read $EXTRA_CONF_OLD" >&2; exit 2; }; }
+[ $CPU = 1 ] && { command -v perf >/dev/null || { echo "bench_nbd.sh: --cpu needs perf" >&2; exit 1; }; }
+[ $CPU = 1 ] && [ "$RUNTIME" -lt 2 ] && { echo "bench_nbd.sh: --cpu needs --runtime 2 or more" >&2; exit 2; }
 if [ -z "$TARGETS" ]; then
 	TARGETS="stack_cached stack_nocached nbdkit_memory nbdkit_file_cache"
 	[ -n "$BIN_OLD" ] && TARGETS="$TARGETS stack_cached_old"
@@ -92,21 +112,29 @@ wait_sock() {
 }
 
 declare -A URI_OF
+# with --cpu: "name:pid ..." of each target's server processes
+declare -A PIDS_OF
 
-# start_stack TARGET BINDIR: a stack in $T/TARGET with volume "bench"
+# start_stack TARGET BINDIR CONF: a stack in $T/TARGET with volume "bench"
 start_stack() {
-	local target=$1 bin=$2
+	local target=$1 bin=$2 extra=$3 p
 	cat > $T/$target.conf <<CONF
 dir = $T/$target
 segment_size = 2G
 cache_size = $((MIB * 2))M
 verify_reads = on
 CONF
-	[ -n "$EXTRA_CONF" ] && cat "$EXTRA_CONF" >> $T/$target.conf
+	[ -n "$extra" ] && cat "$extra" >> $T/$target.conf
 	$bin/xsegctl stack start $T/$target.conf >&2 || return 1
 	STACKS="$STACKS $bin:$T/$target"
 	$bin/xsegctl volume --dir $T/$target create bench ${MIB}M >&2 || return 1
 	URI_OF[$target]="nbd+unix:///bench?socket=$T/$target/run/nbd.sock"
+	PIDS_OF[$target]=
+	for p in vlmc cached store; do
+		if [ -r $T/$target/run/$p.pid ]; then
+			PIDS_OF[$target]="${PIDS_OF[$target]} $p:$(cat $T/$target/run/$p.pid)"
+		fi
+	done
 }
 
 # prefill TARGET: lay the data down (reads hit written blocks)
@@ -116,11 +144,26 @@ prefill() {
 		|| { echo "bench_nbd.sh: $1: prefill failed" >&2; return 1; }
 }
 
-# run_job TARGET JOB ROUND: results in $T/TARGET.JOB.ROUND.json
+# run_job TARGET JOB ROUND: results in $T/TARGET.JOB.ROUND.json; with
+# --cpu, perf stat of each process in $T/TARGET.JOB.ROUND.NAME.cpu
 run_job() {
+	local fp np pp= out=$T/$1.$2.$3
 	URI=${URI_OF[$1]} SIZE=${MIB}m RUNTIME=$RUNTIME fio --section=$2 \
-		--output-format=json --output=$T/$1.$2.$3.json $FIOJOBS >&2 ||
-		echo "bench_nbd.sh: $1 $2 (run $3) failed" >&2
+		--output-format=json --output=$out.json $FIOJOBS >&2 &
+	fp=$!
+	if [ $CPU = 1 ]; then
+		# past fio's ramp (1 s) and connection; fio's job process
+		# is a child of the one started here
+		sleep 1.5
+		for np in ${PIDS_OF[$1]} fio:$fp$(pgrep -P $fp | sed 's/^/,/' | tr -d '\n'); do
+			perf stat -x, -e task-clock,context-switches \
+				-p ${np#*:} -o $out.${np%%:*}.cpu \
+				-- sleep $((RUNTIME - 1)) >/dev/null 2>&1 &
+			pp="$pp $!"
+		done
+	fi
+	wait $fp || echo "bench_nbd.sh: $1 $2 (run $3) failed" >&2
+	[ -n "$pp" ] && wait $pp
 }
 
 # run_rounds TARGET...: every job REPEAT times, the targets taking turns
@@ -137,17 +180,18 @@ STORE=
 STACK_BIN=
 if has stack_cached || has stack_nocached; then
 	# stack_nocached is stack_cached's stack with cached unplugged
-	start_stack stack_cached $BIN || exit 1
+	start_stack stack_cached $BIN "$EXTRA_CONF" || exit 1
 	STORE=$(sed -n 's/^store = //p' $T/stack_cached/run/stack.conf)
 	STACK_BIN=$BIN
 fi
 if has stack_cached_old; then
-	start_stack stack_cached_old $BIN_OLD || exit 1
+	start_stack stack_cached_old $BIN_OLD "$EXTRA_CONF_OLD" || exit 1
 fi
 if has nbdkit_memory; then
 	nbdkit -f -U $T/mem.sock memory size=${MIB}M & MEM_PID=$!
 	wait_sock $T/mem.sock || exit 1
 	URI_OF[nbdkit_memory]="nbd+unix:///?socket=$T/mem.sock"
+	PIDS_OF[nbdkit_memory]="nbdkit:$MEM_PID"
 fi
 if has nbdkit_file_cache; then
 	truncate -s ${MIB}M $T/disk.img
@@ -155,6 +199,7 @@ if has nbdkit_file_cache; then
 		cache=writeback & FILE_PID=$!
 	wait_sock $T/file.sock || exit 1
 	URI_OF[nbdkit_file_cache]="nbd+unix:///?socket=$T/file.sock"
+	PIDS_OF[nbdkit_file_cache]="nbdkit:$FILE_PID"
 fi
 
 TURNS=
@@ -167,21 +212,40 @@ run_rounds $TURNS
 if has stack_nocached; then
 	$STACK_BIN/xsegctl stack unplug-cached --dir $T/stack_cached >&2
 	URI_OF[stack_nocached]=${URI_OF[stack_cached]}
+	PIDS_OF[stack_nocached]=${PIDS_OF[stack_cached]}
 	prefill stack_nocached || exit 1
 	run_rounds stack_nocached
 fi
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$T" "$MIB" "$RUNTIME" "$STORE" "$REPEAT" "$LOAD_START" "$LOAD_END" "$TARGETS" $JOBS <<'PY'
-import json, os, statistics, sys
+python3 - "$T" "$MIB" "$RUNTIME" "$STORE" "$REPEAT" "$LOAD_START" "$LOAD_END" "$TARGETS" "$CPU" "$EXTRA_CONF" "$EXTRA_CONF_OLD" $JOBS <<'PY'
+import glob, json, os, statistics, sys
 d, mib, runtime, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 repeat, load_start, load_end = int(sys.argv[5]), sys.argv[6], sys.argv[7]
-targets, jobs = sys.argv[8].split(), sys.argv[9:]
+targets, cpu = sys.argv[8].split(), sys.argv[9] == "1"
+confs = {}
+for name, path in (("stack", sys.argv[10]), ("stack_cached_old", sys.argv[11])):
+    confs[name] = open(path).read() if path else ""
+jobs = sys.argv[12:]
+
+
+def perf_counts(path, cmds):
+    """{"task-clock": us per command, "context-switches": per command}"""
+    v = {}
+    for line in open(path):
+        f = line.strip().split(",")
+        if len(f) > 2 and f[0][:1].isdigit():
+            v[f[2]] = float(f[0])
+    if not cmds:
+        return None
+    return (v.get("task-clock", 0) * 1000 / cmds,  # msec -> us
+            v.get("context-switches", 0) / cmds)
 res = {}
 for t in targets:
     res[t] = {}
     for j in jobs:
         runs = []
+        cpus = []
         errors = 0
         for r in range(1, repeat + 1):
             p = os.path.join(d, f"{t}.{j}.{r}.json")
@@ -195,6 +259,15 @@ for t in targets:
             runs.append((side["iops"], side["bw_bytes"] / 1048576,
                          pct.get("50.000000", 0) / 1000,
                          pct.get("99.000000", 0) / 1000))
+            if cpu:
+                c = {}
+                for f in glob.glob(p[:-5] + ".*.cpu"):
+                    name = f[len(p) - 4:-4]
+                    try:
+                        c[name] = perf_counts(f, side["iops"] * (runtime - 1))
+                    except OSError:
+                        pass
+                cpus.append(c)
         if not runs:
             res[t][j] = None
             continue
@@ -207,6 +280,17 @@ for t in targets:
             "errors": errors,
             "runs_iops": [round(x[0], 1) for x in runs],
         }
+        if cpus:
+            us, cs = {}, {}
+            for name in sorted({n for c in cpus for n in c}):
+                got = [c[name] for c in cpus if c.get(name)]
+                if got:
+                    us[name] = round(statistics.median(g[0] for g in got), 2)
+                    cs[name] = round(statistics.median(g[1] for g in got), 2)
+            servers = [n for n in us if n != "fio"]
+            us["server_total"] = round(sum(us[n] for n in servers), 2)
+            res[t][j]["cpu_us_per_cmd"] = us
+            res[t][j]["cs_per_cmd"] = cs
 ref = "nbdkit_file_cache"
 ratio = {}
 for t in targets:
@@ -225,6 +309,8 @@ out = {
     "loadavg_start": load_start,
     "loadavg_end": load_end,
     "store": store,
+    "stack_conf_extra": confs["stack"],
+    "stack_cached_old_conf_extra": confs["stack_cached_old"],
     "jobs": jobs,
     "results": res,
     "reference": ref,

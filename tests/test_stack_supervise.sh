@@ -48,7 +48,8 @@ CONF
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
-	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x"; do
+	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x" \
+	"spin = x"; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
@@ -61,6 +62,12 @@ U="nbd+unix:///vol?socket=$D/run/nbd.sock"
 pidof_role() { cat $D/run/$1.pid 2>/dev/null; }
 tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--nbd-spin=10us' &&
 	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
+# the embedded default's spin = 0 reaches every peer (the config has none)
+for r in store cached vlmc; do
+	tr '\0' ' ' < /proc/$(pidof_role $r)/cmdline | grep -q -- '--spin=0 ' &&
+		ok "$r started with the default --spin=0" ||
+		fail "$r: no --spin=0 on its command line"
+done
 # "PID ALIVE" of a role's port, from stack status
 port_of() { $X stack status --dir $D 2>/dev/null | awk -v r=$1 '$1 == r { print $4, $5 }'; }
 plugged() { $X stack status --dir $D 2>/dev/null | grep -q 'redirect: port 1 -> 2'; }

@@ -53,7 +53,10 @@ static const char stack_default_conf[] =
     "cached_threads = 1\n"
     "vlmc_threads = 2\n"
     "verify_reads = on\n"
-    "supervise = on\n";
+    "supervise = on\n"
+    "# peers sleep on their port at once: a spinning peer holds a core the\n"
+    "# next process of the chain needs (docs/vlmc.md, \"Spinning\")\n"
+    "spin = 0\n";
 
 void stack_err(const char *fmt, ...)
 {

@@ -22,8 +22,12 @@
  *
  * Runs: for 1 and 2 cached threads, random 4k/16k/64k read and write hits
  * at iodepth 1 and 16 (the working set fits in the cache, warmed by a
- * write pass first); and the first (cold) and second (warm) write pass over
- * the working set with and without pre-faulted cache memory.
+ * write pass first), each with cached_cpu_ns_per_req: the CPU time of all
+ * of cached's threads during the run divided by the requests served (it
+ * includes the workers' polling for work, so it is the cost per request
+ * only while cached is the bottleneck, e.g. at iodepth 16); and the first
+ * (cold) and second (warm) write pass over the working set with and without
+ * pre-faulted cache memory.
  *
  * Scale (issue 6: "latency at 1 K vs 1 M cached objects, goal within
  * 1.5x"): one cached with 4 KiB objects of one 4 KiB bucket, room for
@@ -48,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -289,6 +294,47 @@ static double memcpy_pool_gbps(size_t bs, size_t ws, double secs,
 	gbps = memcpy_run(src, bs, ws, secs);
 	munmap(map, len + huge);
 	return gbps;
+}
+
+/* CPU time (ns) of every thread of process pid so far, from
+ * /proc/PID/task/TID/schedstat (the first field: time on a CPU), or 0. */
+static uint64_t proc_cpu_ns(pid_t pid)
+{
+	char path[96], line[128];
+	uint64_t sum = 0;
+	DIR *d;
+	struct dirent *de;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		unsigned long long ns;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/schedstat",
+			 (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f) &&
+		    sscanf(line, "%llu", &ns) == 1)
+			sum += ns;
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+/* "requests" of a bench_xseg report, or 0. */
+static uint64_t report_requests(const char *json)
+{
+	const char *r = strstr(json, "\"requests\":");
+
+	return r ? strtoull(r + strlen("\"requests\":"), NULL, 10) : 0;
 }
 
 /* noop --store on port 1, cached on port 2 with the given options (a
@@ -780,15 +826,26 @@ int main(int argc, char **argv)
 						 "%s -q %d -T %dms",
 						 op ? "write" : "read", bss[b],
 						 ws, q, (int)(duration * 1000));
+					pid_t cpid = children[nr_children - 1];
+					uint64_t cpu0 = proc_cpu_ns(cpid), reqs;
+					double cpu_per_req;
+
 					bench_xseg(args, out, sizeof(out));
+					reqs = report_requests(out);
+					cpu_per_req =
+					    reqs ? (double)(proc_cpu_ns(cpid) -
+							    cpu0) /
+						       (double)reqs
+						 : 0;
 					printf(
 					    "%s{\"threads\":%u,\"op\":\"%s\","
 					    "\"bs\":\"%s\",\"iodepth\":%d,"
 					    "\"cached_anon_huge_kb\":%lld,"
+					    "\"cached_cpu_ns_per_req\":%.0f,"
 					    "\"bench_xseg\":%s}",
 					    first ? "" : ",", threads,
 					    op ? "write" : "read", bss[b], q,
-					    cached_huge_kb, out);
+					    cached_huge_kb, cpu_per_req, out);
 					first = false;
 					fflush(stdout);
 				}

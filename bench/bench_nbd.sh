@@ -62,7 +62,7 @@ while [ $# -gt 0 ]; do
 	--stack-conf) EXTRA_CONF=$2; shift 2 ;;
 	--stack-conf-old) EXTRA_CONF_OLD=$2; shift 2 ;;
 	--cpu) CPU=1; shift ;;
-	-h|--help) sed -n 2,44p "$0"; exit 0 ;;
+	-h|--help) sed -n 2,41p "$0"; exit 0 ;;
 	*) echo "bench_nbd.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done

@@ -138,7 +138,10 @@ struct peer_ops {
 	 * backlog shows (a full batch of 16 with another request queued
 	 * behind it, which the worker takes too; a full batch alone is
 	 * often all a client has in flight), or when the batch is still
-	 * being dispatched after 50 us (the port's statistics count both:
+	 * being dispatched after 50 us while requests wait on the port
+	 * (looked at every 50 us while the batch lasts; a batch that is
+	 * all the clients have in flight wakes nobody however long it
+	 * runs) (the port's statistics count both:
 	 * wakes_backlog, wakes_slow_batch); while the peer is busy sleepers
 	 * also look every 1 ms whether the port is unwatched, so a handler
 	 * running long (CPU work, not blocking) delays new requests by about

@@ -477,6 +477,13 @@ unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
 	return got;
 }
 
+uint64_t xseg_requests_queued(struct xseg *seg, uint32_t port)
+{
+	if (!seg || port >= seg->nr_ports)
+		return 0;
+	return xq_count(seg->ports[port].reqq);
+}
+
 int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
 			 struct xseg_sigbatch *b)
 {

@@ -494,6 +494,13 @@ int xseg_accept(struct xseg *seg, uint32_t port, struct xseg_request **reqp);
 unsigned xseg_accept_batch(struct xseg *seg, uint32_t port,
 			   struct xseg_request **reqs, unsigned n);
 
+/* How many requests are queued on port's request queue right now, not
+ * yet accepted: a snapshot (xseg_port_info's request_depth without the
+ * rest of that call, which also checks the owner's liveness), for a
+ * server deciding whether more hands are needed. 0 for a bad port. Any
+ * process joined to the segment; reads the queue with relaxed atomics. */
+uint64_t xseg_requests_queued(struct xseg *seg, uint32_t port);
+
 /* Answer an ACCEPTED request this process's port holds: error 0 = served,
  * a positive errno = failed. The request goes onto its source port's reply
  * queue and that port is signalled. If the source port has been released

@@ -881,8 +881,10 @@ int blog_append_batch_gc_locked(struct blocker_store *s, struct brec_out *rec,
  * next record goes where it fits. Left in place, a later small record at
  * the new segment's start would make recovery read the previous segment
  * as ending early (damage). Nothing refers to the new segment yet: no
- * index entry, and the tail never moved past its start, so no flush
- * syncs it.
+ * index entry, and the tail was never published in it (append_batch moves
+ * it only after the first run there landed), so no flush sampled its start
+ * and synced, inflight_max and the durable mark are all <= prev_tail:
+ * nothing moves backwards.
  */
 static void seg_unswitch(struct blocker_store *s, uint32_t seg,
 			 uint64_t prev_tail)
@@ -950,8 +952,13 @@ static int append_batch(struct blocker_store *s, struct brec_out *rec, int n,
 			}
 			created = seg;
 			prev_tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
-			/* nothing lives between the old end and here */
-			__atomic_store_n(&s->tail, pos, __ATOMIC_RELEASE);
+			/* the tail stays at prev_tail until the first run in
+			 * the new segment has landed: a flush sampling the
+			 * new segment's start would publish it as synced (and
+			 * in the durable mark), and if the write then failed
+			 * and seg_unswitch took the switch back, records
+			 * appended at prev_tail would sit below synced and be
+			 * acknowledged without an fdatasync (review7 R7-3) */
 		}
 		start = pos;
 		/* a run: the records that fit in this segment and one iov */

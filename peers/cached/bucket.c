@@ -49,7 +49,11 @@ static unsigned char *cached_pool_map(uint64_t len, uint64_t huge,
 		return p == MAP_FAILED ? NULL : p;
 	}
 	want = (len + huge - 1) / huge * huge;
-	if (want < len || want + huge < want || want + huge > SIZE_MAX)
+	/* size_t is as wide as uint64_t (checked): the wrap is the only
+	 * limit (a test against SIZE_MAX was dead, review7 N1) */
+	_Static_assert(sizeof(size_t) >= sizeof(uint64_t),
+		       "cached_pool_map needs a 64-bit size_t");
+	if (want < len || want + huge < want)
 		return NULL;
 	p = mmap(NULL, want + huge, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -96,9 +100,10 @@ int cached_pool_init(struct cached_pool *pool, uint32_t nr,
 	if (prefault && page > 0)
 		/* A write per page makes every page private now (a huge
 		 * page on its first write) rather than on the first pass
-		 * over the working set; a read would map the zero page. */
-		for (uint64_t off = 0; off < pool->map_len;
-		     off += (uint64_t)page)
+		 * over the working set; a read would map the zero page.
+		 * Only the buckets: the rounding tail of the map holds none
+		 * (review7 N1: it was touched too). */
+		for (uint64_t off = 0; off < len; off += (uint64_t)page)
 			pool->data[off] = 0;
 	pool->free_stack = malloc((size_t)nr * sizeof(uint32_t));
 	if (!pool->free_stack) {

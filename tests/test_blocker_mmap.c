@@ -720,13 +720,14 @@ START_TEST(test_open_maps_cached_pages_only)
 	n = (st.st_size + pg - 1) / pg;
 	ck_assert_uint_gt(n, 200);
 
-	/* warm: just written, every page cached; open maps them all */
+	/* warm: just written, so (unless reclaim took some meanwhile, which
+	 * a loaded machine may do) cached; open maps every cached page */
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	ck_assert_ptr_nonnull(s->segs[0].map);
 	page_counts(s->segs[0].map, n, &cached, &mapped);
-	ck_assert_uint_eq(cached, n);
+	ck_assert_uint_gt(cached, 0);
 	if (mapped >= 0)
-		ck_assert_int_eq(mapped, (long)n);
+		ck_assert_int_eq(mapped, (long)cached);
 	expect_chunk(s, "a", NCH - 1, 1);
 	ck_assert_int_eq(blocker_close(s), 0);
 
@@ -735,7 +736,20 @@ START_TEST(test_open_maps_cached_pages_only)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(fdatasync(fd), 0);
 	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	/* tmpfs (a TMPDIR in /dev/shm) and some file systems ignore the
+	 * advice: look through a scratch mapping whether the pages left */
+	void *scratch = mmap(NULL, n * pg, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(scratch, MAP_FAILED);
+	page_counts(scratch, n, &cached, &mapped);
+	ck_assert_int_eq(munmap(scratch, n * pg), 0);
 	close(fd);
+	if (cached >= n / 2) {
+		printf("test_open_maps_cached_pages_only: %zu of %zu pages "
+		       "still cached after POSIX_FADV_DONTNEED (tmpfs?): "
+		       "cold half skipped\n",
+		       cached, n);
+		return;
+	}
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	page_counts(s->segs[0].map, n, &cached, &mapped);
 	/* (recovery may read a few records at the tail) */

@@ -70,6 +70,7 @@ struct bench {
 	bool json;
 	bool poll;
 	bool batch_signal;
+	bool fua; /* --fua: writes carry XSEG_F_FUA */
 	uint64_t spin_ns;
 	uint64_t timeout_ns;
 	bool progress;
@@ -153,6 +154,8 @@ static void bench_usage(void)
 	       "replies of one\n"
 	       "                         wait) first, then wake the target "
 	       "once\n"
+	       "      --fua              writes carry XSEG_F_FUA (durable when "
+	       "they complete)\n"
 	       "      --json             print the report as one JSON object\n"
 	       "      --no-progress      no progress line on a terminal\n"
 	       "  -h, --help             this help\n"
@@ -172,6 +175,7 @@ enum {
 	OPT_NO_PROGRESS,
 	OPT_STAGES,
 	OPT_BATCH_SIGNAL,
+	OPT_FUA,
 };
 
 static const struct option bench_options[] = {
@@ -198,6 +202,7 @@ static const struct option bench_options[] = {
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"stages", no_argument, NULL, OPT_STAGES},
     {"batch-signal", no_argument, NULL, OPT_BATCH_SIGNAL},
+    {"fua", no_argument, NULL, OPT_FUA},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -338,6 +343,9 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 		case OPT_BATCH_SIGNAL:
 			b->batch_signal = true;
 			break;
+		case OPT_FUA:
+			b->fua = true;
+			break;
 		case OPT_NO_PROGRESS:
 			b->progress = false;
 			break;
@@ -361,6 +369,8 @@ static int bench_parse(struct bench *b, int argc, char **argv)
 		BAD("no segment given (-g NAME)");
 	if (!have_port)
 		BAD("no target port given (-p N)");
+	if (b->fua && b->op != BENCH_WRITE && b->op != BENCH_MIXED)
+		BAD("--fua needs write or mixed");
 	if (b->duration_ns && b->count)
 		BAD("--duration and --count exclude each other");
 	if (b->total_size && have_objects)
@@ -527,6 +537,8 @@ static int bench_issue(struct bench *b, struct bench_slot *s)
 		return rc;
 	}
 	req->op = op;
+	/* a reused request keeps its flags: set them every time */
+	req->flags = op == XSEG_OP_WRITE && b->fua ? XSEG_F_FUA : 0;
 	req->offset = offset;
 	req->size = (op == XSEG_OP_READ || op == XSEG_OP_WRITE) ? b->bs : 0;
 	if (targetlen)
@@ -896,6 +908,7 @@ int main(int argc, char **argv)
 	    .lat = b.lat,
 	    .stage_samples = b.stage_samples,
 	    .batch_signal = b.batch_signal,
+	    .fua = b.fua,
 	    .have_signals = have_signals,
 	};
 	if (have_signals) {

@@ -358,10 +358,10 @@ void bench_report_text(FILE *f, const struct bench_result *r)
 	double secs = (double)r->elapsed_ns / 1e9;
 
 	fprintf(f,
-		"bench_xseg: %s %s bs=%" PRIu64 " iodepth=%u mode=%s "
+		"bench_xseg: %s%s %s bs=%" PRIu64 " iodepth=%u mode=%s "
 		"target=%s\n",
-		r->op, r->pattern, r->block_size, r->iodepth, r->mode,
-		r->target);
+		r->op, r->fua ? " fua" : "", r->pattern, r->block_size,
+		r->iodepth, r->mode, r->target);
 	fprintf(f,
 		"  requests: %" PRIu64 " in %.3f s, errors: %" PRIu64
 		", verify errors: %" PRIu64 "\n",
@@ -426,6 +426,7 @@ void bench_report_json(FILE *f, const struct bench_result *r)
 		r->block_size, r->iodepth, r->seed, r->read_pct,
 		r->verify ? "true" : "false", r->verified);
 	fprintf(f, ",\"batch_signal\":%s", r->batch_signal ? "true" : "false");
+	fprintf(f, ",\"fua\":%s", r->fua ? "true" : "false");
 	if (r->have_signals)
 		fprintf(
 		    f,

@@ -136,6 +136,8 @@ struct bench_result {
 	double stage_accept_ns, stage_service_ns, stage_reply_ns;
 	/* --batch-signal: submits signalled once per batch */
 	bool batch_signal;
+	/* --fua: every write carried XSEG_F_FUA */
+	bool fua;
 	/* signals sent to and FUTEX_WAKEs made for the target port (by our
 	 * submits) and our own port (by the target's answers) during the
 	 * run, from xseg_port_info; valid when have_signals */

@@ -107,6 +107,23 @@ START_TEST(all_ops)
 			free(err);
 		}
 	}
+	/* --fua: writes carry XSEG_F_FUA (noop serves them alike) and the
+	 * report says so */
+	{
+		const char *fa[] = {"-o", "write", "--fua",  "-q", "4",
+				    "-c", "50",	   "--json", NULL};
+		char *out, *err;
+		ck_assert_int_eq(bench(&e, "1", fa, &out, &err), 0);
+		ck_assert_msg(strstr(out, "\"fua\":true"), "%s", out);
+		ck_assert_msg(strstr(out, "\"errors\":0,"), "%s", out);
+		free(out);
+		free(err);
+		const char *fm[] = {"-o", "mixed", "--fua", "-c", "20", NULL};
+		ck_assert_int_eq(bench(&e, "1", fm, &out, &err), 0);
+		ck_assert_msg(strstr(out, "bench_xseg: mixed fua "), "%s", out);
+		free(out);
+		free(err);
+	}
 	/* human report and the duration limit */
 	const char *args[] = {"-o", "ping", "-T", "200ms", "--stages", NULL};
 	char *out, *err;
@@ -349,6 +366,9 @@ START_TEST(usage_errors)
 	    {{"bench_xseg", "-g", "s", "-p", "1", "-M", "101", NULL},
 	     2,
 	     "bad read percentage"},
+	    {{"bench_xseg", "-g", "s", "-p", "1", "-o", "read", "--fua", NULL},
+	     2,
+	     "--fua needs write or mixed"},
 	    {{"bench_xseg", "-g", "/tpr-no-such-seg", "-p", "1", NULL},
 	     1,
 	     "tpr-no-such-seg"},

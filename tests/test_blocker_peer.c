@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_peer_run.h"
@@ -49,11 +50,15 @@ static bool bp_gc;
 static bool bp_truncate;
 /* tests that set it run the peer with --reserve=bp_reserve */
 static const char *bp_reserve;
+/* tests that set it run the peer with --test-fsync-control=DIR/fsctl,
+ * --sync-interval-ms=0 and --drain-timeout=1s (bp_fsctl) */
+static bool bp_fsctl;
 
 static void bp_start(struct bp_env *e, bool create)
 {
 	char store[160];
-	const char *argv[16] = {"blocker", "-g",      e->segname, "-p",
+	char fsctl[200];
+	const char *argv[20] = {"blocker", "-g",      e->segname, "-p",
 				"1",	   "--store", store,	  "-t",
 				"2",	   "-v",      "warn"};
 	int n = 11;
@@ -71,6 +76,13 @@ static void bp_start(struct bp_env *e, bool create)
 	if (bp_reserve) {
 		snprintf(reserve, sizeof(reserve), "--reserve=%s", bp_reserve);
 		argv[n++] = reserve;
+	}
+	if (bp_fsctl) {
+		snprintf(fsctl, sizeof(fsctl), "--test-fsync-control=%s/fsctl",
+			 e->dir);
+		argv[n++] = fsctl;
+		argv[n++] = "--sync-interval-ms=0";
+		argv[n++] = "--drain-timeout=1s";
 	}
 	if (create)
 		argv[n++] = "--create";
@@ -621,6 +633,245 @@ static bool bp_exists(const char *path)
  * serves as always; blockerctl takes the same values (and shows the
  * reserve in stats) and refuses bad ones, changing nothing.
  */
+/* ------------------------------------------------------------------ */
+/* FUA writes and FLUSH complete after a shared fsync (the syncer)     */
+/* ------------------------------------------------------------------ */
+
+enum { FUA_N = 16, FUA_LEN = 4096 };
+
+/* the peer's fsyncs: 'b' held, 'f' failed with EIO, 'p' run (see
+ * blocker.c blocker_ctl_fdatasync); written whole by a rename */
+static void bp_fsctl_set(struct bp_env *e, char c)
+{
+	char path[200], tmp[210];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/fsctl", e->dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fputc(c, f), c);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+static void bp_submit(struct bp_env *e, uint16_t op, const char *target,
+		      uint64_t size, uint32_t flags, const void *in)
+{
+	struct tpr_client *c = &e->client;
+	struct xseg_request *req;
+	size_t tlen = strlen(target);
+
+	ck_assert_int_eq(xseg_get_request(c->seg, c->port, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(c->seg, req, (uint32_t)tlen,
+					   size > 512 ? size : 512),
+			 0);
+	req->op = op;
+	req->flags = flags;
+	req->offset = 0;
+	req->size = size;
+	memcpy(xseg_request_target(req), target, tlen);
+	if (in)
+		memcpy(xseg_request_data(c->seg, req), in, size);
+	ck_assert_int_eq(xseg_submit(c->seg, req, BP_PORT), 0);
+}
+
+/* the next reply: its errno, *serviced its serviced bytes */
+static int bp_reply(struct bp_env *e, uint64_t *serviced)
+{
+	struct xseg_request *rep;
+	int rc;
+
+	ck_assert_int_eq(xseg_wait_reply(e->client.seg, e->client.port,
+					 30ULL * 1000000000ULL, &rep),
+			 0);
+	rc = rep->error;
+	*serviced = rep->serviced;
+	xseg_put_request(e->client.seg, rep);
+	return rc;
+}
+
+static uint64_t bp_stat(const struct xseg_port_stats *ps, const char *name)
+{
+	for (uint32_t i = 0; i < ps->nr; i++)
+		if (!strcmp(ps->stats[i].name, name))
+			return ps->stats[i].value;
+	ck_abort_msg("no statistic %s", name);
+	return 0;
+}
+
+static uint64_t bp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* the peer's statistics published after `after` (CLOCK_MONOTONIC ns) */
+static void bp_stats_after(struct bp_env *e, uint64_t after,
+			   struct xseg_port_stats *ps)
+{
+	for (int t = 0; t < 30000; t++) {
+		if (!xseg_port_stats_read(e->seg, BP_PORT, ps) &&
+		    ps->published_ns > after)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("no statistics published");
+}
+
+/* wait (bounded) until the store counted `writes` writes: every FUA write
+ * submitted was appended, with the fsyncs held. A peer whose workers wait
+ * for their own fsync never gets there (at most --threads are appended). */
+static void bp_wait_writes(struct bp_env *e, uint64_t writes)
+{
+	struct xseg_port_stats ps;
+
+	for (int t = 0; t < 20000; t++) {
+		if (!xseg_port_stats_read(e->seg, BP_PORT, &ps) &&
+		    bp_stat(&ps, "writes") >= writes)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("only %llu of %llu FUA writes appended while an fsync "
+		     "was held",
+		     (unsigned long long)bp_stat(&ps, "writes"),
+		     (unsigned long long)writes);
+}
+
+/* submit FUA_N FUA writes of obj_NN with fsyncs held; return when all are
+ * appended, none acknowledged */
+static void bp_fua_held(struct bp_env *e, unsigned char (*data)[FUA_LEN],
+			unsigned seed)
+{
+	struct xseg_request *rep;
+	char name[32];
+
+	bp_fsctl_set(e, 'b');
+	for (int i = 0; i < FUA_N; i++) {
+		bp_fill(data[i], FUA_LEN, seed + (unsigned)i);
+		snprintf(name, sizeof(name), "obj_%02d", i);
+		bp_submit(e, XSEG_OP_WRITE, name, FUA_LEN, XSEG_F_FUA, data[i]);
+	}
+	bp_wait_writes(e, FUA_N);
+	/* no fsync has returned: no FUA write may be acknowledged */
+	ck_assert_int_eq(xseg_receive(e->client.seg, e->client.port, &rep),
+			 -EAGAIN);
+}
+
+/* Many FUA writes in flight: none is acknowledged before an fsync that
+ * covers it, and two fsyncs cover all 16 (the one held, which covered
+ * what was appended before it started, and one for the rest), with 2
+ * worker threads. */
+START_TEST(test_fua_writes_share_fsyncs)
+{
+	static unsigned char data[FUA_N][FUA_LEN];
+	struct xseg_port_stats ps;
+	struct bp_env e;
+	uint64_t fs0, serviced, t;
+	char name[32];
+
+	bp_fsctl = true;
+	bp_setup(&e, "bpfua");
+	bp_stats_after(&e, 0, &ps);
+	fs0 = bp_stat(&ps, "fsyncs");
+	bp_fua_held(&e, data, 100);
+	bp_fsctl_set(&e, 'p');
+	for (int i = 0; i < FUA_N; i++) {
+		ck_assert_int_eq(bp_reply(&e, &serviced), 0);
+		ck_assert_uint_eq(serviced, FUA_LEN);
+	}
+	t = bp_now_ns();
+	bp_stats_after(&e, t, &ps);
+	ck_assert_uint_ge(bp_stat(&ps, "fsyncs") - fs0, 1);
+	ck_assert_uint_le(bp_stat(&ps, "fsyncs") - fs0, 2);
+	ck_assert_uint_eq(bp_stat(&ps, "sync_requests"), FUA_N);
+	ck_assert_uint_le(bp_stat(&ps, "sync_flushes"), 2);
+	/* a FLUSH and a zero-length FUA write go the same way */
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_FLUSH, "obj_00", 0, 0, 0, NULL, NULL, 0), 0);
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_WRITE, "obj_00", 0, 0, XSEG_F_FUA, NULL, NULL, 0),
+	    0);
+	for (int i = 0; i < FUA_N; i++) {
+		snprintf(name, sizeof(name), "obj_%02d", i);
+		bp_expect_data(&e, name, 0, data[i], FUA_LEN);
+	}
+	bp_stop(&e);
+	bp_teardown(&e);
+}
+END_TEST
+
+/* An fsync that fails fails every FUA write and FLUSH waiting for it
+ * (EIO, nothing serviced), and every later one: the sync error is
+ * sticky. Reads are still served. */
+START_TEST(test_fua_failed_fsync_fails_all)
+{
+	static unsigned char data[FUA_N][FUA_LEN];
+	struct bp_env e;
+	uint64_t serviced;
+
+	bp_fsctl = true;
+	bp_setup(&e, "bpfuaerr");
+	bp_fua_held(&e, data, 200);
+	bp_submit(&e, XSEG_OP_FLUSH, "obj_00", 0, 0, NULL);
+	bp_fsctl_set(&e, 'f');
+	for (int i = 0; i < FUA_N + 1; i++) {
+		ck_assert_int_eq(bp_reply(&e, &serviced), EIO);
+		ck_assert_uint_eq(serviced, 0);
+	}
+	bp_fsctl_set(&e, 'p');
+	ck_assert_int_eq(
+	    bp_io(&e, XSEG_OP_FLUSH, "obj_00", 0, 0, 0, NULL, NULL, 0), EIO);
+	ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "obj_00", 0, FUA_LEN,
+			       XSEG_F_FUA, data[0], NULL, 0),
+			 EIO);
+	bp_expect_data(&e, "obj_01", 0, data[1], FUA_LEN);
+	bp_teardown(&e);
+}
+END_TEST
+
+/* SIGTERM with FUA writes waiting for a held fsync: the drain times out,
+ * fini completes them (after the fsync) before the port is released, the
+ * peer exits cleanly and a restarted peer reads them back. */
+START_TEST(test_shutdown_with_fua_pending)
+{
+	static unsigned char data[FUA_N][FUA_LEN];
+	struct bp_env e;
+	uint64_t serviced;
+	char name[32], *log = NULL;
+
+	bp_fsctl = true;
+	bp_setup(&e, "bpfuastop");
+	bp_fua_held(&e, data, 300);
+	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
+	for (int t = 0; t < 30000; t++) {
+		free(log);
+		log = tpr_slurp(e.log);
+		if (log && strstr(log, "drain timeout"))
+			break;
+		usleep(1000);
+	}
+	ck_assert_msg(log && strstr(log, "drain timeout"), "%s",
+		      log ? log : "(no log)");
+	free(log);
+	bp_fsctl_set(&e, 'p');
+	for (int i = 0; i < FUA_N; i++) {
+		ck_assert_int_eq(bp_reply(&e, &serviced), 0);
+		ck_assert_uint_eq(serviced, FUA_LEN);
+	}
+	ck_assert_int_eq(xtu_wait(e.peer, BP_TIMEOUT), 0);
+	ck_assert_int_eq(tpr_wait_port_free(e.seg, BP_PORT, BP_TIMEOUT), 0);
+	bp_start(&e, false);
+	for (int i = 0; i < FUA_N; i++) {
+		snprintf(name, sizeof(name), "obj_%02d", i);
+		bp_expect_data(&e, name, 0, data[i], FUA_LEN);
+	}
+	bp_teardown(&e);
+}
+END_TEST
+
 START_TEST(test_reserve_option)
 {
 	struct bp_env e;
@@ -707,6 +958,9 @@ int main(void)
 	tcase_add_test(tc, test_reserve_option);
 	tcase_add_test(tc, test_background_gc);
 	tcase_add_test(tc, test_truncate_at_damage);
+	tcase_add_test(tc, test_fua_writes_share_fsyncs);
+	tcase_add_test(tc, test_fua_failed_fsync_fails_all);
+	tcase_add_test(tc, test_shutdown_with_fua_pending);
 	suite_add_tcase(s, tc);
 	xtu_init();
 	return xtu_run_suite(s);

@@ -4,9 +4,14 @@
  * port.
  *
  * Each worker thread calls the synchronous, thread-safe store directly, so
- * up to --threads requests are in flight in the store at once; FUA writes
- * and FLUSHes from different workers share fsyncs through the store's group
- * commit.
+ * up to --threads requests are in flight in the store at once. FUA writes
+ * and FLUSHes complete asynchronously: the worker appends the write without
+ * FUA and hands the request to the syncer thread, which runs one
+ * blocker_flush for everything handed over before it started and then
+ * completes all of it. A worker never waits for an fsync, so at any
+ * iodepth one fsync covers every FUA write that arrived while the previous
+ * one ran, whatever --threads is (with the store's group commit inside a
+ * single call it covered at most --threads writes).
  *
  * Semantics on top of the store (docs/operations.md, "Blocker peer"):
  * - READ of an object that was never written, or of a range past its end,
@@ -23,8 +28,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "peer.h"
 #include "store.h"
@@ -44,6 +52,27 @@ enum {
 	BLOCKER_OPT_SEGMENT_SIZE,
 	BLOCKER_OPT_TRUNCATE_AT_DAMAGE,
 	BLOCKER_OPT_RESERVE,
+	BLOCKER_OPT_TEST_FSYNC_CONTROL,
+};
+
+/*
+ * The syncer: FUA writes (already appended) and FLUSHes wait here for an
+ * fsync. Requests are chained through req->peer_priv (the peer's word; the
+ * requests are accepted by this peer, so nobody else touches it) in
+ * arrival order. lock protects head, tail, n and stop; the thread takes
+ * the whole chain, flushes without the lock, and completes the chain.
+ */
+struct blocker_syncer {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct xseg_request *head, *tail;
+	uint64_t n;
+	bool stop;
+	bool running; /* the thread was started (init) and not joined */
+	pthread_t thread;
+	/* statistics, relaxed atomics: syncs = blocker_flush calls, reqs =
+	 * requests they completed, max_batch = most in one */
+	uint64_t syncs, reqs, max_batch;
 };
 
 struct blocker_peer {
@@ -51,6 +80,10 @@ struct blocker_peer {
 	bool create;
 	struct blocker_opts opts;
 	struct blocker_store *store;
+	struct blocker_syncer sync;
+	/* test hook (--test-fsync-control): see blocker_ctl_fdatasync */
+	const char *fsync_ctl;
+	const struct blocker_io_ops *inner_io;
 };
 
 static const struct option blocker_options[] = {
@@ -68,6 +101,9 @@ static const struct option blocker_options[] = {
     {"segment-size", required_argument, NULL, BLOCKER_OPT_SEGMENT_SIZE},
     {"truncate-at-damage", no_argument, NULL, BLOCKER_OPT_TRUNCATE_AT_DAMAGE},
     {"reserve", required_argument, NULL, BLOCKER_OPT_RESERVE},
+    /* tests only, not in --help: blocker_ctl_fdatasync */
+    {"test-fsync-control", required_argument, NULL,
+     BLOCKER_OPT_TEST_FSYNC_CONTROL},
     {NULL, 0, NULL, 0},
 };
 
@@ -191,6 +227,9 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc)
 			return rc;
 		return blocker_reserve_opt(v, &b->opts.reserve_bytes);
+	case BLOCKER_OPT_TEST_FSYNC_CONTROL:
+		b->fsync_ctl = arg;
+		return 0;
 	case BLOCKER_OPT_IO:
 		if (!strcmp(arg, "sync"))
 			b->opts.io = &blocker_io_sync;
@@ -239,7 +278,211 @@ static bool blocker_valid_target(const struct xseg_request *req)
 }
 
 /* ------------------------------------------------------------------ */
-/* Handlers: each completes synchronously on the worker thread.        */
+/* Test hook: fsyncs held or failed on request                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * --test-fsync-control PATH (tests only): before each fdatasync of a log
+ * segment the store asks for, read PATH's first byte: 'b' (block) waits,
+ * looking again every millisecond; 'f' (fail) fails the fdatasync with EIO;
+ * anything else, or no file, lets it run. Tests hold fsyncs to see what is
+ * acknowledged before one, and fail one to see who hears of it.
+ */
+static int blocker_ctl_state(const char *path)
+{
+	char c = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (fread(&c, 1, 1, f) != 1)
+		c = 0;
+	fclose(f);
+	return c;
+}
+
+static int blocker_ctl_fdatasync(void *ctx, int fd)
+{
+	struct blocker_peer *b = ctx;
+	int c;
+
+	while ((c = blocker_ctl_state(b->fsync_ctl)) == 'b')
+		usleep(1000);
+	if (c == 'f')
+		return -EIO;
+	return b->inner_io->fdatasync(NULL, fd);
+}
+
+static ssize_t blocker_ctl_preadv(void *ctx, int fd, const struct iovec *iov,
+				  int cnt, uint64_t off)
+{
+	struct blocker_peer *b = ctx;
+
+	return b->inner_io->preadv(NULL, fd, iov, cnt, off);
+}
+
+static ssize_t blocker_ctl_pwritev(void *ctx, int fd, const struct iovec *iov,
+				   int cnt, uint64_t off)
+{
+	struct blocker_peer *b = ctx;
+
+	return b->inner_io->pwritev(NULL, fd, iov, cnt, off);
+}
+
+static const struct blocker_io_ops blocker_ctl_io = {
+    "fsync-control", blocker_ctl_preadv, blocker_ctl_pwritev,
+    blocker_ctl_fdatasync, NULL};
+
+/* ------------------------------------------------------------------ */
+/* The syncer: FUA writes and FLUSHes complete after a shared fsync    */
+/* ------------------------------------------------------------------ */
+
+static struct xseg_request *blocker_next(struct xseg_request *req)
+{
+	return (struct xseg_request *)(uintptr_t)req->peer_priv;
+}
+
+static void blocker_atomic_max(uint64_t *m, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(m, __ATOMIC_RELAXED);
+
+	while (cur < v &&
+	       !__atomic_compare_exchange_n(m, &cur, v, true, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+/*
+ * Complete a chain after one blocker_flush covering it: rc is that flush's
+ * result (0 or a negative errno) for every request. A WRITE's serviced was
+ * set when it was appended; a failed flush takes it back (nothing is
+ * promised durable).
+ */
+static void blocker_complete_chain(struct peer *p, struct xseg_request *req,
+				   int rc)
+{
+	while (req) {
+		struct xseg_request *next = blocker_next(req);
+
+		req->peer_priv = 0;
+		if (rc)
+			req->serviced = 0;
+		peer_complete(p, req, rc < 0 ? -rc : 0);
+		req = next;
+	}
+}
+
+static void *blocker_syncer_main(void *arg)
+{
+	struct peer *p = arg;
+	struct blocker_peer *b = peer_priv(p);
+	struct blocker_syncer *y = &b->sync;
+
+	pthread_mutex_lock(&y->lock);
+	for (;;) {
+		struct xseg_request *chain;
+		uint64_t n;
+		int rc;
+
+		while (!y->head && !y->stop)
+			pthread_cond_wait(&y->cond, &y->lock);
+		if (!y->head)
+			break; /* stopping and nothing left */
+		chain = y->head;
+		n = y->n;
+		y->head = y->tail = NULL;
+		y->n = 0;
+		pthread_mutex_unlock(&y->lock);
+		/* every request of the chain was appended before it was
+		 * handed over, so below the tail this flush samples; a sync
+		 * error stays sticky in the store (later flushes fail too) */
+		rc = blocker_flush(b->store);
+		__atomic_add_fetch(&y->syncs, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&y->reqs, n, __ATOMIC_RELAXED);
+		blocker_atomic_max(&y->max_batch, n);
+		blocker_complete_chain(p, chain, rc);
+		pthread_mutex_lock(&y->lock);
+	}
+	pthread_mutex_unlock(&y->lock);
+	return NULL;
+}
+
+/* Hand a request to the syncer: it completes it after the next
+ * blocker_flush that starts after this call. Without a syncer (its thread
+ * could not start) the flush runs here, as before. Returns 0 (the request
+ * is taken). */
+static int blocker_sync_later(struct peer *p, struct xseg_request *req)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct blocker_syncer *y = &b->sync;
+
+	if (!y->running) {
+		int rc = blocker_flush(b->store);
+		req->peer_priv = 0;
+		blocker_complete_chain(p, req, rc);
+		return 0;
+	}
+	req->peer_priv = 0;
+	pthread_mutex_lock(&y->lock);
+	if (y->tail)
+		y->tail->peer_priv = (uint64_t)(uintptr_t)req;
+	else
+		y->head = req;
+	y->tail = req;
+	y->n++;
+	/* the syncer is either waiting (woken here) or flushing (it looks
+	 * at the chain again before it waits) */
+	pthread_cond_signal(&y->cond);
+	pthread_mutex_unlock(&y->lock);
+	return 0;
+}
+
+static int blocker_syncer_start(struct peer *p)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct blocker_syncer *y = &b->sync;
+	int rc;
+
+	rc = pthread_mutex_init(&y->lock, NULL);
+	if (rc)
+		return -rc;
+	rc = pthread_cond_init(&y->cond, NULL);
+	if (rc) {
+		pthread_mutex_destroy(&y->lock);
+		return -rc;
+	}
+	rc = pthread_create(&y->thread, NULL, blocker_syncer_main, p);
+	if (rc) {
+		pthread_cond_destroy(&y->cond);
+		pthread_mutex_destroy(&y->lock);
+		return -rc;
+	}
+	y->running = true;
+	return 0;
+}
+
+/* fini (workers gone, nothing is handed over any more): the syncer
+ * flushes and completes what it holds, then exits. */
+static void blocker_syncer_stop(struct peer *p)
+{
+	struct blocker_peer *b = peer_priv(p);
+	struct blocker_syncer *y = &b->sync;
+
+	if (!y->running)
+		return;
+	pthread_mutex_lock(&y->lock);
+	y->stop = true;
+	pthread_cond_signal(&y->cond);
+	pthread_mutex_unlock(&y->lock);
+	pthread_join(y->thread, NULL);
+	y->running = false;
+	pthread_cond_destroy(&y->cond);
+	pthread_mutex_destroy(&y->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Handlers: each completes synchronously on the worker thread, but   */
+/* FUA writes and FLUSH, which the syncer completes.                  */
 /* ------------------------------------------------------------------ */
 
 static int blocker_finish(struct peer *p, struct xseg_request *req, int rc)
@@ -285,25 +528,28 @@ static int blocker_write_op(struct peer *p, struct xseg_request *req)
 	if (!req->size) {
 		/* nothing to write; a FUA still promises durability of
 		 * what came before it */
-		rc = req->flags & XSEG_F_FUA ? blocker_flush(b->store) : 0;
-		return blocker_finish(p, req, rc);
+		if (req->flags & XSEG_F_FUA)
+			return blocker_sync_later(p, req);
+		return blocker_finish(p, req, 0);
 	}
 	data = xseg_request_data(peer_seg(p), req);
 	if (!data)
 		return -EINVAL;
+	/* a FUA write is appended like any other; the syncer's flush makes
+	 * it durable before it completes */
 	rc = blocker_write(b->store, req->target, req->targetlen, req->offset,
-			   req->size, data,
-			   req->flags & XSEG_F_FUA ? BLOCKER_FUA : 0);
-	if (!rc)
-		req->serviced = req->size;
-	return blocker_finish(p, req, rc);
+			   req->size, data, 0);
+	if (rc)
+		return blocker_finish(p, req, rc);
+	req->serviced = req->size;
+	if (req->flags & XSEG_F_FUA)
+		return blocker_sync_later(p, req);
+	return blocker_finish(p, req, 0);
 }
 
 static int blocker_flush_op(struct peer *p, struct xseg_request *req)
 {
-	struct blocker_peer *b = peer_priv(p);
-
-	return blocker_finish(p, req, blocker_flush(b->store));
+	return blocker_sync_later(p, req);
 }
 
 static int blocker_delete_op(struct peer *p, struct xseg_request *req)
@@ -380,6 +626,11 @@ static int blocker_init(struct peer *p)
 		return -EINVAL;
 	}
 	b->opts.log = blocker_store_log;
+	if (b->fsync_ctl) {
+		b->inner_io = b->opts.io ? b->opts.io : &blocker_io_sync;
+		b->opts.io = &blocker_ctl_io;
+		b->opts.io_ctx = b;
+	}
 	if (b->create) {
 		rc = blocker_create(b->dir, &b->opts);
 		if (rc && rc != -EEXIST) {
@@ -416,6 +667,11 @@ static int blocker_init(struct peer *p)
 			     : "");
 		return rc;
 	}
+	rc = blocker_syncer_start(p);
+	if (rc)
+		peer_warn("%s: no syncer thread (%s): FUA writes and FLUSH "
+			  "wait for their fsync on the worker",
+			  b->dir, strerror(-rc));
 	peer_info(
 	    "%s: store open, io %s%s, read verification %s, gc "
 	    "threshold %u%%",
@@ -431,6 +687,9 @@ static void blocker_fini(struct peer *p)
 
 	if (!b->store)
 		return;
+	/* requests the drain left behind (its timeout, a second SIGTERM)
+	 * are completed before the port is released */
+	blocker_syncer_stop(p);
 	rc = blocker_close(b->store);
 	b->store = NULL;
 	if (rc) {
@@ -469,6 +728,12 @@ static void blocker_stats_op(struct peer *p)
 	peer_info("stats: blocker reserve %" PRIu64 " of %" PRIu64 " B%s",
 		  st.reserve_bytes, st.reserve_target,
 		  st.reserve_target ? "" : " (off)");
+	uint64_t ys = __atomic_load_n(&b->sync.syncs, __ATOMIC_RELAXED);
+	uint64_t yr = __atomic_load_n(&b->sync.reqs, __ATOMIC_RELAXED);
+	peer_info("stats: blocker syncer flushes %" PRIu64 " covering %" PRIu64
+		  " FUA writes and FLUSHes (%.2f each, at most %" PRIu64 ")",
+		  ys, yr, ys ? (double)yr / (double)ys : 0.0,
+		  __atomic_load_n(&b->sync.max_batch, __ATOMIC_RELAXED));
 	if (st.degraded_errno)
 		peer_warn("stats: blocker DEGRADED (%s): %s",
 			  strerror(st.degraded_errno), st.degraded_reason);
@@ -512,6 +777,10 @@ static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
 	ST(reserve_target);
 #undef ST
 	peer_stat(st, &n, max, "degraded_errno", (uint64_t)bs.degraded_errno);
+	peer_stat(st, &n, max, "sync_flushes",
+		  __atomic_load_n(&b->sync.syncs, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "sync_requests",
+		  __atomic_load_n(&b->sync.reqs, __ATOMIC_RELAXED));
 	return n;
 }
 

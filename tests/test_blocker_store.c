@@ -784,8 +784,11 @@ static int count_str(const char *hay, const char *needle)
  * paths, with a bit flip (verify failure) and with a cut inside the
  * payload (read error).
  */
-static void damaged_once(bool uring, bool cut)
+enum damage { DAMAGE_PAYLOAD, DAMAGE_CUT, DAMAGE_HEADER };
+
+static void damaged_once(bool uring, enum damage how)
 {
+	bool cut = how == DAMAGE_CUT;
 	struct blocker_opts o;
 	struct blocker_store *s;
 	struct blocker_stats st0, st;
@@ -806,7 +809,9 @@ static void damaged_once(bool uring, bool cut)
 		snprintf(p, sizeof(p), "%s/log.000000", dir);
 		ck_assert_int_eq(truncate(p, 4160 + 64 + 100), 0);
 	} else {
-		flip_bit("log.000000", 4160 + 64 + 99);
+		/* (a header byte: review7 R7-2) */
+		flip_bit("log.000000",
+			 4160 + (how == DAMAGE_HEADER ? 20 : 64 + 99));
 	}
 	blocker_get_stats(s, &st0);
 	/* y: the same 4 chunks; chunk 1 is stored afresh, 3 dedup */
@@ -837,10 +842,15 @@ static void damaged_once(bool uring, bool cut)
 	ck_assert_uint_eq(st0.chunks, st.chunks);
 	ck_assert_uint_eq(st0.verify_failures, st.verify_failures);
 	ck_assert_uint_eq(st0.read_errors, st.read_errors);
-	ck_assert_int_le(count_str(logbuf.text, "fails verification"), 1);
+	ck_assert_int_le(count_str(logbuf.text, "fails verification") +
+			     count_str(logbuf.text, "is damaged"),
+			 1);
+	ck_assert_uint_eq(st0.partial_collisions, 0);
 	ck_assert_int_eq(blocker_close(s), 0);
-	/* after a reopen the damaged copy is met (and counted) once more
-	 * at most, and the data still reads back */
+	/* after a reopen each damaged copy is met (and counted) once more
+	 * at most (with the cut: chunks 1-3, their bytes now a hole of
+	 * zeros below the records written after the cut), and the data
+	 * still reads back */
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	blocker_get_stats(s, &st0);
 	for (int i = 0; i < 3; i++) {
@@ -849,15 +859,50 @@ static void damaged_once(bool uring, bool cut)
 				 0);
 	}
 	blocker_get_stats(s, &st);
-	ck_assert_uint_le(st.verify_failures - st0.verify_failures, 1);
-	ck_assert_uint_le(st.read_errors - st0.read_errors, 3);
+	ck_assert_uint_le(st.verify_failures - st0.verify_failures +
+			      st.read_errors - st0.read_errors,
+			  cut ? 3 : 1);
 	ck_assert_uint_eq(st.chunks, st0.chunks);
 	ck_assert_int_eq(blocker_close(s), 0);
 }
 
 START_TEST(test_damaged_copy_met_once)
 {
-	damaged_once(_i & 1, _i & 2);
+	damaged_once(_i & 1, (enum damage)(_i >> 1));
+}
+END_TEST
+
+/*
+ * review7 R7-2: a chunk whose record header is damaged (the only copy) is
+ * damage, not a partial-score collision: counted and logged once, then
+ * "no good copy" (rate-limited) on every read; the checker reports it.
+ */
+START_TEST(test_header_damage_once)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_stats st;
+	uint8_t b[4096];
+	uint64_t problems = 0;
+	int lines;
+
+	wr(s, "h", 0, 4096, 11);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	flip_bit("log.000000", 20);
+	lines = logbuf.lines;
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(blocker_read(s, "h", 1, 0, 4096, b), -EIO);
+	blocker_get_stats(s, &st);
+	ck_assert_uint_eq(st.verify_failures, 1);
+	ck_assert_uint_eq(st.partial_collisions, 0);
+	ck_assert_int_le(logbuf.lines - lines, 9);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "is damaged"));
+	ck_assert_ptr_null(strstr(logbuf.text, "is missing"));
+	/* the repair: the same data written again */
+	wr(s, "h2", 0, 4096, 11);
+	expect(s, "h", 0, 4096, 11);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_gt(problems, 0);
 }
 END_TEST
 
@@ -1211,7 +1256,8 @@ int main(void)
 	tcase_add_test(tc, test_format_version);
 	tcase_add_test(tc, test_index_rebuild);
 	tcase_add_test(tc, test_bitflip_eio);
-	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 4);
+	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 6);
+	tcase_add_test(tc, test_header_damage_once);
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill);
@@ -1232,7 +1278,8 @@ int main(void)
 	tcase_add_test(tc, test_torn_tail);
 	tcase_add_test(tc, test_zero_tail);
 	tcase_add_test(tc, test_bitflip_eio);
-	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 4);
+	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 6);
+	tcase_add_test(tc, test_header_damage_once);
 	tcase_add_test(tc, test_partial_collisions);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill_flushed);

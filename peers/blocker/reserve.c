@@ -107,33 +107,36 @@ static int allocate(struct blocker_store *s)
 	return r;
 }
 
-/*
- * allocate(), and if the disk has no room for the reserve (at open, or
- * when it must grow; review6 F5 (a)) the store enters ENOSPC mode: writes
- * wait, as after a release, until GC or others make room, since a store
- * that went on writing would fill the disk past the point where GC can
- * write its checkpoint. reserve_lock held; verb names the attempt.
- */
-static int allocate_or_wait(struct blocker_store *s, const char *verb)
+/* allocate() (reserve_lock held); a file system without fallocate is
+ * not asked again */
+static int allocate_or_wait(struct blocker_store *s)
 {
 	int r = allocate(s);
 
 	if (r == -EOPNOTSUPP)
 		s->reserve_unsupported = true;
-	if (r == -ENOSPC)
-		blocker_degrade(s, ENOSPC,
-				"no room to %s the space reserve (%llu "
-				"bytes): writes wait for GC or free space",
-				verb, (unsigned long long)s->reserve_target);
 	return r;
 }
 
-/* log a failed allocate_or_wait (store locks dropped: blocker_opts.log) */
+/*
+ * After a failed allocate_or_wait, with reserve_lock dropped (degrading
+ * and blocker_opts.log must not run under store locks, review7 N3): log
+ * it, and if the disk has no room for the reserve (at open, or when it
+ * must grow; review6 F5 (a)) the store enters ENOSPC mode: writes wait,
+ * as after a release, until GC or others make room, since a store that
+ * went on writing would fill the disk past the point where GC can write
+ * its checkpoint. verb names the attempt.
+ */
 static void log_short(struct blocker_store *s, const char *verb, uint64_t want,
 		      uint64_t held, int r)
 {
 	if (!r)
 		return;
+	if (r == -ENOSPC)
+		blocker_degrade(s, ENOSPC,
+				"no room to %s the space reserve (%llu "
+				"bytes): writes wait for GC or free space",
+				verb, (unsigned long long)want);
 	blocker_logf(&s->o, BLOCKER_LOG_WARN,
 		     "blocker: %s/%s: cannot %s the space reserve to %llu "
 		     "bytes (%s; %llu held): GC on a full disk may not find "
@@ -169,7 +172,7 @@ void bres_open(struct blocker_store *s)
 	struct stat st;
 	if (fstatat(s->dirfd, BLOCKER_RESERVE_FILE, &st, 0) == 0)
 		s->reserve_held = st.st_blocks * 512ULL;
-	r = allocate_or_wait(s, "allocate");
+	r = allocate_or_wait(s);
 	uint64_t want = s->reserve_target, held = s->reserve_held;
 	pthread_mutex_unlock(&s->reserve_lock);
 	log_short(s, "allocate", want, held, r);
@@ -189,7 +192,7 @@ static void grow(struct blocker_store *s, uint64_t want)
 		set_target(s, want);
 		if (!s->reserve_released && !blocker_degraded(s) &&
 		    !s->reserve_unsupported)
-			r = allocate_or_wait(s, "grow");
+			r = allocate_or_wait(s);
 	}
 	held = s->reserve_held;
 	pthread_mutex_unlock(&s->reserve_lock);
@@ -252,13 +255,14 @@ int bres_release(struct blocker_store *s)
 		s->reserve_held = 0;
 		s->reserve_released += held;
 		space_event(s, BLOCKER_SPACE_RESERVE_FREED, held);
+	}
+	pthread_mutex_unlock(&s->reserve_lock);
+	if (!r)
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
 			     "blocker: %s/%s: released %llu bytes of reserved "
 			     "space (the disk is full)",
 			     s->dir, BLOCKER_RESERVE_FILE,
 			     (unsigned long long)held);
-	}
-	pthread_mutex_unlock(&s->reserve_lock);
 	return r;
 }
 

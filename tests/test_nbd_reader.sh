@@ -14,7 +14,15 @@
 #   with --nbd-spin 1us (spins run out: spinning backs off and the
 #   completer goes back to the port, then spinning is tried again) the
 #   same traffic is right;
-#   bad --nbd-spin values are refused at start.
+#   bad --nbd-spin values are refused at start;
+#   with --nbd-spin 1s on a segment whose heap holds a 4 MiB READ's
+#   buffers but not a 4 MiB WRITE's too, READ at 0 and WRITE at 64M sent
+#   in one go both succeed and the write reads back (review7 M1: the
+#   reader, waiting in vlmc_get_prep for heap with the completer parked,
+#   left the READ's replies unreceived and the WRITE failed with ENOMEM
+#   after vlmc's ~1 s of retries; the fix hands the replies to the
+#   completer during that wait, and the READ is answered in a fraction of
+#   those retries even under ASan on a loaded machine).
 # Exit 77 (skip) only when python3 is missing.
 set -u
 BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
@@ -22,6 +30,7 @@ command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; 
 X=$BIN/xsegctl
 T=$(mktemp -d /tmp/test-nbd-reader-XXXXXX)
 SEG=tnbdrd$$
+SEG2=tnbdrm$$
 PIDS=
 VLMC=
 stop_pids() {
@@ -34,6 +43,7 @@ stop_pids() {
 cleanup() {
 	stop_pids $VLMC $PIDS
 	$X destroy $SEG >/dev/null 2>&1
+	$X destroy $SEG2 >/dev/null 2>&1
 	rm -rf $T
 }
 trap cleanup EXIT
@@ -52,10 +62,10 @@ for bad in "--nbd-spin 2s" "--nbd-spin x" "--nbd-spin -1"; do
 		{ echo "FAIL: vlmc $bad: $(cat $T/bad.log)"; exit 1; }
 done
 
-# start_vlmc SPIN: vlmc on port 2 serving $T/nbd.sock
+# start_vlmc SPIN [SEGMENT]: vlmc on port 2 serving $T/nbd.sock
 start_vlmc() {
 	rm -f $T/nbd.sock $T/ctl
-	$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
+	$BIN/vlmc -g ${2:-$SEG} -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
 		--ctl-socket $T/ctl --nbd-spin $1 >$T/vlmc-$1.log 2>&1 &
 	VLMC=$!
 	for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
@@ -183,6 +193,66 @@ traffic 0 || die "traffic with --nbd-spin 0"
 stop_pids $VLMC; VLMC=
 start_vlmc 1us
 traffic 1us || die "traffic with --nbd-spin 1us"
+stop_pids $VLMC; VLMC=
+
+# M1: a READ holding the heap, then a WRITE needing it, on an 8 MiB
+# segment (its heap holds one 4 MiB command's buffers, not two; both
+# fit in any larger), with --nbd-spin 1s (the reader spins at queue depth 1)
+$X create --size 8M --static-ports 4 --dynamic-ports 16 --requests 1024 \
+	$SEG2 >/dev/null || die "create small segment"
+$BIN/test_vlmc_store -g $SEG2 -p 1 -t 2 >$T/store2.log 2>&1 &
+PIDS="$PIDS $!"
+start_vlmc 1s $SEG2
+$X volume --ctl $T/ctl create v 128M >/dev/null || die "create v (small)"
+python3 - "$T/nbd.sock" <<'PY' || die "READ then WRITE on a short heap"
+import os, socket, struct, sys, threading
+def recvn(s, n):
+    b = bytearray()
+    while len(b) < n:
+        c = s.recv(min(n - len(b), 1 << 20))
+        if not c: raise EOFError
+        b += c
+    return bytes(b)
+s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(sys.argv[1])
+assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
+s.sendall(struct.pack(">I", 3))
+s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 7) +
+          struct.pack(">I", 1) + b"v" + struct.pack(">H", 0))
+while True:
+    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20)); recvn(s, l)
+    if t != 3: break
+assert t == 1, hex(t)
+M = 1 << 20; L = 4 * M
+def cmd(typ, cookie, off):
+    return struct.pack(">IHHQQI", 0x25609513, 0, typ, cookie, off, L)
+def reply():
+    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
+    assert magic == 0x67446698, hex(magic)
+    return err, c, (recvn(s, L) if c in (1, 3) and not err else None)
+data = os.urandom(L)
+res = {}
+def taker():
+    for _ in range(2):
+        err, c, d = reply()
+        res[c] = (err, d)
+th = threading.Thread(target=taker); th.start()
+s.sendall(cmd(0, 1, 0) + cmd(1, 2, 64 * M) + data)  # READ, WRITE: one send
+th.join()
+fails = 0
+def check(cond, what):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + "[--nbd-spin 1s, 8M segment] " + what)
+    if not cond: fails += 1
+check(res.get(1, (None,))[0] == 0 and res[1][1] == bytes(L),
+      f"READ 4M answered, zeroes (error {res.get(1, (None,))[0]})")
+check(res.get(2, (None,))[0] == 0,
+      f"pipelined WRITE 4M answered without error (error {res.get(2, (None,))[0]}; 12: ENOMEM)")
+s.sendall(cmd(0, 3, 64 * M))
+err, c, d = reply()
+check(err == 0 and c == 3 and d == data, "the WRITE reads back exactly")
+s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 4, 0, 0)); s.close()
+sys.exit(1 if fails else 0)
+PY
 stop_pids $VLMC; VLMC=
 rc=0
 if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \

@@ -89,8 +89,9 @@ struct vlmc_conn {
 	 * of rbuf that waits for them to drop (reader only; 0: none). */
 	uint64_t inflight_bytes;
 	uint64_t head_cost;
-	bool slot_waiting; /* __atomic */
-	bool completer_on; /* the reader is (about to be) blocked */
+	bool slot_waiting;     /* __atomic */
+	bool completer_on;     /* the reader is (about to be) blocked */
+	bool completer_was_on; /* before nbd_reader_wait turned it on */
 	/* At most this many commands in flight, the reader waits for their
 	 * replies itself while it runs (nbd_poll): NBD_READER_REAP_MAX, or 0
 	 * (the completer takes every reply) with --nbd-spin 0 and while
@@ -703,6 +704,30 @@ static void nbd_completer_on(struct vlmc_conn *c, bool on)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* The reader's wait hook (vlmc_set_wait_hook): vlmc_get_prep waits for
+ * requests or heap that only replies give back (a READ holds its buffers
+ * until its reply is sent). With --nbd-spin the reader receives the
+ * replies itself and the completer is parked, so the completer takes
+ * them for the length of the wait (review7 M1: a pipelined WRITE failed
+ * with ENOMEM after 1 s, the replies that would have freed the heap
+ * unreceived). Restores the previous state, should the reader already
+ * have handed them over. */
+static void nbd_reader_wait(void *arg, bool waiting)
+{
+	struct vlmc_conn *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	if (waiting) {
+		c->completer_was_on = c->completer_on;
+		c->completer_on = true;
+		if (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+			pthread_cond_signal(&c->ccond);
+	} else {
+		c->completer_on = c->completer_was_on;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 #define NBD_BATCH 32
 
 /* Receive and complete every reply queued on the connection's port, then
@@ -1226,7 +1251,9 @@ static void nbd_transmission(struct vlmc_conn *c)
 	struct xseg_sigbatch sb;
 
 	xseg_sigbatch_init(&sb);
+	vlmc_set_wait_hook(nbd_reader_wait, c);
 	nbd_serve(c, &sb);
+	vlmc_set_wait_hook(NULL, NULL);
 	/* the connection closes: nbd_conn_close waits for every reply */
 	xseg_sigbatch_flush(c->v->seg, &sb);
 }

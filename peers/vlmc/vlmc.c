@@ -385,42 +385,65 @@ static void vlmc_io_put_part(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	}
 }
 
+static __thread vlmc_wait_hook_fn vlmc_wait_hook;
+static __thread void *vlmc_wait_hook_arg;
+
+void vlmc_set_wait_hook(vlmc_wait_hook_fn fn, void *arg)
+{
+	vlmc_wait_hook = fn;
+	vlmc_wait_hook_arg = arg;
+}
+
+/* One wait of vlmc_get_prep: the batch out (the requests it holds back
+ * may be the very ones whose answers free the pool, and their peer may be
+ * asleep), the thread's hook told on the first wait (*hooked), a pause. */
+static void vlmc_get_wait(struct vlmc *v, struct xseg_sigbatch *sb,
+			  bool *hooked)
+{
+	xseg_sigbatch_flush(v->seg, sb);
+	if (!*hooked && vlmc_wait_hook) {
+		vlmc_wait_hook(vlmc_wait_hook_arg, true);
+		*hooked = true;
+	}
+	usleep(500);
+}
+
 /* Get and prepare a request, waiting a little while the pool or heap is
  * exhausted (back-pressure from deep queues), then giving up. sb: the
- * caller's signal batch (may be NULL), flushed before each wait: the
- * requests it holds back may be the very ones whose answers free the pool,
- * and their peer may be asleep. */
+ * caller's signal batch (may be NULL), flushed before each wait. */
 static int vlmc_get_prep(struct vlmc *v, uint32_t port, uint32_t targetlen,
 			 uint64_t datalen, struct xseg_sigbatch *sb,
 			 struct xseg_request **reqp)
 {
 	struct xseg_request *req = NULL;
-	int rc;
+	bool hooked = false;
+	int rc = 0;
 
 	for (int tries = 0;; tries++) {
 		if (!req) {
 			rc = xseg_get_request(v->seg, port, &req);
 			if (rc == -ENOMEM && tries < 2000) {
-				xseg_sigbatch_flush(v->seg, sb);
-				usleep(500);
+				vlmc_get_wait(v, sb, &hooked);
 				continue;
 			}
 			if (rc)
-				return rc;
+				break;
 		}
 		rc = xseg_prep_request(v->seg, req, targetlen, datalen);
 		if (rc == -ENOMEM && tries < 2000) {
-			xseg_sigbatch_flush(v->seg, sb);
-			usleep(500);
+			vlmc_get_wait(v, sb, &hooked);
 			continue;
 		}
 		if (rc) {
 			xseg_put_request(v->seg, req);
-			return rc;
+			break;
 		}
 		*reqp = req;
-		return 0;
+		break;
 	}
+	if (hooked)
+		vlmc_wait_hook(vlmc_wait_hook_arg, false);
+	return rc;
 }
 
 /* Get and prepare the object request of a part (op, offset, target; for a

@@ -205,6 +205,19 @@ void *vlmc_io_part_data(struct vlmc_io *io, uint64_t i);
 /* Return every request held in io->parts[].req to the pool. */
 void vlmc_io_put_replies(struct vlmc_io *io);
 
+/* A thread's hook around the waits for a free request or heap space
+ * (vlmc_io_prep, vlmc_io_submit, a refill or short-read check running on
+ * this thread): fn(arg, true) before the first wait, fn(arg, false) once
+ * the wait is over (got one, or gave up). Those waits end only when
+ * replies give requests back, so a thread that is the only one receiving
+ * its port's replies must hand them over here (the NBD reader with
+ * --nbd-spin, whose completer is parked). Per thread (thread-local), so
+ * another thread's waits never call it; fn must not wait for the pool or
+ * heap itself. NULL fn: none (the default). Set and cleared by the thread
+ * itself. */
+typedef void (*vlmc_wait_hook_fn)(void *arg, bool waiting);
+void vlmc_set_wait_hook(vlmc_wait_hook_fn fn, void *arg);
+
 /* Wait until vol is not frozen and count an I/O in flight on it. */
 void vlmc_vol_enter(struct vlmc_volume *vol);
 /* The same without waiting: false (nothing counted) while vol is frozen. */

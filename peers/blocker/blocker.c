@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "peer.h"
@@ -71,9 +72,14 @@ struct blocker_syncer {
 	bool running; /* the thread was started (init) and not joined */
 	pthread_t thread;
 	/* statistics, relaxed atomics: syncs = blocker_flush calls, reqs =
-	 * requests they completed, max_batch = most in one */
-	uint64_t syncs, reqs, max_batch;
+	 * requests they completed, max_batch = most in one, gathers = flushes
+	 * that waited for released requests to come back */
+	uint64_t syncs, reqs, max_batch, gathers;
 };
+
+/* the longest a flush waits for requests the last one released (and half
+ * the last flush's duration at most) */
+#define BLOCKER_GATHER_MAX_NS 1000000ULL
 
 struct blocker_peer {
 	const char *dir;
@@ -372,22 +378,61 @@ static void blocker_complete_chain(struct peer *p, struct xseg_request *req,
 	}
 }
 
+static uint64_t blocker_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Gather (caller holds y->lock, the chain is not empty): wait while fewer
+ * requests are chained than were in the syncer's hands when the last
+ * flush ended (those it completed plus those chained meanwhile), for at
+ * most half that flush's duration, capped at BLOCKER_GATHER_MAX_NS. The
+ * clients it released usually send their next FUA write within that
+ * time; flushing without them splits the clients into two groups that
+ * alternate, each fsync covering about half of them. A client that
+ * leaves costs one such wait.
+ */
+static void blocker_gather(struct blocker_syncer *y, uint64_t expect,
+			   uint64_t flush_ns)
+{
+	uint64_t wait = flush_ns / 2, deadline;
+	struct timespec ts;
+
+	if (y->n >= expect || y->stop)
+		return;
+	if (wait > BLOCKER_GATHER_MAX_NS)
+		wait = BLOCKER_GATHER_MAX_NS;
+	deadline = blocker_mono_ns() + wait;
+	ts.tv_sec = (time_t)(deadline / 1000000000ULL);
+	ts.tv_nsec = (long)(deadline % 1000000000ULL);
+	__atomic_add_fetch(&y->gathers, 1, __ATOMIC_RELAXED);
+	while (y->n < expect && !y->stop &&
+	       pthread_cond_timedwait(&y->cond, &y->lock, &ts) != ETIMEDOUT)
+		;
+}
+
 static void *blocker_syncer_main(void *arg)
 {
 	struct peer *p = arg;
 	struct blocker_peer *b = peer_priv(p);
 	struct blocker_syncer *y = &b->sync;
+	uint64_t expect = 0, flush_ns = 0;
 
 	pthread_mutex_lock(&y->lock);
 	for (;;) {
 		struct xseg_request *chain;
-		uint64_t n;
+		uint64_t n, t0;
 		int rc;
 
 		while (!y->head && !y->stop)
 			pthread_cond_wait(&y->cond, &y->lock);
 		if (!y->head)
 			break; /* stopping and nothing left */
+		blocker_gather(y, expect, flush_ns);
 		chain = y->head;
 		n = y->n;
 		y->head = y->tail = NULL;
@@ -396,12 +441,15 @@ static void *blocker_syncer_main(void *arg)
 		/* every request of the chain was appended before it was
 		 * handed over, so below the tail this flush samples; a sync
 		 * error stays sticky in the store (later flushes fail too) */
+		t0 = blocker_mono_ns();
 		rc = blocker_flush(b->store);
+		flush_ns = blocker_mono_ns() - t0;
 		__atomic_add_fetch(&y->syncs, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&y->reqs, n, __ATOMIC_RELAXED);
 		blocker_atomic_max(&y->max_batch, n);
 		blocker_complete_chain(p, chain, rc);
 		pthread_mutex_lock(&y->lock);
+		expect = n + y->n;
 	}
 	pthread_mutex_unlock(&y->lock);
 	return NULL;
@@ -441,12 +489,20 @@ static int blocker_syncer_start(struct peer *p)
 {
 	struct blocker_peer *b = peer_priv(p);
 	struct blocker_syncer *y = &b->sync;
+	pthread_condattr_t ca;
 	int rc;
 
 	rc = pthread_mutex_init(&y->lock, NULL);
 	if (rc)
 		return -rc;
-	rc = pthread_cond_init(&y->cond, NULL);
+	/* the gather's deadline is on CLOCK_MONOTONIC */
+	rc = pthread_condattr_init(&ca);
+	if (!rc) {
+		rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		if (!rc)
+			rc = pthread_cond_init(&y->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	if (rc) {
 		pthread_mutex_destroy(&y->lock);
 		return -rc;
@@ -731,9 +787,11 @@ static void blocker_stats_op(struct peer *p)
 	uint64_t ys = __atomic_load_n(&b->sync.syncs, __ATOMIC_RELAXED);
 	uint64_t yr = __atomic_load_n(&b->sync.reqs, __ATOMIC_RELAXED);
 	peer_info("stats: blocker syncer flushes %" PRIu64 " covering %" PRIu64
-		  " FUA writes and FLUSHes (%.2f each, at most %" PRIu64 ")",
+		  " FUA writes and FLUSHes (%.2f each, at most %" PRIu64
+		  "), %" PRIu64 " gathered",
 		  ys, yr, ys ? (double)yr / (double)ys : 0.0,
-		  __atomic_load_n(&b->sync.max_batch, __ATOMIC_RELAXED));
+		  __atomic_load_n(&b->sync.max_batch, __ATOMIC_RELAXED),
+		  __atomic_load_n(&b->sync.gathers, __ATOMIC_RELAXED));
 	if (st.degraded_errno)
 		peer_warn("stats: blocker DEGRADED (%s): %s",
 			  strerror(st.degraded_errno), st.degraded_reason);
@@ -781,6 +839,8 @@ static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
 		  __atomic_load_n(&b->sync.syncs, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "sync_requests",
 		  __atomic_load_n(&b->sync.reqs, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "sync_gathers",
+		  __atomic_load_n(&b->sync.gathers, __ATOMIC_RELAXED));
 	return n;
 }
 

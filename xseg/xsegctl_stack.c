@@ -264,21 +264,20 @@ static uint32_t stack_hash(const char *s)
 static int stack_resolve(struct stack *st)
 {
 	char abs[PATH_MAX];
-	bool made = true; /* made here: its entry must be made durable */
 	int r;
 
-	if (mkdir(st->dir, 0700)) {
-		if (errno != EEXIST) {
-			stack_err("%s: %s", st->dir, strerror(errno));
-			return -errno;
-		}
-		made = false;
+	if (mkdir(st->dir, 0700) && errno != EEXIST) {
+		stack_err("%s: %s", st->dir, strerror(errno));
+		return -errno;
 	}
 	if (!realpath(st->dir, abs)) {
 		stack_err("%s: %s", st->dir, strerror(errno));
 		return -errno;
 	}
-	if (made && (r = peer_fsync_parent(abs))) {
+	/* also when it existed: whoever made it may not have synced its
+	 * entry, and the store below it relies on the entry (as
+	 * blocker_create does for its own directory) */
+	if ((r = peer_fsync_parent(abs))) {
 		stack_err("%s: syncing its parent directory: %s", abs,
 			  strerror(-r));
 		return r;

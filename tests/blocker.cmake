@@ -30,4 +30,4 @@ ac_test(test_blocker_gc_full SOURCES test_blocker_gc_full.c
 # a segment switch taken back after ENOSPC while a flush ran in the window
 # (review7 R7-3; forked child crashes, the parent reopens)
 ac_test(test_blocker_unswitch SOURCES test_blocker_unswitch.c
-        DEPS blocker_store TIMEOUT 120)
+        DEPS blocker_store LABELS concurrent TIMEOUT 120)

@@ -665,6 +665,29 @@ static bool spin_cond_running(void *arg)
 	return __atomic_load_n(&spin_running, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Run a peer with two worker threads, no spin window and quiet logging on
+ * port 1 of r's segment, as the tests of the idle workers' hand-off
+ * below need it; returns peer_main's status.
+ */
+static int two_worker_peer_main(struct peer_run *r, const struct peer_ops *ops)
+{
+	char *argv[] = {(char *)ops->type,
+			"-g",
+			(char *)r->segname,
+			"-p",
+			"1",
+			"-t",
+			"2",
+			"-s",
+			"0",
+			"-v",
+			"warn",
+			NULL};
+
+	return peer_main(11, argv, ops);
+}
+
 static void *spin_peer_thread(void *arg)
 {
 	struct peer_run *r = arg;
@@ -678,12 +701,7 @@ static void *spin_peer_thread(void *arg)
 		{[XSEG_OP_READ] = spin_read, [XSEG_OP_PING] = spin_ping},
 	    .handlers_never_block = true,
 	};
-	char *argv[] = {"spinpeer", "-g",   (char *)r->segname,
-			"-p",	    "1",    "-t",
-			"2",	    "-s",   "0",
-			"-v",	    "warn", NULL};
-
-	r->status = peer_main(11, argv, &ops);
+	r->status = two_worker_peer_main(r, &ops);
 	return NULL;
 }
 
@@ -752,12 +770,7 @@ static void *burst_peer_thread(void *arg)
 	    .handlers = {[XSEG_OP_PING] = burst_ping},
 	    .handlers_never_block = true,
 	};
-	char *argv[] = {"burstpeer", "-g",   (char *)r->segname,
-			"-p",	     "1",    "-t",
-			"2",	     "-s",   "0",
-			"-v",	     "warn", NULL};
-
-	r->status = peer_main(11, argv, &ops);
+	r->status = two_worker_peer_main(r, &ops);
 	return NULL;
 }
 
@@ -866,12 +879,7 @@ static void *slowbatch_peer_thread(void *arg)
 	    .handlers = {[XSEG_OP_PING] = slowbatch_ping},
 	    .handlers_never_block = true,
 	};
-	char *argv[] = {"slowbatch", "-g",   (char *)r->segname,
-			"-p",	     "1",    "-t",
-			"2",	     "-s",   "0",
-			"-v",	     "warn", NULL};
-
-	r->status = peer_main(11, argv, &ops);
+	r->status = two_worker_peer_main(r, &ops);
 	return NULL;
 }
 

@@ -378,14 +378,6 @@ static void blocker_complete_chain(struct peer *p, struct xseg_request *req,
 	}
 }
 
-static uint64_t blocker_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Gather (caller holds y->lock, the chain is not empty): wait while fewer
  * requests are chained than were in the syncer's hands when the last
@@ -406,7 +398,7 @@ static void blocker_gather(struct blocker_syncer *y, uint64_t expect,
 		return;
 	if (wait > BLOCKER_GATHER_MAX_NS)
 		wait = BLOCKER_GATHER_MAX_NS;
-	deadline = blocker_mono_ns() + wait;
+	deadline = peer_now_ns() + wait;
 	ts.tv_sec = (time_t)(deadline / 1000000000ULL);
 	ts.tv_nsec = (long)(deadline % 1000000000ULL);
 	__atomic_add_fetch(&y->gathers, 1, __ATOMIC_RELAXED);
@@ -441,9 +433,9 @@ static void *blocker_syncer_main(void *arg)
 		/* every request of the chain was appended before it was
 		 * handed over, so below the tail this flush samples; a sync
 		 * error stays sticky in the store (later flushes fail too) */
-		t0 = blocker_mono_ns();
+		t0 = peer_now_ns();
 		rc = blocker_flush(b->store);
-		flush_ns = blocker_mono_ns() - t0;
+		flush_ns = peer_now_ns() - t0;
 		__atomic_add_fetch(&y->syncs, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&y->reqs, n, __ATOMIC_RELAXED);
 		blocker_atomic_max(&y->max_batch, n);

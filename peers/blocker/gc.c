@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "peer_util.h"
 #include "store_int.h"
 
 /* test hook points (struct blocker_store.gc_hook) */
@@ -527,14 +528,6 @@ struct gc_pass {
 	uint64_t t0_ns, copied;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
-}
-
 static bool stopping(struct blocker_store *s)
 {
 	return __atomic_load_n(&s->gc_stop, __ATOMIC_ACQUIRE);
@@ -549,7 +542,7 @@ static int throttle(struct gc_pass *p)
 	for (;;) {
 		uint64_t due =
 		    p->t0_ns + p->copied * 1000000000.0 / p->g->rate_bytes;
-		uint64_t now = now_ns();
+		uint64_t now = peer_now_ns();
 		if (stopping(p->s))
 			return -ECANCELED;
 		if (now >= due)
@@ -852,7 +845,7 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 	 * fully copied before it are completed.
 	 */
 	p.live = &live;
-	p.t0_ns = now_ns();
+	p.t0_ns = peer_now_ns();
 	p.buf = malloc((size_t)GC_BATCH * s->chunk_size);
 	p.rbuf = malloc(BREC_HDR_SIZE + s->chunk_size);
 	ok = calloc(nv, sizeof(*ok));

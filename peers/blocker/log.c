@@ -25,6 +25,7 @@
  * to the read itself.
  */
 #include <urcu/urcu-bp.h>
+#include "peer_util.h"
 #include "store_int.h"
 
 #if defined(AC_TSAN)
@@ -1101,14 +1102,6 @@ void blog_fua_abort(struct blocker_store *s)
 	pthread_mutex_unlock(&s->sync_lock);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
-}
-
 static void gather_locked(struct blocker_store *s)
 {
 	struct timespec ts;
@@ -1118,7 +1111,7 @@ static void gather_locked(struct blocker_store *s)
 		return;
 	if (wait > GATHER_MAX_NS)
 		wait = GATHER_MAX_NS;
-	deadline = mono_ns() + wait;
+	deadline = peer_now_ns() + wait;
 	ts.tv_sec = deadline / 1000000000u;
 	ts.tv_nsec = deadline % 1000000000u;
 	s->gathering = true;
@@ -1174,7 +1167,7 @@ static int flush_common(struct blocker_store *s, bool fua)
 			s->inflight_max = pos;
 		pthread_mutex_unlock(&s->sync_lock);
 
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = peer_now_ns();
 		for (uint32_t seg = from; seg <= to && !r; seg++) {
 			int fd;
 			uint64_t off;
@@ -1203,7 +1196,7 @@ static int flush_common(struct blocker_store *s, bool fua)
 		}
 
 		pthread_mutex_lock(&s->sync_lock);
-		s->fsync_ns = mono_ns() - t0;
+		s->fsync_ns = peer_now_ns() - t0;
 		/* an earlier fsync still running may yet fail for pages this
 		 * one covered: publish after it, and only if it did not */
 		while (s->fsync_published != ticket)

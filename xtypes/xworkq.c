@@ -42,6 +42,14 @@ bool xworkq_idle(const struct xworkq *wq)
 	return __atomic_load_n(&wq->pending, __ATOMIC_ACQUIRE) == 0;
 }
 
+/* Append job to wq's queue (publishing its fn/arg to the executor). */
+static void xworkq_push(struct xworkq *wq, struct xworkq_job *job)
+{
+	cds_wfcq_node_init(&job->node);
+	XWORKQ_TSAN_RELEASE(job);
+	cds_wfcq_enqueue(&wq->head, &wq->tail, &job->node);
+}
+
 int xworkq_enqueue(struct xworkq *wq, struct xworkq_job *job, xworkq_fn fn,
 		   void *arg)
 {
@@ -80,20 +88,16 @@ int xworkq_enqueue(struct xworkq *wq, struct xworkq_job *job, xworkq_fn fn,
 					       __ATOMIC_ACQ_REL) == 0)
 				return 0;
 		} else {
-			cds_wfcq_node_init(&job->node);
-			XWORKQ_TSAN_RELEASE(job);
-			cds_wfcq_enqueue(&wq->head, &wq->tail, &job->node);
+			xworkq_push(wq, job);
 		}
 		goto run_queued;
 	}
-	cds_wfcq_node_init(&job->node);
-	XWORKQ_TSAN_RELEASE(job);
 	/*
 	 * Queue before counting: a counted job is always already in the
 	 * queue, so the executor never finds the queue empty while the
 	 * counter says otherwise.
 	 */
-	cds_wfcq_enqueue(&wq->head, &wq->tail, &job->node);
+	xworkq_push(wq, job);
 	if (__atomic_fetch_add(&wq->pending, 1, __ATOMIC_ACQ_REL) != 0)
 		return 0; /* another thread is the executor */
 

@@ -90,6 +90,7 @@ struct blocker_peer {
 	/* test hook (--test-fsync-control): see blocker_ctl_fdatasync */
 	const char *fsync_ctl;
 	const struct blocker_io_ops *inner_io;
+	void *inner_ctx;
 };
 
 static const struct option blocker_options[] = {
@@ -316,7 +317,7 @@ static int blocker_ctl_fdatasync(void *ctx, int fd)
 		usleep(1000);
 	if (c == 'f')
 		return -EIO;
-	return b->inner_io->fdatasync(NULL, fd);
+	return b->inner_io->fdatasync(b->inner_ctx, fd);
 }
 
 static ssize_t blocker_ctl_preadv(void *ctx, int fd, const struct iovec *iov,
@@ -324,7 +325,7 @@ static ssize_t blocker_ctl_preadv(void *ctx, int fd, const struct iovec *iov,
 {
 	struct blocker_peer *b = ctx;
 
-	return b->inner_io->preadv(NULL, fd, iov, cnt, off);
+	return b->inner_io->preadv(b->inner_ctx, fd, iov, cnt, off);
 }
 
 static ssize_t blocker_ctl_pwritev(void *ctx, int fd, const struct iovec *iov,
@@ -332,10 +333,20 @@ static ssize_t blocker_ctl_pwritev(void *ctx, int fd, const struct iovec *iov,
 {
 	struct blocker_peer *b = ctx;
 
-	return b->inner_io->pwritev(NULL, fd, iov, cnt, off);
+	return b->inner_io->pwritev(b->inner_ctx, fd, iov, cnt, off);
 }
 
-static const struct blocker_io_ops blocker_ctl_io = {
+static int blocker_ctl_preadv_batch(void *ctx, struct blocker_io_req *reqs,
+				    int n)
+{
+	struct blocker_peer *b = ctx;
+
+	return b->inner_io->preadv_batch(b->inner_ctx, reqs, n);
+}
+
+/* the wrapped backend's calls with its own ctx; only fdatasync is held or
+ * failed. preadv_batch is set in blocker_init when the backend has it. */
+static struct blocker_io_ops blocker_ctl_io = {
     "fsync-control", blocker_ctl_preadv, blocker_ctl_pwritev,
     blocker_ctl_fdatasync, NULL};
 
@@ -676,6 +687,9 @@ static int blocker_init(struct peer *p)
 	b->opts.log = blocker_store_log;
 	if (b->fsync_ctl) {
 		b->inner_io = b->opts.io ? b->opts.io : &blocker_io_sync;
+		b->inner_ctx = b->opts.io_ctx;
+		if (b->inner_io->preadv_batch)
+			blocker_ctl_io.preadv_batch = blocker_ctl_preadv_batch;
 		b->opts.io = &blocker_ctl_io;
 		b->opts.io_ctx = b;
 	}

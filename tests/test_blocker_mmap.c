@@ -214,9 +214,7 @@ START_TEST(test_bitflip_mapped)
 	struct blocker_opts o;
 	struct blocker_store *s;
 	struct blocker_stats st;
-	char p[512];
-	uint8_t b[CS], c;
-	int fd;
+	uint8_t b[CS];
 
 	opts(&o);
 	ck_assert_int_eq(blocker_create(dir, &o), 0);
@@ -225,13 +223,8 @@ START_TEST(test_bitflip_mapped)
 	ck_assert_int_eq(blocker_write(s, "x", 1, 0, CS, b, BLOCKER_FUA), 0);
 	expect_chunk(s, "x", 0, 5);
 	/* through the file: the shared mapping sees it at once */
-	snprintf(p, sizeof(p), "%s/log.000000", dir);
-	fd = open(p, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pread(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
-	c ^= 4;
-	ck_assert_int_eq(pwrite(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
-	close(fd);
+	ck_assert_int_eq(tb_xor_byte(dir, "log.000000", BREC_HDR_SIZE + 99, 4),
+			 0);
 	ck_assert_int_eq(blocker_read(s, "x", 1, 0, CS, b), -EIO);
 	blocker_get_stats(s, &st);
 	ck_assert_uint_eq(st.verify_failures, 1);
@@ -331,9 +324,7 @@ START_TEST(test_dedup_skips_damaged_payload)
 		struct blocker_opts o;
 		struct blocker_store *s;
 		struct blocker_stats st0, st;
-		uint8_t buf[2 * CS], c;
-		char p[512];
-		int fd;
+		uint8_t buf[2 * CS];
 
 		tb_rmtree(dir);
 		tb_mkdtemp(dir, sizeof(dir));
@@ -345,13 +336,8 @@ START_TEST(test_dedup_skips_damaged_payload)
 		tb_fill(buf, sizeof(buf), 4, 0);
 		ck_assert_int_eq(
 		    blocker_write(s, "x", 1, 0, CS, buf, BLOCKER_FUA), 0);
-		snprintf(p, sizeof(p), "%s/log.000000", dir);
-		fd = open(p, O_RDWR);
-		ck_assert_int_ge(fd, 0);
-		ck_assert_int_eq(pread(fd, &c, 1, BREC_HDR_SIZE + 10), 1);
-		c ^= 1;
-		ck_assert_int_eq(pwrite(fd, &c, 1, BREC_HDR_SIZE + 10), 1);
-		close(fd);
+		ck_assert_int_eq(
+		    tb_xor_byte(dir, "log.000000", BREC_HDR_SIZE + 10, 1), 0);
 		blocker_get_stats(s, &st0);
 		ck_assert_int_eq(
 		    blocker_write(s, "y", 1, 0, 2 * CS, buf, BLOCKER_FUA), 0);
@@ -423,22 +409,16 @@ START_TEST(test_verify_failure_log_limited)
 	struct blocker_opts o;
 	struct blocker_store *s;
 	struct blocker_stats st;
-	char p[512];
-	uint8_t b[CS], c;
-	int fd, lines;
+	uint8_t b[CS];
+	int lines;
 
 	opts(&o);
 	ck_assert_int_eq(blocker_create(dir, &o), 0);
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	tb_fill(b, CS, 5, 0);
 	ck_assert_int_eq(blocker_write(s, "x", 1, 0, CS, b, BLOCKER_FUA), 0);
-	snprintf(p, sizeof(p), "%s/log.000000", dir);
-	fd = open(p, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pread(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
-	c ^= 4;
-	ck_assert_int_eq(pwrite(fd, &c, 1, BREC_HDR_SIZE + 99), 1);
-	close(fd);
+	ck_assert_int_eq(tb_xor_byte(dir, "log.000000", BREC_HDR_SIZE + 99, 4),
+			 0);
 	lines = logbuf.lines;
 	for (int i = 0; i < 100; i++)
 		ck_assert_int_eq(blocker_read(s, "x", 1, 0, CS, b), -EIO);

@@ -109,17 +109,7 @@ static uint64_t fsize(const char *name)
 
 static void flip_bit(const char *name, uint64_t off)
 {
-	char p[512];
-	uint8_t c;
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_RDWR);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pread(fd, &c, 1, off), 1);
-	c ^= 0x10;
-	ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
-	close(fd);
+	ck_assert_int_eq(tb_xor_byte(dir, name, off, 0x10), 0);
 }
 
 START_TEST(test_create_open_errors)

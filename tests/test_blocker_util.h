@@ -2,6 +2,8 @@
 /* Helpers shared by the blocker tests: scratch store directories. */
 #ifndef TEST_BLOCKER_UTIL_H
 #define TEST_BLOCKER_UTIL_H
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -139,5 +141,26 @@ static inline void tb_fill(uint8_t *buf, size_t len, uint64_t seed,
 {
 	for (size_t i = 0; i < len; i++)
 		buf[i] = tb_byte(seed, pos + i);
+}
+/* Corrupt a store file in place: xor the byte at off of DIR/name with
+ * mask. 0, or a negative errno (callers assert it). */
+static inline int tb_xor_byte(const char *dir, const char *name, uint64_t off,
+			      uint8_t mask)
+{
+	char p[512];
+	uint8_t c;
+	int fd, r = 0;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, &c, 1, (off_t)off) != 1)
+		r = -EIO;
+	c ^= mask;
+	if (!r && pwrite(fd, &c, 1, (off_t)off) != 1)
+		r = -EIO;
+	close(fd);
+	return r;
 }
 #endif

@@ -17,3 +17,8 @@ ac_test(test_xsegctl SOURCES test_xsegctl.c
 add_dependencies(test_xsegctl xsegctl noop bench_xseg)
 ac_test(test_peer_threads SOURCES test_peer_threads.c
         DEPS peer test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 300)
+# The adaptive spin's back-off policy (xseg_spin) as a pure function, and
+# the bad input of the *_spin waits; the waits' counts are in
+# test_xseg_threads.
+ac_test(test_xseg_spin SOURCES test_xseg_spin.c DEPS xseg xseg_testutil
+        TIMEOUT 60)

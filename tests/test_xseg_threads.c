@@ -332,6 +332,162 @@ START_TEST(test_concurrent_get_put)
 }
 END_TEST
 
+/* Adaptive spinning, counted (xseg.h, "Adaptive spinning"). */
+
+/* A thread whose spins never catch work (nobody ever submits) stops
+ * spinning: of n waits, only the policy's probes spin, exactly as the
+ * pure policy says for an all-miss sequence; with the fixed policy every
+ * wait spins. Each wait times out after its spin: no timing decides. */
+START_TEST(test_spin_never_catching_backs_off)
+{
+	const unsigned n = 400;
+	struct xseg_spin s, model;
+	unsigned model_spins = 0;
+	struct xseg *seg = mkseg("spinidle", 16);
+
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	xseg_spin_init(&s, 20000, true);
+	xseg_spin_init(&model, 20000, true);
+	for (unsigned i = 0; i < n; i++) {
+		ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s),
+				 -ETIMEDOUT);
+		if (xseg_spin_budget(&model)) {
+			model_spins++;
+			xseg_spin_note(&model, XSEG_SPIN_MISSED);
+		} else {
+			xseg_spin_note(&model, XSEG_SPIN_SLEPT_LONG);
+		}
+	}
+	ck_assert_uint_eq(s.waits, n);
+	ck_assert_uint_eq(s.caught, 0);
+	ck_assert_uint_eq(s.hinted, 0);
+	ck_assert_uint_eq(s.spins, model_spins);
+	ck_assert_uint_eq(s.missed, model_spins);
+	ck_assert_uint_lt(s.spins * 8, n);
+	ck_assert_uint_eq(s.skip, model.skip);
+
+	xseg_spin_init(&s, 20000, false);
+	for (unsigned i = 0; i < 50; i++)
+		ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s),
+				 -ETIMEDOUT);
+	ck_assert_uint_eq(s.spins, 50);
+	ck_assert_uint_eq(s.missed, 50);
+	/* spin 0: never spins, learns nothing */
+	xseg_spin_init(&s, 0, true);
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s), -ETIMEDOUT);
+	ck_assert_uint_eq(s.waits + s.spins, 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* Two threads playing ping-pong through the segment, each waiting with
+ * its own adaptive state and a spin far longer than a round trip: every
+ * wait that finds nothing at once spins and catches the work, so none
+ * ever backs off. */
+struct spin_pp {
+	struct xseg *seg;
+	uint32_t port;
+	uint64_t rounds;
+	struct xseg_spin spin;
+	char failure[120];
+};
+
+#define SPIN_PP_NS (5000 * MS) /* a spin that cannot run out */
+
+static void *spin_pp_server(void *arg)
+{
+	struct spin_pp *sv = arg;
+	struct xseg_request *req;
+
+	for (uint64_t done = 0; done < sv->rounds;) {
+		int rc = xseg_accept(sv->seg, sv->port, &req);
+
+		if (rc == -EAGAIN) {
+			rc = xseg_wait_spin(sv->seg, sv->port, REPLY_TIMEOUT,
+					    &sv->spin);
+			if (rc) {
+				snprintf(sv->failure, sizeof(sv->failure),
+					 "wait: %d", rc);
+				return NULL;
+			}
+			continue;
+		}
+		if (!rc)
+			rc = xseg_respond(sv->seg, req, 0);
+		if (rc) {
+			snprintf(sv->failure, sizeof(sv->failure),
+				 "accept/respond: %d", rc);
+			return NULL;
+		}
+		done++;
+	}
+	return NULL;
+}
+
+static void *spin_pp_client(void *arg)
+{
+	struct spin_pp *cl = arg;
+	struct xseg_request *req;
+	int rc = 0;
+
+	for (uint64_t i = 0; i < cl->rounds && !rc; i++) {
+		rc = xseg_get_request(cl->seg, cl->port, &req);
+		if (!rc)
+			rc = xseg_prep_request(cl->seg, req, 1, 0);
+		if (rc)
+			break;
+		req->target[0] = 't';
+		req->op = XSEG_OP_PING;
+		rc = xseg_submit(cl->seg, req, 0);
+		if (!rc)
+			rc = xseg_wait_reply_spin(
+			    cl->seg, cl->port, REPLY_TIMEOUT, &cl->spin, &req);
+		if (!rc)
+			rc = req->error ? -req->error : 0;
+		if (!rc)
+			rc = xseg_put_request(cl->seg, req);
+	}
+	if (rc)
+		snprintf(cl->failure, sizeof(cl->failure), "client: %d", rc);
+	return NULL;
+}
+
+START_TEST(test_spin_catching_keeps_spinning)
+{
+	const uint64_t n = rounds() / 10;
+	struct xseg *seg = mkseg("spinpp", 16);
+	struct spin_pp sv = {.seg = seg, .port = 0, .rounds = n};
+	struct spin_pp cl = {.seg = seg, .rounds = n};
+	pthread_t ts, tc;
+
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &cl.port), 0);
+	xseg_spin_init(&sv.spin, SPIN_PP_NS, true);
+	xseg_spin_init(&cl.spin, SPIN_PP_NS, true);
+	ck_assert_int_eq(pthread_create(&ts, NULL, spin_pp_server, &sv), 0);
+	ck_assert_int_eq(pthread_create(&tc, NULL, spin_pp_client, &cl), 0);
+	pthread_join(tc, NULL);
+	if (cl.failure[0]) /* the server waits for rounds that never come */
+		xseg_kick(seg, 0);
+	pthread_join(ts, NULL);
+	ck_assert_msg(!cl.failure[0], "%s", cl.failure);
+	ck_assert_msg(!sv.failure[0], "%s", sv.failure);
+	/* every wait spun and every spin caught its work */
+	ck_assert_uint_eq(sv.spin.missed, 0);
+	ck_assert_uint_eq(cl.spin.missed, 0);
+	ck_assert_uint_eq(sv.spin.spins, sv.spin.waits);
+	ck_assert_uint_eq(cl.spin.spins, cl.spin.waits);
+	ck_assert_uint_eq(sv.spin.caught, sv.spin.spins);
+	ck_assert_uint_eq(cl.spin.caught, cl.spin.spins);
+	/* the server waits for the first request at least (if it came
+	 * before the server looked, the client waited for its reply) */
+	ck_assert_uint_gt(sv.spin.waits + cl.spin.waits, 0);
+	ck_assert_uint_eq(sv.spin.skip + cl.spin.skip, 0);
+	ck_assert_uint_eq(xtu_free_requests(seg), 16);
+	xseg_leave(seg);
+}
+END_TEST
+
 static Suite *threads_suite(void)
 {
 	Suite *s = suite_create("xseg_threads");
@@ -342,6 +498,8 @@ static Suite *threads_suite(void)
 	tcase_add_test(tc, test_pingpong_polling);
 	tcase_add_test(tc, test_workers_and_clients);
 	tcase_add_test(tc, test_concurrent_get_put);
+	tcase_add_test(tc, test_spin_never_catching_backs_off);
+	tcase_add_test(tc, test_spin_catching_keeps_spinning);
 	suite_add_tcase(s, tc);
 	return s;
 }

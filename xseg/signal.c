@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xseg signaling: futex words in the segment, spin-then-sleep waits.
+ * xseg signaling: futex words in the segment, spin-then-sleep waits (a
+ * fixed spin per handle, or an adaptive one per waiting thread: see
+ * xseg.h, "Adaptive spinning").
  *
  * Protocol (per port: futex_seq, a 32-bit word, and sleepers, a 64-bit word
  * whose low half counts sleepers and whose high half counts signals)
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <string.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -133,13 +136,71 @@ static uint64_t deadline_after(uint64_t now, uint64_t timeout_ns)
 	return now + timeout_ns;
 }
 
+static inline void spin_stat(uint64_t *c)
+{
+	/* single writer (the owner thread): relaxed store, not an RMW; other
+	 * threads may read it with relaxed loads (xseg.h) */
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+void xseg_spin_init(struct xseg_spin *s, uint64_t max_ns, bool adaptive)
+{
+	memset(s, 0, sizeof(*s));
+	s->max_ns = max_ns;
+	s->adaptive = adaptive;
+}
+
+#define XSEG_SPIN_LEVEL_MAX 6 /* 1u << 6 == XSEG_SPIN_SKIP_MAX */
+_Static_assert((1u << XSEG_SPIN_LEVEL_MAX) == XSEG_SPIN_SKIP_MAX,
+	       "level cap and skip cap disagree");
+
+uint64_t xseg_spin_note(struct xseg_spin *s, enum xseg_spin_outcome o)
+{
+	spin_stat(&s->waits);
+	switch (o) {
+	case XSEG_SPIN_CAUGHT:
+		spin_stat(&s->spins);
+		spin_stat(&s->caught);
+		s->level = 0;
+		s->skip = 0;
+		break;
+	case XSEG_SPIN_MISSED:
+		spin_stat(&s->spins);
+		spin_stat(&s->missed);
+		if (!s->adaptive)
+			break;
+		s->skip = 1u << s->level;
+		if (s->level < XSEG_SPIN_LEVEL_MAX)
+			s->level++;
+		break;
+	case XSEG_SPIN_SLEPT_SHORT:
+		spin_stat(&s->hinted);
+		/* Work came within the spin's reach: try spinning again
+		 * soon, but not at once: on a core shared with the process
+		 * we wait for, sleeping may be what let the work come
+		 * soon, and a spin there would miss again. */
+		if (s->skip)
+			s->skip = (s->skip - 1) / 2;
+		break;
+	case XSEG_SPIN_SLEPT_LONG:
+		if (s->skip)
+			s->skip--;
+		break;
+	}
+	return xseg_spin_budget(s);
+}
+
+/* Wait for work in mask on port. spin_ns: the fixed spin when s is NULL;
+ * with s, the spin is s's budget and the outcome is noted in s (the
+ * *_spin waits pass spin_ns 0, so s NULL means sleep at once). */
 static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
-		     unsigned mask)
+		     unsigned mask, uint64_t spin_ns, struct xseg_spin *s)
 {
 	struct xseg_port_local *pl;
 	struct xseg_port *p;
-	uint64_t now, deadline;
+	uint64_t now, start, deadline;
 	uint32_t seq0, v;
+	bool spun = false;
 	int rc;
 
 	if (port >= seg->nr_ports)
@@ -150,21 +211,36 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		return 0;
 	if (timeout_ns == 0)
 		return -ETIMEDOUT;
-	now = xseg_now_ns();
+	start = now = xseg_now_ns();
 	deadline = deadline_after(now, timeout_ns);
 	seq0 = __atomic_load_n(&p->futex_seq, __ATOMIC_SEQ_CST);
+	if (s) {
+		spin_ns = xseg_spin_budget(s);
+		/* nothing to learn from a thread that never spins */
+		if (!s->max_ns)
+			s = NULL;
+	}
 
-	if (seg->spin_ns) {
-		uint64_t end = deadline_after(now, seg->spin_ns);
+	if (spin_ns) {
+		uint64_t end = deadline_after(now, spin_ns);
+		/* A spin cut short by the wait's timeout (e.g. the reap
+		 * slices of xseg_wait_reply_spin) did not run out: it is
+		 * not judged. */
+		bool cut = end > deadline;
 
-		if (end > deadline)
+		if (cut)
 			end = deadline;
 		uint64_t yield_at = now + XSEG_SPIN_YIELD_NS;
 
+		spun = true;
 		for (;;) {
 			for (int i = 0; i < XSEG_SPIN_BATCH; i++) {
-				if (has_work(pl, mask))
+				if (has_work(pl, mask)) {
+					if (s)
+						xseg_spin_note(
+						    s, XSEG_SPIN_CAUGHT);
 					return 0;
+				}
 				cpu_relax();
 			}
 			now = xseg_now_ns();
@@ -179,9 +255,15 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;
 			}
 		}
+		if (s && !cut)
+			xseg_spin_note(s, XSEG_SPIN_MISSED);
 		if (now >= deadline)
 			return has_work(pl, mask) ? 0 : -ETIMEDOUT;
 	}
+	/* A wait that slept at once tells s whether a spin would have
+	 * caught its work; one that spun has been noted already. */
+	if (spun)
+		s = NULL;
 
 	for (;;) {
 		__atomic_fetch_add(&p->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -189,32 +271,54 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		/* A changed word means a signal or kick since we started. */
 		if (v != seq0 || has_work(pl, mask)) {
 			__atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
-			return 0;
+			rc = 0;
+			break;
 		}
 		now = xseg_now_ns();
 		if (now >= deadline) {
 			__atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
-			return -ETIMEDOUT;
+			rc = -ETIMEDOUT;
+			break;
 		}
 		rc = futex_wait(&p->futex_seq, v,
 				deadline == UINT64_MAX ? XSEG_WAIT_FOREVER
 						       : deadline - now);
 		__atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
 		if (rc == -EINTR)
-			return -EINTR;
-		if (rc != -ETIMEDOUT)
-			return 0; /* woken, or the word changed (EAGAIN) */
-		if (has_work(pl, mask))
-			return 0;
-		if (xseg_now_ns() >= deadline)
-			return -ETIMEDOUT;
+			break;
+		if (rc != -ETIMEDOUT) {
+			rc = 0; /* woken, or the word changed (EAGAIN) */
+			break;
+		}
+		if (has_work(pl, mask)) {
+			rc = 0;
+			break;
+		}
+		if (xseg_now_ns() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
 	}
+	if (s) {
+		/* Judged: work came (within the spin's reach or later), or
+		 * nothing came for longer than a spin. A wake-up without
+		 * work, or a timeout shorter than the spin, says nothing. */
+		uint64_t waited = xseg_now_ns() - start;
+
+		if (!rc && has_work(pl, mask))
+			xseg_spin_note(s, waited <= s->max_ns
+					      ? XSEG_SPIN_SLEPT_SHORT
+					      : XSEG_SPIN_SLEPT_LONG);
+		else if (waited > s->max_ns)
+			xseg_spin_note(s, XSEG_SPIN_SLEPT_LONG);
+	}
+	return rc;
 }
 
 int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
 {
-	int rc =
-	    wait_mask(seg, port, timeout_ns, XSEG_WAIT_REQ | XSEG_WAIT_REPLY);
+	int rc = wait_mask(seg, port, timeout_ns,
+			   XSEG_WAIT_REQ | XSEG_WAIT_REPLY, seg->spin_ns, NULL);
 
 	/* Nothing came: check for dead peers (at most once per period per
 	 * handle), so a thread polling for replies with short waits gets
@@ -227,15 +331,17 @@ int xseg_wait(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
 
 int xseg_wait_replies(struct xseg *seg, uint32_t port, uint64_t timeout_ns)
 {
-	int rc = wait_mask(seg, port, timeout_ns, XSEG_WAIT_REPLY);
+	int rc = wait_mask(seg, port, timeout_ns, XSEG_WAIT_REPLY, seg->spin_ns,
+			   NULL);
 
 	if (rc == -ETIMEDOUT)
 		reap_if_due(seg, xseg_now_ns(), NULL);
 	return rc;
 }
 
-int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
-		    struct xseg_request **reqp)
+static int wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		      uint64_t spin_ns, struct xseg_spin *s,
+		      struct xseg_request **reqp)
 {
 	uint64_t now, deadline, next_reap, until;
 	int rc;
@@ -259,8 +365,32 @@ int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		until = deadline < next_reap ? deadline : next_reap;
-		rc = wait_mask(seg, port, until - now, XSEG_WAIT_REPLY);
+		rc = wait_mask(seg, port, until - now, XSEG_WAIT_REPLY, spin_ns,
+			       s);
 		if (rc == -EINTR || rc == -EINVAL)
 			return rc;
 	}
+}
+
+int xseg_wait_reply(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		    struct xseg_request **reqp)
+{
+	return wait_reply(seg, port, timeout_ns, seg->spin_ns, NULL, reqp);
+}
+
+int xseg_wait_spin(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		   struct xseg_spin *s)
+{
+	int rc = wait_mask(seg, port, timeout_ns,
+			   XSEG_WAIT_REQ | XSEG_WAIT_REPLY, 0, s);
+
+	if (rc == -ETIMEDOUT)
+		reap_if_due(seg, xseg_now_ns(), NULL);
+	return rc;
+}
+
+int xseg_wait_reply_spin(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+			 struct xseg_spin *s, struct xseg_request **reqp)
+{
+	return wait_reply(seg, port, timeout_ns, 0, s, reqp);
 }

@@ -585,9 +585,109 @@ void xseg_set_timestamps(struct xseg *seg, bool on);
  */
 
 /* Spin (busy-poll the port's queues) for spin_ns before sleeping in
- * xseg_wait; 0 = sleep at once (default). Call before threads use the
- * handle. */
+ * xseg_wait, xseg_wait_replies and xseg_wait_reply (a fixed spin at every
+ * wait); 0 = sleep at once (default). The *_spin waits below use their
+ * own adaptive state instead. Call before threads use the handle. */
 void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
+
+/*
+ * Adaptive spinning (struct xseg_spin).
+ *
+ * A spin pays only when work comes within it: then the waiter saves a
+ * sleep, a FUTEX_WAKE on the signaler's side and a wake-up; when it runs
+ * out, it was pure cost, and on a machine with fewer cores than busy
+ * processes it holds the core the process it waits for needs. An
+ * xseg_spin remembers, for one waiting thread on one port, whether its
+ * recent spins caught work, and lets a wait spin only while they do:
+ *
+ * - a spin that caught work keeps spinning on (back-off level 0);
+ * - a spin that ran out (or whose wait timed out) makes the next
+ *   2^level waits sleep at once, and raises level (1, 2, 4, ... up to
+ *   XSEG_SPIN_SKIP_MAX waits);
+ * - a wait that slept at once because of the back-off still tells
+ *   something: woken with work within max_ns of its start (a spin would
+ *   have caught it), the waits left to skip are halved; otherwise one
+ *   wait of the back-off is used up. After the back-off the next wait
+ *   spins again (a probe); its outcome decides as above.
+ * So a thread whose spins never catch work spins about once per
+ * XSEG_SPIN_SKIP_MAX + 1 waits, and one whose spins catch work spins at
+ * every wait. The spin itself is always max_ns long at most (the
+ * configured spin: --spin of the peers, the stack's `spin`).
+ *
+ * State kept (all in the struct, nothing in the segment, nothing global):
+ * the configuration (max_ns, adaptive), the back-off (level, skip), and
+ * statistics (waits, spins, caught, missed, hinted).
+ * Ownership and thread-safety: the struct belongs to the one thread that
+ * waits with it (e.g. a peer worker, vlmc's completer of one connection)
+ * and to one port; the wait and the policy functions update it without
+ * locks, so two threads must never wait with the same struct at the same
+ * time. The statistics are written with relaxed atomic stores by that
+ * thread only, so another thread may read them with relaxed atomic loads
+ * (__atomic_load_n) at any time (e.g. a statistics dump); the values may
+ * be a few waits old and need not be consistent with each other.
+ * No memory ordering is implied by the struct: the wait's ordering
+ * against signalers is that of the protocol above.
+ */
+#define XSEG_SPIN_SKIP_MAX 64u /* most waits skipped after a miss */
+
+struct xseg_spin {
+	uint64_t max_ns; /* the spin of a wait that spins; 0: never spin */
+	bool adaptive;	 /* false: every wait spins max_ns (fixed) */
+	uint32_t level;	 /* the next miss skips 2^level waits (capped) */
+	uint32_t skip;	 /* waits left that sleep at once */
+	/* statistics (see above for reading them from another thread) */
+	uint64_t waits;	 /* waits that found no work at once (max_ns != 0) */
+	uint64_t spins;	 /* of those, the waits that spun */
+	uint64_t caught; /* spins that found work */
+	uint64_t missed; /* spins that ran out (or timed out) */
+	uint64_t hinted; /* waits that slept at once and were woken with work
+			    within max_ns (a spin would have caught it) */
+};
+
+/* What one wait of a thread did, for xseg_spin_note. */
+enum xseg_spin_outcome {
+	XSEG_SPIN_CAUGHT,      /* it spun and found work */
+	XSEG_SPIN_MISSED,      /* it spun and the spin ran out or timed out */
+	XSEG_SPIN_SLEPT_SHORT, /* it slept at once, work came within max_ns */
+	XSEG_SPIN_SLEPT_LONG,  /* it slept at once, work came later or never */
+};
+
+/* Initialise s: max_ns the spin (0: never spin), adaptive false: spin
+ * max_ns at every wait (what xseg_set_spin does for the plain waits). */
+void xseg_spin_init(struct xseg_spin *s, uint64_t max_ns, bool adaptive);
+
+/* The spin the next wait with s may use: 0 (sleep at once) or max_ns.
+ * Pure: reads s only. */
+static inline uint64_t xseg_spin_budget(const struct xseg_spin *s)
+{
+	return s->skip ? 0 : s->max_ns;
+}
+
+/* The back-off policy: record one wait's outcome in s (statistics and
+ * back-off, as described above) and return the budget of the next wait
+ * (xseg_spin_budget). Pure apart from s; the *_spin waits call it, and
+ * it is public so that the policy can be tested without a clock.
+ * An outcome that contradicts the budget (a spin while the budget is 0)
+ * is recorded as given. Owner thread only. */
+uint64_t xseg_spin_note(struct xseg_spin *s, enum xseg_spin_outcome o);
+
+/* As xseg_wait, but the spin before the sleep is chosen by s
+ * (xseg_spin_budget) and the wait's outcome recorded in s
+ * (xseg_spin_note). s NULL: sleep at once. Recorded: a spin that found
+ * work (CAUGHT) or ran out its whole budget (MISSED); a sleep at once
+ * that was woken with work (SLEPT_SHORT or _LONG by the time since the
+ * wait began) or slept longer than max_ns without (SLEPT_LONG). Nothing
+ * is recorded for a wait that finds work at once, a spin or sleep cut
+ * short by timeout_ns before max_ns, or a wake-up without work (a kick).
+ * Same returns as xseg_wait. s: see "Ownership" above (one thread, one
+ * port). */
+int xseg_wait_spin(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+		   struct xseg_spin *s);
+
+/* As xseg_wait_reply, with the spins chosen and recorded by s as in
+ * xseg_wait_spin (s NULL: sleep at once). */
+int xseg_wait_reply_spin(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
+			 struct xseg_spin *s, struct xseg_request **reqp);
 
 /* Wait until port's request or reply queue is non-empty, the port is
  * kicked (xseg_kick), or timeout_ns elapse (XSEG_WAIT_FOREVER: no timeout;

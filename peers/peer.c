@@ -31,11 +31,15 @@
  * last PEER_IDLE_WAIT_NS, sleepers also look every PEER_TURN_TICK_NS whether
  * the port is unwatched (one handler running long bounds the wait of new
  * requests to about that). */
-#define PEER_HANDOFF_NS	      (50ULL * 1000)
-#define PEER_TURN_TICK_NS     (1000ULL * 1000)
-#define PEER_DRAIN_POLL_NS    (20ULL * 1000 * 1000)
-#define PEER_DEFAULT_SPIN_NS  (20ULL * 1000)
-#define PEER_DEFAULT_DRAIN_NS (30ULL * 1000 * 1000 * 1000)
+#define PEER_HANDOFF_NS	     (50ULL * 1000)
+#define PEER_TURN_TICK_NS    (1000ULL * 1000)
+#define PEER_DRAIN_POLL_NS   (20ULL * 1000 * 1000)
+#define PEER_DEFAULT_SPIN_NS (20ULL * 1000)
+/* --spin-policy's default: true (adaptive), each worker spins only while
+ * its spins catch work (xseg.h, "Adaptive spinning"); false (fixed), at
+ * every wait */
+#define PEER_DEFAULT_SPIN_ADAPTIVE false
+#define PEER_DEFAULT_DRAIN_NS	   (30ULL * 1000 * 1000 * 1000)
 /* The main thread reaps dead peers' ports this often (protocol.md): a
  * request this peer sent to a peer that died comes back ECONNRESET even
  * if nobody else reaps. */
@@ -57,6 +61,9 @@ struct peer_worker {
 	 * backlog of requests or replies, for a batch still dispatching */
 	uint64_t wakes_backlog;
 	uint64_t wakes_slow;
+	/* this worker's spins on the port (its own back-off: xseg.h,
+	 * "Adaptive spinning"); worker only, statistics read relaxed */
+	struct xseg_spin spin;
 	/* While the worker dispatches a batch of requests or replies (and
 	 * handlers never block), completions and forwards made on this
 	 * thread only note the port to signal; the worker signals each
@@ -75,6 +82,7 @@ struct peer {
 	bool dynamic_port;
 	unsigned nr_threads;
 	uint64_t spin_ns;
+	bool spin_adaptive;
 	enum peer_log_level log_level;
 	bool use_syslog;
 	bool daemon;
@@ -134,6 +142,11 @@ void *peer_priv(struct peer *p)
 struct xseg *peer_seg(struct peer *p)
 {
 	return p->seg;
+}
+
+void peer_spin_init(struct peer *p, struct xseg_spin *s)
+{
+	xseg_spin_init(s, p->spin_ns, p->spin_adaptive);
 }
 
 uint32_t peer_port(struct peer *p)
@@ -331,7 +344,8 @@ static void peer_idle_wait(struct peer *p)
 
 	if (__atomic_compare_exchange_n(&p->port_waiter, &zero, 1, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-		xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
+		xseg_wait_spin(p->seg, p->port, PEER_IDLE_WAIT_NS,
+			       &peer_self->spin);
 		__atomic_store_n(&p->port_waiter, 0, __ATOMIC_SEQ_CST);
 		return;
 	}
@@ -444,7 +458,8 @@ static void *peer_worker_main(void *arg)
 			continue;
 		if (__atomic_load_n(&p->exit_workers, __ATOMIC_ACQUIRE))
 			break;
-		/* Spins for the configured time (xseg_set_spin), then
+		/* Spins for up to --spin while this worker's spins catch
+		 * work (adaptive; always with --spin-policy fixed), then
 		 * sleeps on the port's futex: an idle peer uses no CPU.
 		 * While stopping, requests left on the queue (failed back
 		 * by the release) must not wake us: wait for replies (or
@@ -454,7 +469,8 @@ static void *peer_worker_main(void *arg)
 		else if (peer_turns(p))
 			peer_idle_wait(p);
 		else
-			xseg_wait(p->seg, p->port, PEER_IDLE_WAIT_NS);
+			xseg_wait_spin(p->seg, p->port, PEER_IDLE_WAIT_NS,
+				       &w->spin);
 	}
 	peer_self = NULL;
 	return NULL;
@@ -535,6 +551,7 @@ int peer_publish_stats(struct peer *p)
 	struct xseg_stat st[XSEG_STATS_MAX];
 	uint64_t accepted = 0, replies = 0, failed = 0, inflight, forwarded;
 	uint64_t wakes_backlog = 0, wakes_slow = 0;
+	uint64_t spin_waits = 0, spins = 0, spin_caught = 0;
 	uint32_t n = 0;
 	int rc;
 
@@ -548,6 +565,12 @@ int peer_publish_stats(struct peer *p)
 						 __ATOMIC_RELAXED);
 		wakes_slow += __atomic_load_n(&p->workers[t].wakes_slow,
 					      __ATOMIC_RELAXED);
+		spin_waits += __atomic_load_n(&p->workers[t].spin.waits,
+					      __ATOMIC_RELAXED);
+		spins += __atomic_load_n(&p->workers[t].spin.spins,
+					 __ATOMIC_RELAXED);
+		spin_caught += __atomic_load_n(&p->workers[t].spin.caught,
+					       __ATOMIC_RELAXED);
 	}
 	for (unsigned op = 1; op < XSEG_OP_COUNT; op++)
 		failed += __atomic_load_n(&p->failed[op], __ATOMIC_RELAXED);
@@ -574,6 +597,14 @@ int peer_publish_stats(struct peer *p)
 		n += p->ops->stats_table(p, st + n, XSEG_STATS_MAX - n);
 	if (n > XSEG_STATS_MAX)
 		n = XSEG_STATS_MAX; /* a hook that ignored max */
+	/* The workers' waits on the port that found nothing at once, how
+	 * many of them spun, how many spins caught work (xseg_spin). After
+	 * the peer's own table: where the table is full (the blocker's
+	 * fills it, cached's leaves room for two) these are the ones left
+	 * out, not the peer's, the least telling last. */
+	peer_stat(st, &n, XSEG_STATS_MAX, "spins", spins);
+	peer_stat(st, &n, XSEG_STATS_MAX, "spins_caught", spin_caught);
+	peer_stat(st, &n, XSEG_STATS_MAX, "spin_waits", spin_waits);
 	rc = xseg_port_stats_publish(p->seg, p->port, st, n);
 	p->stats_published_ns = peer_now_ns();
 	if (rc < 0 && !p->stats_warned) {
@@ -613,6 +644,7 @@ enum {
 	PEER_OPT_PIDFILE,
 	PEER_OPT_DRAIN,
 	PEER_OPT_NO_TS,
+	PEER_OPT_SPIN_POLICY,
 };
 
 static const struct option peer_common_options[] = {
@@ -620,6 +652,7 @@ static const struct option peer_common_options[] = {
     {"port", required_argument, NULL, 'p'},
     {"threads", required_argument, NULL, 't'},
     {"spin", required_argument, NULL, 's'},
+    {"spin-policy", required_argument, NULL, PEER_OPT_SPIN_POLICY},
     {"log-level", required_argument, NULL, 'v'},
     {"syslog", no_argument, NULL, PEER_OPT_SYSLOG},
     {"daemon", no_argument, NULL, 'd'},
@@ -638,28 +671,35 @@ static void peer_usage(struct peer *p)
 	printf("Usage: %s -g SEGMENT -p PORT|dynamic [OPTIONS]\n", p->prog);
 	if (ops->summary)
 		printf("%s\n", ops->summary);
-	printf("\nCommon options:\n"
-	       "  -g, --segment NAME      xseg segment to join (required)\n"
-	       "  -p, --port N|dynamic    static port number to bind, or a "
-	       "dynamic port\n"
-	       "  -t, --threads N         worker threads (default 1)\n"
-	       "  -s, --spin TIME         busy-poll this long before sleeping "
-	       "(default 20us;\n"
-	       "                          units ns us ms s, bare number = us)\n"
-	       "  -v, --log-level LEVEL   error, warn, info (default), debug\n"
-	       "      --syslog            log to syslog instead of stderr\n"
-	       "  -d, --daemon            run in the background (logs go to "
-	       "syslog once\n"
-	       "                          started; exit status tells whether "
-	       "start-up worked)\n"
-	       "      --pidfile PATH      write and lock a pid file\n"
-	       "      --drain-timeout T   at shutdown wait at most T for "
-	       "requests in flight\n"
-	       "                          (default 30s, bare number = s)\n"
-	       "      --no-timestamps     do not stamp accept/respond times in "
-	       "requests\n"
-	       "  -h, --help              this help\n"
-	       "  -V, --version           print the version\n");
+	printf(
+	    "\nCommon options:\n"
+	    "  -g, --segment NAME      xseg segment to join (required)\n"
+	    "  -p, --port N|dynamic    static port number to bind, or a "
+	    "dynamic port\n"
+	    "  -t, --threads N         worker threads (default 1)\n"
+	    "  -s, --spin TIME         busy-poll up to this long before "
+	    "sleeping (default\n"
+	    "                          20us; units ns us ms s, bare number "
+	    "= us; 0: never)\n"
+	    "      --spin-policy P     adaptive (spin only while spins catch "
+	    "work) or\n"
+	    "                          fixed (spin at every wait; default "
+	    "%s)\n"
+	    "  -v, --log-level LEVEL   error, warn, info (default), debug\n"
+	    "      --syslog            log to syslog instead of stderr\n"
+	    "  -d, --daemon            run in the background (logs go to "
+	    "syslog once\n"
+	    "                          started; exit status tells whether "
+	    "start-up worked)\n"
+	    "      --pidfile PATH      write and lock a pid file\n"
+	    "      --drain-timeout T   at shutdown wait at most T for "
+	    "requests in flight\n"
+	    "                          (default 30s, bare number = s)\n"
+	    "      --no-timestamps     do not stamp accept/respond times in "
+	    "requests\n"
+	    "  -h, --help              this help\n"
+	    "  -V, --version           print the version\n",
+	    PEER_DEFAULT_SPIN_ADAPTIVE ? "adaptive" : "fixed");
 	if (ops->options_help)
 		printf("\n%s options:\n%s", ops->type, ops->options_help);
 	printf("\nSignals: SIGTERM/SIGINT shut down gracefully, SIGUSR1 logs "
@@ -758,6 +798,19 @@ static int peer_parse_args(struct peer *p, int argc, char **argv)
 		case PEER_OPT_NO_TS:
 			p->no_timestamps = true;
 			break;
+		case PEER_OPT_SPIN_POLICY:
+			if (!strcmp(optarg, "adaptive")) {
+				p->spin_adaptive = true;
+			} else if (!strcmp(optarg, "fixed")) {
+				p->spin_adaptive = false;
+			} else {
+				peer_usage_error(p->prog,
+						 "bad spin policy '%s' "
+						 "(adaptive or fixed)",
+						 optarg);
+				status = 2;
+			}
+			break;
 		case 'h':
 			peer_usage(p);
 			status = 0;
@@ -836,6 +889,7 @@ static int peer_start_workers(struct peer *p)
 
 		w->peer = p;
 		w->index = t;
+		peer_spin_init(p, &w->spin);
 		rc = pthread_create(&w->thread, NULL, peer_worker_main, w);
 		if (rc) {
 			peer_err("cannot start worker thread %u: %s", t,
@@ -942,6 +996,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	p->port = XSEG_NOPORT;
 	p->nr_threads = 1;
 	p->spin_ns = PEER_DEFAULT_SPIN_NS;
+	p->spin_adaptive = PEER_DEFAULT_SPIN_ADAPTIVE;
 	p->log_level = PEER_LOG_INFO;
 	p->drain_ns = PEER_DEFAULT_DRAIN_NS;
 	if (ops->priv_size) {

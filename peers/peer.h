@@ -133,7 +133,8 @@ struct peer_ops {
 	/* The handlers and on_reply never block (they hand work on and
 	 * return, as cached's do). With more than one worker, idle workers
 	 * then take turns: one at a time waits on the port (spinning for
-	 * --spin, then on its futex), the others sleep. The one that finds
+	 * up to --spin as its own back-off allows, then on its futex), the
+	 * others sleep. The one that finds
 	 * work serves it without waking anyone; a sleeper is woken when a
 	 * backlog shows (a full batch of 16 with another request queued
 	 * behind it, which the worker takes too; a full batch alone is
@@ -186,6 +187,12 @@ struct xseg_sigbatch *peer_sigbatch(struct peer *p);
 /* Accessors. */
 void *peer_priv(struct peer *p);
 struct xseg *peer_seg(struct peer *p);
+/* Initialise s with the peer's --spin and --spin-policy, for a thread of
+ * the peer's own that waits on a port with xseg_wait_spin or
+ * xseg_wait_reply_spin (vlmc's NBD completer): the same spinning as the
+ * workers, with the thread's own back-off. s then belongs to that thread
+ * (xseg.h, "Adaptive spinning"). Valid from ops->init on. */
+void peer_spin_init(struct peer *p, struct xseg_spin *s);
 uint32_t peer_port(struct peer *p);
 unsigned peer_nr_threads(struct peer *p);
 /* Index (0 .. nr_threads-1) of the calling worker thread, or -1 when not

@@ -49,7 +49,7 @@ CONF
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
 	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x" \
-	"spin = x"; do
+	"spin = x" "spin_policy = sometimes" "spin_policy = "; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||

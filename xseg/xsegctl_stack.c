@@ -140,6 +140,11 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return peer_parse_duration(v, 1000, &x)
 			   ? -EINVAL
 			   : stack_str(st->spin, sizeof(st->spin), v);
+	if (!strcmp(k, "spin_policy"))
+		return strcmp(v, "adaptive") && strcmp(v, "fixed")
+			   ? -EINVAL
+			   : stack_str(st->spin_policy, sizeof(st->spin_policy),
+				       v);
 	if (!strcmp(k, "nbd_socket"))
 		return stack_str(st->nbd_socket, sizeof(st->nbd_socket), v);
 	if (!strcmp(k, "ctl_socket"))
@@ -375,6 +380,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "nbd_inflight_bytes = %s\n", st->nbd_inflight_bytes);
 	if (st->nbd_spin[0])
 		fprintf(f, "nbd_spin = %s\n", st->nbd_spin);
+	if (st->spin_policy[0])
+		fprintf(f, "spin_policy = %s\n", st->spin_policy);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -552,6 +559,8 @@ static void stack_common_args(struct stack_argv *a, const struct stack *st,
 	stack_arg(a, "--pidfile=%s/run/%s.pid", st->dir, name);
 	if (st->spin[0])
 		stack_arg(a, "--spin=%s", st->spin);
+	if (st->spin_policy[0])
+		stack_arg(a, "--spin-policy=%s", st->spin_policy);
 }
 
 static const struct {

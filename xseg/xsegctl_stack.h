@@ -36,8 +36,9 @@ struct stack {
 	char ctl_socket[PATH_MAX];
 	uint64_t nbd_tcp;
 	bool verify_reads;
-	bool supervise; /* run a supervisor that restarts dead peers */
-	char spin[32];	/* peers' --spin; "" = their default */
+	bool supervise;	      /* run a supervisor that restarts dead peers */
+	char spin[32];	      /* peers' --spin; "" = their default */
+	char spin_policy[16]; /* peers' --spin-policy; "" = their default */
 	/* vlmc's NBD limits; "" = vlmc's default */
 	char nbd_max_conns[32], nbd_inflight_bytes[32], nbd_spin[32];
 	char gc_threshold[8]; /* blocker's --gc-threshold; "" = default */

@@ -765,11 +765,33 @@ static bool nbd_completer_busy(struct vlmc_conn *c)
 		     n > __atomic_load_n(&c->reap_max, __ATOMIC_RELAXED));
 }
 
+/* Add what the completer's spin state counted since *seen to vlmc's
+ * statistics (a few relaxed RMWs per wait on a thread that just woke or
+ * spun). */
+static void nbd_spin_account(struct vlmc *v, const struct xseg_spin *s,
+			     struct xseg_spin *seen)
+{
+	if (s->waits == seen->waits)
+		return;
+	__atomic_add_fetch(&v->st_nbd_completer_waits, s->waits - seen->waits,
+			   __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->st_nbd_completer_spins, s->spins - seen->spins,
+			   __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->st_nbd_completer_caught,
+			   s->caught - seen->caught, __ATOMIC_RELAXED);
+	*seen = *s;
+}
+
 static void *nbd_completer_main(void *arg)
 {
 	struct vlmc_conn *c = arg;
 	struct vlmc *v = c->v;
+	/* this thread's spins on the connection's port: the peer's --spin
+	 * and --spin-policy, with its own back-off (xseg.h) */
+	struct xseg_spin spin, seen;
 
+	peer_spin_init(v->p, &spin);
+	seen = spin;
 	for (;;) {
 		struct xseg_request *req;
 		bool stop;
@@ -789,7 +811,18 @@ static void *nbd_completer_main(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		if (stop)
 			break;
-		rc = xseg_wait_reply(v->seg, c->port, 100000000ULL, &req);
+		/* With nothing in flight the next reply is a whole client
+		 * round trip away (the client must send the next command
+		 * first): no spin can catch it, so sleep at once. With
+		 * commands in flight their replies are what the spin
+		 * catches, a few us away when the store answers from
+		 * memory; the back-off stops it where they are not. */
+		rc = xseg_wait_reply_spin(
+		    v->seg, c->port, 100000000ULL,
+		    __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) ? &spin
+								    : NULL,
+		    &req);
+		nbd_spin_account(v, &spin, &seen);
 		if (!rc)
 			vlmc_io_part_reply(v, req, NULL);
 		nbd_reap(c);

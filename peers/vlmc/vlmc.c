@@ -1875,6 +1875,15 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 		  __atomic_load_n(&v->st_nbd_throttled, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "nbd_reader_replies",
 		  __atomic_load_n(&v->st_nbd_reader_replies, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "completer_waits",
+	    __atomic_load_n(&v->st_nbd_completer_waits, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "completer_spins",
+	    __atomic_load_n(&v->st_nbd_completer_spins, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "completer_caught",
+	    __atomic_load_n(&v->st_nbd_completer_caught, __ATOMIC_RELAXED));
 	return n;
 }
 

@@ -109,6 +109,12 @@ struct vlmc {
 	uint64_t st_nbd_reader_replies; /* replies an NBD reader took while
 					   polling for them (queue depth 1:
 					   no completer wake-up) */
+	/* NBD completers' waits on their port that found no reply at once
+	 * (with commands in flight and a spin configured), how many spun,
+	 * how many spins caught a reply (xseg_spin) */
+	uint64_t st_nbd_completer_waits;
+	uint64_t st_nbd_completer_spins;
+	uint64_t st_nbd_completer_caught;
 };
 
 enum vlmc_io_op {

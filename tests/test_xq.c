@@ -477,6 +477,130 @@ START_TEST(test_dead_both_at_wrap)
 }
 END_TEST
 
+/* xq_dequeue_prefetch is xq_dequeue plus a hint: same values, same order,
+ * same empty result (value untouched), the named objects untouched, and
+ * values outside the prefetch range (stale or corrupt indexes) still
+ * dequeued, with every pf variant, mixed with plain dequeues and across a
+ * lagging head (the help path). */
+START_TEST(test_dequeue_prefetch)
+{
+	enum { NOBJ = 8, STRIDE = 192 };
+	static const uint32_t lines[] = {0, 1, 2, 5};
+	const xqindex vals[] = {3, NOBJ,     0, UINT32_MAX,
+				7, 1u << 30, 5, NOBJ - 1};
+	const unsigned nv = sizeof(vals) / sizeof(vals[0]);
+	unsigned char *objs = malloc(NOBJ * STRIDE),
+		      *copy = malloc(NOBJ * STRIDE);
+	struct xq *q = alloc_q(16, NULL);
+	xqindex v;
+
+	ck_assert_ptr_nonnull(objs);
+	ck_assert_ptr_nonnull(copy);
+	for (unsigned i = 0; i < NOBJ * STRIDE; i++)
+		objs[i] = (unsigned char)(i * 31 + 7);
+	memcpy(copy, objs, NOBJ * STRIDE);
+	for (unsigned k = 0; k <= 4; k++) {
+		struct xq_prefetch pf = {objs, STRIDE, NOBJ, 0};
+		const struct xq_prefetch *pp = k < 4 ? &pf : NULL;
+
+		if (k < 4)
+			pf.lines = lines[k];
+		v = 4242;
+		ck_assert_int_eq(xq_dequeue_prefetch(q, &v, pp), -EAGAIN);
+		ck_assert_uint_eq(v, 4242);
+		for (unsigned i = 0; i < nv; i++)
+			ck_assert_int_eq(xq_enqueue(q, vals[i]), 0);
+		for (unsigned i = 0; i < nv; i++) {
+			/* every third a plain dequeue: one FIFO for both */
+			if (i % 3 == 2)
+				ck_assert_int_eq(xq_dequeue(q, &v), 0);
+			else
+				ck_assert_int_eq(xq_dequeue_prefetch(q, &v, pp),
+						 0);
+			ck_assert_uint_eq(v, vals[i]);
+		}
+		ck_assert_uint_eq(xq_count(q), 0);
+		/* A consumer died after its cell CAS: the prefetching
+		 * dequeue helps the head on and takes the next value. */
+		ck_assert_int_eq(xq_enqueue(q, 1), 0);
+		ck_assert_int_eq(xq_enqueue(q, 2), 0);
+		ck_assert_int_eq(xq_test_dequeue_take_only(q, &v), 0);
+		ck_assert_uint_eq(v, 1);
+		ck_assert_int_eq(xq_dequeue_prefetch(q, &v, pp), 0);
+		ck_assert_uint_eq(v, 2);
+		v = 4343;
+		ck_assert_int_eq(xq_dequeue_prefetch(q, &v, pp), -EAGAIN);
+		ck_assert_uint_eq(v, 4343);
+		ck_assert_uint_eq(xq_test_dequeue_pos(q),
+				  xq_test_enqueue_pos(q));
+	}
+	ck_assert_mem_eq(objs, copy, NOBJ * STRIDE);
+	free(objs);
+	free(copy);
+	free(q);
+}
+END_TEST
+
+/* xq_ready: false exactly when the head's cell is unfilled; true for a
+ * value published by a producer killed before its tail CAS (xq_count still
+ * 0), and, conservatively, while the head lags a killed consumer's take
+ * (until a dequeue helps). Never changes the queue. */
+START_TEST(test_ready)
+{
+	struct xq *q = alloc_q(4, NULL);
+	xqindex v;
+
+	ck_assert(!xq_ready(q));
+	ck_assert_int_eq(xq_enqueue(q, 9), 0);
+	ck_assert(xq_ready(q));
+	ck_assert(xq_ready(q)); /* a look, not a take */
+	ck_assert_uint_eq(xq_count(q), 1);
+	ck_assert_int_eq(xq_dequeue(q, &v), 0);
+	ck_assert_uint_eq(v, 9);
+	ck_assert(!xq_ready(q));
+
+	/* dead producer: the value is in its cell, the tail lags */
+	ck_assert_int_eq(xq_test_enqueue_publish_only(q, 11), 0);
+	ck_assert_uint_eq(xq_count(q), 0);
+	ck_assert(xq_ready(q));
+	ck_assert_int_eq(xq_dequeue(q, &v), 0);
+	ck_assert_uint_eq(v, 11);
+	ck_assert(!xq_ready(q));
+
+	/* dead consumer of the last value: the head lags */
+	ck_assert_int_eq(xq_enqueue(q, 12), 0);
+	ck_assert_int_eq(xq_test_dequeue_take_only(q, &v), 0);
+	ck_assert_uint_eq(v, 12);
+	ck_assert(xq_ready(q));
+	ck_assert_int_eq(xq_dequeue(q, &v), -EAGAIN); /* helps the head on */
+	ck_assert(!xq_ready(q));
+
+	/* full queue, and across laps and the 32-bit sequence wrap */
+	for (xqindex i = 0; i < 4; i++)
+		ck_assert_int_eq(xq_enqueue(q, i), 0);
+	for (xqindex i = 0; i < 4; i++) {
+		ck_assert(xq_ready(q));
+		ck_assert_int_eq(xq_dequeue(q, &v), 0);
+		ck_assert_uint_eq(v, i);
+	}
+	ck_assert(!xq_ready(q));
+	ck_assert_int_eq(xq_test_set_position(q, 0xfffffffeULL), 0);
+	ck_assert(!xq_ready(q));
+	for (unsigned lap = 0; lap < 3; lap++) {
+		ck_assert_int_eq(xq_enqueue(q, 100 + lap), 0);
+		ck_assert_int_eq(xq_enqueue(q, 200 + lap), 0);
+		ck_assert(xq_ready(q));
+		ck_assert_int_eq(xq_dequeue(q, &v), 0);
+		ck_assert_uint_eq(v, 100 + lap);
+		ck_assert(xq_ready(q));
+		ck_assert_int_eq(xq_dequeue(q, &v), 0);
+		ck_assert_uint_eq(v, 200 + lap);
+		ck_assert(!xq_ready(q));
+	}
+	free(q);
+}
+END_TEST
+
 static Suite *xq_suite(void)
 {
 	Suite *s = suite_create("xq");
@@ -498,6 +622,8 @@ static Suite *xq_suite(void)
 	tcase_add_test(tc, test_dead_producer_full);
 	tcase_add_test(tc, test_dead_consumer);
 	tcase_add_test(tc, test_dead_both_at_wrap);
+	tcase_add_test(tc, test_dequeue_prefetch);
+	tcase_add_test(tc, test_ready);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -277,8 +277,38 @@ static int xq_enqueue_one(struct xq *q, xqindex v, bool advance)
 	}
 }
 
+/* Prefetch one line for writing. On x86 PREFETCHW, written out because
+ * without -mprfchw GCC turns __builtin_prefetch(p, 1) into a read prefetch
+ * (a shared copy, then the CAS waits for the upgrade); CPUs without it run
+ * its opcode (0F 0D) as a NOP. */
+static inline void xq_prefetchw(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
+
+/* Prefetch (for writing) the object value v names. Only a hint: no
+ * access is made, so nothing about the queue's guarantees depends on it;
+ * a value out of the range is not prefetched (a prefetch of a wild address
+ * would not fault, but computing it would be undefined behaviour). */
+static inline void xq_prefetch_obj(const struct xq_prefetch *pf, uint32_t v)
+{
+	const char *o;
+
+	if (!pf || v >= pf->count || !pf->lines)
+		return;
+	o = (const char *)pf->base + (size_t)v * pf->stride;
+	xq_prefetchw(o);
+	if (pf->lines > 1)
+		xq_prefetchw(o + 64);
+}
+
 /* advance == false stops after the cell CAS (test hook: a killed consumer) */
-static int xq_dequeue_one(struct xq *q, xqindex *v, bool advance)
+static int xq_dequeue_one(struct xq *q, xqindex *v, bool advance,
+			  const struct xq_prefetch *pf)
 {
 	const uint64_t cap = q->capacity;
 
@@ -290,6 +320,11 @@ static int xq_dequeue_one(struct xq *q, xqindex *v, bool advance)
 
 		switch (xq_classify_dequeue((uint32_t)(w >> 32), pos, cap)) {
 		case XQ_CELL_READY:
+			/* The value is known before we own it: start the
+			 * transfer of the line the caller will CAS next, so
+			 * it overlaps the cell CAS's (which waits for its
+			 * own line). */
+			xq_prefetch_obj(pf, (uint32_t)w);
 			if (xq_cas(cell, w, xq_cell(pos + cap, 0))) {
 				if (advance)
 					xq_cas(&q->dequeue_pos, pos, pos + 1);
@@ -316,7 +351,12 @@ int xq_enqueue(struct xq *q, xqindex v)
 
 int xq_dequeue(struct xq *q, xqindex *v)
 {
-	return xq_dequeue_one(q, v, true);
+	return xq_dequeue_one(q, v, true, NULL);
+}
+
+int xq_dequeue_prefetch(struct xq *q, xqindex *v, const struct xq_prefetch *pf)
+{
+	return xq_dequeue_one(q, v, true, pf);
 }
 
 /* Batches are loops of single operations: each value is its own
@@ -337,7 +377,7 @@ unsigned xq_dequeue_batch(struct xq *q, xqindex *v, unsigned n)
 	unsigned i;
 
 	for (i = 0; i < n; i++)
-		if (xq_dequeue_one(q, &v[i], true) != 0)
+		if (xq_dequeue_one(q, &v[i], true, NULL) != 0)
 			break;
 	return i;
 }
@@ -358,6 +398,18 @@ uint64_t xq_count(const struct xq *q)
 	if ((uint64_t)queued > q->capacity)
 		return q->capacity;
 	return (uint64_t)queued;
+}
+
+bool xq_ready(const struct xq *q)
+{
+	uint64_t pos = xq_load(&q->dequeue_pos);
+	uint64_t w = xq_load(&q->cells[pos & q->mask]);
+
+	/* READY: filled at pos. BEHIND: the head lags a taken cell (maybe
+	 * with a value after it): let the caller's dequeue help and see.
+	 * WAIT: pos not filled, and positions fill in order (see the top). */
+	return xq_classify_dequeue((uint32_t)(w >> 32), pos, q->capacity) !=
+	       XQ_CELL_WAIT;
 }
 
 uint64_t xq_capacity(const struct xq *q)
@@ -394,7 +446,7 @@ int xq_test_enqueue_publish_only(struct xq *q, xqindex v)
 
 int xq_test_dequeue_take_only(struct xq *q, xqindex *v)
 {
-	return xq_dequeue_one(q, v, false);
+	return xq_dequeue_one(q, v, false, NULL);
 }
 
 uint64_t xq_test_enqueue_pos(const struct xq *q)

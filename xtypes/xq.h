@@ -30,6 +30,7 @@
  * - Cost: two CASes per operation uncontended (cell, then counter). The
  *   argument for all of the above is the comment block at the top of xq.c.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,30 @@ int xq_enqueue(struct xq *q, xqindex v);
  * not written). Lock-free; safe from any number of threads and processes. */
 int xq_dequeue(struct xq *q, xqindex *v);
 
+/* Where the values of a queue point: value v names the object at
+ * base + v * stride (for v < count), e.g. a request in the segment's pool.
+ * Used only to prefetch, never dereferenced: a stale or corrupt value
+ * (v >= count) is simply not prefetched. */
+struct xq_prefetch {
+	const void *base;
+	size_t stride;
+	uint32_t count;
+	uint32_t lines; /* 64-byte lines to prefetch from the object's start:
+			   1 or 2 (more are clamped to 2, 0 is none) */
+};
+
+/* xq_dequeue, and, as soon as the cell shows the value and before the CAS
+ * that takes it, a prefetch for writing of the first pf->lines lines of
+ * the object the value names. A consumer that CASes the object's first
+ * line right after the dequeue (another core wrote it last, as in a
+ * hand-over) then has that line's transfer overlap the cell CAS's instead
+ * of following it. The prefetch is a hint: it changes no memory and no
+ * ordering, so the contract (and the memory ordering) is xq_dequeue's.
+ * A prefetch for a value that a concurrent consumer then takes is wasted,
+ * not wrong. pf may be NULL (plain xq_dequeue). Returns 0 or -EAGAIN
+ * (empty, *v not written). */
+int xq_dequeue_prefetch(struct xq *q, xqindex *v, const struct xq_prefetch *pf);
+
 /* Append up to n values in order; returns how many were appended (stops at
  * the first full condition). A loop of xq_enqueue: each value is its own
  * linearisable operation, so other producers' values may interleave, but
@@ -74,6 +99,22 @@ unsigned xq_dequeue_batch(struct xq *q, xqindex *v, unsigned n);
  * killed process (until another operation helps it on) makes it off by one.
  * Always within 0 .. capacity. */
 uint64_t xq_count(const struct xq *q);
+
+/* Whether a dequeue now could find a value, for pollers: reads only the
+ * head counter and the head's cell (never the tail), so a consumer
+ * spinning on it shares the one line the producer's enqueue writes first
+ * (the cell) and leaves the tail's line in the producer's cache: the
+ * producer's tail CAS then stays local, and the poller sees the value as
+ * soon as its cell is published, one line transfer earlier than through
+ * xq_count's tail. False only if the head's cell was not yet filled when
+ * read (the queue was empty at that instant: cells fill in order). True
+ * also while the head lags a finished or killed dequeue, until the next
+ * dequeue helps it on (it may then find the queue empty); and, unlike
+ * xq_count, true as soon as a producer killed before moving the tail has
+ * published its value. Seq_cst loads: a waiter that announces itself with
+ * a seq_cst RMW and then polls does not miss a producer that enqueues
+ * and then looks for waiters with a seq_cst RMW (no lost wake-up). */
+bool xq_ready(const struct xq *q);
 
 uint64_t xq_capacity(const struct xq *q);
 

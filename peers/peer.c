@@ -38,7 +38,7 @@
 /* --spin-policy's default: true (adaptive), each worker spins only while
  * its spins catch work (xseg.h, "Adaptive spinning"); false (fixed), at
  * every wait */
-#define PEER_DEFAULT_SPIN_ADAPTIVE false
+#define PEER_DEFAULT_SPIN_ADAPTIVE true
 #define PEER_DEFAULT_DRAIN_NS	   (30ULL * 1000 * 1000 * 1000)
 /* The main thread reaps dead peers' ports this often (protocol.md): a
  * request this peer sent to a peer that died comes back ECONNRESET even

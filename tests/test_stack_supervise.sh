@@ -44,6 +44,7 @@ segment_size = 256M
 requests = 2048
 cache_size = 32M
 nbd_spin = 10us
+spin_policy = fixed
 CONF
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
@@ -62,11 +63,15 @@ U="nbd+unix:///vol?socket=$D/run/nbd.sock"
 pidof_role() { cat $D/run/$1.pid 2>/dev/null; }
 tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--nbd-spin=10us' &&
 	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
-# the embedded default's spin = 0 reaches every peer (the config has none)
+# the embedded default's spin = 0 reaches every peer (the config has none),
+# and the config's spin_policy too
 for r in store cached vlmc; do
 	tr '\0' ' ' < /proc/$(pidof_role $r)/cmdline | grep -q -- '--spin=0 ' &&
 		ok "$r started with the default --spin=0" ||
 		fail "$r: no --spin=0 on its command line"
+	tr '\0' ' ' < /proc/$(pidof_role $r)/cmdline | grep -q -- '--spin-policy=fixed ' &&
+		ok "$r started with --spin-policy=fixed" ||
+		fail "$r: no --spin-policy=fixed on its command line"
 done
 # "PID ALIVE" of a role's port, from stack status
 port_of() { $X stack status --dir $D 2>/dev/null | awk -v r=$1 '$1 == r { print $4, $5 }'; }

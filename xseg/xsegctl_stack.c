@@ -55,7 +55,9 @@ static const char stack_default_conf[] =
     "verify_reads = on\n"
     "supervise = on\n"
     "# peers sleep on their port at once: a spinning peer holds a core the\n"
-    "# next process of the chain needs (docs/vlmc.md, \"Spinning\")\n"
+    "# next process of the chain needs (docs/vlmc.md, \"Spinning\"); the\n"
+    "# adaptive spin (spin = 20us, spin_policy = adaptive) tied with this\n"
+    "# on 2 shared cores (docs/vlmc.md, \"Adaptive spin\")\n"
     "spin = 0\n";
 
 void stack_err(const char *fmt, ...)

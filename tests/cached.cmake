@@ -8,3 +8,7 @@ set_target_properties(cached_testpeer PROPERTIES RUNTIME_OUTPUT_DIRECTORY
 ac_test(test_cached_mp SOURCES test_cached_mp.c DEPS xseg xseg_testutil
         LABELS concurrent TIMEOUT 900)
 add_dependencies(test_cached_mp cached cached_testpeer bench_xseg)
+# The segment's stage stamps on cached's hit path (hitpath6, issue 6):
+# servers stamp only requests whose client stamped.
+ac_test(test_xseg_stamps SOURCES test_xseg_stamps.c DEPS xseg xseg_testutil
+        TIMEOUT 60)

@@ -463,7 +463,10 @@ static int accept_one(struct xseg *seg, uint32_t port,
 				       port);
 			continue;
 		}
-		if (seg->timestamps)
+		/* Stage stamps only for a client that stamped its submit:
+		 * nobody else reads them (bench_xseg --stages), and the two
+		 * clock reads were most of a server's own cost per hit. */
+		if (seg->timestamps && req->ts_submitted)
 			req->ts_accepted = xseg_now_ns();
 		xseg_count(&pl->port->accepted);
 		*reqp = req;
@@ -526,7 +529,7 @@ int xseg_respond_batched(struct xseg *seg, struct xseg_request *req, int error,
 	hp = seg->ports[h].port;
 	xseg_count(error ? &hp->failed : &hp->served);
 	req->error = error;
-	if (seg->timestamps)
+	if (seg->timestamps && req->ts_accepted)
 		req->ts_responded = xseg_now_ns();
 	src = req->src;
 	if (src >= seg->nr_ports) {

@@ -872,6 +872,40 @@ START_TEST(test_shutdown_with_fua_pending)
 }
 END_TEST
 
+/* One client writing with FUA at iodepth 1: each write is its own group
+ * and the syncer never waits for a second client (review8 R8-2: the
+ * clients to gather for were counted after the last flush's clients were
+ * released, so one already back with its next write counted twice and a
+ * lone writer waited up to 1 ms on a third to two thirds of its writes;
+ * how often depended on when the syncer thread lost the CPU). */
+START_TEST(test_lone_fua_writer_never_gathers)
+{
+	enum { LONE_N = 64 };
+	static unsigned char data[FUA_LEN];
+	struct xseg_port_stats ps;
+	struct bp_env e;
+	uint64_t t;
+
+	bp_fsctl = true;
+	bp_setup(&e, "bpfualone");
+	bp_fsctl_set(&e, 'p');
+	for (int i = 0; i < LONE_N; i++) {
+		bp_fill(data, FUA_LEN, 400 + (unsigned)i);
+		ck_assert_int_eq(bp_io(&e, XSEG_OP_WRITE, "obj_lone", 0,
+				       FUA_LEN, XSEG_F_FUA, data, NULL, 0),
+				 0);
+	}
+	t = bp_now_ns();
+	bp_stats_after(&e, t, &ps);
+	ck_assert_uint_eq(bp_stat(&ps, "sync_requests"), LONE_N);
+	ck_assert_uint_eq(bp_stat(&ps, "sync_flushes"), LONE_N);
+	ck_assert_uint_eq(bp_stat(&ps, "sync_gathers"), 0);
+	bp_expect_data(&e, "obj_lone", 0, data, FUA_LEN);
+	bp_stop(&e);
+	bp_teardown(&e);
+}
+END_TEST
+
 START_TEST(test_reserve_option)
 {
 	struct bp_env e;
@@ -961,6 +995,7 @@ int main(void)
 	tcase_add_test(tc, test_fua_writes_share_fsyncs);
 	tcase_add_test(tc, test_fua_failed_fsync_fails_all);
 	tcase_add_test(tc, test_shutdown_with_fua_pending);
+	tcase_add_test(tc, test_lone_fua_writer_never_gathers);
 	suite_add_tcase(s, tc);
 	xtu_init();
 	return xtu_run_suite(s);

@@ -450,9 +450,17 @@ static void *blocker_syncer_main(void *arg)
 		__atomic_add_fetch(&y->syncs, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&y->reqs, n, __ATOMIC_RELAXED);
 		blocker_atomic_max(&y->max_batch, n);
-		blocker_complete_chain(p, chain, rc);
+		/* The clients to wait for next time: the chain's and those
+		 * chained during the flush, counted before the chain is
+		 * released. Counted after, a client already back with its
+		 * next write would count twice, and a lone writer would wait
+		 * out the gather for a second client that does not exist
+		 * (review8 R8-2). */
 		pthread_mutex_lock(&y->lock);
 		expect = n + y->n;
+		pthread_mutex_unlock(&y->lock);
+		blocker_complete_chain(p, chain, rc);
+		pthread_mutex_lock(&y->lock);
 	}
 	pthread_mutex_unlock(&y->lock);
 	return NULL;

@@ -583,6 +583,59 @@ START_TEST(test_concurrent_readers_share_one_load)
 }
 END_TEST
 
+/* The per-thread spare context (object.c, cio_get): hits reuse it, the
+ * pool still hands out exactly MAX_CLIENT contexts at once (the spare is
+ * one of them, not an extra or a lost one), and a cache destroyed and
+ * built again at the same address never gets the old one's context (under
+ * ASan that would be a use after free). */
+START_TEST(test_context_spare)
+{
+	static struct fake_req extra;
+	struct fake_req *r;
+
+	for (unsigned round = 0; round < 2; round++) {
+		r = client(0, XSEG_OP_READ, "a", 0, BS);
+		ck_assert_int_eq(submit(r), 0);
+		serve_all();
+		ck_assert(r->done);
+		for (unsigned i = 0; i < 3; i++) {
+			r = client(1, XSEG_OP_READ, "a", 100 * i, BS - 200);
+			ck_assert_int_eq(submit(r), 0);
+			ck_assert(r->done);
+			ck_assert_int_eq(r->error, 0);
+			ck_assert_mem_eq(r->buf, store_a + 100 * i, BS - 200);
+			ck_assert_uint_eq(cached_free_contexts(&C), MAX_CLIENT);
+		}
+		/* every context held at once by readers of one loading
+		 * bucket: MAX_CLIENT of them, then -EBUSY */
+		for (unsigned i = 0; i < MAX_CLIENT; i++) {
+			r = client(i, XSEG_OP_READ, "b", 0, BS);
+			ck_assert_int_eq(submit(r), 0);
+			ck_assert(!r->done);
+		}
+		memset(&extra, 0, sizeof(extra));
+		extra.buf = calloc(1, BS);
+		extra.req.op = XSEG_OP_READ;
+		extra.req.size = BS;
+		extra.req.targetlen = 1;
+		extra.req.target[0] = 'b';
+		ck_assert_int_eq(submit(&extra), -EBUSY);
+		free(extra.buf);
+		serve_all();
+		for (unsigned i = 0; i < MAX_CLIENT; i++) {
+			ck_assert(clients[i].done);
+			ck_assert_int_eq(clients[i].error, 0);
+		}
+		ck_assert_uint_eq(cached_free_contexts(&C), MAX_CLIENT);
+		if (round == 0) {
+			/* a new cache at the same address */
+			teardown();
+			setup();
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_read_error_leaves_invalid)
 {
 	struct fake_req *r1 = client(0, XSEG_OP_READ, "a", 0, BS);
@@ -1530,10 +1583,7 @@ START_TEST(test_bad_names_refused)
 	ck_assert_uint_eq(nr_sent, 0);
 	ck_assert_ptr_null(obj("a"));
 	ck_assert_ptr_null(obj("b"));
-	unsigned nfree = 0;
-	for (struct cached_cio *f = C.cio_free; f; f = f->next_free)
-		nfree++;
-	ck_assert_uint_eq(nfree, MAX_CLIENT);
+	ck_assert_uint_eq(cached_free_contexts(&C), MAX_CLIENT);
 }
 END_TEST
 
@@ -1996,6 +2046,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_slot_states);
 	tcase_add_test(tc, test_read_miss_then_hit);
+	tcase_add_test(tc, test_context_spare);
 	tcase_add_test(tc, test_partial_hit_fetches_missing_only);
 	tcase_add_test(tc, test_copy_across_pool_runs);
 	tcase_add_test(tc, test_concurrent_readers_share_one_load);

@@ -356,10 +356,14 @@ struct cached {
 	uint32_t nr_nodes;
 	uint32_t nodes_used; /* __atomic */
 
-	/* client contexts */
+	/* client contexts: a free list under cio_lock, and one spare per
+	 * thread (object.c, cio_get) tagged with instance, unique per
+	 * cached_init in the process, so a spare of a destroyed cache is
+	 * never handed out by a later one at the same address */
 	struct cached_cio *cios;
 	struct cached_cio *cio_free;
 	pthread_mutex_t cio_lock;
+	uint64_t instance;
 
 	/* next-port requests */
 	struct cached_nreq *nreqs;
@@ -422,6 +426,11 @@ int cached_validate_config(const struct cached_config *cfg, char *why,
 			   size_t whylen);
 int cached_init(struct cached *c, const struct cached_config *cfg);
 void cached_destroy(struct cached *c);
+
+/* Free client contexts: the free list plus the calling thread's spare
+ * (see cio_get in object.c); other threads' spares count as in use.
+ * Takes cio_lock. For tests and diagnostics. */
+uint32_t cached_free_contexts(struct cached *c);
 
 /* Entry points (object.c). Any thread registered with liburcu. */
 /* Start serving a client request (READ, WRITE, INFO, HASH, DELETE, COPY,

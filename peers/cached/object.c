@@ -39,15 +39,39 @@ static void obj_drop_created(struct cached *c, struct cached_obj *o,
 /* Context pools                                                       */
 /* ------------------------------------------------------------------ */
 
+/*
+ * One spare context per thread. A hit gets its context, runs in place and
+ * puts it back on the same thread, so the spare serves every hit without
+ * the pool mutex (its lock and unlock are two locked instructions each for
+ * get and put, and with two workers a line that bounces between them).
+ * The spare is tagged with the cache's instance number, not its address:
+ * a test (or a restart) that destroys a cache and builds another at the
+ * same address must not get a context of the freed array. A context
+ * sitting in a spare is not on the free list: the pool is short of at
+ * most one per thread (nr_cios has 64 beyond the segment's requests), and
+ * cached_dump_busy counts it as in use. A thread that exits takes its
+ * spare with it (the framework's workers live as long as the peer).
+ */
+static uint64_t cached_instances;
+static __thread struct {
+	uint64_t instance;
+	struct cached_cio *cio;
+} cio_spare;
+
 static struct cached_cio *cio_get(struct cached *c)
 {
 	struct cached_cio *cio;
 
-	pthread_mutex_lock(&c->cio_lock);
-	cio = c->cio_free;
-	if (cio)
-		c->cio_free = cio->next_free;
-	pthread_mutex_unlock(&c->cio_lock);
+	if (cio_spare.cio && cio_spare.instance == c->instance) {
+		cio = cio_spare.cio;
+		cio_spare.cio = NULL;
+	} else {
+		pthread_mutex_lock(&c->cio_lock);
+		cio = c->cio_free;
+		if (cio)
+			c->cio_free = cio->next_free;
+		pthread_mutex_unlock(&c->cio_lock);
+	}
 	if (cio)
 		memset(cio, 0, offsetof(struct cached_cio, next_free));
 	return cio;
@@ -56,6 +80,11 @@ static struct cached_cio *cio_get(struct cached *c)
 static void cio_put(struct cached *c, struct cached_cio *cio)
 {
 	CACHED_CHECK(cio->parked == 0);
+	if (!cio_spare.cio) {
+		cio_spare.instance = c->instance;
+		cio_spare.cio = cio;
+		return;
+	}
 	pthread_mutex_lock(&c->cio_lock);
 	cio->next_free = c->cio_free;
 	c->cio_free = cio;
@@ -1965,12 +1994,21 @@ static const struct xcache_ops cached_xcache_ops = {
 };
 
 /* Name every object still referenced, and why (diagnosis). */
-void cached_dump_busy(struct cached *c)
+uint32_t cached_free_contexts(struct cached *c)
 {
 	uint32_t nfree = 0;
 
+	pthread_mutex_lock(&c->cio_lock);
 	for (struct cached_cio *cio = c->cio_free; cio; cio = cio->next_free)
 		nfree++;
+	pthread_mutex_unlock(&c->cio_lock);
+	return nfree + (cio_spare.cio && cio_spare.instance == c->instance);
+}
+
+void cached_dump_busy(struct cached *c)
+{
+	uint32_t nfree = cached_free_contexts(c);
+
 	fprintf(stderr,
 		"cached: %u client contexts in use, %" PRIu64
 		" parked for space, %" PRIu64
@@ -1984,7 +2022,8 @@ void cached_dump_busy(struct cached *c)
 		__atomic_load_n(&c->nodes_used, __ATOMIC_RELAXED), c->nr_nodes);
 	for (uint32_t i = 0; i < c->cfg.nr_cios; i++) {
 		struct cached_cio *cio = &c->cios[i];
-		bool isfree = false;
+		bool isfree =
+		    cio == cio_spare.cio && cio_spare.instance == c->instance;
 		for (struct cached_cio *f = c->cio_free; f; f = f->next_free)
 			if (f == cio)
 				isfree = true;
@@ -2078,6 +2117,8 @@ int cached_init(struct cached *c, const struct cached_config *cfg)
 	if (rc)
 		return rc;
 	memset(c, 0, sizeof(*c));
+	c->instance =
+	    __atomic_add_fetch(&cached_instances, 1, __ATOMIC_RELAXED);
 	c->cfg = *cfg;
 	c->policy = cfg->policy;
 	c->slots_per_obj = (uint32_t)(cfg->object_size / cfg->bucket_size);
@@ -2142,6 +2183,10 @@ err:
 
 void cached_destroy(struct cached *c)
 {
+	/* this thread's spare would dangle (other threads' are never used
+	 * again: no later cache has this instance number) */
+	if (cio_spare.instance == c->instance)
+		cio_spare.cio = NULL;
 	c->destroying = true;
 	if (c->cache) {
 		int rc = xcache_destroy(c->cache);

@@ -22,7 +22,13 @@
 # the store; nbdkit) and of fio, divided by the commands fio completed
 # meanwhile (IOPS x window): "cpu_us_per_cmd" and "cs_per_cmd", medians
 # like the rest. On a shared machine these hold better than IOPS, which
-# mostly measure the neighbours.
+# mostly measure the neighbours. Over the same window it also sums the
+# run-queue wait of every thread of those processes (the second field of
+# /proc/PID/task/*/schedstat): "runq_wait_us_per_cmd", time runnable but
+# not running. Under load it is about the CPU time (the neighbours hold
+# the cores); a server with little run-queue wait that still uses less
+# of the cores than another is idle for want of work (gaps in the
+# pipeline) rather than short of CPU.
 #
 # Usage: bench_nbd.sh [--bin DIR] [--bin-old DIR] [--mib N] [--runtime S]
 #                     [--repeat N] [--jobs "J ..."] [--targets "T ..."]
@@ -62,7 +68,7 @@ while [ $# -gt 0 ]; do
 	--stack-conf) EXTRA_CONF=$2; shift 2 ;;
 	--stack-conf-old) EXTRA_CONF_OLD=$2; shift 2 ;;
 	--cpu) CPU=1; shift ;;
-	-h|--help) sed -n 2,41p "$0"; exit 0 ;;
+	-h|--help) sed -n 2,47p "$0"; exit 0 ;;
 	*) echo "bench_nbd.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -144,6 +150,14 @@ prefill() {
 		|| { echo "bench_nbd.sh: $1: prefill failed" >&2; return 1; }
 }
 
+# runq_wait PID[,PID...]: ns the threads of those processes have spent
+# runnable but waiting for a CPU (schedstat's second field), summed
+runq_wait() {
+	local p
+	for p in ${1//,/ }; do cat /proc/$p/task/*/schedstat 2>/dev/null; done |
+		awk '{ w += $2 } END { printf "%.0f\n", w }'
+}
+
 # run_job TARGET JOB ROUND: results in $T/TARGET.JOB.ROUND.json; with
 # --cpu, perf stat of each process in $T/TARGET.JOB.ROUND.NAME.cpu
 run_job() {
@@ -159,6 +173,9 @@ run_job() {
 			perf stat -x, -e task-clock,context-switches \
 				-p ${np#*:} -o $out.${np%%:*}.cpu \
 				-- sleep $((RUNTIME - 1)) >/dev/null 2>&1 &
+			pp="$pp $!"
+			{ runq_wait ${np#*:}; sleep $((RUNTIME - 1))
+			  runq_wait ${np#*:}; } > $out.${np%%:*}.runq &
 			pp="$pp $!"
 		done
 	fi
@@ -240,6 +257,14 @@ def perf_counts(path, cmds):
         return None
     return (v.get("task-clock", 0) * 1000 / cmds,  # msec -> us
             v.get("context-switches", 0) / cmds)
+
+
+def runq_wait(path, cmds):
+    """run-queue wait, us per command (two sums of schedstat, in ns)"""
+    v = [float(x) for x in open(path).read().split()]
+    if len(v) != 2 or not cmds:
+        return None
+    return (v[1] - v[0]) / 1000 / cmds
 res = {}
 for t in targets:
     res[t] = {}
@@ -267,6 +292,13 @@ for t in targets:
                         c[name] = perf_counts(f, side["iops"] * (runtime - 1))
                     except OSError:
                         pass
+                    if c.get(name):
+                        try:
+                            w = runq_wait(f[:-4] + ".runq",
+                                          side["iops"] * (runtime - 1))
+                        except (OSError, ValueError):
+                            w = None
+                        c[name] = c[name] + (w,)
                 cpus.append(c)
         if not runs:
             res[t][j] = None
@@ -281,16 +313,23 @@ for t in targets:
             "runs_iops": [round(x[0], 1) for x in runs],
         }
         if cpus:
-            us, cs = {}, {}
+            us, cs, rq = {}, {}, {}
             for name in sorted({n for c in cpus for n in c}):
                 got = [c[name] for c in cpus if c.get(name)]
                 if got:
                     us[name] = round(statistics.median(g[0] for g in got), 2)
                     cs[name] = round(statistics.median(g[1] for g in got), 2)
+                waits = [g[2] for g in got if g[2] is not None]
+                if waits:
+                    rq[name] = round(statistics.median(waits), 2)
             servers = [n for n in us if n != "fio"]
             us["server_total"] = round(sum(us[n] for n in servers), 2)
             res[t][j]["cpu_us_per_cmd"] = us
             res[t][j]["cs_per_cmd"] = cs
+            if rq:
+                rq["server_total"] = round(
+                    sum(rq.get(n, 0) for n in servers), 2)
+                res[t][j]["runq_wait_us_per_cmd"] = rq
 ref = "nbdkit_file_cache"
 ratio = {}
 for t in targets:

@@ -1148,6 +1148,11 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 out_fini:
 	if (ops->fini)
 		ops->fini(p);
+	/* fini may fail too (the blocker's last flush and close, review8
+	 * R8-1): a peer_request_stop from it still counts. The paths that
+	 * jump here set status themselves: keep the higher. */
+	if (__atomic_load_n(&p->exit_status, __ATOMIC_RELAXED) > status)
+		status = __atomic_load_n(&p->exit_status, __ATOMIC_RELAXED);
 out_release:
 	if (p->port_bound) {
 		rc = xseg_release_port(p->seg, p->port);

@@ -202,7 +202,8 @@ int peer_worker_index(struct peer *p);
 bool peer_stopping(struct peer *p);
 /* Ask for a shutdown as if SIGTERM had arrived (e.g. on a fatal error in a
  * peer thread). exit_status is what peer_main will return (the highest of
- * all requests wins). Thread-safe. */
+ * all requests wins; also when called from ops->fini, e.g. because the
+ * store's last flush failed: there it only sets the status). Thread-safe. */
 void peer_request_stop(struct peer *p, int exit_status);
 
 /* Number of requests handed to handlers and not yet completed. */

@@ -909,6 +909,47 @@ START_TEST(slow_batch_wakes_only_for_waiting_requests)
 }
 END_TEST
 
+/* A failure reported from ops->fini (peer_request_stop, as the blocker's
+ * fini does when closing its store fails) is peer_main's exit status
+ * (review8 R8-1: it was read before fini, and the peer exited 0). */
+static void fini_fails(struct peer *p)
+{
+	peer_request_stop(p, 1);
+}
+
+static void *fini_fails_thread(void *arg)
+{
+	struct peer_run *r = arg;
+	static struct peer_ops ops = {
+	    .type = "finifail",
+	    .fini = fini_fails,
+	    .handlers = {[XSEG_OP_PING] = tpeer_ping},
+	};
+	char *argv[] = {
+	    "finifail", "-g", (char *)r->segname, "-p", "1", "-t", "1", "-v",
+	    "error",	NULL};
+
+	r->status = peer_main(9, argv, &ops);
+	return NULL;
+}
+
+START_TEST(fini_failure_is_exit_status)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pfini", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	pthread_t pt;
+
+	ck_assert_int_eq(pthread_create(&pt, NULL, fini_fails_thread, &pr), 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	kill(getpid(), SIGTERM);
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 1);
+	ck_assert_int_eq(tpr_wait_port_free(seg, PORT, 1000), 0);
+	xseg_leave(seg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peer_threads");
@@ -932,6 +973,7 @@ int main(void)
 	tcase_add_test(tc, long_handler_port_taken_over);
 	tcase_add_test(tc, full_batch_wakes_only_for_backlog);
 	tcase_add_test(tc, slow_batch_wakes_only_for_waiting_requests);
+	tcase_add_test(tc, fini_failure_is_exit_status);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -828,6 +828,10 @@ START_TEST(test_fua_failed_fsync_fails_all)
 			       XSEG_F_FUA, data[0], NULL, 0),
 			 EIO);
 	bp_expect_data(&e, "obj_01", 0, data[1], FUA_LEN);
+	/* the store cannot be closed durably: the peer says so in its exit
+	 * status, not "stopped cleanly" (review8 R8-1) */
+	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e.peer, BP_TIMEOUT), 1);
 	bp_teardown(&e);
 }
 END_TEST

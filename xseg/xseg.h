@@ -568,7 +568,11 @@ int xseg_validate_request(const struct xseg *seg,
 			  const struct xseg_request *req);
 
 /* Set the per-handle option of stamping ts_* (default on; costs a vDSO
- * clock read per stage). Call before threads use the handle. */
+ * clock read per stage). A server stamps ts_accepted and ts_responded only
+ * for a request whose client stamped ts_submitted (and ts_responded only
+ * after a stamped accept), so a client that does not read the stages
+ * (xseg_set_timestamps(seg, false)) costs the servers no clock reads.
+ * Call before threads use the handle. */
 void xseg_set_timestamps(struct xseg *seg, bool on);
 
 /* ------------------------------------------------------------------------

@@ -484,7 +484,8 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst);
  * (in range, SUBMITTED, delivered to this port) and the request validated
  * with xseg_validate_request: an invalid request is failed back to its
  * source with EINVAL/EOPNOTSUPP (or dropped if its source is invalid) and
- * counted in "rejected", and the next one is tried. Stamps ts_accepted.
+ * counted in "rejected", and the next one is tried. Stamps ts_accepted
+ * if the client stamped ts_submitted (see xseg_set_timestamps).
  * Returns 0 and the ACCEPTED request in *reqp, -EAGAIN if nothing valid is
  * queued, -EINVAL (bad port), -EPERM (port not owned by this process). */
 int xseg_accept(struct xseg *seg, uint32_t port, struct xseg_request **reqp);

@@ -106,8 +106,10 @@ uint64_t xq_count(const struct xq *q);
  * (the cell) and leaves the tail's line in the producer's cache: the
  * producer's tail CAS then stays local, and the poller sees the value as
  * soon as its cell is published, one line transfer earlier than through
- * xq_count's tail. False only if the head's cell was not yet filled when
- * read (the queue was empty at that instant: cells fill in order). True
+ * xq_count's tail. False when the head's cell was not yet filled when
+ * read: the queue was empty at that instant (cells fill in order), or, if
+ * the caller stalled between its two loads while others dequeued a whole
+ * lap, every value present when it started has been taken. True
  * also while the head lags a finished or killed dequeue, until the next
  * dequeue helps it on (it may then find the queue empty); and, unlike
  * xq_count, true as soon as a producer killed before moving the tail has

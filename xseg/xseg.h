@@ -66,8 +66,8 @@
 
 #define XSEG_MAGIC 0x3147455358435241ULL /* "ARCXSEG1", little endian */
 #define XSEG_VERSION                                                           \
-	3 /* 2: per-port statistics area; 3: request                           \
-	     mover, port signal/wake counters */
+	4 /* 2: per-port statistics area; 3: request                           \
+	     mover, port signal/wake counters; 4: 64 statistics */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX
@@ -391,9 +391,11 @@ int xseg_port_info(struct xseg *seg, uint32_t port,
  * copy and checks the count did not move (else it retries). So a reader
  * never returns a half-written table, and a publisher killed mid-way
  * leaves the previous table readable. API change: added in layout
- * version 2 (struct xseg_port grew by the area).
+ * version 2 (struct xseg_port grew by the area); 64 entries instead of 40
+ * since layout version 4 (the blocker's own table and the framework's
+ * filled 40, and the spin counters were left out).
  */
-#define XSEG_STATS_MAX	   40
+#define XSEG_STATS_MAX	   64
 #define XSEG_STAT_NAME_LEN 24 /* including the terminating NUL */
 
 struct xseg_stat {

@@ -76,11 +76,15 @@ done
 # "PID ALIVE" of a role's port, from stack status
 port_of() { $X stack status --dir $D 2>/dev/null | awk -v r=$1 '$1 == r { print $4, $5 }'; }
 plugged() { $X stack status --dir $D 2>/dev/null | grep -q 'redirect: port 1 -> 2'; }
-# wait_back ROLE OLDPID: a new live process of ROLE bound its port
+# wait_back ROLE OLDPID: a new live process of ROLE bound its port and
+# serves: a peer binds its port before its init (vlmc's NBD socket,
+# cached's pre-faulted pool), and says "serving ... pid N" when it is done;
+# a read before that found vlmc's socket refusing (seen under load)
 wait_back() {
 	for _ in $(seq 300); do
 		set -- $1 $2 $(port_of $1)
-		[ "${4:-}" = yes ] && [ "$3" != "$2" ] && [ "$3" != 0 ] && return 0
+		[ "${4:-}" = yes ] && [ "$3" != "$2" ] && [ "$3" != 0 ] &&
+			grep -q "serving segment .* pid $3\$" $D/run/$1.log && return 0
 		sleep 0.1
 	done
 	return 1

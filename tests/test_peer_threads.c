@@ -415,19 +415,38 @@ static void slow_defaults(struct peer *p)
 	t->hold = true;
 }
 
+/* Run ops as a peer on port 1 of r's segment with the given number of
+ * worker threads; spin0 adds "-s 0" (workers sleep at once). The
+ * program name is ops->type. Returns peer_main's exit status. */
+static int test_peer_main(struct peer_run *r, const struct peer_ops *ops,
+			  const char *threads, bool spin0)
+{
+	char *argv[] = {(char *)ops->type,
+			"-g",
+			(char *)r->segname,
+			"-p",
+			"1",
+			"-t",
+			(char *)threads,
+			"-v",
+			"warn",
+			spin0 ? "-s" : NULL,
+			"0",
+			NULL};
+
+	return peer_main(spin0 ? 11 : 9, argv, ops);
+}
+
 static void *slow_peer_thread(void *arg)
 {
 	struct peer_run *r = arg;
 	static struct peer_ops ops;
-	char *argv[] = {
-	    "tpeer", "-g", (char *)r->segname, "-p", "1", "-t", "2", "-v",
-	    "warn",  NULL};
 
 	ops = tpeer_ops;
 	ops.handlers[XSEG_OP_READ] = slow_read;
 	ops.stop = slow_stop;
 	ops.defaults = slow_defaults;
-	r->status = peer_main(9, argv, &ops);
+	r->status = test_peer_main(r, &ops, "2", false);
 	return NULL;
 }
 
@@ -568,11 +587,8 @@ static void *late_peer_thread(void *arg)
 	    .fini = late_fini,
 	    .handlers = {[XSEG_OP_PING] = late_ping},
 	};
-	char *argv[] = {
-	    "latepeer", "-g", (char *)r->segname, "-p", "1", "-t", "1", "-v",
-	    "warn",	NULL};
 
-	r->status = peer_main(9, argv, &ops);
+	r->status = test_peer_main(r, &ops, "1", false);
 	return NULL;
 }
 
@@ -670,23 +686,6 @@ static bool spin_cond_running(void *arg)
  * port 1 of r's segment, as the tests of the idle workers' hand-off
  * below need it; returns peer_main's status.
  */
-static int two_worker_peer_main(struct peer_run *r, const struct peer_ops *ops)
-{
-	char *argv[] = {(char *)ops->type,
-			"-g",
-			(char *)r->segname,
-			"-p",
-			"1",
-			"-t",
-			"2",
-			"-s",
-			"0",
-			"-v",
-			"warn",
-			NULL};
-
-	return peer_main(11, argv, ops);
-}
 
 static void *spin_peer_thread(void *arg)
 {
@@ -701,7 +700,7 @@ static void *spin_peer_thread(void *arg)
 		{[XSEG_OP_READ] = spin_read, [XSEG_OP_PING] = spin_ping},
 	    .handlers_never_block = true,
 	};
-	r->status = two_worker_peer_main(r, &ops);
+	r->status = test_peer_main(r, &ops, "2", true);
 	return NULL;
 }
 
@@ -770,7 +769,7 @@ static void *burst_peer_thread(void *arg)
 	    .handlers = {[XSEG_OP_PING] = burst_ping},
 	    .handlers_never_block = true,
 	};
-	r->status = two_worker_peer_main(r, &ops);
+	r->status = test_peer_main(r, &ops, "2", true);
 	return NULL;
 }
 
@@ -879,7 +878,7 @@ static void *slowbatch_peer_thread(void *arg)
 	    .handlers = {[XSEG_OP_PING] = slowbatch_ping},
 	    .handlers_never_block = true,
 	};
-	r->status = two_worker_peer_main(r, &ops);
+	r->status = test_peer_main(r, &ops, "2", true);
 	return NULL;
 }
 
@@ -925,11 +924,8 @@ static void *fini_fails_thread(void *arg)
 	    .fini = fini_fails,
 	    .handlers = {[XSEG_OP_PING] = tpeer_ping},
 	};
-	char *argv[] = {
-	    "finifail", "-g", (char *)r->segname, "-p", "1", "-t", "1", "-v",
-	    "error",	NULL};
 
-	r->status = peer_main(9, argv, &ops);
+	r->status = test_peer_main(r, &ops, "1", false);
 	return NULL;
 }
 

@@ -28,6 +28,10 @@ set -u
 BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 X=$BIN/xsegctl
+# the shared NBD client pieces (tests/nbd_testlib.py); no __pycache__ in
+# the source tree
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
 T=$(mktemp -d /tmp/test-nbd-reader-XXXXXX)
 SEG=tnbdrd$$
 SEG2=tnbdrm$$
@@ -75,42 +79,19 @@ start_vlmc() {
 # traffic SPIN: the checks (python); exit status 0 when all pass
 traffic() {
 	python3 - "$T/nbd.sock" "$X" "$SEG" "$1" <<'PY'
-import json, os, socket, struct, subprocess, sys, threading, time
+import json, os, subprocess, sys, threading, time
 path, xsegctl, seg, spin = sys.argv[1:5]
 fails = 0
 def check(cond, what):
     global fails
     print(("ok: " if cond else "FAIL: ") + f"[--nbd-spin {spin}] " + what)
     if not cond: fails += 1
-def recvn(s, n):
-    b = bytearray()
-    while len(b) < n:
-        c = s.recv(min(n - len(b), 1 << 20))
-        if not c: raise EOFError
-        b += c
-    return bytes(b)
-def opt(s, o, data=b""):
-    s.sendall(struct.pack(">QII", 0x49484156454F5054, o, len(data)) + data)
-def rep(s):
-    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
-    assert magic == 0x3e889045565a9
-    return o, t, recvn(s, l)
+from nbd_testlib import recvn, request, simple_reply as reply
+import nbd_testlib
 def connect():
-    s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(path)
-    assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
-    s.sendall(struct.pack(">I", 3))
-    opt(s, 7, struct.pack(">I", 1) + b"v" + struct.pack(">H", 0))
-    while True:
-        o, t, d = rep(s)
-        if t != 3: break
-    assert t == 1, hex(t)
-    return s
+    return nbd_testlib.connect(path, "v")
 def send(s, typ, cookie, off, ln, data=b""):
-    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, typ, cookie, off, ln) + data)
-def reply(s):
-    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
-    assert magic == 0x67446698, hex(magic)
-    return err, c
+    s.sendall(request(typ, cookie, off, ln) + data)
 def stats():
     """vlmc's counters, from a publication made after this call started"""
     def get():
@@ -205,29 +186,14 @@ PIDS="$PIDS $!"
 start_vlmc 1s $SEG2
 $X volume --ctl $T/ctl create v 128M >/dev/null || die "create v (small)"
 python3 - "$T/nbd.sock" <<'PY' || die "READ then WRITE on a short heap"
-import os, socket, struct, sys, threading
-def recvn(s, n):
-    b = bytearray()
-    while len(b) < n:
-        c = s.recv(min(n - len(b), 1 << 20))
-        if not c: raise EOFError
-        b += c
-    return bytes(b)
-s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(sys.argv[1])
-assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
-s.sendall(struct.pack(">I", 3))
-s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 7) +
-          struct.pack(">I", 1) + b"v" + struct.pack(">H", 0))
-while True:
-    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20)); recvn(s, l)
-    if t != 3: break
-assert t == 1, hex(t)
+import os, sys, threading
+from nbd_testlib import connect, recvn, request, simple_reply
+s = connect(sys.argv[1], "v")
 M = 1 << 20; L = 4 * M
 def cmd(typ, cookie, off):
-    return struct.pack(">IHHQQI", 0x25609513, 0, typ, cookie, off, L)
+    return request(typ, cookie, off, L)
 def reply():
-    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
-    assert magic == 0x67446698, hex(magic)
+    err, c = simple_reply(s)
     return err, c, (recvn(s, L) if c in (1, 3) and not err else None)
 data = os.urandom(L)
 res = {}
@@ -250,7 +216,7 @@ check(res.get(2, (None,))[0] == 0,
 s.sendall(cmd(0, 3, 64 * M))
 err, c, d = reply()
 check(err == 0 and c == 3 and d == data, "the WRITE reads back exactly")
-s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 4, 0, 0)); s.close()
+s.sendall(request(2, 4, 0, 0)); s.close()
 sys.exit(1 if fails else 0)
 PY
 stop_pids $VLMC; VLMC=

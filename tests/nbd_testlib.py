@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: MIT
+"""NBD client pieces for the python parts of the shell tests.
+
+Fixed newstyle handshake with NBD_OPT_GO, transmission requests and simple
+replies (the NBD protocol document's structures, nothing negotiated beyond
+what vlmc needs). Shell tests put this directory on PYTHONPATH and import
+it from their heredocs.
+"""
+import socket
+import struct
+
+OPT_MAGIC = 0x49484156454F5054  # "IHAVEOPT"
+OPT_REPLY_MAGIC = 0x3E889045565A9
+REQUEST_MAGIC = 0x25609513
+SIMPLE_REPLY_MAGIC = 0x67446698
+OPT_GO = 7
+REP_ACK, REP_INFO = 1, 3
+CMD_READ, CMD_WRITE, CMD_DISC, CMD_FLUSH = 0, 1, 2, 3
+FLAG_FIXED_NEWSTYLE, FLAG_NO_ZEROES = 1, 2
+
+
+def recvn(s, n):
+    """Exactly n bytes from s (EOFError if the peer closes first)."""
+    b = bytearray()
+    while len(b) < n:
+        c = s.recv(min(n - len(b), 1 << 20))
+        if not c:
+            raise EOFError
+        b += c
+    return bytes(b)
+
+
+def opt(s, o, data=b""):
+    """Send option o with its data."""
+    s.sendall(struct.pack(">QII", OPT_MAGIC, o, len(data)) + data)
+
+
+def opt_reply(s):
+    """One option reply: (option, reply type, data)."""
+    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
+    assert magic == OPT_REPLY_MAGIC, hex(magic)
+    return o, t, recvn(s, l)
+
+
+def connect(path, export, timeout=120):
+    """A Unix socket in transmission on export, after NBD_OPT_GO."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(path)
+    assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
+    s.sendall(struct.pack(">I", FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
+    name = export.encode()
+    opt(s, OPT_GO, struct.pack(">I", len(name)) + name + struct.pack(">H", 0))
+    while True:
+        _, t, _ = opt_reply(s)
+        if t != REP_INFO:
+            break
+    assert t == REP_ACK, hex(t)
+    return s
+
+
+def request(typ, cookie, off, length, flags=0):
+    """The header of a transmission request."""
+    return struct.pack(">IHHQQI", REQUEST_MAGIC, flags, typ, cookie, off,
+                       length)
+
+
+def simple_reply(s):
+    """One simple reply's (error, cookie); a READ's data follows it."""
+    magic, err, cookie = struct.unpack(">IIQ", recvn(s, 16))
+    assert magic == SIMPLE_REPLY_MAGIC, hex(magic)
+    return err, cookie

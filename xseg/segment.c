@@ -23,9 +23,10 @@
 _Static_assert(sizeof(struct xseg_shared_header) <= XSEG_HEADER_SIZE,
 	       "header fits its page");
 _Static_assert(sizeof(struct xseg_request) % 64 == 0, "requests aligned");
-/* 6 lines of queues, owner and counters, then the statistics area */
+/* 7 lines of queues, owner, counters and the unflushed count, then the
+ * statistics area */
 _Static_assert(sizeof(struct xseg_port) ==
-		   6 * 64 + sizeof(struct xseg_stats_area),
+		   7 * 64 + sizeof(struct xseg_stats_area),
 	       "port layout");
 _Static_assert(sizeof(struct xseg_port) % 64 == 0, "ports aligned");
 
@@ -659,6 +660,19 @@ void xseg_info(const struct xseg *seg, struct xseg_info *info)
 	info->heap_bytes = st.arena_bytes;
 	info->heap_allocated = st.allocated_bytes;
 	info->heap_carved = st.carved_bytes;
+}
+
+void xseg_port_unflushed_add(struct xseg *seg, uint32_t port, int64_t delta)
+{
+	if (port >= seg->nr_ports)
+		return;
+	__atomic_add_fetch(&seg->ports[port].port->unflushed, (uint64_t)delta,
+			   __ATOMIC_SEQ_CST);
+}
+
+uint64_t xseg_writeback_losses(const struct xseg *seg)
+{
+	return __atomic_load_n(&seg->hdr->writeback_losses, __ATOMIC_SEQ_CST);
 }
 
 void xseg_set_timestamps(struct xseg *seg, bool on)

@@ -66,8 +66,9 @@
 
 #define XSEG_MAGIC 0x3147455358435241ULL /* "ARCXSEG1", little endian */
 #define XSEG_VERSION                                                           \
-	4 /* 2: per-port statistics area; 3: request                           \
-	     mover, port signal/wake counters; 4: 64 statistics */
+	5 /* 2: per-port statistics area; 3: request                           \
+	     mover, port signal/wake counters; 4: 64 statistics;               \
+	     5: unflushed count per port, write-back loss counter */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX
@@ -823,5 +824,29 @@ struct xseg_reap_stats {
  * Returns the number of ports reclaimed (>= 0), or a negative errno if
  * this process cannot establish its own identity (e.g. -EMFILE). */
 int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats);
+
+/* ------------------------------------------------------------------------
+ * Write-back losses
+ *
+ * A peer that acknowledges writes before they reach the next port (cached
+ * in write-back) keeps in its port the amount of such data it holds
+ * (units of its choosing, e.g. buckets): it adds before it acknowledges a
+ * write that makes data unflushed, and subtracts once the next port has
+ * acknowledged that data. If the owner dies, the reclaim of its port (any
+ * path: xseg_reap, a bind over a dead owner, xsegctl) finds the count
+ * nonzero, adds 1 to the segment's write-back loss counter and logs it.
+ * A client that acknowledged writes to its own clients (vlmc) compares the
+ * counter before its first unflushed write and after a flush: a change
+ * means writes it acknowledged may be gone, so the flush must not report
+ * success.
+ */
+
+/* Add delta (may be negative) to port's unflushed count. Any thread of
+ * the port's owner; seq_cst, so the add is visible before any reply the
+ * caller sends afterwards. */
+void xseg_port_unflushed_add(struct xseg *seg, uint32_t port, int64_t delta);
+/* Reclaims that found unflushed data, since the segment was created
+ * (seq_cst load; monotonic). */
+uint64_t xseg_writeback_losses(const struct xseg *seg);
 
 #endif /* XSEG_H */

@@ -84,6 +84,10 @@ struct xseg_shared_header {
 
 	/* Mutable: source of port generations (and request id epochs). */
 	_Alignas(64) uint32_t epoch;
+	uint32_t reserved1;
+	/* Reclaims of dead ports that held acknowledged, unflushed data
+	 * (xseg_port_unflushed_add): see xseg_writeback_losses. */
+	uint64_t writeback_losses;
 };
 
 /* One published statistics table (see xseg_port_stats_*): a multiple
@@ -141,7 +145,11 @@ struct xseg_port {
 	uint64_t received;
 	uint64_t id_next;
 
-	/* lines 6..: statistics published by the owner; kept across
+	/* line 6: acknowledged data the owner holds and has not yet passed
+	 * on (xseg_port_unflushed_add); read by the reaper of a dead owner */
+	_Alignas(64) uint64_t unflushed;
+
+	/* lines 7..: statistics published by the owner; kept across
 	 * owners (zeroed only at segment creation) */
 	struct xseg_stats_area stats;
 };

@@ -23,3 +23,7 @@ if(TARGET xseg_hooked)
 endif()
 ac_test(test_xseg_race SOURCES test_xseg_race.c DEPS xseg_hooked TIMEOUT 120)
 ac_test(test_xseg_kill SOURCES test_xseg_kill.c DEPS xseg_hooked TIMEOUT 300)
+# Write-back losses: reclaims of ports whose owner held unflushed data
+# (reap, bind over a dead owner, release, unredirect), counted once.
+ac_test(test_xseg_wbloss SOURCES test_xseg_wbloss.c DEPS xseg xseg_testutil
+  TIMEOUT 300)

@@ -50,8 +50,8 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 						__ATOMIC_RELAXED))
 			break;
 	}
-	xseg_port_cleanup(seg, port, scan ? XSEG_CLEAN_DEAD : XSEG_CLEAN_QUEUES,
-			  &st);
+	xseg_port_cleanup(seg, port, o,
+			  scan ? XSEG_CLEAN_DEAD : XSEG_CLEAN_QUEUES, &st);
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	memset(p->peer_type, 0, sizeof(p->peer_type));
 	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
@@ -113,7 +113,7 @@ int xseg_release_port(struct xseg *seg, uint32_t port)
 			     &p->owner, &o, self | XSEG_OWNER_RECLAIM, false,
 			     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return -EPERM;
-	xseg_port_cleanup(seg, port, XSEG_CLEAN_SELF, &st);
+	xseg_port_cleanup(seg, port, self, XSEG_CLEAN_SELF, &st);
 	__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -139,8 +139,25 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 
 int xseg_clear_path_next(struct xseg *seg, uint32_t port)
 {
+	struct xseg_reap_stats st = {0};
+	uint32_t next;
+	int rc;
+
 	if (port >= seg->nr_ports)
 		return -EINVAL;
+	/* The redirect target may be a write-back cache that died holding
+	 * acknowledged data: once the redirect is gone a FLUSH reaches the
+	 * next port directly and would succeed, so the loss must be
+	 * counted (by reclaiming the dead port) before. A target that dies
+	 * after this check is counted by whoever reaps it; requests sent
+	 * to it meanwhile fail with ECONNRESET. */
+	next = __atomic_load_n(&seg->ports[port].port->path_next,
+			       __ATOMIC_ACQUIRE);
+	if (next < seg->nr_ports && next != port) {
+		rc = xseg_reclaim_if_dead(seg, next, &st);
+		if (rc < 0)
+			return rc;
+	}
 	__atomic_store_n(&seg->ports[port].port->path_next, XSEG_NOPORT,
 			 __ATOMIC_RELEASE);
 	return 0;
@@ -191,6 +208,7 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->rejected = rd(&p->rejected);
 	info->forwarded = rd(&p->forwarded);
 	info->reaped = rd(&p->reaped);
+	info->unflushed = __atomic_load_n(&p->unflushed, __ATOMIC_SEQ_CST);
 	{
 		uint64_t sw = __atomic_load_n(&p->sleepers, __ATOMIC_RELAXED);
 

@@ -59,7 +59,11 @@
 #include "xseg_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 int xseg_owner_alive(uint64_t owner)
 {
@@ -144,13 +148,45 @@ static void settle_moved(struct xseg *seg, uint32_t port,
 	}
 }
 
-void xseg_port_cleanup(struct xseg *seg, uint32_t port,
+uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
+			      uint64_t prev_owner)
+{
+	struct xseg_port *p = seg->ports[port].port;
+	uint64_t u = __atomic_load_n(&p->unflushed, __ATOMIC_SEQ_CST), nr;
+	char type[XSEG_PEER_TYPE_LEN];
+
+	if (!u)
+		return 0;
+	/* Counted before anything else of the reclaim: the requests the
+	 * owner held are failed back (and the port can be bound) only
+	 * after this add, so a client that sees one of those failures or
+	 * talks to the next owner also sees the new counter. */
+	nr = __atomic_add_fetch(&seg->hdr->writeback_losses, 1,
+				__ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&p->unflushed, u, __ATOMIC_SEQ_CST);
+	memcpy(type, p->peer_type, sizeof(type));
+	type[sizeof(type) - 1] = '\0';
+	for (size_t i = 0; type[i]; i++) /* a dead peer's bytes: printable */
+		if (type[i] < 0x20 || type[i] > 0x7e)
+			type[i] = '?';
+	fprintf(stderr,
+		"xseg %s: port %u (%s, pid %d) reclaimed holding %" PRIu64
+		" unflushed write-back units: write-back loss %" PRIu64 "\n",
+		seg->name, port, type[0] ? type : "?",
+		(int)xseg_owner_pid(prev_owner), u, nr);
+	return u;
+}
+
+void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 		       enum xseg_clean_mode mode, struct xseg_reap_stats *st)
 {
 	struct xseg_port_local *pl = &seg->ports[port];
 	struct xseg_request *req;
 	uint32_t idx, state;
 	uint64_t w;
+
+	if (xseg_port_count_loss(seg, port, prev_owner))
+		st->writeback_losses++;
 
 	/* New generation first: a reply in flight to the old owner is from
 	 * now on recognised as stale by respond and receive. */
@@ -297,6 +333,48 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port,
 	}
 }
 
+bool xseg_reclaim_dead(struct xseg *seg, uint32_t port, uint64_t o,
+		       struct xseg_reap_stats *st)
+{
+	uint64_t *ownerp = &seg->ports[port].port->owner;
+
+	if (!__atomic_compare_exchange_n(
+		ownerp, &o, seg->self_owner | XSEG_OWNER_RECLAIM, false,
+		__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return false;
+	xseg_port_cleanup(seg, port, o, XSEG_CLEAN_DEAD, st);
+	__atomic_store_n(ownerp, 0, __ATOMIC_RELEASE);
+	return true;
+}
+
+int xseg_reclaim_if_dead(struct xseg *seg, uint32_t port,
+			 struct xseg_reap_stats *st)
+{
+	uint64_t *ownerp = &seg->ports[port].port->owner;
+	uint64_t deadline = xseg_now_ns() + XSEG_RECLAIM_WAIT_NS, o;
+	int rc = xseg_self_identity(seg);
+
+	if (rc < 0)
+		return rc;
+	for (;;) {
+		o = __atomic_load_n(ownerp, __ATOMIC_ACQUIRE);
+		if (o == 0 || (o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
+			return 0; /* free, ours, or one of our threads' */
+		if (!xseg_owner_alive(o)) {
+			if (xseg_reclaim_dead(seg, port, o, st))
+				return 1;
+			continue; /* the word moved: look again */
+		}
+		if (!(o & XSEG_OWNER_RECLAIM))
+			return 0; /* a live owner */
+		/* Another live process reclaims or binds it: its count of
+		 * a loss may not have happened yet. Wait for it to end. */
+		if (xseg_now_ns() >= deadline)
+			return -EBUSY;
+		usleep(1000);
+	}
+}
+
 int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats)
 {
 	struct xseg_reap_stats st = {0};
@@ -320,20 +398,14 @@ int xseg_reap(struct xseg *seg, struct xseg_reap_stats *stats)
 				ownerp, &o, claim, false, __ATOMIC_ACQ_REL,
 				__ATOMIC_RELAXED))
 				continue;
-			xseg_port_cleanup(seg, i, XSEG_CLEAN_QUEUES, &st);
+			xseg_port_cleanup(seg, i, 0, XSEG_CLEAN_QUEUES, &st);
 			__atomic_store_n(ownerp, 0, __ATOMIC_RELEASE);
 			continue;
 		}
 		if ((o & ~XSEG_OWNER_RECLAIM) == seg->self_owner ||
 		    xseg_owner_alive(o))
 			continue;
-		if (!__atomic_compare_exchange_n(ownerp, &o, claim, false,
-						 __ATOMIC_ACQ_REL,
-						 __ATOMIC_RELAXED))
-			continue;
-		xseg_port_cleanup(seg, i, XSEG_CLEAN_DEAD, &st);
-		__atomic_store_n(ownerp, 0, __ATOMIC_RELEASE);
-		reclaimed++;
+		reclaimed += xseg_reclaim_dead(seg, i, o, &st);
 	}
 	st.ports_reclaimed = (uint32_t)reclaimed;
 	if (stats)

@@ -660,6 +660,7 @@ void xseg_info(const struct xseg *seg, struct xseg_info *info)
 	info->heap_bytes = st.arena_bytes;
 	info->heap_allocated = st.allocated_bytes;
 	info->heap_carved = st.carved_bytes;
+	info->writeback_losses = xseg_writeback_losses(seg);
 }
 
 void xseg_port_unflushed_add(struct xseg *seg, uint32_t port, int64_t delta)

@@ -279,6 +279,9 @@ struct xseg_info {
 	uint64_t heap_bytes;	 /* data heap arena */
 	uint64_t heap_allocated; /* bytes in allocated buffers */
 	uint64_t heap_carved;	 /* bytes ever taken from the arena */
+	/* API addition (layout 5): xseg_writeback_losses() at the time of
+	 * the call */
+	uint64_t writeback_losses;
 };
 void xseg_info(const struct xseg *seg, struct xseg_info *info);
 
@@ -314,7 +317,9 @@ int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port);
  * its request queue and requests it accepted but did not answer are failed
  * back to their senders with ECONNRESET; replies on its reply queue and
  * requests it still holds are returned to the pool; its free queue is
- * emptied; its redirect (path_next) is kept, counters are kept.
+ * emptied; its redirect (path_next) is kept, counters are kept. A nonzero
+ * unflushed count (xseg_port_unflushed_add) is a write-back loss like a
+ * death's: counted and logged first (see "Write-back losses").
  * Errors: -EINVAL (no such port), -EPERM (not owned by this process). */
 int xseg_release_port(struct xseg *seg, uint32_t port);
 
@@ -331,6 +336,14 @@ int xseg_port_alive(struct xseg *seg, uint32_t port);
  * they are. Redirects are not followed transitively and do not apply to
  * xseg_forward. Errors: -EINVAL (bad port or next, or next == port). */
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
+/* Remove port's redirect. If the port it redirects to is owned by a dead
+ * process (proof, as xseg_reap) that port is reclaimed first, so a
+ * write-back loss it held is counted (xseg_writeback_losses) before a
+ * request can bypass it; if another process is reclaiming it, waits up to
+ * a second for that to end. Errors, with the redirect kept: -EINVAL (bad
+ * port); -EBUSY (the target is still being reclaimed by another process
+ * after a second: retry); what xseg_reap returns when this process has no
+ * identity (e.g. -EMFILE). Reads /proc: not for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);
@@ -372,6 +385,9 @@ struct xseg_port_info {
 	uint64_t request_depth;
 	uint64_t reply_depth;
 	uint64_t free_depth;
+	/* API addition (layout 5): the port's unflushed count
+	 * (xseg_port_unflushed_add), seq_cst load */
+	uint64_t unflushed;
 };
 int xseg_port_info(struct xseg *seg, uint32_t port,
 		   struct xseg_port_info *info);
@@ -791,6 +807,9 @@ struct xseg_reap_stats {
 					  had published but maybe not
 					  queued: queued again (API change:
 					  added in version 3) */
+	uint32_t writeback_losses;     /* reclaims that found the port's
+					  unflushed count nonzero (API
+					  change: added in version 5) */
 };
 
 /* Find ports whose owner is dead (pid gone, zombie, or start time differs)
@@ -798,6 +817,11 @@ struct xseg_reap_stats {
  *   1. claim it (CAS of the owner word to "reclaiming by me"; only one
  *      process reclaims a port; if that process dies too, the next reap
  *      takes over);
+ *   1b. if its unflushed count (xseg_port_unflushed_add) is nonzero, add 1
+ *      to the segment's write-back loss counter, subtract the count and log
+ *      one line to stderr (port, peer type, pid, units): before anything
+ *      below, so nobody sees a request of the dead owner failed back, or
+ *      a new owner of the port, before the counter moved;
  *   2. give it a new generation, so late replies to it are dropped;
  *   3. fail back every request on its request queue and every request it
  *      had accepted and not answered, with error ECONNRESET, to their

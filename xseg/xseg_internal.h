@@ -222,8 +222,37 @@ int xseg_owner_alive(uint64_t owner);
  *                      the dead owner left half-accepted or half-answered
  *                      (ANSWERING), and reset its stale sleeper count. */
 enum xseg_clean_mode { XSEG_CLEAN_QUEUES, XSEG_CLEAN_SELF, XSEG_CLEAN_DEAD };
-void xseg_port_cleanup(struct xseg *seg, uint32_t port,
+/* prev_owner: the owner word before the caller's claim (0: the port was
+ * free), named in the write-back loss line. The first step of every mode
+ * is xseg_port_count_loss, before the generation changes and before any
+ * request is failed back. */
+void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 		       enum xseg_clean_mode mode, struct xseg_reap_stats *st);
+/* If port's unflushed count is nonzero: add 1 to the segment's write-back
+ * loss counter (seq_cst), then subtract the count read (not a store of 0:
+ * a live owner releasing its port may still have a thread adding), then
+ * log one line to stderr. Called by whoever holds the port's owner word as
+ * self|RECLAIM (the reclaim CAS elects exactly one), so one death counts
+ * once. A reclaimer killed between the add and the subtract makes the
+ * next reclaimer count the same death again: a second count can only make
+ * a flush fail that might have succeeded, never the reverse (subtracting
+ * first would lose the loss). Returns the count found. */
+uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
+			      uint64_t prev_owner);
+/* Reclaim port, whose owner word the caller read as o and found dead:
+ * CAS o -> self|RECLAIM, xseg_port_cleanup(DEAD), mark free. Returns false
+ * (nothing done) if the word was no longer o. Needs self identity. */
+bool xseg_reclaim_dead(struct xseg *seg, uint32_t port, uint64_t o,
+		       struct xseg_reap_stats *st);
+/* Make sure port is not owned by a dead process that has not been
+ * reclaimed: if its owner is dead, reclaim it here (1); if another live
+ * process is reclaiming or binding it, wait up to XSEG_RECLAIM_WAIT_NS
+ * for it to finish (its loss count is done by then), else -EBUSY; 0 if
+ * free or owned by a live process (alive on "could not tell", as
+ * xseg_owner_alive). -EMFILE etc. if this process has no identity. */
+#define XSEG_RECLAIM_WAIT_NS (1000ULL * 1000 * 1000)
+int xseg_reclaim_if_dead(struct xseg *seg, uint32_t port,
+			 struct xseg_reap_stats *st);
 
 /* request.c */
 /* Fail req back to its source with error err, or free it if nobody can

@@ -30,6 +30,9 @@ struct fake_req {
 	bool done;
 	bool forwarded;
 	int error;
+	/* C.unflushed when the reply was sent (the count must already
+	 * cover an acknowledged write-back write then) */
+	uint64_t unflushed_at_reply;
 };
 
 static struct cached C;
@@ -52,6 +55,7 @@ static void f_complete(struct cached *c, struct xseg_request *req, int error)
 	ck_assert(!f->done);
 	f->done = true;
 	f->error = error;
+	f->unflushed_at_reply = __atomic_load_n(&C.unflushed, __ATOMIC_SEQ_CST);
 }
 
 static int f_forward(struct cached *c, struct xseg_request *req)
@@ -92,8 +96,9 @@ static int f_submit(struct cached *c, struct cached_nreq *n)
 	return 0;
 }
 
+/* unflushed NULL: the count is kept in C.unflushed */
 static const struct cached_io_ops fake_io = {f_data, f_complete, f_forward,
-					     f_submit};
+					     f_submit, NULL};
 
 /* The store behind the fake next port: one object image per name. */
 static unsigned char store_a[OBJ_SIZE];
@@ -2030,6 +2035,166 @@ START_TEST(test_nocache_absent_not_cached)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* The unflushed count (acknowledged write-back data, wbloss)          */
+/* ------------------------------------------------------------------ */
+
+/* Counted before the reply; a rewrite of unflushed data adds nothing;
+ * a failed flush keeps it; a served flush write clears it. */
+START_TEST(test_unflushed_counts_acked_writeback)
+{
+	struct fake_req *w, *fl;
+
+	ck_assert_uint_eq(C.unflushed, 0);
+	w = client(0, XSEG_OP_WRITE, "a", 0, 2 * BS);
+	fill(w, 1);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_uint_eq(w->unflushed_at_reply, 2);
+	/* rewrite of bucket 1 and a new bucket 2 */
+	w = client(1, XSEG_OP_WRITE, "a", BS, 2 * BS);
+	fill(w, 2);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(w->unflushed_at_reply, 3);
+	ck_assert_uint_eq(C.unflushed, 3);
+	/* a flush whose write fails: still unflushed */
+	fl = client(2, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(C.unflushed, 3); /* WRITING: not yet acknowledged */
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(fl->done);
+	ck_assert_int_eq(fl->error, EIO);
+	ck_assert_uint_eq(C.unflushed, 3);
+	/* a short write is a failure too */
+	fl = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve(0, 0, true);
+	nr_sent = 0;
+	ck_assert_uint_eq(C.unflushed, 3);
+	/* rewritten while its flush write is in flight: stays counted
+	 * after that write's reply (the new data is not at the store) */
+	fl = client(4, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	w = client(5, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 3);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(w->unflushed_at_reply, 3);
+	serve(0, 0, false);
+	nr_sent = 0;
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(C.unflushed, 1);
+	serve_all();
+	fl = client(6, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all();
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+}
+END_TEST
+
+/* FUA writes are acknowledged after the store: never counted. */
+START_TEST(test_unflushed_fua_not_counted)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+
+	w->req.flags = XSEG_F_FUA;
+	fill(w, 9);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_eq(cached_unclean(&C), 1);
+	ck_assert_uint_eq(C.unflushed, 0);
+	serve_all();
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(w->unflushed_at_reply, 0);
+	ck_assert_uint_eq(C.unflushed, 0);
+}
+END_TEST
+
+/* DELETE discards acknowledged data on purpose: no longer counted. */
+START_TEST(test_unflushed_delete_discards)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, 3 * BS), *d;
+
+	fill(w, 5);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(C.unflushed, 3);
+	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert_uint_eq(C.unflushed, 0);
+	serve_all();
+	ck_assert(d->done);
+	ck_assert_uint_eq(C.unflushed, 0);
+}
+END_TEST
+
+/* Set/clear at the bucket level, and teardown of a cache that could not
+ * flush keeps the count up (the port's release reports the loss). */
+START_TEST(test_unflushed_bucket_transitions)
+{
+	struct cached_obj *o = &C.objs[0];
+
+	ck_assert_int_eq(cached_obj_claim(o, 0, 4), 0);
+	cached_obj_set_bstate(o, 0, CACHED_B_DIRTY);
+	cached_obj_set_bstate(o, 1, CACHED_B_DIRTY);
+	cached_obj_mark_acked(o, 0, 2);
+	ck_assert_uint_eq(C.unflushed, 2);
+	cached_obj_mark_acked(o, 0, 2);
+	ck_assert_uint_eq(C.unflushed, 2);
+	cached_obj_set_bstate(o, 0, CACHED_B_WRITING);
+	cached_obj_set_bstate(o, 0, CACHED_B_DIRTY);
+	cached_obj_set_bstate(o, 0, CACHED_B_WRITING);
+	ck_assert_uint_eq(C.unflushed, 2);
+	cached_obj_set_bstate(o, 0, CACHED_B_VALID);
+	ck_assert_uint_eq(C.unflushed, 1);
+	ck_assert(!o->acked[0]);
+	/* dirty but not acknowledged (write-through): not counted */
+	cached_obj_set_bstate(o, 2, CACHED_B_DIRTY);
+	cached_obj_set_bstate(o, 2, CACHED_B_VALID);
+	ck_assert_uint_eq(C.unflushed, 1);
+	/* release outside teardown: exact */
+	cached_obj_release_all(o);
+	ck_assert_uint_eq(C.unflushed, 0);
+	/* release by cached_destroy: kept */
+	ck_assert_int_eq(cached_obj_claim(o, 0, 1), 0);
+	cached_obj_set_bstate(o, 0, CACHED_B_DIRTY);
+	cached_obj_mark_acked(o, 0, 1);
+	C.destroying = true;
+	cached_obj_release_all(o);
+	C.destroying = false;
+	ck_assert_uint_eq(C.unflushed, 1);
+	C.unflushed = 0;
+}
+END_TEST
+
+/* Write-through: nothing is ever counted. */
+START_TEST(test_unflushed_writethrough_never)
+{
+	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, 2 * BS);
+
+	fill(w, 7);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_eq(C.unflushed, 0);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, EIO);
+	ck_assert_uint_eq(C.unflushed, 0);
+	w = client(1, XSEG_OP_WRITE, "a", 0, 2 * BS);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all();
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(w->unflushed_at_reply, 0);
+	ck_assert_uint_eq(C.unflushed, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cached");
@@ -2065,6 +2230,10 @@ int main(void)
 	tcase_add_test(tc, test_eviction_flushes_dirty_object);
 	tcase_add_test(tc, test_reinsert_during_flush_reuses);
 	tcase_add_test(tc, test_space_wait_no_deadlock);
+	tcase_add_test(tc, test_unflushed_counts_acked_writeback);
+	tcase_add_test(tc, test_unflushed_fua_not_counted);
+	tcase_add_test(tc, test_unflushed_delete_discards);
+	tcase_add_test(tc, test_unflushed_bucket_transitions);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("info_nocache_flush");
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -2098,6 +2267,7 @@ int main(void)
 	tc = tcase_create("writethrough");
 	tcase_add_checked_fixture(tc, setup_wt, teardown);
 	tcase_add_test(tc, test_writethrough_acks_after_store);
+	tcase_add_test(tc, test_unflushed_writethrough_never);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

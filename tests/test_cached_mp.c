@@ -310,6 +310,23 @@ static int flush(struct env *e, uint32_t dst)
 	return io(e, dst, XSEG_OP_FLUSH, NULL, 0, NULL, 0);
 }
 
+/* cached's port's unflushed count (acknowledged write-back buckets). */
+static uint64_t unflushed(struct env *e)
+{
+	struct xseg_port_info pi;
+
+	ck_assert_int_eq(xseg_port_info(e->seg, CACHED_PORT, &pi), 0);
+	return pi.unflushed;
+}
+
+/* The segment's write-back losses after every dead port was reclaimed
+ * (a cached that exited may have left its port to the reaper). */
+static uint64_t losses(struct env *e)
+{
+	ck_assert_int_ge(xseg_reap(e->seg, NULL), 0);
+	return xseg_writeback_losses(e->seg);
+}
+
 /* ------------------------------------------------------------------ */
 /* bench_xseg --verify through cached, cache smaller than the data     */
 /* ------------------------------------------------------------------ */
@@ -751,7 +768,10 @@ START_TEST(test_zero_byte_writes_are_errors)
 	ck_assert_int_eq(write_blk(&e, CACHED_PORT, 0, FB_PER_OBJ, 1), -EIO);
 	/* the unwritten (never acknowledged) data stays dirty: cached gives
 	 * up after its flush timeout and exits with status 1 */
+	ck_assert_uint_eq(unflushed(&e), 0);
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
+	/* nothing acknowledged was lost: no write-back loss */
+	ck_assert_uint_eq(losses(&e), 0);
 	/* write-back: acknowledged, then FLUSH fails, and cached still exits
 	 * (after its flush timeout), saying why */
 	start_cached(&e, wb);
@@ -760,10 +780,14 @@ START_TEST(test_zero_byte_writes_are_errors)
 				 0);
 	ck_assert_int_eq(flush(&e, CACHED_PORT), -EIO);
 	t0 = xtu_now_ms();
+	ck_assert_uint_eq(unflushed(&e), 16);
 	st = stop_cached(&e, SIGTERM);
 	/* it exits, and says (status 1) that dirty data was lost */
 	ck_assert_int_eq(st, 1);
 	ck_assert_uint_lt(xtu_now_ms() - t0, 30000);
+	/* and so does the segment: acknowledged writes are gone */
+	ck_assert_uint_eq(losses(&e), 1);
+	ck_assert_uint_eq(unflushed(&e), 0);
 	/* plugged: the same, and the redirect stays so that nobody reads
 	 * the store, which lacks acknowledged writes */
 	const char *wbp[] = {"--plug", "--cache-size",	  "1M", "--object-size",
@@ -775,6 +799,7 @@ START_TEST(test_zero_byte_writes_are_errors)
 		ck_assert_int_eq(write_blk(&e, STORE_PORT, b, FB_PER_OBJ, 2),
 				 0);
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
+	ck_assert_uint_eq(losses(&e), 2);
 	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), CACHED_PORT);
 	/* a read addressed to the store fails instead of returning the
 	 * stale version */
@@ -804,6 +829,8 @@ START_TEST(test_shutdown_flush_bounded)
 	ck_assert_int_eq(
 	    bench(&e, CACHED_PORT, "write", "24", "1M", "64k", "3"), 0);
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	/* everything reached the store before the exit: no loss */
+	ck_assert_uint_eq(losses(&e), 0);
 	ck_assert_int_eq(bench(&e, STORE_PORT, "read", "24", "1M", "64k", "3"),
 			 0);
 	env_down(&e);
@@ -814,22 +841,114 @@ END_TEST
 /* SIGKILL                                                             */
 /* ------------------------------------------------------------------ */
 
+/* bench_xseg writing to port in the background (not waited for). */
+static pid_t bench_bg_write(struct env *e, uint32_t port)
+{
+	char ps[16];
+
+	snprintf(ps, sizeof(ps), "%" PRIu32, port);
+	char *argv[] = {"bench_xseg",
+			"-g",
+			(char *)e->name,
+			"-p",
+			ps,
+			"-o",
+			"write",
+			"-P",
+			"rand",
+			"-b",
+			"4k",
+			"-O",
+			"256k",
+			"-n",
+			"16",
+			"-q",
+			"16",
+			"-T",
+			"60s",
+			"--no-progress",
+			NULL};
+
+	return spawn(argv);
+}
+
 START_TEST(test_sigkill_writethrough)
 {
 	struct env e;
 	const char *opts[] = {
 	    "--cache-size", "2M", "--object-size", "256k", "--write-policy",
 	    "writethrough", NULL};
+	struct xseg_port_info pi;
+	uint64_t accepted0;
+	pid_t load;
 
 	env_up(&e, "kt", 1024);
 	start_store(&e, NULL);
 	start_cached(&e, opts);
 	ck_assert_int_eq(
 	    bench(&e, CACHED_PORT, "write", "16", "256k", "4k", "4"), 0);
+	ck_assert_uint_eq(unflushed(&e), 0);
 	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
 	/* every acknowledged write is in the store */
 	ck_assert_int_eq(bench(&e, STORE_PORT, "read", "16", "256k", "4k", "4"),
 			 0);
+	/* write-through acknowledges nothing the store lacks: killed with
+	 * writes in flight, no loss (and the count never moved) */
+	start_cached(&e, opts);
+	ck_assert_int_eq(xseg_port_info(e.seg, CACHED_PORT, &pi), 0);
+	accepted0 = pi.accepted; /* counters are kept across owners */
+	load = bench_bg_write(&e, CACHED_PORT);
+	for (int i = 0; i < 20000; i++) {
+		ck_assert_int_eq(xseg_port_info(e.seg, CACHED_PORT, &pi), 0);
+		ck_assert_uint_eq(pi.unflushed, 0);
+		if (pi.accepted > accepted0 + 500)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_gt(pi.accepted, accepted0 + 500);
+	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
+	xtu_kill(load, SIGKILL);
+	xtu_wait(load, 10000);
+	ck_assert_uint_eq(losses(&e), 0);
+	env_down(&e);
+}
+END_TEST
+
+/* Write-back: killed clean (everything flushed) is no loss; killed with
+ * acknowledged unflushed writes is exactly one, counted by the reap. */
+START_TEST(test_sigkill_writeback_counts_loss)
+{
+	struct env e;
+	const char *opts[] = {"--cache-size", "4M", "--object-size", "256k",
+			      NULL};
+
+	env_up(&e, "kl", 1024);
+	start_store(&e, NULL);
+	start_cached(&e, opts);
+	for (unsigned b = 0; b < 32; b++)
+		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 1),
+				 0);
+	/* one bucket per 4 KiB block, each counted before its reply */
+	ck_assert_uint_eq(unflushed(&e), 32);
+	ck_assert_int_eq(flush(&e, CACHED_PORT), 0);
+	ck_assert_uint_eq(unflushed(&e), 0);
+	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
+	ck_assert_uint_eq(losses(&e), 0);
+	/* again, killed holding acknowledged writes */
+	start_cached(&e, opts);
+	ck_assert_uint_eq(unflushed(&e), 0);
+	for (unsigned b = 0; b < 8; b++)
+		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 2),
+				 0);
+	ck_assert_uint_eq(unflushed(&e), 8);
+	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
+	ck_assert_uint_eq(losses(&e), 1);
+	ck_assert_uint_eq(unflushed(&e), 0);
+	/* the restarted cached starts clean; a second reap adds nothing */
+	start_cached(&e, opts);
+	ck_assert_uint_eq(losses(&e), 1);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	ck_assert_uint_eq(losses(&e), 1);
 	env_down(&e);
 }
 END_TEST
@@ -851,7 +970,10 @@ START_TEST(test_sigkill_writeback_after_flush)
 	for (unsigned b = 0; b < FB_BLOCKS; b += 2)
 		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, FB_PER_OBJ, 2),
 				 0);
+	ck_assert_uint_gt(unflushed(&e), 0);
 	ck_assert_int_eq(stop_cached(&e, SIGKILL), 128 + SIGKILL);
+	/* ... and if they were, the segment says so */
+	ck_assert_uint_eq(losses(&e), 1);
 	for (unsigned b = 0; b < FB_BLOCKS; b++) {
 		int64_t v = read_blk(&e, STORE_PORT, b, FB_PER_OBJ, 1);
 		ck_assert_msg(v == 1 || (v == 2 && b % 2 == 0),
@@ -1049,6 +1171,8 @@ START_TEST(test_plug_unplug_under_load)
 		ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
 		ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT),
 				  XSEG_NOPORT);
+		/* a clean unplug drained everything: no loss */
+		ck_assert_uint_eq(xseg_writeback_losses(e.seg), 0);
 		ck_assert_msg(!sh->errors && !sh->stale, "cycle %u: %s", c,
 			      sh->why);
 		/* and some traffic straight to the store */
@@ -1097,6 +1221,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_sigkill_writethrough);
 	tcase_add_test(tc, test_sigkill_writeback_after_flush);
+	tcase_add_test(tc, test_sigkill_writeback_counts_loss);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("plug");
 	tcase_set_timeout(tc, 120);

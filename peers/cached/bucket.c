@@ -199,7 +199,8 @@ void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n)
 int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots)
 {
 	o->bucket = malloc((size_t)nr_slots * sizeof(*o->bucket));
-	o->bstate = calloc(nr_slots, 1);
+	/* bstate and acked in one block */
+	o->bstate = calloc(nr_slots, 2);
 	if (!o->bucket || !o->bstate) {
 		free(o->bucket);
 		free(o->bstate);
@@ -207,6 +208,7 @@ int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots)
 		o->bstate = NULL;
 		return -ENOMEM;
 	}
+	o->acked = o->bstate + nr_slots;
 	for (uint32_t s = 0; s < nr_slots; s++)
 		o->bucket[s] = CACHED_NO_BUCKET;
 	o->nr_slots = nr_slots;
@@ -219,6 +221,7 @@ void cached_obj_free_slots(struct cached_obj *o)
 	free(o->bstate);
 	o->bucket = NULL;
 	o->bstate = NULL;
+	o->acked = NULL;
 	o->nr_slots = 0;
 }
 
@@ -239,6 +242,31 @@ static void cached_global_count(struct cached *c, enum cached_bstate st,
 				   (uint64_t)(int64_t)delta, __ATOMIC_SEQ_CST);
 }
 
+static void cached_unflushed_add(struct cached *c, int64_t delta)
+{
+	if (!c)
+		return;
+	/* seq_cst: an add must be visible to a reaper before the reply it
+	 * precedes; a subtract comes after the next port's reply */
+	if (c->io && c->io->unflushed)
+		c->io->unflushed(c, delta);
+	else
+		__atomic_add_fetch(&c->unflushed, (uint64_t)delta,
+				   __ATOMIC_SEQ_CST);
+}
+
+void cached_obj_mark_acked(struct cached_obj *o, uint32_t first, uint32_t n)
+{
+	int64_t k = 0;
+
+	for (uint32_t s = first; s < first + n; s++) {
+		k += !o->acked[s];
+		o->acked[s] = 1;
+	}
+	if (k)
+		cached_unflushed_add(o->c, k);
+}
+
 void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
 			   enum cached_bstate st)
 {
@@ -246,6 +274,13 @@ void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
 
 	if (old == st)
 		return;
+	/* Leaving DIRTY/WRITING for a clean state: the next port has the
+	 * data (VALID after a flush write's reply) or it was discarded on
+	 * purpose (INVALID: DELETE/COPY): see cached_obj.acked. */
+	if (o->acked[s] && st != CACHED_B_DIRTY && st != CACHED_B_WRITING) {
+		o->acked[s] = 0;
+		cached_unflushed_add(o->c, -1);
+	}
 	o->counts[old]--;
 	o->counts[st]++;
 	o->bstate[s] = (uint8_t)st;
@@ -292,10 +327,13 @@ int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n)
 void cached_obj_release_all(struct cached_obj *o)
 {
 	uint32_t batch[64], k = 0;
+	int64_t acked = 0;
 
 	for (uint32_t s = 0; s < o->nr_slots && o->nr_claimed; s++) {
 		if (o->bucket[s] == CACHED_NO_BUCKET)
 			continue;
+		acked += o->acked[s];
+		o->acked[s] = 0;
 		/* dirty data can only be dropped here if a DELETE discarded
 		 * it already; keep the global counters exact regardless */
 		cached_global_count(o->c, (enum cached_bstate)o->bstate[s], -1);
@@ -311,6 +349,13 @@ void cached_obj_release_all(struct cached_obj *o)
 		}
 	}
 	cached_pool_put(&o->c->pool, batch, k);
+	/* Acknowledged data dropped without reaching the next port happens
+	 * only in cached_destroy of a cache whose flush timed out: the
+	 * count stays up, so that releasing the port (or the process's
+	 * death) reports the loss. Anywhere else a DELETE discarded the
+	 * data already (acked cleared by set_bstate). */
+	if (acked && !o->c->destroying)
+		cached_unflushed_add(o->c, -acked);
 	memset(o->counts, 0, sizeof(o->counts));
 	__atomic_store_n(&o->unclean, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&o->nr_claimed, 0, __ATOMIC_RELAXED);

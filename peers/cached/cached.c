@@ -257,11 +257,22 @@ static int io_submit(struct cached *c, struct cached_nreq *n)
 	return xseg_submit(cp->seg, req, cp->next_port);
 }
 
+/* The acknowledged write-back buckets are counted in our own port's
+ * unflushed word, the one the reaper of a dead cached (or the release of
+ * its port) reads: no second counter on the write path. */
+static void io_unflushed(struct cached *c, int64_t delta)
+{
+	struct cached_peer *cp = c->io_priv;
+
+	xseg_port_unflushed_add(cp->seg, cp->port, delta);
+}
+
 static const struct cached_io_ops cached_xseg_io = {
     .data = io_data,
     .complete = io_complete,
     .forward = io_forward,
     .submit = io_submit,
+    .unflushed = io_unflushed,
 };
 
 /* ------------------------------------------------------------------ */

@@ -141,6 +141,20 @@ struct cached_obj {
 	uint32_t nr_slots;
 	uint32_t *bucket; /* per slot: pool index or CACHED_NO_BUCKET */
 	uint8_t *bstate;  /* per slot: enum cached_bstate if claimed */
+	/* Per slot (same allocation as bstate): 1 while the bucket holds
+	 * write-back data that a client was told is written and the next
+	 * port has not acknowledged. Set by a write-back WRITE before its
+	 * reply (cached_obj_mark_acked); cleared, and the count lowered,
+	 * when the bucket leaves DIRTY/WRITING: WRITING -> VALID after the
+	 * next port acknowledged the flush write, or DIRTY -> INVALID when
+	 * a DELETE/COPY replaces the object (the client asked for the data
+	 * to go; if cached dies before the next port has the DELETE, the
+	 * client's DELETE fails with ECONNRESET and the object's content is
+	 * unspecified, as after any failed write). A failed flush
+	 * (WRITING -> DIRTY) keeps it. A write-through or FUA write never
+	 * sets it (it is acknowledged only after the next port's reply);
+	 * one that rewrites an acknowledged bucket leaves it set. */
+	uint8_t *acked;
 	uint32_t counts[CACHED_B_NR_STATES];
 	uint32_t nr_claimed; /* written with __atomic stores: the eviction
 				hook reads it from another thread */
@@ -202,6 +216,11 @@ void cached_obj_free_slots(struct cached_obj *o);
  * dirty counter right. */
 void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
 			   enum cached_bstate st);
+/* A write-back WRITE of slots [first, first+n) (all DIRTY) is about to be
+ * acknowledged: set their acked flags and add the number newly set to the
+ * unflushed count, in one call (nothing when all were set already: a
+ * rewrite of unflushed data costs no atomic). Object's workq. */
+void cached_obj_mark_acked(struct cached_obj *o, uint32_t first, uint32_t n);
 /* Claim a bucket for every free slot in [first, first+n): all or none
  * (-ENOSPC). New buckets are INVALID. */
 int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n);
@@ -313,6 +332,14 @@ struct cached_io_ops {
 	/* submit an nreq (prepared by the caller) to the next port; a
 	 * negative errno means it was not sent */
 	int (*submit)(struct cached *c, struct cached_nreq *n);
+	/* Optional: add delta to the count of acknowledged write-back
+	 * buckets (see cached_obj.acked): the peer glue adds to its port's
+	 * unflushed count (xseg_port_unflushed_add), the one word the
+	 * reaper of a dead cached reads. NULL: cached keeps the count in
+	 * c->unflushed. Called on an object's workq (and from on_put),
+	 * with the add before the client's reply is sent and the subtract
+	 * after the next port's reply was received; seq_cst. */
+	void (*unflushed)(struct cached *c, int64_t delta);
 };
 
 struct cached_stats {
@@ -399,6 +426,8 @@ struct cached {
 				     failed; cached_retry_failed kicks it */
 	uint64_t dirty_buckets;	  /* __atomic */
 	uint64_t writing_buckets; /* __atomic */
+	uint64_t unflushed;	  /* __atomic: buckets with acked set, when
+				     io->unflushed is NULL (in-process users) */
 	struct cached_stats st;	  /* __atomic relaxed adds */
 
 	/* Waiters a FLUSH links to each object it waits for: a fixed pool

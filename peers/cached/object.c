@@ -715,6 +715,9 @@ static void cio_write(struct cached_obj *o, struct cached_cio *cio)
 		cio_write_wait_round(o, cio);
 		return;
 	}
+	/* Counted before the reply: from here until the next port has
+	 * the data, a death of this cached is a write-back loss. */
+	cached_obj_mark_acked(o, first, n);
 	if (__atomic_load_n(&c->dirty_buckets, __ATOMIC_RELAXED) * bs >
 	    c->cfg.dirty_threshold)
 		obj_kick_now(o);

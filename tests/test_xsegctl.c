@@ -230,6 +230,73 @@ START_TEST(list_redirect_stats)
 }
 END_TEST
 
+/* A port's owner dies holding unflushed write-back data: list shows the
+ * count, unredirect of the port redirected to it reclaims it first (the
+ * loss is counted and logged before the redirect goes), info shows the
+ * segment's loss counter. */
+static int wb_victim(void *arg)
+{
+	struct xseg *seg;
+
+	if (xseg_join(arg, &seg, NULL, 0) || xseg_bind_port(seg, 2, "cached"))
+		return 1;
+	xseg_port_unflushed_add(seg, 2, 3);
+	raise(SIGKILL);
+	return 2;
+}
+
+START_TEST(writeback_loss_visible)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlwbl", &seg);
+	pid_t victim = xtu_fork(wb_victim, (void *)name);
+	char *out, *err;
+
+	ck_assert_int_gt(victim, 0);
+	ck_assert_int_eq(xtu_wait(victim, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	const char *lj[] = {"list", "--json", name, NULL};
+	ck_assert_int_eq(ctl(lj, &out, &err), 0);
+	ck_assert_msg(strstr(out, "\"reaped\":0,\"unflushed\":3}"), "%s", out);
+	free(out);
+	free(err);
+	const char *lt[] = {"list", name, NULL};
+	ck_assert_int_eq(ctl(lt, &out, &err), 0);
+	ck_assert_msg(strstr(out, "UNFLUSHED"), "%s", out);
+	free(out);
+	free(err);
+	const char *ij[] = {"info", "--json", name, NULL};
+	ck_assert_int_eq(ctl(ij, &out, &err), 0);
+	ck_assert_msg(strstr(out, "\"writeback_losses\":0}"), "%s", out);
+	free(out);
+	free(err);
+	const char *un[] = {"unredirect", name, "1", NULL};
+	ck_assert_int_eq(ctl(un, &out, &err), 0);
+	ck_assert_msg(strstr(err, "port 2 (cached, pid ") &&
+			  strstr(err, "reclaimed holding 3 unflushed"),
+		      "%s", err);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+	ck_assert_int_eq(ctl(ij, &out, &err), 0);
+	ck_assert_msg(strstr(out, "\"writeback_losses\":1}"), "%s", out);
+	free(out);
+	free(err);
+	const char *it[] = {"info", name, NULL};
+	ck_assert_int_eq(ctl(it, &out, &err), 0);
+	ck_assert_msg(strstr(out, "write-back losses: 1 ("), "%s", out);
+	free(out);
+	free(err);
+	const char *st[] = {"stats", name, "2", NULL};
+	ck_assert_int_eq(ctl(st, &out, &err), 0);
+	ck_assert_msg(strstr(out, "unflushed:     0 "), "%s", out);
+	free(out);
+	free(err);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* A peer killed with SIGKILL is listed dead; reap frees its port. */
 START_TEST(reap_dead_peer)
 {
@@ -252,7 +319,9 @@ START_TEST(reap_dead_peer)
 	ck_assert_int_eq(ctl(reap, &out, &err), 0);
 	ck_assert_msg(strstr(out, "\"ports_reclaimed\":1,"), "%s", out);
 	/* A peer killed while idle moved nothing: no second index. */
-	ck_assert_msg(strstr(out, "\"requests_redelivered\":0}"), "%s", out);
+	ck_assert_msg(
+	    strstr(out, "\"requests_redelivered\":0,\"writeback_losses\":0}"),
+	    "%s", out);
 	free(out);
 	free(err);
 	ck_assert_int_eq(ctl(list, &out, &err), 0);
@@ -275,6 +344,7 @@ int main(void)
 	tcase_add_test(tc, create_info_destroy);
 	tcase_add_test(tc, list_redirect_stats);
 	tcase_add_test(tc, reap_dead_peer);
+	tcase_add_test(tc, writeback_loss_visible);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

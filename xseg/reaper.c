@@ -149,7 +149,7 @@ static void settle_moved(struct xseg *seg, uint32_t port,
 }
 
 uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
-			      uint64_t prev_owner)
+			      uint64_t prev_owner, bool released)
 {
 	struct xseg_port *p = seg->ports[port].port;
 	uint64_t u = __atomic_load_n(&p->unflushed, __ATOMIC_SEQ_CST), nr;
@@ -170,10 +170,11 @@ uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
 		if (type[i] < 0x20 || type[i] > 0x7e)
 			type[i] = '?';
 	fprintf(stderr,
-		"xseg %s: port %u (%s, pid %d) reclaimed holding %" PRIu64
+		"xseg %s: port %u (%s, pid %d) %s holding %" PRIu64
 		" unflushed write-back units: write-back loss %" PRIu64 "\n",
 		seg->name, port, type[0] ? type : "?",
-		(int)xseg_owner_pid(prev_owner), u, nr);
+		(int)xseg_owner_pid(prev_owner),
+		released ? "released by its owner" : "reclaimed", u, nr);
 	return u;
 }
 
@@ -185,7 +186,8 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 	uint32_t idx, state;
 	uint64_t w;
 
-	if (xseg_port_count_loss(seg, port, prev_owner))
+	if (xseg_port_count_loss(seg, port, prev_owner,
+				 mode == XSEG_CLEAN_SELF))
 		st->writeback_losses++;
 
 	/* New generation first: a reply in flight to the old owner is from

@@ -236,9 +236,10 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
  * once. A reclaimer killed between the add and the subtract makes the
  * next reclaimer count the same death again: a second count can only make
  * a flush fail that might have succeeded, never the reverse (subtracting
- * first would lose the loss). Returns the count found. */
+ * first would lose the loss). released: a live owner's release (named so
+ * in the log line). Returns the count found. */
 uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
-			      uint64_t prev_owner);
+			      uint64_t prev_owner, bool released);
 /* Reclaim port, whose owner word the caller read as o and found dead:
  * CAS o -> self|RECLAIM, xseg_port_cleanup(DEAD), mark free. Returns false
  * (nothing done) if the word was no longer o. Needs self identity. */

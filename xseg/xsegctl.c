@@ -312,10 +312,10 @@ static void ctl_port_json_open(const struct xseg_port_info *pi)
 	       ",\"received\":%" PRIu64 ",\"accepted\":%" PRIu64
 	       ",\"served\":%" PRIu64 ",\"failed\":%" PRIu64
 	       ",\"rejected\":%" PRIu64 ",\"forwarded\":%" PRIu64
-	       ",\"reaped\":%" PRIu64,
+	       ",\"reaped\":%" PRIu64 ",\"unflushed\":%" PRIu64,
 	       pi->request_depth, pi->reply_depth, pi->free_depth, pi->sent,
 	       pi->received, pi->accepted, pi->served, pi->failed, pi->rejected,
-	       pi->forwarded, pi->reaped);
+	       pi->forwarded, pi->reaped, pi->unflushed);
 }
 
 static void ctl_port_json(const struct xseg_port_info *pi)
@@ -391,12 +391,14 @@ static int ctl_info(struct ctl *c, struct xseg *seg)
 		    ",\"queue_capacity\":%" PRIu32 ",\"free_requests\":%" PRIu32
 		    ",\"heap_bytes\":%" PRIu64 ",\"heap_allocated\":%" PRIu64
 		    ",\"heap_carved\":%" PRIu64 ",\"ports_bound\":%" PRIu32
-		    ",\"ports_alive\":%" PRIu32 "}\n",
+		    ",\"ports_alive\":%" PRIu32 ",\"writeback_losses\":%" PRIu64
+		    "}\n",
 		    in.version, in.cfg.size, in.cfg.nr_static_ports,
 		    in.cfg.nr_dynamic_ports, in.cfg.nr_requests,
 		    in.cfg.free_cache, in.cfg.default_data_size,
 		    in.cfg.queue_capacity, in.free_requests, in.heap_bytes,
-		    in.heap_allocated, in.heap_carved, bound, alive);
+		    in.heap_allocated, in.heap_carved, bound, alive,
+		    in.writeback_losses);
 		return 0;
 	}
 	printf("segment:        %s (layout version %" PRIu32 ")\n",
@@ -415,6 +417,12 @@ static int ctl_info(struct ctl *c, struct xseg *seg)
 	       " bytes, %" PRIu64 " allocated, %" PRIu64 " carved\n",
 	       in.cfg.default_data_size, in.heap_bytes, in.heap_allocated,
 	       in.heap_carved);
+	/* nonzero: a write-back cache died (or gave up) holding writes it
+	 * had acknowledged; see docs/operations.md */
+	printf("write-back losses: %" PRIu64 "%s\n", in.writeback_losses,
+	       in.writeback_losses ? " (acknowledged writes lost by a dead "
+				     "write-back cache)"
+				   : "");
 	return 0;
 }
 
@@ -429,10 +437,10 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 		printf(",\"ports\":[");
 	} else {
 		printf("%-6s %-16s %-8s %-10s %-5s %6s %6s %6s %10s %10s %8s "
-		       "%8s %10s %10s\n",
+		       "%8s %10s %10s %9s\n",
 		       "PORT", "TYPE", "PID", "STATE", "NEXT", "REQQ", "REPQ",
 		       "FREEQ", "ACCEPTED", "SERVED", "FAILED", "REJECTED",
-		       "SENT", "RECEIVED");
+		       "SENT", "RECEIVED", "UNFLUSHED");
 	}
 	for (uint32_t p = 0; p < n; p++) {
 		struct xseg_port_info pi;
@@ -458,12 +466,13 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 			snprintf(next, sizeof(next), "%" PRIu32, pi.path_next);
 		printf("%-6s %-16s %-8ld %-10s %-5s %6" PRIu64 " %6" PRIu64
 		       " %6" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64
-		       " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
+		       " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %9" PRIu64
+		       "\n",
 		       port, pi.bound && pi.peer_type[0] ? pi.peer_type : "-",
 		       pi.bound ? (long)pi.owner_pid : 0L, ctl_port_state(&pi),
 		       next, pi.request_depth, pi.reply_depth, pi.free_depth,
 		       pi.accepted, pi.served, pi.failed, pi.rejected, pi.sent,
-		       pi.received);
+		       pi.received, pi.unflushed);
 	}
 	if (c->json)
 		printf("]}\n");
@@ -538,6 +547,9 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 	       pi.reaped);
 	printf("as a client:   sent %" PRIu64 ", received %" PRIu64 "\n",
 	       pi.sent, pi.received);
+	printf("unflushed:     %" PRIu64 " (acknowledged write-back units "
+	       "not yet at the next port)\n",
+	       pi.unflushed);
 	if (src == -ENOENT) {
 		printf("peer stats:    none published\n");
 		return 0;
@@ -599,15 +611,18 @@ static int ctl_reap(struct ctl *c, struct xseg *seg)
 		printf("{\"ports_reclaimed\":%" PRIu32
 		       ",\"requests_failed\":%" PRIu32
 		       ",\"requests_freed\":%" PRIu32
-		       ",\"requests_redelivered\":%" PRIu32 "}\n",
+		       ",\"requests_redelivered\":%" PRIu32
+		       ",\"writeback_losses\":%" PRIu32 "}\n",
 		       st.ports_reclaimed, st.requests_failed,
-		       st.requests_freed, st.requests_redelivered);
+		       st.requests_freed, st.requests_redelivered,
+		       st.writeback_losses);
 	else
 		printf("reclaimed %" PRIu32 " port(s); %" PRIu32
 		       " request(s) failed back, %" PRIu32 " freed, %" PRIu32
-		       " redelivered\n",
+		       " redelivered; %" PRIu32 " write-back loss(es)\n",
 		       st.ports_reclaimed, st.requests_failed,
-		       st.requests_freed, st.requests_redelivered);
+		       st.requests_freed, st.requests_redelivered,
+		       st.writeback_losses);
 	return 0;
 }
 

@@ -2,7 +2,8 @@
 /*
  * vlmc_core unit tests: volume names, object names, the split at object
  * boundaries, the metadata encoding (and every way it can be corrupt), and
- * the NBD wire protocol parser (handshake, options, request validation).
+ * the NBD wire protocol parser (handshake, options, request validation),
+ * and the write-back loss state machine (wbloss.h) with a fake counter.
  */
 #include <check.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 
 #include "nbd_proto.h"
 #include "volume.h"
+#include "wbloss.h"
 
 START_TEST(test_names)
 {
@@ -531,6 +533,226 @@ START_TEST(test_nbd_structured_reply)
 }
 END_TEST
 
+/* ---- write-back loss (wbloss.h): the segment counter is a variable ---- */
+
+static uint64_t fake_losses;
+
+static uint64_t fake_read(void *arg)
+{
+	return __atomic_load_n((uint64_t *)arg, __ATOMIC_SEQ_CST);
+}
+
+static void wb_setup(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
+		     uint64_t start)
+{
+	fake_losses = start;
+	vlmc_wbloss_init(g, fake_read, &fake_losses);
+	vlmc_wbloss_vol_init(w);
+}
+
+/* A write acknowledged, the cache dies (counter moves), FLUSH: lost, the
+ * volume fenced for the old session, a new session works; a read on the
+ * old session fails too. */
+START_TEST(test_wbloss_flush_after_loss)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	uint64_t gen, L;
+
+	wb_setup(&g, &w, 7);
+	gen = vlmc_wbloss_gen(&w);
+	L = vlmc_wbloss_read(&g);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, L),
+			 VLMC_WBLOSS_OK);
+	ck_assert(w.marked);
+	fake_losses = 9; /* two caches died with unflushed data */
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 9),
+			 VLMC_WBLOSS_LOST);
+	ck_assert_uint_eq(vlmc_wbloss_vol_lost(&w), 2);
+	ck_assert_uint_eq(vlmc_wbloss_seen(&g), 2);
+	ck_assert(vlmc_wbloss_fenced(&w, gen));
+	ck_assert_uint_eq(g.fences, 1);
+	/* the old session: every command fails, reads too */
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_FENCED);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 9),
+			 VLMC_WBLOSS_FENCED);
+	ck_assert(!w.marked); /* a fenced session's write is not recorded */
+	/* a new session starts clean */
+	gen = vlmc_wbloss_gen(&w);
+	ck_assert(!vlmc_wbloss_fenced(&w, gen));
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 9),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 9), VLMC_WBLOSS_OK);
+	ck_assert(!w.marked);
+	ck_assert_uint_eq(g.fences, 1);
+	ck_assert_uint_eq(g.cmds_eio, 2);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* Write, FLUSH ok (mark cleared), the cache dies, FLUSH: ok, reads ok. */
+START_TEST(test_wbloss_flushed_then_loss)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	uint64_t gen;
+
+	wb_setup(&g, &w, 0);
+	gen = vlmc_wbloss_gen(&w);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 0), VLMC_WBLOSS_OK);
+	ck_assert(!w.marked);
+	fake_losses = 1;
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 1), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_fenced(&w, gen));
+	ck_assert_uint_eq(g.fences, 0);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* A read (any completion) on a marked volume after a loss fences at once,
+ * before any FLUSH; a read on an unmarked volume does not look. */
+START_TEST(test_wbloss_read_after_loss)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w, other;
+	uint64_t gen, ogen;
+
+	wb_setup(&g, &w, 3);
+	vlmc_wbloss_vol_init(&other);
+	gen = vlmc_wbloss_gen(&w);
+	ogen = vlmc_wbloss_gen(&other);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 3),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_OK); /* no loss yet */
+	fake_losses = 4;
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &other, ogen, false, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_LOST);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_FENCED);
+	ck_assert(!vlmc_wbloss_fenced(&other, ogen));
+	vlmc_wbloss_vol_destroy(&other);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* A write whose own L is older than the counter at its completion (the
+ * cache that acknowledged it may be the one that died) fences at once. */
+START_TEST(test_wbloss_write_across_loss)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	uint64_t gen;
+
+	wb_setup(&g, &w, 5);
+	gen = vlmc_wbloss_gen(&w);
+	fake_losses = 6;
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 5),
+			 VLMC_WBLOSS_LOST);
+	ck_assert(vlmc_wbloss_fenced(&w, gen));
+	/* a write whose L was read after the loss is fine */
+	gen = vlmc_wbloss_gen(&w);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 6),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* A write completing while the FLUSH is in flight is not covered by it:
+ * the volume stays marked, and a loss after the FLUSH still fences. */
+START_TEST(test_wbloss_racing_write)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	uint64_t gen;
+
+	wb_setup(&g, &w, 0);
+	gen = vlmc_wbloss_gen(&w);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	/* completes after the FLUSH was received */
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 0), VLMC_WBLOSS_OK);
+	ck_assert(w.marked); /* the racing write is unflushed */
+	fake_losses = 1;
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 1),
+			 VLMC_WBLOSS_LOST);
+	ck_assert(vlmc_wbloss_fenced(&w, gen));
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* A loss while the FLUSH is in flight: F differs from now; a volume marked
+ * before fails, a volume whose only writes came after the loss (L == now)
+ * stays marked (not covered), nothing cleared. */
+START_TEST(test_wbloss_loss_during_flush)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol a, b;
+	struct vlmc_wbloss_flush f;
+	uint64_t ga, gb;
+
+	wb_setup(&g, &a, 0);
+	vlmc_wbloss_vol_init(&b);
+	ga = vlmc_wbloss_gen(&a);
+	gb = vlmc_wbloss_gen(&b);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &a, ga, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	fake_losses = 1;
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &b, gb, true, 1),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &a, &f, 1),
+			 VLMC_WBLOSS_LOST);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &b, &f, 1), VLMC_WBLOSS_OK);
+	ck_assert(b.marked);
+	ck_assert(!vlmc_wbloss_fenced(&b, gb));
+	vlmc_wbloss_vol_destroy(&b);
+	vlmc_wbloss_vol_destroy(&a);
+}
+END_TEST
+
+/* The smallest L of the unflushed writes is kept. */
+START_TEST(test_wbloss_min_mark)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	uint64_t gen;
+
+	wb_setup(&g, &w, 10);
+	gen = vlmc_wbloss_gen(&w);
+	fake_losses = 10;
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 10),
+			 VLMC_WBLOSS_OK);
+	fake_losses = 11;
+	/* a write submitted after the loss, completing after it: its own L
+	 * is fine, but the older unflushed write is what counts */
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 11),
+			 VLMC_WBLOSS_LOST);
+	ck_assert_uint_eq(vlmc_wbloss_vol_lost(&w), 1);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc");
@@ -551,6 +773,13 @@ int main(void)
 	tcase_add_test(tc, test_nbd_cache_status_requests);
 	tcase_add_test(tc, test_nbd_meta_context);
 	tcase_add_test(tc, test_nbd_structured_reply);
+	tcase_add_test(tc, test_wbloss_flush_after_loss);
+	tcase_add_test(tc, test_wbloss_flushed_then_loss);
+	tcase_add_test(tc, test_wbloss_read_after_loss);
+	tcase_add_test(tc, test_wbloss_write_across_loss);
+	tcase_add_test(tc, test_wbloss_racing_write);
+	tcase_add_test(tc, test_wbloss_loss_during_flush);
+	tcase_add_test(tc, test_wbloss_min_mark);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

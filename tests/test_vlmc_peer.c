@@ -15,6 +15,11 @@
  * and (nbd_sleeping_peers) that NBD commands, one at a time and in a
  * pipelined burst, are all signalled to a store that sleeps as soon as it
  * is idle (spin 0): vlmc's batched signaling flushes before every wait.
+ * wbloss_lossy_cache: a fake write-back cache (a child of the test plugged
+ * in front of the store) acknowledges NBD writes without storing them and
+ * dies; the reclaim counts a write-back loss: vlmc fails the FLUSH and a
+ * read on that connection with EIO, a new connection works; a FLUSH that
+ * covered everything before the death succeeds after it.
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -904,6 +909,170 @@ START_TEST(nbd_sleeping_peers)
 }
 END_TEST
 
+/* ---- write-back loss: a lossy fake cache in front of the store ---- */
+
+#define T_NBD_CMD_FLUSH 3
+#define WB_CACHE_PORT	3
+
+struct lossy_opts {
+	const char *segname;
+};
+
+/* Plugged in front of port 1 (the test sets the redirect): acknowledges
+ * WRITEs at once, counting them unflushed, without storing them (what a
+ * write-back cache's RAM holds when it is killed); a FLUSH forwards to the
+ * store and, being the cache's "everything is flushed", zeroes the count;
+ * everything else is forwarded. Runs until killed. */
+static int lossy_cache_main(void *arg)
+{
+	const struct lossy_opts *o = arg;
+	char err[XSEG_ERRBUF_LEN];
+	struct xseg *seg;
+	int64_t unflushed = 0;
+
+	if (xseg_join(o->segname, &seg, err, sizeof(err)))
+		return 1;
+	if (xseg_bind_port(seg, WB_CACHE_PORT, "lossy"))
+		return 2;
+	for (;;) {
+		struct xseg_request *req;
+
+		if (xseg_accept(seg, WB_CACHE_PORT, &req)) {
+			xseg_wait(seg, WB_CACHE_PORT, 100000000ULL);
+			continue;
+		}
+		if (req->op == XSEG_OP_WRITE) {
+			xseg_port_unflushed_add(seg, WB_CACHE_PORT, 1);
+			unflushed++;
+			req->serviced = req->size;
+			xseg_respond(seg, req, 0);
+			continue;
+		}
+		if (req->op == XSEG_OP_FLUSH && unflushed) {
+			xseg_port_unflushed_add(seg, WB_CACHE_PORT, -unflushed);
+			unflushed = 0;
+		}
+		if (xseg_forward(seg, req, 1))
+			xseg_respond(seg, req, EIO);
+	}
+}
+
+static pid_t lossy_cache_start(struct env *e, struct lossy_opts *o)
+{
+	pid_t pid;
+
+	o->segname = e->name;
+	pid = xtu_fork(lossy_cache_main, o);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(tpr_wait_port(e->seg, WB_CACHE_PORT, 10000), 0);
+	ck_assert_int_eq(xseg_set_path_next(e->seg, 1, WB_CACHE_PORT), 0);
+	return pid;
+}
+
+static void lossy_cache_kill(pid_t pid)
+{
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+}
+
+/* One NBD command with an optional payload out, its simple reply's error
+ * returned (the cookie checked), data in (if no error). */
+static uint32_t nbd_do(int fd, uint16_t type, uint64_t cookie, uint64_t off,
+		       uint32_t len, const void *out, void *in)
+{
+	unsigned char h[28], r[16];
+	uint32_t m, err;
+
+	nbd_cmd(h, type, cookie, off, len);
+	nbd_io_all(fd, h, sizeof(h), true);
+	if (type == T_NBD_CMD_WRITE)
+		nbd_io_all(fd, (void *)out, len, true);
+	nbd_io_all(fd, r, sizeof(r), false);
+	memcpy(&m, r, 4);
+	memcpy(&err, r + 4, 4);
+	ck_assert_uint_eq(ntohl(m), T_NBD_REPLY_MAGIC);
+	ck_assert_uint_eq(be64(r + 8), cookie);
+	err = ntohl(err);
+	if (!err && type == T_NBD_CMD_READ)
+		nbd_io_all(fd, in, len, false);
+	return err;
+}
+
+/* vlmc's published statistic name (-1 if not published yet). */
+static int64_t vlmc_stat(struct env *e, const char *name)
+{
+	struct xseg_port_stats st;
+
+	if (xseg_port_stats_read(e->seg, 2, &st))
+		return -1;
+	for (uint32_t i = 0; i < st.nr; i++)
+		if (!strcmp(st.stats[i].name, name))
+			return (int64_t)st.stats[i].value;
+	return -1;
+}
+
+START_TEST(wbloss_lossy_cache)
+{
+	struct env e = {0};
+	struct lossy_opts o;
+	unsigned char w[4096], r[4096], zero[4096] = {0};
+	uint64_t size, losses0;
+	int fd1, fd2, fd3;
+	pid_t cache;
+
+	e.nbd = tpr_tmpfile("nbd");
+	env_start(&e, "vwbloss");
+	vol_ok(&e, "create", "w", "1M", NULL);
+	losses0 = xseg_writeback_losses(e.seg);
+
+	/* 1. acknowledged, never flushed, the cache dies: lost */
+	cache = lossy_cache_start(&e, &o);
+	fd1 = nbd_connect(e.nbd, "w", &size);
+	pattern(w, sizeof(w), 5);
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_WRITE, 1, 8192, 4096, w, NULL),
+			  0);
+	lossy_cache_kill(cache);
+	/* unplug: reclaims the dead cache's port first, counting the loss */
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_FLUSH, 2, 0, 0, NULL, NULL),
+			  5 /* NBD_EIO */);
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_READ, 3, 8192, 4096, NULL, r),
+			  5);
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_WRITE, 4, 0, 4096, w, NULL), 5);
+	/* a new connection is served; the write is gone (old data) */
+	fd2 = nbd_connect(e.nbd, "w", &size);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 5, 8192, 4096, NULL, r),
+			  0);
+	ck_assert_mem_eq(r, zero, sizeof(r));
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 6, 0, 0, NULL, NULL), 0);
+	/* ...and the old one stays fenced */
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_READ, 7, 8192, 4096, NULL, r),
+			  5);
+	close(fd1);
+
+	/* 2. written and flushed before the cache dies: nothing lost */
+	cache = lossy_cache_start(&e, &o);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_WRITE, 8, 0, 4096, w, NULL), 0);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 9, 0, 0, NULL, NULL), 0);
+	lossy_cache_kill(cache);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 10, 0, 0, NULL, NULL),
+			  0);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 11, 8192, 4096, NULL, r),
+			  0);
+
+	/* the volume had no unflushed writes: no loss for it */
+	fd3 = nbd_connect(e.nbd, "w", &size);
+	ck_assert_uint_eq(nbd_do(fd3, T_NBD_CMD_READ, 13, 0, 4096, NULL, r), 0);
+	close(fd3);
+	close(fd2);
+	ck_assert_int_ge(vlmc_stat(&e, "volumes_fenced"), 0);
+	env_stop(&e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
@@ -922,6 +1091,7 @@ int main(void)
 	tcase_add_test(tc, remove_many_and_interrupted);
 	tcase_add_test(tc, remove_killed);
 	tcase_add_test(tc, nbd_sleeping_peers);
+	tcase_add_test(tc, wbloss_lossy_cache);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -53,6 +53,10 @@ struct vlmc_conn {
 	bool no_zeroes;
 
 	struct vlmc_volume *vol;
+	/* vol's fence generation when the connection attached: a fence
+	 * after that fails every command of this connection with EIO
+	 * (docs/vlmc.md, "Write-back loss") */
+	uint64_t fence_gen;
 	uint64_t size;
 	bool readonly;
 	uint32_t port;
@@ -279,6 +283,7 @@ static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 		vlmc_vol_put(c->vol);
 	}
 	c->vol = vol;
+	c->fence_gen = vlmc_wbloss_gen(&vol->wb);
 	__atomic_add_fetch(&vol->nbd_conns, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&vol->mu);
 	c->size = vol->m.size;
@@ -969,6 +974,15 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		op = VLMC_IO_ZERO;
 		break;
 	}
+	/* fenced after a write-back loss: this connection only gets EIO
+	 * (one relaxed load of a word of the volume) */
+	if (vlmc_wbloss_fenced(&c->vol->wb, c->fence_gen)) {
+		__atomic_add_fetch(&v->wb.cmds_eio, 1, __ATOMIC_RELAXED);
+		if (r->type == NBD_CMD_WRITE &&
+		    nbd_take_payload(c, NULL, len, sb))
+			return -1;
+		return nbd_error_reply(c, r->type, NBD_EIO, r->cookie, sb);
+	}
 	/* With NO_HOLE zeroes must be written, which is never fast: fail
 	 * at once, as FAST_ZERO asks, having changed nothing. */
 	if ((r->flags & NBD_CMD_FLAG_FAST_ZERO) &&
@@ -1007,8 +1021,12 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		} else
 			io->xflags = r->flags & NBD_CMD_FLAG_REQ_ONE;
 	}
-	if (io)
+	if (io) {
 		io->port = c->port;
+		/* the connection's volume and generation, FLUSH too */
+		io->fence_vol = c->vol;
+		io->fence_gen = c->fence_gen;
+	}
 	if (io && op == VLMC_IO_WRITE) {
 		io->xflags = (r->flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
 		/* the payload goes straight into the object requests */

@@ -175,6 +175,7 @@ static struct vlmc_volume *vlmc_vol_new(const struct vlmc_volume_meta *m)
 	vol->refs = 1;
 	pthread_mutex_init(&vol->mu, NULL);
 	pthread_cond_init(&vol->cond, NULL);
+	vlmc_wbloss_vol_init(&vol->wb);
 	return vol;
 }
 
@@ -184,6 +185,7 @@ void vlmc_vol_put(struct vlmc_volume *vol)
 		return;
 	pthread_mutex_destroy(&vol->mu);
 	pthread_cond_destroy(&vol->cond);
+	vlmc_wbloss_vol_destroy(&vol->wb);
 	free(vol);
 }
 
@@ -281,6 +283,11 @@ struct vlmc_io *vlmc_io_alloc(struct vlmc *v, struct vlmc_volume *vol,
 	io->op = op;
 	io->off = off;
 	io->len = len;
+	io->fence_vol = vol;
+	if (vol)
+		io->fence_gen = vlmc_wbloss_gen(&vol->wb);
+	for (uint64_t i = 0; i < n; i++)
+		io->parts[i].loss = UINT64_MAX;
 	if (op == VLMC_IO_FLUSH) {
 		io->parts[0].io = io;
 		return io;
@@ -371,6 +378,93 @@ static bool vlmc_io_zero_checked(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	return true;
 }
 
+/* Log a fence, once per fence (the check that found it). */
+static void vlmc_wb_fence_log(struct vlmc *v, struct vlmc_volume *vol)
+{
+	peer_err("volume %s: %" PRIu64 " write-back loss(es) below since its "
+		 "oldest unflushed write: writes acknowledged since the last "
+		 "flush may be lost; commands of NBD connections opened "
+		 "before now fail with EIO (reconnect to go on)",
+		 vol->m.name, vlmc_wbloss_vol_lost(&vol->wb));
+	(void)v;
+}
+
+static uint64_t vlmc_wb_read(void *arg)
+{
+	return xseg_writeback_losses(arg);
+}
+
+/* A FLUSH succeeded below: judge every volume's unflushed writes against
+ * the counter now (wbloss.h). Returns true if it fenced any. */
+static bool vlmc_wb_flush_done(struct vlmc_io *io)
+{
+	struct vlmc *v = io->v;
+	uint64_t now = vlmc_wbloss_read(&v->wb);
+	bool lost = false;
+
+	pthread_rwlock_rdlock(&v->vols_lock);
+	for (size_t i = 0; i < v->nr_vols; i++) {
+		struct vlmc_volume *vol = v->vols[i];
+
+		if (vlmc_wbloss_flush_done(&v->wb, &vol->wb, &io->wbf, now) ==
+		    VLMC_WBLOSS_LOST) {
+			vlmc_wb_fence_log(v, vol);
+			lost = true;
+		}
+	}
+	pthread_rwlock_unlock(&v->vols_lock);
+	return lost;
+}
+
+/* Every part of io is done: the write-back loss rules (docs/vlmc.md,
+ * "Write-back loss"). Records a successful write's unflushed mark, fences
+ * a volume whose marked writes may be lost, and fails io with EIO when its
+ * session is fenced. */
+static void vlmc_io_wb_check(struct vlmc_io *io)
+{
+	struct vlmc *v = io->v;
+	struct vlmc_volume *vol = io->fence_vol;
+	int err = __atomic_load_n(&io->error, __ATOMIC_ACQUIRE);
+	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
+
+	if (io->op == VLMC_IO_FLUSH) {
+		bool lost = !err && vlmc_wb_flush_done(io);
+
+		if (vol ? vlmc_wbloss_fenced(&vol->wb, io->fence_gen) : lost) {
+			__atomic_add_fetch(&v->wb.cmds_eio, 1,
+					   __ATOMIC_RELAXED);
+			__atomic_store_n(&io->error, EIO, __ATOMIC_RELEASE);
+		}
+		return;
+	}
+	if (!vol)
+		return;
+	if (!err && (io->op == VLMC_IO_WRITE || io->op == VLMC_IO_ZERO) &&
+	    !(io->xflags & XSEG_F_FUA)) {
+		/* acknowledged, not durable: unflushed since the smallest
+		 * counter read before its parts went out (FUA writes are
+		 * durable on completion: nothing to remember) */
+		uint64_t loss = UINT64_MAX;
+
+		for (uint64_t i = 0; i < io->nr_parts; i++)
+			if (io->parts[i].loss < loss)
+				loss = io->parts[i].loss;
+		if (loss != UINT64_MAX)
+			vd = vlmc_wbloss_complete(&v->wb, &vol->wb,
+						  io->fence_gen, true, loss);
+		else
+			vd = vlmc_wbloss_complete(&v->wb, &vol->wb,
+						  io->fence_gen, false, 0);
+	} else {
+		vd = vlmc_wbloss_complete(&v->wb, &vol->wb, io->fence_gen,
+					  false, 0);
+	}
+	if (vd == VLMC_WBLOSS_LOST)
+		vlmc_wb_fence_log(v, vol);
+	if (vd != VLMC_WBLOSS_OK)
+		__atomic_store_n(&io->error, EIO, __ATOMIC_RELEASE);
+}
+
 static void vlmc_io_put_part(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	if (__atomic_sub_fetch(&io->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -378,6 +472,7 @@ static void vlmc_io_put_part(struct vlmc_io *io, struct xseg_sigbatch *sb)
 			return;
 		if (vlmc_io_fua_flush(io, sb))
 			return;
+		vlmc_io_wb_check(io);
 		if (io->error)
 			__atomic_add_fetch(&io->v->st_errors, 1,
 					   __ATOMIC_RELAXED);
@@ -518,6 +613,10 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 				memset(d, 0, part->len);
 		}
 	}
+	/* the loss counter before the write leaves: a cache that
+	 * acknowledges it and dies before we look must show */
+	if (req->op == XSEG_OP_WRITE || req->op == XSEG_OP_DELETE)
+		part->loss = vlmc_wbloss_read(&v->wb);
 	rc = xseg_submit_batched(v->seg, req, v->next_port, sb);
 	if (rc) {
 		xseg_put_request(v->seg, req);
@@ -634,6 +733,8 @@ static void vlmc_io_start(struct vlmc_io *io, struct xseg_sigbatch *sb)
 void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
+	if (io->op == VLMC_IO_FLUSH)
+		vlmc_wbloss_flush_begin(&io->v->wb, &io->wbf);
 	if (io->zero_check) {
 		/* first look at the partial objects only */
 		uint32_t osz = io->vol->m.obj_size;
@@ -1779,6 +1880,7 @@ static int vlmc_init(struct peer *p)
 		return rc;
 	}
 	v->have_ctl_port = true;
+	vlmc_wbloss_init(&v->wb, vlmc_wb_read, v->seg);
 	rc = vlmc_meta_load(v);
 	if (rc)
 		return rc;
@@ -1884,6 +1986,12 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 	peer_stat(
 	    st, &n, max, "completer_caught",
 	    __atomic_load_n(&v->st_nbd_completer_caught, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "writeback_losses_seen",
+		  vlmc_wbloss_seen(&v->wb));
+	peer_stat(st, &n, max, "volumes_fenced",
+		  __atomic_load_n(&v->wb.fences, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "commands_fenced",
+		  __atomic_load_n(&v->wb.cmds_eio, __ATOMIC_RELAXED));
 	return n;
 }
 

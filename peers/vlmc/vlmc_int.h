@@ -41,6 +41,7 @@
 
 #include "peer.h"
 #include "volume.h"
+#include "wbloss.h"
 
 struct vlmc_nbd;
 
@@ -63,8 +64,9 @@ struct vlmc_volume {
 	pthread_cond_t cond;
 	uint64_t inflight; /* I/Os started and not done */
 	bool frozen;
-	struct vlmc_io *pending; /* xseg I/Os parked while frozen */
-	uint32_t nbd_conns;	 /* __atomic: open NBD connections */
+	struct vlmc_io *pending;   /* xseg I/Os parked while frozen */
+	uint32_t nbd_conns;	   /* __atomic: open NBD connections */
+	struct vlmc_wbloss_vol wb; /* write-back loss mark and fence */
 };
 
 struct vlmc {
@@ -98,6 +100,7 @@ struct vlmc {
 	char *meta_buf; /* VLMC_META_MAX bytes, under ctl_lock */
 
 	struct vlmc_nbd *nbd;
+	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */
 
 	/* statistics, __atomic */
 	uint64_t st_ios, st_parts, st_errors;
@@ -142,6 +145,9 @@ struct vlmc_part {
 	bool hole; /* VLMC_IO_STATUS, zero_check: the object was never
 		      written */
 	bool skip; /* not submitted (set by vlmc.c for zero_check) */
+	/* write-back loss counter read before this part's last submission
+	 * as a write or delete (UINT64_MAX: none) */
+	uint64_t loss;
 };
 
 struct vlmc_io {
@@ -181,6 +187,13 @@ struct vlmc_io {
 	 * next part is submitted from the reply of an earlier one */
 	uint32_t window;
 	uint64_t next_part; /* __atomic: next part to submit (window) */
+	/* Write-back loss: the volume whose fence fails this io and the
+	 * session's fence generation (an NBD connection's, taken when it
+	 * attached; an xseg request's, taken when it arrived). NULL for an
+	 * xseg FLUSH (it fails when it finds any volume lost). */
+	struct vlmc_volume *fence_vol;
+	uint64_t fence_gen;
+	struct vlmc_wbloss_flush wbf;	 /* FLUSH: taken before submission */
 	_Alignas(8) uint8_t scratch[48]; /* owner's (NBD: the reply header) */
 	uint64_t nr_parts;
 	struct vlmc_part *parts; /* nr_parts entries */

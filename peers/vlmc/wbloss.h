@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef VLMC_WBLOSS_H
+#define VLMC_WBLOSS_H
+/*
+ * Write-back loss tracking (docs/vlmc.md, "Write-back loss"): the state
+ * machine that keeps vlmc from reporting a FLUSH as done, or serving a
+ * read, after a write-back cache below died with writes vlmc had already
+ * acknowledged. Pure: no segment, no I/O; the loss counter is read through
+ * a callback (xseg_writeback_losses in vlmc, a plain variable in tests).
+ *
+ * The counter L (monotonic) is read before every write-like object
+ * request is submitted. A volume with acknowledged writes not yet covered
+ * by a successful FLUSH is "marked" with the smallest L of those writes.
+ * When the counter later differs from that L, a cache that held some of
+ * them may have died: the volume is fenced (its fence generation moves
+ * on), and every command of a session opened before the fence fails with
+ * EIO. Sessions (NBD connections) remember the generation they started in.
+ *
+ * Locking: each volume's state has its own mutex, taken only on the slow
+ * paths (a write completed, the volume is marked, a FLUSH looks at it);
+ * the fast path of a read on an unmarked volume is two relaxed loads.
+ * Memory ordering: seq (the global write-completion sequence) is seq_cst,
+ * so a FLUSH that snapshots it before it is submitted orders every write
+ * completion recorded before (covered) against every one after (not).
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* What a check found. */
+enum vlmc_wbloss_verdict {
+	VLMC_WBLOSS_OK = 0,
+	/* the session's generation is older than the volume's: fenced
+	 * before (the command fails with EIO) */
+	VLMC_WBLOSS_FENCED,
+	/* this check found the loss and fenced the volume now (the command
+	 * fails with EIO; the caller logs it, once) */
+	VLMC_WBLOSS_LOST,
+};
+
+typedef uint64_t (*vlmc_wbloss_read_fn)(void *arg);
+
+/* Shared by all volumes of one vlmc. */
+struct vlmc_wbloss {
+	vlmc_wbloss_read_fn read; /* the segment's loss counter */
+	void *read_arg;
+	uint64_t seq;	   /* __atomic: successful write completions */
+	uint64_t base;	   /* the counter when tracking started */
+	uint64_t max_seen; /* __atomic: largest counter value a check read */
+	uint64_t fences;   /* __atomic: volumes fenced */
+	uint64_t cmds_eio; /* __atomic: commands failed by a fence */
+};
+
+/* Per volume. */
+struct vlmc_wbloss_vol {
+	pthread_mutex_t mu;
+	bool marked;	    /* __atomic (read unlocked on the fast path) */
+	uint64_t mark_loss; /* smallest L of the unflushed writes */
+	uint64_t last_seq;  /* seq of the latest write recorded */
+	uint64_t gen;	    /* __atomic: fence generation, starts at 0 */
+	uint64_t lost;	    /* losses found by the latest fence */
+};
+
+/* A FLUSH's view taken before it is submitted. */
+struct vlmc_wbloss_flush {
+	uint64_t loss; /* counter before submission (F) */
+	uint64_t seq;  /* writes recorded before it was received (G) */
+};
+
+/* Start tracking: read the counter once as the base. */
+void vlmc_wbloss_init(struct vlmc_wbloss *g, vlmc_wbloss_read_fn read,
+		      void *read_arg);
+void vlmc_wbloss_vol_init(struct vlmc_wbloss_vol *w);
+void vlmc_wbloss_vol_destroy(struct vlmc_wbloss_vol *w);
+
+/* The counter, for a write-like part about to be submitted (seq_cst:
+ * read before the submission, never after its reply). */
+static inline uint64_t vlmc_wbloss_read(struct vlmc_wbloss *g)
+{
+	return g->read(g->read_arg);
+}
+
+/* The volume's fence generation: a session records it when it opens. */
+static inline uint64_t vlmc_wbloss_gen(struct vlmc_wbloss_vol *w)
+{
+	return __atomic_load_n(&w->gen, __ATOMIC_ACQUIRE);
+}
+
+/* Whether a session opened at generation gen is fenced (relaxed: a fence
+ * racing the check is caught again at completion). */
+static inline bool vlmc_wbloss_fenced(struct vlmc_wbloss_vol *w, uint64_t gen)
+{
+	return __atomic_load_n(&w->gen, __ATOMIC_RELAXED) != gen;
+}
+
+/*
+ * A command of a session opened at generation gen completed on the
+ * volume. wrote: it was a write that succeeded (acknowledged to the
+ * client once this returns OK), loss: the smallest counter value read
+ * before its write-like parts were (last) submitted. Records the write,
+ * then, if the volume has unflushed writes, compares their L with the
+ * counter now: a difference fences the volume (LOST). FENCED: an earlier
+ * fence; nothing recorded. The caller fails the command with EIO for
+ * anything but OK. Fast path (not wrote, not marked, not fenced): no lock,
+ * no counter read.
+ */
+enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
+					      struct vlmc_wbloss_vol *w,
+					      uint64_t gen, bool wrote,
+					      uint64_t loss);
+
+/* Snapshot before a FLUSH is submitted. */
+void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g,
+			     struct vlmc_wbloss_flush *f);
+
+/*
+ * A FLUSH that began with f succeeded below; now: the counter read once
+ * after its completion (the same value for every volume). A marked volume
+ * whose L differs from now is fenced (LOST); one whose L equals f->loss
+ * (so no loss since) and that recorded no write after f was taken is
+ * clean: its mark is cleared. A write recorded after f keeps the volume
+ * marked (the FLUSH does not cover it). Returns OK or LOST.
+ */
+enum vlmc_wbloss_verdict
+vlmc_wbloss_flush_done(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
+		       const struct vlmc_wbloss_flush *f, uint64_t now);
+
+/* Losses the latest fence of w found (the counter's distance from L). */
+uint64_t vlmc_wbloss_vol_lost(struct vlmc_wbloss_vol *w);
+
+/* Counter increments seen by checks since init (statistics). */
+uint64_t vlmc_wbloss_seen(struct vlmc_wbloss *g);
+
+#endif /* VLMC_WBLOSS_H */

@@ -61,6 +61,16 @@ struct peer_worker {
 	 * backlog of requests or replies, for a batch still dispatching */
 	uint64_t wakes_backlog;
 	uint64_t wakes_slow;
+	/* wakes left out for the active-worker budget; turns a sleeper took
+	 * over the port from a handler running long (budget only) */
+	uint64_t wakes_suppressed;
+	uint64_t long_handler_turns;
+	/* With an active-worker budget below the thread count: when the
+	 * handler this worker is running began (CLOCK_MONOTONIC ns), 0
+	 * while it runs none. Written by the worker (relaxed), read by
+	 * sleepers at their ticks to tell a handler running long from a
+	 * batch of short ones. */
+	uint64_t handler_ns;
 	/* this worker's spins on the port (its own back-off: xseg.h,
 	 * "Adaptive spinning"); worker only, statistics read relaxed */
 	struct xseg_spin spin;
@@ -81,6 +91,7 @@ struct peer {
 	uint32_t port;
 	bool dynamic_port;
 	unsigned nr_threads;
+	unsigned active_opt; /* --active-workers, 0 = auto */
 	uint64_t spin_ns;
 	bool spin_adaptive;
 	enum peer_log_level log_level;
@@ -112,6 +123,10 @@ struct peer {
 	int port_waiter;
 	uint32_t idle_seq;
 	uint32_t idle_sleepers;
+	/* how many workers may be out of that sleep at once unless a handler
+	 * runs long (peer_active_budget; nr_threads: no limit). Set before
+	 * the workers start. */
+	unsigned active_budget;
 	/* when a worker last took requests (relaxed, updated at most once
 	 * per PEER_TURN_TICK_NS): sleepers tick only while it is recent */
 	uint64_t worked_ns;
@@ -305,6 +320,50 @@ static bool peer_wake_idle(struct peer *p, bool all)
 	return true;
 }
 
+/* Fewer workers may be active at once than there are (the budget). */
+static bool peer_limited(const struct peer *p)
+{
+	return peer_turns(p) && p->active_budget < p->nr_threads;
+}
+
+/* Wake one sleeper to help the calling (active) worker, for a backlog or a
+ * batch still dispatching; handler_long: the handler that just returned
+ * ran PEER_HANDOFF_NS or more. With a budget, a wake that would make more
+ * workers active than it allows is left out (counted), unless a handler
+ * ran long: a waking worker would then only take turns on a CPU with the
+ * clients and the worker already active, while one handler running long
+ * holds up the requests behind it whatever the CPUs. The count of
+ * sleepers is a snapshot (relaxed): the budget is a policy, not an
+ * invariant. Returns 1 woken, 0 nobody asleep, -1 left out. */
+static int peer_wake_help(struct peer *p, struct peer_worker *w,
+			  bool handler_long)
+{
+	if (peer_limited(p) && !handler_long) {
+		uint32_t asleep =
+		    __atomic_load_n(&p->idle_sleepers, __ATOMIC_RELAXED);
+
+		if (asleep && p->nr_threads - asleep >= p->active_budget) {
+			peer_count(&w->wakes_suppressed);
+			return -1;
+		}
+	}
+	return peer_wake_idle(p, false) ? 1 : 0;
+}
+
+/* A worker has been inside one handler for PEER_HANDOFF_NS or more
+ * (budget only: only then do workers publish handler_ns). */
+static bool peer_handler_long(struct peer *p, uint64_t now)
+{
+	for (unsigned t = 0; t < p->nr_threads; t++) {
+		uint64_t h = __atomic_load_n(&p->workers[t].handler_ns,
+					     __ATOMIC_RELAXED);
+
+		if (h && now > h && now - h >= PEER_HANDOFF_NS)
+			return true;
+	}
+	return false;
+}
+
 /* A worker took requests at now: sleepers keep ticking a while. One
  * store per tick at most, so workers do not bounce the line. After an idle
  * spell, sleepers may be in a long sleep (they chose it from the old
@@ -350,19 +409,47 @@ static void peer_idle_wait(struct peer *p)
 		return;
 	}
 	/* Counted, then idle_seq, then what decides the sleep (see
-	 * peer_wake_idle and peer_note_work). */
+	 * peer_wake_idle and peer_note_work). With a budget the sleeper
+	 * stays counted across its ticks and compares idle_seq with the
+	 * value read once after counting: a wake made at any time since is
+	 * seen, none is lost between two ticks. */
 	__atomic_add_fetch(&p->idle_sleepers, 1, __ATOMIC_SEQ_CST);
 	seq = __atomic_load_n(&p->idle_seq, __ATOMIC_SEQ_CST);
-	if (peer_now_ns() - __atomic_load_n(&p->worked_ns, __ATOMIC_SEQ_CST) <
-	    PEER_IDLE_WAIT_NS)
-		ts.tv_nsec = (long)PEER_TURN_TICK_NS;
-	/* the waiter may have left meanwhile (then nobody watches the
-	 * port: go and take its place) */
-	if (__atomic_load_n(&p->port_waiter, __ATOMIC_SEQ_CST) &&
-	    !__atomic_load_n(&p->stopping, __ATOMIC_SEQ_CST) &&
-	    !__atomic_load_n(&p->exit_workers, __ATOMIC_SEQ_CST))
+	for (;;) {
+		uint64_t now = peer_now_ns();
+
+		if (__atomic_load_n(&p->stopping, __ATOMIC_SEQ_CST) ||
+		    __atomic_load_n(&p->exit_workers, __ATOMIC_SEQ_CST))
+			break;
+		ts.tv_nsec = (long)PEER_IDLE_WAIT_NS;
+		if (now - __atomic_load_n(&p->worked_ns, __ATOMIC_SEQ_CST) <
+		    PEER_IDLE_WAIT_NS)
+			ts.tv_nsec = (long)PEER_TURN_TICK_NS;
+		/* the waiter may have left meanwhile (then nobody watches
+		 * the port: go and take its place). With a budget, only
+		 * while fewer workers than it allows are out of this sleep
+		 * (the others are active and come back to the port when
+		 * their batch is done), or when one of them has been in a
+		 * handler for PEER_HANDOFF_NS: requests must not wait for a
+		 * long handler while workers sleep (review 2, P1). */
+		if (!__atomic_load_n(&p->port_waiter, __ATOMIC_SEQ_CST)) {
+			if (!peer_limited(p) ||
+			    p->nr_threads - __atomic_load_n(&p->idle_sleepers,
+							    __ATOMIC_SEQ_CST) <
+				p->active_budget)
+				break;
+			if (peer_handler_long(p, now)) {
+				peer_count(&peer_self->long_handler_turns);
+				break;
+			}
+		}
 		syscall(SYS_futex, &p->idle_seq, FUTEX_WAIT_PRIVATE, seq, &ts,
 			NULL, 0);
+		/* without a budget every return takes a turn, as before */
+		if (!peer_limited(p) ||
+		    __atomic_load_n(&p->idle_seq, __ATOMIC_SEQ_CST) != seq)
+			break;
+	}
 	__atomic_sub_fetch(&p->idle_sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -373,7 +460,7 @@ static void *peer_worker_main(void *arg)
 	/* one more than a batch: see the backlog probe below */
 	struct xseg_request *reqs[PEER_BATCH + 1];
 	unsigned n, m;
-	bool backlog;
+	bool backlog, woken;
 
 	peer_self = w;
 	for (;;) {
@@ -405,19 +492,33 @@ static void *peer_worker_main(void *arg)
 				__atomic_add_fetch(&p->inflight, n,
 						   __ATOMIC_RELAXED);
 		}
-		if (backlog && peer_wake_idle(p, false))
+		woken = false;
+		if (backlog && peer_wake_help(p, w, false) > 0) {
 			peer_count(&w->wakes_backlog);
+			woken = true;
+		}
 		/* Handlers that never block answer a batch quickly: one
 		 * signal per client port for the whole batch instead of one
 		 * per reply. A handler that may block must not hold back
 		 * the signals of the replies made before it. */
 		w->batching = p->ops->handlers_never_block;
 		if (n && peer_turns(p)) {
-			uint64_t t0 = peer_now_ns(), check = t0, now;
-			bool handed = backlog;
+			uint64_t t0 = peer_now_ns(), check = t0, start = t0,
+				 now;
+			bool limited = peer_limited(p), handler_long;
+			/* without a budget a backlog wake (made or not)
+			 * ends the looking, as before; with one, only a
+			 * wake made */
+			bool handed = limited ? woken : backlog;
+			int rc;
 
 			peer_note_work(p, t0);
 			for (unsigned i = 0; i < n; i++) {
+				/* with a budget, sleepers look at it on their
+				 * tick: a handler running long */
+				if (limited)
+					__atomic_store_n(&w->handler_ns, start,
+							 __ATOMIC_RELAXED);
 				peer_dispatch(p, w, reqs[i]);
 				/* Still busy after a while and requests wait
 				 * on the unwatched port: let a sleeper take
@@ -426,19 +527,32 @@ static void *peer_worker_main(void *arg)
 				 * PEER_HANDOFF_NS: the wake cost a futex, two
 				 * switches and a third busy thread on 2 cores
 				 * for nothing to do); looked at again each
-				 * PEER_HANDOFF_NS while the batch lasts. */
-				if (handed || i + 1 >= n)
+				 * PEER_HANDOFF_NS while the batch lasts. With
+				 * a budget that is full, only a handler that
+				 * ran PEER_HANDOFF_NS itself wakes one. */
+				if (!limited && (handed || i + 1 >= n))
 					continue;
 				now = peer_now_ns();
+				handler_long = now - start >= PEER_HANDOFF_NS;
+				start = now;
+				if (handed || i + 1 >= n)
+					continue;
 				if (now - check < PEER_HANDOFF_NS)
 					continue;
 				check = now;
 				if (!xseg_requests_queued(p->seg, p->port))
 					continue;
-				if (peer_wake_idle(p, false))
+				rc = peer_wake_help(p, w, handler_long);
+				if (rc > 0)
 					peer_count(&w->wakes_slow);
-				handed = true;
+				/* left out: look again, a later handler
+				 * may run long */
+				if (rc >= 0)
+					handed = true;
 			}
+			if (limited)
+				__atomic_store_n(&w->handler_ns, 0,
+						 __ATOMIC_RELAXED);
 		} else {
 			for (unsigned i = 0; i < n; i++)
 				peer_dispatch(p, w, reqs[i]);
@@ -448,7 +562,7 @@ static void *peer_worker_main(void *arg)
 		/* Replies are taken while draining too: an asynchronous
 		 * peer may need them to complete what it accepted. */
 		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
-		if (m == PEER_BATCH && peer_wake_idle(p, false))
+		if (m == PEER_BATCH && peer_wake_help(p, w, false) > 0)
 			peer_count(&w->wakes_backlog);
 		for (unsigned i = 0; i < m; i++)
 			peer_reply(p, w, reqs[i]);
@@ -550,7 +664,8 @@ int peer_publish_stats(struct peer *p)
 {
 	struct xseg_stat st[XSEG_STATS_MAX];
 	uint64_t accepted = 0, replies = 0, failed = 0, inflight, forwarded;
-	uint64_t wakes_backlog = 0, wakes_slow = 0;
+	uint64_t wakes_backlog = 0, wakes_slow = 0, wakes_suppressed = 0;
+	uint64_t long_turns = 0;
 	uint64_t spin_waits = 0, spins = 0, spin_caught = 0;
 	uint32_t n = 0;
 	int rc;
@@ -564,6 +679,10 @@ int peer_publish_stats(struct peer *p)
 		wakes_backlog += __atomic_load_n(&p->workers[t].wakes_backlog,
 						 __ATOMIC_RELAXED);
 		wakes_slow += __atomic_load_n(&p->workers[t].wakes_slow,
+					      __ATOMIC_RELAXED);
+		wakes_suppressed += __atomic_load_n(
+		    &p->workers[t].wakes_suppressed, __ATOMIC_RELAXED);
+		long_turns += __atomic_load_n(&p->workers[t].long_handler_turns,
 					      __ATOMIC_RELAXED);
 		spin_waits += __atomic_load_n(&p->workers[t].spin.waits,
 					      __ATOMIC_RELAXED);
@@ -593,6 +712,12 @@ int peer_publish_stats(struct peer *p)
 	/* idle workers woken to help (handlers_never_block, threads > 1) */
 	peer_stat(st, &n, XSEG_STATS_MAX, "wakes_backlog", wakes_backlog);
 	peer_stat(st, &n, XSEG_STATS_MAX, "wakes_slow_batch", wakes_slow);
+	/* the active-worker budget (--active-workers), the wakes it left
+	 * out, and the turns sleepers took from a handler running long */
+	peer_stat(st, &n, XSEG_STATS_MAX, "active_workers",
+		  p->active_budget ? p->active_budget : p->nr_threads);
+	peer_stat(st, &n, XSEG_STATS_MAX, "wakes_suppressed", wakes_suppressed);
+	peer_stat(st, &n, XSEG_STATS_MAX, "long_handler_turns", long_turns);
 	if (p->ops->stats_table)
 		n += p->ops->stats_table(p, st + n, XSEG_STATS_MAX - n);
 	if (n > XSEG_STATS_MAX)
@@ -645,12 +770,14 @@ enum {
 	PEER_OPT_DRAIN,
 	PEER_OPT_NO_TS,
 	PEER_OPT_SPIN_POLICY,
+	PEER_OPT_ACTIVE,
 };
 
 static const struct option peer_common_options[] = {
     {"segment", required_argument, NULL, 'g'},
     {"port", required_argument, NULL, 'p'},
     {"threads", required_argument, NULL, 't'},
+    {"active-workers", required_argument, NULL, PEER_OPT_ACTIVE},
     {"spin", required_argument, NULL, 's'},
     {"spin-policy", required_argument, NULL, PEER_OPT_SPIN_POLICY},
     {"log-level", required_argument, NULL, 'v'},
@@ -677,6 +804,13 @@ static void peer_usage(struct peer *p)
 	    "  -p, --port N|dynamic    static port number to bind, or a "
 	    "dynamic port\n"
 	    "  -t, --threads N         worker threads (default 1)\n"
+	    "      --active-workers N  with handlers that never block: at "
+	    "most N workers\n"
+	    "                          woken to share the load, unless a "
+	    "handler runs long\n"
+	    "                          (0 = auto, the default: one CPU "
+	    "less than the peer\n"
+	    "                          may use, at least 1)\n"
 	    "  -s, --spin TIME         busy-poll up to this long before "
 	    "sleeping (default\n"
 	    "                          20us; units ns us ms s, bare number "
@@ -760,6 +894,17 @@ static int peer_parse_args(struct peer *p, int argc, char **argv)
 				status = 2;
 			} else {
 				p->nr_threads = (unsigned)v;
+			}
+			break;
+		case PEER_OPT_ACTIVE:
+			if (peer_parse_u64(optarg, &v) || v > 1024) {
+				peer_usage_error(p->prog,
+						 "bad active worker count "
+						 "'%s' (0 = auto, 1..1024)",
+						 optarg);
+				status = 2;
+			} else {
+				p->active_opt = (unsigned)v;
 			}
 			break;
 		case 's':
@@ -1081,6 +1226,20 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	if (!p->workers) {
 		peer_err("out of memory");
 		goto out_release;
+	}
+	p->active_budget = p->nr_threads;
+	if (ops->handlers_never_block) {
+		unsigned cpus = peer_cpus();
+		int budget =
+		    peer_active_budget(cpus, p->nr_threads, p->active_opt);
+
+		if (budget > 0)
+			p->active_budget = (unsigned)budget;
+		if (p->active_budget < p->nr_threads)
+			peer_info("%u workers, at most %u active unless a "
+				  "handler runs long (%u CPUs%s)",
+				  p->nr_threads, p->active_budget, cpus,
+				  p->active_opt ? ", --active-workers" : "");
 	}
 	if (ops->init) {
 		rc = ops->init(p);

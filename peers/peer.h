@@ -147,6 +147,15 @@ struct peer_ops {
 	 * also look every 1 ms whether the port is unwatched, so a handler
 	 * running long (CPU work, not blocking) delays new requests by about
 	 * 1 ms at most.
+	 * Active-worker budget (--active-workers N, 0 = auto: one less than
+	 * the CPUs the peer may run on, at least 1; peer_active_budget):
+	 * the wakes above are made only while fewer than N workers are
+	 * out of their sleep, and a sleeper's tick takes the port only
+	 * then, with one exception: a handler running long (one handler
+	 * call of 50 us or more while requests wait, or a worker inside one
+	 * handler for 50 us when a sleeper ticks) wakes a sleeper whatever
+	 * the budget. Wakes left out are counted (wakes_suppressed), turns
+	 * taken from a long handler too (long_handler_turns).
 	 * Several workers polling one port on a small machine only take the
 	 * CPU the clients and the next peer need. A peer whose handlers may
 	 * block must leave this false: requests arriving while its only

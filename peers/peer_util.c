@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -407,4 +408,36 @@ int peer_fsync_parent(const char *path)
 		r = -errno;
 	close(fd);
 	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Workers and CPUs                                                    */
+/* ------------------------------------------------------------------ */
+
+unsigned peer_cpus(void)
+{
+	cpu_set_t set;
+	long n;
+
+	/* the mask, not the machine: a peer started under taskset or in a
+	 * cpuset shares only the CPUs it was given */
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+int peer_active_budget(unsigned ncpus, unsigned threads, unsigned opt)
+{
+	unsigned budget;
+
+	if (!threads)
+		return -EINVAL;
+	if (opt)
+		budget = opt;
+	else if (!ncpus)
+		budget = threads;
+	else
+		budget = ncpus > 1 ? ncpus - 1 : 1;
+	return (int)(budget < threads ? budget : threads);
 }

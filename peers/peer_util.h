@@ -97,6 +97,27 @@ void peer_usage_error(const char *prog, const char *fmt, ...)
 uint64_t peer_now_ns(void);
 
 /* ------------------------------------------------------------------ */
+/* Workers and CPUs                                                    */
+/* ------------------------------------------------------------------ */
+
+/* CPUs this process may run on (its affinity mask; the online count if
+ * the mask cannot be read), at least 1. */
+unsigned peer_cpus(void);
+
+/*
+ * How many of a peer's threads workers may be active at once when its
+ * handlers never block (peer.h, handlers_never_block; --active-workers):
+ * opt > 0 asks for opt (at most threads); opt 0 (auto) leaves one of the
+ * ncpus CPUs to the processes that send the requests: max(1, ncpus - 1),
+ * at most threads. On a 2-CPU machine the clients polling for replies and
+ * one worker fill both CPUs; a second worker woken to help would only
+ * take turns on a CPU with them. ncpus 0 (unknown) sets no limit
+ * (threads). Pure: no side effect.
+ * Returns the budget, 1..threads, or -EINVAL for threads 0.
+ */
+int peer_active_budget(unsigned ncpus, unsigned threads, unsigned opt);
+
+/* ------------------------------------------------------------------ */
 /* Daemon and pid file                                                 */
 /* ------------------------------------------------------------------ */
 

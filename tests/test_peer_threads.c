@@ -415,26 +415,39 @@ static void slow_defaults(struct peer *p)
 	t->hold = true;
 }
 
+/* --active-workers of the next peer a test starts (NULL: the default,
+ * auto, which depends on the machine's CPUs). The tests of the wake paths
+ * set it, so that they test the same thing on 2 CPUs and on 64. */
+static const char *peer_active;
+
 /* Run ops as a peer on port 1 of r's segment with the given number of
- * worker threads; spin0 adds "-s 0" (workers sleep at once). The
- * program name is ops->type. Returns peer_main's exit status. */
+ * worker threads; spin0 adds "-s 0" (workers sleep at once), peer_active
+ * "--active-workers N". The program name is ops->type. Returns
+ * peer_main's exit status. */
 static int test_peer_main(struct peer_run *r, const struct peer_ops *ops,
 			  const char *threads, bool spin0)
 {
-	char *argv[] = {(char *)ops->type,
-			"-g",
-			(char *)r->segname,
-			"-p",
-			"1",
-			"-t",
-			(char *)threads,
-			"-v",
-			"warn",
-			spin0 ? "-s" : NULL,
-			"0",
-			NULL};
+	char *argv[16] = {(char *)ops->type,
+			  "-g",
+			  (char *)r->segname,
+			  "-p",
+			  "1",
+			  "-t",
+			  (char *)threads,
+			  "-v",
+			  "warn"};
+	int argc = 9;
 
-	return peer_main(spin0 ? 11 : 9, argv, ops);
+	if (spin0) {
+		argv[argc++] = "-s";
+		argv[argc++] = "0";
+	}
+	if (peer_active) {
+		argv[argc++] = "--active-workers";
+		argv[argc++] = (char *)peer_active;
+	}
+	argv[argc] = NULL;
+	return peer_main(argc, argv, ops);
 }
 
 static void *slow_peer_thread(void *arg)
@@ -704,7 +717,27 @@ static void *spin_peer_thread(void *arg)
 	return NULL;
 }
 
-START_TEST(long_handler_port_taken_over)
+/* One PING round trip from cli to the peer. */
+static void ping_once(struct tpr_client *cli)
+{
+	struct xseg_request *req;
+
+	ck_assert_int_eq(xseg_get_request(cli->seg, cli->port, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(cli->seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(cli->seg, req, PORT), 0);
+	ck_assert_int_eq(xseg_wait_reply(cli->seg, cli->port, 30 * SEC, &req),
+			 0);
+	ck_assert_int_eq(req->error, 0);
+	xseg_put_request(cli->seg, req);
+}
+
+/* The long handler with the given --active-workers. warm: PING round
+ * trips just before the long READ, so the peer has worked within its
+ * idle period and the other worker sleeps ticking (not woken at the
+ * READ, as after an idle spell): it then takes the port only by its
+ * own rule. */
+static void long_handler_run(const char *active, bool warm)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("pspin", &seg);
@@ -713,10 +746,17 @@ START_TEST(long_handler_port_taken_over)
 	struct xseg_request *slow, *ping, *rep;
 	pthread_t pt;
 
+	peer_active = active;
+	__atomic_store_n(&spin_ping_served, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&spin_running, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&spin_gave_up, 0, __ATOMIC_RELEASE);
 	ck_assert_int_eq(pthread_create(&pt, NULL, spin_peer_thread, &pr), 0);
 	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
 	cli.seg = wait_shared_seg();
 	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	for (int i = 0; warm && i < 200; i++)
+		ping_once(&cli);
+	__atomic_store_n(&spin_ping_served, 0, __ATOMIC_RELEASE);
 	ck_assert_int_eq(xseg_get_request(cli.seg, cli.port, &slow), 0);
 	ck_assert_int_eq(xseg_prep_request(cli.seg, slow, 1, 0), 0);
 	slow->target[0] = 's';
@@ -740,6 +780,20 @@ START_TEST(long_handler_port_taken_over)
 	ck_assert_int_eq(pthread_join(pt, NULL), 0);
 	ck_assert_int_eq(pr.status, 0);
 	xseg_leave(seg);
+}
+
+START_TEST(long_handler_port_taken_over)
+{
+	long_handler_run("2", false);
+}
+END_TEST
+
+/* With an active-worker budget of 1 the second worker is not woken for
+ * load, but one handler running long still lets it take the port: the
+ * sleeper's tick sees a worker inside one handler for 50 us or more. */
+START_TEST(long_handler_port_taken_over_budget1)
+{
+	long_handler_run("1", true);
 }
 END_TEST
 
@@ -831,6 +885,7 @@ START_TEST(full_batch_wakes_only_for_backlog)
 	struct tpr_client cli;
 	pthread_t pt;
 
+	peer_active = "2";
 	ck_assert_int_eq(pthread_create(&pt, NULL, burst_peer_thread, &pr), 0);
 	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
 	cli.seg = wait_shared_seg();
@@ -890,6 +945,7 @@ START_TEST(slow_batch_wakes_only_for_waiting_requests)
 	struct tpr_client cli;
 	pthread_t pt;
 
+	peer_active = "2";
 	ck_assert_int_eq(pthread_create(&pt, NULL, slowbatch_peer_thread, &pr),
 			 0);
 	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
@@ -899,6 +955,100 @@ START_TEST(slow_batch_wakes_only_for_waiting_requests)
 	ck_assert_uint_eq(burst_stat(seg, "wakes_slow_batch"), 0);
 	ck_assert_uint_eq(burst_stat(seg, "wakes_backlog"), 0);
 	burst_rounds(&cli, 48, 3);
+	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
+	set_clients_done();
+	kill(getpid(), SIGTERM);
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/*
+ * An active-worker budget of 1 (what auto gives on 2 CPUs): a backlog
+ * of fast requests wakes nobody; the wakes it would have made are
+ * counted as left out (wakes_suppressed). Every burst is still served,
+ * by the one active worker. wakes_backlog stays 0 whatever the timing
+ * (the waker itself is active, so the budget is always full); the count
+ * of left-out wakes needs one round that finds the other worker asleep.
+ */
+START_TEST(budget1_backlog_wakes_nobody)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pbud1", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	struct tpr_client cli;
+	pthread_t pt;
+
+	peer_active = "1";
+	ck_assert_int_eq(pthread_create(&pt, NULL, burst_peer_thread, &pr), 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	cli.seg = wait_shared_seg();
+	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	burst_rounds(&cli, 48, 50);
+	ck_assert_uint_eq(burst_stat(seg, "active_workers"), 1);
+	ck_assert_uint_eq(burst_stat(seg, "wakes_backlog"), 0);
+	ck_assert_uint_gt(burst_stat(seg, "wakes_suppressed"), 0);
+	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
+	set_clients_done();
+	kill(getpid(), SIGTERM);
+	ck_assert_int_eq(pthread_join(pt, NULL), 0);
+	ck_assert_int_eq(pr.status, 0);
+	xseg_leave(seg);
+}
+END_TEST
+
+/*
+ * Budget 1, handlers that each keep the CPU 200 us (a handler running
+ * long, not a batch of short ones): a burst of 48 still wakes the second
+ * worker for the requests waiting behind the batch (wakes_slow_batch,
+ * or long_handler_turns when the sleeper's tick sees it first), never for
+ * the backlog as such (wakes_backlog).
+ */
+static int longping(struct peer *p, struct xseg_request *req)
+{
+	uint64_t until = peer_now_ns() + 200000;
+
+	while (peer_now_ns() < until)
+		;
+	return peer_complete(p, req, 0);
+}
+
+static void *longping_peer_thread(void *arg)
+{
+	struct peer_run *r = arg;
+	static struct peer_ops ops = {
+	    .type = "longping",
+	    .init = spin_init,
+	    .fini = late_fini,
+	    .handlers = {[XSEG_OP_PING] = longping},
+	    .handlers_never_block = true,
+	};
+	r->status = test_peer_main(r, &ops, "2", true);
+	return NULL;
+}
+
+START_TEST(budget1_long_handlers_still_wake)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("pbudl", &seg);
+	struct peer_run pr = {.segname = name, .status = -1};
+	struct tpr_client cli;
+	pthread_t pt;
+
+	peer_active = "1";
+	ck_assert_int_eq(pthread_create(&pt, NULL, longping_peer_thread, &pr),
+			 0);
+	ck_assert_int_eq(tpr_wait_port(seg, PORT, 10000), 0);
+	cli.seg = wait_shared_seg();
+	ck_assert_int_eq(xseg_alloc_port(cli.seg, "test", &cli.port), 0);
+	burst_rounds(&cli, 48, 10);
+	ck_assert_uint_eq(burst_stat(seg, "wakes_backlog"), 0);
+	/* woken by the worker in the batch, or (when its tick came first)
+	 * taken over by the sleeper's own long-handler rule */
+	ck_assert_uint_gt(burst_stat(seg, "wakes_slow_batch") +
+			      burst_stat(seg, "long_handler_turns"),
+			  0);
 	ck_assert_int_eq(xseg_release_port(cli.seg, cli.port), 0);
 	set_clients_done();
 	kill(getpid(), SIGTERM);
@@ -967,8 +1117,11 @@ int main(void)
 	tcase_add_test(tc, drain_on_sigterm);
 	tcase_add_test(tc, no_handler_after_stop);
 	tcase_add_test(tc, long_handler_port_taken_over);
+	tcase_add_test(tc, long_handler_port_taken_over_budget1);
 	tcase_add_test(tc, full_batch_wakes_only_for_backlog);
 	tcase_add_test(tc, slow_batch_wakes_only_for_waiting_requests);
+	tcase_add_test(tc, budget1_backlog_wakes_nobody);
+	tcase_add_test(tc, budget1_long_handlers_still_wake);
 	tcase_add_test(tc, fini_failure_is_exit_status);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);

@@ -213,6 +213,33 @@ START_TEST(fsync_parent)
 }
 END_TEST
 
+/* The active-worker budget: auto leaves one CPU to the clients, an
+ * explicit count is capped by the threads, no thread is refused. */
+START_TEST(active_budget)
+{
+	static const struct {
+		unsigned cpus, threads, opt;
+		int budget;
+	} cases[] = {
+	    {2, 2, 0, 1}, {2, 1, 0, 1},	   {1, 4, 0, 1},    {4, 2, 0, 2},
+	    {4, 8, 0, 3}, {64, 16, 0, 16}, {0, 3, 0, 3}, /* CPUs unknown */
+	    {2, 2, 2, 2}, {2, 2, 5, 2},	   {2, 4, 3, 3},    {64, 4, 1, 1},
+	    {0, 4, 2, 2}, {1, 1, 0, 1},	   {2, 1024, 0, 1},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(
+		    peer_active_budget(cases[i].cpus, cases[i].threads,
+				       cases[i].opt) == cases[i].budget,
+		    "case %zu: %d", i,
+		    peer_active_budget(cases[i].cpus, cases[i].threads,
+				       cases[i].opt));
+	ck_assert_int_eq(peer_active_budget(2, 0, 0), -EINVAL);
+	ck_assert_int_eq(peer_active_budget(2, 0, 1), -EINVAL);
+	ck_assert_uint_ge(peer_cpus(), 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peer_util");
@@ -227,6 +254,7 @@ int main(void)
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, pidfile_lock);
 	tcase_add_test(tc, fsync_parent);
+	tcase_add_test(tc, active_budget);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

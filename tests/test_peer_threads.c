@@ -848,12 +848,33 @@ static uint64_t burst_stat(struct xseg *seg, const char *name)
 	return 0;
 }
 
+/* Until the worker watching the port sleeps on it (the peers here run
+ * with -s 0), so that it finds a whole round at once when the round's
+ * signal wakes it. Not asserted: after 10 s the round goes anyway. A
+ * fixed pause was not enough on a loaded machine: a worker not yet
+ * asleep after the last round took the first requests of the next one
+ * while the client was still queueing it, the rest waited behind the
+ * batch and made a slow-batch wake (1 in about 10 runs under ASan with
+ * a load of 4). */
+static void wait_port_sleeper(struct tpr_client *cli)
+{
+	struct xseg_port_info pi;
+
+	for (int i = 0; i < 100000; i++) {
+		ck_assert_int_eq(xseg_port_info(cli->seg, PORT, &pi), 0);
+		if (pi.sleepers)
+			return;
+		usleep(100);
+	}
+}
+
 static void burst_rounds(struct tpr_client *cli, unsigned k, unsigned rounds)
 {
 	struct xseg_request *req;
 	struct xseg_sigbatch b;
 
 	for (unsigned r = 0; r < rounds; r++) {
+		wait_port_sleeper(cli);
 		xseg_sigbatch_init(&b);
 		for (unsigned i = 0; i < k; i++) {
 			ck_assert_int_eq(

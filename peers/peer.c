@@ -66,10 +66,10 @@ struct peer_worker {
 	uint64_t wakes_suppressed;
 	uint64_t long_handler_turns;
 	/* With an active-worker budget below the thread count: when the
-	 * handler this worker is running began (CLOCK_MONOTONIC ns), 0
-	 * while it runs none. Written by the worker (relaxed), read by
-	 * sleepers at their ticks to tell a handler running long from a
-	 * batch of short ones. */
+	 * handler (or on_reply) this worker is running began
+	 * (CLOCK_MONOTONIC ns), 0 while it runs none. Written by the worker
+	 * (relaxed), read by sleepers at their ticks to tell a handler running
+	 * long from a batch of short ones. */
 	uint64_t handler_ns;
 	/* this worker's spins on the port (its own back-off: xseg.h,
 	 * "Adaptive spinning"); worker only, statistics read relaxed */
@@ -564,8 +564,19 @@ static void *peer_worker_main(void *arg)
 		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
 		if (m == PEER_BATCH && peer_wake_help(p, w, false) > 0)
 			peer_count(&w->wakes_backlog);
-		for (unsigned i = 0; i < m; i++)
-			peer_reply(p, w, reqs[i]);
+		if (m && peer_limited(p)) {
+			/* on_reply is a handler too: a long one hands the
+			 * port over at the sleepers' tick as well */
+			for (unsigned i = 0; i < m; i++) {
+				__atomic_store_n(&w->handler_ns, peer_now_ns(),
+						 __ATOMIC_RELAXED);
+				peer_reply(p, w, reqs[i]);
+			}
+			__atomic_store_n(&w->handler_ns, 0, __ATOMIC_RELAXED);
+		} else {
+			for (unsigned i = 0; i < m; i++)
+				peer_reply(p, w, reqs[i]);
+		}
 		xseg_sigbatch_flush(p->seg, &w->sigbatch);
 		w->batching = false;
 		if (n || m)

@@ -10,6 +10,10 @@
 #     plug-cached by hand makes it supervised again;
 #   - unplug-cached of a dead cached removes its redirect (with the
 #     supervisor stopped, so nothing restarts it meanwhile);
+#   - write-back losses (docs/operations.md): a cached killed after a
+#     FLUSH counts none; one killed holding unflushed writes counts one
+#     (status shows it, the supervisor logs that the restart followed a
+#     loss); an unplug of a dead cached holding writes counts it too;
 #   - stack stop stops the supervisor too: no process, no segment left.
 # Exit 77 (skip) only when nbdcopy is missing.
 set -u
@@ -90,6 +94,20 @@ wait_back() {
 	return 1
 }
 readback() { rm -f $T/back; nbdcopy "$U" $T/back && cmp -s $T/pat $T/back; }
+# the segment's write-back loss counter, and cached's port's unflushed count
+losses() { $X stack status --dir $D --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["writeback_losses"])'; }
+cached_unflushed() { $X stack status --dir $D --json | python3 -c '
+import json, sys
+print([p for p in json.load(sys.stdin)["peers"] if p["role"] == "cached"][0]["unflushed"])'; }
+# writes to volume $1 (1 MiB) left in cached (no FLUSH): its count goes up
+lossy_write() {
+	$X volume --dir $D create $1 1M || { echo "lossy_write: create $1"; return 1; }
+	head -c 1M /dev/urandom > $T/lossy
+	nbdcopy $T/lossy "nbd+unix:///$1?socket=$D/run/nbd.sock" ||
+		{ echo "lossy_write: nbdcopy failed"; return 1; }
+	[ "$(cached_unflushed)" -gt 0 ] ||
+		{ echo "lossy_write: cached's unflushed count is $(cached_unflushed)"; return 1; }
+}
 
 $X stack status --dir $D | grep -q "^supervisor: pid [0-9]*, restarts: store 0, cached 0, vlmc 0" &&
 	ok "start runs a supervisor" || fail "no supervisor in status: $($X stack status --dir $D | tail -1)"
@@ -110,6 +128,9 @@ kill -9 $old
 wait_back cached $old && plugged && ok "killed cached restarted and plugged again" ||
 	fail "cached not back: $(port_of cached)"
 readback && ok "flushed data intact after cached restart" || fail "data after cached restart"
+[ "$(losses)" = 0 ] && ok "cached killed after a FLUSH: no write-back loss" ||
+	fail "write-back losses after a clean kill: $(losses)"
+
 
 # the store
 if [ "$STORE" = blocker ]; then
@@ -166,16 +187,38 @@ wait_back cached $old && plugged && ok "plugged by hand after a give-up: supervi
 	fail "not supervised after plug-cached"
 readback || fail "read after re-supervised restart"
 
+# cached killed holding acknowledged, unflushed writes: a counted loss
+lossy_write lossy && ok "unflushed writes counted in cached's port" ||
+	fail "lossy write: unflushed $(cached_unflushed)"
+old=$(pidof_role cached)
+kill -9 $old
+wait_back cached $old && plugged && ok "cached restarted after a loss" || fail "cached not back after a loss"
+[ "$(losses)" = 1 ] && ok "status --json: writeback_losses 1" || fail "writeback_losses: $(losses)"
+$X stack status --dir $D | grep -q "^write-back losses: 1 " && ok "status shows the loss" ||
+	fail "status text: $($X stack status --dir $D | head -3)"
+grep -q "is down; restart [0-9]* (after a write-back loss)" $D/run/supervisor.log &&
+	grep -q "write-back loss: .*loss counter 0 -> 1" $D/run/supervisor.log &&
+	ok "supervisor log: restart after a write-back loss" ||
+	fail "supervisor log: $(tail -5 $D/run/supervisor.log)"
+[ "$(cached_unflushed)" = 0 ] && ok "the restarted cached starts clean" || fail "unflushed after restart"
+readback && ok "other volume intact after the loss" || fail "read after the loss"
+
 # unplug of a dead cached, supervisor stopped
 kill $(pidof_role supervisor)
 for _ in $(seq 100); do $X stack status --dir $D | grep -q "supervisor: not running" && break; sleep 0.1; done
 $X stack status --dir $D | grep -q "supervisor: not running" && ok "status: supervisor not running" ||
 	fail "status after the supervisor stopped"
+n0=$(losses)
+lossy_write lossy2 || fail "lossy write before the dead unplug"
 old=$(pidof_role cached)
 kill -9 $old
 for _ in $(seq 100); do [ "$(port_of cached | cut -d' ' -f2)" = no ] && break; sleep 0.1; done
 $X stack unplug-cached --dir $D 2>$T/err >/dev/null && ! plugged && grep -q "removing its redirect" $T/err &&
 	ok "unplug of a dead cached removes its redirect" || fail "unplug dead cached: $(cat $T/err)"
+# counted by whoever reclaimed the dead port first (vlmc's reaper, or the
+# unplug itself), at the latest before the redirect went
+[ "$(losses)" = $((n0 + 1)) ] && ok "unplug of a dead dirty cached: loss counted" ||
+	fail "losses after the dead unplug: $n0 -> $(losses)"
 readback && ok "volume served after unplugging a dead cached" || fail "read after dead unplug"
 $X stack unplug-cached --dir $D 2>/dev/null && fail "second unplug succeeded" ||
 	ok "unplug of an absent, unplugged cached refused"

@@ -908,13 +908,21 @@ static int stack_status(struct stack *st)
 		stack_json_str(st->segment);
 		printf(",\"dir\":");
 		stack_json_str(st->dir);
-		printf(",\"cached_plugged\":%s,\"peers\":[",
-		       next == STACK_CACHED_PORT ? "true" : "false");
+		printf(",\"cached_plugged\":%s,\"writeback_losses\":%" PRIu64
+		       ",\"peers\":[",
+		       next == STACK_CACHED_PORT ? "true" : "false",
+		       xseg_writeback_losses(seg));
 	} else {
 		printf("stack in %s, segment %s\n", st->dir, st->segment);
-		printf("%-7s %-5s %-8s %-8s %-6s %12s %12s %8s %6s\n", "role",
-		       "port", "type", "pid", "alive", "accepted", "served",
-		       "failed", "queue");
+		printf("write-back losses: %" PRIu64 "%s\n",
+		       xseg_writeback_losses(seg),
+		       xseg_writeback_losses(seg)
+			   ? " (a write-back cached died holding acknowledged "
+			     "writes; see docs/operations.md)"
+			   : "");
+		printf("%-7s %-5s %-8s %-8s %-6s %12s %12s %8s %6s %9s\n",
+		       "role", "port", "type", "pid", "alive", "accepted",
+		       "served", "failed", "queue", "unflushed");
 	}
 	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
 		struct xseg_port_info pi;
@@ -927,18 +935,21 @@ static int stack_status(struct stack *st)
 			stack_json_str(pi.bound ? pi.peer_type : "");
 			printf(",\"pid\":%d,\"alive\":%s,\"accepted\":%" PRIu64
 			       ",\"served\":%" PRIu64 ",\"failed\":%" PRIu64
-			       ",\"request_depth\":%" PRIu64 "}",
+			       ",\"request_depth\":%" PRIu64
+			       ",\"unflushed\":%" PRIu64 "}",
 			       pi.bound ? (int)pi.owner_pid : 0,
 			       pi.alive ? "true" : "false", pi.accepted,
-			       pi.served, pi.failed, pi.request_depth);
+			       pi.served, pi.failed, pi.request_depth,
+			       pi.unflushed);
 		} else {
 			printf("%-7s %-5u %-8s %-8d %-6s %12" PRIu64
-			       " %12" PRIu64 " %8" PRIu64 " %6" PRIu64 "\n",
+			       " %12" PRIu64 " %8" PRIu64 " %6" PRIu64
+			       " %9" PRIu64 "\n",
 			       roles[i].role, roles[i].port,
 			       pi.bound ? pi.peer_type : "-",
 			       pi.bound ? (int)pi.owner_pid : 0,
 			       pi.alive ? "yes" : "no", pi.accepted, pi.served,
-			       pi.failed, pi.request_depth);
+			       pi.failed, pi.request_depth, pi.unflushed);
 		}
 	}
 	if (st->json) {
@@ -983,20 +994,34 @@ static int stack_status(struct stack *st)
 /*
  * unplug-cached of a cached that is not running (killed, or the supervisor
  * gave up on it) but still plugged: remove the redirect so the store
- * serves directly. What that cached held dirty was never flushed, so a
- * crash had already lost it; nothing flushed is lost.
+ * serves directly. What that cached held dirty was never flushed, so its
+ * death had already lost it; nothing flushed is lost. The loss is counted
+ * (xseg_clear_path_next reclaims the dead cached's port first), so vlmc
+ * fails the next FLUSH instead of reporting it durable.
  */
 static int stack_unplug_dead(struct xseg *seg)
 {
+	uint64_t before = xseg_writeback_losses(seg), after;
+	int rc;
+
 	if (!stack_plugged(seg)) {
 		stack_err("cached is not running (and not plugged)");
 		return -ENOENT;
 	}
-	fprintf(stderr,
-		"xsegctl: stack: cached is not running; removing its "
-		"redirect (writes it held unflushed are lost, as in any "
-		"crash of cached)\n");
-	return xseg_clear_path_next(seg, STACK_STORE_PORT);
+	fprintf(stderr, "xsegctl: stack: cached is not running; removing its "
+			"redirect\n");
+	rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
+	if (rc)
+		return rc;
+	after = xseg_writeback_losses(seg);
+	if (after != before)
+		fprintf(stderr,
+			"xsegctl: stack: the dead cached held acknowledged "
+			"writes it had not flushed: write-back loss counted "
+			"(%" PRIu64 " in all); vlmc fails the next FLUSH of "
+			"the volumes written since their last one\n",
+			after);
+	return 0;
 }
 
 static int stack_plug(struct stack *st, bool plug)

@@ -24,7 +24,11 @@
  *
  * What a restart does not change: acknowledged writes that a write-back
  * cached held unflushed die with it (as they would without a
- * supervisor); flushed data is in the store.
+ * supervisor); flushed data is in the store. That loss is counted in the
+ * segment (xseg_writeback_losses) by the reclaim of the dead cached's
+ * port, before it is restarted or unplugged, so vlmc fails the next FLUSH
+ * instead of reporting the lost writes durable; the log says when a
+ * restart (or a give-up) followed such a loss.
  *
  * The supervisor's state (per peer: restarts, given up) is in
  * DIR/run/supervisor.state, rewritten on every change; its log is
@@ -173,32 +177,62 @@ static bool sup_may_restart(struct sup_peer *p, time_t now)
 	return true;
 }
 
+/* Log the write-back losses counted since *seen (by our reap or by any
+ * other reclaimer); true if there were any. */
+static bool sup_check_losses(struct xseg *seg, uint64_t *seen)
+{
+	uint64_t now = xseg_writeback_losses(seg);
+
+	if (now == *seen)
+		return false;
+	sup_log("write-back loss: a dead write-back cache held acknowledged "
+		"writes it had not flushed (segment's loss counter %" PRIu64
+		" -> %" PRIu64 "); vlmc fails the next FLUSH of the volumes "
+		"written since their last one",
+		*seen, now);
+	*seen = now;
+	return true;
+}
+
 static void sup_restart(const struct stack *st, struct xseg *seg,
-			enum stack_role r, struct sup_peer *p)
+			enum stack_role r, struct sup_peer *p,
+			uint64_t *losses_seen)
 {
 	const char *name = stack_role_name(r);
 	char path[PATH_MAX + 32];
 	struct xseg_reap_stats rs = {0};
 	struct stat sb;
+	bool lost;
 	int rc;
 
 	/* fail back what the dead peer held now, not at the next
-	 * periodic reap of a live peer */
+	 * periodic reap of a live peer (and count a write-back loss it
+	 * left before anything is restarted or unplugged) */
 	if (xseg_reap(seg, &rs) > 0)
 		sup_log("reaped %u port(s), %u request(s) failed back",
 			rs.ports_reclaimed, rs.requests_failed);
+	lost = sup_check_losses(seg, losses_seen);
 	if (!sup_may_restart(p, time(NULL))) {
 		p->given_up = true;
 		sup_log("%s died %d times within %d s: giving up on it", name,
 			SUP_BURST, SUP_WINDOW_S);
-		if (r == STACK_ROLE_CACHED &&
-		    !xseg_clear_path_next(seg, STACK_STORE_PORT))
+		if (r != STACK_ROLE_CACHED)
+			return;
+		/* reclaims a dead cached first, so a loss it held is
+		 * counted before requests reach the store directly */
+		rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
+		sup_check_losses(seg, losses_seen);
+		if (!rc)
 			sup_log("cached unplugged: volumes go to the store "
 				"directly");
+		else
+			sup_log("cannot unplug cached: %s (volumes fail "
+				"until `xsegctl stack unplug-cached`)",
+				strerror(-rc));
 		return;
 	}
-	sup_log("%s (port %u) is down; restart %u", name, stack_role_port(r),
-		p->restarts);
+	sup_log("%s (port %u) is down; restart %u%s", name, stack_role_port(r),
+		p->restarts, lost ? " (after a write-back loss)" : "");
 	/* the dead peer's pid file and control socket would make the
 	 * start-up wait think the new one is there (or already dead) */
 	snprintf(path, sizeof(path), "%s/run/%s.pid", st->dir, name);
@@ -229,6 +263,7 @@ static bool sup_segment_same(const struct stack *st, ino_t ino)
 int stack_supervise(struct stack *st)
 {
 	struct sup_peer peers[STACK_NR_ROLES] = {{0}};
+	uint64_t losses_seen;
 	struct sigaction sa = {.sa_handler = sup_on_signal};
 	char path[PATH_MAX + 32], err[XSEG_ERRBUF_LEN];
 	struct xseg *seg;
@@ -249,8 +284,10 @@ int stack_supervise(struct stack *st)
 		fclose(f);
 	}
 	sup_write_state(st, peers);
-	sup_log("watching segment %s (store, %s vlmc)", st->segment,
-		st->cached ? "cached," : "");
+	losses_seen = xseg_writeback_losses(seg);
+	sup_log("watching segment %s (store, %s vlmc); write-back losses so "
+		"far: %" PRIu64,
+		st->segment, st->cached ? "cached," : "", losses_seen);
 	while (!sup_stop) {
 		if (!sup_segment_same(st, sb.st_ino)) {
 			sup_log("segment %s is gone: exiting", st->segment);
@@ -279,7 +316,7 @@ int stack_supervise(struct stack *st)
 			 * and then removes the segment: do not race it */
 			if (!sup_segment_same(st, sb.st_ino))
 				break;
-			sup_restart(st, seg, r, &peers[r]);
+			sup_restart(st, seg, r, &peers[r], &losses_seen);
 			sup_write_state(st, peers);
 		}
 		stack_sleep_ms(SUP_POLL_MS);

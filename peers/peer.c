@@ -65,12 +65,18 @@ struct peer_worker {
 	 * over the port from a handler running long (budget only) */
 	uint64_t wakes_suppressed;
 	uint64_t long_handler_turns;
-	/* With an active-worker budget below the thread count: when the
-	 * handler (or on_reply) this worker is running began
-	 * (CLOCK_MONOTONIC ns), 0 while it runs none. Written by the worker
-	 * (relaxed), read by sleepers at their ticks to tell a handler running
-	 * long from a batch of short ones. */
-	uint64_t handler_ns;
+	/* With an active-worker budget below the thread count: odd while
+	 * the worker is inside a handler (or on_reply), resp. a batch;
+	 * bumped on entry and on exit. Written by the worker (relaxed
+	 * stores, no clock read per request), read by sleepers at their
+	 * ticks: the same odd value at two ticks is one handler call (one
+	 * batch) that has run for at least a tick. */
+	uint32_t handler_seq;
+	uint32_t batch_seq;
+	/* This worker's view, as a sleeper, of every worker's handler_seq
+	 * and batch_seq at its previous look (2 * nr_threads; budget only).
+	 * Its own. */
+	uint32_t *seen;
 	/* this worker's spins on the port (its own back-off: xseg.h,
 	 * "Adaptive spinning"); worker only, statistics read relaxed */
 	struct xseg_spin spin;
@@ -326,42 +332,61 @@ static bool peer_limited(const struct peer *p)
 	return peer_turns(p) && p->active_budget < p->nr_threads;
 }
 
-/* Wake one sleeper to help the calling (active) worker, for a backlog or a
- * batch still dispatching; handler_long: the handler that just returned
- * ran PEER_HANDOFF_NS or more. With a budget, a wake that would make more
- * workers active than it allows is left out (counted), unless a handler
- * ran long: a waking worker would then only take turns on a CPU with the
- * clients and the worker already active, while one handler running long
- * holds up the requests behind it whatever the CPUs. The count of
- * sleepers is a snapshot (relaxed): the budget is a policy, not an
- * invariant. Returns 1 woken, 0 nobody asleep, -1 left out. */
-static int peer_wake_help(struct peer *p, struct peer_worker *w,
-			  bool handler_long)
+/* The budget is full: as many workers as it allows are out of their
+ * sleep (a snapshot, relaxed: the budget is a policy, not an invariant;
+ * the caller is one of them when it is a worker dispatching). */
+static bool peer_budget_full(struct peer *p)
 {
-	if (peer_limited(p) && !handler_long) {
-		uint32_t asleep =
-		    __atomic_load_n(&p->idle_sleepers, __ATOMIC_RELAXED);
+	return peer_limited(p) &&
+	       p->nr_threads -
+		       __atomic_load_n(&p->idle_sleepers, __ATOMIC_RELAXED) >=
+		   p->active_budget;
+}
 
-		if (asleep && p->nr_threads - asleep >= p->active_budget) {
-			peer_count(&w->wakes_suppressed);
-			return -1;
-		}
+/* Wake one sleeper to help the calling (active) worker, for a backlog or a
+ * batch still dispatching. With the budget full the wake is left out
+ * (counted): the woken worker would only take turns on a CPU with the
+ * clients and the workers already active. Returns 1 woken, 0 nobody
+ * asleep, -1 left out. */
+static int peer_wake_help(struct peer *p, struct peer_worker *w)
+{
+	if (__atomic_load_n(&p->idle_sleepers, __ATOMIC_RELAXED) &&
+	    peer_budget_full(p)) {
+		peer_count(&w->wakes_suppressed);
+		return -1;
 	}
 	return peer_wake_idle(p, false) ? 1 : 0;
 }
 
-/* A worker has been inside one handler for PEER_HANDOFF_NS or more
- * (budget only: only then do workers publish handler_ns). */
-static bool peer_handler_long(struct peer *p, uint64_t now)
+/* At a sleeper's tick (budget only): a worker inside the same handler
+ * call as at this sleeper's previous look, or inside the same batch with
+ * requests waiting on the port. Either has run for at least a tick while
+ * the port was unwatched. Notes what it saw for the next look. */
+static bool peer_long_running(struct peer *p, struct peer_worker *self)
 {
-	for (unsigned t = 0; t < p->nr_threads; t++) {
-		uint64_t h = __atomic_load_n(&p->workers[t].handler_ns,
-					     __ATOMIC_RELAXED);
+	bool found = false;
 
-		if (h && now > h && now - h >= PEER_HANDOFF_NS)
-			return true;
+	for (unsigned t = 0; t < p->nr_threads; t++) {
+		struct peer_worker *o = &p->workers[t];
+		uint32_t h = __atomic_load_n(&o->handler_seq, __ATOMIC_RELAXED);
+		uint32_t b = __atomic_load_n(&o->batch_seq, __ATOMIC_RELAXED);
+
+		if ((h & 1) && h == self->seen[2 * t])
+			found = true;
+		else if ((b & 1) && b == self->seen[2 * t + 1] &&
+			 xseg_requests_queued(p->seg, p->port))
+			found = true;
+		self->seen[2 * t] = h;
+		self->seen[2 * t + 1] = b;
 	}
-	return false;
+	return found;
+}
+
+/* Worker only: bump one of its own odd-while-inside counters. */
+static inline void peer_bump(uint32_t *seq)
+{
+	__atomic_store_n(seq, __atomic_load_n(seq, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
 }
 
 /* A worker took requests at now: sleepers keep ticking a while. One
@@ -429,16 +454,14 @@ static void peer_idle_wait(struct peer *p)
 		 * the port: go and take its place). With a budget, only
 		 * while fewer workers than it allows are out of this sleep
 		 * (the others are active and come back to the port when
-		 * their batch is done), or when one of them has been in a
-		 * handler for PEER_HANDOFF_NS: requests must not wait for a
+		 * their batch is done), or when one of them has been in one
+		 * handler call, or in one batch while requests wait, since
+		 * this sleeper's previous tick: requests must not wait for a
 		 * long handler while workers sleep (review 2, P1). */
 		if (!__atomic_load_n(&p->port_waiter, __ATOMIC_SEQ_CST)) {
-			if (!peer_limited(p) ||
-			    p->nr_threads - __atomic_load_n(&p->idle_sleepers,
-							    __ATOMIC_SEQ_CST) <
-				p->active_budget)
+			if (!peer_budget_full(p))
 				break;
-			if (peer_handler_long(p, now)) {
+			if (peer_long_running(p, peer_self)) {
 				peer_count(&peer_self->long_handler_turns);
 				break;
 			}
@@ -493,7 +516,7 @@ static void *peer_worker_main(void *arg)
 						   __ATOMIC_RELAXED);
 		}
 		woken = false;
-		if (backlog && peer_wake_help(p, w, false) > 0) {
+		if (backlog && peer_wake_help(p, w) > 0) {
 			peer_count(&w->wakes_backlog);
 			woken = true;
 		}
@@ -503,23 +526,24 @@ static void *peer_worker_main(void *arg)
 		 * the signals of the replies made before it. */
 		w->batching = p->ops->handlers_never_block;
 		if (n && peer_turns(p)) {
-			uint64_t t0 = peer_now_ns(), check = t0, start = t0,
-				 now;
-			bool limited = peer_limited(p), handler_long;
-			/* without a budget a backlog wake (made or not)
-			 * ends the looking, as before; with one, only a
-			 * wake made */
-			bool handed = limited ? woken : backlog;
-			int rc;
+			uint64_t t0 = peer_now_ns(), check = t0, now;
+			bool limited = peer_limited(p);
+			/* A backlog wake (made or not) ends the looking, as
+			 * before the budget; a full budget too: no wake can
+			 * be made in this batch, so no clock read per
+			 * request (a long batch is the sleepers' to see). */
+			bool handed = backlog || (limited && !woken &&
+						  peer_budget_full(p));
 
 			peer_note_work(p, t0);
+			if (limited)
+				peer_bump(&w->batch_seq);
 			for (unsigned i = 0; i < n; i++) {
-				/* with a budget, sleepers look at it on their
-				 * tick: a handler running long */
 				if (limited)
-					__atomic_store_n(&w->handler_ns, start,
-							 __ATOMIC_RELAXED);
+					peer_bump(&w->handler_seq);
 				peer_dispatch(p, w, reqs[i]);
+				if (limited)
+					peer_bump(&w->handler_seq);
 				/* Still busy after a while and requests wait
 				 * on the unwatched port: let a sleeper take
 				 * it. Nothing waiting, nobody is woken (a
@@ -527,32 +551,21 @@ static void *peer_worker_main(void *arg)
 				 * PEER_HANDOFF_NS: the wake cost a futex, two
 				 * switches and a third busy thread on 2 cores
 				 * for nothing to do); looked at again each
-				 * PEER_HANDOFF_NS while the batch lasts. With
-				 * a budget that is full, only a handler that
-				 * ran PEER_HANDOFF_NS itself wakes one. */
-				if (!limited && (handed || i + 1 >= n))
-					continue;
-				now = peer_now_ns();
-				handler_long = now - start >= PEER_HANDOFF_NS;
-				start = now;
+				 * PEER_HANDOFF_NS while the batch lasts. */
 				if (handed || i + 1 >= n)
 					continue;
+				now = peer_now_ns();
 				if (now - check < PEER_HANDOFF_NS)
 					continue;
 				check = now;
 				if (!xseg_requests_queued(p->seg, p->port))
 					continue;
-				rc = peer_wake_help(p, w, handler_long);
-				if (rc > 0)
+				if (peer_wake_help(p, w) > 0)
 					peer_count(&w->wakes_slow);
-				/* left out: look again, a later handler
-				 * may run long */
-				if (rc >= 0)
-					handed = true;
+				handed = true;
 			}
 			if (limited)
-				__atomic_store_n(&w->handler_ns, 0,
-						 __ATOMIC_RELAXED);
+				peer_bump(&w->batch_seq);
 		} else {
 			for (unsigned i = 0; i < n; i++)
 				peer_dispatch(p, w, reqs[i]);
@@ -562,17 +575,19 @@ static void *peer_worker_main(void *arg)
 		/* Replies are taken while draining too: an asynchronous
 		 * peer may need them to complete what it accepted. */
 		m = xseg_receive_batch(p->seg, p->port, reqs, PEER_BATCH);
-		if (m == PEER_BATCH && peer_wake_help(p, w, false) > 0)
+		if (m == PEER_BATCH && peer_wake_help(p, w) > 0)
 			peer_count(&w->wakes_backlog);
 		if (m && peer_limited(p)) {
-			/* on_reply is a handler too: a long one hands the
-			 * port over at the sleepers' tick as well */
+			/* on_reply is a handler too: a long one (or a long
+			 * batch of them) hands the port over at the
+			 * sleepers' tick as well */
+			peer_bump(&w->batch_seq);
 			for (unsigned i = 0; i < m; i++) {
-				__atomic_store_n(&w->handler_ns, peer_now_ns(),
-						 __ATOMIC_RELAXED);
+				peer_bump(&w->handler_seq);
 				peer_reply(p, w, reqs[i]);
+				peer_bump(&w->handler_seq);
 			}
-			__atomic_store_n(&w->handler_ns, 0, __ATOMIC_RELAXED);
+			peer_bump(&w->batch_seq);
 		} else {
 			for (unsigned i = 0; i < m; i++)
 				peer_reply(p, w, reqs[i]);
@@ -1246,6 +1261,16 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 
 		if (budget > 0)
 			p->active_budget = (unsigned)budget;
+		for (unsigned t = 0;
+		     p->active_budget < p->nr_threads && t < p->nr_threads;
+		     t++) {
+			p->workers[t].seen =
+			    calloc(2 * (size_t)p->nr_threads, sizeof(uint32_t));
+			if (!p->workers[t].seen) {
+				peer_err("out of memory");
+				goto out_release;
+			}
+		}
 		if (p->active_budget < p->nr_threads)
 			peer_info("%u workers, at most %u active unless a "
 				  "handler runs long (%u CPUs%s)",
@@ -1343,6 +1368,8 @@ out_ready:
 		peer_daemon_ready(ready_fd, false);
 out_free:
 	free(pidfile_abs);
+	for (unsigned t = 0; p->workers && t < p->nr_threads; t++)
+		free(p->workers[t].seen);
 	free(p->workers);
 	free(p->priv);
 	free(p);

@@ -151,11 +151,12 @@ struct peer_ops {
 	 * the CPUs the peer may run on, at least 1; peer_active_budget):
 	 * the wakes above are made only while fewer than N workers are
 	 * out of their sleep, and a sleeper's tick takes the port only
-	 * then, with one exception: a handler running long (one handler
-	 * call of 50 us or more while requests wait, or a worker inside one
-	 * handler for 50 us when a sleeper ticks) wakes a sleeper whatever
-	 * the budget. Wakes left out are counted (wakes_suppressed), turns
-	 * taken from a long handler too (long_handler_turns).
+	 * then, or when work runs long: a worker inside the same handler
+	 * call (or on_reply) as at the sleeper's previous tick, or inside
+	 * the same batch while requests wait. A long handler then delays
+	 * new requests by one to two ticks. Wakes left out are counted
+	 * (wakes_suppressed), turns taken from long work too
+	 * (long_handler_turns).
 	 * Several workers polling one port on a small machine only take the
 	 * CPU the clients and the next peer need. A peer whose handlers may
 	 * block must leave this false: requests arriving while its only

@@ -70,3 +70,14 @@ def simple_reply(s):
     magic, err, cookie = struct.unpack(">IIQ", recvn(s, 16))
     assert magic == SIMPLE_REPLY_MAGIC, hex(magic)
     return err, cookie
+
+
+def command(s, typ, cookie, off, length, data=b"", flags=0):
+    """One command answered before the next is sent: (error, READ data).
+    The data of a READ is read only when the reply has no error."""
+    s.sendall(request(typ, cookie, off, length, flags) + data)
+    err, got = simple_reply(s)
+    assert got == cookie, (got, cookie)
+    if err == 0 and typ == CMD_READ:
+        return err, recvn(s, length)
+    return err, b""

@@ -753,6 +753,32 @@ START_TEST(test_wbloss_min_mark)
 }
 END_TEST
 
+/* A session opened after a loss nobody looked at yet: the attach fences
+ * the volume (old sessions fail), the new session is served. */
+START_TEST(test_wbloss_attach_after_loss)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	uint64_t old, gen;
+
+	wb_setup(&g, &w, 0);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &old), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, old, true, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &gen), VLMC_WBLOSS_OK);
+	ck_assert_uint_eq(gen, old); /* no loss: the same generation */
+	fake_losses = 1;
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &gen), VLMC_WBLOSS_LOST);
+	ck_assert_uint_ne(gen, old);
+	ck_assert_uint_eq(g.cmds_eio, 0); /* no command failed by it */
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 1),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, old, false, 0),
+			 VLMC_WBLOSS_FENCED);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc");
@@ -780,6 +806,7 @@ int main(void)
 	tcase_add_test(tc, test_wbloss_racing_write);
 	tcase_add_test(tc, test_wbloss_loss_during_flush);
 	tcase_add_test(tc, test_wbloss_min_mark);
+	tcase_add_test(tc, test_wbloss_attach_after_loss);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -19,7 +19,9 @@
  * in front of the store) acknowledges NBD writes without storing them and
  * dies; the reclaim counts a write-back loss: vlmc fails the FLUSH and a
  * read on that connection with EIO, a new connection works; a FLUSH that
- * covered everything before the death succeeds after it.
+ * covered everything before the death succeeds after it. And a read sent
+ * while the cache is dead and still plugged waits (resent, not failed)
+ * until the redirect is removed.
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -51,6 +53,7 @@ struct env {
 	char *store_log, *vlmc_log, *ctl;
 	char *nbd;  /* vlmc's NBD socket; NULL: none */
 	bool spin0; /* store and vlmc sleep as soon as they are idle */
+	const char *dead_peer_wait; /* vlmc's --dead-peer-wait, or NULL */
 	struct tpr_client cl;
 };
 
@@ -64,7 +67,7 @@ static bool vlmc_ctl_up(void *arg)
 static void vlmc_start(struct env *e)
 {
 	char ctlopt[512];
-	const char *argv[20] = {
+	const char *argv[24] = {
 	    "vlmc", "-g",    e->name,	      "-p",  "2",
 	    "-t",   THREADS, "--next-port",   "1",   "--nbd-socket",
 	    "none", ctlopt,  "--object-size", "64k", NULL};
@@ -78,6 +81,11 @@ static void vlmc_start(struct env *e)
 		argv[n++] = "0";
 		argv[n++] = "--nbd-spin";
 		argv[n++] = "0";
+		argv[n] = NULL;
+	}
+	if (e->dead_peer_wait) {
+		argv[n++] = "--dead-peer-wait";
+		argv[n++] = e->dead_peer_wait;
 		argv[n] = NULL;
 	}
 	e->vlmc = tpr_start(argv, e->vlmc_log);
@@ -1011,6 +1019,19 @@ static int64_t vlmc_stat(struct env *e, const char *name)
 	return -1;
 }
 
+struct stat_wait {
+	struct env *e;
+	const char *name;
+	int64_t atleast;
+};
+
+static bool stat_reached(void *arg)
+{
+	struct stat_wait *w = arg;
+
+	return vlmc_stat(w->e, w->name) >= w->atleast;
+}
+
 START_TEST(wbloss_lossy_cache)
 {
 	struct env e = {0};
@@ -1063,12 +1084,76 @@ START_TEST(wbloss_lossy_cache)
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 11, 8192, 4096, NULL, r),
 			  0);
 
+	/* 3. a dead peer below, still plugged: a read is resent, not
+	 * failed, until the redirect goes (the old code failed it with EIO
+	 * after the reaper's ECONNRESET) */
+	cache = lossy_cache_start(&e, &o);
+	lossy_cache_kill(cache);
+	{
+		unsigned char h[28], rep[16];
+		struct stat_wait sw = {&e, "parts_retried", 1};
+		uint32_t err;
+
+		ck_assert_int_ge(vlmc_stat(&e, "parts_retried"), 0);
+		sw.atleast = vlmc_stat(&e, "parts_retried") + 1;
+		nbd_cmd(h, T_NBD_CMD_READ, 12, 8192, 4096);
+		nbd_io_all(fd2, h, sizeof(h), true);
+		/* counted, not timed: vlmc resent it at least once */
+		ck_assert_int_eq(xtu_wait_until(stat_reached, &sw, 30000), 0);
+		ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+		nbd_io_all(fd2, rep, sizeof(rep), false);
+		memcpy(&err, rep + 4, 4);
+		ck_assert_uint_eq(ntohl(err), 0);
+		ck_assert_uint_eq(be64(rep + 8), 12);
+		nbd_io_all(fd2, r, sizeof(r), false);
+		ck_assert_mem_eq(r, zero, sizeof(r));
+	}
 	/* the volume had no unflushed writes: no loss for it */
 	fd3 = nbd_connect(e.nbd, "w", &size);
 	ck_assert_uint_eq(nbd_do(fd3, T_NBD_CMD_READ, 13, 0, 4096, NULL, r), 0);
 	close(fd3);
 	close(fd2);
 	ck_assert_int_ge(vlmc_stat(&e, "volumes_fenced"), 0);
+	env_stop(&e);
+}
+END_TEST
+
+/* --dead-peer-wait 0: a part failed back by a dead peer fails the command
+ * at once, as before the wait existed (counted); bad values are refused
+ * at start with nothing started. */
+START_TEST(dead_peer_wait_zero)
+{
+	struct env e = {.dead_peer_wait = "0"};
+	struct lossy_opts o;
+	unsigned char r[4096];
+	uint64_t size;
+	pid_t cache;
+	int fd;
+	struct stat_wait sw = {&e, "cmds_failed_dead_peer", 1};
+
+	for (unsigned i = 0; i < 3; i++) {
+		static const char *const bad[] = {"x", "2h", "-1"};
+		const char *argv[] = {
+		    "vlmc",	   "-g", "nosuchseg",	     "-p",   "2",
+		    "--next-port", "1",	 "--dead-peer-wait", bad[i], NULL};
+		char *err = NULL;
+
+		ck_assert_int_eq(tpr_run(argv, NULL, &err, 30000), 2);
+		ck_assert_msg(strstr(err, "dead-peer-wait"), "%s", err);
+		free(err);
+	}
+	e.nbd = tpr_tmpfile("nbd");
+	env_start(&e, "vdpw0");
+	vol_ok(&e, "create", "z", "1M", NULL);
+	fd = nbd_connect(e.nbd, "z", &size);
+	cache = lossy_cache_start(&e, &o);
+	lossy_cache_kill(cache);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_READ, 1, 0, 4096, NULL, r), 5);
+	ck_assert_int_eq(xtu_wait_until(stat_reached, &sw, 30000), 0);
+	ck_assert_int_eq(vlmc_stat(&e, "parts_retried"), 0);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_READ, 2, 0, 4096, NULL, r), 0);
+	close(fd);
 	env_stop(&e);
 }
 END_TEST
@@ -1092,6 +1177,7 @@ int main(void)
 	tcase_add_test(tc, remove_killed);
 	tcase_add_test(tc, nbd_sleeping_peers);
 	tcase_add_test(tc, wbloss_lossy_cache);
+	tcase_add_test(tc, dead_peer_wait_zero);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

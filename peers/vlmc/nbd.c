@@ -283,7 +283,11 @@ static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 		vlmc_vol_put(c->vol);
 	}
 	c->vol = vol;
-	c->fence_gen = vlmc_wbloss_gen(&vol->wb);
+	/* a loss not yet noticed fences the connections opened before it,
+	 * not this one */
+	if (vlmc_wbloss_attach(&c->v->wb, &vol->wb, &c->fence_gen) ==
+	    VLMC_WBLOSS_LOST)
+		vlmc_wb_fence_log(vol);
 	__atomic_add_fetch(&vol->nbd_conns, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&vol->mu);
 	c->size = vol->m.size;

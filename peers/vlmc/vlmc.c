@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vlmc_int.h"
@@ -38,6 +39,7 @@ enum {
 	VLMC_OPT_NBD_MAX_CONNS,
 	VLMC_OPT_NBD_INFLIGHT_BYTES,
 	VLMC_OPT_NBD_STOP_TIMEOUT,
+	VLMC_OPT_DEAD_PEER_WAIT,
 };
 
 static const struct option vlmc_options[] = {
@@ -52,6 +54,7 @@ static const struct option vlmc_options[] = {
     {"nbd-inflight-bytes", required_argument, NULL,
      VLMC_OPT_NBD_INFLIGHT_BYTES},
     {"nbd-stop-timeout", required_argument, NULL, VLMC_OPT_NBD_STOP_TIMEOUT},
+    {"dead-peer-wait", required_argument, NULL, VLMC_OPT_DEAD_PEER_WAIT},
     {NULL, 0, NULL, 0},
 };
 
@@ -78,7 +81,11 @@ static const char vlmc_options_help[] =
     "                          through)\n"
     "      --nbd-stop-timeout TIME  at shutdown, wait at most this long\n"
     "                          for the store to answer NBD commands in\n"
-    "                          flight (default 30s)\n";
+    "                          flight (default 30s)\n"
+    "      --dead-peer-wait TIME  resend object requests a dead peer below\n"
+    "                          failed back (ECONNRESET) for this long while\n"
+    "                          it is restarted, then fail them (default\n"
+    "                          30s; 0: fail at once)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -91,6 +98,7 @@ static void vlmc_defaults(struct peer *p)
 	v->nbd_max_conns = VLMC_DEFAULT_NBD_MAX_CONNS;
 	v->nbd_inflight_bytes = VLMC_DEFAULT_NBD_INFLIGHT_BYTES;
 	v->nbd_stop_ns = VLMC_DEFAULT_NBD_STOP_NS;
+	v->dead_peer_wait_ns = VLMC_DEFAULT_DEAD_PEER_WAIT_NS;
 	v->ctl_fd = -1;
 }
 
@@ -156,6 +164,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x > 3600ULL * 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->nbd_stop_ns = x;
+		return 0;
+	case VLMC_OPT_DEAD_PEER_WAIT:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->dead_peer_wait_ns = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -326,6 +340,10 @@ static void vlmc_io_fail(struct vlmc_io *io, int error)
 
 static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 			    uint64_t idx, struct xseg_sigbatch *sb);
+static bool vlmc_retry_park(struct vlmc *v, struct vlmc_part *part,
+			    struct xseg_request *req);
+static void vlmc_part_reply(struct vlmc *v, struct xseg_request *req,
+			    struct xseg_sigbatch *sb, bool may_retry);
 
 /* Every part of a ZERO with FUA is done: send one FLUSH (as part 0, whose
  * request is back) before completing. Returns true if it was sent. */
@@ -378,15 +396,13 @@ static bool vlmc_io_zero_checked(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	return true;
 }
 
-/* Log a fence, once per fence (the check that found it). */
-static void vlmc_wb_fence_log(struct vlmc *v, struct vlmc_volume *vol)
+void vlmc_wb_fence_log(struct vlmc_volume *vol)
 {
 	peer_err("volume %s: %" PRIu64 " write-back loss(es) below since its "
 		 "oldest unflushed write: writes acknowledged since the last "
 		 "flush may be lost; commands of NBD connections opened "
 		 "before now fail with EIO (reconnect to go on)",
 		 vol->m.name, vlmc_wbloss_vol_lost(&vol->wb));
-	(void)v;
 }
 
 static uint64_t vlmc_wb_read(void *arg)
@@ -408,7 +424,7 @@ static bool vlmc_wb_flush_done(struct vlmc_io *io)
 
 		if (vlmc_wbloss_flush_done(&v->wb, &vol->wb, &io->wbf, now) ==
 		    VLMC_WBLOSS_LOST) {
-			vlmc_wb_fence_log(v, vol);
+			vlmc_wb_fence_log(vol);
 			lost = true;
 		}
 	}
@@ -460,7 +476,7 @@ static void vlmc_io_wb_check(struct vlmc_io *io)
 					  false, 0);
 	}
 	if (vd == VLMC_WBLOSS_LOST)
-		vlmc_wb_fence_log(v, vol);
+		vlmc_wb_fence_log(vol);
 	if (vd != VLMC_WBLOSS_OK)
 		__atomic_store_n(&io->error, EIO, __ATOMIC_RELEASE);
 }
@@ -618,7 +634,9 @@ static int vlmc_part_submit(struct vlmc_io *io, struct vlmc_part *part,
 	if (req->op == XSEG_OP_WRITE || req->op == XSEG_OP_DELETE)
 		part->loss = vlmc_wbloss_read(&v->wb);
 	rc = xseg_submit_batched(v->seg, req, v->next_port, sb);
-	if (rc) {
+	if (rc == -ENXIO && vlmc_retry_park(v, part, req))
+		rc = 0; /* the port below is being restarted: resent later */
+	else if (rc) {
 		xseg_put_request(v->seg, req);
 		return rc;
 	}
@@ -677,6 +695,10 @@ static void vlmc_io_submit_part(struct vlmc_io *io, uint64_t i,
 		xseg_put_request(io->v->seg, part->req);
 		part->req = NULL;
 	}
+	if (rc == -ENXIO &&
+	    !__atomic_exchange_n(&io->dead_peer, true, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&io->v->st_cmds_failed_dead_peer, 1,
+				   __ATOMIC_RELAXED);
 	if (rc != -ECANCELED)
 		vlmc_io_fail(io, rc == -ENXIO ? EIO : -rc);
 	vlmc_io_put_part(io, sb);
@@ -840,9 +862,27 @@ static int vlmc_short_check(struct vlmc_io *io, struct vlmc_part *part,
 void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req,
 			struct xseg_sigbatch *sb)
 {
+	vlmc_part_reply(v, req, sb, true);
+}
+
+/* may_retry: a part failed back by a dead peer may be parked for a resend
+ * (false: the timer thread gives it up). */
+static void vlmc_part_reply(struct vlmc *v, struct xseg_request *req,
+			    struct xseg_sigbatch *sb, bool may_retry)
+{
 	struct vlmc_part *part = (struct vlmc_part *)(uintptr_t)req->user;
 	struct vlmc_io *io = part->io;
 	int err = req->error;
+
+	if (err == ECONNRESET) {
+		if (may_retry && vlmc_retry_park(v, part, req))
+			return;
+		if (!__atomic_exchange_n(&io->dead_peer, true,
+					 __ATOMIC_RELAXED))
+			__atomic_add_fetch(&v->st_cmds_failed_dead_peer, 1,
+					   __ATOMIC_RELAXED);
+	}
+	part->retry_first_ns = 0; /* answered: a reuse starts afresh */
 
 	if (io->op == VLMC_IO_READ && req->op == XSEG_OP_INFO) {
 		req = vlmc_short_checked(v, part, req, &err);
@@ -904,6 +944,179 @@ void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req,
 	/* the request went back first: the next part can have it */
 	vlmc_io_refill(io, sb);
 	vlmc_io_put_part(io, sb);
+}
+
+/* ------------------------------------------------------------------ */
+/* Dead peer below: resend after a back-off                            */
+/* ------------------------------------------------------------------ */
+
+static uint64_t vlmc_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Park part's request req (failed back ECONNRESET by a dead peer, or not
+ * submittable, ENXIO, while the port below is reclaimed and bound again)
+ * for a resend after the part's back-off. Returns false, req still the
+ * caller's to fail, when nothing is to wait for: --dead-peer-wait 0, vlmc
+ * stopping, the io's session fenced, or the wait over since the part's
+ * first failure. Any thread; the part is not in flight. */
+static bool vlmc_retry_park(struct vlmc *v, struct vlmc_part *part,
+			    struct xseg_request *req)
+{
+	struct vlmc_retry *r = &v->retry;
+	struct vlmc_io *io = part->io;
+	uint64_t now = vlmc_mono_ns();
+	bool parked = false;
+
+	if (!v->dead_peer_wait_ns ||
+	    (io->fence_vol &&
+	     vlmc_wbloss_fenced(&io->fence_vol->wb, io->fence_gen)))
+		return false;
+	if (!part->retry_first_ns) {
+		part->retry_first_ns = now;
+		part->retry_delay_ns = VLMC_RETRY_MIN_NS;
+	} else if (now - part->retry_first_ns >= v->dead_peer_wait_ns) {
+		return false;
+	} else if ((part->retry_delay_ns *= 2) > VLMC_RETRY_MAX_NS) {
+		part->retry_delay_ns = VLMC_RETRY_MAX_NS;
+	}
+	part->retry_at_ns = now + part->retry_delay_ns;
+	part->retry_req = req;
+	pthread_mutex_lock(&r->mu);
+	if (r->started && !r->stop) {
+		part->retry_next = r->head;
+		r->head = part;
+		pthread_cond_signal(&r->cond);
+		parked = true;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (!parked)
+		part->retry_req = NULL;
+	return parked;
+}
+
+/* Resend a parked part (timer thread), or fail it when vlmc stops or its
+ * session was fenced meanwhile. A write's loss counter is read again: the
+ * resent write is a new one as far as the loss check goes. */
+static void vlmc_retry_fire(struct vlmc *v, struct vlmc_part *part, bool stop,
+			    struct xseg_sigbatch *sb)
+{
+	struct xseg_request *req = part->retry_req;
+	struct vlmc_io *io = part->io;
+	uint32_t port = io->port;
+	int rc;
+
+	part->retry_req = NULL;
+	if (!stop && !(io->fence_vol &&
+		       vlmc_wbloss_fenced(&io->fence_vol->wb, io->fence_gen))) {
+		if (req->op == XSEG_OP_WRITE || req->op == XSEG_OP_DELETE)
+			part->loss = vlmc_wbloss_read(&v->wb);
+		rc = xseg_submit_batched(v->seg, req, v->next_port, sb);
+		if (!rc || (rc == -ENXIO && vlmc_retry_park(v, part, req))) {
+			__atomic_add_fetch(&v->st_parts_retried, 1,
+					   __ATOMIC_RELAXED);
+			return;
+		}
+	}
+	req->error = ECONNRESET;
+	vlmc_part_reply(v, req, sb, false);
+	/* the io may be done: an NBD connection sends its replies from its
+	 * own threads, woken here (io may be freed by now) */
+	xseg_kick(v->seg, port);
+}
+
+static void *vlmc_retry_main(void *arg)
+{
+	struct vlmc *v = arg;
+	struct vlmc_retry *r = &v->retry;
+	struct xseg_sigbatch sb;
+
+	xseg_sigbatch_init(&sb);
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct vlmc_part *due = NULL, **pp = &r->head, *part;
+		uint64_t now = vlmc_mono_ns(), next = UINT64_MAX;
+		bool stop = r->stop;
+
+		while ((part = *pp)) {
+			if (stop || part->retry_at_ns <= now) {
+				*pp = part->retry_next;
+				part->retry_next = due;
+				due = part;
+			} else {
+				if (part->retry_at_ns < next)
+					next = part->retry_at_ns;
+				pp = &part->retry_next;
+			}
+		}
+		if (due) {
+			pthread_mutex_unlock(&r->mu);
+			while ((part = due)) {
+				due = part->retry_next;
+				vlmc_retry_fire(v, part, stop, &sb);
+			}
+			xseg_sigbatch_flush(v->seg, &sb);
+			pthread_mutex_lock(&r->mu);
+			continue;
+		}
+		if (stop)
+			break;
+		if (next == UINT64_MAX) {
+			pthread_cond_wait(&r->cond, &r->mu);
+		} else {
+			struct timespec ts = {
+			    .tv_sec = (time_t)(next / 1000000000ULL),
+			    .tv_nsec = (long)(next % 1000000000ULL)};
+
+			pthread_cond_timedwait(&r->cond, &r->mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+static int vlmc_retry_start(struct vlmc *v)
+{
+	struct vlmc_retry *r = &v->retry;
+	pthread_condattr_t ca;
+	int rc;
+
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	r->inited = true;
+	rc = pthread_create(&r->thread, NULL, vlmc_retry_main, v);
+	if (rc)
+		return -rc;
+	pthread_mutex_lock(&r->mu);
+	r->started = true;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+/* vlmc stops: parked parts fail now (ECONNRESET, as with no wait), and
+ * no part is parked any more, so the NBD drain is not held up. */
+static void vlmc_retry_stop(struct vlmc *v)
+{
+	struct vlmc_retry *r = &v->retry;
+	bool join;
+
+	if (!r->inited)
+		return;
+	pthread_mutex_lock(&r->mu);
+	join = r->started;
+	r->stop = true;
+	r->started = false;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->mu);
+	if (join)
+		pthread_join(r->thread, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1881,6 +2094,9 @@ static int vlmc_init(struct peer *p)
 	}
 	v->have_ctl_port = true;
 	vlmc_wbloss_init(&v->wb, vlmc_wb_read, v->seg);
+	rc = vlmc_retry_start(v);
+	if (rc)
+		return rc;
 	rc = vlmc_meta_load(v);
 	if (rc)
 		return rc;
@@ -1906,6 +2122,8 @@ static void vlmc_stop(struct peer *p)
 {
 	struct vlmc *v = peer_priv(p);
 
+	/* first: parts parked for a dead peer would hold the NBD drain */
+	vlmc_retry_stop(v);
 	vlmc_nbd_stop(v);
 	if (v->ctl_started) {
 		shutdown(v->ctl_fd, SHUT_RDWR);
@@ -1934,6 +2152,11 @@ static void vlmc_fini(struct peer *p)
 	free(v->nbd_socket);
 	free(v->ctl_socket);
 	v->meta_buf = v->nbd_socket = v->ctl_socket = NULL;
+	if (v->retry.inited) {
+		pthread_mutex_destroy(&v->retry.mu);
+		pthread_cond_destroy(&v->retry.cond);
+		v->retry.inited = false;
+	}
 }
 
 static void vlmc_stats(struct peer *p)
@@ -1992,6 +2215,11 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 		  __atomic_load_n(&v->wb.fences, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "commands_fenced",
 		  __atomic_load_n(&v->wb.cmds_eio, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "parts_retried",
+		  __atomic_load_n(&v->st_parts_retried, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "cmds_failed_dead_peer",
+	    __atomic_load_n(&v->st_cmds_failed_dead_peer, __ATOMIC_RELAXED));
 	return n;
 }
 

@@ -55,6 +55,12 @@ struct vlmc_nbd;
 /* At shutdown, how long a connection waits for the replies of its
  * commands before it gives them up (as the peers' --drain-timeout). */
 #define VLMC_DEFAULT_NBD_STOP_NS (30ULL * 1000000000ULL)
+/* --dead-peer-wait: how long a part that a dead peer below failed back
+ * (ECONNRESET) is resent while the supervisor restarts that peer, with a
+ * back-off from VLMC_RETRY_MIN_NS doubling up to VLMC_RETRY_MAX_NS */
+#define VLMC_DEFAULT_DEAD_PEER_WAIT_NS (30ULL * 1000000000ULL)
+#define VLMC_RETRY_MIN_NS	       (10ULL * 1000000ULL)
+#define VLMC_RETRY_MAX_NS	       (500ULL * 1000000ULL)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -67,6 +73,21 @@ struct vlmc_volume {
 	struct vlmc_io *pending;   /* xseg I/Os parked while frozen */
 	uint32_t nbd_conns;	   /* __atomic: open NBD connections */
 	struct vlmc_wbloss_vol wb; /* write-back loss mark and fence */
+};
+
+struct vlmc_part;
+
+/* Parts waiting to be resent after a dead peer below failed them back
+ * (docs/vlmc.md, "Dead peer below"): one timer thread resends each when
+ * its back-off has passed. */
+struct vlmc_retry {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;	/* CLOCK_MONOTONIC: a part parked or stop */
+	struct vlmc_part *head; /* parked parts, unsorted (few) */
+	bool stop;		/* vlmc stops: fail parked parts, take none */
+	bool started;
+	bool inited; /* mu and cond initialised */
+	pthread_t thread;
 };
 
 struct vlmc {
@@ -83,6 +104,8 @@ struct vlmc {
 	unsigned nbd_max_conns;	     /* connections in transmission */
 	uint64_t nbd_inflight_bytes; /* per connection, see nbd.c */
 	uint64_t nbd_stop_ns;	     /* at stop, wait this long for replies */
+	uint64_t dead_peer_wait_ns;  /* resend parts failed by a dead peer
+					this long; 0: fail at once */
 
 	struct peer *p;
 	struct xseg *seg;
@@ -101,6 +124,7 @@ struct vlmc {
 
 	struct vlmc_nbd *nbd;
 	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */
+	struct vlmc_retry retry;
 
 	/* statistics, __atomic */
 	uint64_t st_ios, st_parts, st_errors;
@@ -118,6 +142,8 @@ struct vlmc {
 	uint64_t st_nbd_completer_waits;
 	uint64_t st_nbd_completer_spins;
 	uint64_t st_nbd_completer_caught;
+	uint64_t st_parts_retried;	   /* parts resent after a dead peer */
+	uint64_t st_cmds_failed_dead_peer; /* commands failed for one */
 };
 
 enum vlmc_io_op {
@@ -148,6 +174,11 @@ struct vlmc_part {
 	/* write-back loss counter read before this part's last submission
 	 * as a write or delete (UINT64_MAX: none) */
 	uint64_t loss;
+	/* dead peer below: first failure, current back-off, when to resend
+	 * and the request to resend (under v->retry.mu while parked) */
+	uint64_t retry_first_ns, retry_delay_ns, retry_at_ns;
+	struct xseg_request *retry_req;
+	struct vlmc_part *retry_next;
 };
 
 struct vlmc_io {
@@ -194,6 +225,8 @@ struct vlmc_io {
 	struct vlmc_volume *fence_vol;
 	uint64_t fence_gen;
 	struct vlmc_wbloss_flush wbf;	 /* FLUSH: taken before submission */
+	bool dead_peer;			 /* __atomic: counted as failed by a
+					    dead peer below */
 	_Alignas(8) uint8_t scratch[48]; /* owner's (NBD: the reply header) */
 	uint64_t nr_parts;
 	struct vlmc_part *parts; /* nr_parts entries */
@@ -257,9 +290,17 @@ void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb);
  * INFO of its object: if the object ends where the read stopped (or no
  * longer exists) the rest reads as zeroes, else the io fails with EIO. The
  * bytes past serviced are never passed on (request buffers are reused).
+ * A part failed back with ECONNRESET (a dead peer below) is parked instead
+ * and resent by vlmc's timer thread after a back-off (v->retry), until
+ * --dead-peer-wait has passed; its io then completes on that thread, which
+ * kicks io->port so an NBD connection's completer sends the reply.
  */
 void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req,
 			struct xseg_sigbatch *sb);
+
+/* Log, at error level, that vol was fenced after a write-back loss (once
+ * per fence: by the check that found it). */
+void vlmc_wb_fence_log(struct vlmc_volume *vol);
 
 /* NBD server (nbd.c). start: listeners and their thread; stop: close
  * listeners, shut every connection down and wait for them. */

@@ -91,6 +91,31 @@ out:
 	return vd;
 }
 
+enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
+					    struct vlmc_wbloss_vol *w,
+					    uint64_t *gen)
+{
+	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
+
+	if (!__atomic_load_n(&w->marked, __ATOMIC_RELAXED)) {
+		*gen = vlmc_wbloss_gen(w);
+		return VLMC_WBLOSS_OK;
+	}
+	pthread_mutex_lock(&w->mu);
+	if (w->marked) {
+		uint64_t now = vlmc_wbloss_read(g);
+
+		wbloss_saw(g, now);
+		if (now != w->mark_loss) {
+			wbloss_fence(g, w, now);
+			vd = VLMC_WBLOSS_LOST;
+		}
+	}
+	*gen = w->gen;
+	pthread_mutex_unlock(&w->mu);
+	return vd;
+}
+
 void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g, struct vlmc_wbloss_flush *f)
 {
 	/* seq first: a write recorded after this load is not covered by the

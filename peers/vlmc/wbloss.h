@@ -109,6 +109,17 @@ enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
 					      uint64_t gen, bool wrote,
 					      uint64_t loss);
 
+/*
+ * A session opens on the volume: if its unflushed writes' L differs from
+ * the counter now (a loss nobody has looked at yet), the volume is fenced
+ * first (LOST: the caller logs it), so that sessions opened before the
+ * loss fail and this one, opened after it, does not. *gen: the generation
+ * the new session records. Fast path (not marked): one relaxed load.
+ */
+enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
+					    struct vlmc_wbloss_vol *w,
+					    uint64_t *gen);
+
 /* Snapshot before a FLUSH is submitted. */
 void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g,
 			     struct vlmc_wbloss_flush *f);

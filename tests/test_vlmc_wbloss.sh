@@ -1,0 +1,224 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# vlmc and a dead peer below it, end to end on the default stack
+# (xsegctl stack start: store, cached plugged, vlmc, supervisor), driven
+# over NBD by tests/nbd_testlib.py (docs/vlmc.md "Write-back loss" and
+# "Dead peer below"):
+#   write-back cached: a write acknowledged and not flushed, cached
+#     SIGKILLed and restarted by the supervisor: FLUSH on the same
+#     connection fails with EIO, a READ on it too, a new connection reads;
+#     vlmc counts the fence (volumes_fenced, commands_fenced);
+#   write, FLUSH ok, cached SIGKILLed and restarted: FLUSH ok, reads ok;
+#   write-through cached SIGKILLed three times while a client keeps
+#     writes and reads in flight: no error reply at all, every read
+#     matches what was written, the whole volume reads back identical.
+# Every check counts replies, none is timed. Exit 77 (skip) only when
+# python3 is missing.
+set -u
+BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
+command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
+X=$BIN/xsegctl
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+T=$(mktemp -d /tmp/test-vlmc-wbloss-XXXXXX)
+FAILS=0
+DIRS=
+cleanup() {
+	cd /
+	for D in $DIRS; do
+		$X stack stop --dir $D >/dev/null 2>&1 && continue
+		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
+		for f in $D/run/*.pid; do
+			[ -f "$f" ] && [ -n "$seg" ] || continue
+			pid=$(cat "$f")
+			grep -q "$D\|$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
+		done
+		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
+	done
+	rm -rf $T
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+die() { echo "FAIL: $*"; tail -n 30 $T/*/run/*.log; exit 1; }
+
+# start_stack NAME POLICY: a stack in $T/NAME with cached in POLICY
+start_stack() {
+	local D=$T/$1
+	cat > $T/$1.conf <<CONF
+dir = $D
+segment_size = 256M
+requests = 2048
+cache_size = 32M
+write_policy = $2
+CONF
+	$X stack start $T/$1.conf >/dev/null || die "stack start ($1)"
+	DIRS="$DIRS $D"
+	$X volume --dir $D create vol 8M || die "volume create ($1)"
+}
+stat_of() { # DIR NAME: vlmc's counter
+	local seg=$(sed -n 's/^segment = //p' $1/run/stack.conf)
+	$X stats $seg 3 2>/dev/null | awk -v n=$2 '$1 == n || $1 == n":" { print $NF; exit }'
+}
+
+# The client: kills cached (SIGKILL) and waits for the supervisor to
+# bring it back, serving (its log says "serving segment ... pid N").
+cat > $T/common.py <<'EOF'
+import os, re, socket, struct, subprocess, sys, time
+import nbd_testlib as nbd
+
+D = sys.argv[1]
+SOCK = D + "/run/nbd.sock"
+EIO = 5
+
+def pid_of(role):
+    try:
+        return int(open(f"{D}/run/{role}.pid").read())
+    except (OSError, ValueError):
+        return 0
+
+def kill_cached():
+    old = pid_of("cached")
+    assert old > 0
+    os.kill(old, 9)
+    return old
+
+def wait_back(old):
+    """Until a new cached says it serves (polled, at most 60 s)."""
+    for _ in range(600):
+        new = pid_of("cached")
+        if new and new != old:
+            try:
+                log = open(f"{D}/run/cached.log").read()
+            except OSError:
+                log = ""
+            if re.search(rf"serving segment .* pid {new}$", log, re.M):
+                return new
+        time.sleep(0.1)
+    raise SystemExit("cached did not come back")
+EOF
+
+# --- write-back: an unflushed write lost with cached ---
+start_stack wb writeback
+python3 - $T/wb $T/common.py <<'EOF'
+import sys
+exec(open(sys.argv[2]).read())
+data = bytes((i * 7 + 3) & 0xff for i in range(65536))
+c1 = nbd.connect(SOCK, "vol")
+err, _ = nbd.command(c1, nbd.CMD_WRITE, 1, 0, len(data), data)
+assert err == 0, err
+wait_back(kill_cached())
+err, _ = nbd.command(c1, nbd.CMD_FLUSH, 2, 0, 0)
+assert err == EIO, f"FLUSH after the loss answered {err}, not EIO"
+print("ok: FLUSH after cached lost an acknowledged write: EIO")
+err, _ = nbd.command(c1, nbd.CMD_READ, 3, 0, 4096)
+assert err == EIO, f"READ on the fenced connection answered {err}"
+print("ok: READ on the old connection: EIO")
+c2 = nbd.connect(SOCK, "vol")
+err, got = nbd.command(c2, nbd.CMD_READ, 4, 0, 4096)
+assert err == 0, f"READ on a new connection answered {err}"
+print("ok: a new connection reads (the lost write reads %s)" %
+      ("as written" if got == data[:4096] else "old data"))
+err, _ = nbd.command(c1, nbd.CMD_FLUSH, 5, 0, 0)
+assert err == EIO, err
+print("ok: the old connection stays fenced")
+
+# written and flushed before the kill: nothing lost
+err, _ = nbd.command(c2, nbd.CMD_WRITE, 6, 65536, len(data), data)
+assert err == 0, err
+err, _ = nbd.command(c2, nbd.CMD_FLUSH, 7, 0, 0)
+assert err == 0, err
+wait_back(kill_cached())
+err, _ = nbd.command(c2, nbd.CMD_FLUSH, 8, 0, 0)
+assert err == 0, f"FLUSH with nothing unflushed answered {err}"
+err, got = nbd.command(c2, nbd.CMD_READ, 9, 65536, len(data))
+assert err == 0 and got == data, err
+print("ok: write, FLUSH, cached killed: FLUSH ok, data read back")
+EOF
+[ $? -eq 0 ] && ok "write-back loss reported" || fail "write-back loss"
+n=$(stat_of $T/wb volumes_fenced)
+[ "${n:-0}" -ge 1 ] && ok "vlmc counted $n fenced volume(s)" || fail "volumes_fenced '$n'"
+n=$(stat_of $T/wb commands_fenced)
+[ "${n:-0}" -ge 3 ] && ok "vlmc counted $n fenced command(s)" || fail "commands_fenced '$n'"
+grep -q "writes acknowledged since the last flush may be lost" $T/wb/run/vlmc.log &&
+	ok "vlmc logged the loss" || fail "no loss in vlmc's log"
+$X stack stop --dir $T/wb >/dev/null || fail "stack stop (wb)"
+
+# --- write-through: cached killed under load, nothing fails ---
+start_stack wt writethrough
+python3 - $T/wt $T/common.py <<'EOF'
+import random, sys, threading
+exec(open(sys.argv[2]).read())
+SIZE, BS, QD = 8 << 20, 4096, 8
+shadow = bytearray(SIZE)
+errors, rounds = [], [0]
+stop = threading.Event()
+
+def client():
+    s = nbd.connect(SOCK, "vol", timeout=180)
+    rnd = random.Random(1)
+    cookie = 0
+    while not stop.is_set() and not errors:
+        offs = rnd.sample(range(SIZE // BS), QD)
+        blocks = [rnd.randbytes(BS) for _ in offs]
+        # QD writes in flight, then QD reads of them in flight
+        s.sendall(b"".join(nbd.request(nbd.CMD_WRITE, cookie + i, o * BS, BS) + b
+                           for i, (o, b) in enumerate(zip(offs, blocks))))
+        for _ in offs:
+            err, ck = nbd.simple_reply(s)
+            if err:
+                errors.append(f"write cookie {ck}: error {err}")
+        for o, b in zip(offs, blocks):
+            shadow[o * BS:(o + 1) * BS] = b
+        cookie += QD
+        s.sendall(b"".join(nbd.request(nbd.CMD_READ, cookie + i, o * BS, BS)
+                           for i, o in enumerate(offs)))
+        for _ in offs:
+            err, ck = nbd.simple_reply(s)
+            if err:
+                errors.append(f"read cookie {ck}: error {err}")
+                continue
+            got = nbd.recvn(s, BS)
+            o = offs[ck - cookie]
+            if got != bytes(shadow[o * BS:(o + 1) * BS]):
+                errors.append(f"read at {o * BS}: wrong data")
+        cookie += QD
+        rounds[0] += 1
+    s.close()
+
+t = threading.Thread(target=client)
+t.start()
+for k in range(3):
+    start = rounds[0]
+    while rounds[0] < start + 20 and not errors and t.is_alive():
+        time.sleep(0.01)
+    wait_back(kill_cached())
+start = rounds[0]
+while rounds[0] < start + 20 and not errors and t.is_alive():
+    time.sleep(0.01)
+stop.set()
+t.join()
+assert not errors, errors[:5]
+print(f"ok: {rounds[0]} rounds of {QD} writes + {QD} reads, cached killed "
+      "3 times: no error reply, reads matched")
+s = nbd.connect(SOCK, "vol")
+for off in range(0, SIZE, 1 << 20):
+    err, got = nbd.command(s, nbd.CMD_READ, off, off, 1 << 20)
+    assert err == 0 and got == bytes(shadow[off:off + (1 << 20)]), off
+print("ok: the whole volume reads back identical")
+EOF
+[ $? -eq 0 ] && ok "write-through cached killed under load: no error" ||
+	fail "dead peer under load"
+echo "vlmc: parts_retried $(stat_of $T/wt parts_retried)," \
+	"cmds_failed_dead_peer $(stat_of $T/wt cmds_failed_dead_peer)"
+n=$(stat_of $T/wt cmds_failed_dead_peer)
+[ "${n:-x}" = 0 ] && ok "no command failed for the dead peer" ||
+	fail "cmds_failed_dead_peer '$n'"
+$X stack stop --dir $T/wt >/dev/null || fail "stack stop (wt)"
+
+if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
+	$T/*/run/*.log 2>/dev/null; then
+	fail "sanitizer report in a log"
+fi
+[ $FAILS -eq 0 ] || { tail -n 20 $T/*/run/*.log; echo "$FAILS failure(s)"; exit 1; }
+echo "vlmc write-back loss / dead peer test passed"

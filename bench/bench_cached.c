@@ -14,7 +14,7 @@
  * kernel backed with huge pages).
  *
  *   bench_cached [--quick] [--duration SECONDS] [--wait poll|sleep]
- *                [--only hits|scale|path|workers]
+ *                [--only hits|scale|path|workers] [--rounds N]
  *
  * --wait sets how bench_xseg waits for replies: poll (default; the
  * original cached's figures were measured with busy-polling clients) or
@@ -509,15 +509,16 @@ static void start_stack(unsigned threads, bool prefault, const char *cache,
  * --active-workers 2: both workers woken for load, the policy before the
  * active-worker budget, for comparison in the same sitting). Random read
  * hits of 4k and 64k at iodepth 1 and 16 over a warmed working set; each
- * (block size, iodepth) runs every config 3 times, the order rotated each
- * round, so that a neighbour's burst falls on all of them alike. Per run:
+ * (block size, iodepth) runs every config --rounds times (default 3, at
+ * most 15), the order rotated each round, so that a neighbour's burst
+ * falls on all of them alike. Per run:
  * IOPS and cached's CPU time per request; per config: the framework's
  * wake counters over all its runs; per row: the medians and the ratios
  * t2/t1 and t2_all_active/t1 of the medians. /proc/loadavg at the start
  * and the end says how quiet the machine was.
  */
-#define WK_CONFIGS 3
-#define WK_ROUNDS  3
+#define WK_CONFIGS    3
+#define WK_MAX_ROUNDS 15
 
 static const struct {
 	const char *name;
@@ -535,15 +536,21 @@ static const char *const wk_counters[] = {
     "long_handler_turns", "active_workers"};
 #define WK_NR_COUNTERS (sizeof(wk_counters) / sizeof(wk_counters[0]))
 
-static double wk_median3(const double *v)
+static int wk_cmp(const void *a, const void *b)
 {
-	double a = v[0], b = v[1], c = v[2];
+	double x = *(const double *)a, y = *(const double *)b;
 
-	if ((a <= b && b <= c) || (c <= b && b <= a))
-		return b;
-	if ((b <= a && a <= c) || (c <= a && a <= b))
-		return a;
-	return c;
+	return x < y ? -1 : x > y;
+}
+
+/* Median of n values (n odd; even: the upper middle one). */
+static double wk_median(const double *v, int n)
+{
+	double s[WK_MAX_ROUNDS];
+
+	memcpy(s, v, (size_t)n * sizeof(*s));
+	qsort(s, (size_t)n, sizeof(*s), wk_cmp);
+	return s[n / 2];
 }
 
 static void wk_loadavg(char *buf, size_t len)
@@ -567,7 +574,7 @@ static double report_iops(const char *json)
 	return r ? strtod(r + strlen("\"iops\":"), NULL) : 0;
 }
 
-static int run_workers(double duration, const char *ws)
+static int run_workers(double duration, const char *ws, int rounds)
 {
 	static const char *const bss[] = {"4k", "64k"};
 	static const int qds[] = {16, 1};
@@ -581,7 +588,9 @@ static int run_workers(double duration, const char *ws)
 	bool first = true;
 
 	wk_loadavg(load, sizeof(load));
-	printf("\"workers\":{\"loadavg_start\":\"%s\",\"configs\":[", load);
+	printf("\"workers\":{\"rounds\":%d,\"loadavg_start\":\"%s\","
+	       "\"configs\":[",
+	       rounds, load);
 	if (start(noop) < 0)
 		return 1;
 	wait_port(1);
@@ -635,10 +644,10 @@ static int run_workers(double duration, const char *ws)
 	fflush(stdout);
 	for (int b = 0; b < 2; b++)
 		for (int q = 0; q < 2; q++) {
-			double iops[WK_CONFIGS][WK_ROUNDS];
-			double cpu[WK_CONFIGS][WK_ROUNDS];
+			double iops[WK_CONFIGS][WK_MAX_ROUNDS];
+			double cpu[WK_CONFIGS][WK_MAX_ROUNDS];
 
-			for (int r = 0; r < WK_ROUNDS; r++)
+			for (int r = 0; r < rounds; r++)
 				for (int j = 0; j < WK_CONFIGS; j++) {
 					int k = (r + j) % WK_CONFIGS;
 					uint64_t cpu0 = proc_cpu_ns(pids[k]),
@@ -680,14 +689,17 @@ static int run_workers(double duration, const char *ws)
 			for (int k = 0; k < WK_CONFIGS; k++)
 				printf(",\"%s_iops_median\":%.0f,\"%s_cpu_ns_"
 				       "per_req_median\":%.0f",
-				       wk_configs[k].name, wk_median3(iops[k]),
-				       wk_configs[k].name, wk_median3(cpu[k]));
+				       wk_configs[k].name,
+				       wk_median(iops[k], rounds),
+				       wk_configs[k].name,
+				       wk_median(cpu[k], rounds));
 			for (int k = 1; k < WK_CONFIGS; k++) {
-				double base = wk_median3(iops[0]);
+				double base = wk_median(iops[0], rounds);
 
 				printf(
 				    ",\"%s_over_t1\":%.3f", wk_configs[k].name,
-				    base > 0 ? wk_median3(iops[k]) / base : 0);
+				    base > 0 ? wk_median(iops[k], rounds) / base
+					     : 0);
 			}
 			printf("}");
 			fflush(stdout);
@@ -947,6 +959,7 @@ int main(int argc, char **argv)
 	bool first = true;
 	const char *only = NULL;
 	unsigned big = 1000000;
+	int rounds = 3;
 	long long hkb = -1, cached_huge_kb = -1;
 
 	for (int i = 1; i < argc; i++) {
@@ -955,6 +968,10 @@ int main(int argc, char **argv)
 			ws = "16M";
 			ws_bytes = 16u << 20;
 			big = 65536;
+		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc &&
+			   atoi(argv[i + 1]) >= 1 &&
+			   atoi(argv[i + 1]) <= WK_MAX_ROUNDS) {
+			rounds = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--duration") && i + 1 < argc) {
 			duration = atof(argv[++i]);
 		} else if (!strcmp(argv[i], "--wait") && i + 1 < argc &&
@@ -971,7 +988,7 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				"usage: bench_cached [--quick] [--duration "
 				"S] [--wait poll|sleep] [--only "
-				"hits|scale|path|workers]\n");
+				"hits|scale|path|workers] [--rounds N]\n");
 			return 2;
 		}
 	}
@@ -1016,7 +1033,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (only && !strcmp(only, "workers")) {
-		int rc = run_workers(duration, ws);
+		int rc = run_workers(duration, ws, rounds);
 
 		printf("}\n");
 		return rc;

@@ -360,9 +360,12 @@ int xseg_reclaim_if_dead(struct xseg *seg, uint32_t port,
 		return rc;
 	for (;;) {
 		o = __atomic_load_n(ownerp, __ATOMIC_ACQUIRE);
-		if (o == 0 || (o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
-			return 0; /* free, ours, or one of our threads' */
-		if (!xseg_owner_alive(o)) {
+		/* Free, or ours. (Ours being reclaimed by another of our
+		 * threads is waited for below, as any reclaimer.) */
+		if (o == 0 || o == seg->self_owner)
+			return 0;
+		if ((o & ~XSEG_OWNER_RECLAIM) != seg->self_owner &&
+		    !xseg_owner_alive(o)) {
 			if (xseg_reclaim_dead(seg, port, o, st))
 				return 1;
 			continue; /* the word moved: look again */

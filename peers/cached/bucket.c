@@ -259,10 +259,12 @@ void cached_obj_mark_acked(struct cached_obj *o, uint32_t first, uint32_t n)
 {
 	int64_t k = 0;
 
-	for (uint32_t s = first; s < first + n; s++) {
-		k += !o->acked[s];
-		o->acked[s] = 1;
-	}
+	/* a rewrite of counted data only reads the flag */
+	for (uint32_t s = first; s < first + n; s++)
+		if (!o->acked[s]) {
+			o->acked[s] = 1;
+			k++;
+		}
 	if (k)
 		cached_unflushed_add(o->c, k);
 }

@@ -21,7 +21,8 @@
  * read on that connection with EIO, a new connection works; a FLUSH that
  * covered everything before the death succeeds after it. And a read sent
  * while the cache is dead and still plugged waits (resent, not failed)
- * until the redirect is removed.
+ * until the redirect is removed. xseg volume requests: the FLUSH after a
+ * loss fails with EIO, the next request is served.
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -1113,7 +1114,22 @@ START_TEST(wbloss_lossy_cache)
 	ck_assert_uint_eq(nbd_do(fd3, T_NBD_CMD_READ, 13, 0, 4096, NULL, r), 0);
 	close(fd3);
 	close(fd2);
-	ck_assert_int_ge(vlmc_stat(&e, "volumes_fenced"), 0);
+
+	/* 4. xseg volume requests (no session): the FLUSH that finds the
+	 * loss fails with EIO, a request after it is served */
+	cache = lossy_cache_start(&e, &o);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "w", 0, sizeof(w), w), 0);
+	lossy_cache_kill(cache);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 2);
+	ck_assert_int_eq(io(&e, XSEG_OP_FLUSH, "", 0, 0, NULL), EIO);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "w", 0, sizeof(r), r), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_FLUSH, "", 0, 0, NULL), 0);
+	{
+		struct stat_wait sw = {&e, "volumes_fenced", 2};
+
+		ck_assert_int_eq(xtu_wait_until(stat_reached, &sw, 30000), 0);
+	}
 	env_stop(&e);
 }
 END_TEST

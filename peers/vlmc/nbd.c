@@ -287,7 +287,7 @@ static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 	 * not this one */
 	if (vlmc_wbloss_attach(&c->v->wb, &vol->wb, &c->fence_gen) ==
 	    VLMC_WBLOSS_LOST)
-		vlmc_wb_fence_log(vol);
+		vlmc_wb_fenced(c->v, vol);
 	__atomic_add_fetch(&vol->nbd_conns, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&vol->mu);
 	c->size = vol->m.size;

@@ -396,13 +396,20 @@ static bool vlmc_io_zero_checked(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	return true;
 }
 
-void vlmc_wb_fence_log(struct vlmc_volume *vol)
+void vlmc_wb_fenced(struct vlmc *v, struct vlmc_volume *vol)
 {
 	peer_err("volume %s: %" PRIu64 " write-back loss(es) below since its "
 		 "oldest unflushed write: writes acknowledged since the last "
 		 "flush may be lost; commands of NBD connections opened "
 		 "before now fail with EIO (reconnect to go on)",
 		 vol->m.name, vlmc_wbloss_vol_lost(&vol->wb));
+	/* parts of the fenced sessions parked for a dead peer fail now */
+	if (v->retry.inited) {
+		pthread_mutex_lock(&v->retry.mu);
+		if (v->retry.head)
+			pthread_cond_signal(&v->retry.cond);
+		pthread_mutex_unlock(&v->retry.mu);
+	}
 }
 
 static uint64_t vlmc_wb_read(void *arg)
@@ -424,7 +431,7 @@ static bool vlmc_wb_flush_done(struct vlmc_io *io)
 
 		if (vlmc_wbloss_flush_done(&v->wb, &vol->wb, &io->wbf, now) ==
 		    VLMC_WBLOSS_LOST) {
-			vlmc_wb_fence_log(vol);
+			vlmc_wb_fenced(v, vol);
 			lost = true;
 		}
 	}
@@ -476,7 +483,7 @@ static void vlmc_io_wb_check(struct vlmc_io *io)
 					  false, 0);
 	}
 	if (vd == VLMC_WBLOSS_LOST)
-		vlmc_wb_fence_log(vol);
+		vlmc_wb_fenced(v, vol);
 	if (vd != VLMC_WBLOSS_OK)
 		__atomic_store_n(&io->error, EIO, __ATOMIC_RELEASE);
 }
@@ -1029,6 +1036,15 @@ static void vlmc_retry_fire(struct vlmc *v, struct vlmc_part *part, bool stop,
 	xseg_kick(v->seg, port);
 }
 
+/* The session of part's io was fenced: a parked part fails at once. */
+static bool vlmc_part_fenced(struct vlmc_part *part)
+{
+	struct vlmc_io *io = part->io;
+
+	return io->fence_vol &&
+	       vlmc_wbloss_fenced(&io->fence_vol->wb, io->fence_gen);
+}
+
 static void *vlmc_retry_main(void *arg)
 {
 	struct vlmc *v = arg;
@@ -1043,7 +1059,8 @@ static void *vlmc_retry_main(void *arg)
 		bool stop = r->stop;
 
 		while ((part = *pp)) {
-			if (stop || part->retry_at_ns <= now) {
+			if (stop || part->retry_at_ns <= now ||
+			    vlmc_part_fenced(part)) {
 				*pp = part->retry_next;
 				part->retry_next = due;
 				due = part;

@@ -298,9 +298,10 @@ void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb);
 void vlmc_io_part_reply(struct vlmc *v, struct xseg_request *req,
 			struct xseg_sigbatch *sb);
 
-/* Log, at error level, that vol was fenced after a write-back loss (once
- * per fence: by the check that found it). */
-void vlmc_wb_fence_log(struct vlmc_volume *vol);
+/* vol was fenced after a write-back loss (called once per fence, by the
+ * check that found it): log it at error level, and have the parts of the
+ * fenced sessions parked for a dead peer fail at once. */
+void vlmc_wb_fenced(struct vlmc *v, struct vlmc_volume *vol);
 
 /* NBD server (nbd.c). start: listeners and their thread; stop: close
  * listeners, shut every connection down and wait for them. */

@@ -47,8 +47,9 @@
  * to forget the log fdatasyncs, the directory fsyncs or the checkpoint
  * fdatasyncs, as if the store had not made them: the checks must catch
  * each. Case "finding" holds the findings (docs/testing-powerloss.md):
- * F2, fixed, as a regression test (test_store_dir_entry), and F3 built
- * by hand, on request while it is open (test_empty_last_segment).
+ * F2 (test_store_dir_entry), F3 built by hand (test_empty_last_segment)
+ * and F4, review9 R9-11 (test_restart_dir_entry: a kill, a restart, a
+ * flush, a cut), all fixed, as regression tests.
  *
  * Built twice (tests/blocker_powerloss.cmake): test_blocker_powerloss as
  * above, and test_blocker_powerloss_bg (PL_BACKGROUND: only case "store",
@@ -80,6 +81,7 @@
 #include <unistd.h>
 #include "powerloss_fs.h"
 #include "store.h"
+#include "store_int.h" /* blocker_abandon */
 
 #define CHUNK	1024
 #define UNIT	512
@@ -1430,6 +1432,109 @@ START_TEST(test_empty_last_segment)
 }
 END_TEST
 
+/*
+ * Finding R9-11 (review9), fixed: a store process killed after it created
+ * a segment file and before any flush made that file's directory entry
+ * durable. The restarted store recovers the log from the page cache; its
+ * first flush fdatasynced the segment files but not the directory (the
+ * count of directory changes starts over at every open), so on a
+ * POSIX-strict file system the flushed records in the new segment were
+ * lost at the next power cut, silently (the image opened cleanly). The
+ * kill is blocker_abandon (nothing written, the lock released). Every
+ * object, written before the kill or after the restart, was covered by
+ * the restarted store's flush and must read back from the cut image.
+ */
+#define RS_OBJ (16 * 1024)
+#define RS_MAX 256
+
+static void rs_write(struct blocker_store *s, uint8_t *data, int i,
+		     uint64_t *rng)
+{
+	uint8_t *p = data + (size_t)i * RS_OBJ;
+	char name[32];
+
+	for (size_t k = 0; k < RS_OBJ; k += 8) {
+		uint64_t x = pl_rand(rng);
+		memcpy(p + k, &x, 8);
+	}
+	snprintf(name, sizeof(name), "r%d", i);
+	ck_assert_int_eq(blocker_write(s, name, strlen(name), 0, RS_OBJ, p, 0),
+			 0);
+}
+
+static int rs_bad(struct blocker_store *s, const uint8_t *data, int n)
+{
+	uint8_t *back = malloc(RS_OBJ);
+	char name[32];
+	int bad = 0;
+
+	ck_assert_ptr_nonnull(back);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		if (blocker_read(s, name, strlen(name), 0, RS_OBJ, back) ||
+		    memcmp(back, data + (size_t)i * RS_OBJ, RS_OBJ))
+			bad++;
+	}
+	free(back);
+	return bad;
+}
+
+START_TEST(test_restart_dir_entry)
+{
+	char dir[300], img[320];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_stats bs;
+	uint8_t *data = malloc((size_t)RS_MAX * RS_OBJ);
+	uint64_t rng = 0x9111, seg = 1 << 20;
+	struct pl_fs_stats st;
+	int n = 0, r, bad;
+
+	ck_assert_ptr_nonnull(data);
+	fresh_dir(dir, sizeof(dir), "restart");
+	snprintf(img, sizeof(img), "%s.cut", dir);
+	finding_opts(&o, CHUNK);
+	o.gc_threshold_pct = 0; /* no thread: the kill point is exact */
+	ck_assert_int_eq(pl_fs_start(dir), 0);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	/* flushed: segment 0 and its directory entry are durable */
+	for (; n < 4; n++)
+		rs_write(s, data, n, &rng);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	/* then, unflushed, a little way into segment 1 (log.000001 made) */
+	for (;;) {
+		ck_assert_int_eq(blocker_get_stats(s, &bs), 0);
+		if (bs.log_bytes > seg + 2 * RS_OBJ)
+			break;
+		ck_assert_int_lt(n, RS_MAX - 1);
+		rs_write(s, data, n++, &rng);
+	}
+	ck_assert_uint_eq(bs.log_bytes / seg, 1);
+	/* SIGKILL, and the supervisor's restart */
+	blocker_abandon(s);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(rs_bad(s, data, n), 0); /* from the page cache */
+	rs_write(s, data, n++, &rng);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	/* power cut right after that flush */
+	ck_assert_int_eq(pl_fs_cut(img, PL_CUT_SYNCED, NULL), 0);
+	pl_fs_get_stats(&st);
+	ck_assert_int_eq(blocker_close(s), 0);
+	pl_fs_stop();
+	ck_assert_uint_eq(st.unmodeled, 0);
+	r = blocker_open(img, &o, &s);
+	ck_assert_msg(r == 0, "the cut image does not open: %s", strerror(-r));
+	bad = rs_bad(s, data, n);
+	ck_assert_msg(bad == 0,
+		      "%d of %d objects the restarted store flushed are "
+		      "missing or wrong after the power cut (log.000001 %s)",
+		      bad, n, img_has(img, "log.000001") ? "present" : "gone");
+	ck_assert_int_eq(blocker_close(s), 0);
+	free(data);
+}
+END_TEST
+
 /* the global prefix check itself: it must reject a mix of two prefixes */
 START_TEST(test_prefix_check)
 {
@@ -1928,12 +2033,13 @@ static Suite *powerloss_suite(void)
 	tcase_add_test(tc, test_powerloss_random);
 	suite_add_tcase(s, tc);
 
-	/* the findings: F2 fixed (a regression test), F3 on request */
+	/* the findings, all fixed: regression tests */
 	tc = tcase_create("finding");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_store_dir_entry);
 	tcase_add_test(tc, test_create_cuts);
 	tcase_add_test(tc, test_empty_last_segment);
+	tcase_add_test(tc, test_restart_dir_entry);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -550,6 +550,22 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			durable = s->tail;
 		s->synced = durable;
 		s->synced_seg = durable / s->segment_size;
+		/*
+		 * The same for the directory (review9 R9-11): a segment file
+		 * the crashed process created after its last flush has a
+		 * name only in the page cache, and this process never
+		 * created it, so dir_seq does not say so. Taking the
+		 * directory as changed makes the first fsync past the
+		 * durable position (the first that acknowledges anything
+		 * new) fsync it too. Everything up to that position was
+		 * covered by a directory fsync of the process that flushed
+		 * it (the mark and the checkpoints are written only after
+		 * their flush). Lazily rather than one fsync here: a store
+		 * that is only read, or degraded, never pays for it, and a
+		 * failure is reported by the flush that needs it, through
+		 * the same sticky error as a failed log fsync.
+		 */
+		s->dir_synced_seq = s->dir_seq - 1;
 	}
 	return r;
 }

@@ -1242,6 +1242,18 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
+static void bg_thread_stop(struct blocker_store *s)
+{
+	if (!s->bg_running)
+		return;
+	pthread_mutex_lock(&s->bg_lock);
+	s->bg_stop = true;
+	pthread_cond_signal(&s->bg_cond);
+	pthread_mutex_unlock(&s->bg_lock);
+	pthread_join(s->bg, NULL);
+	s->bg_running = false;
+}
+
 static void store_free(struct blocker_store *s)
 {
 	bgc_stop(s);
@@ -1478,16 +1490,16 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	*out = s;
 	return 0;
 fail_bg:
-	if (s->bg_running) {
-		pthread_mutex_lock(&s->bg_lock);
-		s->bg_stop = true;
-		pthread_cond_signal(&s->bg_cond);
-		pthread_mutex_unlock(&s->bg_lock);
-		pthread_join(s->bg, NULL);
-	}
+	bg_thread_stop(s);
 fail:
 	store_free(s);
 	return r;
+}
+
+void blocker_abandon(struct blocker_store *s)
+{
+	bg_thread_stop(s);
+	store_free(s); /* stops GC; writes nothing */
 }
 
 int blocker_close(struct blocker_store *s)
@@ -1495,13 +1507,7 @@ int blocker_close(struct blocker_store *s)
 	int r;
 
 	bgc_stop(s);
-	if (s->bg_running) {
-		pthread_mutex_lock(&s->bg_lock);
-		s->bg_stop = true;
-		pthread_cond_signal(&s->bg_cond);
-		pthread_mutex_unlock(&s->bg_lock);
-		pthread_join(s->bg, NULL);
-	}
+	bg_thread_stop(s);
 	if (blocker_degraded(s))
 		r = blog_flush(s);
 	else

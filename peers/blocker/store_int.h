@@ -679,4 +679,15 @@ int blocker_write_super(int dirfd, uint32_t chunk_size, uint64_t seg_size);
 int blocker_write_file_atomic(int dirfd, const char *name,
 			      const struct iovec *iov, int cnt);
 
+/*
+ * Test support: what a SIGKILL of the process leaves behind. The
+ * background and GC threads are stopped (joined: a pass in progress ends
+ * first), then memory, mappings and descriptors are released, the lock
+ * file's with them (so another handle can open the store), and nothing is
+ * written to the store's files: no checkpoint, no flush, no trimmed tail.
+ * Whatever the handle appended and did not make durable stays as it is
+ * (the page cache, or a power-loss model's pending state). s is freed.
+ */
+void blocker_abandon(struct blocker_store *s);
+
 #endif

@@ -58,6 +58,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -512,7 +513,8 @@ static void start_stack(unsigned threads, bool prefault, const char *cache,
  * (block size, iodepth) runs every config --rounds times (default 3, at
  * most 15), the order rotated each round, so that a neighbour's burst
  * falls on all of them alike. Per run:
- * IOPS and cached's CPU time per request; per config: the framework's
+ * IOPS, cached's CPU time per request and other_cpu_pct (what the rest of
+ * the machine used meanwhile, wk_run_one); per config: the framework's
  * wake counters over all its runs; per row: the medians and the ratios
  * t2/t1 and t2_all_active/t1 of the medians. /proc/loadavg at the start
  * and the end says how quiet the machine was.
@@ -574,11 +576,79 @@ static double report_iops(const char *json)
 	return r ? strtod(r + strlen("\"iops\":"), NULL) : 0;
 }
 
+/* Busy CPU time of the whole machine so far (ns, /proc/stat: every
+ * state but idle and iowait), or 0. */
+static uint64_t machine_busy_ns(void)
+{
+	unsigned long long v[10] = {0};
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t busy = 0;
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+		busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+	fclose(f);
+	return hz > 0 ? busy * (1000000000ull / (uint64_t)hz) : 0;
+}
+
+/* CPU time of the children this process has waited for (the shells of
+ * popen and, through them, bench_xseg). */
+static uint64_t children_cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_CHILDREN, &ru))
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+		   1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
+/* One measured run of bench_xseg against port: its IOPS, the CPU time per
+ * request of process pid (the cached measured), and other_cpu_pct: the
+ * CPU the rest of the machine used meanwhile (busy time of all CPUs less
+ * that of this benchmark's processes: the peers in pids, bench_xseg and
+ * its shell), in percent of the CPUs' time. A figure measured while
+ * others used a good part of the machine says little about 2 workers
+ * against 1 (they then compete for CPU with the neighbours too). */
+static void wk_run_one(const char *args, pid_t pid, const pid_t *pids,
+		       int npids, double *iops, double *cpu, double *other,
+		       uint64_t *reqs)
+{
+	char out[4096];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t own0 = children_cpu_ns(), busy0 = machine_busy_ns(),
+		 t0 = now_ns(), me0 = proc_cpu_ns(pid), own1, wall;
+
+	for (int i = 0; i < npids; i++)
+		own0 += proc_cpu_ns(pids[i]);
+	own0 += proc_cpu_ns(getpid());
+	bench_xseg(args, out, sizeof(out));
+	*cpu = (double)(proc_cpu_ns(pid) - me0);
+	wall = now_ns() - t0;
+	own1 = children_cpu_ns() + proc_cpu_ns(getpid());
+	for (int i = 0; i < npids; i++)
+		own1 += proc_cpu_ns(pids[i]);
+	*other = 0;
+	if (wall && ncpu > 0) {
+		double o =
+		    (double)(machine_busy_ns() - busy0) - (double)(own1 - own0);
+
+		*other = o > 0 ? 100.0 * o / ((double)wall * (double)ncpu) : 0;
+	}
+	*reqs = report_requests(out);
+	*iops = report_iops(out);
+	*cpu = *reqs ? *cpu / (double)*reqs : 0;
+}
+
 static int run_workers(double duration, const char *ws, int rounds)
 {
 	static const char *const bss[] = {"4k", "64k"};
 	static const int qds[] = {16, 1};
-	pid_t pids[WK_CONFIGS];
+	pid_t pids[WK_CONFIGS + 1]; /* the cacheds, then noop */
 	uint64_t reqs_total[WK_CONFIGS] = {0};
 	long long c0[WK_CONFIGS][WK_NR_COUNTERS];
 	char load[128], args[256], out[4096];
@@ -591,7 +661,8 @@ static int run_workers(double duration, const char *ws, int rounds)
 	printf("\"workers\":{\"rounds\":%d,\"loadavg_start\":\"%s\","
 	       "\"configs\":[",
 	       rounds, load);
-	if (start(noop) < 0)
+	pids[WK_CONFIGS] = start(noop);
+	if (pids[WK_CONFIGS] < 0)
 		return 1;
 	wait_port(1);
 	for (int k = 0; k < WK_CONFIGS; k++) {
@@ -650,8 +721,8 @@ static int run_workers(double duration, const char *ws, int rounds)
 			for (int r = 0; r < rounds; r++)
 				for (int j = 0; j < WK_CONFIGS; j++) {
 					int k = (r + j) % WK_CONFIGS;
-					uint64_t cpu0 = proc_cpu_ns(pids[k]),
-						 reqs;
+					uint64_t reqs;
+					double other;
 
 					snprintf(
 					    args, sizeof(args),
@@ -659,24 +730,19 @@ static int run_workers(double duration, const char *ws, int rounds)
 					    "-S %s -q %d -T %dms --seed %d",
 					    2 + k, bss[b], ws, qds[q],
 					    (int)(duration * 1000), r + 1);
-					bench_xseg(args, out, sizeof(out));
-					reqs = report_requests(out);
+					wk_run_one(args, pids[k], pids,
+						   WK_CONFIGS + 1, &iops[k][r],
+						   &cpu[k][r], &other, &reqs);
 					reqs_total[k] += reqs;
-					iops[k][r] = report_iops(out);
-					cpu[k][r] =
-					    reqs ? (double)(proc_cpu_ns(
-								pids[k]) -
-							    cpu0) /
-						       (double)reqs
-						 : 0;
-					printf(
-					    "%s{\"config\":\"%s\",\"bs\":"
-					    "\"%s\",\"iodepth\":%d,"
-					    "\"round\":%d,\"iops\":%.0f,"
-					    "\"cached_cpu_ns_per_req\":%.0f}",
-					    first ? "" : ",",
-					    wk_configs[k].name, bss[b], qds[q],
-					    r + 1, iops[k][r], cpu[k][r]);
+					printf("%s{\"config\":\"%s\",\"bs\":"
+					       "\"%s\",\"iodepth\":%d,"
+					       "\"round\":%d,\"iops\":%.0f,"
+					       "\"cached_cpu_ns_per_req\":%.0f,"
+					       "\"other_cpu_pct\":%.1f}",
+					       first ? "" : ",",
+					       wk_configs[k].name, bss[b],
+					       qds[q], r + 1, iops[k][r],
+					       cpu[k][r], other);
 					first = false;
 					fflush(stdout);
 				}

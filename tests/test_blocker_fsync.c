@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "store_int.h" /* the space hook, BLOCKER_SYNC_ERROR_FILE */
 #include "test_blocker_util.h"
 
 static char dir[256];
@@ -179,6 +180,46 @@ static struct blocker_store *open_store(void)
 	return s;
 }
 
+/* the store made by open_store, opened again on plain I/O */
+static struct blocker_store *reopen_store(void)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+
+	blocker_opts_init(&o);
+	o.sync_interval_ms = 0;
+	o.checkpoint_bytes = 0;
+	o.log = tb_log_fn;
+	o.log_arg = &logbuf;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	return s;
+}
+
+static char *record_path(void)
+{
+	static char p[400];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, BLOCKER_SYNC_ERROR_FILE);
+	return p;
+}
+
+static bool has_record(void)
+{
+	return access(record_path(), F_OK) == 0;
+}
+
+/* the record's text ("" if empty) */
+static void read_record(char *buf, size_t len)
+{
+	FILE *f = fopen(record_path(), "r");
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = 0;
+	fclose(f);
+}
+
 static void setup(void)
 {
 	tb_mkdtemp(dir, sizeof(dir));
@@ -223,6 +264,11 @@ START_TEST(test_segment_switch_fsync_error_is_sticky)
 	/* The kernel would now answer 0 to a new fsync of segment 0: the
 	 * writes acknowledged before must not be reported durable. */
 	ck_assert_int_eq(blocker_flush(s), -EIO);
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	blocker_close(s);
+	/* recorded: a restart does not forget it (review9 R9-12) */
+	ck_assert(has_record());
+	s = reopen_store();
 	ck_assert_int_eq(blocker_flush(s), -EIO);
 	blocker_close(s);
 }
@@ -341,6 +387,186 @@ START_TEST(test_fua_writers_share_next_fsync)
 }
 END_TEST
 
+/* a store degraded by a recorded sync error: reads only */
+static void expect_degraded(struct blocker_store *s)
+{
+	struct blocker_stats st;
+	uint8_t b[4096];
+
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, EIO);
+	ck_assert_ptr_nonnull(strstr(st.degraded_reason, "sync_error"));
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	tb_fill(b, sizeof(b), 77, 0);
+	ck_assert_int_eq(blocker_write(s, "x", 1, 0, sizeof(b), b, 0), -EIO);
+	ck_assert_int_eq(blocker_write(s, "x", 1, 0, sizeof(b), b, BLOCKER_FUA),
+			 -EIO);
+}
+
+static void expect_seed(struct blocker_store *s, const char *name, size_t len,
+			uint64_t seed)
+{
+	uint8_t *b = malloc(len), *want = malloc(len);
+
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_nonnull(want);
+	tb_fill(want, len, seed, 0);
+	ck_assert_int_eq(blocker_read(s, name, strlen(name), 0, len, b), 0);
+	ck_assert_int_eq(memcmp(b, want, len), 0);
+	free(b);
+	free(want);
+}
+
+/*
+ * Review9 R9-12: the sticky fsync error lived in memory only. A restarted
+ * store read the lost writes back from the page cache, its next fsync
+ * returned 0 (the kernel had reported the error once) and its FLUSH
+ * acknowledged them. The failure is now recorded in DIR/sync_error before
+ * the FLUSH fails, and every later open is degraded until the operator
+ * clears it.
+ */
+START_TEST(test_sync_error_survives_reopen)
+{
+	struct blocker_store *s = open_store(), *s2;
+	char text[1024];
+	uint64_t problems = 0;
+
+	ck_assert_int_eq(write_seed(s, "a", 16384, 1), 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert(!has_record());
+	ck_assert_int_eq(write_seed(s, "b", 16384, 2), 0); /* not flushed */
+	arm(1, 0);
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	/* durable before the FLUSH failed: errno and the durable mark */
+	ck_assert(has_record());
+	read_record(text, sizeof(text));
+	ck_assert_ptr_nonnull(strstr(text, "errno 5\n"));
+	ck_assert_ptr_nonnull(strstr(text, "durable "));
+	ck_assert_ptr_nonnull(strstr(text, "log.000000"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "clear-sync-error"));
+	ck_assert_int_eq(blocker_close(s), -EIO);
+
+	/* the restart: degraded, reads served, the record kept as it was */
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen_store();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, BLOCKER_SYNC_ERROR_FILE));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "errno 5"));
+	expect_degraded(s);
+	expect_seed(s, "a", 16384, 1);
+	expect_seed(s, "b", 16384, 2);
+	/* the operator cannot clear it under a running store */
+	ck_assert_int_eq(blocker_clear_sync_error(dir, NULL), -EBUSY);
+	ck_assert(has_record());
+	ck_assert_int_eq(blocker_close(s), -EIO);
+	{
+		char again[1024];
+		read_record(again, sizeof(again));
+		ck_assert_str_eq(again, text);
+	}
+	/* the offline check names it */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(
+	    blocker_check(dir, NULL, tb_log_fn_line, &logbuf, &problems), 0);
+	ck_assert_uint_eq(problems, 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, BLOCKER_SYNC_ERROR_FILE));
+
+	/* cleared: healthy again, nothing lost that was read back */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(blocker_clear_sync_error(dir, NULL), 0);
+	ck_assert(!has_record());
+	s2 = reopen_store();
+	expect_seed(s2, "a", 16384, 1);
+	ck_assert_int_eq(write_seed(s2, "c", 16384, 3), 0);
+	ck_assert_int_eq(blocker_flush(s2), 0);
+	ck_assert_int_eq(blocker_close(s2), 0);
+	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
+	ck_assert_uint_eq(problems, 0);
+}
+END_TEST
+
+/* bad input: refused, nothing changed */
+START_TEST(test_clear_sync_error_refused)
+{
+	struct blocker_store *s = open_store();
+	char missing[400], empty[400];
+	struct blocker_stats st;
+
+	ck_assert_int_eq(write_seed(s, "a", 8192, 1), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	snprintf(missing, sizeof(missing), "%s/nonexistent", dir);
+	ck_assert_int_eq(blocker_clear_sync_error(missing, NULL), -ENOENT);
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	ck_assert_int_eq(mkdir(empty, 0700), 0);
+	ck_assert_int_eq(blocker_clear_sync_error(empty, NULL), -ENOENT);
+	ck_assert_int_eq(rmdir(empty), 0); /* and nothing was made there */
+	/* a store without a record */
+	ck_assert_int_eq(blocker_clear_sync_error(dir, NULL), -ENOENT);
+	s = reopen_store();
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	expect_seed(s, "a", 8192, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/* the space hook: fail the record (bytes > 0), or everything */
+static int space_fail(void *arg, int event, uint64_t bytes)
+{
+	bool all = *(bool *)arg;
+
+	if (event != BLOCKER_SPACE_SYNC_ERROR)
+		return 0;
+	return all || bytes ? -ENOSPC : 0;
+}
+
+/*
+ * No room for the record: an empty DIR/sync_error (no data block) is the
+ * record; a store that cannot even create that keeps failing in this
+ * process and says loudly that a restart would forget it.
+ */
+START_TEST(test_sync_error_record_no_space)
+{
+	struct blocker_store *s = open_store();
+	bool all = false;
+	char text[64];
+
+	s->space_hook_arg = &all;
+	__atomic_store_n(&s->space_hook, space_fail, __ATOMIC_RELEASE);
+	ck_assert_int_eq(write_seed(s, "a", 8192, 1), 0);
+	arm(1, 0);
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	ck_assert(has_record());
+	read_record(text, sizeof(text));
+	ck_assert_str_eq(text, "");
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "left it empty"));
+	blocker_close(s);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen_store();
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "empty or unreadable"));
+	expect_degraded(s);
+	blocker_close(s);
+	ck_assert_int_eq(blocker_clear_sync_error(dir, NULL), 0);
+
+	/* nothing at all can be written */
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen_store();
+	all = true;
+	s->space_hook_arg = &all;
+	__atomic_store_n(&s->space_hook, space_fail, __ATOMIC_RELEASE);
+	s->io = &once_ops;
+	ck_assert_int_eq(write_seed(s, "b", 8192, 2), 0);
+	arm(1, 0);
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	ck_assert(!has_record());
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "CANNOT RECORD"));
+	/* this process stays on the safe side */
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	ck_assert_int_eq(write_seed(s, "c", 8192, 3), -EIO);
+	blocker_close(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("blocker_fsync");
@@ -354,6 +580,9 @@ int main(void)
 	tcase_add_test(tc, test_segment_switch_fsync_error_is_sticky);
 	tcase_add_test(tc, test_flush_during_failing_fsync_fails);
 	tcase_add_test(tc, test_fua_writers_share_next_fsync);
+	tcase_add_test(tc, test_sync_error_survives_reopen);
+	tcase_add_test(tc, test_clear_sync_error_refused);
+	tcase_add_test(tc, test_sync_error_record_no_space);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

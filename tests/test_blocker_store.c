@@ -1186,6 +1186,21 @@ static void fault_case(int budget, int werr, int serr)
 	if (serr)
 		ck_assert_int_eq(blocker_flush(s), -serr);
 	blocker_close(s);
+	if (serr) {
+		/* the failed fsync was recorded (review9 R9-12): a reopen
+		 * is degraded, reads served, until the operator clears it */
+		memset(&logbuf, 0, sizeof(logbuf));
+		s = reopen();
+		blocker_get_stats(s, &st);
+		ck_assert_int_eq(st.degraded_errno, EIO);
+		ck_assert_ptr_nonnull(strstr(logbuf.text, "sync_error"));
+		expect(s, "acked", 0, 20000, 1);
+		ck_assert_int_eq(blocker_write(s, "acked", 5, 0, 10, b, 0),
+				 -EIO);
+		ck_assert_int_eq(blocker_flush(s), -EIO);
+		blocker_close(s);
+		ck_assert_int_eq(blocker_clear_sync_error(dir, NULL), 0);
+	}
 	/* reopened on healthy I/O: every acknowledged write is there */
 	memset(&logbuf, 0, sizeof(logbuf));
 	s = reopen();

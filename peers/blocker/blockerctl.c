@@ -19,6 +19,7 @@ static void usage(FILE *f)
 	       "[--reserve SIZE|auto] DIR\n"
 	       "       blockerctl gc [--min-dead PCT] [--reserve SIZE|auto] "
 	       "DIR\n"
+	       "       blockerctl clear-sync-error DIR\n"
 	       "       blockerctl --help | --version\n"
 	       "\n"
 	       "create  make an empty store (chunk size: power of two, 512 B "
@@ -42,6 +43,13 @@ static void usage(FILE *f)
 	       "(default 0: any)\n"
 	       "        to the log head and remove those segments; prints the "
 	       "report as JSON\n"
+	       "clear-sync-error  forget a failed log fsync recorded in "
+	       "DIR/sync_error\n"
+	       "        (the store opens degraded while it is there): check "
+	       "the disk first;\n"
+	       "        drops the log from the page cache so that the next "
+	       "open reads\n"
+	       "        what the disk holds, then removes the record\n"
 	       "--reserve  for the commands that open the store: the disk "
 	       "space held back\n"
 	       "        in DIR/reserve for DELETE and GC on a full disk, as "
@@ -310,6 +318,35 @@ static int cmd_stats(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_clear_sync_error(const char *dir)
+{
+	int r = blocker_clear_sync_error(dir, NULL);
+
+	if (r == -ENOENT) {
+		fprintf(stderr,
+			"blockerctl: %s: no store, or no sync error recorded "
+			"in it: nothing to clear\n",
+			dir);
+		return 1;
+	}
+	if (r == -EBUSY) {
+		fprintf(stderr,
+			"blockerctl: %s: the store is in use (stop its blocker "
+			"first): nothing cleared\n",
+			dir);
+		return 1;
+	}
+	if (r) {
+		fprintf(stderr, "blockerctl: %s: clear-sync-error: %s\n", dir,
+			strerror(-r));
+		return 1;
+	}
+	printf("%s: sync error cleared; run 'blockerctl check %s' before "
+	       "starting the store\n",
+	       dir, dir);
+	return 0;
+}
+
 static int gc_opt(int c, void *arg)
 {
 	struct blocker_gc_opts *g = arg;
@@ -391,6 +428,14 @@ int main(int argc, char **argv)
 		return cmd_gc(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return cmd_stats(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "clear-sync-error")) {
+		if (argc != 3) {
+			fprintf(stderr, "blockerctl: clear-sync-error needs "
+					"exactly one DIR\n");
+			return 2;
+		}
+		return cmd_clear_sync_error(argv[2]);
+	}
 	if (!strcmp(argv[1], "check")) {
 		if (argc != 3) {
 			fprintf(stderr,

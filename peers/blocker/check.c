@@ -383,6 +383,14 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 			BLOCKER_MARK_FILE);
 	if (r)
 		c.mark = 0; /* none: a store from a build without marks */
+	{
+		char desc[200];
+		if (bsyncerr_read(s->dirfd, desc, sizeof(desc)))
+			problem(&c,
+				"blocker: %s/%s: %s; the store opens degraded "
+				"until 'blockerctl clear-sync-error %s'",
+				dir, BLOCKER_SYNC_ERROR_FILE, desc, dir);
+	}
 	r = check_gap(&c);
 	if (!r && s->gc_ckpt) {
 		c.gc = true;

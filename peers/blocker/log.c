@@ -728,8 +728,16 @@ static void zero_ahead(struct blocker_store *s, int fd, uint64_t seg,
  * flush (they never report success again) and wake the waiters. Takes
  * sync_lock (allowed under append_lock).
  */
-static void blog_sync_failed(struct blocker_store *s, int err)
+static void blog_sync_failed(struct blocker_store *s, int err, uint32_t seg,
+			     const char *when)
 {
+	char path[4096], what[4200];
+
+	/* on disk before any caller learns of it (mark.c) */
+	blog_seg_path(s->dir, seg, path, sizeof(path));
+	snprintf(what, sizeof(what), "fsync of %s %s failed: %s", path, when,
+		 strerror(err));
+	bsyncerr_record(s, err, what);
 	pthread_mutex_lock(&s->sync_lock);
 	if (!s->sync_err)
 		s->sync_err = err;
@@ -759,7 +767,7 @@ static int seg_finish(struct blocker_store *s, uint32_t seg)
 		return -errno;
 	r = s->io->fdatasync(s->io_ctx, fd);
 	if (r) {
-		blog_sync_failed(s, -r);
+		blog_sync_failed(s, -r, seg, "at a segment switch");
 		return r;
 	}
 	s->alloc_end = (uint64_t)(seg + 1) * s->segment_size;
@@ -779,7 +787,8 @@ int blog_trim_tail(struct blocker_store *s)
 			r = -errno;
 		else if (fdatasync(fd) < 0) {
 			r = -errno;
-			blog_sync_failed(s, -r);
+			blog_sync_failed(s, -r, tail / s->segment_size,
+					 "after its tail was cut");
 		} else
 			s->alloc_end = tail;
 	}
@@ -1125,6 +1134,7 @@ static void gather_locked(struct blocker_store *s)
 static int flush_common(struct blocker_store *s, bool fua)
 {
 	uint64_t target = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE), gen = 0;
+	char what[4200];
 	bool waiting;
 	int r = 0;
 
@@ -1182,17 +1192,24 @@ static int flush_common(struct blocker_store *s, bool fua)
 			}
 			blocker_rcu_unlock();
 			if (r) {
-				char path[4096];
-				blog_seg_path(s->dir, seg, path, sizeof(path));
+				blog_seg_path(s->dir, seg, what, sizeof(what));
 				blocker_degrade(s, -r, "fsync of %s failed: %s",
-						path, strerror(-r));
+						what, strerror(-r));
 			}
 		}
 		/* a new segment's directory entry must be durable too */
 		if (!r && dir && fsync(s->dirfd) < 0) {
 			r = -errno;
+			snprintf(what, sizeof(what), "%s", s->dir);
 			blocker_degrade(s, -r, "fsync of directory failed: %s",
 					strerror(-r));
+		}
+		/* recorded before any flush fails with it (mark.c) */
+		if (r) {
+			size_t n = strlen(what);
+			snprintf(what + n, sizeof(what) - n,
+				 ": fsync failed: %s", strerror(-r));
+			bsyncerr_record(s, -r, what);
 		}
 
 		pthread_mutex_lock(&s->sync_lock);

@@ -16,10 +16,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include "store_int.h"
 
@@ -189,4 +191,124 @@ void bmark_close(struct blocker_store *s)
 	close(s->mark->fd);
 	free(s->mark);
 	s->mark = NULL;
+}
+
+/* ---- DIR/sync_error: a failed log fsync, remembered across opens ---- */
+
+#define SYNCERR_MAGIC "blocker-sync-error 1"
+
+void bsyncerr_record(struct blocker_store *s, int err, const char *what)
+{
+	int (*hook)(void *, int, uint64_t);
+	char text[512];
+	uint64_t durable;
+	int n, r, r2;
+
+	pthread_mutex_lock(&s->syncrec_lock);
+	if (s->sync_recorded) { /* the first failure's record stands */
+		pthread_mutex_unlock(&s->syncrec_lock);
+		return;
+	}
+	s->sync_recorded = true;
+	pthread_mutex_lock(&s->sync_lock);
+	durable = s->synced;
+	pthread_mutex_unlock(&s->sync_lock);
+	n = snprintf(text, sizeof(text),
+		     SYNCERR_MAGIC "\nerrno %d\nerror %s\ndurable %llu\n"
+				   "time %lld\nwhat %s\n",
+		     err, strerror(err), (unsigned long long)durable,
+		     (long long)time(NULL), what);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		n = (int)strlen(text); /* what was cut: still one record */
+	struct iovec iov = {text, (size_t)n};
+	hook = __atomic_load_n(&s->space_hook, __ATOMIC_ACQUIRE);
+	r = hook ? hook(s->space_hook_arg, BLOCKER_SPACE_SYNC_ERROR, n) : 0;
+	if (!r)
+		r = blocker_write_file_atomic(s->dirfd, BLOCKER_SYNC_ERROR_FILE,
+					      &iov, 1);
+	if (!r) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s/%s: recorded (%s; durable up to "
+			     "log position %llu): the store opens degraded "
+			     "until 'blockerctl clear-sync-error %s'",
+			     s->dir, BLOCKER_SYNC_ERROR_FILE, strerror(err),
+			     (unsigned long long)durable, s->dir);
+		goto out;
+	}
+	/*
+	 * No room for the record (or the disk fails it too): an empty file
+	 * needs no data block, and its presence alone is what open acts
+	 * on. Created, then the directory fsynced: the name is the record.
+	 */
+	r2 = hook ? hook(s->space_hook_arg, BLOCKER_SPACE_SYNC_ERROR, 0) : 0;
+	if (!r2) {
+		int fd = openat(s->dirfd, BLOCKER_SYNC_ERROR_FILE,
+				O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			r2 = -errno;
+		else if (close(fd) < 0)
+			r2 = -errno;
+		if (!r2 && fsync(s->dirfd) < 0)
+			r2 = -errno;
+	}
+	if (!r2) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s/%s: cannot write the record of the "
+			     "failed fsync (%s); left it empty: the store "
+			     "opens degraded until 'blockerctl "
+			     "clear-sync-error %s'",
+			     s->dir, BLOCKER_SYNC_ERROR_FILE, strerror(-r),
+			     s->dir);
+		goto out;
+	}
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s/%s: CANNOT RECORD the failed fsync (%s; "
+		     "empty file: %s): this process keeps failing writes, "
+		     "FLUSH and FUA, but a restart would forget the failure "
+		     "and acknowledge flushes of writes that never reached "
+		     "the disk: do not restart the store before the disk is "
+		     "checked; then create the file by hand or copy the "
+		     "store",
+		     s->dir, BLOCKER_SYNC_ERROR_FILE, strerror(-r),
+		     strerror(-r2));
+out:
+	pthread_mutex_unlock(&s->syncrec_lock);
+}
+
+int bsyncerr_read(int dirfd, char *desc, size_t len)
+{
+	char text[600];
+	int fd = openat(dirfd, BLOCKER_SYNC_ERROR_FILE, O_RDONLY | O_CLOEXEC);
+	unsigned long long durable = 0;
+	long long when = 0;
+	int err = 0, got = 0;
+	ssize_t n = 0;
+
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd >= 0) {
+		n = pread(fd, text, sizeof(text) - 1, 0);
+		close(fd);
+	}
+	text[n > 0 ? n : 0] = 0;
+	/* anything there is a record; its content only describes it */
+	if (!strncmp(text, SYNCERR_MAGIC "\n", strlen(SYNCERR_MAGIC) + 1)) {
+		for (char *l = text; l;) {
+			got += sscanf(l, "errno %d", &err) == 1;
+			got += sscanf(l, "durable %llu", &durable) == 1;
+			got += sscanf(l, "time %lld", &when) == 1;
+			l = strchr(l, '\n');
+			l = l ? l + 1 : NULL;
+		}
+	}
+	if (got == 3)
+		snprintf(desc, len,
+			 "a log fsync failed with errno %d (%s) at %lld (unix "
+			 "time); durable up to log position %llu",
+			 err, strerror(err), when, durable);
+	else
+		snprintf(desc, len,
+			 "a log fsync failed (the record is empty or "
+			 "unreadable: the store could not write it whole)");
+	return 1;
 }

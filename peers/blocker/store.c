@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Store lifecycle and object operations; the contract is in store.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -1275,8 +1276,105 @@ static void store_free(struct blocker_store *s)
 	pthread_cond_destroy(&s->bg_cond);
 	pthread_mutex_destroy(&s->gc_mutex);
 	pthread_mutex_destroy(&s->reserve_lock);
+	pthread_mutex_destroy(&s->syncrec_lock);
 	free(s->dir);
 	free(s);
+}
+
+/*
+ * A log fsync failed in an earlier process (DIR/sync_error): the pages it
+ * lost may still read back from the page cache, and an fsync now would
+ * return 0 for them. Exactly the state that process left: degraded, the
+ * fsync error sticky (EIO), until the operator clears the record.
+ */
+static void sync_error_at_open(struct blocker_store *s)
+{
+	char desc[200];
+
+	if (!bsyncerr_read(s->dirfd, desc, sizeof(desc)))
+		return;
+	s->sync_err = EIO;
+	s->sync_recorded = true; /* keep the first failure's record */
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s/%s: %s: writes acknowledged after that "
+		     "position may never have reached the disk although they "
+		     "read back; writes, FLUSH and FUA fail with EIO until "
+		     "the disk is checked and 'blockerctl clear-sync-error "
+		     "%s' removes the record",
+		     s->dir, BLOCKER_SYNC_ERROR_FILE, desc, s->dir);
+	blocker_degrade(s, EIO, "log fsync failed in an earlier run (%s)",
+			BLOCKER_SYNC_ERROR_FILE);
+}
+
+int blocker_clear_sync_error(const char *dir, const struct blocker_opts *o)
+{
+	struct blocker_opts defaults;
+	uint32_t chunk, version;
+	uint64_t seg_size;
+	char desc[200];
+	int dirfd, lockfd = -1, r;
+	DIR *d = NULL;
+	struct dirent *e;
+	unsigned evicted = 0;
+
+	if (!o) {
+		blocker_opts_init(&defaults);
+		o = &defaults;
+	}
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	r = blocker_read_super(dirfd, &chunk, &seg_size, &version);
+	if (r)
+		goto out;
+	lockfd = openat(dirfd, BLOCKER_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC,
+			0644);
+	if (lockfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		goto out;
+	}
+	if (!bsyncerr_read(dirfd, desc, sizeof(desc))) {
+		r = -ENOENT;
+		goto out;
+	}
+	/* the clean pages a failed writeback left: read from disk again */
+	r = dup(dirfd);
+	d = r >= 0 ? fdopendir(r) : NULL;
+	if (!d && r >= 0)
+		close(r);
+	r = 0;
+	while (d && (e = readdir(d))) {
+		uint32_t seg;
+		if (!blog_seg_name(e->d_name, &seg))
+			continue;
+		int fd = openat(dirfd, e->d_name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (!posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
+			evicted++;
+		close(fd);
+	}
+	if (unlinkat(dirfd, BLOCKER_SYNC_ERROR_FILE, 0) < 0 ||
+	    fsync(dirfd) < 0) {
+		r = -errno;
+		goto out;
+	}
+	blocker_logf(o, BLOCKER_LOG_WARN,
+		     "blocker: %s/%s: cleared (%s); %u segment file(s) dropped "
+		     "from the page cache: the next open reads the log from "
+		     "the disk",
+		     dir, BLOCKER_SYNC_ERROR_FILE, desc, evicted);
+out:
+	if (d)
+		closedir(d);
+	if (lockfd >= 0)
+		close(lockfd);
+	close(dirfd);
+	return r;
 }
 
 static void reset_state(struct blocker_store *s)
@@ -1313,6 +1411,7 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	pthread_mutex_init(&s->bg_lock, NULL);
 	pthread_mutex_init(&s->gc_mutex, NULL);
 	pthread_mutex_init(&s->reserve_lock, NULL);
+	pthread_mutex_init(&s->syncrec_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->bg_cond, &ca);
@@ -1476,6 +1575,7 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			     BLOCKER_FORMAT_VERSION);
 	}
 	s->last_ckpt = idx_pos < maps_pos ? idx_pos : maps_pos;
+	sync_error_at_open(s);
 	/* (missing in stores made before it, or cut short by a crash) */
 	bres_open(s);
 	if (s->o.sync_interval_ms || s->o.checkpoint_bytes) {

@@ -242,9 +242,26 @@ int blocker_create(const char *dir, const struct blocker_opts *o);
  * index files), replays the log after it, truncates a torn tail and logs
  * what it dropped. On success *out is the store; the caller owns it until
  * blocker_close().
+ * A store whose log fsync once failed (DIR/sync_error, written at the
+ * failure) opens degraded: reads are served, writes, FUA writes and
+ * flushes fail with -EIO (and so does blocker_close), with an error
+ * logged that names the file, until blocker_clear_sync_error.
  */
 int blocker_open(const char *dir, const struct blocker_opts *o,
 		 struct blocker_store **out);
+
+/*
+ * Forget a failed log fsync recorded in DIR/sync_error (the operator's
+ * `blockerctl clear-sync-error DIR`, after checking the disk): drops the
+ * log segments' clean pages from the page cache (best effort, so that the
+ * next open reads what the disk holds and cuts what the failed writeback
+ * lost as a torn tail past the durable mark), then removes the record and
+ * fsyncs the directory. The store must not be open: -EBUSY if its lock is
+ * held (nothing changed). -ENOENT if dir has no store or no record
+ * (nothing changed), or the errno of a failed unlink or fsync. o: only
+ * its log sink is used (NULL: stderr).
+ */
+int blocker_clear_sync_error(const char *dir, const struct blocker_opts *o);
 
 /*
  * Flush, write a checkpoint (unless degraded) and free the store. No other

@@ -287,7 +287,10 @@ struct blocker_store {
 	uint32_t dir_seq;	 /* segments created; __atomic */
 	uint32_t dir_synced_seq; /* dir_seq covered by a directory fsync */
 	int sync_err;		 /* errno of a failed fsync, sticky */
-	struct bmark *mark;	 /* DIR/durable (mark.c); under sync_lock */
+	/* DIR/sync_error written (or found at open), under syncrec_lock */
+	pthread_mutex_t syncrec_lock;
+	bool sync_recorded;
+	struct bmark *mark; /* DIR/durable (mark.c); under sync_lock */
 	/*
 	 * fsyncs publish in the order they started: Linux reports a
 	 * writeback error to one fsync of a file only, so a later fsync that
@@ -563,6 +566,25 @@ int bmark_reset(struct blocker_store *s, uint64_t pos);
 void bmark_close(struct blocker_store *s);
 int bmark_read(int dirfd, uint64_t *pos);
 
+/*
+ * mark.c: DIR/sync_error, a failed log fsync remembered across opens
+ * (review9 R9-12; docs/on-disk-format.md). Linux reports a writeback
+ * error to one fsync only and leaves the lost pages clean in the page
+ * cache, so a later process's fsync of the same file returns 0: the
+ * sticky s->sync_err must outlive the process.
+ * bsyncerr_record writes it once per handle (the first failure; later
+ * ones return at once), before the caller publishes the error, so no
+ * FLUSH fails before the record is durable: the text record (tmp +
+ * fdatasync + rename + directory fsync), or if that fails an empty file
+ * (no data block needed), or nothing but a loud log line. Takes
+ * syncrec_lock, then sync_lock; the caller holds neither (append_lock is
+ * allowed). bsyncerr_read: 0 if there is no record, 1 if there is one
+ * (any content, or none) with a description in desc.
+ */
+#define BLOCKER_SYNC_ERROR_FILE "sync_error"
+void bsyncerr_record(struct blocker_store *s, int err, const char *what);
+int bsyncerr_read(int dirfd, char *desc, size_t len);
+
 /* recover.c: scan the log from pos, replaying into index and maps. */
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		    uint64_t maps_pos);
@@ -610,6 +632,8 @@ enum {
 	BLOCKER_SPACE_RESERVE_ALLOC = 2, /* bytes: about to be allocated */
 	BLOCKER_SPACE_SEGMENT_FREED = 3, /* bytes: a segment file removed */
 	BLOCKER_SPACE_CHECKPOINT = 4,	 /* bytes: new maps + index files */
+	/* bytes: the DIR/sync_error record, 0 for its empty fallback */
+	BLOCKER_SPACE_SYNC_ERROR = 5,
 };
 void bres_open(struct blocker_store *s);
 /* also puts a healthy store into ENOSPC mode (writes refused, DELETEs and

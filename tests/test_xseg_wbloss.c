@@ -427,6 +427,54 @@ START_TEST(test_clear_path_next_counts_dead_target)
 }
 END_TEST
 
+/* Replacing a redirect takes the old target out of the path as clearing
+ * it does: a dead write-back target is counted first (review9 R9-5(c)). */
+START_TEST(test_set_path_next_replacing_counts_dead_target)
+{
+	const char *name;
+	struct xseg *seg = mkseg("replace", &name);
+
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
+	dead_victim(name, VICTIM_PORT, 6, 0);
+	/* the same target again: it stays in the path, nothing reclaimed */
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
+	ck_assert(port_bound(seg, VICTIM_PORT));
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
+	/* another target: the dead one is counted before the call returns */
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), 2);
+	ck_assert(!port_bound(seg, VICTIM_PORT));
+	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 0);
+	ck_assert_int_eq(xseg_reap(seg, NULL), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+
+	/* a live old target keeps its port and its count */
+	ck_assert_int_eq(xseg_bind_port(seg, VICTIM_PORT, "live"), 0);
+	xseg_port_unflushed_add(seg, VICTIM_PORT, 2);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), 0);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), 2);
+	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 2);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+	xseg_port_unflushed_add(seg, VICTIM_PORT, -2);
+	ck_assert_int_eq(xseg_release_port(seg, VICTIM_PORT), 0);
+
+	/* bad input is refused before anything is looked at or changed */
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
+	dead_victim(name, VICTIM_PORT, 1, 0);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 3), -EINVAL);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, xseg_nr_ports(seg)),
+			 -EINVAL);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
+	ck_assert(port_bound(seg, VICTIM_PORT));
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 2);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* A target being reclaimed by another live process: wait for it; if it
  * does not finish, -EBUSY with the redirect kept. */
 static int sleeper(void *p)
@@ -467,6 +515,9 @@ START_TEST(test_clear_path_next_busy_keeps_redirect)
 	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 3), -EBUSY);
 	ck_assert_uint_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
+	/* replacing it waits the same way and keeps the old redirect */
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), -EBUSY);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
 	__atomic_store_n(ownerp, o, __ATOMIC_SEQ_CST);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 3), 0);
@@ -494,6 +545,7 @@ static Suite *wbloss_suite(void)
 	tcase_add_test(tc, test_concurrent_reapers_count_once);
 	tcase_add_test(tc, test_failed_back_after_count);
 	tcase_add_test(tc, test_clear_path_next_counts_dead_target);
+	tcase_add_test(tc, test_set_path_next_replacing_counts_dead_target);
 	tcase_add_test(tc, test_clear_path_next_busy_keeps_redirect);
 	suite_add_tcase(s, tc);
 	return s;

@@ -128,10 +128,37 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
 	return xseg_owner_serving(o) ? xseg_owner_alive(o) : 0;
 }
 
+/* A redirect target about to leave the path (old != keep) may be a
+ * write-back cache that died holding acknowledged data: once it is out of
+ * the path a FLUSH reaches another port and would succeed, so the loss
+ * must be counted (by reclaiming the dead port) first. A target that dies
+ * after this check is counted by whoever reaps it; requests sent to it
+ * meanwhile fail with ECONNRESET. */
+static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
+				  uint32_t keep)
+{
+	struct xseg_reap_stats st = {0};
+	uint32_t old = __atomic_load_n(&seg->ports[port].port->path_next,
+				       __ATOMIC_ACQUIRE);
+	int rc;
+
+	if (old >= seg->nr_ports || old == port || old == keep)
+		return 0;
+	rc = xseg_reclaim_if_dead(seg, old, &st);
+	return rc < 0 ? rc : 0;
+}
+
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 {
+	int rc;
+
 	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
+	/* Replacing a redirect takes the old target out of the path just
+	 * as clearing it does (review9 R9-5(c)). */
+	rc = reclaim_leaving_target(seg, port, next);
+	if (rc < 0)
+		return rc;
 	__atomic_store_n(&seg->ports[port].port->path_next, next,
 			 __ATOMIC_RELEASE);
 	return 0;
@@ -139,25 +166,13 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 
 int xseg_clear_path_next(struct xseg *seg, uint32_t port)
 {
-	struct xseg_reap_stats st = {0};
-	uint32_t next;
 	int rc;
 
 	if (port >= seg->nr_ports)
 		return -EINVAL;
-	/* The redirect target may be a write-back cache that died holding
-	 * acknowledged data: once the redirect is gone a FLUSH reaches the
-	 * next port directly and would succeed, so the loss must be
-	 * counted (by reclaiming the dead port) before. A target that dies
-	 * after this check is counted by whoever reaps it; requests sent
-	 * to it meanwhile fail with ECONNRESET. */
-	next = __atomic_load_n(&seg->ports[port].port->path_next,
-			       __ATOMIC_ACQUIRE);
-	if (next < seg->nr_ports && next != port) {
-		rc = xseg_reclaim_if_dead(seg, next, &st);
-		if (rc < 0)
-			return rc;
-	}
+	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT);
+	if (rc < 0)
+		return rc;
 	__atomic_store_n(&seg->ports[port].port->path_next, XSEG_NOPORT,
 			 __ATOMIC_RELEASE);
 	return 0;

@@ -463,6 +463,25 @@ static int accept_one(struct xseg *seg, uint32_t port,
 				       port);
 			continue;
 		}
+		/* A request whose sender's port was reclaimed or released
+		 * since the submit (a new generation) is dropped, not
+		 * executed: its reply would be dropped anyway, and a dead
+		 * sender's write run late could land after newer writes to
+		 * the same object made by its restarted successor, or by
+		 * its clients once their requests came back ECONNRESET
+		 * (review9 R9-7). Requests accepted before the reclaim
+		 * still run (docs/protocol.md, "Robustness"). src_gen is on
+		 * line 1, already being fetched for writing (prefetch), and
+		 * the sender's line 0 is read again by the answer. */
+		if (__atomic_load_n(&seg->ports[req->src].port->gen,
+				    __ATOMIC_ACQUIRE) != req->src_gen) {
+			xseg_count(&pl->port->rejected);
+			/* fail_back sees the generation and frees it */
+			xseg_fail_back(seg, req,
+				       NEXT(w, XSEG_RS_ACCEPTED, port),
+				       ECONNRESET, port);
+			continue;
+		}
 		/* Stage stamps only for a client that stamped its submit:
 		 * nobody else reads them (bench_xseg --stages), and the two
 		 * clock reads were most of a server's own cost per hit. */

@@ -912,7 +912,7 @@ START_TEST(test_fua_written_through)
 }
 END_TEST
 
-START_TEST(test_delete_discards_and_sends)
+START_TEST(test_delete_flushes_then_sends)
 {
 	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, BS);
 	struct fake_req *d, *r;
@@ -922,13 +922,20 @@ START_TEST(test_delete_discards_and_sends)
 	ck_assert_uint_eq(cached_unclean(&C), 1);
 	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
 	ck_assert_int_eq(submit(d), 0);
-	/* dirty data of a deleted object is never written: only the
-	 * DELETE goes, sent by cached, which answers the client */
-	ck_assert_uint_eq(cached_unclean(&C), 0);
+	/* the acknowledged dirty data is written first (never dropped
+	 * before the store answered the DELETE: review9 R9-8) */
 	ck_assert_uint_eq(nr_sent, 1);
-	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_DELETE);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
+	ck_assert_uint_eq(cached_unclean(&C), 1);
 	ck_assert(!d->done);
-	serve_all();
+	serve(0, 0, false);
+	/* then the DELETE, sent by cached, which answers the client */
+	ck_assert_uint_eq(nr_sent, 2);
+	ck_assert_uint_eq(sent[1]->req->op, XSEG_OP_DELETE);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert(!d->done);
+	serve(1, 0, false);
+	nr_sent = 0;
 	ck_assert(d->done && !d->forwarded);
 	ck_assert_int_eq(d->error, 0);
 	ck_assert_ptr_null(obj("a"));
@@ -938,6 +945,208 @@ START_TEST(test_delete_discards_and_sends)
 	ck_assert_uint_eq(nr_sent, 1);
 	serve_all();
 	ck_assert_mem_eq(r->buf, store_a, BS);
+	ck_assert_uint_eq(r->buf[0], 0);
+	/* a clean object's DELETE goes at once */
+	d = client(3, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_DELETE);
+	serve_all();
+	ck_assert(d->done);
+	ck_assert_int_eq(d->error, 0);
+}
+END_TEST
+
+/* Serve what was sent, and what that sends, failing DELETE/COPY with
+ * op_error; every other request is served. */
+static void serve_all_op_error(int op_error)
+{
+	for (unsigned k = 0; k < nr_sent; k++) {
+		uint16_t op = sent[k]->req->op;
+
+		serve(k,
+		      op == XSEG_OP_DELETE || op == XSEG_OP_COPY ? op_error : 0,
+		      false);
+	}
+	nr_sent = 0;
+}
+
+static struct fake_req *copy_req(unsigned i, const char *dst, const char *src)
+{
+	struct fake_req *cp =
+	    client(i, XSEG_OP_COPY, dst, 0, sizeof(struct xseg_request_copy));
+	struct xseg_request_copy *arg = (void *)cp->buf;
+
+	arg->src_targetlen = (uint32_t)strlen(src);
+	memcpy(arg->src_target, src, arg->src_targetlen);
+	return cp;
+}
+
+/*
+ * review9 R9-8 (copyfail): a COPY onto a target holding acknowledged
+ * write-back data fails at the store (source missing: ENOENT). The target
+ * must read as the client last wrote it, and the unflushed count stays
+ * exact. Before the fix cached dropped the dirty buckets when it sent the
+ * COPY, and the read returned the store's older 0x11.
+ */
+START_TEST(test_copy_fail_keeps_target_data)
+{
+	struct fake_req *w, *fl, *cp, *r, *w2;
+
+	w = client(0, XSEG_OP_WRITE, "b", 0, BS);
+	fill(w, 0x11);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all();
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(store_a[0], 0x11);
+	ck_assert_uint_eq(C.unflushed, 0);
+	/* acknowledged, write-back, not flushed */
+	w = client(2, XSEG_OP_WRITE, "b", 0, BS);
+	fill(w, 0xee);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(w->unflushed_at_reply, 1);
+	cp = copy_req(3, "b", "nosuch");
+	ck_assert_int_eq(submit(cp), 0);
+	ck_assert(!cp->done);
+	/* the fence holds a read and a write of the target meanwhile */
+	r = client(4, XSEG_OP_READ, "b", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	w2 = client(5, XSEG_OP_WRITE, "b", BS, BS);
+	fill(w2, 0x5a);
+	ck_assert_int_eq(submit(w2), 0);
+	ck_assert(!r->done && !w2->done);
+	/* still counted until the store acknowledged it */
+	ck_assert_uint_eq(C.unflushed, 1);
+	serve_all_op_error(ENOENT);
+	ck_assert(cp->done && !cp->forwarded);
+	ck_assert_int_eq(cp->error, ENOENT);
+	/* the read waited for the COPY's end: not the older 0x11 */
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_uint_eq(r->buf[0], 0xee);
+	ck_assert_uint_eq(r->buf[BS - 1], 0xee);
+	ck_assert(w2->done);
+	ck_assert_int_eq(w2->error, 0);
+	/* a later read too (from the store or the cache) */
+	r = client(6, XSEG_OP_READ, "b", 0, 2 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_uint_eq(r->buf[0], 0xee);
+	ck_assert_uint_eq(r->buf[BS], 0x5a);
+	/* exact: 0xee reached the store, 0x5a is dirty and counted */
+	ck_assert_uint_eq(store_a[0], 0xee);
+	ck_assert_uint_eq(C.unflushed, 1);
+	ck_assert_uint_eq(cached_unclean(&C), 1);
+	fl = client(7, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all();
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_uint_eq(store_a[BS], 0x5a);
+	/* the write went before the COPY */
+	ck_assert_uint_eq(sent_log[0].op, XSEG_OP_WRITE); /* 0x11 */
+	ck_assert_uint_eq(sent_log[1].op, XSEG_OP_WRITE); /* 0xee */
+	ck_assert_uint_eq(sent_log[2].op, XSEG_OP_COPY);
+}
+END_TEST
+
+/* The same with a DELETE that the store fails (degraded: EIO). */
+START_TEST(test_delete_fail_keeps_data)
+{
+	struct fake_req *w, *d, *r;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, 2 * BS);
+	fill(w, 0x11);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all(); /* nothing to serve: write-back */
+	r = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done && r->forwarded);
+	w = client(2, XSEG_OP_WRITE, "a", BS, BS);
+	fill(w, 0xee);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_uint_eq(C.unflushed, 1);
+	d = client(3, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	ck_assert(!d->done);
+	ck_assert_uint_eq(C.unflushed, 1);
+	serve_all_op_error(EIO);
+	ck_assert(d->done && !d->forwarded);
+	ck_assert_int_eq(d->error, EIO);
+	/* nothing was deleted: the object reads as last written */
+	r = client(4, XSEG_OP_READ, "a", 0, 2 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_uint_eq(r->buf[0], 0x11);
+	ck_assert_uint_eq(r->buf[BS], 0xee);
+	ck_assert_uint_eq(r->buf[2 * BS - 1], 0xee);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	/* the retry succeeds and deletes */
+	d = client(5, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	serve_all();
+	ck_assert(d->done);
+	ck_assert_int_eq(d->error, 0);
+	r = client(6, XSEG_OP_READ, "a", BS, BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	ck_assert_uint_eq(r->buf[0], 0);
+}
+END_TEST
+
+/* The store fails the target's flush that precedes the DELETE: the DELETE
+ * is not sent and fails with that error; the data stays dirty, counted
+ * and readable, the name is open again, and a later flush writes it. */
+START_TEST(test_delete_flush_fails_not_sent)
+{
+	struct fake_req *w, *d, *r, *fl;
+	struct cached_obj *o;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 0xee);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(C.unflushed, 1);
+	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
+	ck_assert_int_eq(submit(d), 0);
+	o = obj("a");
+	ck_assert(o->fenced);
+	r = client(2, XSEG_OP_READ, "a", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(!r->done);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_WRITE);
+	serve(0, EIO, false);
+	ck_assert_uint_eq(nr_sent, 1); /* no DELETE */
+	nr_sent = 0;
+	ck_assert(d->done && !d->forwarded);
+	ck_assert_int_eq(d->error, EIO);
+	ck_assert(!o->fenced);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_FAILED);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	ck_assert_uint_eq(C.unflushed, 1);
+	/* the read that waited at the fence is a hit on the data */
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_uint_eq(r->buf[0], 0xee);
+	fl = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all();
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(store_a[0], 0xee);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_READY);
 }
 END_TEST
 
@@ -2115,8 +2324,9 @@ START_TEST(test_unflushed_fua_not_counted)
 }
 END_TEST
 
-/* DELETE discards acknowledged data on purpose: no longer counted. */
-START_TEST(test_unflushed_delete_discards)
+/* DELETE writes acknowledged data before it is sent: counted until the
+ * store has it, then no longer. */
+START_TEST(test_unflushed_delete_flushes_first)
 {
 	struct fake_req *w = client(0, XSEG_OP_WRITE, "a", 0, 3 * BS), *d;
 
@@ -2125,9 +2335,15 @@ START_TEST(test_unflushed_delete_discards)
 	ck_assert_uint_eq(C.unflushed, 3);
 	d = client(1, XSEG_OP_DELETE, "a", 0, 0);
 	ck_assert_int_eq(submit(d), 0);
+	ck_assert_uint_eq(C.unflushed, 3);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve(0, 0, false);
 	ck_assert_uint_eq(C.unflushed, 0);
-	serve_all();
+	ck_assert(!d->done);
+	serve(1, 0, false);
+	nr_sent = 0;
 	ck_assert(d->done);
+	ck_assert_int_eq(d->error, 0);
 	ck_assert_uint_eq(C.unflushed, 0);
 }
 END_TEST
@@ -2223,7 +2439,10 @@ int main(void)
 	tcase_add_test(tc, test_one_flush_per_object);
 	tcase_add_test(tc, test_partial_write_reads_first);
 	tcase_add_test(tc, test_fua_written_through);
-	tcase_add_test(tc, test_delete_discards_and_sends);
+	tcase_add_test(tc, test_delete_flushes_then_sends);
+	tcase_add_test(tc, test_copy_fail_keeps_target_data);
+	tcase_add_test(tc, test_delete_fail_keeps_data);
+	tcase_add_test(tc, test_delete_flush_fails_not_sent);
 	tcase_add_test(tc, test_delete_fences_the_name);
 	tcase_add_test(tc, test_delete_waits_for_flush_in_flight);
 	tcase_add_test(tc, test_copy_flushes_source);
@@ -2232,7 +2451,7 @@ int main(void)
 	tcase_add_test(tc, test_space_wait_no_deadlock);
 	tcase_add_test(tc, test_unflushed_counts_acked_writeback);
 	tcase_add_test(tc, test_unflushed_fua_not_counted);
-	tcase_add_test(tc, test_unflushed_delete_discards);
+	tcase_add_test(tc, test_unflushed_delete_flushes_first);
 	tcase_add_test(tc, test_unflushed_bucket_transitions);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("info_nocache_flush");

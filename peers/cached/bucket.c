@@ -277,8 +277,11 @@ void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
 	if (old == st)
 		return;
 	/* Leaving DIRTY/WRITING for a clean state: the next port has the
-	 * data (VALID after a flush write's reply) or it was discarded on
-	 * purpose (INVALID: DELETE/COPY): see cached_obj.acked. */
+	 * data (VALID after a flush write's reply; cached no longer drops
+	 * dirty data unwritten, not even for a DELETE/COPY target, whose
+	 * data is flushed before the operation goes: review9 R9-8). Any
+	 * other way out of DIRTY would be a discard and is counted as
+	 * written, so nobody must add one: see cached_obj.acked. */
 	if (o->acked[s] && st != CACHED_B_DIRTY && st != CACHED_B_WRITING) {
 		o->acked[s] = 0;
 		cached_unflushed_add(o->c, -1);
@@ -336,8 +339,9 @@ void cached_obj_release_all(struct cached_obj *o)
 			continue;
 		acked += o->acked[s];
 		o->acked[s] = 0;
-		/* dirty data can only be dropped here if a DELETE discarded
-		 * it already; keep the global counters exact regardless */
+		/* dirty data is dropped here only by cached_destroy of a
+		 * cache whose flush timed out; keep the global counters
+		 * exact regardless */
 		cached_global_count(o->c, (enum cached_bstate)o->bstate[s], -1);
 		o->counts[o->bstate[s]]--;
 		batch[k++] = o->bucket[s];
@@ -354,8 +358,8 @@ void cached_obj_release_all(struct cached_obj *o)
 	/* Acknowledged data dropped without reaching the next port happens
 	 * only in cached_destroy of a cache whose flush timed out: the
 	 * count stays up, so that releasing the port (or the process's
-	 * death) reports the loss. Anywhere else a DELETE discarded the
-	 * data already (acked cleared by set_bstate). */
+	 * death) reports the loss. Anywhere else every acked flag was
+	 * cleared by a flush (set_bstate) before the release. */
 	if (acked && !o->c->destroying)
 		cached_unflushed_add(o->c, -acked);
 	memset(o->counts, 0, sizeof(o->counts));

@@ -146,11 +146,9 @@ struct cached_obj {
 	 * port has not acknowledged. Set by a write-back WRITE before its
 	 * reply (cached_obj_mark_acked); cleared, and the count lowered,
 	 * when the bucket leaves DIRTY/WRITING: WRITING -> VALID after the
-	 * next port acknowledged the flush write, or DIRTY -> INVALID when
-	 * a DELETE/COPY replaces the object (the client asked for the data
-	 * to go; if cached dies before the next port has the DELETE, the
-	 * client's DELETE fails with ECONNRESET and the object's content is
-	 * unspecified, as after any failed write). A failed flush
+	 * next port acknowledged the flush write (a DELETE/COPY target is
+	 * flushed that way before its operation is sent: acknowledged
+	 * data is never dropped unwritten, review9 R9-8). A failed flush
 	 * (WRITING -> DIRTY) keeps it. A write-through or FUA write never
 	 * sets it (it is acknowledged only after the next port's reply);
 	 * one that rewrites an acknowledged bucket leaves it set. */
@@ -204,9 +202,12 @@ struct cached_obj {
 	 * reads and writes of the object wait until they are done, so no
 	 * fetch can cache data older than such a write. */
 	uint32_t nocache_inflight;
-	/* A DELETE or COPY with this object as target is at the next port:
-	 * every other request of the object waits for its answer. */
+	/* A DELETE or COPY with this object as target (fence_owner, its
+	 * client context) is flushing the object's unflushed data or is at
+	 * the next port: every other request of the object waits for its
+	 * end (object.c, cio_delete). */
 	bool fenced;
+	const struct cached_cio *fence_owner;
 };
 
 /* Slot helpers (bucket.c), called on the object's workq. */
@@ -271,8 +272,9 @@ enum cached_cio_kind {
 	CACHED_C_READ = 1,
 	CACHED_C_WRITE,
 	CACHED_C_FLUSHWAIT, /* INFO, HASH: flush the object, then forward */
-	CACHED_C_DELETE,    /* wait for flushes, drop dirty data, send the
-			       DELETE, fence the name until the answer */
+	CACHED_C_DELETE,    /* wait for flushes, fence the name, flush
+			       its dirty data, send the DELETE, drop the
+			       object on the answer */
 	CACHED_C_COPY_SRC,  /* COPY phase 1: flush the source */
 	CACHED_C_COPY_DST,  /* COPY phase 2: as DELETE, for the target */
 	CACHED_C_FLUSH,	    /* FLUSH: every object (or the target), then

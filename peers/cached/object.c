@@ -1134,6 +1134,67 @@ done:
 	cio_forward(c, cio);
 }
 
+/* The DELETE/COPY that fenced o gives up before sending its operation
+ * (its pre-op flush failed): the name is open again, with the object as
+ * the client last wrote it (its dirty buckets, their acked flags and the
+ * unflushed count untouched), and the client gets the error. */
+static void cio_delete_abort(struct cached_obj *o, struct cached_cio *cio,
+			     int error)
+{
+	o->fenced = false;
+	o->fence_owner = NULL;
+	/* FAILED: the round failed, its data stays dirty and is retried
+	 * (a FLUSH, an eviction, cached_retry_failed, shutdown) */
+	cached_obj_set_state(o, CACHED_O_FAILED);
+	obj_wake_all(o); /* requests that waited at the fence go on */
+	cio_finish(o->c, cio, error);
+}
+
+/*
+ * DELETE, or a COPY onto o (phase 2 of a COPY).
+ *
+ * Acknowledged write-back data of the target is written to the next port
+ * BEFORE the operation is sent, never dropped ahead of the answer (review9
+ * R9-8). Dropping it first (as cached did) lost it whenever the next port
+ * failed the operation (COPY from a missing source: ENOENT; a degraded
+ * store: EIO; a store dying: ECONNRESET): the store kept the object's older
+ * content and reads returned that, after the client had been told its
+ * writes were done and the DELETE/COPY had not happened.
+ *
+ * Why flush first rather than keep the dirty buckets through the operation
+ * and decide on the answer (invalidate on success, keep them dirty on
+ * failure): the answer does not say what the store did. An ECONNRESET of a
+ * store that died after executing the DELETE, or a reaped request the store
+ * had already applied, leaves the object deleted (or replaced); dirty
+ * buckets kept and flushed later would write pieces of the old object over
+ * the new one, a mix that is neither. With the store holding every
+ * acknowledged byte before the operation goes, the store is the truth
+ * whatever the answer: cached drops its copy on any answer, and a later
+ * read fetches either the object as last written (operation not done) or
+ * its result (done). The price is one write of data about to be deleted or
+ * replaced, only for a target holding unflushed write-back data, and only
+ * that data (clean objects send the operation at once, as before).
+ *
+ * cached sends the operation itself rather than forwarding the client's
+ * request: a forward gave no way to know when it took effect, so a read
+ * restarted or arriving meanwhile could fetch (and keep) data from before
+ * it (review finding R3).
+ *
+ * Concurrency: the name is fenced (o->fenced) from before that flush until
+ * the answer: every other request for the object waits as a waiter
+ * (cio_run), so nothing reads data the operation is about to replace and
+ * nothing can make the object dirty again meanwhile; requests woken when
+ * it ends restart on a new entry and fetch what the next port has after
+ * the operation. The fence is raised only once no flush round, no parked
+ * round and no NOCACHE write is in flight (they could land after the
+ * operation and bring old data back; a NOCACHE write's pieces resume
+ * through cio_run, which the fence would stop). Rounds started while
+ * fenced (ours; a kick from eviction, the dirty threshold, a FLUSH or
+ * shutdown joins it) can only write data acknowledged before the fence, and
+ * all of them end before the operation is sent. If the flush fails the
+ * operation is not sent: the client gets the flush's error and the object
+ * stays as last written, still dirty and counted (cio_delete_abort).
+ */
 static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 {
 	struct cached *c = o->c;
@@ -1141,34 +1202,48 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 	struct xseg_request *req = cio->req;
 	struct cached_nreq *nr;
 
-	/* A flush write or a NOCACHE write still in flight could land
-	 * after the DELETE (or the COPY) and bring old data back: wait. */
-	if (o->flushing || o->nreq_parked || o->nocache_inflight) {
+	if (cio->phase == 0) {
+		if (o->flushing || o->nreq_parked || o->nocache_inflight) {
+			cached_obj_set_state(o, CACHED_O_DELETING);
+			cio->waiter.fn = cio_waiter_fn;
+			cio->waiter.need_seq = 0;
+			obj_wait(o, &cio->waiter);
+			return;
+		}
+		o->fenced = true;
+		o->fence_owner = cio;
 		cached_obj_set_state(o, CACHED_O_DELETING);
-		cio->waiter.fn = cio_waiter_fn;
+		cio->phase = 1;
 		cio->waiter.need_seq = 0;
+	}
+	/* phase 1: fenced; the target's unflushed data goes first */
+	if (!cached_obj_clean(o) || o->flushing) {
+		if (cio->waiter.need_seq &&
+		    o->seq_done >= cio->waiter.need_seq) {
+			if (o->last_round_error) {
+				cio_delete_abort(o, cio, o->last_round_error);
+				return;
+			}
+			/* clean unless a round started before ours left
+			 * something: one more */
+		}
+		if (!cio->waiter.need_seq ||
+		    o->seq_done >= cio->waiter.need_seq)
+			cio->waiter.need_seq = o->seq_started + 1;
+		cio->waiter.fn = cio_waiter_fn;
 		obj_wait(o, &cio->waiter);
+		obj_kick_now(o);
 		return;
 	}
 	nr = nreq_get(c);
 	if (!nr) {
+		/* resumed through cio_run, which lets the fence's owner in */
 		cio_park_nreq(c, cio);
 		return;
 	}
-	/* dirty data of a deleted (or replaced) object is never written */
-	for (uint32_t s = 0; s < o->nr_slots; s++)
-		if (o->bucket[s] != CACHED_NO_BUCKET &&
-		    o->bstate[s] == CACHED_B_DIRTY)
-			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
-	/*
-	 * cached sends the operation itself and fences the name until the
-	 * next port answered: a forward gave no way to know when it took
-	 * effect, so a read restarted or arriving meanwhile could fetch
-	 * (and keep) data from before it. Requests for the name wait as
-	 * the object's waiters (cio_run) and restart when it ends.
-	 */
-	o->fenced = true;
-	cached_obj_set_state(o, CACHED_O_DELETING);
+	/* nothing of the object is unflushed now: the next port has every
+	 * acknowledged byte, and the fence keeps it so */
+	CACHED_CHECK(cached_obj_clean(o));
 	cio->phase = 2;
 	nr->kind = CACHED_N_OP;
 	nr->cio = cio;
@@ -1191,14 +1266,17 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 }
 
 /* The next port answered the DELETE or COPY whose target is o: drop what
- * the cache holds of it, unfence the name (waiters restart on a new
- * entry, after the operation took effect) and answer the client. */
+ * the cache holds of it (all clean: cio_delete flushed it first, so the
+ * next port is right whatever it answered), unfence the name (waiters
+ * restart on a new entry, after the operation took effect or failed) and
+ * answer the client. */
 static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n, int error)
 {
 	struct cached *c = o->c;
 	struct cached_cio *cio = n->cio;
 
 	nreq_put(c, n);
+	CACHED_CHECK(cached_obj_clean(o));
 	for (uint32_t s = 0; s < o->nr_slots; s++)
 		if (o->bucket[s] != CACHED_NO_BUCKET &&
 		    o->bstate[s] != CACHED_B_INVALID)
@@ -1207,6 +1285,7 @@ static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n, int error)
 	xcache_remove(c->cache, o->entry); /* -ENOENT: already detached */
 	space_kick(c);
 	o->fenced = false;
+	o->fence_owner = NULL;
 	cached_obj_set_state(o, CACHED_O_INVALIDATED);
 	obj_wake_all(o); /* they look the name up again */
 	cio_finish(c, cio, error);
@@ -1678,9 +1757,14 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 		cio_restart(o->c, cio);
 		return;
 	}
-	if (o->fenced) {
-		/* a DELETE/COPY of this name is at the next port: wait for
-		 * its answer (its end restarts us on a new entry) */
+	if (o->fenced && o->fence_owner != cio &&
+	    !(cio->kind == CACHED_C_WRITE && cio->phase == 1)) {
+		/* A DELETE/COPY of this name is flushing it or at the next
+		 * port: wait for its end (which restarts us on a new entry,
+		 * or lets us go on if it failed before sending). Not its
+		 * owner, and not a write-through/FUA write whose data is
+		 * already in the buckets and which only waits for the
+		 * round that carries it (it reads the round's result). */
 		cio->waiter.fn = cio_waiter_fn;
 		cio->waiter.need_seq = 0;
 		obj_wait(o, &cio->waiter);
@@ -1874,6 +1958,7 @@ static int hook_init(void *cache_priv, struct xcache_entry *e)
 	o->size_gen++;
 	o->nocache_inflight = 0;
 	o->fenced = false;
+	o->fence_owner = NULL;
 	cached_obj_set_state(o, CACHED_O_READY);
 	__atomic_add_fetch(&c->nodes_used, 1, __ATOMIC_RELEASE);
 	return 0;

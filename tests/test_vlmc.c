@@ -779,6 +779,97 @@ START_TEST(test_wbloss_attach_after_loss)
 }
 END_TEST
 
+/* R9-13: a volume loaded at start-up is marked unflushed since the base
+ * counter: a loss before the first FLUSH fences it (a read on a session
+ * opened before fails, the FLUSH too); without a loss the first FLUSH
+ * clears the mark and a later loss changes nothing. */
+START_TEST(test_wbloss_inherit)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w, w2;
+	struct vlmc_wbloss_flush f;
+	uint64_t gen;
+
+	wb_setup(&g, &w, 4);
+	vlmc_wbloss_vol_init(&w2);
+	vlmc_wbloss_vol_inherit(&g, &w);
+	vlmc_wbloss_vol_inherit(&g, &w2);
+	ck_assert(vlmc_wbloss_marked(&w));
+	gen = vlmc_wbloss_gen(&w);
+	/* reads before any loss: served, still marked */
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert(vlmc_wbloss_marked(&w));
+	fake_losses = 5;
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_LOST);
+	ck_assert(vlmc_wbloss_fenced(&w, gen));
+	ck_assert_uint_eq(vlmc_wbloss_vol_lost(&w), 1);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 5), VLMC_WBLOSS_OK);
+	ck_assert(vlmc_wbloss_fenced(&w, gen)); /* the caller fails it */
+	/* w2: a FLUSH with the loss in its window fences it too */
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w2, &f, 5),
+			 VLMC_WBLOSS_LOST);
+	vlmc_wbloss_vol_destroy(&w);
+	vlmc_wbloss_vol_destroy(&w2);
+
+	/* no loss before the first FLUSH: cleared, a later loss is none */
+	wb_setup(&g, &w, 7);
+	vlmc_wbloss_vol_inherit(&g, &w);
+	gen = vlmc_wbloss_gen(&w);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 7), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_marked(&w));
+	fake_losses = 8;
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, false, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_fenced(&w, gen));
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* R9-4: the snapshot's check of its drained source. */
+START_TEST(test_wbloss_check)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	uint64_t gen, L;
+
+	/* unmarked: a moved counter is no loss of this volume */
+	wb_setup(&g, &w, 2);
+	gen = vlmc_wbloss_gen(&w);
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 3), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_fenced(&w, gen));
+	/* marked, no loss since: OK, still marked */
+	L = vlmc_wbloss_read(&g);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, L),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 2), VLMC_WBLOSS_OK);
+	ck_assert(vlmc_wbloss_marked(&w));
+	ck_assert(!vlmc_wbloss_fenced(&w, gen));
+	/* marked, the counter moved: fenced, mark gone, sessions fail */
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 4), VLMC_WBLOSS_LOST);
+	ck_assert(vlmc_wbloss_fenced(&w, gen));
+	ck_assert(!vlmc_wbloss_marked(&w));
+	ck_assert_uint_eq(vlmc_wbloss_vol_lost(&w), 2);
+	ck_assert_uint_eq(vlmc_wbloss_seen(&g), 2);
+	/* once fenced, checking again finds nothing new */
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 4), VLMC_WBLOSS_OK);
+	/* flushed writes: nothing to lose */
+	fake_losses = 4;
+	gen = vlmc_wbloss_gen(&w);
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 4),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 4), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 9), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_fenced(&w, gen));
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc");
@@ -807,6 +898,8 @@ int main(void)
 	tcase_add_test(tc, test_wbloss_loss_during_flush);
 	tcase_add_test(tc, test_wbloss_min_mark);
 	tcase_add_test(tc, test_wbloss_attach_after_loss);
+	tcase_add_test(tc, test_wbloss_inherit);
+	tcase_add_test(tc, test_wbloss_check);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -925,6 +925,10 @@ END_TEST
 
 struct lossy_opts {
 	const char *segname;
+	/* at the first COPY, count a write-back loss elsewhere in the
+	 * segment (a port with an unflushed count released) before
+	 * forwarding it: a cache dying while a snapshot runs */
+	bool lose_at_copy;
 };
 
 /* Plugged in front of port 1 (the test sets the redirect): acknowledges
@@ -938,6 +942,7 @@ static int lossy_cache_main(void *arg)
 	char err[XSEG_ERRBUF_LEN];
 	struct xseg *seg;
 	int64_t unflushed = 0;
+	bool lost = false;
 
 	if (xseg_join(o->segname, &seg, err, sizeof(err)))
 		return 1;
@@ -960,6 +965,16 @@ static int lossy_cache_main(void *arg)
 		if (req->op == XSEG_OP_FLUSH && unflushed) {
 			xseg_port_unflushed_add(seg, WB_CACHE_PORT, -unflushed);
 			unflushed = 0;
+		}
+		if (req->op == XSEG_OP_COPY && o->lose_at_copy && !lost) {
+			uint32_t p2;
+
+			lost = true;
+			if (xseg_alloc_port(seg, "lossy2", &p2))
+				return 3;
+			xseg_port_unflushed_add(seg, p2, 1);
+			if (xseg_release_port(seg, p2))
+				return 4;
 		}
 		if (xseg_forward(seg, req, 1))
 			xseg_respond(seg, req, EIO);
@@ -1036,7 +1051,7 @@ static bool stat_reached(void *arg)
 START_TEST(wbloss_lossy_cache)
 {
 	struct env e = {0};
-	struct lossy_opts o;
+	struct lossy_opts o = {0};
 	unsigned char w[4096], r[4096], zero[4096] = {0};
 	uint64_t size, losses0;
 	int fd1, fd2, fd3;
@@ -1134,13 +1149,100 @@ START_TEST(wbloss_lossy_cache)
 }
 END_TEST
 
+/* R9-4: a snapshot after a write-back loss. (1) The source holds
+ * acknowledged unflushed writes when the cache dies: the snapshot is
+ * refused before any COPY, naming the loss, and the source is fenced.
+ * (2) A loss while the COPYs run (the source flushed): refused too, its
+ * objects deleted; a snapshot after that is taken. */
+START_TEST(wbloss_snapshot)
+{
+	struct env e = {0};
+	struct lossy_opts o = {0};
+	unsigned char w[16384], r[16384];
+	uint64_t losses0;
+	char *out = NULL, *err = NULL;
+	int64_t fenced0;
+	pid_t cache;
+
+	env_start(&e, "vwbsnap");
+	vol_ok(&e, "create", "s", "64k", "4k");
+	losses0 = xseg_writeback_losses(e.seg);
+	pattern(w, sizeof(w), 9);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 0, sizeof(w), w), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_FLUSH, "", 0, 0, NULL), 0);
+
+	/* 1 */
+	cache = lossy_cache_start(&e, &o);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 4096, 4096, w + 8192), 0);
+	lossy_cache_kill(cache);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	{
+		struct stat_wait sw = {&e, "volumes_fenced", 0};
+
+		ck_assert_int_eq(xtu_wait_until(stat_reached, &sw, 30000), 0);
+		fenced0 = vlmc_stat(&e, "volumes_fenced");
+	}
+	ck_assert_int_ne(vol(&e, NULL, &err, "snapshot", "s", "s@1", NULL), 0);
+	ck_assert_msg(strstr(err, "write-back loss"), "%s", err);
+	free(err);
+	err = NULL;
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_msg(!strstr(out, "s@1"), "%s", out);
+	free(out);
+	out = NULL;
+	{
+		struct stat_wait sw = {&e, "volumes_fenced", fenced0 + 1};
+
+		ck_assert_int_eq(xtu_wait_until(stat_reached, &sw, 30000), 0);
+	}
+
+	/* 2 */
+	o.lose_at_copy = true;
+	cache = lossy_cache_start(&e, &o);
+	ck_assert_int_ne(vol(&e, NULL, &err, "snapshot", "s", "s@2", NULL), 0);
+	ck_assert_msg(strstr(err, "write-back loss"), "%s", err);
+	free(err);
+	err = NULL;
+	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 2);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_msg(!strstr(out, "s@2"), "%s", out);
+	free(out);
+	out = NULL;
+	/* its objects were copied, then deleted by the failure (the noop
+	 * store reads a missing object as zeroes, s:0 holds w) */
+	{
+		unsigned char zero[4096] = {0};
+
+		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ,
+					 "s@2:0000000000000000", 0, 4096, r),
+				 0);
+		ck_assert_mem_eq(r, zero, sizeof(zero));
+		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ,
+					 "s:0000000000000000", 0, 4096, r),
+				 0);
+		ck_assert_mem_eq(r, w, 4096);
+	}
+	lossy_cache_kill(cache);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	/* the source was flushed: not fenced, served; a snapshot now works */
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, sizeof(r), r), 0);
+	vol_ok(&e, "snapshot", "s", "s@3", NULL);
+	memset(r, 0, sizeof(r));
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s@3", 0, sizeof(r), r), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, sizeof(w), w), 0);
+	ck_assert_mem_eq(r, w, sizeof(r));
+	env_stop(&e);
+}
+END_TEST
+
 /* --dead-peer-wait 0: a part failed back by a dead peer fails the command
  * at once, as before the wait existed (counted); bad values are refused
  * at start with nothing started. */
 START_TEST(dead_peer_wait_zero)
 {
 	struct env e = {.dead_peer_wait = "0"};
-	struct lossy_opts o;
+	struct lossy_opts o = {0};
 	unsigned char r[4096];
 	uint64_t size;
 	pid_t cache;
@@ -1193,6 +1295,7 @@ int main(void)
 	tcase_add_test(tc, remove_killed);
 	tcase_add_test(tc, nbd_sleeping_peers);
 	tcase_add_test(tc, wbloss_lossy_cache);
+	tcase_add_test(tc, wbloss_snapshot);
 	tcase_add_test(tc, dead_peer_wait_zero);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);

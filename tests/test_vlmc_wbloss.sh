@@ -11,13 +11,19 @@
 #   write, FLUSH ok, cached SIGKILLed and restarted: FLUSH ok, reads ok;
 #   write-through cached SIGKILLed three times while a client keeps
 #     writes and reads in flight: no error reply at all, every read
-#     matches what was written, the whole volume reads back identical.
+#     matches what was written, the whole volume reads back identical;
+#   R9-13: BB acknowledged by a vlmc that is then SIGKILLed and restarted,
+#     a connection of the new vlmc reads BB, cached dies: that
+#     connection's READ and FLUSH fail with EIO (not the older AA);
+#   R9-4: a snapshot after cached died holding acknowledged writes of the
+#     source fails naming the loss, the source is fenced.
 # Every check counts replies, none is timed. Exit 77 (skip) only when
 # python3 is missing.
 set -u
 BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 X=$BIN/xsegctl
+export X
 export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 T=$(mktemp -d /tmp/test-vlmc-wbloss-XXXXXX)
@@ -94,19 +100,38 @@ def kill_cached():
     os.kill(old, 9)
     return old
 
-def wait_back(old):
-    """Until a new cached says it serves (polled, at most 60 s)."""
+def wait_back(old, role="cached"):
+    """Until a new ROLE says it serves (polled, at most 60 s)."""
     for _ in range(600):
-        new = pid_of("cached")
+        new = pid_of(role)
         if new and new != old:
             try:
-                log = open(f"{D}/run/cached.log").read()
+                log = open(f"{D}/run/{role}.log").read()
             except OSError:
                 log = ""
             if re.search(rf"serving segment .* pid {new}$", log, re.M):
                 return new
         time.sleep(0.1)
-    raise SystemExit("cached did not come back")
+    raise SystemExit(f"{role} did not come back")
+
+def kill_vlmc():
+    old = pid_of("vlmc")
+    assert old > 0
+    os.kill(old, 9)
+    return old
+
+def losses():
+    """The segment's write-back loss counter (xsegctl stack status)."""
+    out = subprocess.run([os.environ["X"], "stack", "status", "--dir", D],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"^write-back losses: (\d+)", out, re.M)
+    assert m, out
+    return int(m.group(1))
+
+def xsegctl(*args):
+    r = subprocess.run([os.environ["X"], "volume", "--dir", D, *args],
+                       capture_output=True, text=True)
+    return r.returncode, (r.stdout + r.stderr).strip()
 EOF
 
 # --- write-back: an unflushed write lost with cached ---
@@ -154,6 +179,92 @@ n=$(stat_at_least $T/wb commands_fenced 3)
 grep -q "writes acknowledged since the last flush may be lost" $T/wb/run/vlmc.log &&
 	ok "vlmc logged the loss" || fail "no loss in vlmc's log"
 $X stack stop --dir $T/wb >/dev/null || fail "stack stop (wb)"
+
+# --- R9-13: dirty data inherited by a restarted vlmc ---
+# The previous vlmc acknowledged BB (unflushed, in cached); vlmc is
+# SIGKILLed and the supervisor restarts it; a connection of the new vlmc
+# reads BB; cached dies with it: that connection must not then read the
+# older AA as if nothing happened, nor have its FLUSH succeed.
+start_stack inh writeback
+python3 - $T/inh $T/common.py <<'EOF'
+import sys
+exec(open(sys.argv[2]).read())
+AA, BB = b"\xaa" * 4096, b"\xbb" * 4096
+c1 = nbd.connect(SOCK, "vol")
+assert nbd.command(c1, nbd.CMD_WRITE, 1, 0, 4096, AA)[0] == 0
+assert nbd.command(c1, nbd.CMD_FLUSH, 2, 0, 0)[0] == 0
+assert nbd.command(c1, nbd.CMD_WRITE, 3, 0, 4096, BB)[0] == 0
+wait_back(kill_vlmc(), "vlmc")
+c1.close()
+c2 = nbd.connect(SOCK, "vol")
+err, got = nbd.command(c2, nbd.CMD_READ, 4, 0, 4096)
+assert err == 0 and got == BB, (err, got[:1])
+print("ok: the restarted vlmc serves BB (acknowledged by its predecessor)")
+before = losses()
+wait_back(kill_cached())
+after = losses()
+assert after > before, f"cached's death counted no loss ({before} -> {after})"
+err, got = nbd.command(c2, nbd.CMD_READ, 5, 0, 4096)
+assert err == EIO, \
+    f"READ after the loss answered {err} with {got[:1]!r}, not EIO"
+print("ok: the same connection's READ after the loss: EIO")
+err, _ = nbd.command(c2, nbd.CMD_FLUSH, 6, 0, 0)
+assert err == EIO, f"FLUSH after the loss answered {err}, not EIO"
+print("ok: its FLUSH: EIO")
+c3 = nbd.connect(SOCK, "vol")
+err, got = nbd.command(c3, nbd.CMD_READ, 7, 0, 4096)
+assert err == 0, f"READ on a new connection answered {err}"
+assert nbd.command(c3, nbd.CMD_FLUSH, 8, 0, 0)[0] == 0
+print("ok: a new connection reads and flushes")
+EOF
+[ $? -eq 0 ] && ok "inherited write-back data lost: fenced" ||
+	fail "inherited write-back loss (R9-13)"
+$X stack stop --dir $T/inh >/dev/null || fail "stack stop (inh)"
+
+# --- R9-4: a snapshot after a write-back loss ---
+# AA flushed, BB acknowledged and not flushed, cached SIGKILLed and
+# restarted: the snapshot must fail naming the loss (not freeze AA as the
+# point-in-time image), and the source be fenced for the old connection.
+start_stack snap writeback
+python3 - $T/snap $T/common.py <<'EOF'
+import sys
+exec(open(sys.argv[2]).read())
+AA, BB = b"\xaa" * 4096, b"\xbb" * 4096
+c1 = nbd.connect(SOCK, "vol")
+assert nbd.command(c1, nbd.CMD_WRITE, 1, 0, 4096, AA)[0] == 0
+assert nbd.command(c1, nbd.CMD_FLUSH, 2, 0, 0)[0] == 0
+assert nbd.command(c1, nbd.CMD_WRITE, 3, 0, 4096, BB)[0] == 0
+before = losses()
+wait_back(kill_cached())
+assert losses() > before, "cached's death counted no loss"
+rc, msg = xsegctl("snapshot", "vol", "vol@snap")
+assert rc != 0, f"snapshot after the loss succeeded: {msg}"
+assert "write-back loss" in msg, f"snapshot error does not name the loss: {msg}"
+print(f"ok: snapshot refused: {msg}")
+rc, msg = xsegctl("list")
+assert rc == 0 and "vol@snap" not in msg, msg
+print("ok: no snapshot volume")
+err, _ = nbd.command(c1, nbd.CMD_READ, 4, 0, 4096)
+assert err == EIO, f"READ on the old connection answered {err}, not EIO"
+err, _ = nbd.command(c1, nbd.CMD_FLUSH, 5, 0, 0)
+assert err == EIO, f"FLUSH on the old connection answered {err}, not EIO"
+print("ok: the source is fenced for the old connection")
+# reported once: the volume is what it now is, a new snapshot is taken
+rc, msg = xsegctl("snapshot", "vol", "vol@snap")
+assert rc == 0, msg
+c2 = nbd.connect(SOCK, "vol")
+c3 = nbd.connect(SOCK, "vol@snap")
+e2, now = nbd.command(c2, nbd.CMD_READ, 6, 0, 4096)
+e3, snap = nbd.command(c3, nbd.CMD_READ, 7, 0, 4096)
+assert e2 == 0 and e3 == 0 and snap == now, (e2, e3)
+print("ok: a snapshot after the fence holds what the volume now reads")
+EOF
+[ $? -eq 0 ] && ok "snapshot after a write-back loss refused" ||
+	fail "snapshot after a write-back loss (R9-4)"
+grep -q "snapshot vol -> vol@snap failed: a write-back cache below lost" \
+	$T/snap/run/vlmc.log && ok "vlmc logged the refused snapshot" ||
+	fail "no refused snapshot in vlmc's log"
+$X stack stop --dir $T/snap >/dev/null || fail "stack stop (snap)"
 
 # --- write-through: cached killed under load, nothing fails ---
 start_stack wt writethrough

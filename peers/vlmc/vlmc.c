@@ -1431,6 +1431,31 @@ static int vlmc_meta_load(struct vlmc *v)
 			free(m);
 			return -ENOMEM;
 		}
+		/*
+		 * R9-13: a write-back cache below may still hold writes the
+		 * previous vlmc acknowledged on this volume; our sessions
+		 * read them back, and if the cache dies before a FLUSH they
+		 * would then read older data with nothing failing. So a
+		 * writable volume starts "unflushed since the counter at
+		 * start" (the first successful FLUSH clears it; a loss
+		 * before it fences the volume). Chosen over one FLUSH below
+		 * before serving: that would hold the start-up (and the
+		 * stack's 10 s wait for the control socket) for as long as
+		 * the cache needs to write everything back, and still need
+		 * these marks when it fails. Cost: until the first FLUSH
+		 * through this vlmc, every completion on the volume takes
+		 * its wbloss lock and reads the counter (the slow path a
+		 * volume with unflushed writes always takes). Snapshots are
+		 * never written (their objects come from COPYs in the
+		 * store, made durable by their commit's FLUSH): unmarked.
+		 * Volumes this vlmc creates later need no mark either: the
+		 * commit of create/snapshot/clone (vlmc_meta_store) FLUSHes
+		 * the whole cache before the volume is published, so
+		 * nothing acknowledged earlier under a reused name can
+		 * still be dirty when its first session opens.
+		 */
+		if (!m[i].readonly)
+			vlmc_wbloss_vol_inherit(&v->wb, &v->vols[i]->wb);
 		v->nr_vols++;
 	}
 	peer_info("loaded %zu volume(s)", v->nr_vols);
@@ -1930,7 +1955,9 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 {
 	struct vlmc_volume_meta nm;
 	struct vlmc_volume *vol, *old;
-	int rc;
+	uint64_t loss0 = 0;
+	bool lost = false, copied = false;
+	int rc = 0;
 
 	if (vlmc_check_name(r, src) || vlmc_check_name(r, dst))
 		return -EINVAL;
@@ -1949,10 +1976,49 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 		vlmc_vol_put(vol);
 		CTL_ERR(r, EEXIST, "volume %s exists", dst);
 	}
-	if (snapshot)
+	/*
+	 * R9-4: a snapshot must hold every write acknowledged before it.
+	 * Its COPYs go through the cache below, which writes back what it
+	 * holds of each source object first; if a write-back cache died
+	 * holding acknowledged writes of the source, the COPYs would freeze
+	 * the older image in the store, and the snapshot (never written, so
+	 * never marked) would never be fenced. So, once the source's I/O
+	 * has drained, judge it as a FLUSH would: unflushed writes and a
+	 * counter moved since their mark fence it and fail the snapshot
+	 * before any COPY. And the counter read then must not have moved
+	 * when the last COPY is answered: a cache dying meanwhile takes the
+	 * dirty data of the objects not yet copied. Any move fails the
+	 * snapshot, marked source or not: that needs no reasoning about
+	 * which cache held what, and a retry costs the operator one command
+	 * (a loss is rare). A clone copies a snapshot, which no one writes
+	 * (no acknowledged data of it can be in a cache): no check.
+	 */
+	if (snapshot) {
 		vlmc_freeze(vol);
+		loss0 = vlmc_wbloss_read(&v->wb);
+		if (vlmc_wbloss_check(&v->wb, &vol->wb, loss0) ==
+		    VLMC_WBLOSS_LOST) {
+			vlmc_wb_fenced(v, vol);
+			lost = true;
+			rc = -EIO;
+		}
+	}
 	nm = vol->m;
-	rc = vlmc_copy_objects(v, &nm, dst);
+	if (!rc) {
+		copied = true;
+		rc = vlmc_copy_objects(v, &nm, dst);
+	}
+	if (snapshot && !rc) {
+		uint64_t loss1 = vlmc_wbloss_read(&v->wb);
+
+		if (loss1 != loss0) {
+			if (vlmc_wbloss_check(&v->wb, &vol->wb, loss1) ==
+			    VLMC_WBLOSS_LOST)
+				vlmc_wb_fenced(v, vol);
+			lost = true;
+			rc = -EIO;
+		}
+	}
 	if (snapshot)
 		vlmc_thaw(v, vol);
 	if (!rc) {
@@ -1962,9 +2028,20 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 		rc = vlmc_add_volume(v, &nm);
 	}
 	if (rc) {
-		vlmc_delete_objects(v, dst, 0,
-				    vlmc_nr_objects(nm.size, nm.obj_size));
+		if (copied) /* (else refused before any COPY) */
+			vlmc_delete_objects(
+			    v, dst, 0, vlmc_nr_objects(nm.size, nm.obj_size));
 		vlmc_vol_put(vol);
+		if (lost) {
+			peer_err("snapshot %s -> %s failed: a write-back "
+				 "cache below lost acknowledged writes",
+				 src, dst);
+			CTL_ERR(r, EIO,
+				"snapshot %s -> %s: write-back loss below "
+				"(writes acknowledged on %s may be lost; "
+				"see vlmc's log): not taken",
+				src, dst, src);
+		}
 		CTL_ERR(r, -rc, "%s %s -> %s: %s",
 			snapshot ? "snapshot" : "clone", src, dst,
 			strerror(-rc));

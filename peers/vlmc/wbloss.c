@@ -91,6 +91,38 @@ out:
 	return vd;
 }
 
+void vlmc_wbloss_vol_inherit(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w)
+{
+	pthread_mutex_lock(&w->mu);
+	/* the inherited writes are older than any this vlmc records
+	 * (last_seq 0 <= every FLUSH's snapshot of seq): the first FLUSH
+	 * with no loss since base covers them */
+	w->mark_loss = g->base;
+	__atomic_store_n(&w->marked, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&w->mu);
+}
+
+enum vlmc_wbloss_verdict vlmc_wbloss_check(struct vlmc_wbloss *g,
+					   struct vlmc_wbloss_vol *w,
+					   uint64_t now)
+{
+	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
+
+	wbloss_saw(g, now);
+	pthread_mutex_lock(&w->mu);
+	if (w->marked && now != w->mark_loss) {
+		wbloss_fence(g, w, now);
+		vd = VLMC_WBLOSS_LOST;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return vd;
+}
+
+bool vlmc_wbloss_marked(struct vlmc_wbloss_vol *w)
+{
+	return __atomic_load_n(&w->marked, __ATOMIC_RELAXED);
+}
+
 enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
 					    struct vlmc_wbloss_vol *w,
 					    uint64_t *gen)

@@ -136,6 +136,31 @@ enum vlmc_wbloss_verdict
 vlmc_wbloss_flush_done(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
 		       const struct vlmc_wbloss_flush *f, uint64_t now);
 
+/*
+ * A volume loaded from the table at start-up (docs/vlmc.md, "Write-back
+ * loss", R9-13): a cache below may still hold writes a previous vlmc
+ * acknowledged on it, which sessions of this vlmc will read back. Marks it
+ * unflushed since g->base, the counter read by vlmc_wbloss_init, so that
+ * a loss before the first successful FLUSH fences it as if this vlmc had
+ * written them; that FLUSH clears the mark as usual. Call before the
+ * volume is published (no session can hold a generation yet).
+ */
+void vlmc_wbloss_vol_inherit(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w);
+
+/*
+ * A control operation about to depend on the volume's acknowledged data
+ * being below (a snapshot, after its I/O drained): now is a counter value
+ * the caller read. If the volume has unflushed writes whose L differs from
+ * now, they may be lost: the volume is fenced (LOST; the caller logs it
+ * and fails the operation). OK: unmarked, or marked with no loss since.
+ */
+enum vlmc_wbloss_verdict vlmc_wbloss_check(struct vlmc_wbloss *g,
+					   struct vlmc_wbloss_vol *w,
+					   uint64_t now);
+
+/* Whether the volume has acknowledged writes no FLUSH covered yet. */
+bool vlmc_wbloss_marked(struct vlmc_wbloss_vol *w);
+
 /* Losses the latest fence of w found (the counter's distance from L). */
 uint64_t vlmc_wbloss_vol_lost(struct vlmc_wbloss_vol *w);
 

@@ -327,6 +327,32 @@ static uint64_t losses(struct env *e)
 	return xseg_writeback_losses(e->seg);
 }
 
+static uint64_t stat_of(const struct xseg_port_stats *ps, const char *name)
+{
+	for (uint32_t i = 0; i < ps->nr; i++)
+		if (!strcmp(ps->stats[i].name, name))
+			return ps->stats[i].value;
+	return UINT64_MAX;
+}
+
+/* The active-worker budget of the running cached as its statistics area
+ * shows it (published at start-up: wait, bounded, for this process's
+ * first publication). The tests that run cached with two workers to
+ * exercise them at once pass --active-workers 2 (the auto budget keeps
+ * one worker active on a 2-CPU machine) and check it took effect. */
+static uint64_t cached_active_workers(struct env *e)
+{
+	struct xseg_port_stats ps;
+
+	for (int t = 0; t < 20000; t++) {
+		if (!xseg_port_stats_read(e->seg, CACHED_PORT, &ps) &&
+		    ps.pid == e->cached)
+			return stat_of(&ps, "active_workers");
+		usleep(1000);
+	}
+	return UINT64_MAX;
+}
+
 /* ------------------------------------------------------------------ */
 /* bench_xseg --verify through cached, cache smaller than the data     */
 /* ------------------------------------------------------------------ */
@@ -334,7 +360,9 @@ static uint64_t losses(struct env *e)
 static void verify_through(const char *policy)
 {
 	struct env e;
-	/* -v debug: a failing bench makes cached dump what it holds */
+	/* -v debug: a failing bench makes cached dump what it holds;
+	 * --active-workers 2: both workers serve at once (the auto budget
+	 * keeps one active on a 2-CPU machine) */
 	const char *opts[] = {"--write-policy",
 			      policy,
 			      "--cache-size",
@@ -343,6 +371,8 @@ static void verify_through(const char *policy)
 			      "256k",
 			      "-t",
 			      "2",
+			      "--active-workers",
+			      "2",
 			      "-v",
 			      "debug",
 			      NULL};
@@ -350,6 +380,7 @@ static void verify_through(const char *policy)
 	env_up(&e, "vt", 1024);
 	start_store(&e, NULL);
 	start_cached(&e, opts);
+	ck_assert_uint_eq(cached_active_workers(&e), 2);
 	/* 8 MiB working set through a 2 MiB cache: eviction and flushes of
 	 * dirty objects under load */
 	ck_assert_int_eq(
@@ -396,14 +427,6 @@ static int run_cached(struct env *e, const char *a, const char *b,
 /* ------------------------------------------------------------------ */
 /* INFO, NOCACHE, targeted FLUSH and the statistics area, end to end   */
 /* ------------------------------------------------------------------ */
-
-static uint64_t stat_of(const struct xseg_port_stats *ps, const char *name)
-{
-	for (uint32_t i = 0; i < ps->nr; i++)
-		if (!strcmp(ps->stats[i].name, name))
-			return ps->stats[i].value;
-	return UINT64_MAX;
-}
 
 START_TEST(test_info_nocache_stats)
 {
@@ -644,7 +667,8 @@ END_TEST
 
 /* Many more objects than the cache indexes, each touched a little: the
  * xcache node pool runs out (evicted objects still flushing hold nodes)
- * and requests wait for nodes as well as buckets. */
+ * and requests wait for nodes as well as buckets. Two workers serving at
+ * once (--active-workers 2). */
 START_TEST(test_many_objects_small_cache)
 {
 	struct env e;
@@ -656,11 +680,14 @@ START_TEST(test_many_objects_small_cache)
 			      "16",
 			      "-t",
 			      "2",
+			      "--active-workers",
+			      "2",
 			      NULL};
 
 	env_up(&e, "mo", 1024);
 	start_store(&e, NULL);
 	start_cached(&e, opts);
+	ck_assert_uint_eq(cached_active_workers(&e), 2);
 	ck_assert_int_eq(
 	    bench(&e, CACHED_PORT, "write", "256", "64k", "4k", "5"), 0);
 	ck_assert_int_eq(
@@ -1140,6 +1167,8 @@ START_TEST(test_plug_unplug_under_load)
 	load = xtu_fork(load_main, &la);
 	ck_assert_int_gt(load, 0);
 	for (unsigned c = 0; c < cycles; c++) {
+		/* --active-workers 2: every worker may serve at once
+		 * (clamped to -t) */
 		const char *opts[] = {"--plug",
 				      "--cache-size",
 				      "1M",
@@ -1151,12 +1180,18 @@ START_TEST(test_plug_unplug_under_load)
 				      getenv("CACHED_TEST_THREADS")
 					  ? getenv("CACHED_TEST_THREADS")
 					  : "2",
+				      "--active-workers",
+				      "2",
 				      NULL};
 		uint64_t ops0;
 
 		struct redirect_arg ra = {&e, CACHED_PORT};
 
 		start_cached(&e, opts);
+		ck_assert_uint_eq(cached_active_workers(&e),
+				  strtoul(opts[8], NULL, 10) < 2
+				      ? strtoul(opts[8], NULL, 10)
+				      : 2);
 		ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
 		ops0 = __atomic_load_n(&sh->ops, __ATOMIC_RELAXED);
 		/* let traffic flow through the cache for a while */

@@ -180,8 +180,9 @@ static struct blocker_store *open_store(void)
 	return s;
 }
 
-/* the store made by open_store, opened again on plain I/O */
-static struct blocker_store *reopen_store(void)
+/* the store made by open_store, opened again on io (no thread of its
+ * own: the tests set hooks on the open handle) */
+static struct blocker_store *reopen_io(const struct blocker_io_ops *ops)
 {
 	struct blocker_opts o;
 	struct blocker_store *s;
@@ -189,10 +190,17 @@ static struct blocker_store *reopen_store(void)
 	blocker_opts_init(&o);
 	o.sync_interval_ms = 0;
 	o.checkpoint_bytes = 0;
+	o.gc_threshold_pct = 0;
+	o.io = ops;
 	o.log = tb_log_fn;
 	o.log_arg = &logbuf;
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
 	return s;
+}
+
+static struct blocker_store *reopen_store(void)
+{
+	return reopen_io(&blocker_io_sync);
 }
 
 static char *record_path(void)
@@ -550,11 +558,10 @@ START_TEST(test_sync_error_record_no_space)
 
 	/* nothing at all can be written */
 	memset(&logbuf, 0, sizeof(logbuf));
-	s = reopen_store();
+	s = reopen_io(&once_ops);
 	all = true;
 	s->space_hook_arg = &all;
 	__atomic_store_n(&s->space_hook, space_fail, __ATOMIC_RELEASE);
-	s->io = &once_ops;
 	ck_assert_int_eq(write_seed(s, "b", 8192, 2), 0);
 	arm(1, 0);
 	ck_assert_int_eq(blocker_flush(s), -EIO);

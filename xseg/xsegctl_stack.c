@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,12 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return peer_parse_duration(v, 1000, &x) || x > 1000000000ULL
 			   ? -EINVAL
 			   : stack_str(st->nbd_spin, sizeof(st->nbd_spin), v);
+	if (!strcmp(k, "dead_peer_wait"))
+		return peer_parse_duration(v, 1000000000ULL, &x) ||
+			       x > 3600ULL * 1000000000ULL
+			   ? -EINVAL
+			   : stack_str(st->dead_peer_wait,
+				       sizeof(st->dead_peer_wait), v);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL
@@ -384,6 +391,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "nbd_spin = %s\n", st->nbd_spin);
 	if (st->spin_policy[0])
 		fprintf(f, "spin_policy = %s\n", st->spin_policy);
+	if (st->dead_peer_wait[0])
+		fprintf(f, "dead_peer_wait = %s\n", st->dead_peer_wait);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -640,6 +649,8 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 				  st->nbd_inflight_bytes);
 		if (st->nbd_spin[0])
 			stack_arg(a, "--nbd-spin=%s", st->nbd_spin);
+		if (st->dead_peer_wait[0])
+			stack_arg(a, "--dead-peer-wait=%s", st->dead_peer_wait);
 		break;
 	}
 }
@@ -707,7 +718,223 @@ static int stack_any_alive(struct xseg *seg)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Write-back losses at stop and start                                 */
+/* ------------------------------------------------------------------ */
+
+/* Written to every peer's log (and the supervisor's) by start: lines
+ * after the last one belong to this stack's life. */
+#define STACK_START_MARK "xsegctl stack start: "
+
+static void stack_when(char *out, size_t cap)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+}
+
+/* Append one line to DIR/run/NAME.log; best effort (a report must not
+ * fail because its log cannot be written). */
+static void stack_append(const struct stack *st, const char *name,
+			 const char *line)
+{
+	char path[PATH_MAX + 32], when[32];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/run/%s.log", st->dir, name);
+	f = fopen(path, "ae");
+	if (!f)
+		return;
+	stack_when(when, sizeof(when));
+	fprintf(f, "%s %s\n", when, line);
+	fclose(f);
+}
+
+/* Say something about lost data: on stderr and in DIR/run/stack.log,
+ * which outlives the segment (the only other record of a loss). */
+static void stack_report(const struct stack *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void stack_report(const struct stack *st, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "xsegctl: stack: %s\n", line);
+	stack_append(st, "stack", line);
+}
+
+/* The lines of DIR/run/NAME.log since the stack's start that tell of a
+ * write-back loss (cached's flush timeout and kept redirect, a reclaim's
+ * count, the supervisor's note), at most max of the last ones, reported
+ * with the file they are in. */
+static void stack_report_log_lines(const struct stack *st, const char *name,
+				   int max)
+{
+	static const char *const what[] = {"write-back loss", "flush timeout",
+					   "stays redirected"};
+	char path[PATH_MAX + 32], *text, *from, *p, *lines[8];
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/run/%s.log", st->dir, name);
+	if (stack_read_file(path, &text))
+		return;
+	from = text;
+	for (p = strstr(text, STACK_START_MARK); p;
+	     p = strstr(p + 1, STACK_START_MARK))
+		from = p;
+	if (max > 8)
+		max = 8;
+	for (p = strtok(from, "\n"); p; p = strtok(NULL, "\n")) {
+		for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+			if (!strstr(p, what[i]))
+				continue;
+			if (n == max) {
+				memmove(lines, lines + 1,
+					(max - 1) * sizeof(lines[0]));
+				n--;
+			}
+			lines[n++] = p;
+			break;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		stack_report(st, "  %s: %.900s", path, lines[i]);
+	free(text);
+}
+
+/*
+ * What the segment records of acknowledged write-back data lost, once no
+ * peer of the stack runs: dead ports still holding an unflushed count
+ * (reaped here, so they are counted), the segment's loss counter (any
+ * nonzero value is a loss since the segment was created), and the
+ * store's redirect (cached unplugs itself when it stops cleanly; it keeps
+ * the redirect when it gave up flushing, and a dead cached leaves it).
+ * Reports what it finds; true when anything was.
+ */
+static bool stack_report_losses(const struct stack *st, struct xseg *seg,
+				bool at_start)
+{
+	struct xseg_reap_stats rs = {0};
+	struct xseg_port_info pi;
+	uint64_t losses;
+	uint32_t next;
+	int rc;
+
+	for (uint32_t p = 0; p < xseg_nr_ports(seg); p++) {
+		if (xseg_port_info(seg, p, &pi) || !pi.bound || pi.alive ||
+		    !pi.unflushed)
+			continue;
+		stack_report(st,
+			     "port %" PRIu32
+			     " (%s, pid %d) died holding %" PRIu64
+			     " unflushed write-back units: acknowledged writes "
+			     "that never reached the store",
+			     p, pi.peer_type, (int)pi.owner_pid, pi.unflushed);
+	}
+	/* counts those (one loss per port) before the counter is read */
+	rc = xseg_reap(seg, &rs);
+	if (rc < 0)
+		stack_report(st,
+			     "cannot reap segment %s: %s (the losses "
+			     "below may be missing dead ports)",
+			     st->segment, strerror(-rc));
+	losses = xseg_writeback_losses(seg);
+	next = xseg_get_path_next(seg, STACK_STORE_PORT);
+	if (!losses && next == XSEG_NOPORT)
+		return false;
+	if (losses)
+		stack_report(st,
+			     "segment %s records %" PRIu64 " write-back "
+			     "loss(es) since %s: a write-back cached lost "
+			     "acknowledged writes it had not flushed; they "
+			     "are not in %s/store",
+			     st->segment, losses,
+			     at_start ? "it was created (an earlier stack)"
+				      : "this stack started",
+			     st->dir);
+	if (next != XSEG_NOPORT)
+		stack_report(st,
+			     "port %u (store) is still redirected to port "
+			     "%" PRIu32 "%s: cached did not unplug itself (it "
+			     "died, or gave up flushing and kept the redirect "
+			     "so that nobody reads the stale store)",
+			     STACK_STORE_PORT, next,
+			     next == STACK_CACHED_PORT ? " (cached)" : "");
+	for (int r = 0; r < STACK_NR_ROLES; r++)
+		stack_report_log_lines(st, stack_role_name(r), 4);
+	stack_report_log_lines(st, "supervisor", 2);
+	return true;
+}
+
+/*
+ * stop, before vlmc and cached are stopped: cached flushes what it holds
+ * to the store, and vlmc's last requests may need it. The supervisor,
+ * stopped first, would have restarted a dead store; without one cached's
+ * shutdown would time out and drop acknowledged writes. So start it
+ * again here. A store still starting (a restart the supervisor began) is
+ * waited for instead. Failing that, the stop goes on: the loss is
+ * reported at its end.
+ */
+static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
+				    bool *failed)
+{
+	enum stack_role r = STACK_ROLE_STORE;
+	char path[PATH_MAX + 32];
+	int rc;
+
+	/* once is enough: a store that did not come back will not now */
+	if (*failed || xseg_port_alive(seg, STACK_STORE_PORT) == 1 ||
+	    (xseg_port_alive(seg, STACK_CACHED_PORT) != 1 &&
+	     xseg_port_alive(seg, STACK_VLMC_PORT) != 1))
+		return;
+	if (stack_pid_runs(stack_pidfile(st, "store"),
+			   stack_role_prog(st, r))) {
+		stack_report(st, "the store is starting; waiting for it "
+				 "before cached flushes");
+		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store",
+				     NULL)) {
+			stack_report(st, "the store is up (pid %d)",
+				     (int)stack_pidfile(st, "store"));
+			return;
+		}
+	}
+	stack_report(st,
+		     "the store (port %u) is down; restarting it so that "
+		     "cached can flush to it",
+		     STACK_STORE_PORT);
+	/* its dead predecessor's pid file would end the wait */
+	snprintf(path, sizeof(path), "%s/run/store.pid", st->dir);
+	unlink(path);
+	rc = stack_start_peer(st, seg, r);
+	*failed = rc != 0;
+	if (rc)
+		stack_report(st,
+			     "the store did not come back (%s): cached cannot "
+			     "flush what it holds; stopping anyway",
+			     strerror(-rc));
+	else
+		stack_report(st, "the store is back (pid %d)",
+			     (int)stack_pidfile(st, "store"));
+}
+
 static int stack_stop(struct stack *st);
+
+/* Mark where this stack's life begins in every log a loss report reads. */
+static void stack_mark_logs(const struct stack *st)
+{
+	char line[256];
+
+	snprintf(line, sizeof(line), STACK_START_MARK "segment %s",
+		 st->segment);
+	for (int r = 0; r < STACK_NR_ROLES; r++)
+		stack_append(st, stack_role_name(r), line);
+	stack_append(st, "supervisor", line);
+	stack_append(st, "stack", line);
+}
 
 static int stack_start(struct stack *st)
 {
@@ -732,10 +959,18 @@ static int stack_start(struct stack *st)
 			xseg_leave(seg);
 			return 1;
 		}
-		xseg_leave(seg); /* left over from a crash */
+		/* left over from a crash, or kept by a stop that found a
+		 * loss: the last chance to tell of what it records */
+		if (stack_report_losses(st, seg, true))
+			stack_report(st,
+				     "removing segment %s (left by an "
+				     "earlier stack) and starting afresh",
+				     st->segment);
+		xseg_leave(seg);
 		xseg_destroy(st->segment);
 		seg = NULL;
 	}
+	stack_mark_logs(st);
 	xseg_config_default(&cfg);
 	cfg.size = st->segment_size;
 	cfg.nr_requests = (uint32_t)st->requests;
@@ -782,6 +1017,7 @@ static int stack_stop(struct stack *st)
 {
 	struct xseg *seg;
 	char err[XSEG_ERRBUF_LEN];
+	bool lost, revive_failed = false;
 	int rc = 0;
 
 	/* first the supervisor, or it would restart what we stop */
@@ -792,17 +1028,37 @@ static int stack_stop(struct stack *st)
 		return 1;
 	}
 	/* top down: vlmc drains NBD, cached flushes and unplugs, the store
-	 * checkpoints */
-	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60) ||
-	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300) ||
+	 * checkpoints; the store must be up while the others stop (checked
+	 * again before cached: it may have died while vlmc drained) */
+	stack_stop_revive_store(st, seg, &revive_failed);
+	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60))
+		rc = 1;
+	if (!rc)
+		stack_stop_revive_store(st, seg, &revive_failed);
+	if (rc || stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300) ||
 	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120))
 		rc = 1;
 	if (!rc && stack_any_alive(seg))
 		rc = 1;
-	xseg_leave(seg);
 	if (rc) {
+		xseg_leave(seg);
 		stack_err("some peers are still running; segment %s kept",
 			  st->segment);
+		return 1;
+	}
+	/* Destroying the segment would drop the only record of a loss
+	 * (its counter, a dead cached's count, cached's kept redirect):
+	 * keep it, say what was lost, and fail. */
+	lost = stack_report_losses(st, seg, false);
+	xseg_leave(seg);
+	if (lost) {
+		stack_report(st,
+			     "stack stopped WITH DATA LOSS: segment %s kept "
+			     "as the record ('xsegctl info %s', 'xsegctl "
+			     "stack status --dir %s'); remove it with "
+			     "'xsegctl destroy %s' (the next 'xsegctl stack "
+			     "start' reports it again and replaces it)",
+			     st->segment, st->segment, st->dir, st->segment);
 		return 1;
 	}
 	xseg_destroy(st->segment);
@@ -1080,7 +1336,10 @@ static void stack_usage(void)
 	       "                   embedded default (print it with "
 	       "'default-config')\n"
 	       "  stop             stop every peer (top down), remove the "
-	       "segment\n"
+	       "segment; if a\n"
+	       "                   write-back cache lost acknowledged "
+	       "writes, keep the\n"
+	       "                   segment, say what was lost, exit 1\n"
 	       "  status           peers, ports, liveness, redirect, cache "
 	       "statistics, volumes\n"
 	       "  plug-cached      start cached and redirect the store's "

@@ -41,7 +41,8 @@ struct stack {
 	char spin_policy[16]; /* peers' --spin-policy; "" = their default */
 	/* vlmc's NBD limits; "" = vlmc's default */
 	char nbd_max_conns[32], nbd_inflight_bytes[32], nbd_spin[32];
-	char gc_threshold[8]; /* blocker's --gc-threshold; "" = default */
+	char gc_threshold[8];	 /* blocker's --gc-threshold; "" = default */
+	char dead_peer_wait[32]; /* vlmc's --dead-peer-wait; "" = default */
 	bool json;
 };
 
@@ -65,6 +66,10 @@ int stack_read_file(const char *path, char **text);
 int stack_spawn_detached(const char *bin, char *const argv[], const char *log);
 /* The pid in DIR/run/NAME.pid, or 0 when there is none. */
 pid_t stack_pidfile(const struct stack *st, const char *name);
+/* Is pid a live process running prog? (A pid file may outlive its
+ * process, and the pid may have been reused by another program.) A
+ * zombie is not. */
+bool stack_pid_runs(pid_t pid, const char *prog);
 /* True when the store's port is redirected to cached's (cached plugged). */
 bool stack_plugged(struct xseg *seg);
 /*

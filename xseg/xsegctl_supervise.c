@@ -115,11 +115,9 @@ bool stack_cached_off(const struct stack *st)
 	return !access(path, F_OK);
 }
 
-/* Is pid a live process running prog? (A pid file may outlive its
- * process, and the pid may have been reused by another program.) */
-static bool sup_pid_runs(pid_t pid, const char *prog)
+bool stack_pid_runs(pid_t pid, const char *prog)
 {
-	char path[64], comm[32];
+	char path[64], comm[32], stat[512], *end;
 	FILE *f;
 	bool same;
 
@@ -132,6 +130,18 @@ static bool sup_pid_runs(pid_t pid, const char *prog)
 	same = fgets(comm, sizeof(comm), f) &&
 	       !strncmp(comm, prog, strcspn(comm, "\n"));
 	fclose(f);
+	if (!same)
+		return false;
+	/* A peer SIGKILLed a moment ago stays a zombie until init reaps
+	 * it (slowly on a loaded machine): it is not starting, it is
+	 * dead. The state follows the last ')' of "pid (comm) S ...". */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	same = fgets(stat, sizeof(stat), f) && (end = strrchr(stat, ')')) &&
+	       end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+	fclose(f);
 	return same;
 }
 
@@ -140,8 +150,8 @@ static bool sup_down(const struct stack *st, struct xseg *seg,
 {
 	if (xseg_port_alive(seg, stack_role_port(r)) == 1)
 		return false;
-	return !sup_pid_runs(stack_pidfile(st, stack_role_name(r)),
-			     stack_role_prog(st, r));
+	return !stack_pid_runs(stack_pidfile(st, stack_role_name(r)),
+			       stack_role_prog(st, r));
 }
 
 static void sup_write_state(const struct stack *st,
@@ -359,7 +369,7 @@ int stack_stop_supervisor(const struct stack *st)
 {
 	pid_t pid = stack_pidfile(st, "supervisor");
 
-	if (!sup_pid_runs(pid, "xsegctl"))
+	if (!stack_pid_runs(pid, "xsegctl"))
 		return 0;
 	if (kill(pid, SIGTERM))
 		return errno == ESRCH ? 0 : -errno;
@@ -420,7 +430,7 @@ void stack_print_supervisor(const struct stack *st)
 	pid_t pid = stack_pidfile(st, "supervisor");
 	const char *sep = " ";
 
-	if (!sup_pid_runs(pid, "xsegctl")) {
+	if (!stack_pid_runs(pid, "xsegctl")) {
 		printf("supervisor: not running%s\n",
 		       st->supervise ? " (dead peers are not restarted; "
 				       "'xsegctl stack supervise' runs it)"
@@ -435,7 +445,7 @@ void stack_print_supervisor(const struct stack *st)
 void stack_print_supervisor_json(const struct stack *st)
 {
 	pid_t pid = stack_pidfile(st, "supervisor");
-	bool running = sup_pid_runs(pid, "xsegctl");
+	bool running = stack_pid_runs(pid, "xsegctl");
 	const char *sep = "";
 
 	printf("{\"pid\":%d,\"running\":%s,\"peers\":[", running ? (int)pid : 0,

@@ -1,0 +1,196 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# `xsegctl stack stop` and `start` never report lost write-back data as a
+# clean stop (review9 R9-3, R9-5(b); docs/operations.md "Stop and
+# write-back losses"). Each case writes through NBD without a FLUSH, so
+# write-back cached holds acknowledged data only it has, then kills the
+# supervisor (so nothing restarts what dies) and:
+#   1. SIGKILLs the store: stop restarts the store, cached flushes into
+#      it, stop exits 0 and removes the segment; after a new start the
+#      data reads back identical (it used to print "stack stopped", exit
+#      0, and the data read back as zeroes);
+#   2. SIGKILLs cached: stop exits 1 saying what was lost, keeps the
+#      segment (xsegctl info shows the loss), writes it to
+#      DIR/run/stack.log; the next start reports the old segment's loss
+#      before it replaces it, and its own stop is clean again;
+#   3. SIGKILLs the store and makes it impossible to restart (a stand-in
+#      blocker that exits 1): cached gives up flushing (--flush-timeout
+#      2s through a wrapper) and keeps its redirect; stop exits 1 naming
+#      the loss, the kept redirect and cached's log line.
+# Also: the config key dead_peer_wait reaches vlmc's command line.
+# Every wait is a bound on an event, never a timing assertion.
+# Exit 77 (skip) only when nbdcopy or the blocker peer is missing.
+set -u
+BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
+command -v nbdcopy >/dev/null || { echo "SKIP: nbdcopy not installed"; exit 77; }
+[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
+X=$BIN/xsegctl
+T=$(mktemp -d /tmp/test-stack-stop-XXXXXX)
+FAILS=0
+DIRS=
+# every stack this test started: stopped, killed if need be, segment gone
+cleanup() {
+	cd /
+	for D in $DIRS; do
+		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
+		AC_BIN_DIR=$BIN $X stack stop --dir $D >/dev/null 2>&1
+		for f in $D/run/*.pid; do
+			[ -f "$f" ] && [ -n "$seg" ] || continue
+			pid=$(cat "$f")
+			grep -q "$D\|$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
+		done
+		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
+	done
+	rm -rf $T
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+die() { echo "FAIL: $*"; tail -n 30 $T/*/run/*.log; exit 1; }
+
+# new_stack NAME [KEY = VALUE ...]: config of a stack in $T/NAME/data
+new_stack() {
+	local name=$1
+	shift
+	mkdir -p $T/$name
+	D=$T/$name/data
+	DIRS="$DIRS $D"
+	{
+		echo "dir = $D"
+		echo "segment_size = 128M"
+		echo "requests = 1024"
+		echo "cache_size = 16M"
+		for kv in "$@"; do echo "$kv"; done
+	} > $T/$name/stack.conf
+}
+seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }
+pid_of() { cat $1/run/$2.pid 2>/dev/null; }
+status_json() { $X stack status --dir $1 --json 2>/dev/null; }
+# alive flag ("true"/"false") of a role's port
+alive() { status_json $1 | python3 -c '
+import json, sys
+print(str([p for p in json.load(sys.stdin)["peers"] if p["role"] == sys.argv[1]][0]["alive"]).lower())' $2; }
+cached_unflushed() { status_json $1 | python3 -c '
+import json, sys
+print([p for p in json.load(sys.stdin)["peers"] if p["role"] == "cached"][0]["unflushed"])'; }
+# volume vol (1 MiB) written without a FLUSH: cached holds it
+lossy_write() {
+	$X volume --dir $1 create vol 1M || { echo "create vol"; return 1; }
+	nbdcopy $T/pat "nbd+unix:///vol?socket=$1/run/nbd.sock" || { echo "nbdcopy"; return 1; }
+	[ "$(cached_unflushed $1)" -gt 0 ] || { echo "unflushed $(cached_unflushed $1)"; return 1; }
+}
+readback() {
+	rm -f $T/back
+	nbdcopy "nbd+unix:///vol?socket=$1/run/nbd.sock" $T/back && cmp -s $T/pat $T/back
+}
+# stop the supervisor (nothing restarts what dies), then SIGKILL ROLE
+kill_role() {
+	local sup
+	sup=$(pid_of $1 supervisor)
+	[ -n "$sup" ] && kill $sup
+	for _ in $(seq 100); do kill -0 $sup 2>/dev/null || break; sleep 0.1; done
+	kill -0 $sup 2>/dev/null && return 1
+	kill -9 $(pid_of $1 $2) || return 1
+	for _ in $(seq 100); do [ "$(alive $1 $2)" = false ] && return 0; sleep 0.1; done
+	return 1
+}
+no_process_left() { [ "$(pgrep -f -- "$1/run|--dir=$1" | wc -l)" -eq 0 ]; }
+head -c 1M /dev/urandom > $T/pat
+
+# ---- 1. the store dead at stop: restarted, cached flushes, clean stop ----
+new_stack s1 "dead_peer_wait = 45s"
+D1=$D
+$X stack start $T/s1/stack.conf >/dev/null || die "start s1"
+SEG1=$(seg_of $D1)
+tr '\0' ' ' < /proc/$(pid_of $D1 vlmc)/cmdline | grep -q -- '--dead-peer-wait=45s' &&
+	ok "dead_peer_wait passed to vlmc" || fail "no --dead-peer-wait=45s on vlmc's command line"
+lossy_write $D1 && ok "s1: 1 MiB acknowledged, held unflushed by cached" || fail "s1: lossy write"
+kill_role $D1 store && ok "s1: supervisor stopped, store killed" || die "s1: kill store"
+$X stack stop --dir $D1 >$T/s1/out 2>$T/s1/err; rc=$?
+[ $rc -eq 0 ] && grep -q "^stack stopped" $T/s1/out && ! grep -q "LOSS" $T/s1/err &&
+	ok "s1: stop with a dead store exits 0" || fail "s1: stop rc $rc: $(cat $T/s1/out $T/s1/err)"
+grep -q "store (port 1) is down; restarting it" $T/s1/err &&
+	grep -q "store (port 1) is down; restarting it" $D1/run/stack.log &&
+	ok "s1: stop says it restarted the store (stderr, stack.log)" || fail "s1: $(cat $T/s1/err)"
+[ ! -e /dev/shm/$SEG1 ] && no_process_left $D1 && ok "s1: no segment, no process left" ||
+	fail "s1: segment or processes left"
+$X stack start $T/s1/stack.conf >/dev/null 2>$T/s1/err2 || die "restart s1"
+readback $D1 && ok "s1: the unflushed writes reached the store: data intact after restart" ||
+	fail "s1: data lost"
+! grep -q "write-back loss" $T/s1/err2 && ok "s1: the next start reports nothing" ||
+	fail "s1: start reported: $(cat $T/s1/err2)"
+$X stack stop --dir $D1 >/dev/null 2>&1 && [ ! -e /dev/shm/$SEG1 ] &&
+	ok "s1: clean stop with a live store: exit 0, segment removed" || fail "s1: second stop"
+
+# ---- 2. cached dead holding writes: stop fails, keeps the record ----
+new_stack s2
+D2=$D
+$X stack start $T/s2/stack.conf >/dev/null || die "start s2"
+SEG2=$(seg_of $D2)
+lossy_write $D2 || fail "s2: lossy write"
+kill_role $D2 cached && ok "s2: supervisor stopped, dirty cached killed" || die "s2: kill cached"
+$X stack stop --dir $D2 >$T/s2/out 2>$T/s2/err; rc=$?
+[ $rc -eq 1 ] && ! grep -q "^stack stopped:" $T/s2/out && grep -q "WITH DATA LOSS" $T/s2/err &&
+	ok "s2: stop exits 1 and says data was lost" || fail "s2: stop rc $rc: $(cat $T/s2/out $T/s2/err)"
+grep -q "records 1 write-back loss" $T/s2/err &&
+	grep -q "still redirected to port 2 (cached)" $T/s2/err &&
+	ok "s2: stop names the loss count and the kept redirect" || fail "s2: $(cat $T/s2/err)"
+grep -q "xsegctl destroy $SEG2" $T/s2/err && ok "s2: stop says how to remove the segment" ||
+	fail "s2: no removal hint"
+grep -q "WITH DATA LOSS" $D2/run/stack.log && grep -q "records 1 write-back loss" $D2/run/stack.log &&
+	ok "s2: the loss is in DIR/run/stack.log" || fail "s2: stack.log: $(cat $D2/run/stack.log)"
+[ -e /dev/shm/$SEG2 ] && $X info $SEG2 | grep -q "^write-back losses: 1" &&
+	ok "s2: segment kept, xsegctl info shows the loss" || fail "s2: segment: $($X info $SEG2 2>&1 | head -3)"
+no_process_left $D2 && ok "s2: every peer stopped" || fail "s2: processes left"
+$X stack stop --dir $D2 >/dev/null 2>&1 && fail "s2: a second stop succeeded" ||
+	ok "s2: a second stop still fails (the record is kept)"
+# the next start tells of the old segment's loss before replacing it
+$X stack start $T/s2/stack.conf >$T/s2/out2 2>$T/s2/err2 || die "restart s2: $(cat $T/s2/err2)"
+grep -q "records 1 write-back loss(es) since it was created" $T/s2/err2 &&
+	grep -q "removing segment $SEG2" $T/s2/err2 &&
+	grep -q "removing segment $SEG2" $D2/run/stack.log &&
+	ok "s2: start reports the old segment's loss (stderr, stack.log)" ||
+	fail "s2: start: $(cat $T/s2/err2)"
+[ "$(status_json $D2 | python3 -c 'import json,sys; print(json.load(sys.stdin)["writeback_losses"])')" = 0 ] &&
+	ok "s2: the new segment starts with no loss" || fail "s2: losses after restart"
+$X stack stop --dir $D2 >/dev/null 2>$T/s2/err3 && [ ! -e /dev/shm/$SEG2 ] &&
+	ok "s2: the new stack stops cleanly" || fail "s2: last stop: $(cat $T/s2/err3)"
+
+# ---- 3. the store cannot come back: cached gives up, stop says so ----
+W=$T/wrap
+W2=$T/wrap-nostore
+mkdir -p $W $W2
+printf '#!/bin/sh\nexec %s/cached --flush-timeout=2s "$@"\n' $BIN > $W/cached
+# a store that cannot start: writes its pid file (so the wait sees it die)
+printf '#!/bin/sh\nfor a; do case $a in --pidfile=*) echo $$ > ${a#--pidfile=};; esac; done\necho "stand-in store: cannot start" >&2\nexit 1\n' > $W2/blocker
+chmod +x $W/cached $W2/blocker
+ln -s $BIN/vlmc $W/vlmc
+ln -s $BIN/blocker $W/blocker
+ln -s $W/cached $W2/cached
+ln -s $BIN/vlmc $W2/vlmc
+new_stack s3 "store = blocker"
+D3=$D
+AC_BIN_DIR=$W $X stack start $T/s3/stack.conf >/dev/null || die "start s3"
+SEG3=$(seg_of $D3)
+lossy_write $D3 || fail "s3: lossy write"
+kill_role $D3 store || die "s3: kill store"
+AC_BIN_DIR=$W2 $X stack stop --dir $D3 >$T/s3/out 2>$T/s3/err; rc=$?
+[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/s3/err &&
+	ok "s3: store not restartable: stop exits 1 with the loss" || fail "s3: stop rc $rc: $(cat $T/s3/out $T/s3/err)"
+grep -q "the store did not come back" $T/s3/err && ok "s3: stop says the store did not come back" ||
+	fail "s3: $(cat $T/s3/err)"
+grep -q "records 1 write-back loss" $T/s3/err && grep -q "still redirected to port 2" $T/s3/err &&
+	ok "s3: cached's release counted the loss; its kept redirect is reported" || fail "s3: $(cat $T/s3/err)"
+grep -q "cached.log: .*flush timeout" $T/s3/err && ok "s3: stop points at cached's flush-timeout line" ||
+	fail "s3: no cached log line in: $(cat $T/s3/err)"
+[ -e /dev/shm/$SEG3 ] && no_process_left $D3 && ok "s3: peers gone, segment kept" ||
+	fail "s3: segment or processes"
+$X destroy $SEG3 >/dev/null && [ ! -e /dev/shm/$SEG3 ] && ok "s3: removed as the message says" ||
+	fail "s3: destroy"
+
+if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
+	$T/*/data/run/*.log 2>/dev/null; then
+	fail "sanitizer report in a log"
+fi
+[ $FAILS -eq 0 ] || { tail -n 20 $T/*/data/run/*.log; echo "$FAILS failure(s)"; exit 1; }
+echo "stack stop test passed"

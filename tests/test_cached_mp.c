@@ -9,6 +9,7 @@
  * stamps cannot do.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -1029,6 +1030,150 @@ struct load_arg {
 	struct load_shared *sh;
 };
 
+/* Every thread of pid is stopped (SIGSTOP takes effect asynchronously:
+ * a worker running on another CPU may still take a request meanwhile). */
+static bool all_stopped(void *arg)
+{
+	pid_t pid = *(pid_t *)arg;
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	bool all = true;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (all && (de = readdir(d))) {
+		char sp[384], buf[256], *cl;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sp, sizeof(sp), "%s/%s/stat", path, de->d_name);
+		f = fopen(sp, "r");
+		if (!f)
+			continue; /* exited */
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+		/* the state follows the command name's closing paren */
+		cl = strrchr(buf, ')');
+		all = cl && (cl[2] == 'T' || cl[2] == 't');
+	}
+	closedir(d);
+	return all;
+}
+
+static void stop_store(struct env *e)
+{
+	ck_assert_int_eq(kill(e->store, SIGSTOP), 0);
+	ck_assert_int_eq(xtu_wait_until(all_stopped, &e->store, 20000), 0);
+}
+
+/* Submit a request without waiting for its reply. */
+static struct xseg_request *submit_async(struct env *e, uint32_t dst,
+					 uint16_t op, const char *target,
+					 const void *buf, uint64_t size)
+{
+	struct xseg_request *req;
+	size_t tl = strlen(target);
+
+	ck_assert_int_eq(xseg_get_request(e->seg, e->port, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(e->seg, req, (uint32_t)tl, size), 0);
+	req->op = op;
+	req->flags = 0;
+	req->offset = 0;
+	req->size = size;
+	memcpy(xseg_request_target(req), target, tl);
+	if (op == XSEG_OP_WRITE)
+		memcpy(xseg_request_data(e->seg, req), buf, size);
+	ck_assert_int_eq(xseg_submit(e->seg, req, dst), 0);
+	return req;
+}
+
+static int reply_of(struct env *e, struct xseg_request *req)
+{
+	struct xseg_request *rep;
+	int rc = xseg_wait_reply(e->seg, e->port, TIMEOUT_NS, &rep);
+
+	if (rc)
+		return rc;
+	ck_assert_ptr_eq(rep, req);
+	rc = -req->error;
+	xseg_put_request(e->seg, req);
+	return rc;
+}
+
+/* cached published its statistics: its init (and the plug) is over */
+static bool cached_serving(void *arg)
+{
+	struct env *e = arg;
+	struct xseg_port_stats ps;
+
+	return !xseg_port_stats_read(e->seg, CACHED_PORT, &ps) &&
+	       ps.pid == e->cached;
+}
+
+/*
+ * review9 R9-9: --plug waits for the requests the store took before the
+ * redirect however long they take (it gave up silently after 5 s, and a
+ * read miss could then cache data older than such a write), and a SIGTERM
+ * during that wait abandons the plug (redirect taken back, exit 0). The
+ * store is stopped (SIGSTOP) holding a write.
+ */
+START_TEST(test_plug_waits_for_store)
+{
+	struct env e;
+	struct xseg_request *w;
+	unsigned char a[BLK], b[BLK], r[BLK];
+	const char *opts[] = {"--plug",	       "--cache-size", "1M",
+			      "--object-size", "128k",	       NULL};
+	struct redirect_arg ra = {&e, CACHED_PORT};
+	bool in_init;
+
+	memset(a, 0xa5, sizeof(a));
+	memset(b, 0x5b, sizeof(b));
+	env_up(&e, "pw", 256);
+	start_store(&e, NULL);
+	stop_store(&e);
+	w = submit_async(&e, STORE_PORT, XSEG_OP_WRITE, "o", a, BLK);
+	start_cached(&e, opts);
+	ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
+	/* past the old 5 s deadline: still waiting, not serving */
+	sleep(6);
+	in_init = !cached_serving(&e);
+	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+	ck_assert(in_init);
+	ck_assert_int_eq(reply_of(&e, w), 0);
+	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
+	/* through the redirect: the cache fetched after the write */
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, a, BLK);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
+
+	/* a stop request while waiting: the plug is abandoned */
+	stop_store(&e);
+	w = submit_async(&e, STORE_PORT, XSEG_OP_WRITE, "o", b, BLK);
+	start_cached(&e, opts);
+	ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
+	xtu_kill(e.cached, SIGTERM);
+	{
+		int st = xtu_wait(e.cached, 60000);
+
+		e.cached = 0;
+		ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+		ck_assert_int_eq(st, 0);
+	}
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
+	ck_assert_int_eq(reply_of(&e, w), 0);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, b, BLK);
+	env_down(&e);
+}
+END_TEST
+
 /* A child process: keeps PL_DEPTH requests in flight to the store's port
  * (wherever it is redirected), writes new versions and checks that every
  * read returns exactly the last acknowledged version. */
@@ -1261,6 +1406,7 @@ int main(void)
 	tc = tcase_create("plug");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_plug_unplug_under_load);
+	tcase_add_test(tc, test_plug_waits_for_store);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -329,10 +330,59 @@ static void cached_sleep_ms(unsigned ms)
  * Requests the next port took before the redirect may still be in flight
  * there; wait (bounded) until it has answered them, so that nothing we
  * fetch can be older than a write it acknowledges afterwards. */
-static void cached_plug(struct cached_peer *cp)
+struct cached_held;
+static unsigned cached_pump(struct cached_peer *cp, struct cached_held *hold);
+
+/* A SIGTERM or SIGINT arrived: the framework blocks them in every thread
+ * until its main loop waits for them, so during init they are only
+ * pending. */
+static bool cached_stop_pending(void)
+{
+	sigset_t set;
+
+	if (sigpending(&set) < 0)
+		return false;
+	return sigismember(&set, SIGTERM) == 1 ||
+	       sigismember(&set, SIGINT) == 1;
+}
+
+/* The next port has answered every request it took (none queued, none
+ * held). Exact only while nothing else sends to it: after the redirect
+ * every new request comes to us. */
+static bool cached_next_settled(struct cached_peer *cp, bool *err)
 {
 	struct xseg_port_info pi;
-	uint64_t deadline = peer_now_ns() + 5000000000ULL;
+
+	if (xseg_port_info(cp->seg, cp->next_port, &pi) < 0) {
+		*err = true;
+		return true;
+	}
+	return !pi.request_depth &&
+	       pi.accepted <= pi.served + pi.failed + pi.forwarded;
+}
+
+/*
+ * Redirect the next port to us, then wait until it has answered the
+ * requests it took before the redirect: until then a read cached fetches
+ * could be older than a write the next port acknowledges afterwards, and
+ * every later read would hit that stale copy. The wait has no deadline
+ * (review9 R9-9: it used to end silently after 5 s): cached is not serving
+ * yet, so waiting costs only the latency of the requests queued on our
+ * port, while giving up risks wrong data. A warning says so after 5 s and
+ * every 30 s after. The counters must then stay settled for 50 ms: a
+ * submit that read the path just before the redirect and enqueued on the
+ * next port after our first look shows up within that quiet period (a
+ * client preempted for longer is still possible; only libxseg could close
+ * that window). A stop signal (SIGTERM, SIGINT) pending meanwhile abandons
+ * the plug: the redirect is taken back and what reached our port is passed
+ * on to the next port (the cache is empty, so that is coherent); the main
+ * loop then stops cached.
+ */
+static void cached_plug(struct cached_peer *cp)
+{
+	uint64_t start = peer_now_ns(), warn_at = start + 5000000000ULL;
+	uint64_t settled_since = 0;
+	bool err = false;
 	int rc = xseg_set_path_next(cp->seg, cp->next_port, cp->port);
 
 	if (rc < 0) {
@@ -342,15 +392,51 @@ static void cached_plug(struct cached_peer *cp)
 		return;
 	}
 	cp->plugged = true;
-	while (peer_now_ns() < deadline) {
-		if (xseg_port_info(cp->seg, cp->next_port, &pi) < 0)
-			break;
-		if (!pi.request_depth &&
-		    pi.accepted <= pi.served + pi.failed + pi.forwarded)
-			break;
+	for (;;) {
+		uint64_t now = peer_now_ns();
+
+		if (cached_next_settled(cp, &err)) {
+			if (err) {
+				peer_warn("cached: cannot read port %" PRIu32
+					  "'s counters: plugged without "
+					  "waiting for its earlier requests",
+					  cp->next_port);
+				break;
+			}
+			if (!settled_since)
+				settled_since = now;
+			else if (now - settled_since >= 50000000ULL)
+				break;
+		} else {
+			settled_since = 0;
+		}
+		if (cached_stop_pending()) {
+			peer_warn("cached: stop requested while waiting for "
+				  "port %" PRIu32 "'s earlier requests: plug "
+				  "abandoned",
+				  cp->next_port);
+			if (xseg_get_path_next(cp->seg, cp->next_port) ==
+			    cp->port)
+				xseg_clear_path_next(cp->seg, cp->next_port);
+			cp->plugged = false;
+			cached_pump(cp, NULL);
+			return;
+		}
+		if (now >= warn_at) {
+			peer_warn("cached: port %" PRIu32 " has not answered "
+				  "the requests it took before the plug after "
+				  "%.0f s; still waiting (serving now could "
+				  "cache data older than a write it "
+				  "acknowledges later); requests to it wait "
+				  "meanwhile",
+				  cp->next_port, (double)(now - start) / 1e9);
+			warn_at = now + 30000000000ULL;
+		}
 		cached_sleep_ms(1);
 	}
-	peer_info("cached: plugged in front of port %" PRIu32, cp->next_port);
+	peer_info("cached: plugged in front of port %" PRIu32 " (waited %.3f s "
+		  "for its earlier requests)",
+		  cp->next_port, (double)(peer_now_ns() - start) / 1e9);
 }
 
 static int cached_init_peer(struct peer *p)

@@ -334,7 +334,11 @@ int xseg_port_alive(struct xseg *seg, uint32_t port);
  * after the call returns; a submit running concurrently goes to either the
  * old or the new target, exactly once. Requests already queued stay where
  * they are. Redirects are not followed transitively and do not apply to
- * xseg_forward. Errors: -EINVAL (bad port or next, or next == port). */
+ * xseg_forward. If port was redirected to another port whose owner is
+ * dead, that port is reclaimed first (as xseg_clear_path_next), so a
+ * write-back loss it held is counted before it leaves the path. Errors:
+ * -EINVAL (bad port or next, or next == port); then as
+ * xseg_clear_path_next, with the old redirect kept. */
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
 /* Remove port's redirect. If the port it redirects to is owned by a dead
  * process (proof, as xseg_reap) that port is reclaimed first, so a

@@ -178,7 +178,11 @@ n=$(stat_at_least $T/wb commands_fenced 3)
 [ "${n:-0}" -ge 3 ] && ok "vlmc counted $n fenced command(s)" || fail "commands_fenced '$n'"
 grep -q "writes acknowledged since the last flush may be lost" $T/wb/run/vlmc.log &&
 	ok "vlmc logged the loss" || fail "no loss in vlmc's log"
-$X stack stop --dir $T/wb >/dev/null || fail "stack stop (wb)"
+# the loss above: stop exits 1 and keeps the segment (review9 R9-3);
+# cleanup destroys it
+$X stack stop --dir $T/wb >/dev/null 2>$T/stop.err; rc=$?
+[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
+	ok "stack stop (wb) reports the loss" || fail "stack stop (wb): rc $rc"
 
 # --- R9-13: dirty data inherited by a restarted vlmc ---
 # The previous vlmc acknowledged BB (unflushed, in cached); vlmc is
@@ -219,7 +223,11 @@ print("ok: a new connection reads and flushes")
 EOF
 [ $? -eq 0 ] && ok "inherited write-back data lost: fenced" ||
 	fail "inherited write-back loss (R9-13)"
-$X stack stop --dir $T/inh >/dev/null || fail "stack stop (inh)"
+# the loss above: stop exits 1 and keeps the segment (review9 R9-3);
+# cleanup destroys it
+$X stack stop --dir $T/inh >/dev/null 2>$T/stop.err; rc=$?
+[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
+	ok "stack stop (inh) reports the loss" || fail "stack stop (inh): rc $rc"
 
 # --- R9-4: a snapshot after a write-back loss ---
 # AA flushed, BB acknowledged and not flushed, cached SIGKILLed and
@@ -264,7 +272,11 @@ EOF
 grep -q "snapshot vol -> vol@snap failed: a write-back cache below lost" \
 	$T/snap/run/vlmc.log && ok "vlmc logged the refused snapshot" ||
 	fail "no refused snapshot in vlmc's log"
-$X stack stop --dir $T/snap >/dev/null || fail "stack stop (snap)"
+# the loss above: stop exits 1 and keeps the segment (review9 R9-3);
+# cleanup destroys it
+$X stack stop --dir $T/snap >/dev/null 2>$T/stop.err; rc=$?
+[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
+	ok "stack stop (snap) reports the loss" || fail "stack stop (snap): rc $rc"
 
 # --- write-through: cached killed under load, nothing fails ---
 start_stack wt writethrough

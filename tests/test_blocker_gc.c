@@ -282,6 +282,13 @@ START_TEST(test_gc_fsync_error)
 		ck_assert(seg_exists(k));
 	verify_all(s);
 	blocker_close(s);
+	/* the failed fsync was recorded (DIR/sync_error, review9 R9-12):
+	 * the next open is degraded, reads served, until it is cleared */
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_flush(s), -EIO);
+	blocker_close(s);
+	ck_assert_int_eq(blocker_clear_sync_error(dir, NULL), 0);
 	s = reopen();
 	verify_all(s);
 	ck_assert_int_eq(blocker_close(s), 0);

@@ -60,6 +60,7 @@ struct sup_peer {
 	unsigned restarts;
 	time_t recent[SUP_BURST]; /* times of the last SUP_BURST restarts */
 	bool given_up;
+	pid_t given_up_pid; /* its pid file's pid when given up on */
 };
 
 static volatile sig_atomic_t sup_stop;
@@ -224,6 +225,7 @@ static void sup_restart(const struct stack *st, struct xseg *seg,
 	lost = sup_check_losses(seg, losses_seen);
 	if (!sup_may_restart(p, time(NULL))) {
 		p->given_up = true;
+		p->given_up_pid = stack_pidfile(st, name);
 		sup_log("%s died %d times within %d s: giving up on it", name,
 			SUP_BURST, SUP_WINDOW_S);
 		if (r != STACK_ROLE_CACHED)
@@ -315,8 +317,20 @@ int stack_supervise(struct stack *st)
 				}
 				continue;
 			}
-			if (peers[r].given_up)
-				continue;
+			if (peers[r].given_up) {
+				pid_t pid =
+				    stack_pidfile(st, stack_role_name(r));
+
+				/* started by hand (plug-cached) since, and
+				 * dead before we saw it alive: supervised
+				 * again all the same */
+				if (!pid || pid == peers[r].given_up_pid)
+					continue;
+				memset(peers[r].recent, 0,
+				       sizeof(peers[r].recent));
+				peers[r].given_up = false;
+				sup_write_state(st, peers);
+			}
 			/* read after the death was seen: an unplug removes
 			 * the redirect before cached exits */
 			if (r == STACK_ROLE_CACHED &&

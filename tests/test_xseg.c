@@ -1180,7 +1180,7 @@ START_TEST(test_reap_dead_client)
 	struct dead_client_arg a;
 	struct xseg_port_info info;
 	struct xseg_reap_stats st;
-	uint64_t rejected;
+	uint64_t rejected, failed;
 	struct xseg_request *acc[16];
 	struct xseg *seg;
 	const char *name;
@@ -1204,10 +1204,16 @@ START_TEST(test_reap_dead_client)
 	 * could land after newer writes) and returns them to the pool. */
 	ck_assert_int_eq(xseg_port_info(seg, 0, &info), 0);
 	rejected = info.rejected;
+	failed = info.failed;
 	n += xseg_accept_batch(seg, 0, acc + 3, 13);
 	ck_assert_uint_eq(n, 3);
 	ck_assert_int_eq(xseg_port_info(seg, 0, &info), 0);
 	ck_assert_uint_eq(info.rejected - rejected, 3);
+	/* never accepted: not failed either, so accepted - served -
+	 * failed - forwarded stays what the port holds (review10 F1) */
+	ck_assert_uint_eq(info.failed, failed);
+	ck_assert_uint_eq(
+	    info.accepted - info.served - info.failed - info.forwarded, 3);
 	ck_assert_uint_eq(xseg_requests_queued(seg, 0), 0);
 	for (unsigned i = 0; i < n; i++)
 		ck_assert_int_eq(xseg_respond(seg, acc[i], 0), 0);
@@ -1690,13 +1696,13 @@ START_TEST(test_answer_race_cas)
 	w = xseg_rs_load(acc);
 	ck_assert_int_eq(xseg_fail_back(seg, acc,
 					xseg_rs_next(w, XSEG_RS_SUBMITTED, 1),
-					ECONNRESET, 1),
+					ECONNRESET, 1, false),
 			 XSEG_FB_LOST);
 	ck_assert_uint_eq(acc->state, XSEG_RS_ACCEPTED);
 	ck_assert_int_eq(acc->error, 0);
 	/* A release (reaper) that wins: the late respond and forward are
 	 * refused, the client gets exactly one answer. */
-	ck_assert_int_eq(xseg_fail_back(seg, acc, w, ECONNRESET, 1),
+	ck_assert_int_eq(xseg_fail_back(seg, acc, w, ECONNRESET, 1, true),
 			 XSEG_FB_QUEUED);
 	ck_assert_int_lt(xseg_respond(seg, acc, 0), 0);
 	ck_assert_int_lt(xseg_forward(seg, acc, 2), 0);

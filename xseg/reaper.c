@@ -100,7 +100,12 @@ static bool fail_reclaimed(struct xseg *seg, uint32_t port,
 			   struct xseg_request *req, uint64_t w,
 			   struct xseg_reap_stats *st)
 {
-	int rc = xseg_fail_back(seg, req, w, ECONNRESET, port);
+	/* ACCEPTED and ANSWERING were counted as accepted by port's owner;
+	 * SUBMITTED ones (queued or stranded) were not */
+	unsigned state = xseg_rs_state(w);
+	int rc = xseg_fail_back(seg, req, w, ECONNRESET, port,
+				state == XSEG_RS_ACCEPTED ||
+				    state == XSEG_RS_ANSWERING);
 
 	if (rc == XSEG_FB_LOST)
 		return false;

@@ -312,7 +312,7 @@ int xseg_submit(struct xseg *seg, struct xseg_request *req, uint32_t dst)
 }
 
 int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
-		   int err, uint32_t actor)
+		   int err, uint32_t actor, bool accepted)
 {
 	uint64_t mine = NEXT(expect, XSEG_RS_ANSWERING, actor), hw;
 	uint32_t src, idx;
@@ -327,7 +327,7 @@ int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
 	req->error = err;
 	req->ts_responded = stamp(seg);
 	req->index = idx;
-	if (actor < seg->nr_ports)
+	if (accepted && actor < seg->nr_ports)
 		xseg_count(&seg->ports[actor].port->failed);
 	if (src >= seg->nr_ports ||
 	    __atomic_load_n(&seg->ports[src].port->gen, __ATOMIC_ACQUIRE) !=
@@ -460,7 +460,7 @@ static int accept_one(struct xseg *seg, uint32_t port,
 			xseg_count(&pl->port->rejected);
 			xseg_fail_back(seg, req,
 				       NEXT(w, XSEG_RS_ACCEPTED, port), -rc,
-				       port);
+				       port, false);
 			continue;
 		}
 		/* A request whose sender's port was reclaimed or released
@@ -479,7 +479,7 @@ static int accept_one(struct xseg *seg, uint32_t port,
 			/* fail_back sees the generation and frees it */
 			xseg_fail_back(seg, req,
 				       NEXT(w, XSEG_RS_ACCEPTED, port),
-				       ECONNRESET, port);
+				       ECONNRESET, port, false);
 			continue;
 		}
 		/* Stage stamps only for a client that stamped its submit:

@@ -373,9 +373,14 @@ struct xseg_port_info {
 	/* as a server */
 	uint64_t accepted;  /* valid requests handed to the peer */
 	uint64_t served;    /* answered with error 0 */
-	uint64_t failed;    /* answered with an error (incl. rejected) */
-	uint64_t rejected;  /* failed by validation in accept, or dropped
-			       because they could not be answered */
+	uint64_t failed;    /* accepted, then answered with an error (so
+			       accepted - served - failed - forwarded is
+			       what the port holds; API change: rejected
+			       ones no longer count here) */
+	uint64_t rejected;  /* failed by validation in accept, dropped by
+			       accept because their sender's port was
+			       reclaimed since, or dropped because they
+			       could not be answered */
 	uint64_t forwarded; /* passed on with xseg_forward */
 	uint64_t reaped;    /* requests failed back by reclaims of it */
 	/* signaling of this port (API change: added in version 3); any

@@ -266,9 +266,13 @@ enum { XSEG_FB_LOST = -1, XSEG_FB_FREED = 0, XSEG_FB_QUEUED = 1 };
  * being released or reclaimed). It holds the request while the error is
  * written (ANSWERING, actor) and is recorded as the reply's mover, so
  * that if this process dies half-way the reap of actor finishes the job.
- * Its counters are bumped. */
+ * accepted: actor had counted the request as accepted; only then is its
+ * failed counter bumped, so that accepted - served - failed - forwarded
+ * stays what actor holds (cached's plug waits on it; review10 F1): a
+ * request refused or dropped by accept counts as rejected, one failed
+ * back from a reclaimed port's queue as reaped. */
 int xseg_fail_back(struct xseg *seg, struct xseg_request *req, uint64_t expect,
-		   int err, uint32_t actor);
+		   int err, uint32_t actor, bool accepted);
 /* Return a request to the global pool regardless of caches, if its word
  * still equals expect; while it does so, the request is (ANSWERING,
  * actor). Returns false (nothing done) if the word had changed. */

@@ -228,6 +228,15 @@ START_TEST(test_release_with_unflushed_counts)
 	xseg_port_unflushed_add(seg, VICTIM_PORT, -4);
 	ck_assert_int_eq(xseg_release_port(seg, VICTIM_PORT), 0);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+	/* a late subtract after a release took the count (a worker that
+	 * outlived a timed-out drain) leaves the word negative: the next
+	 * bind clears it without a false loss (review10 N1) */
+	xseg_port_unflushed_add(seg, VICTIM_PORT, -1);
+	ck_assert_int_eq(xseg_bind_port(seg, VICTIM_PORT, "giver"), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
+	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 0);
+	ck_assert_int_eq(xseg_release_port(seg, VICTIM_PORT), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
 	/* dynamic ports too */
 	ck_assert_int_eq(xseg_alloc_port(seg, "giver", &dyn), 0);
 	xseg_port_unflushed_add(seg, dyn, 1);
@@ -411,15 +420,19 @@ START_TEST(test_clear_path_next_counts_dead_target)
 	ck_assert(!port_bound(seg, VICTIM_PORT));
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
 
-	/* a live target keeps its port and its count (its owner flushes) */
+	/* a live target holding unflushed data is not taken out of the
+	 * path (review10 F2): -EBUSY, redirect, port and count kept; once
+	 * clean (its owner flushed) it may go */
 	ck_assert_int_eq(xseg_bind_port(seg, VICTIM_PORT, "live"), 0);
 	xseg_port_unflushed_add(seg, VICTIM_PORT, 2);
 	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
-	ck_assert_int_eq(xseg_clear_path_next(seg, 3), 0);
-	ck_assert_int_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 3), -EBUSY);
+	ck_assert_int_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
 	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 2);
 	xseg_port_unflushed_add(seg, VICTIM_PORT, -2);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 3), 0);
+	ck_assert_int_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(xseg_release_port(seg, VICTIM_PORT), 0);
 	/* no redirect at all: nothing to look at */
 	ck_assert_int_eq(xseg_clear_path_next(seg, 3), 0);
@@ -449,15 +462,18 @@ START_TEST(test_set_path_next_replacing_counts_dead_target)
 	ck_assert_int_eq(xseg_reap(seg, NULL), 0);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
 
-	/* a live old target keeps its port and its count */
+	/* a live old target holding unflushed data is not replaced
+	 * (review10 F2); once clean it is */
 	ck_assert_int_eq(xseg_bind_port(seg, VICTIM_PORT, "live"), 0);
 	xseg_port_unflushed_add(seg, VICTIM_PORT, 2);
 	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
-	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), 0);
-	ck_assert_uint_eq(xseg_get_path_next(seg, 3), 2);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), -EBUSY);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
 	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 2);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
 	xseg_port_unflushed_add(seg, VICTIM_PORT, -2);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), 0);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), 2);
 	ck_assert_int_eq(xseg_release_port(seg, VICTIM_PORT), 0);
 
 	/* bad input is refused before anything is looked at or changed */

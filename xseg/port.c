@@ -145,7 +145,19 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	if (old >= seg->nr_ports || old == port || old == keep)
 		return 0;
 	rc = xseg_reclaim_if_dead(seg, old, &st);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	/* A live target still holding acknowledged, unflushed data: once
+	 * out of the path, a FLUSH would reach the next port and succeed
+	 * without that data, reads would return older data, and nothing
+	 * would count a loss (review10 F2). Its owner clears its own
+	 * redirect only once clean (cached's unplug); an operator must
+	 * stop it (it flushes) or kill it (counted) first. */
+	if (!rc &&
+	    __atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&seg->ports[old].port->unflushed, __ATOMIC_SEQ_CST))
+		return -EBUSY;
+	return 0;
 }
 
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)

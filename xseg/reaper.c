@@ -160,15 +160,27 @@ uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
 	uint64_t u = __atomic_load_n(&p->unflushed, __ATOMIC_SEQ_CST), nr;
 	char type[XSEG_PEER_TYPE_LEN];
 
-	if (!u)
+	/* The top bit set: a negative count, i.e. a late subtract of a
+	 * worker that outlived a timed-out drain and ran after an earlier
+	 * release took the count (below): not a loss, just cleared. */
+	if (!u || (u >> 63)) {
+		if (u)
+			__atomic_exchange_n(&p->unflushed, 0, __ATOMIC_SEQ_CST);
 		return 0;
+	}
 	/* Counted before anything else of the reclaim: the requests the
 	 * owner held are failed back (and the port can be bound) only
 	 * after this add, so a client that sees one of those failures or
-	 * talks to the next owner also sees the new counter. */
+	 * talks to the next owner also sees the new counter. A reclaimer
+	 * killed between the add and the reset makes the next one count
+	 * again: the safe side. */
 	nr = __atomic_add_fetch(&seg->hdr->writeback_losses, 1,
 				__ATOMIC_SEQ_CST);
-	__atomic_sub_fetch(&p->unflushed, u, __ATOMIC_SEQ_CST);
+	/* Reset by exchange, not by subtracting u: a late worker's -1
+	 * between the two (a release after a timed-out drain) would wrap
+	 * the word and the next bind would count a false loss (review10
+	 * N1). */
+	__atomic_exchange_n(&p->unflushed, 0, __ATOMIC_SEQ_CST);
 	memcpy(type, p->peer_type, sizeof(type));
 	type[sizeof(type) - 1] = '\0';
 	for (size_t i = 0; type[i]; i++) /* a dead peer's bytes: printable */

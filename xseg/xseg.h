@@ -346,7 +346,9 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * request can bypass it; if another process is reclaiming it, waits up to
  * a second for that to end. Errors, with the redirect kept: -EINVAL (bad
  * port); -EBUSY (the target is still being reclaimed by another process
- * after a second: retry); what xseg_reap returns when this process has no
+ * after a second: retry; or it is alive and still holds unflushed data:
+ * its owner must flush first, review10 F2); what xseg_reap returns when
+ * this process has no
  * identity (e.g. -EMFILE). Reads /proc: not for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */

@@ -588,6 +588,18 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 	} else {
 		rc = xseg_clear_path_next(seg, port);
 	}
+	if (rc == -EBUSY) {
+		/* the current target holds acknowledged write-back data (or
+		 * another process is still reclaiming it): taking it out of
+		 * the path would let a FLUSH succeed without that data */
+		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: "
+			"its current target (port %" PRIu32 ") holds "
+			"unflushed write-back data or is being reclaimed: "
+			"stop that peer (it flushes) or retry",
+			xseg_name(seg), port, set ? "set" : "clear",
+			xseg_get_path_next(seg, port));
+		return 1;
+	}
 	if (rc < 0) {
 		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: %s",
 			xseg_name(seg), port, set ? "set" : "clear",

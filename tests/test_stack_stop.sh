@@ -27,26 +27,7 @@ command -v nbdcopy >/dev/null || { echo "SKIP: nbdcopy not installed"; exit 77; 
 X=$BIN/xsegctl
 T=$(mktemp -d /tmp/test-stack-stop-XXXXXX)
 FAILS=0
-DIRS=
-# every stack this test started: stopped, killed if need be, segment gone
-cleanup() {
-	cd /
-	for D in $DIRS; do
-		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
-		AC_BIN_DIR=$BIN $X stack stop --dir $D >/dev/null 2>&1
-		for f in $D/run/*.pid; do
-			[ -f "$f" ] && [ -n "$seg" ] || continue
-			pid=$(cat "$f")
-			grep -q "$D\|$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
-		done
-		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	done
-	rm -rf $T
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-die() { echo "FAIL: $*"; tail -n 30 $T/*/run/*.log; exit 1; }
+. "$(dirname "$0")/stack_testlib.sh"
 
 # new_stack NAME [KEY = VALUE ...]: config of a stack in $T/NAME/data
 new_stack() {

@@ -28,25 +28,7 @@ export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 T=$(mktemp -d /tmp/test-vlmc-wbloss-XXXXXX)
 FAILS=0
-DIRS=
-cleanup() {
-	cd /
-	for D in $DIRS; do
-		$X stack stop --dir $D >/dev/null 2>&1 && continue
-		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
-		for f in $D/run/*.pid; do
-			[ -f "$f" ] && [ -n "$seg" ] || continue
-			pid=$(cat "$f")
-			grep -q "$D\|$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
-		done
-		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	done
-	rm -rf $T
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-die() { echo "FAIL: $*"; tail -n 30 $T/*/run/*.log; exit 1; }
+. "$(dirname "$0")/stack_testlib.sh"
 
 # start_stack NAME POLICY: a stack in $T/NAME with cached in POLICY
 start_stack() {

@@ -957,14 +957,6 @@ static void vlmc_part_reply(struct vlmc *v, struct xseg_request *req,
 /* Dead peer below: resend after a back-off                            */
 /* ------------------------------------------------------------------ */
 
-static uint64_t vlmc_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Park part's request req (failed back ECONNRESET by a dead peer, or not
  * submittable, ENXIO, while the port below is reclaimed and bound again)
  * for a resend after the part's back-off. Returns false, req still the
@@ -976,7 +968,7 @@ static bool vlmc_retry_park(struct vlmc *v, struct vlmc_part *part,
 {
 	struct vlmc_retry *r = &v->retry;
 	struct vlmc_io *io = part->io;
-	uint64_t now = vlmc_mono_ns();
+	uint64_t now = peer_now_ns();
 	bool parked = false;
 
 	if (!v->dead_peer_wait_ns ||
@@ -1055,7 +1047,7 @@ static void *vlmc_retry_main(void *arg)
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
 		struct vlmc_part *due = NULL, **pp = &r->head, *part;
-		uint64_t now = vlmc_mono_ns(), next = UINT64_MAX;
+		uint64_t now = peer_now_ns(), next = UINT64_MAX;
 		bool stop = r->stop;
 
 		while ((part = *pp)) {

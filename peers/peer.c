@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -797,6 +798,7 @@ enum {
 	PEER_OPT_NO_TS,
 	PEER_OPT_SPIN_POLICY,
 	PEER_OPT_ACTIVE,
+	PEER_OPT_CPUS,
 };
 
 static const struct option peer_common_options[] = {
@@ -804,6 +806,7 @@ static const struct option peer_common_options[] = {
     {"port", required_argument, NULL, 'p'},
     {"threads", required_argument, NULL, 't'},
     {"active-workers", required_argument, NULL, PEER_OPT_ACTIVE},
+    {"cpus", required_argument, NULL, PEER_OPT_CPUS},
     {"spin", required_argument, NULL, 's'},
     {"spin-policy", required_argument, NULL, PEER_OPT_SPIN_POLICY},
     {"log-level", required_argument, NULL, 'v'},
@@ -837,6 +840,10 @@ static void peer_usage(struct peer *p)
 	    "                          (0 = auto, the default: one CPU "
 	    "less than the peer\n"
 	    "                          may use, at least 1)\n"
+	    "      --cpus LIST         run only on these CPUs (e.g. 1, "
+	    "0-3, 0,2; default:\n"
+	    "                          wherever the scheduler puts the "
+	    "threads)\n"
 	    "  -s, --spin TIME         busy-poll up to this long before "
 	    "sleeping (default\n"
 	    "                          20us; units ns us ms s, bare number "
@@ -969,6 +976,28 @@ static int peer_parse_args(struct peer *p, int argc, char **argv)
 		case PEER_OPT_NO_TS:
 			p->no_timestamps = true;
 			break;
+		case PEER_OPT_CPUS: {
+			cpu_set_t set;
+
+			/*
+			 * Set here, before any thread exists, so that every
+			 * thread inherits it, and before the active-worker
+			 * budget reads the mask (peer_cpus).
+			 */
+			if (peer_parse_cpus(optarg, &set)) {
+				peer_usage_error(p->prog,
+						 "bad CPU list '%s' (e.g. 1, "
+						 "0-3, 0,2)",
+						 optarg);
+				status = 2;
+			} else if (sched_setaffinity(0, sizeof(set), &set)) {
+				peer_usage_error(p->prog,
+						 "cannot run on CPUs '%s': %s",
+						 optarg, strerror(errno));
+				status = 2;
+			}
+			break;
+		}
 		case PEER_OPT_SPIN_POLICY:
 			if (!strcmp(optarg, "adaptive")) {
 				p->spin_adaptive = true;

@@ -427,6 +427,49 @@ unsigned peer_cpus(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/* One decimal CPU number at *sp, advancing *sp past it. */
+static int peer_parse_cpu(const char **sp, unsigned *cpu)
+{
+	const char *s = *sp;
+	unsigned long v = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	while (isdigit((unsigned char)*s)) {
+		v = v * 10 + (unsigned long)(*s++ - '0');
+		if (v >= CPU_SETSIZE)
+			return -EINVAL;
+	}
+	*cpu = (unsigned)v;
+	*sp = s;
+	return 0;
+}
+
+int peer_parse_cpus(const char *list, cpu_set_t *set)
+{
+	const char *s = list;
+
+	CPU_ZERO(set);
+	for (;;) {
+		unsigned lo, hi;
+
+		if (peer_parse_cpu(&s, &lo))
+			return -EINVAL;
+		hi = lo;
+		if (*s == '-') {
+			s++;
+			if (peer_parse_cpu(&s, &hi) || hi < lo)
+				return -EINVAL;
+		}
+		for (unsigned c = lo; c <= hi; c++)
+			CPU_SET(c, set);
+		if (*s == '\0')
+			return 0;
+		if (*s++ != ',')
+			return -EINVAL;
+	}
+}
+
 int peer_active_budget(unsigned ncpus, unsigned threads, unsigned opt)
 {
 	unsigned budget;

@@ -11,6 +11,7 @@
  * None of this depends on libxseg; it is split from peer.h so that tools
  * and tests can use it alone.
  */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -103,6 +104,15 @@ uint64_t peer_now_ns(void);
 /* CPUs this process may run on (its affinity mask; the online count if
  * the mask cannot be read), at least 1. */
 unsigned peer_cpus(void);
+
+/*
+ * Parse a CPU list ("1", "0-3", "0,2-3": decimal CPU numbers and ranges,
+ * comma separated, no spaces) into *set (cleared first). Pure: the CPUs
+ * need not exist; sched_setaffinity tells. Returns 0, or -EINVAL for an
+ * empty or malformed list, a reversed range or a CPU number at or above
+ * CPU_SETSIZE (set is then unspecified).
+ */
+int peer_parse_cpus(const char *list, cpu_set_t *set);
 
 /*
  * How many of a peer's threads workers may be active at once when its

@@ -614,6 +614,13 @@ START_TEST(usage_errors)
 	    {{"noop", "-g", "x", "-p", "1", "--active-workers", "-1", NULL},
 	     2,
 	     "bad active worker count '-1'"},
+	    {{"noop", "-g", "x", "-p", "1", "--cpus", "1-x", NULL},
+	     2,
+	     "bad CPU list '1-x'"},
+	    /* a CPU no machine here has (sched_setaffinity: EINVAL) */
+	    {{"noop", "-g", "x", "-p", "1", "--cpus", "1000", NULL},
+	     2,
+	     "cannot run on CPUs '1000'"},
 	    {{"noop", "-g", "x", "-p", "1", "--spin", "soon", NULL},
 	     2,
 	     "bad spin time 'soon'"},

@@ -240,6 +240,35 @@ START_TEST(active_budget)
 }
 END_TEST
 
+START_TEST(parse_cpus)
+{
+	const char *bad[] = {"",  ",",	 "1,", ",1",	"3-1", "1-", "-1",
+			     "a", "1 2", " 1", "1-2-3", "0x1", "1;2"};
+	cpu_set_t set;
+	char big[32];
+
+	ck_assert_int_eq(peer_parse_cpus("1", &set), 0);
+	ck_assert_int_eq(CPU_COUNT(&set), 1);
+	ck_assert(CPU_ISSET(1, &set));
+	ck_assert_int_eq(peer_parse_cpus("0-3,6", &set), 0);
+	ck_assert_int_eq(CPU_COUNT(&set), 5);
+	ck_assert(CPU_ISSET(3, &set) && CPU_ISSET(6, &set) &&
+		  !CPU_ISSET(4, &set));
+	ck_assert_int_eq(peer_parse_cpus("2-2", &set), 0);
+	ck_assert_int_eq(CPU_COUNT(&set), 1);
+	/* the last CPU of a cpu_set_t, and one past it */
+	snprintf(big, sizeof(big), "%d", CPU_SETSIZE - 1);
+	ck_assert_int_eq(peer_parse_cpus(big, &set), 0);
+	snprintf(big, sizeof(big), "%d", CPU_SETSIZE);
+	ck_assert_int_eq(peer_parse_cpus(big, &set), -EINVAL);
+	ck_assert_int_eq(peer_parse_cpus("99999999999999999999", &set),
+			 -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(peer_parse_cpus(bad[i], &set) == -EINVAL,
+			      "'%s' accepted", bad[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("peer_util");
@@ -255,6 +284,7 @@ int main(void)
 	tcase_add_test(tc, pidfile_lock);
 	tcase_add_test(tc, fsync_parent);
 	tcase_add_test(tc, active_budget);
+	tcase_add_test(tc, parse_cpus);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

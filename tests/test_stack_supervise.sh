@@ -50,6 +50,7 @@ requests = 2048
 cache_size = 32M
 nbd_spin = 10us
 spin_policy = fixed
+cpus = 0
 CONF
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
@@ -57,7 +58,8 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x" \
 	"spin = x" "spin_policy = sometimes" "spin_policy = " \
 	"dead_peer_wait = 3601s" "dead_peer_wait = 2h" "dead_peer_wait = soon" \
-	"dead_peer_wait = -1" "dead_peer_wait = "; do
+	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
+	"cpus = 0," "cpus = "; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
@@ -79,6 +81,11 @@ for r in store cached vlmc; do
 	tr '\0' ' ' < /proc/$(pidof_role $r)/cmdline | grep -q -- '--spin-policy=fixed ' &&
 		ok "$r started with --spin-policy=fixed" ||
 		fail "$r: no --spin-policy=fixed on its command line"
+	# cpus = 0: every thread of the peer may run only on CPU 0
+	for st in /proc/$(pidof_role $r)/task/*/status; do
+		grep -q '^Cpus_allowed_list:[[:space:]]*0$' $st ||
+			{ fail "$r: $(grep Cpus_allowed_list $st) in $st"; break; }
+	done
 done
 # "PID ALIVE" of a role's port, from stack status
 port_of() { $X stack status --dir $D 2>/dev/null | awk -v r=$1 '$1 == r { print $4, $5 }'; }

@@ -148,6 +148,13 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->spin_policy, sizeof(st->spin_policy),
 				       v);
+	if (!strcmp(k, "cpus")) {
+		cpu_set_t set;
+
+		return peer_parse_cpus(v, &set)
+			   ? -EINVAL
+			   : stack_str(st->cpus, sizeof(st->cpus), v);
+	}
 	if (!strcmp(k, "nbd_socket"))
 		return stack_str(st->nbd_socket, sizeof(st->nbd_socket), v);
 	if (!strcmp(k, "ctl_socket"))
@@ -393,6 +400,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "spin_policy = %s\n", st->spin_policy);
 	if (st->dead_peer_wait[0])
 		fprintf(f, "dead_peer_wait = %s\n", st->dead_peer_wait);
+	if (st->cpus[0])
+		fprintf(f, "cpus = %s\n", st->cpus);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -572,6 +581,8 @@ static void stack_common_args(struct stack_argv *a, const struct stack *st,
 		stack_arg(a, "--spin=%s", st->spin);
 	if (st->spin_policy[0])
 		stack_arg(a, "--spin-policy=%s", st->spin_policy);
+	if (st->cpus[0])
+		stack_arg(a, "--cpus=%s", st->cpus);
 }
 
 static const struct {

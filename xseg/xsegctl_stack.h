@@ -39,6 +39,7 @@ struct stack {
 	bool supervise;	      /* run a supervisor that restarts dead peers */
 	char spin[32];	      /* peers' --spin; "" = their default */
 	char spin_policy[16]; /* peers' --spin-policy; "" = their default */
+	char cpus[64];	      /* peers' --cpus; "" = no affinity set */
 	/* vlmc's NBD limits; "" = vlmc's default */
 	char nbd_max_conns[32], nbd_inflight_bytes[32], nbd_spin[32];
 	char gc_threshold[8];	 /* blocker's --gc-threshold; "" = default */

@@ -34,6 +34,7 @@
 # Usage: bench_nbd.sh [--bin DIR] [--bin-old DIR] [--mib N] [--runtime S]
 #                     [--repeat N] [--jobs "J ..."] [--targets "T ..."]
 #                     [--stack-conf FILE] [--stack-conf-old FILE] [--cpu]
+#                     [--nbdkit-cpus LIST]
 #   --bin DIR      built programs (default: $AC_BIN_DIR or ./build/bin)
 #   --bin-old DIR  also run stack_cached_old from these programs
 #   --mib N        volume / disk size in MiB (default 256)
@@ -46,6 +47,9 @@
 #                  same as --stack-conf); with --bin-old set to --bin this
 #                  compares two configurations of one build
 #   --cpu          CPU time and context switches per command (perf stat)
+#   --nbdkit-cpus LIST  run the nbdkit targets under `taskset -c LIST`,
+#                  e.g. to pin them as a stack config's `cpus = LIST` pins
+#                  the stack's peers (a fair comparison pins both)
 set -u
 BIN=${AC_BIN_DIR:-./build/bin}
 BIN_OLD=
@@ -56,6 +60,7 @@ JOBS="seqwrite-1m seqread-1m randread-qd1 randread-qd16 randwrite-qd1 randwrite-
 TARGETS=
 EXTRA_CONF=
 EXTRA_CONF_OLD=-
+NBDKIT_CPUS=
 CPU=0
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -69,7 +74,8 @@ while [ $# -gt 0 ]; do
 	--stack-conf) EXTRA_CONF=$2; shift 2 ;;
 	--stack-conf-old) EXTRA_CONF_OLD=$2; shift 2 ;;
 	--cpu) CPU=1; shift ;;
-	-h|--help) sed -n 2,48p "$0"; exit 0 ;;
+	--nbdkit-cpus) NBDKIT_CPUS=$2; shift 2 ;;
+	-h|--help) sed -n 2,52p "$0"; exit 0 ;;
 	*) echo "bench_nbd.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -205,15 +211,18 @@ fi
 if has stack_cached_old; then
 	start_stack stack_cached_old $BIN_OLD "$EXTRA_CONF_OLD" || exit 1
 fi
+# taskset execs nbdkit: the pid is nbdkit's
+NBDKIT=nbdkit
+[ -n "$NBDKIT_CPUS" ] && NBDKIT="taskset -c $NBDKIT_CPUS nbdkit"
 if has nbdkit_memory; then
-	nbdkit -f -U $T/mem.sock memory size=${MIB}M & MEM_PID=$!
+	$NBDKIT -f -U $T/mem.sock memory size=${MIB}M & MEM_PID=$!
 	wait_sock $T/mem.sock || exit 1
 	URI_OF[nbdkit_memory]="nbd+unix:///?socket=$T/mem.sock"
 	PIDS_OF[nbdkit_memory]="nbdkit:$MEM_PID"
 fi
 if has nbdkit_file_cache; then
 	truncate -s ${MIB}M $T/disk.img
-	nbdkit -f -U $T/file.sock --filter=cache file file=$T/disk.img \
+	$NBDKIT -f -U $T/file.sock --filter=cache file file=$T/disk.img \
 		cache=writeback & FILE_PID=$!
 	wait_sock $T/file.sock || exit 1
 	URI_OF[nbdkit_file_cache]="nbd+unix:///?socket=$T/file.sock"
@@ -236,7 +245,7 @@ if has stack_nocached; then
 fi
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$T" "$MIB" "$RUNTIME" "$STORE" "$REPEAT" "$LOAD_START" "$LOAD_END" "$TARGETS" "$CPU" "$EXTRA_CONF" "$EXTRA_CONF_OLD" $JOBS <<'PY'
+python3 - "$T" "$MIB" "$RUNTIME" "$STORE" "$REPEAT" "$LOAD_START" "$LOAD_END" "$TARGETS" "$CPU" "$EXTRA_CONF" "$EXTRA_CONF_OLD" "$NBDKIT_CPUS" $JOBS <<'PY'
 import glob, json, os, statistics, sys
 d, mib, runtime, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 repeat, load_start, load_end = int(sys.argv[5]), sys.argv[6], sys.argv[7]
@@ -244,7 +253,8 @@ targets, cpu = sys.argv[8].split(), sys.argv[9] == "1"
 confs = {}
 for name, path in (("stack", sys.argv[10]), ("stack_cached_old", sys.argv[11])):
     confs[name] = open(path).read() if path else ""
-jobs = sys.argv[12:]
+nbdkit_cpus = sys.argv[12]
+jobs = sys.argv[13:]
 
 
 def perf_counts(path, cmds):
@@ -352,6 +362,7 @@ out = {
     "loadavg_end": load_end,
     "store": store,
     "stack_conf_extra": confs["stack"],
+    "nbdkit_cpus": nbdkit_cpus or None,
     "stack_cached_old_conf_extra": confs["stack_cached_old"],
     "jobs": jobs,
     "results": res,

@@ -27,3 +27,9 @@ ac_test(test_xseg_kill SOURCES test_xseg_kill.c DEPS xseg_hooked TIMEOUT 300)
 # (reap, bind over a dead owner, release, unredirect), counted once.
 ac_test(test_xseg_wbloss SOURCES test_xseg_wbloss.c DEPS xseg xseg_testutil
   TIMEOUT 300)
+# Bind fence (review9 R9-7 part 2): a port whose previous owner's requests
+# are still accepted by live ports is not bound until they are answered.
+ac_test(test_xseg_fence SOURCES test_xseg_fence.c DEPS xseg xseg_testutil
+  TIMEOUT 300)
+ac_test(test_xseg_fence_threads SOURCES test_xseg_fence_threads.c
+  DEPS xseg xseg_testutil LABELS concurrent TIMEOUT 300)

@@ -10,10 +10,62 @@
 #include "xseg_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #define XSEG_BIND_WAIT_NS (1000ULL * 1000 * 1000)
+
+/* Port (claimed by us: self|RECLAIM) had an owner whose requests other
+ * ports had accepted when it died or left (its drain word): wait until no
+ * live port holds one, so that a restarted peer cannot overtake its
+ * predecessor's writes (review9 R9-7 part 2). While we hold the claim
+ * nothing can be sent to or from the port, so the set only shrinks: a
+ * holder answers (the reply, queued to the port, is dropped by the
+ * generation check of the new owner's receive, or by a reap), or it dies
+ * (its reap fails the request back). wait: up to XSEG_BIND_WAIT_NS, else
+ * a single count. -EAGAIN if requests are still held, logged at most once
+ * per XSEG_DRAIN_LOG_NS per handle naming a holder. */
+static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
+{
+	uint64_t deadline = xseg_now_ns() + (wait ? XSEG_BIND_WAIT_NS : 0);
+	uint32_t nr, holder, pause_us = 100;
+	uint64_t now, last, o;
+	char type[XSEG_PEER_TYPE_LEN];
+
+	for (;;) {
+		nr = xseg_port_held_elsewhere(seg, port, &holder);
+		if (!nr) {
+			__atomic_store_n(&seg->ports[port].port->drain, 0,
+					 __ATOMIC_SEQ_CST);
+			return 0;
+		}
+		now = xseg_now_ns();
+		if (now >= deadline)
+			break;
+		usleep(pause_us);
+		if (pause_us < 10000)
+			pause_us *= 2;
+	}
+	last = __atomic_load_n(&seg->drain_log_ns, __ATOMIC_RELAXED);
+	if ((last && now - last < XSEG_DRAIN_LOG_NS) ||
+	    !__atomic_compare_exchange_n(&seg->drain_log_ns, &last, now, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return -EAGAIN;
+	o = __atomic_load_n(&seg->ports[holder].port->owner, __ATOMIC_ACQUIRE);
+	memcpy(type, seg->ports[holder].port->peer_type, sizeof(type));
+	type[sizeof(type) - 1] = '\0';
+	for (size_t i = 0; type[i]; i++) /* another peer's bytes */
+		if (type[i] < 0x20 || type[i] > 0x7e)
+			type[i] = '?';
+	fprintf(stderr,
+		"xseg %s: port %u: bind waits: %u request(s) sent by its "
+		"previous owner still accepted and unanswered (e.g. by port "
+		"%u, %s, pid %d); a new owner must not overtake them\n",
+		seg->name, port, nr, holder, type[0] ? type : "?",
+		(int)xseg_owner_pid(o));
+	return -EAGAIN;
+}
 
 /* Take port for this process. wait: if another live process is reclaiming
  * it, wait up to a second for it to finish. */
@@ -52,6 +104,16 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 	}
 	xseg_port_cleanup(seg, port, o,
 			  scan ? XSEG_CLEAN_DEAD : XSEG_CLEAN_QUEUES, &st);
+	if (__atomic_load_n(&p->drain, __ATOMIC_SEQ_CST)) {
+		int rc = wait_drained(seg, port, wait);
+
+		if (rc < 0) {
+			/* Free again, still draining: a reaper or the next
+			 * bind attempt takes it from here. */
+			__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
+			return rc;
+		}
+	}
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	memset(p->peer_type, 0, sizeof(p->peer_type));
 	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
@@ -76,6 +138,7 @@ int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
 
 int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port)
 {
+	bool draining = false;
 	int rc;
 
 	if (!peer_type || !port)
@@ -90,12 +153,15 @@ int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port)
 		/* Skip ports owned by us without asking /proc. */
 		if ((o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
 			continue;
-		if (claim_port(seg, i, peer_type, false) == 0) {
+		rc = claim_port(seg, i, peer_type, false);
+		if (rc == 0) {
 			*port = i;
 			return 0;
 		}
+		if (rc == -EAGAIN)
+			draining = true;
 	}
-	return -ENOSPC;
+	return draining ? -EAGAIN : -ENOSPC;
 }
 
 int xseg_release_port(struct xseg *seg, uint32_t port)
@@ -236,6 +302,7 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->forwarded = rd(&p->forwarded);
 	info->reaped = rd(&p->reaped);
 	info->unflushed = __atomic_load_n(&p->unflushed, __ATOMIC_SEQ_CST);
+	info->draining = __atomic_load_n(&p->drain, __ATOMIC_RELAXED) != 0;
 	{
 		uint64_t sw = __atomic_load_n(&p->sleepers, __ATOMIC_RELAXED);
 

@@ -62,6 +62,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -153,6 +154,69 @@ static void settle_moved(struct xseg *seg, uint32_t port,
 	}
 }
 
+/* Sent by port (src), taken by another port and not yet answered: such a
+ * request can still be executed after the reclaim of port (review9 R9-7
+ * part 2), so a new owner of port must not start until it is answered.
+ * Requests still SUBMITTED elsewhere never run: the reclaim changed the
+ * port's generation (seq_cst) before its scan loaded w (seq_cst), so an
+ * accept whose take (a seq_cst CAS) comes after that load reads the new
+ * generation (seq_cst) and drops the request. Forwarding keeps src, so a
+ * request passed down a chain of servers is found at whichever holds it.
+ * src is read atomically and trusted only if the word is still w (only a
+ * get writes src, and a get needs the word to change). */
+static bool held_elsewhere(uint32_t port, struct xseg_request *req, uint64_t w)
+{
+	uint32_t state = xseg_rs_state(w);
+
+	if (state != XSEG_RS_ACCEPTED && state != XSEG_RS_ANSWERING)
+		return false;
+	if (xseg_rs_holder(w) == port || xseg_req_src(req) != port)
+		return false;
+	return __atomic_load_n(&req->state_holder, __ATOMIC_SEQ_CST) == w;
+}
+
+uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
+				  uint32_t *first_holder)
+{
+	/* Per holder port: 0 not looked at, 1 alive, 2 not (free, dead
+	 * owner). Without memory every holder counts as alive: the safe
+	 * side (the binder waits). */
+	uint8_t *alive = calloc(seg->nr_ports, 1);
+	uint32_t nr = 0, first = XSEG_NOPORT;
+
+	for (uint32_t idx = 0; idx < seg->nr_requests; idx++) {
+		struct xseg_request *req = xobj_ptr(seg->pool, idx);
+		uint64_t w, o;
+		uint32_t h;
+
+		if (!req)
+			continue;
+		w = __atomic_load_n(&req->state_holder, __ATOMIC_SEQ_CST);
+		if (!held_elsewhere(port, req, w))
+			continue;
+		h = xseg_rs_holder(w);
+		if (h >= seg->nr_ports)
+			continue;
+		if (alive && !alive[h]) {
+			o = __atomic_load_n(&seg->ports[h].port->owner,
+					    __ATOMIC_ACQUIRE);
+			/* Flags ignored: a port being reclaimed by a live
+			 * process, or released by its live owner, may
+			 * still have a thread finishing the request. */
+			alive[h] = o && xseg_owner_alive(o) ? 1 : 2;
+		}
+		if (alive && alive[h] == 2)
+			continue;
+		if (first == XSEG_NOPORT)
+			first = h;
+		nr++;
+	}
+	free(alive);
+	if (first_holder)
+		*first_holder = first;
+	return nr;
+}
+
 uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,
 			      uint64_t prev_owner, bool released)
 {
@@ -201,6 +265,7 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 	struct xseg_port_local *pl = &seg->ports[port];
 	struct xseg_request *req;
 	uint32_t idx, state;
+	bool drain = false;
 	uint64_t w;
 
 	if (xseg_port_count_loss(seg, port, prev_owner,
@@ -281,12 +346,13 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 		return;
 	/* Every action below is a CAS from the exact (state, holder) pair
 	 * read here: a submit, forward, answer or put that changes the
-	 * request meanwhile wins, and the reaper leaves it alone. */
+	 * request meanwhile wins, and the reaper leaves it alone. The loads
+	 * are seq_cst: see held_elsewhere. */
 	for (idx = 0; idx < seg->nr_requests; idx++) {
 		req = xobj_ptr(seg->pool, idx);
 		if (!req)
 			continue;
-		w = xseg_rs_load(req);
+		w = __atomic_load_n(&req->state_holder, __ATOMIC_SEQ_CST);
 		if (xseg_rs_holder(w) != port) {
 			/* The fail-backs this cleanup made above named port
 			 * as mover too, but each cleared its mark after its
@@ -295,6 +361,8 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 			 * 3, F1: test_dead_server_one_index_each). */
 			if (mode == XSEG_CLEAN_DEAD && xseg_rs_mover(w) == port)
 				settle_moved(seg, port, req, idx, w, st);
+			else if (!drain && held_elsewhere(port, req, w))
+				drain = true;
 			continue;
 		}
 		switch (xseg_rs_state(w)) {
@@ -350,6 +418,13 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 			break;
 		}
 	}
+	/* Whatever an earlier reclaim found: this scan, made after the new
+	 * generation, sees every request of the port's owners that can
+	 * still be executed (a later accept drops the rest). Stored before
+	 * the caller frees the owner word (release), so the next binder's
+	 * claim sees it. A reclaimer killed before this store leaves its
+	 * claim to the next reaper, which scans again. */
+	__atomic_store_n(&pl->port->drain, drain ? 1 : 0, __ATOMIC_SEQ_CST);
 }
 
 bool xseg_reclaim_dead(struct xseg *seg, uint32_t port, uint64_t o,

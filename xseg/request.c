@@ -470,11 +470,16 @@ static int accept_one(struct xseg *seg, uint32_t port,
 		 * the same object made by its restarted successor, or by
 		 * its clients once their requests came back ECONNRESET
 		 * (review9 R9-7). Requests accepted before the reclaim
-		 * still run (docs/protocol.md, "Robustness"). src_gen is on
-		 * line 1, already being fetched for writing (prefetch), and
-		 * the sender's line 0 is read again by the answer. */
+		 * still run, but the sender's port cannot be bound again
+		 * until they are answered (xseg_port_held_elsewhere): the
+		 * seq_cst CAS of the take above and this seq_cst load pair
+		 * with the reclaim's generation store and pool scan, so a
+		 * request is either seen ACCEPTED by that scan or dropped
+		 * here. src_gen is on line 1, already being fetched for
+		 * writing (prefetch), and the sender's line 0 is read again
+		 * by the answer. */
 		if (__atomic_load_n(&seg->ports[req->src].port->gen,
-				    __ATOMIC_ACQUIRE) != req->src_gen) {
+				    __ATOMIC_SEQ_CST) != req->src_gen) {
 			xseg_count(&pl->port->rejected);
 			/* fail_back sees the generation and frees it */
 			xseg_fail_back(seg, req,

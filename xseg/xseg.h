@@ -301,14 +301,32 @@ uint32_t xseg_nr_ports(const struct xseg *seg); /* static + dynamic */
  * the previous owner are dropped, never delivered to the new one.
  * Errors: -EINVAL (not a static port, NULL peer_type), -EBUSY (a live
  * process owns it, or another process is reclaiming it right now: retry),
- * -EALREADY (this process already owns it). */
+ * -EALREADY (this process already owns it), -EAGAIN (draining, below).
+ *
+ * Draining (review9 R9-7 part 2): a port whose previous owner died (or
+ * released it) while other ports had accepted requests it sent and not
+ * answered them is not given to a new owner until no live process holds
+ * such a request any more: one of those could be a write, and running it
+ * after a write that the restarted peer (or a client it failed back to)
+ * made since would put older data over newer. Bind waits for that up to
+ * a second, then fails with -EAGAIN (port left free, nothing else
+ * changed): the caller retries for as long as it wants to start; a line
+ * to stderr names a holding port at most every 5 s per handle. A holder
+ * that never answers blocks the bind for ever: the price of never
+ * reordering a write. Holders that die do not count (their reap fails the
+ * request back). Late answers to the previous owner are dropped, never
+ * delivered to the new one. A port with nothing outstanding (the usual
+ * case) binds at once, as before; the check costs one pass over the
+ * request pool only when the port is flagged draining. */
 int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type);
 
 /* Allocate a free (or dead-owned, reclaimed first) dynamic port for this
  * process. Lock-free: one CAS on the port's owner word; safe against other
  * processes allocating, releasing and serving at the same time.
- * Errors: -EINVAL (NULL args), -ENOSPC (all dynamic ports are owned by
- * live processes). */
+ * A dynamic port that is draining (see xseg_bind_port) is skipped, not
+ * waited for. Errors: -EINVAL (NULL args), -ENOSPC (all dynamic ports are
+ * owned by live processes), -EAGAIN (none free, but at least one was
+ * skipped as draining: retry later). */
 int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port);
 
 /* Give up a port this process owns (static or dynamic). The caller must
@@ -319,7 +337,10 @@ int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port);
  * requests it still holds are returned to the pool; its free queue is
  * emptied; its redirect (path_next) is kept, counters are kept. A nonzero
  * unflushed count (xseg_port_unflushed_add) is a write-back loss like a
- * death's: counted and logged first (see "Write-back losses").
+ * death's: counted and logged first (see "Write-back losses"). Requests
+ * the port sent that other ports accepted and have not answered are left
+ * to them (their answers are dropped) and the port drains: the next bind
+ * waits for them (see xseg_bind_port).
  * Errors: -EINVAL (no such port), -EPERM (not owned by this process). */
 int xseg_release_port(struct xseg *seg, uint32_t port);
 
@@ -399,6 +420,11 @@ struct xseg_port_info {
 	/* API addition (layout 5): the port's unflushed count
 	 * (xseg_port_unflushed_add), seq_cst load */
 	uint64_t unflushed;
+	/* API addition: the last reclaim or release of the port found
+	 * requests its owner had sent still accepted by other ports; the
+	 * next bind waits for them (see xseg_bind_port). Cleared by the
+	 * bind that finds none left. */
+	bool draining;
 };
 int xseg_port_info(struct xseg *seg, uint32_t port,
 		   struct xseg_port_info *info);
@@ -847,7 +873,9 @@ struct xseg_reap_stats {
  *      queue, an answer it gave on the sender's reply queue, again (taken
  *      exactly once even if the dead process's enqueue happened too:
  *      accept and receive take a request by CAS from the word they read);
- *   6. mark the port free.
+ *   6. mark the port free; draining (see xseg_bind_port) if its scan of
+ *      the pool found requests the port had sent still accepted (or being
+ *      answered) by other ports.
  * Free ports with stray requests on their queue (submitted while the
  * owner was dying) are cleaned the same way. Costs one /proc read per bound
  * port, plus a scan of the request pool only when a port is reclaimed.

@@ -116,6 +116,13 @@ struct xseg_port {
 	uint64_t freeq_off; /* 0 when free_cache == 0 */
 	uint32_t number;
 	uint32_t dynamic;
+	/* Nonzero: a reclaim or release of the port found requests its
+	 * owner had sent still accepted (or being answered) by other ports;
+	 * the next bind must wait until no live port holds one (review9
+	 * R9-7 part 2, xseg_port_drained). Set by the claim holder before it
+	 * frees the owner word, cleared only by a claim holder whose count
+	 * found none. Rarely written: at reclaims and binds only. */
+	uint32_t drain;
 
 	/* line 1: identity, written at bind */
 	_Alignas(64) char peer_type[XSEG_PEER_TYPE_LEN];
@@ -183,6 +190,10 @@ struct xseg {
 	 * not per call, so loops of short waits still reap on time. */
 	uint64_t next_reap_ns;
 	bool timestamps;
+	/* CLOCK_MONOTONIC ns of the last "bind waits for the previous
+	 * owner's requests" line this handle logged (atomic, relaxed): at
+	 * most one every XSEG_DRAIN_LOG_NS however often a peer retries. */
+	uint64_t drain_log_ns;
 	char name[XSEG_NAME_MAX];
 };
 
@@ -254,6 +265,23 @@ bool xseg_reclaim_dead(struct xseg *seg, uint32_t port, uint64_t o,
 #define XSEG_RECLAIM_WAIT_NS (1000ULL * 1000 * 1000)
 int xseg_reclaim_if_dead(struct xseg *seg, uint32_t port,
 			 struct xseg_reap_stats *st);
+
+/* Count the requests whose sender is port (sent by an earlier owner: the
+ * caller holds port's owner word as self|RECLAIM, so it has no owner now)
+ * and which a live process still holds at another port: ACCEPTED, or
+ * ANSWERING (being answered, forwarded or failed back). Those could still
+ * be executed; requests SUBMITTED to another port never will be (accept
+ * drops them: the port's generation changed before the scan, see
+ * xseg_port_cleanup). A holder whose owner is dead (or which is free)
+ * does not count: a dead process executes nothing, and the reap of the
+ * holder fails the request back. Holders' liveness is read from /proc
+ * once per holder port. If first_holder is not NULL it gets one holder
+ * port (XSEG_NOPORT if the count is 0). Reads only; one pass over the
+ * pool. */
+uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
+				  uint32_t *first_holder);
+/* Log interval of xseg_bind_port's refusals for a draining port. */
+#define XSEG_DRAIN_LOG_NS (5ULL * 1000 * 1000 * 1000)
 
 /* request.c */
 /* Fail req back to its source with error err, or free it if nobody can
@@ -424,7 +452,13 @@ static inline bool xseg_rs_cas(struct xseg_request *req, uint64_t expect,
  * the word still reads as such a hand-over: the mover's clearing CAS may
  * change the word between our load and our CAS, and that must not make
  * us drop the request. Returns false (nothing done) once the word reads
- * otherwise: the request is not (or no longer) a hand-over to us. */
+ * otherwise: the request is not (or no longer) a hand-over to us.
+ * The CAS is seq_cst: accept reads the sender's generation (seq_cst)
+ * after it, and a reclaim stores the new generation (seq_cst) before its
+ * pool scan loads the words (seq_cst), so either the scan sees the
+ * request ACCEPTED (and the port drains) or accept sees the new
+ * generation (and drops it), never neither. On x86 and arm64 this is the
+ * same instruction as acq_rel. */
 static inline bool xseg_rs_take(struct xseg_request *req, uint32_t from_a,
 				uint32_t from_b, uint32_t port, uint32_t to,
 				uint64_t *wp)
@@ -438,7 +472,7 @@ static inline bool xseg_rs_take(struct xseg_request *req, uint32_t from_a,
 			return false;
 		if (__atomic_compare_exchange_n(
 			&req->state_holder, &w, xseg_rs_next(w, to, port),
-			false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
 			*wp = w;
 			return true;
 		}

@@ -44,8 +44,8 @@ static void ctl_usage(void)
 	       "  info SEGMENT          configuration and usage\n"
 	       "  list SEGMENT          ports: owner, liveness, type, "
 	       "redirect, queues, counters\n"
-	       "                        (bound or redirected ports; --all "
-	       "for every port)\n"
+	       "                        (bound, redirected or draining "
+	       "ports; --all for every port)\n"
 	       "  stats SEGMENT PORT    every counter of one port, and the "
 	       "peer's own\n"
 	       "                        statistics as it last published them\n"
@@ -276,7 +276,7 @@ static const char *ctl_port_state(const struct xseg_port_info *pi)
 	if (pi->reclaiming)
 		return "reclaiming";
 	if (!pi->bound)
-		return "free";
+		return pi->draining ? "draining" : "free";
 	return pi->alive ? "alive" : "dead";
 }
 
@@ -299,9 +299,11 @@ static void ctl_json_str(const char *s)
 static void ctl_port_json_open(const struct xseg_port_info *pi)
 {
 	printf("{\"port\":%" PRIu32 ",\"dynamic\":%s,\"state\":\"%s\","
-	       "\"owner_pid\":%ld,\"generation\":%" PRIu32 ",\"peer_type\":",
+	       "\"owner_pid\":%ld,\"generation\":%" PRIu32
+	       ",\"draining\":%s,\"peer_type\":",
 	       pi->port, pi->dynamic ? "true" : "false", ctl_port_state(pi),
-	       pi->bound ? (long)pi->owner_pid : 0L, pi->generation);
+	       pi->bound ? (long)pi->owner_pid : 0L, pi->generation,
+	       pi->draining ? "true" : "false");
 	ctl_json_str(pi->peer_type);
 	if (pi->path_next == XSEG_NOPORT)
 		printf(",\"path_next\":null");
@@ -448,7 +450,7 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 
 		if (xseg_port_info(seg, p, &pi) < 0)
 			continue;
-		if (!c->all && !pi.bound && !pi.reclaiming &&
+		if (!c->all && !pi.bound && !pi.reclaiming && !pi.draining &&
 		    pi.path_next == XSEG_NOPORT && !pi.request_depth)
 			continue;
 		if (c->json) {

@@ -35,13 +35,17 @@ START_TEST(test_object_name)
 {
 	char buf[VLMC_OBJNAME_MAX + 1], big[VLMC_NAME_MAX + 1];
 
-	ck_assert_uint_eq(vlmc_object_name(buf, "v", 0), 18);
+	/* legacy volumes (id 0): the names they always had */
+	ck_assert_uint_eq(vlmc_object_name(buf, "v", 0, 0), 18);
 	ck_assert_str_eq(buf, "v:0000000000000000");
-	vlmc_object_name(buf, "v", 0x1234abcd);
+	vlmc_object_name(buf, "v", 0, 0x1234abcd);
 	ck_assert_str_eq(buf, "v:000000001234abcd");
+	/* an incarnation id: a second ':' no legacy name has */
+	ck_assert_uint_eq(vlmc_object_name(buf, "v", 0xfeed, 0x12), 35);
+	ck_assert_str_eq(buf, "v:000000000000feed:0000000000000012");
 	memset(big, 'y', VLMC_NAME_MAX);
 	big[VLMC_NAME_MAX] = 0;
-	ck_assert_uint_eq(vlmc_object_name(buf, big, UINT64_MAX),
+	ck_assert_uint_eq(vlmc_object_name(buf, big, UINT64_MAX, UINT64_MAX),
 			  VLMC_OBJNAME_MAX);
 	/* within the blocker's 255-byte name limit */
 	ck_assert_uint_le(VLMC_OBJNAME_MAX, 255);
@@ -115,8 +119,16 @@ START_TEST(test_meta_roundtrip)
 	meta_fill(&in[0], "a", 1 << 20, false, "");
 	meta_fill(&in[1], "snap", 1 << 20, true, "a");
 	meta_fill(&in[2], "clone", 1 << 20, false, "snap");
+	in[1].id = 0x0123456789abcdefULL;
+	in[2].id = UINT64_MAX;
 	len = vlmc_meta_encode(in, 3, buf, sizeof(buf));
 	ck_assert_int_gt(len, 0);
+	/* version 2; a legacy volume (id 0) keeps "-" */
+	ck_assert_str_eq(buf, "vlmc-meta 2 3\n"
+			      "a 1048576 4194304 rw - -\n"
+			      "snap 1048576 4194304 ro a 0123456789abcdef\n"
+			      "clone 1048576 4194304 rw snap ffffffffffffffff\n"
+			      "end\n");
 	ck_assert_int_eq(vlmc_meta_decode(buf, (size_t)len, out, 3), 3);
 	ck_assert_mem_eq(in, out, sizeof(in));
 	/* trailing garbage of an older, longer table is ignored */
@@ -133,11 +145,55 @@ START_TEST(test_meta_roundtrip)
 }
 END_TEST
 
+/* A table written before incarnation ids (version 1) still decodes: its
+ * volumes are legacy (id 0) and keep their object names. */
+START_TEST(test_meta_v1)
+{
+	static const char v1[] = "vlmc-meta 1 2\n"
+				 "old 65536 65536 rw -\n"
+				 "old@s 65536 65536 ro old\n"
+				 "end\n";
+	struct vlmc_volume_meta out[2];
+	char buf[4096];
+	long len;
+
+	ck_assert_int_eq(vlmc_meta_decode(v1, strlen(v1), out, 2), 2);
+	ck_assert_str_eq(out[0].name, "old");
+	ck_assert_uint_eq(out[0].size, 65536);
+	ck_assert_uint_eq(out[0].id, 0);
+	ck_assert_str_eq(out[1].parent, "old");
+	ck_assert(out[1].readonly);
+	ck_assert_uint_eq(out[1].id, 0);
+	/* rewritten as version 2, still legacy */
+	len = vlmc_meta_encode(out, 2, buf, sizeof(buf));
+	ck_assert_int_gt(len, 0);
+	ck_assert_str_eq(buf, "vlmc-meta 2 2\n"
+			      "old 65536 65536 rw - -\n"
+			      "old@s 65536 65536 ro old -\n"
+			      "end\n");
+}
+END_TEST
+
 START_TEST(test_meta_corrupt)
 {
 	static const char *bad[] = {
 	    "garbage\n",
-	    "vlmc-meta 2 0\nend\n",
+	    "vlmc-meta 3 0\nend\n",
+	    "vlmc-meta 0 0\nend\n",
+	    /* version 2: the id column */
+	    "vlmc-meta 2 1\na 10 4194304 rw -\nend\n", /* missing */
+	    "vlmc-meta 2 1\na 10 4194304 rw - 0000000000000000\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - 0\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - 000000000000000g\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - 000000000000000A\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - 00000000000000001\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - 000000000000001\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - -0000000000000001\nend\n",
+	    "vlmc-meta 2 1\na 10 4194304 rw - 0000000000000001 x\nend\n",
+	    "vlmc-meta 2 2\na 1 4096 rw - 0000000000000001\n" /* dup id */
+	    "b 1 4096 rw - 0000000000000001\nend\n",
+	    /* version 1 has no id column */
+	    "vlmc-meta 1 1\na 10 4194304 rw - 0000000000000001\nend\n",
 	    "vlmc-meta 1 1\nend\n",				  /* count */
 	    "vlmc-meta 1 0\n",					  /* trailer */
 	    "vlmc-meta 1 1\na 10 4194304 rw -\n",		  /* trailer */
@@ -152,12 +208,17 @@ START_TEST(test_meta_corrupt)
 	    "vlmc-meta 1 1\na 18446744073709551616 4096 rw -\nend\n",
 	    "vlmc-meta 1 1\na -1 4096 rw -\nend\n",
 	};
+	static const char two_legacy[] = "vlmc-meta 2 2\na 1 4096 rw - -\n"
+					 "b 1 4096 rw - -\nend\n";
 	struct vlmc_volume_meta out[4];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(vlmc_meta_decode(bad[i], strlen(bad[i]), out,
 					       4) == -EBADMSG,
 			      "accepted: %s", bad[i]);
+	/* two legacy volumes (both id 0) are not duplicates */
+	ck_assert_int_eq(
+	    vlmc_meta_decode(two_legacy, strlen(two_legacy), out, 4), 2);
 }
 END_TEST
 
@@ -882,6 +943,7 @@ int main(void)
 	tcase_add_test(tc, test_obj_size);
 	tcase_add_test(tc, test_split);
 	tcase_add_test(tc, test_meta_roundtrip);
+	tcase_add_test(tc, test_meta_v1);
 	tcase_add_test(tc, test_meta_corrupt);
 	tcase_add_test(tc, test_nbd_greeting);
 	tcase_add_test(tc, test_nbd_options);

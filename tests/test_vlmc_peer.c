@@ -23,6 +23,9 @@
  * while the cache is dead and still plugged waits (resent, not failed)
  * until the redirect is removed. xseg volume requests: the FLUSH after a
  * loss fails with EIO, the next request is served.
+ * leftovers_not_served / legacy_table: incarnation ids (review9 R9-1):
+ * objects left under a name are never served by a later volume of that
+ * name; a table of the format before ids still loads and serves its data.
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -226,6 +229,32 @@ static void pattern(unsigned char *b, size_t len, unsigned seed)
 		b[i] = (unsigned char)(i * 31 + seed + (i >> 9));
 }
 
+/* The incarnation id of volume name (`volume info`, "id=..."). */
+static uint64_t vol_id(struct env *e, const char *name)
+{
+	char *out = NULL, *p;
+	uint64_t id;
+
+	ck_assert_int_eq(vol(e, &out, NULL, "info", name, NULL), 0);
+	p = strstr(out, "\nid=");
+	ck_assert_msg(p, "no id in: %s", out);
+	id = strtoull(p + 4, NULL, 16);
+	free(out);
+	return id;
+}
+
+/* The store's name of object idx of the volume with that name and
+ * incarnation id (0: legacy), as vlmc names it. */
+static void obj_name(char *buf, size_t cap, const char *name, uint64_t id,
+		     uint64_t idx)
+{
+	if (id)
+		snprintf(buf, cap, "%s:%016" PRIx64 ":%016" PRIx64, name, id,
+			 idx);
+	else
+		snprintf(buf, cap, "%s:%016" PRIx64, name, idx);
+}
+
 START_TEST(split_roundtrip)
 {
 	struct env e = {0};
@@ -363,9 +392,10 @@ START_TEST(snapshot_clone)
 END_TEST
 
 /* A snapshot copies its objects with several requests in flight: a volume
- * of many more objects than that, every third object never written, and a
- * stale object under the snapshot's name (as a crash between copy and
- * commit leaves) that must be deleted, not kept. */
+ * of many more objects than that, every third object never written, and
+ * stale objects under the snapshot's name (legacy name, another
+ * incarnation: as a crash between copy and commit leaves) that the new
+ * snapshot never addresses. */
 START_TEST(snapshot_many_objects)
 {
 	struct env e = {0};
@@ -389,6 +419,10 @@ START_TEST(snapshot_many_objects)
 	ck_assert_int_eq(
 	    io_port(&e, 1, XSEG_OP_WRITE, "sn:0000000000000004", 0, 4096, r),
 	    0);
+	ck_assert_int_eq(io_port(&e, 1, XSEG_OP_WRITE,
+				 "sn:00000000000000aa:0000000000000004", 0,
+				 4096, r),
+			 0);
 	vol_ok(&e, "snapshot", "m", "sn", NULL);
 	ck_assert_int_eq(io(&e, XSEG_OP_READ, "sn", 0, len, r), 0);
 	for (size_t i = 0; i < nobj; i++)
@@ -576,7 +610,8 @@ END_TEST
 
 /* How many of the objects 0..n-1 of volume name exist in the store (INFO
  * straight to port 1). */
-static unsigned objects_present(struct env *e, const char *name, unsigned n)
+static unsigned objects_present(struct env *e, const char *name, uint64_t id,
+				unsigned n)
 {
 	unsigned found = 0;
 
@@ -585,7 +620,7 @@ static unsigned objects_present(struct env *e, const char *name, unsigned n)
 		uint64_t size;
 		int rc;
 
-		snprintf(obj, sizeof(obj), "%s:%016x", name, i);
+		obj_name(obj, sizeof(obj), name, id, i);
 		rc = io_port(e, 1, XSEG_OP_INFO, obj, 0, 0, &size);
 		ck_assert_msg(rc == 0 || rc == ENOENT, "INFO %s: %d", obj, rc);
 		found += rc == 0;
@@ -604,6 +639,7 @@ START_TEST(remove_many_and_interrupted)
 	const unsigned nobj = 100;
 	unsigned char *a = malloc(4096);
 	char *out = NULL, *err = NULL;
+	uint64_t big_id, keep_id;
 	unsigned left;
 
 	pattern(a, 4096, 1);
@@ -611,11 +647,13 @@ START_TEST(remove_many_and_interrupted)
 	vol_ok(&e, "create", "keep", "64k", NULL);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "keep", 0, 4096, a), 0);
 	vol_ok(&e, "create", "big", "6400k", NULL); /* 100 objects of 64k */
+	big_id = vol_id(&e, "big");
+	keep_id = vol_id(&e, "keep");
 	for (unsigned i = 0; i < nobj; i++)
 		ck_assert_int_eq(
 		    io(&e, XSEG_OP_WRITE, "big", i * 65536ULL + 512, 4096, a),
 		    0);
-	ck_assert_uint_eq(objects_present(&e, "big", nobj), nobj);
+	ck_assert_uint_eq(objects_present(&e, "big", big_id, nobj), nobj);
 	/* the store fails the first 5 deletes: refused, volume kept */
 	ck_assert_int_eq(vol(&e, NULL, &err, "remove", "big", NULL), 1);
 	ck_assert_msg(strstr(err, "remove it again"), "%s", err);
@@ -624,7 +662,7 @@ START_TEST(remove_many_and_interrupted)
 	ck_assert_str_eq(out, "keep 65536 65536 rw -\n"
 			      "big 6553600 65536 rw -\n");
 	free(out);
-	left = objects_present(&e, "big", nobj);
+	left = objects_present(&e, "big", big_id, nobj);
 	ck_assert_msg(left >= 5 && left < nobj, "%u objects left", left);
 	/* the volume still works (deleted objects read as zeroes) */
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "big", 0, 4096, a), 0);
@@ -636,11 +674,11 @@ START_TEST(remove_many_and_interrupted)
 			      "big 6553600 65536 rw -\n");
 	free(out);
 	vol_ok(&e, "remove", "big", NULL, NULL);
-	ck_assert_uint_eq(objects_present(&e, "big", nobj), 0);
+	ck_assert_uint_eq(objects_present(&e, "big", big_id, nobj), 0);
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 	ck_assert_str_eq(out, "keep 65536 65536 rw -\n");
 	free(out);
-	ck_assert_uint_eq(objects_present(&e, "keep", 1), 1);
+	ck_assert_uint_eq(objects_present(&e, "keep", keep_id, 1), 1);
 	ck_assert_int_eq(vol(&e, NULL, NULL, "remove", "big", NULL), 1);
 	/* the table change is durable: after a restart too */
 	vlmc_stop(&e);
@@ -653,13 +691,17 @@ START_TEST(remove_many_and_interrupted)
 }
 END_TEST
 
-static bool object0_gone(void *arg)
+struct obj_wait {
+	struct env *e;
+	char obj[64];
+};
+
+static bool object_gone(void *arg)
 {
-	struct env *e = arg;
+	struct obj_wait *w = arg;
 	uint64_t size;
 
-	return io_port(e, 1, XSEG_OP_INFO, "k:0000000000000000", 0, 0, &size) ==
-	       ENOENT;
+	return io_port(w->e, 1, XSEG_OP_INFO, w->obj, 0, 0, &size) == ENOENT;
 }
 
 /* vlmc killed in the middle of a remove (after its first delete, as soon
@@ -674,6 +716,8 @@ START_TEST(remove_killed)
 	const char *rm[] = {"xsegctl", "volume", "--ctl", NULL,
 			    "remove",  "k",	 NULL};
 	char *out = NULL, *rmlog = tpr_tmpfile("rm");
+	struct obj_wait w;
+	uint64_t k_id;
 	pid_t pid;
 
 	static const char *const no_fault[] = {NULL};
@@ -682,13 +726,16 @@ START_TEST(remove_killed)
 	/* the test store: its INFO tells a deleted object */
 	env_start_store(&e, "vremkill", no_fault);
 	vol_ok(&e, "create", "k", "4000k", "4k"); /* 1000 objects of 4k */
+	k_id = vol_id(&e, "k");
+	w.e = &e;
+	obj_name(w.obj, sizeof(w.obj), "k", k_id, 0);
 	for (unsigned i = 0; i < nobj; i++)
 		ck_assert_int_eq(
 		    io(&e, XSEG_OP_WRITE, "k", i * 4096ULL, 4096, a), 0);
 	rm[3] = e.ctl;
 	pid = tpr_start(rm, rmlog);
 	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(xtu_wait_until(object0_gone, &e, 60000), 0);
+	ck_assert_int_eq(xtu_wait_until(object_gone, &w, 60000), 0);
 	ck_assert_int_eq(xtu_kill(e.vlmc, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 128 + SIGKILL);
 	xtu_wait(pid, 60000); /* ok or failed: either is fine here */
@@ -696,7 +743,7 @@ START_TEST(remove_killed)
 	vlmc_start(&e);
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 	printf("remove_killed: %u objects left, volume %s\n",
-	       objects_present(&e, "k", nobj),
+	       objects_present(&e, "k", k_id, nobj),
 	       strstr(out, "k 4096000") ? "still listed" : "gone");
 	if (strstr(out, "k 4096000 4096 rw -\n"))
 		vol_ok(&e, "remove", "k", NULL, NULL);
@@ -706,7 +753,7 @@ START_TEST(remove_killed)
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 	ck_assert_str_eq(out, "");
 	free(out);
-	ck_assert_uint_eq(objects_present(&e, "k", nobj), 0);
+	ck_assert_uint_eq(objects_present(&e, "k", k_id, nobj), 0);
 	env_stop(&e);
 	free(a);
 }
@@ -1209,22 +1256,24 @@ START_TEST(wbloss_snapshot)
 	ck_assert_msg(!strstr(out, "s@2"), "%s", out);
 	free(out);
 	out = NULL;
-	/* its objects were copied, then deleted by the failure (the noop
-	 * store reads a missing object as zeroes, s:0 holds w) */
-	{
-		unsigned char zero[4096] = {0};
-
-		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ,
-					 "s@2:0000000000000000", 0, 4096, r),
-				 0);
-		ck_assert_mem_eq(r, zero, sizeof(zero));
-		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ,
-					 "s:0000000000000000", 0, 4096, r),
-				 0);
-		ck_assert_mem_eq(r, w, 4096);
-	}
 	lossy_cache_kill(cache);
 	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	/* the source's objects are intact (s:0 holds w), and a volume
+	 * created under the failed snapshot's name reads as zeroes, whatever
+	 * of its copied objects the failure's clean-up left */
+	{
+		unsigned char zero[4096] = {0};
+		char obj[64];
+
+		obj_name(obj, sizeof(obj), "s", vol_id(&e, "s"), 0);
+		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ, obj, 0, 4096, r),
+				 0);
+		ck_assert_mem_eq(r, w, 4096);
+		vol_ok(&e, "create", "s@2", "64k", "4k");
+		ck_assert_int_eq(io(&e, XSEG_OP_READ, "s@2", 0, 4096, r), 0);
+		ck_assert_mem_eq(r, zero, sizeof(zero));
+		vol_ok(&e, "remove", "s@2", NULL, NULL);
+	}
 	/* the source was flushed: not fenced, served; a snapshot now works */
 	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, sizeof(r), r), 0);
 	vol_ok(&e, "snapshot", "s", "s@3", NULL);
@@ -1233,6 +1282,149 @@ START_TEST(wbloss_snapshot)
 	ck_assert_int_eq(io(&e, XSEG_OP_READ, "s", 0, sizeof(w), w), 0);
 	ck_assert_mem_eq(r, w, sizeof(r));
 	env_stop(&e);
+}
+END_TEST
+
+/* R9-1: objects an interrupted snapshot/clone (or a failed remove) left
+ * under a name, legacy-named or of another incarnation, put straight into
+ * the store here, are never served by a volume created later under that
+ * name: not at create, not after a resize into them, not by a snapshot or
+ * clone to that name. On the old code (no incarnation ids) the create
+ * served the legacy-named leftovers. */
+START_TEST(leftovers_not_served)
+{
+	struct env e = {0};
+	const size_t obj = 65536, len = 4 * obj;
+	unsigned char *a = malloc(len), *r = malloc(len), *z = calloc(1, len);
+	char name[96];
+
+	env_start(&e, "vleft");
+	pattern(a, len, 7);
+	/* leftovers of "n", "n2" and "n3": legacy names and two other ids */
+	for (const char *const *nm =
+		 (const char *const[]){"n", "n2", "n3", NULL};
+	     *nm; nm++)
+		for (uint64_t i = 0; i < 4; i++) {
+			obj_name(name, sizeof(name), *nm, 0, i);
+			ck_assert_int_eq(io_port(&e, 1, XSEG_OP_WRITE, name, 0,
+						 obj, a + i * obj),
+					 0);
+			obj_name(name, sizeof(name), *nm, 0x1234, i);
+			ck_assert_int_eq(io_port(&e, 1, XSEG_OP_WRITE, name, 0,
+						 obj, a + i * obj),
+					 0);
+		}
+	vol_ok(&e, "create", "n", "256k", NULL);
+	ck_assert_uint_ne(vol_id(&e, "n"), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "n", 0, len, r), 0);
+	ck_assert_msg(!memcmp(r, z, len), "new volume n serves leftovers");
+	/* grown into indexes with leftovers: still zeroes */
+	vol_ok(&e, "create", "n2", "64k", NULL);
+	vol_ok(&e, "resize", "n2", "256k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "n2", 0, len, r), 0);
+	ck_assert_msg(!memcmp(r, z, len), "resized volume serves leftovers");
+	/* a snapshot to a name with leftovers: only the source's data
+	 * (object 1 of the source never written: zeroes, not the leftover) */
+	vol_ok(&e, "create", "src", "256k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "src", 0, obj, z + obj), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "src", 2 * obj, obj, z + obj),
+			 0);
+	vol_ok(&e, "snapshot", "src", "n3", NULL);
+	ck_assert_uint_ne(vol_id(&e, "n3"), vol_id(&e, "src"));
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "n3", 0, len, r), 0);
+	ck_assert_msg(!memcmp(r, z, len), "snapshot serves leftovers");
+	/* after a restart of vlmc too (the ids are in the table) */
+	vlmc_stop(&e);
+	vlmc_start(&e);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "n", 0, len, r), 0);
+	ck_assert_mem_eq(r, z, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "n3", 0, len, r), 0);
+	ck_assert_mem_eq(r, z, len);
+	/* the leftovers are still there (garbage, not deleted), untouched */
+	obj_name(name, sizeof(name), "n", 0, 3);
+	ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ, name, 0, obj, r), 0);
+	ck_assert_mem_eq(r, a + 3 * obj, obj);
+	env_stop(&e);
+	free(a);
+	free(r);
+	free(z);
+}
+END_TEST
+
+/* A volume table written by vlmc before incarnation ids ("vlmc-meta 1",
+ * put into the store by hand here) and the objects of its volumes under
+ * their legacy names: the new vlmc loads it, serves the data, writes the
+ * new format on the next change, and after a restart still serves the
+ * legacy volume; snapshot and clone of it get ids and read right. */
+START_TEST(legacy_table)
+{
+	static const char v1[] = "vlmc-meta 1 2\n"
+				 "old 131072 65536 rw -\n"
+				 "old@s 131072 65536 ro old\n"
+				 "end\n";
+	struct env e = {0};
+	const size_t obj = 65536, len = 2 * obj;
+	unsigned char *a = malloc(len), *b = malloc(len), *r = malloc(len);
+	char name[96], *out = NULL;
+
+	pattern(a, len, 11);
+	pattern(b, len, 12);
+	env_start(&e, "vlegacy");
+	vlmc_stop(&e);
+	ck_assert_int_eq(io_port(&e, 1, XSEG_OP_WRITE, "vlmc:meta", 0,
+				 sizeof(v1) - 1, (void *)v1),
+			 0);
+	for (uint64_t i = 0; i < 2; i++) {
+		obj_name(name, sizeof(name), "old", 0, i);
+		ck_assert_int_eq(
+		    io_port(&e, 1, XSEG_OP_WRITE, name, 0, obj, a + i * obj),
+		    0);
+		obj_name(name, sizeof(name), "old@s", 0, i);
+		ck_assert_int_eq(
+		    io_port(&e, 1, XSEG_OP_WRITE, name, 0, obj, b + i * obj),
+		    0);
+	}
+	unlink(e.ctl);
+	vlmc_start(&e);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "old 131072 65536 rw -\n"
+			      "old@s 131072 65536 ro old\n");
+	free(out);
+	ck_assert_uint_eq(vol_id(&e, "old"), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "old", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "old@s", 0, len, r), 0);
+	ck_assert_mem_eq(r, b, len);
+	/* a change: the table is rewritten in the new format */
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "old", 4096, 4096, b), 0);
+	memcpy(a + 4096, b, 4096);
+	vol_ok(&e, "snapshot", "old", "old@t", NULL);
+	vol_ok(&e, "clone", "old@s", "cl", NULL);
+	ck_assert_uint_ne(vol_id(&e, "old@t"), 0);
+	ck_assert_uint_ne(vol_id(&e, "cl"), 0);
+	vlmc_stop(&e);
+	vlmc_start(&e);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "old 131072 65536 rw -\n"
+			      "old@s 131072 65536 ro old\n"
+			      "old@t 131072 65536 ro old\n"
+			      "cl 131072 65536 rw old@s\n");
+	free(out);
+	ck_assert_uint_eq(vol_id(&e, "old"), 0);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "old", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "old@t", 0, len, r), 0);
+	ck_assert_mem_eq(r, a, len);
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "cl", 0, len, r), 0);
+	ck_assert_mem_eq(r, b, len);
+	/* the legacy volume still writes its legacy objects */
+	obj_name(name, sizeof(name), "old", 0, 0);
+	ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ, name, 0, obj, r), 0);
+	ck_assert_mem_eq(r, a, obj);
+	env_stop(&e);
+	free(a);
+	free(b);
+	free(r);
 }
 END_TEST
 
@@ -1297,6 +1489,8 @@ int main(void)
 	tcase_add_test(tc, wbloss_lossy_cache);
 	tcase_add_test(tc, wbloss_snapshot);
 	tcase_add_test(tc, dead_peer_wait_zero);
+	tcase_add_test(tc, leftovers_not_served);
+	tcase_add_test(tc, legacy_table);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -584,7 +585,8 @@ static int vlmc_part_prep(struct vlmc_io *io, struct vlmc_part *part,
 		op = XSEG_OP_FLUSH;
 		obj_off = 0;
 	} else {
-		nl = vlmc_object_name(name, io->vol->m.name, idx);
+		nl =
+		    vlmc_object_name(name, io->vol->m.name, io->vol->m.id, idx);
 		if (io->op == VLMC_IO_READ) {
 			op = XSEG_OP_READ;
 			datalen = part->len;
@@ -1470,6 +1472,41 @@ static struct vlmc_volume_meta *vlmc_meta_snapshot(struct vlmc *v, size_t *n)
 	return m;
 }
 
+/*
+ * A new incarnation id (R9-1): 64 random bits, never 0 (legacy) nor the id
+ * of a live volume. Random, not a counter kept in the table: the table is
+ * committed after a snapshot's COPYs, so a crash before the commit would
+ * hand the same counter value, and with it the leftover objects, to the
+ * next volume. Caller holds ctl_lock (no other id is being chosen).
+ */
+static int vlmc_new_id(struct vlmc *v, uint64_t *idp)
+{
+	for (;;) {
+		uint64_t id;
+		ssize_t got = getrandom(&id, sizeof(id), 0);
+		bool used = false;
+
+		if (got < 0) {
+			int e = errno;
+
+			if (e == EINTR)
+				continue;
+			peer_err("getrandom: %s", strerror(e));
+			return -e;
+		}
+		if (got != (ssize_t)sizeof(id) || !id)
+			continue;
+		pthread_rwlock_rdlock(&v->vols_lock);
+		for (size_t i = 0; i < v->nr_vols && !used; i++)
+			used = v->vols[i]->m.id == id;
+		pthread_rwlock_unlock(&v->vols_lock);
+		if (!used) {
+			*idp = id;
+			return 0;
+		}
+	}
+}
+
 static int vlmc_add_volume(struct vlmc *v, const struct vlmc_volume_meta *nm)
 {
 	struct vlmc_volume_meta *m;
@@ -1546,7 +1583,9 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
 	strcpy(nm.name, name);
 	nm.size = size;
 	nm.obj_size = (uint32_t)osz;
-	rc = vlmc_add_volume(v, &nm);
+	rc = vlmc_new_id(v, &nm.id);
+	if (!rc)
+		rc = vlmc_add_volume(v, &nm);
 	if (rc)
 		CTL_ERR(r, -rc, "create %s: %s", name, strerror(-rc));
 	peer_info("created volume %s, %" PRIu64 " bytes", name, size);
@@ -1646,13 +1685,20 @@ static int vlmc_ctl_window(struct vlmc *v, uint64_t from, uint64_t to,
 	return err;
 }
 
+/* The objects of one incarnation of a volume (name, id). */
+struct vlmc_objs {
+	const char *name;
+	uint64_t id;
+};
+
 static int vlmc_delete_start(struct vlmc *v, void *arg, uint64_t idx,
 			     struct xseg_sigbatch *sb,
 			     struct xseg_request **reqp)
 {
+	const struct vlmc_objs *o = arg;
 	char obj[VLMC_OBJNAME_MAX + 1];
 
-	vlmc_object_name(obj, arg, idx);
+	vlmc_object_name(obj, o->name, o->id, idx);
 	return vlmc_ctl_submit(v, XSEG_OP_DELETE, obj, 0, 0, NULL, 0, NULL, sb,
 			       reqp);
 }
@@ -1662,28 +1708,31 @@ static int vlmc_delete_done(struct vlmc *v, void *arg, uint64_t idx,
 			    struct xseg_sigbatch *sb,
 			    struct xseg_request **reqp)
 {
+	const struct vlmc_objs *o = arg;
 	char obj[VLMC_OBJNAME_MAX + 1];
 
 	(void)v, (void)op, (void)stopping, (void)sb, (void)reqp;
 	if (!rc || rc == -ENOENT)
 		return 0;
-	vlmc_object_name(obj, arg, idx);
+	vlmc_object_name(obj, o->name, o->id, idx);
 	peer_warn("delete %s: %s", obj, strerror(-rc));
 	return rc;
 }
 
-/* Delete objects [from, to) of volume name; ENOENT is fine. After an
- * error some objects are deleted, others not: the caller keeps the
- * volume, and a later call finishes the job. Caller holds ctl_lock. */
-static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t from,
-			       uint64_t to)
+/* Delete objects [from, to) of incarnation id of volume name; ENOENT is
+ * fine. After an error some objects are deleted, others not: the caller
+ * keeps the volume, and a later call finishes the job. Caller holds
+ * ctl_lock. */
+static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t id,
+			       uint64_t from, uint64_t to)
 {
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
+	struct vlmc_objs o = {name, id};
 	char what[VLMC_OBJNAME_MAX + 32];
 
 	snprintf(what, sizeof(what), "delete objects of %s", name);
-	return vlmc_ctl_window(v, from, to, &ops, (void *)name, what);
+	return vlmc_ctl_window(v, from, to, &ops, &o, what);
 }
 
 /* Put vol (taken out of the table by a remove that failed) back. */
@@ -1734,7 +1783,7 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	pthread_rwlock_unlock(&v->vols_lock);
 	if (!vol)
 		CTL_ERR(r, ENOENT, "no volume %s", name);
-	rc = vlmc_delete_objects(v, name, 0,
+	rc = vlmc_delete_objects(v, name, vol->m.id, 0,
 				 vlmc_nr_objects(vol->m.size, vol->m.obj_size));
 	if (rc) {
 		vlmc_vol_reinsert(v, vol);
@@ -1835,12 +1884,13 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 	fprintf(r->f,
 		"name=%s\nsize=%" PRIu64 "\nobject_size=%" PRIu32
 		"\nobjects=%" PRIu64 "\nreadonly=%d\nparent=%s\n"
-		"nbd_connections=%" PRIu32 "\ninflight=%" PRIu64 "\n",
+		"nbd_connections=%" PRIu32 "\ninflight=%" PRIu64
+		"\nid=%016" PRIx64 "\n",
 		vol->m.name, vol->m.size, vol->m.obj_size,
 		vlmc_nr_objects(vol->m.size, vol->m.obj_size), vol->m.readonly,
 		vol->m.parent[0] ? vol->m.parent : "-",
 		__atomic_load_n(&vol->nbd_conns, __ATOMIC_RELAXED),
-		vol->inflight);
+		vol->inflight, vol->m.id);
 	pthread_mutex_unlock(&vol->mu);
 	vlmc_vol_put(vol);
 	return 0;
@@ -1892,7 +1942,7 @@ static void vlmc_thaw(struct vlmc *v, struct vlmc_volume *vol)
 }
 
 struct vlmc_copy_arg {
-	const char *src, *dst;
+	struct vlmc_objs src, dst;
 };
 
 static int vlmc_copy_start(struct vlmc *v, void *arg, uint64_t idx,
@@ -1901,25 +1951,20 @@ static int vlmc_copy_start(struct vlmc *v, void *arg, uint64_t idx,
 	const struct vlmc_copy_arg *c = arg;
 	char s[VLMC_OBJNAME_MAX + 1], d[VLMC_OBJNAME_MAX + 1];
 
-	vlmc_object_name(s, c->src, idx);
-	vlmc_object_name(d, c->dst, idx);
+	vlmc_object_name(s, c->src.name, c->src.id, idx);
+	vlmc_object_name(d, c->dst.name, c->dst.id, idx);
 	return vlmc_ctl_submit(v, XSEG_OP_COPY, d, 0, 0, NULL, 0, s, sb, reqp);
 }
 
-/* A never-written source object (ENOENT) has nothing to copy, but a stale
- * destination object of that index (left by a crash) must go. */
+/* A never-written source object (ENOENT) has nothing to copy. The
+ * destination's incarnation id is new, so no object of that name can
+ * exist (one a crash left behind has another id): nothing to delete. */
 static int vlmc_copy_done(struct vlmc *v, void *arg, uint64_t idx, uint16_t op,
 			  int rc, bool stopping, struct xseg_sigbatch *sb,
 			  struct xseg_request **reqp)
 {
-	const struct vlmc_copy_arg *c = arg;
-	char d[VLMC_OBJNAME_MAX + 1];
-
-	if (op == XSEG_OP_COPY && rc == -ENOENT && !stopping) {
-		vlmc_object_name(d, c->dst, idx);
-		rc = vlmc_ctl_submit(v, XSEG_OP_DELETE, d, 0, 0, NULL, 0, NULL,
-				     sb, reqp);
-	}
+	(void)v, (void)arg, (void)idx, (void)op, (void)stopping, (void)sb,
+	    (void)reqp;
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -1928,14 +1973,14 @@ static int vlmc_copy_done(struct vlmc *v, void *arg, uint64_t idx, uint16_t op,
  * costs about n / VLMC_CTL_INFLIGHT round trips, not n. Caller holds
  * ctl_lock. */
 static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
-			     const char *dst)
+			     const struct vlmc_volume_meta *dst)
 {
 	static const struct vlmc_window_ops ops = {vlmc_copy_start,
 						   vlmc_copy_done};
-	struct vlmc_copy_arg c = {src->name, dst};
+	struct vlmc_copy_arg c = {{src->name, src->id}, {dst->name, dst->id}};
 	char what[2 * VLMC_OBJNAME_MAX + 32];
 
-	snprintf(what, sizeof(what), "copy %s to %s", src->name, dst);
+	snprintf(what, sizeof(what), "copy %s to %s", src->name, dst->name);
 	return vlmc_ctl_window(v, 0, vlmc_nr_objects(src->size, src->obj_size),
 			       &ops, &c, what);
 }
@@ -1945,7 +1990,7 @@ static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 			const char *dst, bool snapshot)
 {
-	struct vlmc_volume_meta nm;
+	struct vlmc_volume_meta sm, nm;
 	struct vlmc_volume *vol, *old;
 	uint64_t loss0 = 0;
 	bool lost = false, copied = false;
@@ -1995,10 +2040,16 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 			rc = -EIO;
 		}
 	}
-	nm = vol->m;
+	sm = vol->m;
+	nm = sm;
+	strcpy(nm.name, dst);
+	strcpy(nm.parent, src);
+	nm.readonly = snapshot;
+	if (!rc)
+		rc = vlmc_new_id(v, &nm.id);
 	if (!rc) {
 		copied = true;
-		rc = vlmc_copy_objects(v, &nm, dst);
+		rc = vlmc_copy_objects(v, &sm, &nm);
 	}
 	if (snapshot && !rc) {
 		uint64_t loss1 = vlmc_wbloss_read(&v->wb);
@@ -2013,16 +2064,16 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	}
 	if (snapshot)
 		vlmc_thaw(v, vol);
-	if (!rc) {
-		strcpy(nm.name, dst);
-		strcpy(nm.parent, src);
-		nm.readonly = snapshot;
+	if (!rc)
 		rc = vlmc_add_volume(v, &nm);
-	}
 	if (rc) {
-		if (copied) /* (else refused before any COPY) */
+		/* (else refused before any COPY) Only to give the space
+		 * back: objects of this id that stay (a failed delete, a
+		 * crash) are never addressed again */
+		if (copied)
 			vlmc_delete_objects(
-			    v, dst, 0, vlmc_nr_objects(nm.size, nm.obj_size));
+			    v, dst, nm.id, 0,
+			    vlmc_nr_objects(nm.size, nm.obj_size));
 		vlmc_vol_put(vol);
 		if (lost) {
 			peer_err("snapshot %s -> %s failed: a write-back "

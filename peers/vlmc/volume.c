@@ -33,9 +33,12 @@ bool vlmc_obj_size_valid(uint64_t obj_size)
 	       !(obj_size & (obj_size - 1));
 }
 
-size_t vlmc_object_name(char *buf, const char *vol, uint64_t idx)
+size_t vlmc_object_name(char *buf, const char *vol, uint64_t id, uint64_t idx)
 {
-	int n = snprintf(buf, VLMC_OBJNAME_MAX + 1, "%s:%016" PRIx64, vol, idx);
+	int n = id ? snprintf(buf, VLMC_OBJNAME_MAX + 1,
+			      "%s:%016" PRIx64 ":%016" PRIx64, vol, id, idx)
+		   : snprintf(buf, VLMC_OBJNAME_MAX + 1, "%s:%016" PRIx64, vol,
+			      idx);
 
 	return n < 0 ? 0 : (size_t)n;
 }
@@ -76,16 +79,20 @@ long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
 	size_t pos = 0;
 	int w;
 
-	w = snprintf(buf, cap, "vlmc-meta 1 %zu\n", n);
+	w = snprintf(buf, cap, "vlmc-meta 2 %zu\n", n);
 	if (w < 0 || (size_t)w >= cap)
 		return -ENOSPC;
 	pos = (size_t)w;
 	for (size_t i = 0; i < n; i++) {
+		char id[17] = "-";
+
+		if (v[i].id)
+			snprintf(id, sizeof(id), "%016" PRIx64, v[i].id);
 		w = snprintf(buf + pos, cap - pos,
-			     "%s %" PRIu64 " %" PRIu32 " %s %s\n", v[i].name,
+			     "%s %" PRIu64 " %" PRIu32 " %s %s %s\n", v[i].name,
 			     v[i].size, v[i].obj_size,
 			     v[i].readonly ? "ro" : "rw",
-			     v[i].parent[0] ? v[i].parent : "-");
+			     v[i].parent[0] ? v[i].parent : "-", id);
 		if (w < 0 || (size_t)w >= cap - pos)
 			return -ENOSPC;
 		pos += (size_t)w;
@@ -133,19 +140,56 @@ static int vlmc_parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* An incarnation id column: "-" (legacy, 0) or exactly 16 lower-case hex
+ * digits, not all zero (0 written as digits would be a legacy volume in
+ * disguise: refused, so each id has one spelling). */
+static int vlmc_parse_id(const char *s, uint64_t *out)
+{
+	uint64_t id = 0;
+
+	if (!strcmp(s, "-")) {
+		*out = 0;
+		return 0;
+	}
+	if (strlen(s) != 16)
+		return -EINVAL;
+	for (int i = 0; i < 16; i++) {
+		char c = s[i];
+
+		if (c >= '0' && c <= '9')
+			id = id << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			id = id << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return -EINVAL;
+	}
+	if (!id)
+		return -EINVAL;
+	*out = id;
+	return 0;
+}
+
 long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 		      size_t max)
 {
 	char line[2 * VLMC_NAME_MAX + 96];
 	size_t pos = 0, i;
-	uint64_t count;
-	char *tok[6], *save;
+	uint64_t count, id = 0;
+	char *tok[7], *save;
+	int version, fields;
 
 	if (len == 0 || buf[0] == 0)
 		return 0; /* never written, or all zeroes */
-	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)) ||
-	    strncmp(line, "vlmc-meta 1 ", 12) ||
-	    vlmc_parse_u64(line + 12, &count))
+	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)))
+		return -EBADMSG;
+	if (!strncmp(line, "vlmc-meta 1 ", 12))
+		version = 1; /* before incarnation ids: no id column */
+	else if (!strncmp(line, "vlmc-meta 2 ", 12))
+		version = 2;
+	else
+		return -EBADMSG;
+	fields = version == 1 ? 5 : 6;
+	if (vlmc_parse_u64(line + 12, &count))
 		return -EBADMSG;
 	if (count > max)
 		return -ENOSPC;
@@ -155,19 +199,20 @@ long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 
 		if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)))
 			return -EBADMSG;
-		for (char *t = strtok_r(line, " ", &save); t && nt < 6;
+		for (char *t = strtok_r(line, " ", &save); t && nt < 7;
 		     t = strtok_r(NULL, " ", &save))
 			tok[nt++] = t;
-		if (nt != 5 || !vlmc_name_valid(tok[0], strlen(tok[0])) ||
+		if (nt != fields || !vlmc_name_valid(tok[0], strlen(tok[0])) ||
 		    vlmc_parse_u64(tok[1], &size) ||
 		    size > VLMC_MAX_VOLUME_SIZE ||
 		    vlmc_parse_u64(tok[2], &osz) || !vlmc_obj_size_valid(osz) ||
 		    (strcmp(tok[3], "ro") && strcmp(tok[3], "rw")) ||
 		    (strcmp(tok[4], "-") &&
-		     !vlmc_name_valid(tok[4], strlen(tok[4]))))
+		     !vlmc_name_valid(tok[4], strlen(tok[4]))) ||
+		    (version == 2 && vlmc_parse_id(tok[5], &id)))
 			return -EBADMSG;
 		for (size_t j = 0; j < i; j++)
-			if (!strcmp(v[j].name, tok[0]))
+			if (!strcmp(v[j].name, tok[0]) || (id && v[j].id == id))
 				return -EBADMSG;
 		memset(&v[i], 0, sizeof(v[i]));
 		strcpy(v[i].name, tok[0]);
@@ -176,6 +221,7 @@ long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 		v[i].readonly = !strcmp(tok[3], "ro");
 		if (strcmp(tok[4], "-"))
 			strcpy(v[i].parent, tok[4]);
+		v[i].id = id;
 	}
 	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)) ||
 	    strcmp(line, "end"))

@@ -5,10 +5,16 @@
  * vlmc volume core: pure functions on volume metadata, no I/O, no xseg.
  *
  * - Names. A volume name is 1..VLMC_NAME_MAX bytes from [A-Za-z0-9._@+=-]
- *   (the blocker's object-name charset without ':'). Object i of volume V
- *   is named "V:%016x" (i in hex), so object names stay valid blocker names
- *   and never collide across volumes (':' cannot occur in V). The metadata
- *   object is VLMC_META_OBJECT, which no volume object name can equal.
+ *   (the blocker's object-name charset without ':'). Every volume has an
+ *   incarnation id, 64 random bits chosen when it is created (create,
+ *   snapshot, clone). Object i of volume V with id X is named
+ *   "V:%016x:%016x" (X, i in hex): objects an earlier incarnation of the
+ *   name left behind (a crash in a snapshot, a failed remove) carry
+ *   another id and are never addressed. Volumes of a table written before
+ *   ids existed have id 0 (legacy) and keep the names "V:%016x" (i). ':'
+ *   cannot occur in V, so names never collide across volumes, nor a new
+ *   name with a legacy one (two ':' against one). The metadata object is
+ *   VLMC_META_OBJECT, which no volume object name can equal.
  * - Split. A byte range of a volume maps onto consecutive objects; each
  *   extent is one object request.
  * - Metadata table. All volumes are persisted as one text object in the
@@ -19,8 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VLMC_NAME_MAX	      200
-#define VLMC_OBJNAME_MAX      (VLMC_NAME_MAX + 1 + 16)
+#define VLMC_NAME_MAX 200
+/* "V:ID:INDEX": 234 bytes at most, within the blocker's 255 */
+#define VLMC_OBJNAME_MAX      (VLMC_NAME_MAX + 1 + 16 + 1 + 16)
 #define VLMC_META_OBJECT      "vlmc:meta"
 #define VLMC_DEFAULT_OBJ_SIZE (4u << 20)
 #define VLMC_MAX_VOLUMES      1024
@@ -37,6 +44,7 @@ struct vlmc_volume_meta {
 	uint32_t obj_size;		/* power of two, 4 KiB .. 64 MiB */
 	bool readonly;			/* a snapshot */
 	char parent[VLMC_NAME_MAX + 1]; /* snapshot/clone source, "" if none */
+	uint64_t id; /* incarnation id; 0: legacy (names without an id) */
 };
 
 /* true if name[0..len) is a valid volume name. */
@@ -45,10 +53,11 @@ bool vlmc_name_valid(const char *name, size_t len);
 /* true if size is a valid object size (power of two, 4 KiB .. 64 MiB). */
 bool vlmc_obj_size_valid(uint64_t obj_size);
 
-/* Write the name of object idx of volume vol (NUL terminated) into buf
- * (at least VLMC_OBJNAME_MAX + 1 bytes); returns its length. vol must be
- * a valid name. */
-size_t vlmc_object_name(char *buf, const char *vol, uint64_t idx);
+/* Write the name of object idx of volume vol with incarnation id (0:
+ * legacy) into buf (NUL terminated, at least VLMC_OBJNAME_MAX + 1 bytes);
+ * returns its length. vol must be a valid name. No allocation (it is on
+ * the I/O path). */
+size_t vlmc_object_name(char *buf, const char *vol, uint64_t id, uint64_t idx);
 
 /* Number of objects of a volume of size bytes. */
 static inline uint64_t vlmc_nr_objects(uint64_t size, uint32_t obj_size)
@@ -76,22 +85,25 @@ uint64_t vlmc_split(uint64_t off, uint64_t len, uint32_t obj_size,
 
 /*
  * Encode n volumes into buf (cap bytes). Format (text, one volume a line):
- *   "vlmc-meta 1 <n>\n"
- *   "<name> <size> <obj_size> <ro|rw> <parent|->\n" ... n times
+ *   "vlmc-meta 2 <n>\n"
+ *   "<name> <size> <obj_size> <ro|rw> <parent|-> <id|->\n" ... n times
  *   "end\n"
- * The trailer makes a shorter table written over a longer one unambiguous
- * (bytes after "end\n" are ignored). Returns the encoded length, or
- * -ENOSPC if it does not fit.
+ * id is the incarnation id as exactly 16 lower-case hex digits, "-" for a
+ * legacy volume (id 0). The trailer makes a shorter table written over a
+ * longer one unambiguous (bytes after "end\n" are ignored). Returns the
+ * encoded length, or -ENOSPC if it does not fit.
  */
 long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
 		      size_t cap);
 
 /*
- * Decode a buffer of len bytes. An empty table (all zero bytes, len 0)
- * decodes to 0 volumes. On success returns the number of volumes stored
- * in v (room for max). -EBADMSG on any syntax error, bad name or value,
- * duplicate name, count mismatch or missing trailer; -ENOSPC if more than
- * max volumes.
+ * Decode a buffer of len bytes: version 2 (above) or version 1, written
+ * before incarnation ids (no id column: every volume gets id 0, legacy).
+ * An empty table (all zero bytes, len 0) decodes to 0 volumes. On success
+ * returns the number of volumes stored in v (room for max). -EBADMSG on
+ * any syntax error, bad name or value (in version 2: an id that is not 16
+ * hex digits, or is 0 written as digits), duplicate name, count mismatch
+ * or missing trailer; -ENOSPC if more than max volumes.
  */
 long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 		      size_t max);

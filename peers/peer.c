@@ -1176,6 +1176,47 @@ static void peer_drain(struct peer *p, const sigset_t *sigs)
 	}
 }
 
+/*
+ * Bind the static port or allocate a dynamic one. -EAGAIN from xseg means
+ * the port is draining: a previous owner's requests are still being
+ * served at other ports, and binding before they are answered would let
+ * a late write of the dead peer land after this peer's newer writes
+ * (docs/protocol.md, "Requests of a reclaimed sender are not run"). xseg
+ * waits up to 1 s per call and logs the holder every 5 s; keep trying
+ * for as long as it takes, unless told to stop (SIGTERM/SIGINT, blocked
+ * here and left pending for the caller's exit path).
+ */
+static int peer_bind(struct peer *p)
+{
+	bool said = false;
+	int rc;
+
+	for (;;) {
+		sigset_t pending;
+
+		if (p->dynamic_port)
+			rc = xseg_alloc_port(p->seg, p->ops->type, &p->port);
+		else
+			rc = xseg_bind_port(p->seg, p->port, p->ops->type);
+		if (rc != -EAGAIN)
+			return rc;
+		if (!said && p->dynamic_port)
+			peer_warn("segment %s: every free dynamic port is "
+				  "draining (earlier owners' requests still "
+				  "served at other ports); waiting",
+				  xseg_name(p->seg));
+		else if (!said)
+			peer_warn("segment %s: port %" PRIu32 ": the previous "
+				  "owner's requests are still served at other "
+				  "ports; waiting for them before binding",
+				  xseg_name(p->seg), p->port);
+		said = true;
+		if (!sigpending(&pending) && (sigismember(&pending, SIGTERM) ||
+					      sigismember(&pending, SIGINT)))
+			return rc;
+	}
+}
+
 int peer_main(int argc, char **argv, const struct peer_ops *ops)
 {
 	char errbuf[XSEG_ERRBUF_LEN];
@@ -1258,10 +1299,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	xseg_set_spin(p->seg, p->spin_ns);
 	if (p->no_timestamps)
 		xseg_set_timestamps(p->seg, false);
-	if (p->dynamic_port)
-		rc = xseg_alloc_port(p->seg, ops->type, &p->port);
-	else
-		rc = xseg_bind_port(p->seg, p->port, ops->type);
+	rc = peer_bind(p);
 	if (rc < 0) {
 		if (p->dynamic_port)
 			peer_err("segment %s: no dynamic port: %s",

@@ -22,3 +22,8 @@ ac_test(test_peer_threads SOURCES test_peer_threads.c
 # test_xseg_threads.
 ac_test(test_xseg_spin SOURCES test_xseg_spin.c DEPS xseg xseg_testutil
         TIMEOUT 60)
+# A peer restarted on a port that is draining (its predecessor's request
+# still held by a live server) waits and then binds; SIGTERM ends the wait.
+ac_test(test_peer_fence SOURCES test_peer_fence.c
+        DEPS test_peer_run xseg_testutil xseg TIMEOUT 300)
+add_dependencies(test_peer_fence noop)

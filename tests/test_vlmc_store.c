@@ -12,9 +12,16 @@
  *   --short-writes    a WRITE is stored but answered one byte short
  *   --fail-deletes N  the first N DELETEs fail with EIO
  *   --hang-reads      a READ is never answered (a store that lost it)
+ *   --hold OPS        requests of these ops (comma list of copy, delete,
+ *                     write, read) are held, not answered, until a WRITE
+ *                     to the object "ts:release" (sent by the test
+ *                     straight to this port) executes and answers them
+ *                     all, in order: a store stalled as long as the test
+ *                     wants, with no timing
  * The faults spare vlmc's metadata object ("vlmc:meta"), so volumes can
  * still be created. Counters: SIGUSR1 logs them, and the port's
- * statistics area has "objects" (live objects) and "deletes".
+ * statistics area has "objects" (live objects), "deletes", "copies" and
+ * "held" (requests held now).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +37,7 @@ enum {
 	TS_OPT_SHORT_WRITES,
 	TS_OPT_FAIL_DELETES,
 	TS_OPT_HANG_READS,
+	TS_OPT_HOLD,
 };
 
 struct ts_obj {
@@ -44,9 +52,13 @@ struct ts_obj {
 struct ts {
 	bool short_reads, lie_reads, short_writes, hang_reads;
 	uint64_t fail_deletes;
+	uint32_t hold_ops; /* bit per XSEG_OP_ */
 	pthread_mutex_t lock;
 	struct ts_obj *objs[TS_HASH];
-	uint64_t nr_objs, deletes, failed_deletes; /* under lock */
+	uint64_t nr_objs, deletes, failed_deletes, copies; /* under lock */
+	/* held requests, oldest first (under lock) */
+	struct xseg_request **held;
+	uint64_t nr_held, cap_held;
 };
 
 static const struct option ts_options[] = {
@@ -55,6 +67,7 @@ static const struct option ts_options[] = {
     {"short-writes", no_argument, NULL, TS_OPT_SHORT_WRITES},
     {"fail-deletes", required_argument, NULL, TS_OPT_FAIL_DELETES},
     {"hang-reads", no_argument, NULL, TS_OPT_HANG_READS},
+    {"hold", required_argument, NULL, TS_OPT_HOLD},
     {NULL, 0, NULL, 0},
 };
 
@@ -77,6 +90,27 @@ static int ts_parse(struct peer *p, int val, const char *arg)
 	case TS_OPT_HANG_READS:
 		t->hang_reads = true;
 		return 0;
+	case TS_OPT_HOLD: {
+		char buf[128], *save, *tok;
+
+		if (strlen(arg) >= sizeof(buf))
+			return -EINVAL;
+		strcpy(buf, arg);
+		for (tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			if (!strcmp(tok, "copy"))
+				t->hold_ops |= 1u << XSEG_OP_COPY;
+			else if (!strcmp(tok, "delete"))
+				t->hold_ops |= 1u << XSEG_OP_DELETE;
+			else if (!strcmp(tok, "write"))
+				t->hold_ops |= 1u << XSEG_OP_WRITE;
+			else if (!strcmp(tok, "read"))
+				t->hold_ops |= 1u << XSEG_OP_READ;
+			else
+				return -EINVAL;
+		}
+		return 0;
+	}
 	}
 	return -EINVAL;
 }
@@ -110,6 +144,62 @@ static bool ts_faulty(const struct xseg_request *req)
 
 	return !(req->targetlen == sizeof(meta) - 1 &&
 		 !memcmp(req->target, meta, sizeof(meta) - 1));
+}
+
+static bool ts_is(const struct xseg_request *req, const char *name)
+{
+	return req->targetlen == strlen(name) &&
+	       !memcmp(req->target, name, req->targetlen);
+}
+
+/* Hold req (taken: answered by ts_release) if its op is held. */
+static bool ts_hold(struct ts *t, struct xseg_request *req)
+{
+	bool held = false;
+
+	if (!(t->hold_ops & (1u << req->op)) || !ts_faulty(req) ||
+	    ts_is(req, "ts:release"))
+		return false;
+	pthread_mutex_lock(&t->lock);
+	if (t->nr_held == t->cap_held) {
+		uint64_t cap = t->cap_held ? 2 * t->cap_held : 64;
+		struct xseg_request **h = realloc(t->held, cap * sizeof(*h));
+
+		if (h) {
+			t->held = h;
+			t->cap_held = cap;
+		}
+	}
+	if (t->nr_held < t->cap_held) {
+		t->held[t->nr_held++] = req;
+		held = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return held; /* (no room: served at once) */
+}
+
+static int ts_serve(struct peer *p, struct xseg_request *req);
+
+/* Serve every held request, oldest first. */
+static void ts_release(struct peer *p)
+{
+	struct ts *t = peer_priv(p);
+	struct xseg_request **h;
+	uint64_t n;
+
+	pthread_mutex_lock(&t->lock);
+	h = t->held;
+	n = t->nr_held;
+	t->held = NULL;
+	t->nr_held = t->cap_held = 0;
+	pthread_mutex_unlock(&t->lock);
+	for (uint64_t i = 0; i < n; i++) {
+		int rc = ts_serve(p, h[i]);
+
+		if (rc)
+			peer_complete(p, h[i], -rc);
+	}
+	free(h);
 }
 
 static int ts_read(struct peer *p, struct xseg_request *req)
@@ -236,6 +326,80 @@ static int ts_ok(struct peer *p, struct xseg_request *req)
 	return peer_complete(p, req, 0); /* FLUSH, PING */
 }
 
+/* COPY: the target becomes a copy of the source (ENOENT: no source). */
+static int ts_copy(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	const struct xseg_request_copy *cp =
+	    xseg_request_data(peer_seg(p), req);
+	struct ts_obj **pp, *src, *o;
+	unsigned char *d = NULL;
+	int err = 0;
+
+	if (!cp || !cp->src_targetlen || cp->src_targetlen > XSEG_MAX_TARGETLEN)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	src = *ts_find(t, cp->src_target, cp->src_targetlen);
+	if (!src) {
+		pthread_mutex_unlock(&t->lock);
+		return peer_complete(p, req, ENOENT);
+	}
+	if (src->size && !(d = malloc(src->size)))
+		err = ENOMEM;
+	pp = ts_find(t, req->target, req->targetlen);
+	o = *pp;
+	if (!err && !o) {
+		o = calloc(1, sizeof(*o));
+		if (o) {
+			memcpy(o->name, req->target, req->targetlen);
+			*pp = o;
+			t->nr_objs++;
+		} else {
+			err = ENOMEM;
+		}
+	}
+	if (!err) {
+		if (src->size)
+			memcpy(d, src->data, src->size);
+		free(o->data);
+		o->data = d;
+		o->size = src->size;
+		t->copies++;
+	} else {
+		free(d);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return peer_complete(p, req, err);
+}
+
+static int ts_serve(struct peer *p, struct xseg_request *req)
+{
+	switch (req->op) {
+	case XSEG_OP_READ:
+		return ts_read(p, req);
+	case XSEG_OP_WRITE:
+		return ts_write(p, req);
+	case XSEG_OP_DELETE:
+		return ts_delete(p, req);
+	case XSEG_OP_COPY:
+		return ts_copy(p, req);
+	}
+	return -EOPNOTSUPP;
+}
+
+/* Entry of READ, WRITE, DELETE, COPY: held, the release, or served. */
+static int ts_h(struct peer *p, struct xseg_request *req)
+{
+	if (req->op == XSEG_OP_WRITE && ts_is(req, "ts:release")) {
+		ts_release(p);
+		req->serviced = req->size;
+		return peer_complete(p, req, 0);
+	}
+	if (ts_hold(peer_priv(p), req))
+		return 0;
+	return ts_serve(p, req);
+}
+
 static int ts_init(struct peer *p)
 {
 	struct ts *t = peer_priv(p);
@@ -256,6 +420,7 @@ static void ts_fini(struct peer *p)
 			free(o->data);
 			free(o);
 		}
+	free(t->held); /* (the framework fails what is still held) */
 	pthread_mutex_destroy(&t->lock);
 }
 
@@ -279,6 +444,8 @@ static uint32_t ts_stats_table(struct peer *p, struct xseg_stat *st,
 	pthread_mutex_lock(&t->lock);
 	peer_stat(st, &n, max, "objects", t->nr_objs);
 	peer_stat(st, &n, max, "deletes", t->deletes);
+	peer_stat(st, &n, max, "copies", t->copies);
+	peer_stat(st, &n, max, "held", t->nr_held);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -296,7 +463,9 @@ static const struct peer_ops ts_ops = {
 		    "      --short-writes    answer writes one byte short\n"
 		    "      --fail-deletes N  fail the first N deletes with "
 		    "EIO\n"
-		    "      --hang-reads      never answer a read\n",
+		    "      --hang-reads      never answer a read\n"
+		    "      --hold OPS        hold copy,delete,write,read "
+		    "requests until a write to ts:release\n",
     .parse_opt = ts_parse,
     .init = ts_init,
     .fini = ts_fini,
@@ -304,10 +473,11 @@ static const struct peer_ops ts_ops = {
     .stats_table = ts_stats_table,
     .handlers =
 	{
-	    [XSEG_OP_READ] = ts_read,
-	    [XSEG_OP_WRITE] = ts_write,
+	    [XSEG_OP_READ] = ts_h,
+	    [XSEG_OP_WRITE] = ts_h,
 	    [XSEG_OP_FLUSH] = ts_ok,
-	    [XSEG_OP_DELETE] = ts_delete,
+	    [XSEG_OP_DELETE] = ts_h,
+	    [XSEG_OP_COPY] = ts_h,
 	    [XSEG_OP_INFO] = ts_info,
 	    [XSEG_OP_PING] = ts_ok,
 	},

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ enum {
 	VLMC_OPT_NBD_INFLIGHT_BYTES,
 	VLMC_OPT_NBD_STOP_TIMEOUT,
 	VLMC_OPT_DEAD_PEER_WAIT,
+	VLMC_OPT_CTL_WAIT_LOG,
 };
 
 static const struct option vlmc_options[] = {
@@ -56,6 +58,7 @@ static const struct option vlmc_options[] = {
      VLMC_OPT_NBD_INFLIGHT_BYTES},
     {"nbd-stop-timeout", required_argument, NULL, VLMC_OPT_NBD_STOP_TIMEOUT},
     {"dead-peer-wait", required_argument, NULL, VLMC_OPT_DEAD_PEER_WAIT},
+    {"ctl-wait-log", required_argument, NULL, VLMC_OPT_CTL_WAIT_LOG},
     {NULL, 0, NULL, 0},
 };
 
@@ -86,7 +89,10 @@ static const char vlmc_options_help[] =
     "      --dead-peer-wait TIME  resend object requests a dead peer below\n"
     "                          failed back (ECONNRESET) for this long while\n"
     "                          it is restarted, then fail them (default\n"
-    "                          30s; 0: fail at once)\n";
+    "                          30s; 0: fail at once)\n"
+    "      --ctl-wait-log TIME  a volume operation waiting for the store\n"
+    "                          logs that it still waits this often (it\n"
+    "                          never gives up; default 30s)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -100,6 +106,7 @@ static void vlmc_defaults(struct peer *p)
 	v->nbd_inflight_bytes = VLMC_DEFAULT_NBD_INFLIGHT_BYTES;
 	v->nbd_stop_ns = VLMC_DEFAULT_NBD_STOP_NS;
 	v->dead_peer_wait_ns = VLMC_DEFAULT_DEAD_PEER_WAIT_NS;
+	v->ctl_wait_log_ns = VLMC_DEFAULT_CTL_WAIT_LOG_NS;
 	v->ctl_fd = -1;
 }
 
@@ -171,6 +178,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x > 3600ULL * 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->dead_peer_wait_ns = x;
+		return 0;
+	case VLMC_OPT_CTL_WAIT_LOG:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->ctl_wait_log_ns = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -1271,7 +1284,78 @@ static void vlmc_on_reply(struct peer *p, struct xseg_request *req)
 /* Synchronous object requests from the control port                   */
 /* ------------------------------------------------------------------ */
 
-#define VLMC_SYNC_TIMEOUT_NS (120ULL * 1000000000ULL)
+/*
+ * R9-6: a control operation never abandons a request it sent. Giving up
+ * after a deadline and rolling back (remove reinserting the volume while
+ * its DELETEs are still queued, a snapshot deleting its destination
+ * before late COPYs land, a table write landing after a newer one) let
+ * requests run below after vlmc had undone their operation. So the wait
+ * has no deadline: it logs every --ctl-wait-log (30 s) and goes on. It
+ * ends when the replies come: a dead peer's requests come back
+ * ECONNRESET through the xseg reaper (xseg_wait_reply reaps while it
+ * waits). The one other way out is vlmc stopping (vlmc_ctl_stopping):
+ * then the operation returns -ESHUTDOWN and its caller rolls nothing back
+ * and sends nothing more; vlmc exits, and the table in the store decides
+ * at the next start (a half-done copy is objects of an id no table
+ * names: garbage, never data of a volume).
+ */
+/* How often a waiting control operation looks for a stop (a SIGTERM
+ * pending while init loads the table is seen only by looking) */
+#define VLMC_CTL_POLL_NS (200ULL * 1000000ULL)
+
+/* vlmc is stopping: vlmc_stop ran, or a SIGTERM/SIGINT is pending (the
+ * framework blocks them in every thread and takes them only once init has
+ * returned, so during init they stay pending). */
+static bool vlmc_ctl_stopping(struct vlmc *v)
+{
+	sigset_t set;
+
+	if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE))
+		return true;
+	if (sigpending(&set) < 0)
+		return false;
+	return sigismember(&set, SIGTERM) == 1 ||
+	       sigismember(&set, SIGINT) == 1;
+}
+
+/*
+ * Receive the next reply on ctl_port, waiting for as long as it takes
+ * (see above), with nr requests out for what (the log line). Returns 0
+ * and *got, -ESHUTDOWN when vlmc is stopping (the requests stay out;
+ * nothing may be rolled back), or another negative errno from
+ * xseg_wait_reply (-EINVAL/-EPERM: the port is not ours).
+ */
+static int vlmc_ctl_wait(struct vlmc *v, unsigned nr, const char *what,
+			 struct xseg_request **got)
+{
+	uint64_t start = peer_now_ns(), next_log = start + v->ctl_wait_log_ns;
+
+	for (;;) {
+		uint64_t now, slice = v->ctl_wait_log_ns;
+		int rc;
+
+		if (vlmc_ctl_stopping(v))
+			return -ESHUTDOWN;
+		if (slice > VLMC_CTL_POLL_NS)
+			slice = VLMC_CTL_POLL_NS;
+		rc = xseg_wait_reply(v->seg, v->ctl_port, slice, got);
+		if (!rc)
+			return 0;
+		if (rc != -ETIMEDOUT && rc != -EINTR)
+			return rc;
+		now = peer_now_ns();
+		if (now >= next_log) {
+			__atomic_add_fetch(&v->st_ctl_waits_logged, 1,
+					   __ATOMIC_RELAXED);
+			peer_warn(
+			    "still waiting for %u repl%s from port %" PRIu32
+			    " for %s (%" PRIu64 " s)",
+			    nr, nr == 1 ? "y" : "ies", v->next_port, what,
+			    (uint64_t)((now - start) / 1000000000ULL));
+			next_log = now + v->ctl_wait_log_ns;
+		}
+	}
+}
 
 /* One object request from ctl_port to the next port, waited for. READ
  * fills buf, WRITE sends it, COPY copies src into name. Returns 0 or a
@@ -1291,6 +1375,8 @@ static int vlmc_ctl_submit(struct vlmc *v, uint16_t op, const char *name,
 	size_t nl = name ? strlen(name) : 0;
 	int rc;
 
+	if (vlmc_ctl_stopping(v))
+		return -ESHUTDOWN; /* nothing new once stopping: no roll-back */
 	if (op == XSEG_OP_COPY)
 		datalen = sizeof(struct xseg_request_copy);
 	rc = vlmc_get_prep(v, v->ctl_port, (uint32_t)nl, datalen, sb, &req);
@@ -1326,29 +1412,31 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
 		     const char *src)
 {
 	struct xseg_request *req;
+	char what[VLMC_OBJNAME_MAX + 32];
 	int rc;
 
 	rc =
 	    vlmc_ctl_submit(v, op, name, off, len, buf, flags, src, NULL, &req);
 	if (rc)
 		return rc;
+	snprintf(what, sizeof(what), "%s %s", peer_op_name(op),
+		 name ? name : "(all)");
 	for (;;) {
 		struct xseg_request *got;
 
-		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
-				     &got);
+		rc = vlmc_ctl_wait(v, 1, what, &got);
 		if (rc || got == req)
 			break;
-		/* a late reply to an earlier request that timed out */
+		/* not ours: requests are never abandoned, so none should
+		 * come (defensive) */
+		peer_warn("%s: unexpected reply on the control port", what);
 		xseg_put_request(v->seg, got);
 	}
 	if (rc) {
-		/* The request is still out there; its late reply is put
-		 * by the next vlmc_sync (it is not the request it waits
-		 * for). */
-		peer_err("%s %s: no reply from port %" PRIu32 ": %s",
-			 peer_op_name(op), name ? name : "(all)", v->next_port,
-			 strerror(-rc));
+		/* stopping (or the port is gone): the request is still out
+		 * there; vlmc exits without rolling anything back */
+		peer_warn("%s: stopped waiting for port %" PRIu32 ": %s", what,
+			  v->next_port, strerror(-rc));
 		return rc;
 	}
 	rc = -req->error;
@@ -1650,21 +1738,23 @@ static int vlmc_ctl_window(struct vlmc *v, uint64_t from, uint64_t to,
 		xseg_sigbatch_flush(v->seg, &sb);
 		if (!inflight)
 			break;
-		rc = xseg_wait_reply(v->seg, v->ctl_port, VLMC_SYNC_TIMEOUT_NS,
-				     &got);
+		rc = vlmc_ctl_wait(v, inflight, what, &got);
 		if (rc) {
-			/* those still out there are put by a later
-			 * vlmc_sync as late replies */
-			peer_err("%s: no reply from port %" PRIu32 ": %s", what,
-				 v->next_port, strerror(-rc));
+			/* stopping: those still out there may run; vlmc
+			 * exits, the caller rolls nothing back */
+			peer_warn("%s: stopped waiting for %u repl%s from port "
+				  "%" PRIu32 ": %s",
+				  what, inflight, inflight == 1 ? "y" : "ies",
+				  v->next_port, strerror(-rc));
 			return rc;
 		}
 		for (slot = 0; slot < VLMC_CTL_INFLIGHT; slot++)
 			if (out[slot] == got)
 				break;
 		if (slot == VLMC_CTL_INFLIGHT) {
-			/* a late reply to an earlier request that timed
-			 * out */
+			/* not ours (defensive: nothing is abandoned) */
+			peer_warn("%s: unexpected reply on the control port",
+				  what);
 			xseg_put_request(v->seg, got);
 			continue;
 		}
@@ -1785,6 +1875,15 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 		CTL_ERR(r, ENOENT, "no volume %s", name);
 	rc = vlmc_delete_objects(v, name, vol->m.id, 0,
 				 vlmc_nr_objects(vol->m.size, vol->m.obj_size));
+	if (rc == -ESHUTDOWN) {
+		/* R9-6: DELETEs may still run; the volume stays out of the
+		 * live table (vlmc exits), the store's table decides */
+		vlmc_vol_put(vol);
+		CTL_ERR(r, ESHUTDOWN,
+			"remove %s: interrupted, vlmc is stopping (the volume "
+			"is still listed at the next start; remove it again)",
+			name);
+	}
 	if (rc) {
 		vlmc_vol_reinsert(v, vol);
 		CTL_ERR(r, -rc,
@@ -1803,6 +1902,13 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			m[k++] = m[i];
 	rc = vlmc_meta_store(v, m, k);
 	free(m);
+	if (rc == -ESHUTDOWN) {
+		vlmc_vol_put(vol); /* as above: no roll-back when stopping */
+		CTL_ERR(r, ESHUTDOWN,
+			"remove %s: interrupted, vlmc is stopping (the table "
+			"in the store decides at the next start)",
+			name);
+	}
 	if (rc) {
 		vlmc_vol_reinsert(v, vol);
 		CTL_ERR(r, -rc,
@@ -1910,14 +2016,34 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 }
 
 /* Freeze vol: new I/O waits (NBD) or is parked (xseg), in-flight I/O
- * drains. */
-static void vlmc_freeze(struct vlmc_volume *vol)
+ * drains. Returns 0, or -ESHUTDOWN when vlmc stops before the drain is
+ * over (the volume stays frozen: the caller thaws it). The drain has no
+ * deadline either (R9-6): it waits for replies from the store. */
+static int vlmc_freeze(struct vlmc *v, struct vlmc_volume *vol)
 {
+	int rc = 0;
+
 	pthread_mutex_lock(&vol->mu);
 	vol->frozen = true;
-	while (vol->inflight)
-		pthread_cond_wait(&vol->cond, &vol->mu);
+	while (vol->inflight) {
+		struct timespec ts;
+
+		if (vlmc_ctl_stopping(v)) {
+			rc = -ESHUTDOWN;
+			break;
+		}
+		/* the cond's clock is CLOCK_REALTIME; a jump only changes
+		 * when the stop is looked at again */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)VLMC_CTL_POLL_NS;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&vol->cond, &vol->mu, &ts);
+	}
 	pthread_mutex_unlock(&vol->mu);
+	return rc;
 }
 
 static void vlmc_thaw(struct vlmc *v, struct vlmc_volume *vol)
@@ -2030,8 +2156,9 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	 * (a loss is rare). A clone copies a snapshot, which no one writes
 	 * (no acknowledged data of it can be in a cache): no check.
 	 */
-	if (snapshot) {
-		vlmc_freeze(vol);
+	if (snapshot)
+		rc = vlmc_freeze(v, vol);
+	if (snapshot && !rc) {
 		loss0 = vlmc_wbloss_read(&v->wb);
 		if (vlmc_wbloss_check(&v->wb, &vol->wb, loss0) ==
 		    VLMC_WBLOSS_LOST) {
@@ -2069,8 +2196,10 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	if (rc) {
 		/* (else refused before any COPY) Only to give the space
 		 * back: objects of this id that stay (a failed delete, a
-		 * crash) are never addressed again */
-		if (copied)
+		 * crash) are never addressed again. Not when stopping
+		 * (R9-6): COPYs may still be out there, nothing is rolled
+		 * back, the table decides at the next start. */
+		if (copied && rc != -ESHUTDOWN)
 			vlmc_delete_objects(
 			    v, dst, nm.id, 0,
 			    vlmc_nr_objects(nm.size, nm.obj_size));
@@ -2259,14 +2388,21 @@ static void vlmc_stop(struct peer *p)
 {
 	struct vlmc *v = peer_priv(p);
 
-	/* first: parts parked for a dead peer would hold the NBD drain */
-	vlmc_retry_stop(v);
-	vlmc_nbd_stop(v);
+	/* first the control thread: a volume operation waiting for the
+	 * store, or for a frozen volume's drain, stops waiting (without
+	 * rolling back: R9-6), so it cannot hold the exit, and it thaws
+	 * the volume NBD readers may wait on */
+	__atomic_store_n(&v->ctl_stop, true, __ATOMIC_RELEASE);
+	if (v->have_ctl_port)
+		xseg_kick(v->seg, v->ctl_port);
 	if (v->ctl_started) {
 		shutdown(v->ctl_fd, SHUT_RDWR);
 		pthread_join(v->ctl_thread, NULL);
 		v->ctl_started = false;
 	}
+	/* then: parts parked for a dead peer would hold the NBD drain */
+	vlmc_retry_stop(v);
+	vlmc_nbd_stop(v);
 }
 
 static void vlmc_fini(struct peer *p)
@@ -2352,6 +2488,8 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 		  __atomic_load_n(&v->wb.fences, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "commands_fenced",
 		  __atomic_load_n(&v->wb.cmds_eio, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "ctl_waits_logged",
+		  __atomic_load_n(&v->st_ctl_waits_logged, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "parts_retried",
 		  __atomic_load_n(&v->st_parts_retried, __ATOMIC_RELAXED));
 	peer_stat(

@@ -59,8 +59,11 @@ struct vlmc_nbd;
  * (ECONNRESET) is resent while the supervisor restarts that peer, with a
  * back-off from VLMC_RETRY_MIN_NS doubling up to VLMC_RETRY_MAX_NS */
 #define VLMC_DEFAULT_DEAD_PEER_WAIT_NS (30ULL * 1000000000ULL)
-#define VLMC_RETRY_MIN_NS	       (10ULL * 1000000ULL)
-#define VLMC_RETRY_MAX_NS	       (500ULL * 1000000ULL)
+/* --ctl-wait-log: a volume operation waiting for the store logs this
+ * often that it still waits (it never gives up: vlmc.c, R9-6) */
+#define VLMC_DEFAULT_CTL_WAIT_LOG_NS (30ULL * 1000000000ULL)
+#define VLMC_RETRY_MIN_NS	     (10ULL * 1000000ULL)
+#define VLMC_RETRY_MAX_NS	     (500ULL * 1000000ULL)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -106,6 +109,7 @@ struct vlmc {
 	uint64_t nbd_stop_ns;	     /* at stop, wait this long for replies */
 	uint64_t dead_peer_wait_ns;  /* resend parts failed by a dead peer
 					this long; 0: fail at once */
+	uint64_t ctl_wait_log_ns;    /* see VLMC_DEFAULT_CTL_WAIT_LOG_NS */
 
 	struct peer *p;
 	struct xseg *seg;
@@ -120,6 +124,9 @@ struct vlmc {
 	int ctl_fd;
 	pthread_t ctl_thread;
 	bool ctl_started;
+	/* __atomic: vlmc_stop began; a waiting control operation returns
+	 * -ESHUTDOWN and rolls nothing back (vlmc.c, R9-6) */
+	bool ctl_stop;
 	char *meta_buf; /* VLMC_META_MAX bytes, under ctl_lock */
 
 	struct vlmc_nbd *nbd;
@@ -142,6 +149,8 @@ struct vlmc {
 	uint64_t st_nbd_completer_waits;
 	uint64_t st_nbd_completer_spins;
 	uint64_t st_nbd_completer_caught;
+	uint64_t st_ctl_waits_logged;	   /* "still waiting" lines of volume
+					      operations (--ctl-wait-log) */
 	uint64_t st_parts_retried;	   /* parts resent after a dead peer */
 	uint64_t st_cmds_failed_dead_peer; /* commands failed for one */
 };

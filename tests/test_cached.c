@@ -106,12 +106,15 @@ static unsigned char store_a[OBJ_SIZE];
 static uint64_t store_size;
 static int store_info_error;
 
+/* The object size of the next setup_with (setup_inline lowers it). */
+static uint64_t setup_obj_size = OBJ_SIZE;
+
 static void setup_with(uint32_t policy, uint64_t cache_buckets)
 {
 	struct cached_config cfg = {
 	    .cache_size = cache_buckets * BS,
 	    .bucket_size = BS,
-	    .object_size = OBJ_SIZE,
+	    .object_size = setup_obj_size,
 	    .max_objects = 4,
 	    .policy = policy,
 	    .dirty_threshold = 1ull << 40,
@@ -152,6 +155,19 @@ static void setup_small(void)
 static void setup_wt(void)
 {
 	setup_with(CACHED_WRITETHROUGH, 64);
+}
+
+/* Objects small enough to keep their slots inside struct cached_obj
+ * (the largest such size): the state machine's tests that fit in it run
+ * again on that storage. */
+static void setup_inline(void)
+{
+	setup_obj_size = CACHED_INLINE_SLOTS * BS;
+	setup_with(CACHED_WRITEBACK, 64);
+	setup_obj_size = OBJ_SIZE;
+	ck_assert_uint_eq(C.slots_per_obj, CACHED_INLINE_SLOTS);
+	for (uint32_t i = 0; i < C.nr_nodes; i++)
+		ck_assert_ptr_eq(C.objs[i].bucket, C.objs[i].inline_bucket);
 }
 
 static void teardown(void)
@@ -347,6 +363,155 @@ START_TEST(test_pool_huge_aligned)
 	ck_assert_int_eq(cached_pool_init(&p, 4, BS, false), 0);
 	ck_assert_uint_eq(p.map_len, 4 * BS);
 	cached_pool_destroy(&p);
+}
+END_TEST
+
+/* cached's big arrays: calloc'd below a huge page (map_len 0), mapped
+ * huge-aligned with huge pages advised from one huge page on, zeroed
+ * either way; a size that overflows is refused with nothing allocated. */
+START_TEST(test_huge_calloc)
+{
+	unsigned long huge = thp_size(), lo = 0, hi = 0;
+	uint64_t ml = 77, n;
+	unsigned char *p;
+	bool hg = false;
+
+	p = cached_huge_calloc(100, 8, &ml);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_eq(ml, 0);
+	for (unsigned i = 0; i < 800; i++)
+		ck_assert_uint_eq(p[i], 0);
+	cached_huge_free(p, ml);
+
+	ml = 77;
+	ck_assert_ptr_null(cached_huge_calloc(UINT64_MAX / 4, 8, &ml));
+	ck_assert_uint_eq(ml, 0);
+	ml = 77;
+	ck_assert_ptr_null(cached_huge_calloc(8, UINT64_MAX / 4, &ml));
+	ck_assert_uint_eq(ml, 0);
+
+	if (!huge)
+		return; /* no THP: everything is calloc'd, checked above */
+	/* one huge page and a bit: a mapping rounded up to two */
+	n = huge / 64 + 3;
+	p = cached_huge_calloc(n, 64, &ml);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_eq((uintptr_t)p % huge, 0);
+	ck_assert_uint_eq(ml % huge, 0);
+	ck_assert_uint_ge(ml, n * 64);
+	ck_assert_uint_lt(ml, n * 64 + huge);
+	ck_assert(find_vma(p, &lo, &hi, &hg));
+	ck_assert_uint_eq(lo, (uintptr_t)p);
+	ck_assert_uint_eq(hi - lo, ml);
+	ck_assert(hg);
+	for (uint64_t i = 0; i < n * 64; i += 4096)
+		ck_assert_uint_eq(p[i], 0);
+	ck_assert_uint_eq(p[n * 64 - 1], 0);
+	p[n * 64 - 1] = 1;
+	cached_huge_free(p, ml);
+}
+END_TEST
+
+/* Where an object's slots live: inside the object up to
+ * CACHED_INLINE_SLOTS, one malloc'd block (bucket[], then bstate[],
+ * acked[]) above; every slot free, INVALID, not acked either way, also
+ * over leftovers of an earlier use; 0 slots refused with o unchanged. */
+START_TEST(test_slots_inline_or_block)
+{
+	static const uint32_t sizes[] = {1, CACHED_INLINE_SLOTS,
+					 CACHED_INLINE_SLOTS + 1, 1024};
+	struct cached_obj o;
+
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(cached_obj_alloc_slots(&o, 0), -EINVAL);
+	ck_assert_ptr_null(o.bucket);
+	ck_assert_ptr_null(o.bstate);
+	ck_assert_ptr_null(o.acked);
+	ck_assert_uint_eq(o.nr_slots, 0);
+	cached_obj_free_slots(&o); /* never had slots: nothing to free */
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint32_t n = sizes[k];
+		bool inl = n <= CACHED_INLINE_SLOTS;
+
+		/* leftovers of a previous life of the node */
+		memset(o.inline_bucket, 0x11, sizeof(o.inline_bucket));
+		memset(o.inline_bstate, CACHED_B_DIRTY,
+		       sizeof(o.inline_bstate));
+		memset(o.inline_acked, 1, sizeof(o.inline_acked));
+		ck_assert_int_eq(cached_obj_alloc_slots(&o, n), 0);
+		ck_assert_uint_eq(o.nr_slots, n);
+		if (inl) {
+			ck_assert_ptr_eq(o.bucket, o.inline_bucket);
+			ck_assert_ptr_eq(o.bstate, o.inline_bstate);
+			ck_assert_ptr_eq(o.acked, o.inline_acked);
+		} else {
+			ck_assert_ptr_ne(o.bucket, o.inline_bucket);
+			ck_assert_uint_eq((uintptr_t)o.bucket % 4, 0);
+			ck_assert_ptr_eq(o.bstate, (uint8_t *)(o.bucket + n));
+			ck_assert_ptr_eq(o.acked, o.bstate + n);
+		}
+		for (uint32_t s = 0; s < n; s++) {
+			ck_assert_uint_eq(o.bucket[s], CACHED_NO_BUCKET);
+			ck_assert_uint_eq(o.bstate[s], CACHED_B_INVALID);
+			ck_assert_uint_eq(o.acked[s], 0);
+		}
+		/* every slot writable (ASan: inside the block) */
+		for (uint32_t s = 0; s < n; s++) {
+			o.bucket[s] = s;
+			o.bstate[s] = CACHED_B_VALID;
+			o.acked[s] = 1;
+		}
+		cached_obj_free_slots(&o);
+		ck_assert_ptr_null(o.bucket);
+		ck_assert_ptr_null(o.bstate);
+		ck_assert_ptr_null(o.acked);
+		ck_assert_uint_eq(o.nr_slots, 0);
+	}
+}
+END_TEST
+
+/* A cache whose object array is at least a huge page maps it (and the
+ * flush waiters) huge-aligned with huge pages advised; a small one
+ * calloc's them (every other test's cache). */
+START_TEST(test_big_arrays_huge)
+{
+	struct cached_config cfg = {
+	    .cache_size = 64 * BS,
+	    .bucket_size = BS,
+	    .object_size = BS,
+	    .max_objects = 8,
+	    .policy = CACHED_WRITEBACK,
+	    .dirty_threshold = 1ull << 40,
+	    .max_req_size = BS,
+	    .max_inflight = 1,
+	    .nr_cios = 4,
+	};
+	unsigned long huge = thp_size(), lo, hi;
+	struct cached c;
+	bool hg;
+
+	xcache_thread_register();
+	ck_assert_int_eq(cached_init(&c, &cfg), 0);
+	ck_assert_uint_eq(c.objs_map_len, 0);
+	ck_assert_uint_eq(c.fws_map_len, 0);
+	cached_destroy(&c);
+	if (huge) {
+		/* objects for a bit more than one huge page */
+		cfg.max_objects =
+		    (uint32_t)(huge / sizeof(struct cached_obj) * 2 / 3 + 64);
+		ck_assert_int_eq(cached_init(&c, &cfg), 0);
+		ck_assert_uint_ge(
+		    (uint64_t)c.nr_nodes * sizeof(struct cached_obj), huge);
+		ck_assert_uint_ne(c.objs_map_len, 0);
+		ck_assert_uint_eq((uintptr_t)c.objs % huge, 0);
+		ck_assert(find_vma(c.objs, &lo, &hi, &hg));
+		ck_assert(hg);
+		/* initialised by on_node_init: slots inline, ready */
+		ck_assert_ptr_eq(c.objs[c.nr_nodes - 1].bucket,
+				 c.objs[c.nr_nodes - 1].inline_bucket);
+		cached_destroy(&c);
+	}
+	xcache_thread_unregister();
 }
 END_TEST
 
@@ -2422,6 +2587,27 @@ int main(void)
 	tcase_add_test(tc, test_pool_huge_aligned);
 	tcase_add_test(tc, test_config_refused);
 	tcase_add_test(tc, test_claim_many_buckets);
+	tcase_add_test(tc, test_huge_calloc);
+	tcase_add_test(tc, test_slots_inline_or_block);
+	tcase_add_test(tc, test_big_arrays_huge);
+	suite_add_tcase(s, tc);
+	/* the state machine on inline slots (objects of
+	 * CACHED_INLINE_SLOTS buckets): the cases whose ranges fit */
+	tc = tcase_create("inline");
+	tcase_add_checked_fixture(tc, setup_inline, teardown);
+	tcase_add_test(tc, test_read_miss_then_hit);
+	tcase_add_test(tc, test_partial_hit_fetches_missing_only);
+	tcase_add_test(tc, test_copy_across_pool_runs);
+	tcase_add_test(tc, test_concurrent_readers_share_one_load);
+	tcase_add_test(tc, test_read_error_leaves_invalid);
+	tcase_add_test(tc, test_flush_error_keeps_dirty_and_retries);
+	tcase_add_test(tc, test_partial_write_reads_first);
+	tcase_add_test(tc, test_fua_written_through);
+	tcase_add_test(tc, test_delete_flushes_then_sends);
+	tcase_add_test(tc, test_eviction_flushes_dirty_object);
+	tcase_add_test(tc, test_unflushed_counts_acked_writeback);
+	tcase_add_test(tc, test_unflushed_bucket_transitions);
+	tcase_add_test(tc, test_unflushed_delete_flushes_first);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("states");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -30,11 +30,11 @@ static uint64_t cached_thp_size(void)
 }
 
 /*
- * Anonymous memory for the buckets, len bytes rounded up to a multiple of
- * huge, at an address aligned to huge (when huge is not 0 and len is at
- * least one huge page): reserve huge bytes more, trim the unaligned head
- * and the tail. Only a huge-aligned, huge-sized range of a mapping can be
- * backed by a transparent huge page, and mmap aligns only to 4 KiB.
+ * Anonymous memory of len bytes, rounded up to a multiple of huge, at an
+ * address aligned to huge (when huge is not 0 and len is at least one huge
+ * page): reserve huge bytes more, trim the unaligned head and the tail.
+ * Only a huge-aligned, huge-sized range of a mapping can be backed by a
+ * transparent huge page, and mmap aligns only to 4 KiB.
  */
 static unsigned char *cached_pool_map(uint64_t len, uint64_t huge,
 				      uint64_t *map_len)
@@ -69,6 +69,36 @@ static unsigned char *cached_pool_map(uint64_t len, uint64_t huge,
 		munmap(start + want, tail);
 	*map_len = want;
 	return start;
+}
+
+void *cached_huge_calloc(uint64_t nmemb, uint64_t size, uint64_t *map_len)
+{
+	uint64_t huge = cached_thp_size(), len = nmemb * size;
+	unsigned char *p;
+
+	*map_len = 0;
+	if (size && len / size != nmemb)
+		return NULL;
+	/* Small arrays (every unit test's cache) stay with the allocator:
+	 * a huge page would be mostly empty, and ASan checks their
+	 * bounds. */
+	if (!huge || len < huge)
+		return calloc(nmemb ? nmemb : 1, size ? size : 1);
+	p = cached_pool_map(len, huge, map_len);
+	if (!p)
+		return NULL;
+	/* Before the first touch, as for the pool (see cached_pool_init);
+	 * mmap's pages are zero: no memset, which would touch them all. */
+	madvise(p, *map_len, MADV_HUGEPAGE);
+	return p;
+}
+
+void cached_huge_free(void *p, uint64_t map_len)
+{
+	if (map_len)
+		munmap(p, map_len);
+	else
+		free(p);
 }
 
 int cached_pool_init(struct cached_pool *pool, uint32_t nr,
@@ -198,17 +228,31 @@ void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n)
 
 int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots)
 {
-	o->bucket = malloc((size_t)nr_slots * sizeof(*o->bucket));
-	/* bstate and acked in one block */
-	o->bstate = calloc(nr_slots, 2);
-	if (!o->bucket || !o->bstate) {
-		free(o->bucket);
-		free(o->bstate);
-		o->bucket = NULL;
-		o->bstate = NULL;
-		return -ENOMEM;
+	unsigned char *block;
+
+	if (!nr_slots)
+		return -EINVAL;
+	if (nr_slots <= CACHED_INLINE_SLOTS) {
+		/* Inside the object: a hit reads the slot of a small object
+		 * from the object's own cache lines, with no dependent load
+		 * into another page (issue 6: at 1 M objects each such
+		 * load was a cache and a TLB miss). */
+		o->bucket = o->inline_bucket;
+		o->bstate = o->inline_bstate;
+		o->acked = o->inline_acked;
+		memset(o->inline_bstate, 0, sizeof(o->inline_bstate));
+		memset(o->inline_acked, 0, sizeof(o->inline_acked));
+	} else {
+		/* bucket[], bstate[] and acked[] in one block: uint32_t
+		 * first, so every array is aligned */
+		block = malloc((size_t)nr_slots * (sizeof(uint32_t) + 2));
+		if (!block)
+			return -ENOMEM;
+		o->bucket = (uint32_t *)(void *)block;
+		o->bstate = block + (size_t)nr_slots * sizeof(uint32_t);
+		o->acked = o->bstate + nr_slots;
+		memset(o->bstate, 0, (size_t)nr_slots * 2);
 	}
-	o->acked = o->bstate + nr_slots;
 	for (uint32_t s = 0; s < nr_slots; s++)
 		o->bucket[s] = CACHED_NO_BUCKET;
 	o->nr_slots = nr_slots;
@@ -217,8 +261,8 @@ int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots)
 
 void cached_obj_free_slots(struct cached_obj *o)
 {
-	free(o->bucket);
-	free(o->bstate);
+	if (o->bucket != o->inline_bucket)
+		free(o->bucket);
 	o->bucket = NULL;
 	o->bstate = NULL;
 	o->acked = NULL;

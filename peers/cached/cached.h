@@ -46,6 +46,9 @@
 #include "xworkq.h"
 
 #define CACHED_NO_BUCKET UINT32_MAX
+/* Objects of at most this many slots keep them inside struct cached_obj
+ * (e.g. 4 KiB .. 32 KiB objects of 4 KiB buckets). */
+#define CACHED_INLINE_SLOTS 8
 
 /* Data state of a claimed bucket. */
 enum cached_bstate {
@@ -107,6 +110,17 @@ int cached_pool_get_slots(struct cached_pool *pool, uint32_t *slot, uint32_t n,
 			  uint32_t need);
 /* Return n buckets. */
 void cached_pool_put(struct cached_pool *pool, const uint32_t *idx, uint32_t n);
+
+/* Zeroed memory for one of cached's big fixed arrays (the objects, the
+ * flush waiters): nmemb * size bytes. At least one transparent huge page
+ * of them is mapped as the bucket pool is (2 MiB aligned, MADV_HUGEPAGE
+ * before the first touch, so a kernel in THP "madvise" mode backs it with
+ * huge pages and a random access costs no 4 KiB TLB miss walk); smaller
+ * arrays are calloc'd. *map_len is the mapping's length, 0 for calloc'd
+ * memory; give both to cached_huge_free. Returns NULL (errno ENOMEM) on
+ * failure or when the size overflows. Any thread. */
+void *cached_huge_calloc(uint64_t nmemb, uint64_t size, uint64_t *map_len);
+void cached_huge_free(void *p, uint64_t map_len);
 static inline uint32_t cached_pool_nr_free(const struct cached_pool *pool)
 {
 	return __atomic_load_n(&pool->nr_free, __ATOMIC_ACQUIRE);
@@ -153,9 +167,27 @@ struct cached_obj {
 	 * sets it (it is acknowledged only after the next port's reply);
 	 * one that rewrites an acknowledged bucket leaves it set. */
 	uint8_t *acked;
+	/* Slot storage of an object of at most CACHED_INLINE_SLOTS slots
+	 * (bucket, bstate and acked point here; larger objects use one
+	 * malloc'd block): right after the pointers, so a hit on a small
+	 * object reads its slots from the lines it already loaded. */
+	uint32_t inline_bucket[CACHED_INLINE_SLOTS];
+	uint8_t inline_bstate[CACHED_INLINE_SLOTS];
+	uint8_t inline_acked[CACHED_INLINE_SLOTS];
 	uint32_t counts[CACHED_B_NR_STATES];
 	uint32_t nr_claimed; /* written with __atomic stores: the eviction
 				hook reads it from another thread */
+	/* NOCACHE writes of this object in flight at the next port: cached
+	 * reads and writes of the object wait until they are done, so no
+	 * fetch can cache data older than such a write. (Read by every hit,
+	 * as fenced: kept in the lines of the slots, not at the end.) */
+	uint32_t nocache_inflight;
+	/* A DELETE or COPY with this object as target (fence_owner, its
+	 * client context) is flushing the object's unflushed data or is at
+	 * the next port: every other request of the object waits for its
+	 * end (object.c, cio_delete). */
+	bool fenced;
+	const struct cached_cio *fence_owner;
 
 	/* waiters for loads and flush rounds */
 	struct cached_waiter *waiters;
@@ -198,20 +230,18 @@ struct cached_obj {
 	uint64_t size;
 	uint64_t write_end;
 	uint32_t size_gen;
-	/* NOCACHE writes of this object in flight at the next port: cached
-	 * reads and writes of the object wait until they are done, so no
-	 * fetch can cache data older than such a write. */
-	uint32_t nocache_inflight;
-	/* A DELETE or COPY with this object as target (fence_owner, its
-	 * client context) is flushing the object's unflushed data or is at
-	 * the next port: every other request of the object waits for its
-	 * end (object.c, cio_delete). */
-	bool fenced;
-	const struct cached_cio *fence_owner;
 };
 
 /* Slot helpers (bucket.c), called on the object's workq. */
+/* Give o nr_slots free slots (all CACHED_NO_BUCKET, INVALID, not acked):
+ * up to CACHED_INLINE_SLOTS in the object itself, more in one malloc'd
+ * block (bucket[], then bstate[] and acked[]). The single place that
+ * decides where slots live; cached_obj_free_slots undoes it. Called once
+ * per xcache node (hook_node_init), never on a hot path. Returns 0,
+ * -EINVAL (nr_slots 0) or -ENOMEM (o unchanged). */
 int cached_obj_alloc_slots(struct cached_obj *o, uint32_t nr_slots);
+/* Free what cached_obj_alloc_slots allocated (nothing for inline slots);
+ * also fine on a zeroed object that never had slots. */
 void cached_obj_free_slots(struct cached_obj *o);
 /* Change the data state of claimed slot s, keeping counts and the global
  * dirty counter right. */
@@ -382,6 +412,7 @@ struct cached {
 	struct xcache *cache;
 	struct cached_pool pool;
 	struct cached_obj *objs; /* one per xcache node */
+	uint64_t objs_map_len;	 /* cached_huge_calloc */
 	uint32_t nr_nodes;
 	uint32_t nodes_used; /* __atomic */
 
@@ -438,6 +469,7 @@ struct cached {
 	 * again (cached_cio.flush_rewalk); one that could register none
 	 * parks in fw_waitq until one is returned. */
 	struct cached_flushwait *fws;
+	uint64_t fws_map_len; /* cached_huge_calloc */
 	struct cached_flushwait *fw_free;
 	uint32_t fw_nr_free; /* __atomic; written under fw_lock */
 	pthread_mutex_t fw_lock;

@@ -2236,8 +2236,12 @@ int cached_init(struct cached *c, const struct cached_config *cfg)
 	 * flushing or referenced */
 	c->nr_nodes = cfg->max_objects +
 		      (cfg->max_objects > 64 ? cfg->max_objects / 2 : 32);
-	c->objs = calloc(c->nr_nodes, sizeof(*c->objs));
-	c->fws = calloc(c->nr_nodes, sizeof(*c->fws));
+	/* At 1 M objects these are hundreds of MiB read at random (objs by
+	 * every hit): huge pages where they are that big */
+	c->objs =
+	    cached_huge_calloc(c->nr_nodes, sizeof(*c->objs), &c->objs_map_len);
+	c->fws =
+	    cached_huge_calloc(c->nr_nodes, sizeof(*c->fws), &c->fws_map_len);
 	if (!c->cios || !c->nreqs || !c->objs || !c->fws) {
 		rc = -ENOMEM;
 		goto err;
@@ -2291,11 +2295,13 @@ void cached_destroy(struct cached *c)
 	if (c->objs)
 		for (uint32_t i = 0; i < c->nr_nodes; i++)
 			cached_obj_free_slots(&c->objs[i]);
-	free(c->objs);
+	cached_huge_free(c->objs, c->objs_map_len);
 	free(c->cios);
 	free(c->nreqs);
-	free(c->fws);
+	cached_huge_free(c->fws, c->fws_map_len);
 	c->objs = NULL;
+	c->objs_map_len = 0;
+	c->fws_map_len = 0;
 	c->cios = NULL;
 	c->nreqs = NULL;
 	c->fws = NULL;

@@ -87,6 +87,16 @@ tr '\0' ' ' < /proc/$(pid_of $D1 vlmc)/cmdline | grep -q -- '--dead-peer-wait=45
 	ok "dead_peer_wait passed to vlmc" || fail "no --dead-peer-wait=45s on vlmc's command line"
 lossy_write $D1 && ok "s1: 1 MiB acknowledged, held unflushed by cached" || fail "s1: lossy write"
 kill_role $D1 store && ok "s1: supervisor stopped, store killed" || die "s1: kill store"
+# a start naming this directory and another segment (review11 N-A):
+# refused before it writes or stops anything (it used to overwrite
+# run/stack.conf and stop this stack's supervisor)
+printf 'dir = %s\nsegment = other-%s\n' $D1 $$ > $T/s1/other.conf
+$X stack start $T/s1/other.conf >/dev/null 2>$T/s1/other.err; rc=$?
+[ $rc -eq 1 ] && grep -q "already running in $D1 on segment $SEG1" $T/s1/other.err &&
+	[ "$(seg_of $D1)" = "$SEG1" ] && [ ! -e /dev/shm/other-$$ ] &&
+	[ "$(alive $D1 vlmc)" = true ] &&
+	ok "s1: a start on the running stack's dir under another segment refused" ||
+	fail "s1: other-segment start rc $rc: $(cat $T/s1/other.err)"
 $X stack stop --dir $D1 >$T/s1/out 2>$T/s1/err; rc=$?
 [ $rc -eq 0 ] && grep -q "^stack stopped" $T/s1/out && ! grep -q "LOSS" $T/s1/err &&
 	ok "s1: stop with a dead store exits 0" || fail "s1: stop rc $rc: $(cat $T/s1/out $T/s1/err)"

@@ -67,6 +67,16 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 done
 $X stack start $T/stack.conf >/dev/null || die "stack start"
 SEG=$(sed -n 's/^segment = //p' $D/run/stack.conf)
+# a second start in this directory, under another segment name, is
+# refused while the supervisor runs (review11 N-A); nothing changed
+printf 'dir = %s\nsegment = other-%s\n' $D $$ > $T/other.conf
+SUP=$(cat $D/run/supervisor.pid)
+$X stack start $T/other.conf >/dev/null 2>$T/other.err; rc=$?
+[ $rc -eq 1 ] && grep -q "already running in $D (its supervisor is pid $SUP)" $T/other.err &&
+	[ "$(sed -n 's/^segment = //p' $D/run/stack.conf)" = "$SEG" ] &&
+	kill -0 $SUP && [ ! -e /dev/shm/other-$$ ] &&
+	ok "a start in the running stack's dir refused" ||
+	fail "start in a running stack's dir: rc $rc: $(cat $T/other.err)"
 STORE=$(sed -n 's/^store = //p' $D/run/stack.conf)
 U="nbd+unix:///vol?socket=$D/run/nbd.sock"
 pidof_role() { cat $D/run/$1.pid 2>/dev/null; }

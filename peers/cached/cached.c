@@ -16,6 +16,19 @@
 #include "cached.h"
 #include "peer.h"
 
+/*
+ * jemalloc's options for this process (read by jemalloc at its first
+ * allocation; the MALLOC_CONF environment variable still overrides them,
+ * e.g. MALLOC_CONF=thp:default). thp:always advises transparent huge
+ * pages for everything jemalloc maps: the arrays cached does not map
+ * itself (cached_huge_calloc), above all the xcache hash table's buckets,
+ * which liburcu calloc's and every hit reads at random (16 MiB at 1 M
+ * objects: with 4 KiB pages a TLB miss per lookup). Measured in-process
+ * at 1 M objects: about 10 % less CPU per read hit (docs/cached.md).
+ * Unused where jemalloc is not linked (sanitizer builds).
+ */
+const char *malloc_conf = "thp:always,metadata_thp:auto";
+
 enum {
 	OPT_CACHE_SIZE = 256,
 	OPT_BUCKET_SIZE,

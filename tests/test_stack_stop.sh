@@ -179,6 +179,27 @@ grep -q "cached.log: .*flush timeout" $T/s3/err && ok "s3: stop points at cached
 $X destroy $SEG3 >/dev/null && [ ! -e /dev/shm/$SEG3 ] && ok "s3: removed as the message says" ||
 	fail "s3: destroy"
 
+# ---- 4. a store that opens refusing writes: start and status say so ----
+# (review11 N-F: the first sign used to be an ENOSPC at the first write.)
+# DIR/sync_error (a log fsync failed in an earlier run; an empty file is
+# enough) makes the blocker open degraded with EIO until it is cleared.
+new_stack s4 "store = blocker"
+D4=$D
+$X stack start $T/s4/stack.conf >/dev/null 2>$T/s4/err0 || die "start s4"
+! grep -q "refuses writes" $T/s4/err0 && ok "s4: a healthy store: no warning" ||
+	fail "s4: warned: $(cat $T/s4/err0)"
+$X stack stop --dir $D4 >/dev/null 2>&1 || fail "s4: stop"
+touch $D4/store/sync_error
+$X stack start $T/s4/stack.conf >/dev/null 2>$T/s4/err; rc=$?
+[ $rc -eq 0 ] && grep -q "warning: the store refuses writes (Input/output error); reads are served" $T/s4/err &&
+	grep -q "store.log: .*degraded" $T/s4/err &&
+	ok "s4: start warns that the store refuses writes, with its log line" ||
+	fail "s4: start rc $rc: $(cat $T/s4/err)"
+$X stack status --dir $D4 2>/dev/null | grep -q "^store: DEGRADED, writes refused (Input/output error)" &&
+	[ "$(status_json $D4 | python3 -c 'import json,sys; print(json.load(sys.stdin)["store_degraded_errno"])')" = 5 ] &&
+	ok "s4: status shows the degraded store (text and JSON)" || fail "s4: status: $($X stack status --dir $D4 2>&1)"
+$X stack stop --dir $D4 >/dev/null 2>&1 || fail "s4: second stop"
+
 if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
 	$T/*/data/run/*.log 2>/dev/null; then
 	fail "sanitizer report in a log"

@@ -933,6 +933,7 @@ static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 }
 
 static int stack_stop(struct stack *st);
+static void stack_warn_store_degraded(const struct stack *st, struct xseg *seg);
 
 /* Mark where this stack's life begins in every log a loss report reads. */
 static void stack_mark_logs(const struct stack *st)
@@ -1050,6 +1051,7 @@ static int stack_start(struct stack *st)
 		if (stack_start_peer(st, seg, r))
 			goto fail;
 	}
+	stack_warn_store_degraded(st, seg);
 	xseg_leave(seg);
 	seg = NULL;
 	if (st->supervise && stack_start_supervisor(st))
@@ -1172,6 +1174,76 @@ static void stack_print_cache(const struct xseg_port_stats *ps)
 	       stack_age_s(ps));
 }
 
+/* The store's degraded errno (a blocker that refuses writes: full disk,
+ * a failed write or fsync; docs/blocker.md), 0 when it serves writes, does
+ * not say (noop) or has not published its statistics yet. */
+static int stack_store_degraded(struct xseg *seg)
+{
+	struct xseg_port_stats *ps = calloc(1, sizeof(*ps));
+	int e = 0;
+
+	if (ps && !xseg_port_stats_read(seg, STACK_STORE_PORT, ps) &&
+	    ps->nr > 0)
+		e = (int)stack_stat(ps, "degraded_errno");
+	free(ps);
+	return e;
+}
+
+/* The last line of DIR/run/NAME.log since this stack's start that
+ * contains needle, into buf; false if none. */
+static bool stack_last_log_line(const struct stack *st, const char *name,
+				const char *needle, char *buf, size_t cap)
+{
+	char path[PATH_MAX + 32], *text, *from, *p;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "%s/run/%s.log", st->dir, name);
+	if (stack_read_file(path, &text))
+		return false;
+	from = text;
+	for (p = strstr(text, STACK_START_MARK); p;
+	     p = strstr(p + 1, STACK_START_MARK))
+		from = p;
+	for (p = strtok(from, "\n"); p; p = strtok(NULL, "\n"))
+		if (strstr(p, needle)) {
+			snprintf(buf, cap, "%s", p);
+			found = true;
+		}
+	free(text);
+	return found;
+}
+
+/*
+ * Tell the operator at once when the store came up refusing writes (review11
+ * N-F: on a small disk the space reserve cannot be allocated, and the first
+ * sign used to be an ENOSPC at the first volume create on an empty disk).
+ * The store publishes its statistics within a second of binding: wait for
+ * them up to 3 s. Not a failure: reads are served, and space freed (or the
+ * file system grown) lets writes back in.
+ */
+static void stack_warn_store_degraded(const struct stack *st, struct xseg *seg)
+{
+	struct xseg_port_stats *ps = calloc(1, sizeof(*ps));
+	char line[1024];
+	int e;
+
+	for (int i = 0; ps && i < 150; i++) {
+		if (!xseg_port_stats_read(seg, STACK_STORE_PORT, ps) &&
+		    ps->nr > 0)
+			break;
+		stack_sleep_ms(20);
+	}
+	free(ps);
+	e = stack_store_degraded(seg);
+	if (!e)
+		return;
+	stack_err("warning: the store refuses writes (%s); reads are served",
+		  strerror(e));
+	if (stack_last_log_line(st, "store", "degraded", line, sizeof(line)))
+		stack_err("  %s/run/store.log: %.900s", st->dir, line);
+	stack_err("  see docs/blocker.md, \"Full disk\"");
+}
+
 static void stack_json_str(const char *s)
 {
 	putchar('"');
@@ -1224,9 +1296,9 @@ static int stack_status(struct stack *st)
 		printf(",\"dir\":");
 		stack_json_str(st->dir);
 		printf(",\"cached_plugged\":%s,\"writeback_losses\":%" PRIu64
-		       ",\"peers\":[",
+		       ",\"store_degraded_errno\":%d,\"peers\":[",
 		       next == STACK_CACHED_PORT ? "true" : "false",
-		       xseg_writeback_losses(seg));
+		       xseg_writeback_losses(seg), stack_store_degraded(seg));
 	} else {
 		printf("stack in %s, segment %s\n", st->dir, st->segment);
 		printf("write-back losses: %" PRIu64 "%s\n",
@@ -1289,6 +1361,10 @@ static int stack_status(struct stack *st)
 		printf("redirect: port %u -> %s\n", STACK_STORE_PORT,
 		       next == STACK_CACHED_PORT ? "2 (cached plugged)"
 						 : "none (cached unplugged)");
+		if (stack_store_degraded(seg))
+			printf("store: DEGRADED, writes refused (%s), reads "
+			       "served; see %s/run/store.log\n",
+			       strerror(stack_store_degraded(seg)), st->dir);
 		if (have_stats)
 			stack_print_cache(ps);
 		printf("volumes (name size object_size ro|rw parent):\n%s",

@@ -42,8 +42,12 @@
  * hot set, 1000x more objects indexed: the cost
  * of the index and LRU alone, without the CPU cache misses of a 4 GiB
  * working set). cached's miss counter is reported next to each, to show
- * they were hits. --quick uses 64 K instead of 1 M. About 4.5 GiB of RAM
- * (buckets, one xcache node and slot array per object).
+ * they were hits, and cached_cpu_ns_per_req, the CPU time of cached's
+ * threads during the run over the requests (at iodepth 1 it includes the
+ * worker's polling between requests, so it moves with the latency); the
+ * read-in reports cached_anon_huge_kb (how much of cached is in huge
+ * pages). --quick uses 64 K instead of 1 M. About 4.5 GiB of RAM
+ * (buckets, one xcache node and cached_obj per object).
  * Programs are taken from the directory of this binary.
  */
 #include <errno.h>
@@ -408,8 +412,9 @@ static void run_scale(double duration, unsigned big)
 	     * touches the pages anyway */
 	    "--no-prefault", NULL};
 	char args[512], out[4096];
-	uint64_t t0;
+	uint64_t t0, cpu0;
 	long long before, after;
+	pid_t cpid;
 
 	printf("\"scale\":{\"object_size\":\"4k\",\"bucket_size\":"
 	       "\"4k\",\"cache\":\"4000M\",\"max_objects\":1048576,"
@@ -417,6 +422,7 @@ static void run_scale(double duration, unsigned big)
 	       "\"runs\":[");
 	fflush(stdout);
 	start_stack_opts(1, opts);
+	cpid = children[nr_children - 1];
 	/* read in: objects are clean (the store answers zeroes), so the
 	 * shutdown has nothing to flush */
 	bench_xseg("-p 2 -o read -P seq -b 4k -O 4k -n 1000 --prefix k -q 16",
@@ -437,8 +443,10 @@ static void run_scale(double duration, unsigned big)
 				 big);
 			t0 = now_ns();
 			bench_xseg(args, out, sizeof(out));
-			printf("{\"read_in_objects\":%u,\"read_in_s\":%.1f},",
-			       big, (double)(now_ns() - t0) / 1e9);
+			printf("{\"read_in_objects\":%u,\"read_in_s\":%.1f,"
+			       "\"cached_anon_huge_kb\":%lld},",
+			       big, (double)(now_ns() - t0) / 1e9,
+			       proc_anon_huge_kb(cpid));
 		}
 		/* the statistics area is published once a second */
 		usleep(1100000);
@@ -449,12 +457,22 @@ static void run_scale(double duration, unsigned big)
 			 "-q 1 -T %dms --seed %d",
 			 set, big_set ? "m" : "k", (int)(duration * 1000),
 			 run + 1);
+		cpu0 = proc_cpu_ns(cpid);
 		bench_xseg(args, out, sizeof(out));
+		cpu0 = proc_cpu_ns(cpid) - cpu0;
 		usleep(1100000);
 		after = cached_stat("misses");
+		/* cached_cpu_ns_per_req: CPU time of cached's threads during
+		 * the run over the requests served; at iodepth 1 it includes
+		 * the worker's polling between requests */
 		printf("{\"cached_objects\":%lld,\"read_set\":%u,"
-		       "\"misses_during\":%lld,\"bench_xseg\":%s}%s",
-		       active, set, after - before, out, run < 8 ? "," : "");
+		       "\"misses_during\":%lld,\"cached_cpu_ns_per_req\":%.0f,"
+		       "\"bench_xseg\":%s}%s",
+		       active, set, after - before,
+		       report_requests(out)
+			   ? (double)cpu0 / (double)report_requests(out)
+			   : 0.0,
+		       out, run < 8 ? "," : "");
 		fflush(stdout);
 	}
 	printf("]}");

@@ -77,16 +77,20 @@ void *cached_huge_calloc(uint64_t nmemb, uint64_t size, uint64_t *map_len)
 	unsigned char *p;
 
 	*map_len = 0;
-	if (size && len / size != nmemb)
+	if (size && len / size != nmemb) {
+		errno = ENOMEM;
 		return NULL;
+	}
 	/* Small arrays (every unit test's cache) stay with the allocator:
 	 * a huge page would be mostly empty, and ASan checks their
 	 * bounds. */
 	if (!huge || len < huge)
 		return calloc(nmemb ? nmemb : 1, size ? size : 1);
 	p = cached_pool_map(len, huge, map_len);
-	if (!p)
+	if (!p) {
+		errno = ENOMEM; /* also for a length that wraps */
 		return NULL;
+	}
 	/* Before the first touch, as for the pool (see cached_pool_init);
 	 * mmap's pages are zero: no memset, which would touch them all. */
 	madvise(p, *map_len, MADV_HUGEPAGE);

@@ -10,6 +10,7 @@
 #include "xseg.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "xheap.h"
@@ -160,6 +161,10 @@ struct xseg_port {
 	 * owners (zeroed only at segment creation) */
 	struct xseg_stats_area stats;
 };
+
+/* The drain word took padding of line 0: the layout did not change. */
+_Static_assert(offsetof(struct xseg_port, peer_type) == 64,
+	       "struct xseg_port line 0 is one cache line");
 
 /* Process-local view of one port: pointers into this mapping. */
 struct xseg_port_local {

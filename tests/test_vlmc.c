@@ -222,6 +222,84 @@ START_TEST(test_meta_corrupt)
 }
 END_TEST
 
+/* The sealed table object (R9-2): generation and SHA-256 round trip; a
+ * torn object (the first part of one write, the rest of an older one), a
+ * flipped byte anywhere, a changed generation or a cut-short object are
+ * refused with EBADMSG. */
+START_TEST(test_table_seal)
+{
+	struct vlmc_volume_meta in[3], out[3];
+	static char a[8192], b[8192], t[8192];
+	long la, lb;
+	uint64_t gen = 0;
+	size_t half;
+
+	meta_fill(&in[0], "a", 1 << 20, false, "");
+	meta_fill(&in[1], "snap", 1 << 20, true, "a");
+	in[1].id = 0x42;
+	la = vlmc_table_encode(in, 2, 5, a, sizeof(a));
+	ck_assert_int_gt(la, 0);
+	ck_assert_int_eq(strncmp(a, "vlmc-table 1 5 ", 15), 0);
+	ck_assert_int_eq(vlmc_table_decode(a, (size_t)la, &gen, out, 3), 2);
+	ck_assert_uint_eq(gen, 5);
+	ck_assert_mem_eq(in, out, 2 * sizeof(in[0]));
+	/* the text inside is the plain table */
+	ck_assert_ptr_nonnull(strstr(a, "\nvlmc-meta 2 2\na 1048576"));
+	/* bytes after it (an older, longer object) are ignored */
+	meta_fill(&in[2], "clone-with-a-longer-name", 1 << 20, false, "snap");
+	in[2].id = 0x43;
+	lb = vlmc_table_encode(in, 3, 6, b, sizeof(b));
+	ck_assert_int_gt(lb, la);
+	memcpy(t, b, (size_t)lb);
+	memcpy(t, a, (size_t)la);
+	ck_assert_int_eq(vlmc_table_decode(t, (size_t)lb, &gen, out, 3), 2);
+	ck_assert_uint_eq(gen, 5);
+	/* torn: the first half of gen 6, the rest of gen 5 (and the other
+	 * way round) */
+	half = (size_t)la / 2;
+	memcpy(t, a, (size_t)la);
+	memcpy(t, b, half);
+	ck_assert_int_eq(vlmc_table_decode(t, (size_t)la, &gen, out, 3),
+			 -EBADMSG);
+	memcpy(t, b, (size_t)lb);
+	memcpy(t, a, half);
+	ck_assert_int_eq(vlmc_table_decode(t, (size_t)lb, &gen, out, 3),
+			 -EBADMSG);
+	/* any byte flipped: header, hash or text */
+	for (long i = 0; i < la; i += 7) {
+		memcpy(t, a, (size_t)la);
+		t[i] ^= 0x01;
+		ck_assert_msg(vlmc_table_decode(t, (size_t)la, &gen, out, 3) ==
+				  -EBADMSG,
+			      "flipped byte %ld accepted", i);
+	}
+	/* the generation changed (same digit count) */
+	memcpy(t, a, (size_t)la);
+	t[13] = '7';
+	ck_assert_int_eq(vlmc_table_decode(t, (size_t)la, &gen, out, 3),
+			 -EBADMSG);
+	/* cut short, empty, zeroes, garbage */
+	ck_assert_int_eq(vlmc_table_decode(a, (size_t)la - 1, &gen, out, 3),
+			 -EBADMSG);
+	ck_assert_int_eq(vlmc_table_decode(a, 0, &gen, out, 3), -EBADMSG);
+	memset(t, 0, sizeof(t));
+	ck_assert_int_eq(vlmc_table_decode(t, sizeof(t), &gen, out, 3),
+			 -EBADMSG);
+	memset(t, 'x', sizeof(t));
+	ck_assert_int_eq(vlmc_table_decode(t, sizeof(t), &gen, out, 3),
+			 -EBADMSG);
+	/* a plain (legacy) table is not a table object */
+	ck_assert_int_eq(
+	    vlmc_table_decode("vlmc-meta 1 0\nend\n", 18, &gen, out, 3),
+	    -EBADMSG);
+	/* generation 0 is never written nor read; no room; too many */
+	ck_assert_int_eq(vlmc_table_encode(in, 2, 0, t, sizeof(t)), -EINVAL);
+	ck_assert_int_eq(vlmc_table_encode(in, 2, 1, t, 200), -ENOSPC);
+	ck_assert_int_eq(vlmc_table_decode(b, (size_t)lb, &gen, out, 2),
+			 -ENOSPC);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- NBD */
 
 START_TEST(test_nbd_greeting)
@@ -945,6 +1023,7 @@ int main(void)
 	tcase_add_test(tc, test_meta_roundtrip);
 	tcase_add_test(tc, test_meta_v1);
 	tcase_add_test(tc, test_meta_corrupt);
+	tcase_add_test(tc, test_table_seal);
 	tcase_add_test(tc, test_nbd_greeting);
 	tcase_add_test(tc, test_nbd_options);
 	tcase_add_test(tc, test_nbd_requests);

@@ -69,7 +69,8 @@ static bool vlmc_ctl_up(void *arg)
 	return access(e->ctl, F_OK) == 0;
 }
 
-static void vlmc_start(struct env *e)
+/* Start vlmc (not waiting for it). */
+static pid_t vlmc_spawn(struct env *e)
 {
 	char ctlopt[512];
 	const char *argv[24] = {
@@ -98,7 +99,12 @@ static void vlmc_start(struct env *e)
 		argv[n++] = e->ctl_wait_log;
 		argv[n] = NULL;
 	}
-	e->vlmc = tpr_start(argv, e->vlmc_log);
+	return tpr_start(argv, e->vlmc_log);
+}
+
+static void vlmc_start(struct env *e)
+{
+	e->vlmc = vlmc_spawn(e);
 	ck_assert_int_gt(e->vlmc, 0);
 	ck_assert_msg(tpr_wait_port(e->seg, 2, 20000) == 0,
 		      "vlmc did not bind port 2: %s", tpr_slurp(e->vlmc_log));
@@ -1428,6 +1434,24 @@ START_TEST(legacy_table)
 	vol_ok(&e, "clone", "old@s", "cl", NULL);
 	ck_assert_uint_ne(vol_id(&e, "old@t"), 0);
 	ck_assert_uint_ne(vol_id(&e, "cl"), 0);
+	/* the changes went into the table objects, generation 1 into
+	 * vlmc:meta.1 first; the legacy object is left as it was */
+	{
+		char t[256];
+
+		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ, "vlmc:meta.1", 0,
+					 sizeof(t), t),
+				 0);
+		ck_assert_int_eq(strncmp(t, "vlmc-table 1 1 ", 15), 0);
+		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ, "vlmc:meta.0", 0,
+					 sizeof(t), t),
+				 0);
+		ck_assert_int_eq(strncmp(t, "vlmc-table 1 2 ", 15), 0);
+		ck_assert_int_eq(io_port(&e, 1, XSEG_OP_READ, "vlmc:meta", 0,
+					 sizeof(v1) - 1, t),
+				 0);
+		ck_assert_mem_eq(t, v1, sizeof(v1) - 1);
+	}
 	vlmc_stop(&e);
 	vlmc_start(&e);
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
@@ -1588,6 +1612,119 @@ START_TEST(stop_during_ctl_op)
 }
 END_TEST
 
+/* Read table object obj (1 .. len bytes) straight from the store. */
+static void table_get(struct env *e, const char *obj, char *buf, size_t len)
+{
+	ck_assert_int_eq(io_port(e, 1, XSEG_OP_READ, obj, 0, len, buf), 0);
+}
+
+static void table_put(struct env *e, const char *obj, uint64_t off,
+		      const char *buf, size_t len)
+{
+	ck_assert_int_eq(
+	    io_port(e, 1, XSEG_OP_WRITE, obj, off, len, (void *)buf), 0);
+}
+
+/* Length of the table object in buf: its header line, then the length
+ * the header gives (what follows may be an older object's tail). */
+static size_t table_len(const char *buf)
+{
+	const char *nl = strchr(buf, '\n'), *p = buf;
+
+	ck_assert_ptr_nonnull(nl);
+	for (int i = 0; i < 3; i++) /* "vlmc-table 1 GEN " */
+		p = strchr(p, ' ') + 1;
+	return (size_t)(nl - buf) + 1 + strtoull(p, NULL, 10);
+}
+
+static void list_is(struct env *e, const char *want)
+{
+	char *out = NULL;
+
+	ck_assert_int_eq(vol(e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, want);
+	free(out);
+}
+
+/* R9-2: the table lives in two objects written alternately, each sealed
+ * with its generation and a SHA-256. A torn newer object (its first half
+ * new, the rest from the older table, as a table written back by cached
+ * in pieces and cut by a crash) or one with a bad checksum: vlmc starts
+ * with the older table, and the next change rewrites the bad object. Both
+ * bad: vlmc refuses to start. (The old vlmc kept one object and refused
+ * to start on a torn one.) */
+START_TEST(table_torn)
+{
+	static const char *const no_fault[] = {NULL};
+	struct env e = {0};
+	enum { TL = 2048 };
+	char t0[TL], t1[TL], t[TL], *log;
+	size_t half;
+	pid_t pid;
+
+	env_start_store(&e, "vtable", no_fault);
+	vol_ok(&e, "create", "a", "64k", NULL); /* generation 1: object 1 */
+	vol_ok(&e, "create", "b", "64k", NULL); /* 2: object 0 */
+	vol_ok(&e, "create", "c", "64k", NULL); /* 3: object 1 */
+	table_get(&e, "vlmc:meta.0", t0, TL);
+	table_get(&e, "vlmc:meta.1", t1, TL);
+	ck_assert_int_eq(strncmp(t0, "vlmc-table 1 2 ", 15), 0);
+	ck_assert_int_eq(strncmp(t1, "vlmc-table 1 3 ", 15), 0);
+	vlmc_stop(&e);
+
+	/* torn: the first half of generation 3, the rest of generation 2 */
+	half = table_len(t0) / 2;
+	table_put(&e, "vlmc:meta.1", half, t0 + half, table_len(t0) - half);
+	unlink(e.ctl);
+	vlmc_start(&e);
+	list_is(&e, "a 65536 65536 rw -\nb 65536 65536 rw -\n");
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "vlmc:meta.1: table object does not verify"),
+		      "%s", log);
+	ck_assert_msg(strstr(log, "generation 2 from vlmc:meta.0"), "%s", log);
+	free(log);
+	/* the next change writes generation 3 over the torn object, never
+	 * over the good one */
+	vol_ok(&e, "create", "d", "64k", NULL);
+	table_get(&e, "vlmc:meta.0", t, TL);
+	ck_assert_mem_eq(t, t0, TL);
+	table_get(&e, "vlmc:meta.1", t1, TL);
+	ck_assert_int_eq(strncmp(t1, "vlmc-table 1 3 ", 15), 0);
+	vlmc_stop(&e);
+	vlmc_start(&e);
+	list_is(&e, "a 65536 65536 rw -\nb 65536 65536 rw -\n"
+		    "d 65536 65536 rw -\n");
+	vlmc_stop(&e);
+
+	/* a bad checksum (one byte of the newer table's text changed) */
+	t[0] = t1[table_len(t1) - 8] == '0' ? '1' : '0';
+	table_put(&e, "vlmc:meta.1", table_len(t1) - 8, t, 1);
+	unlink(e.ctl);
+	vlmc_start(&e);
+	list_is(&e, "a 65536 65536 rw -\nb 65536 65536 rw -\n");
+	vlmc_stop(&e);
+
+	/* both bad: refused, with a clear message */
+	t[0] = t0[table_len(t0) - 8] == '0' ? '1' : '0';
+	table_put(&e, "vlmc:meta.0", table_len(t0) - 8, t, 1);
+	unlink(e.ctl);
+	pid = vlmc_spawn(&e);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_ne(xtu_wait(pid, 60000), 0);
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "neither vlmc:meta.0 nor vlmc:meta.1 "
+				  "verifies: corrupt volume metadata"),
+		      "%s", log);
+	free(log);
+	/* the good generation 2 back: served again */
+	table_put(&e, "vlmc:meta.0", 0, t0, table_len(t0));
+	unlink(e.ctl);
+	vlmc_start(&e);
+	list_is(&e, "a 65536 65536 rw -\nb 65536 65536 rw -\n");
+	env_stop(&e);
+}
+END_TEST
+
 /* --dead-peer-wait 0: a part failed back by a dead peer fails the command
  * at once, as before the wait existed (counted); bad values are refused
  * at start with nothing started. */
@@ -1653,6 +1790,7 @@ int main(void)
 	tcase_add_test(tc, legacy_table);
 	tcase_add_test(tc, ctl_op_waits_for_store);
 	tcase_add_test(tc, stop_during_ctl_op);
+	tcase_add_test(tc, table_torn);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -18,7 +18,7 @@
  *                     straight to this port) executes and answers them
  *                     all, in order: a store stalled as long as the test
  *                     wants, with no timing
- * The faults spare vlmc's metadata object ("vlmc:meta"), so volumes can
+ * The faults spare vlmc's table objects ("vlmc:meta*"), so volumes can
  * still be created. Counters: SIGUSR1 logs them, and the port's
  * statistics area has "objects" (live objects), "deletes", "copies" and
  * "held" (requests held now).
@@ -137,12 +137,12 @@ static struct ts_obj **ts_find(struct ts *t, const char *name, size_t len)
 	return pp;
 }
 
-/* Faults spare the volume metadata. */
+/* Faults spare the volume table ("vlmc:meta", "vlmc:meta.0", ...). */
 static bool ts_faulty(const struct xseg_request *req)
 {
 	static const char meta[] = "vlmc:meta";
 
-	return !(req->targetlen == sizeof(meta) - 1 &&
+	return !(req->targetlen >= sizeof(meta) - 1 &&
 		 !memcmp(req->target, meta, sizeof(meta) - 1));
 }
 

@@ -11,8 +11,9 @@
  *
  * Volume operations (create, remove, resize, info, list, snapshot, clone)
  * arrive on a control Unix socket, one text command per connection (see
- * docs/vlmc.md); the metadata of every volume is one object in the store
- * below (VLMC_META_OBJECT), so it survives restarts of every peer.
+ * docs/vlmc.md); the metadata of every volume is one table in the store
+ * below (two objects written alternately, VLMC_TABLE_OBJECT_0/1, see
+ * vlmc_meta_store), so it survives restarts of every peer.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -1455,55 +1456,178 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
 	return rc;
 }
 
-/* Write the whole table as the metadata object, durably. Caller holds
- * ctl_lock. metas: the table to persist (may differ from the live one
- * when an operation commits it first). */
+/*
+ * The table (R9-2). It used to be one object rewritten whole; through
+ * cached, which writes an object back in pieces of at most --max-req-size
+ * (128 KiB), a larger table was several writes, and a crash between them
+ * left a mix of old and new that stopped vlmc from starting. Now the
+ * table is sealed with a generation and a SHA-256 (vlmc_table_encode) and
+ * generation g is written into object g % 2 (VLMC_TABLE_OBJECT_0/1); at
+ * start the newer object that verifies is the table.
+ *
+ * v->meta_gen is the generation of the newest table known durable: its
+ * WRITE (FUA) and the FLUSH after it both succeeded. A change writes
+ * meta_gen + 1 into the other object, and meta_gen advances only when
+ * that write and its FLUSH succeed. A failed write (an error, a store or
+ * cache dying between the pieces: the object may hold any mix of old and
+ * new bytes) leaves meta_gen where it was, so the next change writes the
+ * same object again and never the one holding the newest durable table.
+ * Advancing anyway would be wrong: after a failed write of g + 1 into B,
+ * g + 2 would go into A over the only good copy (g), and a crash tearing
+ * that write would leave no table at all. So at most one object fails to
+ * verify at any time, and the newer one that verifies is the newest
+ * durable table, or a newer one whose write was reported failed but
+ * landed whole (the store decides, as with one object: that operation
+ * did take effect). Generation 0 is the legacy object VLMC_META_OBJECT
+ * (or no table): the first write goes into object 1, so object 0 exists
+ * only once object 1 held a durable table; the legacy object is read only
+ * when object 0 does not exist and object 1 does not verify.
+ * Caller holds ctl_lock. m: the table to persist (may differ from the
+ * live one when an operation commits it first).
+ */
 static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
 			   size_t n)
 {
-	long len = vlmc_meta_encode(m, n, v->meta_buf, VLMC_META_MAX);
+	uint64_t gen = v->meta_gen + 1;
+	const char *obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
+	long len = vlmc_table_encode(m, n, gen, v->meta_buf, VLMC_TABLE_MAX);
 	int rc;
 
 	if (len < 0)
 		return (int)len;
-	rc = vlmc_sync(v, XSEG_OP_WRITE, VLMC_META_OBJECT, 0, (uint64_t)len,
-		       v->meta_buf, XSEG_F_FUA, NULL);
+	rc = vlmc_sync(v, XSEG_OP_WRITE, obj, 0, (uint64_t)len, v->meta_buf,
+		       XSEG_F_FUA, NULL);
 	if (!rc)
 		rc = vlmc_sync(v, XSEG_OP_FLUSH, NULL, 0, 0, NULL, 0, NULL);
+	if (!rc)
+		v->meta_gen = gen;
+	else
+		peer_warn("%s: writing table generation %" PRIu64
+			  " failed: %s (generation %" PRIu64
+			  " stays the table; the next change writes %s "
+			  "again)",
+			  obj, gen, strerror(-rc), v->meta_gen, obj);
 	return rc;
 }
 
-/* Read the metadata object; waits up to 10 s for the next port to get an
- * owner (the stack starts the store first, but it may still be binding). */
+/* Read a table object into meta_buf (ENOENT: none). The first read waits
+ * up to 10 s for the next port to get an owner (the stack starts the store
+ * first, but it may still be binding). */
+static int vlmc_meta_read(struct vlmc *v, const char *obj, bool first)
+{
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = vlmc_sync(v, XSEG_OP_READ, obj, 0, VLMC_TABLE_MAX,
+			       v->meta_buf, 0, NULL);
+		if (rc != -ENXIO || !first || tries >= 100)
+			break;
+		usleep(100000);
+	}
+	if (rc && rc != -ENOENT)
+		peer_err("cannot read %s from port %" PRIu32 ": %s", obj,
+			 v->next_port, strerror(-rc));
+	return rc;
+}
+
+/* Pick the table (see vlmc_meta_store) into m: returns the number of
+ * volumes, or a negative errno (the table cannot be trusted or read:
+ * vlmc refuses to start). */
+static long vlmc_meta_pick(struct vlmc *v, struct vlmc_volume_meta *m)
+{
+	static const char *const objs[2] = {VLMC_TABLE_OBJECT_0,
+					    VLMC_TABLE_OBJECT_1};
+	struct vlmc_volume_meta *tmp = calloc(VLMC_MAX_VOLUMES, sizeof(*tmp));
+	bool present[2] = {false, false}, good[2] = {false, false};
+	uint64_t gens[2] = {0, 0};
+	long counts[2] = {0, 0}, n = -EBADMSG;
+	int best = -1, rc;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (int s = 0; s < 2; s++) {
+		rc = vlmc_meta_read(v, objs[s], s == 0);
+		if (rc == -ENOENT)
+			continue;
+		if (rc) {
+			free(tmp);
+			return rc;
+		}
+		/* a store that reads a missing object as zeroes (noop), or
+		 * a first write of the object whose first piece never
+		 * landed: no table there (as the invariant above needs) */
+		if (!v->meta_buf[0])
+			continue;
+		present[s] = true;
+		counts[s] = vlmc_table_decode(v->meta_buf, VLMC_TABLE_MAX,
+					      &gens[s], tmp, VLMC_MAX_VOLUMES);
+		if (counts[s] < 0) {
+			peer_warn("%s: table object does not verify: %s "
+				  "(an interrupted write of it)",
+				  objs[s], strerror((int)-counts[s]));
+			continue;
+		}
+		good[s] = true;
+		if (best < 0 || gens[s] > gens[best]) {
+			best = s;
+			memcpy(m, tmp, (size_t)counts[s] * sizeof(*m));
+		}
+	}
+	free(tmp);
+	if (best >= 0) {
+		v->meta_gen = gens[best];
+		peer_info("volume table: generation %" PRIu64 " from %s%s",
+			  gens[best], objs[best],
+			  present[!best] && !good[!best]
+			      ? " (the other table object does not verify: "
+				"the next change rewrites it)"
+			      : "");
+		return counts[best];
+	}
+	if (present[0]) {
+		/* object 0 is written only after object 1 held a durable
+		 * table: one of them must verify */
+		peer_err("volume table: neither %s nor %s verifies: corrupt "
+			 "volume metadata, refusing to start",
+			 objs[0], objs[1]);
+		return -EBADMSG;
+	}
+	/* no table object yet: the legacy table, if any (migration) */
+	v->meta_gen = 0;
+	rc = vlmc_meta_read(v, VLMC_META_OBJECT, false);
+	if (rc == -ENOENT) {
+		if (present[1])
+			peer_warn("volume table: the first write of %s was "
+				  "interrupted: no volumes yet",
+				  objs[1]);
+		else
+			peer_info("no volume metadata yet (new store)");
+		return 0;
+	}
+	if (rc)
+		return rc;
+	n = vlmc_meta_decode(v->meta_buf, VLMC_TABLE_MAX, m, VLMC_MAX_VOLUMES);
+	if (n < 0)
+		peer_err("%s: corrupt volume metadata: %s", VLMC_META_OBJECT,
+			 strerror((int)-n));
+	else
+		peer_info("volume table: legacy %s (the next change writes "
+			  "%s)",
+			  VLMC_META_OBJECT, objs[1]);
+	return n;
+}
+
+/* Load the volume table at start (no other thread runs yet). */
 static int vlmc_meta_load(struct vlmc *v)
 {
 	struct vlmc_volume_meta *m;
 	long n;
-	int rc;
 
-	for (int tries = 0;; tries++) {
-		rc = vlmc_sync(v, XSEG_OP_READ, VLMC_META_OBJECT, 0,
-			       VLMC_META_MAX, v->meta_buf, 0, NULL);
-		if (rc != -ENXIO || tries >= 100)
-			break;
-		usleep(100000);
-	}
-	if (rc == -ENOENT) {
-		peer_info("no volume metadata yet (new store)");
-		return 0;
-	}
-	if (rc) {
-		peer_err("cannot read %s from port %" PRIu32 ": %s",
-			 VLMC_META_OBJECT, v->next_port, strerror(-rc));
-		return rc;
-	}
 	m = calloc(VLMC_MAX_VOLUMES, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	n = vlmc_meta_decode(v->meta_buf, VLMC_META_MAX, m, VLMC_MAX_VOLUMES);
+	n = vlmc_meta_pick(v, m);
 	if (n < 0) {
-		peer_err("%s: corrupt volume metadata: %s", VLMC_META_OBJECT,
-			 strerror((int)-n));
 		free(m);
 		return (int)n;
 	}
@@ -2349,7 +2473,7 @@ static int vlmc_init(struct peer *p)
 					  : vlmc_default_path(v, "nbd");
 	v->ctl_socket = v->ctl_socket_arg ? strdup(v->ctl_socket_arg)
 					  : vlmc_default_path(v, "ctl");
-	v->meta_buf = malloc(VLMC_META_MAX);
+	v->meta_buf = malloc(VLMC_TABLE_MAX);
 	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf)
 		return -ENOMEM;
 	rc = xseg_alloc_port(v->seg, "vlmc-ctl", &v->ctl_port);

@@ -127,7 +127,9 @@ struct vlmc {
 	/* __atomic: vlmc_stop began; a waiting control operation returns
 	 * -ESHUTDOWN and rolls nothing back (vlmc.c, R9-6) */
 	bool ctl_stop;
-	char *meta_buf; /* VLMC_META_MAX bytes, under ctl_lock */
+	char *meta_buf;	   /* VLMC_TABLE_MAX bytes, under ctl_lock */
+	uint64_t meta_gen; /* newest durable table generation (vlmc.c
+			      vlmc_meta_store), under ctl_lock */
 
 	struct vlmc_nbd *nbd;
 	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "volume.h"
 
 static bool vlmc_name_char(char c)
@@ -227,4 +229,117 @@ long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 	    strcmp(line, "end"))
 		return -EBADMSG;
 	return (long)count;
+}
+
+/* SHA-256 of a then b, as 64 hex digits + NUL into hex. */
+static int vlmc_table_hash(const char *a, size_t alen, const char *b,
+			   size_t blen, char hex[65])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok;
+
+	if (!ctx)
+		return -ENOMEM;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	     EVP_DigestUpdate(ctx, a, alen) && EVP_DigestUpdate(ctx, b, blen) &&
+	     EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32;
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return -ENOMEM;
+	for (unsigned i = 0; i < 32; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[64] = 0;
+	return 0;
+}
+
+long vlmc_table_encode(const struct vlmc_volume_meta *v, size_t n, uint64_t gen,
+		       char *buf, size_t cap)
+{
+	char prefix[64], hex[65];
+	long tlen;
+	int plen, rc;
+
+	if (!gen)
+		return -EINVAL;
+	if (cap <= VLMC_TABLE_HDR_MAX)
+		return -ENOSPC;
+	/* the text first, after room for the header; moved down after */
+	tlen = vlmc_meta_encode(v, n, buf + VLMC_TABLE_HDR_MAX,
+				cap - VLMC_TABLE_HDR_MAX);
+	if (tlen < 0)
+		return tlen;
+	plen = snprintf(prefix, sizeof(prefix), "vlmc-table 1 %" PRIu64 " %ld ",
+			gen, tlen);
+	if (plen < 0 || (size_t)plen >= sizeof(prefix))
+		return -ENOSPC;
+	rc = vlmc_table_hash(prefix, (size_t)plen, buf + VLMC_TABLE_HDR_MAX,
+			     (size_t)tlen, hex);
+	if (rc)
+		return rc;
+	/* plen + 64 + 1 < VLMC_TABLE_HDR_MAX: the header fits */
+	memmove(buf + plen + 65, buf + VLMC_TABLE_HDR_MAX, (size_t)tlen);
+	memcpy(buf, prefix, (size_t)plen);
+	memcpy(buf + plen, hex, 64);
+	buf[plen + 64] = '\n';
+	return plen + 65 + tlen;
+}
+
+/* Decimal digits at *p up to a space: the value into *out, *p past the
+ * space. */
+static int vlmc_table_field(const char **p, const char *end, uint64_t *out)
+{
+	char tmp[24];
+	const char *sp = memchr(*p, ' ', (size_t)(end - *p));
+	size_t l;
+
+	if (!sp)
+		return -EBADMSG;
+	l = (size_t)(sp - *p);
+	if (!l || l >= sizeof(tmp))
+		return -EBADMSG;
+	memcpy(tmp, *p, l);
+	tmp[l] = 0;
+	if (vlmc_parse_u64(tmp, out))
+		return -EBADMSG;
+	*p = sp + 1;
+	return 0;
+}
+
+long vlmc_table_decode(const char *buf, size_t len, uint64_t *gen,
+		       struct vlmc_volume_meta *v, size_t max)
+{
+	static const char magic[] = "vlmc-table 1 ";
+	const char *nl, *p, *end;
+	uint64_t g, tlen;
+	char hex[65];
+	size_t hlen;
+	int rc;
+
+	nl = memchr(buf, '\n',
+		    len < VLMC_TABLE_HDR_MAX ? len : VLMC_TABLE_HDR_MAX);
+	if (!nl || strncmp(buf, magic, sizeof(magic) - 1))
+		return -EBADMSG;
+	p = buf + sizeof(magic) - 1;
+	end = nl;
+	if (vlmc_table_field(&p, end, &g) || !g ||
+	    vlmc_table_field(&p, end, &tlen))
+		return -EBADMSG;
+	/* p: the hash, 64 hex digits up to the newline */
+	if (end - p != 64)
+		return -EBADMSG;
+	hlen = (size_t)(nl - buf) + 1;
+	if (tlen > len - hlen)
+		return -EBADMSG; /* cut short */
+	rc = vlmc_table_hash(buf, (size_t)(p - buf), nl + 1, (size_t)tlen, hex);
+	if (rc)
+		return rc;
+	if (memcmp(hex, p, 64))
+		return -EBADMSG;
+	*gen = g;
+	return vlmc_meta_decode(nl + 1, (size_t)tlen, v, max);
 }

@@ -13,13 +13,15 @@
  *   another id and are never addressed. Volumes of a table written before
  *   ids existed have id 0 (legacy) and keep the names "V:%016x" (i). ':'
  *   cannot occur in V, so names never collide across volumes, nor a new
- *   name with a legacy one (two ':' against one). The metadata object is
- *   VLMC_META_OBJECT, which no volume object name can equal.
+ *   name with a legacy one (two ':' against one). The metadata objects
+ *   (VLMC_TABLE_OBJECT_0/1 and the legacy VLMC_META_OBJECT) end in no
+ *   ':' + 16 hex digits, so no volume object name can equal them.
  * - Split. A byte range of a volume maps onto consecutive objects; each
  *   extent is one object request.
- * - Metadata table. All volumes are persisted as one text object in the
- *   store below vlmc (see vlmc_meta_encode for the format), rewritten
- *   whole on every change.
+ * - Metadata table. All volumes are persisted as one text table (see
+ *   vlmc_meta_encode), sealed with a generation and a SHA-256
+ *   (vlmc_table_encode) and written whole, alternately into two objects
+ *   in the store below vlmc; the newest that verifies is the table.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,15 +29,24 @@
 
 #define VLMC_NAME_MAX 200
 /* "V:ID:INDEX": 234 bytes at most, within the blocker's 255 */
-#define VLMC_OBJNAME_MAX      (VLMC_NAME_MAX + 1 + 16 + 1 + 16)
-#define VLMC_META_OBJECT      "vlmc:meta"
+#define VLMC_OBJNAME_MAX (VLMC_NAME_MAX + 1 + 16 + 1 + 16)
+/* the table before session 8 (one object, no checksum): read only when
+ * neither table object exists (migration) */
+#define VLMC_META_OBJECT "vlmc:meta"
+/* the two table objects: generation g is written into object g % 2 */
+#define VLMC_TABLE_OBJECT_0   "vlmc:meta.0"
+#define VLMC_TABLE_OBJECT_1   "vlmc:meta.1"
 #define VLMC_DEFAULT_OBJ_SIZE (4u << 20)
 #define VLMC_MAX_VOLUMES      1024
 /* Largest volume: object index must fit the 16 hex digits and offsets must
  * not overflow; 2^50 (1 PiB) is far beyond any test. */
 #define VLMC_MAX_VOLUME_SIZE (1ULL << 50)
-/* Bytes reserved for the encoded metadata object. */
+/* Bytes reserved for the encoded metadata table. */
 #define VLMC_META_MAX (VLMC_MAX_VOLUMES * (VLMC_NAME_MAX * 2 + 64) + 64)
+/* Largest header line of a table object (vlmc_table_encode), and of the
+ * whole object */
+#define VLMC_TABLE_HDR_MAX 128
+#define VLMC_TABLE_MAX	   (VLMC_META_MAX + VLMC_TABLE_HDR_MAX)
 
 /* Persistent description of a volume. */
 struct vlmc_volume_meta {
@@ -107,5 +118,32 @@ long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
  */
 long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 		      size_t max);
+
+/*
+ * A table object: the table of n volumes (vlmc_meta_encode) behind one
+ * header line that seals it with its generation gen (>= 1) and a SHA-256:
+ *   "vlmc-table 1 <gen> <len> <sha256>\n" then len bytes of table text
+ * sha256 (64 lower-case hex digits) is over the header up to and
+ * including the space before it, then the text: a header of one write
+ * with the text of another (a table object rewritten in several pieces,
+ * torn by a crash between them) does not verify. Encodes into buf (cap
+ * bytes); returns the length of the object, -EINVAL for gen 0, -ENOSPC if
+ * it does not fit, -ENOMEM if libcrypto fails.
+ */
+long vlmc_table_encode(const struct vlmc_volume_meta *v, size_t n, uint64_t gen,
+		       char *buf, size_t cap);
+
+/*
+ * Verify and decode a table object of len bytes (bytes after the text are
+ * ignored: an older, longer table under it). On success stores the
+ * generation in *gen and returns the number of volumes stored in v (room
+ * for max), as vlmc_meta_decode. -EBADMSG if the header is malformed (or
+ * generation 0), the text is shorter than the header says, the checksum
+ * does not match, or the text does not decode; -ENOSPC if more than max
+ * volumes; -ENOMEM if libcrypto fails. *gen and v are unspecified on
+ * failure.
+ */
+long vlmc_table_decode(const char *buf, size_t len, uint64_t *gen,
+		       struct vlmc_volume_meta *v, size_t max);
 
 #endif /* VLMC_VOLUME_H */

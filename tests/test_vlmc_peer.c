@@ -59,6 +59,8 @@ struct env {
 	bool spin0; /* store and vlmc sleep as soon as they are idle */
 	const char *dead_peer_wait; /* vlmc's --dead-peer-wait, or NULL */
 	const char *ctl_wait_log;   /* vlmc's --ctl-wait-log, or NULL */
+	const char *max_obj;	    /* vlmc's --max-object-size, or NULL */
+	const char *obj_size;	    /* vlmc's --object-size; NULL: 64k */
 	struct tpr_client cl;
 };
 
@@ -80,6 +82,8 @@ static pid_t vlmc_spawn(struct env *e)
 	int n = 14;
 
 	snprintf(ctlopt, sizeof(ctlopt), "--ctl-socket=%s", e->ctl);
+	if (e->obj_size)
+		argv[13] = e->obj_size;
 	if (e->nbd)
 		argv[10] = e->nbd;
 	if (e->spin0) {
@@ -97,6 +101,11 @@ static pid_t vlmc_spawn(struct env *e)
 	if (e->ctl_wait_log) {
 		argv[n++] = "--ctl-wait-log";
 		argv[n++] = e->ctl_wait_log;
+		argv[n] = NULL;
+	}
+	if (e->max_obj) {
+		argv[n++] = "--max-object-size";
+		argv[n++] = e->max_obj;
 		argv[n] = NULL;
 	}
 	return tpr_start(argv, e->vlmc_log);
@@ -1725,6 +1734,101 @@ START_TEST(table_torn)
 }
 END_TEST
 
+/* R9-10: --max-object-size (the cache's object size below) refuses a
+ * volume with larger objects at create, snapshot and clone, with nothing
+ * changed; a volume loaded with larger objects is logged at start; an
+ * --object-size above it, or a bad value, stops vlmc at start. */
+START_TEST(max_object_size)
+{
+	struct env e = {.max_obj = "64k"};
+	char *out = NULL, *err = NULL, *log;
+	const char *const list0 = "ok 1048576 65536 rw -\n"
+				  "ok@s 1048576 65536 ro ok\n";
+	pid_t pid;
+
+	env_start(&e, "vmaxobj");
+	ck_assert_int_eq(
+	    vol(&e, NULL, &err, "create", "big", "1M", "128k", NULL), 1);
+	ck_assert_msg(strstr(err, "object size 128k above this stack's limit "
+				  "64k (the cache's object size"),
+		      "%s", err);
+	free(err);
+	err = NULL;
+	list_is(&e, "");
+	vol_ok(&e, "create", "ok", "1M", "64k");
+	vol_ok(&e, "snapshot", "ok", "ok@s", NULL);
+	list_is(&e, list0);
+	vlmc_stop(&e);
+
+	/* a smaller limit: the loaded volumes are logged, snapshot and
+	 * clone of them refused, nothing changed */
+	e.max_obj = "32k";
+	e.vlmc_log = tpr_tmpfile("vlmc2");
+	unlink(e.ctl);
+	/* (--object-size 64k of the test's vlmc is above 32k: refused) */
+	pid = vlmc_spawn(&e);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_ne(xtu_wait(pid, 60000), 0);
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "--object-size 64k above --max-object-size "
+				  "32k"),
+		      "%s", log);
+	free(log);
+	e.obj_size = "32k";
+	unlink(e.ctl);
+	vlmc_start(&e);
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "volume ok: object size 64k above this "
+				  "stack's limit 32k"),
+		      "%s", log);
+	ck_assert_msg(strstr(log, "volume ok@s: object size 64k above"), "%s",
+		      log);
+	free(log);
+	ck_assert_int_eq(vol(&e, NULL, &err, "snapshot", "ok", "ok@t", NULL),
+			 1);
+	ck_assert_msg(strstr(err, "object size 64k above this stack's limit "
+				  "32k"),
+		      "%s", err);
+	free(err);
+	err = NULL;
+	ck_assert_int_eq(vol(&e, NULL, &err, "clone", "ok@s", "c", NULL), 1);
+	ck_assert_msg(strstr(err, "object size 64k above"), "%s", err);
+	free(err);
+	list_is(&e, list0);
+	/* the default object size (now 32k) is fine */
+	vol_ok(&e, "create", "small", "1M", NULL);
+	ck_assert_int_eq(vol(&e, &out, NULL, "info", "small", NULL), 0);
+	ck_assert_msg(strstr(out, "object_size=32768\n"), "%s", out);
+	free(out);
+	env_stop(&e);
+
+	/* bad values: usage error, exit 2 */
+	{
+		const char *bad[] = {"3000", "128M", "x"};
+
+		for (unsigned i = 0; i < 3; i++) {
+			const char *argv[] = {"vlmc",
+					      "-g",
+					      "nosuchsegment",
+					      "-p",
+					      "2",
+					      "--next-port",
+					      "1",
+					      "--max-object-size",
+					      bad[i],
+					      NULL};
+
+			char *msg = NULL;
+
+			ck_assert_int_eq(tpr_run(argv, NULL, &msg, 30000), 2);
+			ck_assert_msg(strstr(msg, "max-object-size"), "%s",
+				      msg);
+			free(msg);
+		}
+	}
+}
+END_TEST
+
 /* --dead-peer-wait 0: a part failed back by a dead peer fails the command
  * at once, as before the wait existed (counted); bad values are refused
  * at start with nothing started. */
@@ -1791,6 +1895,7 @@ int main(void)
 	tcase_add_test(tc, ctl_op_waits_for_store);
 	tcase_add_test(tc, stop_during_ctl_op);
 	tcase_add_test(tc, table_torn);
+	tcase_add_test(tc, max_object_size);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

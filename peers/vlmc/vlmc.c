@@ -44,6 +44,7 @@ enum {
 	VLMC_OPT_NBD_STOP_TIMEOUT,
 	VLMC_OPT_DEAD_PEER_WAIT,
 	VLMC_OPT_CTL_WAIT_LOG,
+	VLMC_OPT_MAX_OBJ_SIZE,
 };
 
 static const struct option vlmc_options[] = {
@@ -60,12 +61,16 @@ static const struct option vlmc_options[] = {
     {"nbd-stop-timeout", required_argument, NULL, VLMC_OPT_NBD_STOP_TIMEOUT},
     {"dead-peer-wait", required_argument, NULL, VLMC_OPT_DEAD_PEER_WAIT},
     {"ctl-wait-log", required_argument, NULL, VLMC_OPT_CTL_WAIT_LOG},
+    {"max-object-size", required_argument, NULL, VLMC_OPT_MAX_OBJ_SIZE},
     {NULL, 0, NULL, 0},
 };
 
 static const char vlmc_options_help[] =
     "      --next-port N       port of the store below (blocker; required)\n"
     "      --object-size SIZE  object size of new volumes (default 4M)\n"
+    "      --max-object-size SIZE  largest object size the stack below\n"
+    "                          serves (a cache's --object-size): larger\n"
+    "                          volumes are refused (default 64M)\n"
     "      --nbd-socket PATH   NBD Unix socket (default "
     "/tmp/vlmc-SEGMENT.nbd;\n"
     "                          'none' disables it)\n"
@@ -101,6 +106,7 @@ static void vlmc_defaults(struct peer *p)
 
 	v->next_port = XSEG_NOPORT;
 	v->obj_size = VLMC_DEFAULT_OBJ_SIZE;
+	v->max_obj_size = VLMC_MAX_OBJ_SIZE;
 	v->nbd_max_inflight = 64;
 	v->nbd_spin_ns = VLMC_DEFAULT_NBD_SPIN_NS;
 	v->nbd_max_conns = VLMC_DEFAULT_NBD_MAX_CONNS;
@@ -129,6 +135,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || !vlmc_obj_size_valid(x))
 			return rc ? rc : -EINVAL;
 		v->obj_size = (uint32_t)x;
+		return 0;
+	case VLMC_OPT_MAX_OBJ_SIZE:
+		rc = peer_parse_size(arg, &x);
+		if (rc || !vlmc_obj_size_valid(x))
+			return rc ? rc : -EINVAL;
+		v->max_obj_size = (uint32_t)x;
 		return 0;
 	/* argv outlives the peer; init copies (nothing to free when a
 	 * later option is refused and init never runs) */
@@ -188,6 +200,23 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/* size as the options spell it: "64M", "4k", "1G", or bytes */
+static const char *vlmc_size_str(uint64_t size, char buf[24])
+{
+	static const char units[] = "kMG";
+	int u = -1;
+
+	while (u < 2 && size && !(size & 1023)) {
+		size >>= 10;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, 24, "%" PRIu64, size);
+	else
+		snprintf(buf, 24, "%" PRIu64 "%c", size, units[u]);
+	return buf;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1662,6 +1691,15 @@ static int vlmc_meta_load(struct vlmc *v)
 		 */
 		if (!m[i].readonly)
 			vlmc_wbloss_vol_inherit(&v->wb, &v->vols[i]->wb);
+		if (m[i].obj_size > v->max_obj_size) {
+			char a[24], b[24];
+
+			peer_warn("volume %s: object size %s above this "
+				  "stack's limit %s (--max-object-size, the "
+				  "cache's object size): its I/O will fail",
+				  m[i].name, vlmc_size_str(m[i].obj_size, a),
+				  vlmc_size_str(v->max_obj_size, b));
+		}
 		v->nr_vols++;
 	}
 	peer_info("loaded %zu volume(s)", v->nr_vols);
@@ -1758,6 +1796,28 @@ struct vlmc_reply {
 		return -(e);                                                   \
 	} while (0)
 
+/*
+ * R9-10: a volume whose objects are larger than what the stack below
+ * serves (cached fails every request past its --object-size with EINVAL)
+ * would be created fine and then fail every I/O. --max-object-size (the
+ * stack launcher passes the cache's object size) refuses it up front.
+ * Returns true (and has answered r) if obj_size is above the limit.
+ */
+static bool vlmc_obj_size_over(struct vlmc *v, struct vlmc_reply *r,
+			       uint32_t obj_size)
+{
+	char a[24], b[24];
+
+	if (obj_size <= v->max_obj_size)
+		return false;
+	fprintf(r->f,
+		"error %d object size %s above this stack's limit %s (the "
+		"cache's object size; vlmc --max-object-size)\n",
+		EINVAL, vlmc_size_str(obj_size, a),
+		vlmc_size_str(v->max_obj_size, b));
+	return true;
+}
+
 static int vlmc_check_name(struct vlmc_reply *r, const char *name)
 {
 	if (!vlmc_name_valid(name, strlen(name)))
@@ -1787,6 +1847,8 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
 		CTL_ERR(r, EINVAL,
 			"bad object size '%s' (power of two, 4k .. 64M)",
 			osz_s);
+	if (vlmc_obj_size_over(v, r, (uint32_t)osz))
+		return -EINVAL;
 	old = vlmc_vol_get(v, name, strlen(name));
 	if (old) {
 		vlmc_vol_put(old);
@@ -2263,6 +2325,10 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 		vlmc_vol_put(vol);
 		CTL_ERR(r, EEXIST, "volume %s exists", dst);
 	}
+	if (vlmc_obj_size_over(v, r, vol->m.obj_size)) {
+		vlmc_vol_put(vol);
+		return -EINVAL;
+	}
 	/*
 	 * R9-4: a snapshot must hold every write acknowledged before it.
 	 * Its COPYs go through the cache below, which writes back what it
@@ -2473,6 +2539,14 @@ static int vlmc_init(struct peer *p)
 					  : vlmc_default_path(v, "nbd");
 	v->ctl_socket = v->ctl_socket_arg ? strdup(v->ctl_socket_arg)
 					  : vlmc_default_path(v, "ctl");
+	if (v->obj_size > v->max_obj_size) {
+		char a[24], b[24];
+
+		peer_err("--object-size %s above --max-object-size %s",
+			 vlmc_size_str(v->obj_size, a),
+			 vlmc_size_str(v->max_obj_size, b));
+		return -EINVAL;
+	}
 	v->meta_buf = malloc(VLMC_TABLE_MAX);
 	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf)
 		return -ENOMEM;
@@ -2503,8 +2577,8 @@ static int vlmc_init(struct peer *p)
 	if (rc)
 		return rc;
 	peer_info("next port %" PRIu32 ", object size %" PRIu32
-		  ", control socket %s",
-		  v->next_port, v->obj_size, v->ctl_socket);
+		  " (at most %" PRIu32 "), control socket %s",
+		  v->next_port, v->obj_size, v->max_obj_size, v->ctl_socket);
 	return 0;
 }
 

@@ -97,6 +97,7 @@ struct vlmc {
 	/* options */
 	uint32_t next_port;
 	uint32_t obj_size;
+	uint32_t max_obj_size; /* --max-object-size (R9-10) */
 	const char *nbd_socket_arg, *ctl_socket_arg; /* options (argv) */
 	char *nbd_socket;			     /* set by init */
 	char *ctl_socket;

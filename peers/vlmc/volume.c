@@ -31,7 +31,7 @@ bool vlmc_name_valid(const char *name, size_t len)
 
 bool vlmc_obj_size_valid(uint64_t obj_size)
 {
-	return obj_size >= 4096 && obj_size <= (64u << 20) &&
+	return obj_size >= 4096 && obj_size <= VLMC_MAX_OBJ_SIZE &&
 	       !(obj_size & (obj_size - 1));
 }
 

@@ -37,6 +37,7 @@
 #define VLMC_TABLE_OBJECT_0   "vlmc:meta.0"
 #define VLMC_TABLE_OBJECT_1   "vlmc:meta.1"
 #define VLMC_DEFAULT_OBJ_SIZE (4u << 20)
+#define VLMC_MAX_OBJ_SIZE     (64u << 20) /* vlmc_obj_size_valid's limit */
 #define VLMC_MAX_VOLUMES      1024
 /* Largest volume: object index must fit the 16 hex digits and offsets must
  * not overflow; 2^50 (1 PiB) is far beyond any test. */

@@ -119,9 +119,11 @@ static const char blocker_options_help[] =
     "      --create              create the store if DIR holds none\n"
     "      --chunk-size SIZE     chunk size of a store made by --create "
     "(default 4K)\n"
-    "      --segment-size SIZE   log segment size of a store made by "
+    "      --segment-size SIZE|auto  log segment size of a store made by "
     "--create\n"
-    "                            (default 256M; GC reclaims whole "
+    "                            (default auto: 1/8 of the file system, "
+    "a power\n"
+    "                            of two, 1M..256M; GC reclaims whole "
     "segments)\n"
     "      --no-verify           do not re-hash chunks read from disk "
     "(benchmarks)\n"
@@ -220,8 +222,20 @@ static int blocker_parse_opt(struct peer *p, int val, const char *arg)
 		return 0;
 	case BLOCKER_OPT_GC_RATE:
 		return peer_parse_size(arg, &b->opts.gc_rate_bytes);
-	case BLOCKER_OPT_SEGMENT_SIZE:
-		return peer_parse_size(arg, &b->opts.segment_size);
+	case BLOCKER_OPT_SEGMENT_SIZE: {
+		uint64_t sz;
+		int r;
+		if (!strcmp(arg, "auto")) {
+			b->opts.segment_size = BLOCKER_SEGMENT_SIZE_AUTO;
+			return 0;
+		}
+		r = peer_parse_size(arg, &sz);
+		if (!r && !sz)
+			r = -EINVAL; /* 0 is not "auto" by accident */
+		if (!r)
+			b->opts.segment_size = sz;
+		return r;
+	}
 	case BLOCKER_OPT_TRUNCATE_AT_DAMAGE:
 		b->opts.truncate_at_damage = true;
 		return 0;
@@ -791,10 +805,10 @@ static void blocker_stats_op(struct peer *p)
 	peer_info("stats: blocker reclaimable %" PRIu64 " of %" PRIu64
 		  " closed log bytes; gc runs %" PRIu64 " segments removed "
 		  "%" PRIu64 " copied %" PRIu64 " reclaimed %" PRIu64
-		  " failures %" PRIu64,
+		  " failures %" PRIu64 " sealed %" PRIu64,
 		  st.reclaimable_bytes, st.closed_bytes, st.gc_runs,
 		  st.gc_segments_removed, st.gc_bytes_copied,
-		  st.gc_bytes_reclaimed, st.gc_failures);
+		  st.gc_bytes_reclaimed, st.gc_failures, st.gc_segments_sealed);
 	peer_info("stats: blocker reserve %" PRIu64 " of %" PRIu64 " B%s",
 		  st.reserve_bytes, st.reserve_target,
 		  st.reserve_target ? "" : " (off)");
@@ -845,6 +859,8 @@ static uint32_t blocker_stats_table(struct peer *p, struct xseg_stat *st,
 	ST(gc_bytes_copied);
 	ST(gc_bytes_reclaimed);
 	ST(gc_failures);
+	ST(gc_segments_sealed);
+	ST(segment_size);
 	ST(reserve_bytes);
 	ST(reserve_target);
 #undef ST

@@ -12,7 +12,7 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f, "usage: blockerctl create DIR [--chunk-size N] "
-	       "[--segment-size N]\n"
+	       "[--segment-size N|auto]\n"
 	       "       blockerctl check DIR\n"
 	       "       blockerctl stats [--reserve SIZE|auto] DIR\n"
 	       "       blockerctl repair --truncate-at-damage "
@@ -24,8 +24,11 @@ static void usage(FILE *f)
 	       "\n"
 	       "create  make an empty store (chunk size: power of two, 512 B "
 	       "to 1 MiB,\n"
-	       "        default 4096; segment size: multiple of 1 MiB, default "
-	       "256 MiB)\n"
+	       "        default 4096; segment size: multiple of 1 MiB, or "
+	       "auto, the\n"
+	       "        default: 1/8 of the file system, a power of two, "
+	       "1..256 MiB;\n"
+	       "        refused on a file system under 8 MiB)\n"
 	       "check   verify every record, map reference and checkpoint of "
 	       "a store\n"
 	       "        that is not in use; exit 0 if clean, 1 if problems "
@@ -158,6 +161,10 @@ static int cmd_create(int argc, char **argv)
 	blocker_opts_init(&o);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 's' && !strcmp(optarg, "auto")) {
+			o.segment_size = BLOCKER_SEGMENT_SIZE_AUTO;
+			continue;
+		}
 		if ((c == 'c' || c == 's') && parse_size(optarg, &v)) {
 			fprintf(stderr, "blockerctl: bad size '%s'\n", optarg);
 			return 2;
@@ -167,7 +174,7 @@ static int cmd_create(int argc, char **argv)
 		else if (c == 'c')
 			o.chunk_size = 0; /* refused below */
 		else if (c == 's')
-			o.segment_size = v;
+			o.segment_size = v ? v : 1; /* 0: refused below */
 		else
 			return 2;
 	}

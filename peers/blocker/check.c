@@ -204,12 +204,20 @@ static int scan_segment(struct checker *c, uint32_t seg,
 		}
 		if (e != BREC_OK) {
 			bool zero = false;
+			/* sealed early by GC on a full disk (recover.c) */
+			bool sealed = seg + 1 < s->nsegs && off &&
+				      (uint64_t)st.st_size == s->segment_size;
 			/* the zero-filled tail of the last segment (a store
 			 * that was not closed cleanly) ends the log */
-			if (seg + 1 == s->nsegs) {
+			if (seg + 1 == s->nsegs || sealed) {
 				r = blog_zero_after(s, pos, file_end, &zero);
 				if (r)
 					return r;
+			}
+			if (zero && sealed) {
+				c->end = pos;
+				c->room = 0;
+				return 0;
 			}
 			c->end = pos;
 			if (zero)

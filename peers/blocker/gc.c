@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include "peer_util.h"
@@ -56,6 +57,7 @@ enum {
 	GC_HOOK_RESERVE_RELEASED = 6, /* the pass released DIR/reserve */
 	GC_HOOK_RESERVE_RESTORED = 7, /* reallocated after a removal, writes
 				       * not yet let back in */
+	GC_HOOK_SEALED = 8, /* the active segment sealed (ckpt_lock held) */
 };
 
 static void hook(struct blocker_store *s, int point)
@@ -308,7 +310,7 @@ struct seg_use {
 };
 
 static int seg_usage(struct blocker_store *s, const struct pset *live,
-		     struct seg_use **out, uint32_t *nout)
+		     struct seg_use **out, uint32_t *nout, struct seg_use *act)
 {
 	uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 	uint32_t nsegs, closed, n = 0;
@@ -323,7 +325,16 @@ static int seg_usage(struct blocker_store *s, const struct pset *live,
 	closed = tail / s->segment_size;
 	if (closed + 1 > nsegs)
 		closed = nsegs ? nsegs - 1 : 0;
-	a.nsegs = closed;
+	/* act: the segment being appended to, if it holds records (what
+	 * blog_seal would make a candidate); counted too */
+	if (act)
+		*act = (struct seg_use){0, 0, 0};
+	/* the last segment, being appended to or left by a tail that
+	 * ended it (full, or sealed before a reopen dropped the empty
+	 * next one) */
+	bool has_act = act && nsegs && closed == nsegs - 1 &&
+		       tail > (uint64_t)closed * s->segment_size;
+	a.nsegs = has_act ? closed + 1 : closed;
 	a.live_bytes = calloc(closed + 1, sizeof(*a.live_bytes));
 	u = malloc((closed + 1) * sizeof(*u));
 	if (!a.live_bytes || !u) {
@@ -339,6 +350,16 @@ static int seg_usage(struct blocker_store *s, const struct pset *live,
 		u[n++] = (struct seg_use){
 		    seg, (uint64_t)end - (uint64_t)seg * s->segment_size,
 		    a.live_bytes[seg]};
+	}
+	if (has_act) {
+		uint64_t lo = (uint64_t)closed * s->segment_size;
+		int64_t end = blog_seg_end(s, closed);
+		if (end > (int64_t)lo) {
+			uint64_t e =
+			    (uint64_t)end < tail ? (uint64_t)end : tail;
+			*act = (struct seg_use){closed, e - lo,
+						a.live_bytes[closed]};
+		}
 	}
 	free(a.live_bytes);
 	*out = u;
@@ -363,7 +384,7 @@ int blocker_gc_estimate(struct blocker_store *s, uint64_t *reclaimable,
 			uint64_t *closed_bytes)
 {
 	struct pset live = {0};
-	struct seg_use *u = NULL;
+	struct seg_use *u = NULL, act = {0, 0, 0};
 	uint32_t n = 0;
 	int r;
 
@@ -375,9 +396,13 @@ int blocker_gc_estimate(struct blocker_store *s, uint64_t *reclaimable,
 			 __ATOMIC_RELAXED);
 	r = mark(s, &live);
 	if (!r)
-		r = seg_usage(s, &live, &u, &n);
-	if (!r)
+		r = seg_usage(s, &live, &u, &n, &act);
+	if (!r) {
 		publish_estimate(s, u, n);
+		__atomic_store_n(&s->gc_active_dead,
+				 act.size > act.live ? act.size - act.live : 0,
+				 __ATOMIC_RELAXED);
+	}
 	free(live.keys);
 	free(u);
 	if (!r && reclaimable)
@@ -577,6 +602,22 @@ static int flush_batch(struct gc_pass *p)
 	return r ? r : throttle(p);
 }
 
+/* segment seg's file is segment_size long: it may be sealed (log.c) */
+static bool seg_sealed_layout(struct blocker_store *s, uint32_t seg)
+{
+	struct stat st;
+	uint64_t off;
+	bool full = false;
+	int fd;
+
+	blocker_rcu_lock();
+	if (!blog_fd(s, (uint64_t)seg * s->segment_size, &fd, &off) &&
+	    fstat(fd, &st) == 0)
+		full = (uint64_t)st.st_size == s->segment_size;
+	blocker_rcu_unlock();
+	return full;
+}
+
 /*
  * Copy the live chunk records of victim seg to the log head. 0 when every
  * live record is copied (or has a copy elsewhere), else an error and the
@@ -613,6 +654,15 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 		}
 		if (e == BREC_OK && pos + brec_size(h.len) > (uint64_t)end)
 			e = BREC_SHORT;
+		bool zero = false;
+		if (e != BREC_OK && off && seg_sealed_layout(s, seg) &&
+		    !blog_zero_after(s, pos, (uint64_t)end, &zero) && zero) {
+			/* sealed before this open: its records end here */
+			pthread_rwlock_wrlock(&s->segs_lock);
+			s->segs[seg].data_end = off;
+			pthread_rwlock_unlock(&s->segs_lock);
+			break;
+		}
 		if (e != BREC_OK) {
 			blocker_logf(&s->o, BLOCKER_LOG_ERR,
 				     "blocker: %s: bad record at offset %llu "
@@ -778,15 +828,31 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 
 	/* what the reserve actually holds (or gave back to a DELETE), not
 	 * what it should: open may have found less room (review6 F5) */
-	if (full)
-		copy_room = bres_room(s) / 2;
+	if (full) {
+		uint64_t room = bres_room(s);
+		struct statvfs vfs;
+		/*
+		 * plus what the disk still has free: a store reopened after
+		 * a crash on the way out may hold no reserve at all (a tmpfs
+		 * gives back a fallocate that failed) while the disk has room
+		 * for part of it (not with a test's model disk: space_hook)
+		 */
+		if (!__atomic_load_n(&s->space_hook, __ATOMIC_ACQUIRE) &&
+		    fstatvfs(s->dirfd, &vfs) == 0)
+			room += (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		copy_room = room / 2;
+	}
 
 	/* 1: mark and choose with mutating calls excluded */
 	pthread_rwlock_wrlock(&s->ckpt_lock);
 	r = mark(s, &live);
-	if (!r)
-		r = seg_usage(s, &live, &u, &n);
-	if (!r) {
+	for (bool sealed = false; !r;) {
+		struct seg_use act = {0, 0, 0};
+		uint64_t room0 = copy_room;
+
+		r = seg_usage(s, &live, &u, &n, full ? &act : NULL);
+		if (r)
+			break;
 		publish_estimate(s, u, n);
 		rep->reclaimable_before =
 		    __atomic_load_n(&s->gc_reclaimable, __ATOMIC_RELAXED);
@@ -812,6 +878,45 @@ static int gc_pass(struct blocker_store *s, const struct blocker_gc_opts *g,
 				copy_room -= u[i].live;
 			u[nv++] = u[i];
 		}
+		/*
+		 * Writes filled the disk and no closed segment gives space
+		 * back, but the one being appended to would (review11 N-E:
+		 * on a disk with room for one segment it is the only one):
+		 * seal it, so that it is closed, and choose again. Sealing
+		 * takes no blocks; the next segment starts empty and the
+		 * copies land there in the reserve's room.
+		 */
+		uint64_t adead = act.size > act.live ? act.size - act.live : 0;
+		if (nv || !full || sealed || !adead || adead < act.live ||
+		    act.live > room0 ||
+		    adead * 100 < (uint64_t)g->min_dead_pct * act.size)
+			break;
+		r = blog_seal(s);
+		if (r <= 0) {
+			if (r)
+				blocker_logf(&s->o, BLOCKER_LOG_ERR,
+					     "blocker: %s: cannot seal log "
+					     "segment %u for GC: %s",
+					     s->dir, act.seg, strerror(-r));
+			break;
+		}
+		r = 0;
+		sealed = true;
+		STAT_INC(s, gc_segments_sealed);
+		hook(s, GC_HOOK_SEALED);
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: disk full and the only dead bytes "
+			     "are in the log segment being appended to "
+			     "(%llu of %llu): sealed log segment %u so that "
+			     "GC can take it",
+			     s->dir, (unsigned long long)adead,
+			     (unsigned long long)act.size, act.seg);
+		free(u);
+		u = NULL;
+		n = 0;
+		copy_room = room0;
+	}
+	if (!r) {
 		/* log order: copies keep their relative order */
 		for (uint32_t i = 1; i < nv; i++)
 			for (uint32_t k = i; k && u[k - 1].seg > u[k].seg;
@@ -1050,7 +1155,7 @@ int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 		struct pset live = {0};
 		struct seg_use *u = NULL;
 		uint32_t n = 0;
-		if (!mark(s, &live) && !seg_usage(s, &live, &u, &n))
+		if (!mark(s, &live) && !seg_usage(s, &live, &u, &n, NULL))
 			publish_estimate(s, u, n);
 		free(live.keys);
 		free(u);
@@ -1108,11 +1213,15 @@ static void *gc_main(void *arg)
 		again = false;
 		/* a store that writes filled: any dead byte is worth it */
 		bool full = blocker_degraded_nospc(s);
+		/* full: also dead bytes only in the segment being
+		 * appended to, which the pass seals (review11 N-E) */
 		if (changed && (!blocker_degraded(s) || full) &&
-		    !blocker_gc_estimate(s, &rec, &closed) && closed &&
-		    (full ? rec > 0
-			  : rec * 100 >=
-				(uint64_t)s->o.gc_threshold_pct * closed)) {
+		    !blocker_gc_estimate(s, &rec, &closed) &&
+		    (full ? rec > 0 || __atomic_load_n(&s->gc_active_dead,
+						       __ATOMIC_RELAXED)
+			  : closed &&
+				rec * 100 >=
+				    (uint64_t)s->o.gc_threshold_pct * closed)) {
 			struct blocker_gc_report rep;
 			g.min_dead_pct = full ? 0 : s->o.gc_threshold_pct / 2;
 			blocker_gc(s, &g, &rep);

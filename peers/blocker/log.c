@@ -450,16 +450,36 @@ int64_t blog_seg_end(struct blocker_store *s, uint32_t seg)
 {
 	struct stat st;
 	int fd, r;
-	uint64_t off;
+	uint64_t off, data_end = 0;
 
+	pthread_rwlock_rdlock(&s->segs_lock);
+	if (seg < s->nsegs)
+		data_end = s->segs[seg].data_end;
+	pthread_rwlock_unlock(&s->segs_lock);
 	/* GC may be removing the segment: keep its fd open meanwhile */
 	blocker_rcu_lock();
 	r = blog_fd(s, (uint64_t)seg * s->segment_size, &fd, &off);
-	if (!r && fstat(fd, &st) < 0)
+	if (!r && !data_end && fstat(fd, &st) < 0)
 		r = -errno;
+	/*
+	 * A segment sealed before this open whose records recovery did not
+	 * scan (they lie below the checkpoint): its records end before the
+	 * hole that fills it to segment_size. Stop there, as an upper
+	 * bound: a read of the hole through a mapping would allocate pages
+	 * on a tmpfs, which a full disk refuses (recover.c); GC's walk
+	 * ends at the zeros before it (copy_victim).
+	 */
+	if (!r && !data_end && (uint64_t)st.st_size == s->segment_size) {
+		off_t hole = lseek(fd, 0, SEEK_HOLE);
+		if (hole >= 0 && hole < st.st_size &&
+		    lseek(fd, hole, SEEK_DATA) < 0 && errno == ENXIO)
+			st.st_size = hole;
+	}
 	blocker_rcu_unlock();
 	if (r)
 		return r;
+	if (data_end)
+		return (int64_t)seg * s->segment_size + data_end;
 	return (int64_t)seg * s->segment_size + st.st_size;
 }
 
@@ -772,6 +792,82 @@ static int seg_finish(struct blocker_store *s, uint32_t seg)
 	}
 	s->alloc_end = (uint64_t)(seg + 1) * s->segment_size;
 	return 0;
+}
+
+int blog_seal(struct blocker_store *s)
+{
+	uint64_t tail, seg, off, base, old_end;
+	int fd, r;
+
+	pthread_mutex_lock(&s->append_lock);
+	tail = __atomic_load_n(&s->tail, __ATOMIC_RELAXED);
+	seg = tail / s->segment_size;
+	off = tail % s->segment_size;
+	base = seg * s->segment_size;
+	if (seg == s->nsegs && seg && !off) {
+		/*
+		 * The last segment ended exactly full, or was sealed before
+		 * a crash and the empty next one was dropped at open: it is
+		 * finished only by the next append. Finish it (its zero tail
+		 * is none; fdatasync) and start the next one now, so that GC
+		 * may take it.
+		 */
+		r = seg_finish(s, seg - 1);
+		if (!r)
+			r = seg_create(s, seg);
+		if (!r) {
+			s->alloc_end = tail;
+			r = 1;
+		}
+		goto out;
+	}
+	r = 0;
+	if (!off || seg + 1 != s->nsegs)
+		goto out; /* empty: nothing to take */
+	r = blog_fd(s, base, &fd, &off);
+	if (r)
+		goto out;
+	old_end = s->alloc_end > tail ? s->alloc_end : tail;
+	/*
+	 * The hole up to segment_size is the on-disk sign of the seal: no
+	 * other segment but the last extends past its last record, and the
+	 * last one only with zeros that recovery reads as its clean end.
+	 * Durable before the next segment exists, as at every switch, so
+	 * that no crash leaves a later segment next to a shorter file.
+	 */
+	if (ftruncate(fd, s->segment_size) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = s->io->fdatasync(s->io_ctx, fd);
+	if (r) {
+		blog_sync_failed(s, -r, seg, "when sealing it");
+		goto undo;
+	}
+	r = seg_create(s, seg + 1);
+	if (r)
+		goto undo;
+	pthread_rwlock_wrlock(&s->segs_lock);
+	s->segs[seg].data_end = tail - base;
+	pthread_rwlock_unlock(&s->segs_lock);
+	/*
+	 * The tail moves to the new segment at once (unlike append_batch,
+	 * which waits for the first write there, review7 R7-3): this switch
+	 * is never taken back, so a flush may publish the new start as
+	 * synced; everything below it was fdatasynced above, and the flush
+	 * fsyncs the directory for the new name (dir_seq).
+	 */
+	s->alloc_end = (seg + 1) * s->segment_size;
+	__atomic_store_n(&s->tail, s->alloc_end, __ATOMIC_RELEASE);
+	r = 1;
+	goto out;
+undo:
+	/* back to the file as it was: a crash before this leaves a last
+	 * segment with a zero tail, which recovery reads as its clean end */
+	(void)!ftruncate(fd, old_end - base);
+out:
+	pthread_mutex_unlock(&s->append_lock);
+	return r;
 }
 
 int blog_trim_tail(struct blocker_store *s)

@@ -174,13 +174,38 @@ int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
 {
 	size_t cap = 1u << 20;
 	uint8_t *buf = malloc(cap);
-	int r = 0;
+	uint64_t base = pos - pos % s->segment_size, off;
+	int fd = -1, r = 0;
 
 	if (!buf)
 		return -ENOMEM;
+	if (blog_fd(s, pos, &fd, &off))
+		fd = -1;
 	*zero = true;
 	while (pos < file_end && *zero) {
+		/*
+		 * Holes read as zeros: skip them without reading (a segment
+		 * sealed early is mostly one, segment_size long). Where
+		 * SEEK_DATA is not supported, everything is read.
+		 */
+		if (fd >= 0) {
+			off_t d = lseek(fd, (off_t)(pos - base), SEEK_DATA);
+			if (d < 0 && errno == ENXIO)
+				break; /* a hole to the end of the file */
+			if (d >= 0 && base + (uint64_t)d > pos)
+				pos = base + (uint64_t)d;
+			if (pos >= file_end)
+				break;
+		}
 		size_t n = file_end - pos < cap ? file_end - pos : cap;
+		if (fd >= 0) {
+			/* ... and never read into one through a mapping
+			 * (a tmpfs allocates pages for it: recover.c) */
+			off_t h = lseek(fd, (off_t)(pos - base), SEEK_HOLE);
+			if (h >= 0 && base + (uint64_t)h > pos &&
+			    base + (uint64_t)h - pos < n)
+				n = base + (uint64_t)h - pos;
+		}
 		r = blog_pread(s, pos, buf, n);
 		if (r)
 			break;
@@ -344,7 +369,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	uint64_t mark = 0, durable;
 	uint64_t pos = start;
 	struct blog_window win = {.cap = 4u << 20};
-	int64_t cur_seg = -1, fsize = 0;
+	int64_t cur_seg = -1, fsize = 0, rsize = 0;
 	uint64_t room = 0; /* space the previous segment left unused */
 	bool zero_tail = false;
 	int r;
@@ -366,7 +391,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	for (;;) {
 		uint32_t seg = pos / s->segment_size;
 		uint64_t off = pos % s->segment_size;
-		uint64_t file_end;
+		uint64_t file_end, read_end;
 		const uint8_t *hb, *payload = NULL;
 		struct brec_hdr h;
 		enum brec_err e;
@@ -385,12 +410,29 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		if (cur_seg != seg) {
 			fsize = seg_size_of(s, seg);
 			cur_seg = seg;
+			rsize = fsize;
+			/*
+			 * A segment sealed early ends in a hole: read only
+			 * up to it. Reading a hole through a shared mapping
+			 * of a tmpfs file allocates pages, which a full disk
+			 * refuses (SIGBUS, EIO); what lies past it is zeros.
+			 */
+			if (fsize == (int64_t)s->segment_size) {
+				off_t hole =
+				    lseek(s->segs[seg].fd, 0, SEEK_HOLE);
+				if (hole >= 0 && hole < fsize &&
+				    lseek(s->segs[seg].fd, hole, SEEK_DATA) <
+					0 &&
+				    errno == ENXIO)
+					rsize = hole;
+			}
 		}
 		if (fsize < 0) {
 			r = (int)fsize;
 			break;
 		}
 		file_end = (uint64_t)seg * s->segment_size + fsize;
+		read_end = (uint64_t)seg * s->segment_size + rsize;
 		if ((uint64_t)fsize <= off) {
 			if (seg + 1 < s->nsegs) {
 				room = s->segment_size - off;
@@ -400,8 +442,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			break; /* clean end of the log */
 		}
 		e = BREC_SHORT;
-		if ((uint64_t)fsize - off >= BREC_HDR_SIZE) {
-			r = blog_win_get(s, &win, pos, BREC_HDR_SIZE, file_end,
+		if (read_end > pos && read_end - pos >= BREC_HDR_SIZE) {
+			r = blog_win_get(s, &win, pos, BREC_HDR_SIZE, read_end,
 					 &hb);
 			if (r)
 				break;
@@ -412,7 +454,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			if (off + size > s->segment_size ||
 			    (h.type == BREC_CHUNK && h.len != s->chunk_size))
 				e = BREC_BAD_LENGTH;
-			else if (off + size > (uint64_t)fsize)
+			else if (pos + size > read_end)
 				e = BREC_SHORT;
 		}
 		/* below D a chunk's payload cannot be torn; a damaged one
@@ -423,7 +465,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			uint8_t sum[32];
 
 			r = blog_win_get(s, &win, pos + BREC_HDR_SIZE, h.len,
-					 file_end, &payload);
+					 read_end, &payload);
 			if (r)
 				break;
 			blocker_sha256(payload, h.len, sum);
@@ -456,6 +498,27 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 			break;
 		}
 		room = 0;
+		if (e != BREC_OK && off && seg + 1 < s->nsegs &&
+		    (uint64_t)fsize == s->segment_size) {
+			/*
+			 * Sealed early by GC on a full disk (blog_seal): a
+			 * segment followed by another one that is segment_size
+			 * long and holds only zeros from a record boundary on.
+			 * No other segment but the last has bytes past its
+			 * last record, so this is no cut file; its records end
+			 * here and the next segment's first record may have
+			 * fitted in the rest (no "ends early").
+			 */
+			bool zero = false;
+			r = blog_zero_after(s, pos, file_end, &zero);
+			if (r)
+				break;
+			if (zero) {
+				s->segs[seg].data_end = off;
+				pos = (uint64_t)(seg + 1) * s->segment_size;
+				continue;
+			}
+		}
 		if (e != BREC_OK) {
 			if (pos < durable || seg + 1 < s->nsegs) {
 				r = damage(s, pos, ckpt, mark,

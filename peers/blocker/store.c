@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <openssl/evp.h>
@@ -18,7 +19,7 @@ void blocker_opts_init(struct blocker_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->chunk_size = BLOCKER_DEFAULT_CHUNK_SIZE;
-	o->segment_size = BLOCKER_DEFAULT_SEGMENT_SIZE;
+	o->segment_size = BLOCKER_SEGMENT_SIZE_AUTO;
 	o->verify_reads = true;
 	o->mmap_reads = true;
 	o->partial_bits = BLOCKER_DEFAULT_PARTIAL_BITS;
@@ -41,23 +42,77 @@ void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 		fprintf(stderr, "%s\n", msg);
 }
 
+/* the smallest automatic segment for chunk_size (a valid one) */
+static uint64_t auto_floor(uint32_t chunk_size)
+{
+	uint64_t floor = BLOCKER_MIN_AUTO_SEGMENT_SIZE;
+
+	while (floor < 4 * brec_size(chunk_size))
+		floor *= 2;
+	return floor;
+}
+
+int blocker_auto_segment_size(uint64_t fs_bytes, uint32_t chunk_size,
+			      uint64_t *segment_size)
+{
+	uint64_t seg = BLOCKER_DEFAULT_SEGMENT_SIZE, floor;
+
+	if (chunk_size < 512 || chunk_size > (1u << 20) ||
+	    (chunk_size & (chunk_size - 1)))
+		return -EINVAL;
+	floor = auto_floor(chunk_size);
+	if (fs_bytes / 8 < floor)
+		return -ENOSPC;
+	while (seg > floor && seg > fs_bytes / 8)
+		seg /= 2;
+	if (seg < floor)
+		seg = floor;
+	*segment_size = seg;
+	return 0;
+}
+
 int blocker_create(const char *dir, const struct blocker_opts *o)
 {
 	struct blocker_opts def;
 	char path[4096];
 	int dirfd, fd, r;
+	uint64_t segment_size;
 
 	if (!o) {
 		blocker_opts_init(&def);
 		o = &def;
 	}
+	segment_size = o->segment_size;
 	if (o->chunk_size < 512 || o->chunk_size > (1u << 20) ||
 	    (o->chunk_size & (o->chunk_size - 1)) ||
-	    o->segment_size < (1u << 20) || o->segment_size % (1u << 20) ||
-	    o->segment_size < 4 * brec_size(o->chunk_size))
+	    (segment_size != BLOCKER_SEGMENT_SIZE_AUTO &&
+	     (segment_size < (1u << 20) || segment_size % (1u << 20) ||
+	      segment_size < 4 * brec_size(o->chunk_size))))
 		return -EINVAL;
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
+	if (segment_size == BLOCKER_SEGMENT_SIZE_AUTO) {
+		struct statvfs vfs;
+		uint64_t fs_bytes;
+
+		if (statvfs(dir, &vfs) < 0)
+			return -errno;
+		fs_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+		r = blocker_auto_segment_size(fs_bytes, o->chunk_size,
+					      &segment_size);
+		if (r) {
+			blocker_logf(
+			    o, BLOCKER_LOG_ERR,
+			    "blocker: %s: the file system holds %llu "
+			    "bytes; a store needs at least %llu (8 "
+			    "log segments of the smallest size: the "
+			    "space reserve, data, and room for GC)",
+			    dir, (unsigned long long)fs_bytes,
+			    (unsigned long long)(8 *
+						 auto_floor(o->chunk_size)));
+			return r;
+		}
+	}
 	/* also when dir existed: whoever made it may not have synced it */
 	r = peer_fsync_parent(dir);
 	if (r)
@@ -82,7 +137,7 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 	if (r)
 		goto out;
 	/* the super block last: its presence marks a complete store */
-	r = blocker_write_super(dirfd, o->chunk_size, o->segment_size);
+	r = blocker_write_super(dirfd, o->chunk_size, segment_size);
 out:
 	close(dirfd);
 	return r;
@@ -1194,7 +1249,9 @@ int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 	C(gc_bytes_copied);
 	C(gc_bytes_reclaimed);
 	C(gc_failures);
+	C(gc_segments_sealed);
 #undef C
+	st->segment_size = s->segment_size;
 	st->reclaimable_bytes =
 	    __atomic_load_n(&s->gc_reclaimable, __ATOMIC_RELAXED);
 	st->closed_bytes =

@@ -58,6 +58,15 @@
 #define BLOCKER_MAX_OBJECT_SIZE	     (1ULL << 32)
 #define BLOCKER_DEFAULT_CHUNK_SIZE   4096
 #define BLOCKER_DEFAULT_SEGMENT_SIZE (256ULL << 20)
+/*
+ * blocker_opts.segment_size 0: chosen by blocker_create from the size of
+ * the file system DIR is on (blocker_auto_segment_size).
+ */
+#define BLOCKER_SEGMENT_SIZE_AUTO 0
+/* the smallest automatic segment, and the smallest file system an
+ * automatic create accepts (8 of them: reserve + data + GC's room) */
+#define BLOCKER_MIN_AUTO_SEGMENT_SIZE (1ULL << 20)
+#define BLOCKER_MIN_FS_SIZE	      (8 * BLOCKER_MIN_AUTO_SEGMENT_SIZE)
 /* Partial-score width kept in the in-memory index (bits). */
 #define BLOCKER_DEFAULT_PARTIAL_BITS 40
 
@@ -138,8 +147,10 @@ enum blocker_log_level { BLOCKER_LOG_ERR, BLOCKER_LOG_WARN, BLOCKER_LOG_INFO };
 
 struct blocker_opts {
 	/* creation parameters (blocker_create only) */
-	uint32_t chunk_size;   /* power of two, 512 .. 1 MiB */
-	uint64_t segment_size; /* multiple of 1 MiB, >= 1 MiB */
+	uint32_t chunk_size; /* power of two, 512 .. 1 MiB */
+	/* multiple of 1 MiB, >= 1 MiB; BLOCKER_SEGMENT_SIZE_AUTO (the
+	 * default) to scale it to the file system */
+	uint64_t segment_size;
 	/* runtime parameters (blocker_open) */
 	bool verify_reads; /* re-hash chunks read from disk */
 	/*
@@ -223,17 +234,35 @@ struct blocker_opts {
  */
 int blocker_reserve_opt(uint64_t bytes, uint64_t *reserve_bytes);
 
-/* Fill with defaults: 4 KiB chunks, 256 MiB segments, verification on,
- * mapped reads on. */
+/* Fill with defaults: 4 KiB chunks, automatic segment size, verification
+ * on, mapped reads on. */
 void blocker_opts_init(struct blocker_opts *o);
+
+/*
+ * The automatic segment size for a store on a file system of fs_bytes
+ * (total size): the largest power of two at most fs_bytes / 8, between
+ * BLOCKER_MIN_AUTO_SEGMENT_SIZE and BLOCKER_DEFAULT_SEGMENT_SIZE, and at
+ * least 4 records of chunk_size. Why: the space reserve holds one segment
+ * (plus the checkpoint files), GC gives space back a segment at a time
+ * and needs a closed segment to take, so a segment of 256 MiB on a
+ * 512 MiB disk left room for one segment only (review11 N-E) and one on
+ * a 64 MiB disk no room for the reserve at all (N-F). -ENOSPC if fs_bytes
+ * is below 8 such segments (BLOCKER_MIN_FS_SIZE for 4 KiB chunks).
+ */
+int blocker_auto_segment_size(uint64_t fs_bytes, uint32_t chunk_size,
+			      uint64_t *segment_size);
 
 /*
  * Create an empty store in dir (created if missing; must be empty of store
  * files). Durable on return: the store's files and directory are fsynced,
  * and so is dir's parent directory (dir's own entry). -EEXIST if a store
- * is already there, -EINVAL for bad parameters, or the errno of a failed
- * mkdir, open or fsync (a failed parent fsync fails the create: a store
- * whose directory entry may vanish in a power cut is not created).
+ * is already there, -EINVAL for bad parameters, -ENOSPC (logged through
+ * o->log with the minimum) when the segment size is automatic and the
+ * file system is smaller than 8 segments of the smallest size, or the
+ * errno of a failed mkdir, statvfs, open or fsync (a failed parent fsync
+ * fails the create: a store whose directory entry may vanish in a power
+ * cut is not created). Nothing is created when the parameters are
+ * refused; a refused file system leaves at most the (empty) directory.
  */
 int blocker_create(const char *dir, const struct blocker_opts *o);
 
@@ -357,6 +386,9 @@ struct blocker_stats {
 	uint64_t reclaimable_bytes, closed_bytes;
 	uint64_t gc_runs, gc_segments_examined, gc_segments_removed;
 	uint64_t gc_bytes_copied, gc_bytes_reclaimed, gc_failures;
+	/* segments GC sealed early on a full disk to take their dead bytes
+	 * (docs/blocker.md "Full disk"); the store's log segment size */
+	uint64_t gc_segments_sealed, segment_size;
 	/* DIR/reserve: bytes allocated now, and what it should hold (0:
 	 * none; it follows the maps and index unless set) */
 	uint64_t reserve_bytes, reserve_target;

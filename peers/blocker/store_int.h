@@ -251,6 +251,15 @@ struct bseg {
 	 */
 	uint64_t valid_end;
 	uint64_t errors; /* read/verify errors; __atomic; rate-limits logs */
+	/*
+	 * Sealed early (blog_seal): the offset in the file where its records
+	 * end, the file being extended to segment_size with zeros (a hole)
+	 * as the on-disk sign; 0 for every other segment (their records end
+	 * where the file does). Set under append_lock + segs_lock write
+	 * (blog_seal) or by recovery before any other thread runs; read
+	 * under segs_lock.
+	 */
+	uint64_t data_end;
 };
 
 struct blocker_store {
@@ -343,9 +352,12 @@ struct blocker_store {
 	uint64_t gc_ckpt;	  /* maps must cover this (DIR/gc) */
 	uint64_t gc_reclaimable;  /* last estimate; __atomic */
 	uint64_t gc_closed_bytes; /* last estimate; __atomic */
-	uint64_t gc_est_tail;	  /* tail at the last estimate */
-	uint64_t gc_est_deletes;  /* st.deletes at the last estimate */
-	bool gc_stop;		  /* __atomic: close wants GC to stop */
+	/* last estimate's dead bytes in the segment being appended to, which
+	 * GC can take only after blog_seal; __atomic */
+	uint64_t gc_active_dead;
+	uint64_t gc_est_tail;	 /* tail at the last estimate */
+	uint64_t gc_est_deletes; /* st.deletes at the last estimate */
+	bool gc_stop;		 /* __atomic: close wants GC to stop */
 	pthread_t gc_thread;
 	bool gc_running;
 	/* test hook: called by blocker_read between copying an object's
@@ -389,6 +401,7 @@ struct blocker_store {
 		uint64_t deletes, copies;
 		uint64_t gc_runs, gc_segments_examined, gc_segments_removed;
 		uint64_t gc_bytes_copied, gc_bytes_reclaimed, gc_failures;
+		uint64_t gc_segments_sealed;
 		uint64_t partial_collisions, verify_failures, read_errors;
 		uint64_t flushes, fsyncs, chunk_bytes;
 		uint64_t replayed_records, truncated_bytes;
@@ -478,8 +491,27 @@ void blog_seg_release(struct blocker_store *s, uint32_t seg);
  * cannot flood the log. The caller counts the error in the stats.
  */
 bool blog_seg_error_log(struct blocker_store *s, uint64_t seg, uint64_t *n);
-/* log position where segment seg's file ends (fstat); negative errno */
+/*
+ * Log position where segment seg's records end: where its file ends
+ * (fstat), or for a segment sealed early its data_end; negative errno.
+ */
 int64_t blog_seg_end(struct blocker_store *s, uint32_t seg);
+/*
+ * Seal the segment being appended to (review11 N-E): GC takes only
+ * segments the tail has left, so on a disk too small for a second
+ * segment the dead bytes of the only one could never be reclaimed. The
+ * file is extended to segment_size (a hole: no blocks needed, which
+ * matters on a full disk) and fdatasynced, then the next segment is
+ * created empty and the tail moves to its start; from then on the
+ * sealed segment is closed like any other. Recovery reads a segment
+ * that is not the last, is segment_size long and holds only zeros from
+ * a record boundary on as sealed there (docs/on-disk-format.md). Takes
+ * append_lock (the caller may hold ckpt_lock). 1 if sealed, 0 if there
+ * is nothing to seal (the segment is empty, or the next one already
+ * exists), or a negative errno with nothing changed (a failed fdatasync
+ * is also made sticky as at a segment switch).
+ */
+int blog_seal(struct blocker_store *s);
 
 /*
  * mapread.c: guarded copies out of a segment mapping. bguard_install sets

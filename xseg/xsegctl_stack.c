@@ -509,24 +509,70 @@ pid_t stack_pidfile(const struct stack *st, const char *name)
 	return pid > 0 ? (pid_t)pid : 0;
 }
 
-/* Wait for port to be bound by a live process (and for cond_fn if given);
- * fail early if the peer's pid file names a dead process. */
+/*
+ * Is the peer on port up? Bound by a live process is not enough: the peer
+ * framework binds its port before the peer's init, which is where the
+ * blocker opens (and may refuse) its store, vlmc loads its table and
+ * starts NBD, cached plugs (review11 N-B, N-H: a peer that failed there
+ * was reported up, and the failure blamed on the next one). The framework
+ * publishes the port's statistics first right after init succeeded
+ * (peers/peer.c, "readable from the start"): up = published by the
+ * port's live owner in its current generation.
+ */
+static bool stack_port_ready(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port_stats *ps;
+	struct xseg_port_info pi;
+	bool ready;
+
+	if (xseg_port_info(seg, port, &pi) || !pi.alive)
+		return false;
+	ps = calloc(1, sizeof(*ps));
+	ready = ps && !xseg_port_stats_read(seg, port, ps) &&
+		ps->pid == pi.owner_pid && ps->generation == pi.generation;
+	free(ps);
+	return ready;
+}
+
+/* Bounds of stack_wait_port, in 20 ms steps: to bind the port, and then
+ * to finish starting (a store recovering a large log takes a while). */
+#define STACK_BIND_STEPS  1500 /* 30 s */
+#define STACK_READY_STEPS 6000 /* 120 s */
+
+/* Wait for the peer on port to be up (stack_port_ready; and for cond_fn
+ * if given); fail early once its process is gone. */
 static int stack_wait_port(const struct stack *st, struct xseg *seg,
 			   uint32_t port, const char *name,
 			   bool (*cond_fn)(struct xseg *seg))
 {
-	for (int i = 0; i < 1500; i++) { /* 30 s */
+	pid_t seen = 0;
+	bool bound = false;
+
+	for (int i = 0; i < STACK_READY_STEPS; i++) {
 		pid_t pid;
 
-		if (xseg_port_alive(seg, port) == 1 &&
-		    (!cond_fn || cond_fn(seg)))
+		if (stack_port_ready(seg, port) && (!cond_fn || cond_fn(seg)))
 			return 0;
+		bound = xseg_port_alive(seg, port) == 1;
+		if (!bound && i >= STACK_BIND_STEPS)
+			break;
+		/* the peer exited: its pid file names a dead process, or
+		 * is gone (a peer removes it when it exits; a failed start
+		 * used to cost the whole wait, per supervisor restart) */
 		pid = stack_pidfile(st, name);
-		if (i > 25 && pid && kill(pid, 0) && errno == ESRCH)
+		if (pid)
+			seen = pid;
+		if (i > 25 && seen &&
+		    (!pid || (kill(pid, 0) && errno == ESRCH)))
 			break;
 		stack_sleep_ms(20);
 	}
-	stack_err("%s did not come up on port %u", name, port);
+	if (bound)
+		stack_err("%s bound port %u but did not finish starting "
+			  "within %d s",
+			  name, port, STACK_READY_STEPS / 50);
+	else
+		stack_err("%s did not come up on port %u", name, port);
 	stack_log_tail(st, name);
 	return -ETIMEDOUT;
 }

@@ -71,6 +71,46 @@ int blocker_auto_segment_size(uint64_t fs_bytes, uint32_t chunk_size,
 	return 0;
 }
 
+/*
+ * No super block, but is there a store's data? A create interrupted before
+ * its super block leaves at most an empty log.000000, the durable mark and
+ * an open's reserve, which the create may redo; a store's maps, index or a
+ * non-empty log segment mean a store that lost its super block (deleted by
+ * hand, moved by fsck, missed by a restore: review11 N-G), and creating
+ * over it would truncate its log, so every object in it would be lost.
+ * Returns 0, or -ENOTEMPTY (logged with what to do).
+ */
+static int create_over_data(int dirfd, const char *dir,
+			    const struct blocker_opts *o)
+{
+	static const char *const data_files[] = {BLOCKER_MAPS_FILE,
+						 BLOCKER_INDEX_FILE};
+	const char *found = NULL;
+	struct stat sb;
+	char name[32];
+
+	for (size_t i = 0; i < sizeof(data_files) / sizeof(data_files[0]); i++)
+		if (!fstatat(dirfd, data_files[i], &sb, 0))
+			found = data_files[i];
+	for (unsigned i = 0; !found && i < 1000000; i++) {
+		snprintf(name, sizeof(name), "log.%06u", i);
+		if (fstatat(dirfd, name, &sb, 0))
+			break; /* segments are numbered without gaps */
+		if (sb.st_size > 0 || i > 0)
+			found = name;
+	}
+	if (!found)
+		return 0;
+	blocker_logf(o, BLOCKER_LOG_ERR,
+		     "blocker: %s has a store's data (%s) but no super block: "
+		     "refusing to create a new store over it, which would "
+		     "erase it. Restore %s/%s from a backup (it records the "
+		     "chunk and segment size), or move the files away to "
+		     "start an empty store",
+		     dir, found, dir, BLOCKER_SUPER_FILE);
+	return -ENOTEMPTY;
+}
+
 int blocker_create(const char *dir, const struct blocker_opts *o)
 {
 	struct blocker_opts def;
@@ -124,6 +164,9 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 		r = -EEXIST;
 		goto out;
 	}
+	r = create_over_data(dirfd, dir, o);
+	if (r)
+		goto out;
 	snprintf(path, sizeof(path), "%s/log.000000", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {

@@ -259,9 +259,13 @@ int blocker_auto_segment_size(uint64_t fs_bytes, uint32_t chunk_size,
  * is already there, -EINVAL for bad parameters, -ENOSPC (logged through
  * o->log with the minimum) when the segment size is automatic and the
  * file system is smaller than 8 segments of the smallest size, or the
- * errno of a failed mkdir, statvfs, open or fsync (a failed parent fsync
- * fails the create: a store whose directory entry may vanish in a power
- * cut is not created). Nothing is created when the parameters are
+ * errno of a failed mkdir, statvfs, open or fsync, -ENOTEMPTY (logged)
+ * when dir holds a store's data but no super block (maps, index, a
+ * non-empty log.000000 or a later segment: a store that lost its super
+ * block, which a create would erase; an interrupted create's leftovers,
+ * an empty log.000000, the durable mark, the reserve, are redone) (a failed
+ * parent fsync fails the create: a store whose directory entry may vanish in a
+ * power cut is not created). Nothing is created when the parameters are
  * refused; a refused file system leaves at most the (empty) directory.
  */
 int blocker_create(const char *dir, const struct blocker_opts *o);

@@ -16,3 +16,12 @@ add_test(NAME test_stack_stop
 set_tests_properties(test_stack_stop PROPERTIES TIMEOUT 300
                      SKIP_RETURN_CODE 77 LABELS nbd
                      ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+
+# stack start reports a peer that fails its start-up (after binding its
+# port: vlmc's NBD port taken, the store's log damaged) as that peer's
+# failure with its log, exit 1, nothing left (review11 N-B, N-H).
+add_test(NAME test_stack_start
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_stack_start.sh)
+set_tests_properties(test_stack_start PROPERTIES TIMEOUT 300
+                     SKIP_RETURN_CODE 77 LABELS nbd
+                     ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")

@@ -80,6 +80,13 @@ $X stack start $T/other.conf >/dev/null 2>$T/other.err; rc=$?
 STORE=$(sed -n 's/^store = //p' $D/run/stack.conf)
 U="nbd+unix:///vol?socket=$D/run/nbd.sock"
 pidof_role() { cat $D/run/$1.pid 2>/dev/null; }
+# vlmc refuses objects larger than cached's (review9 R9-10)
+tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--max-object-size=4M' &&
+	! $X volume --dir $D create bigobj 64M 8M 2>$T/bigobj.err &&
+	grep -q "above this stack's limit" $T/bigobj.err &&
+	! $X volume --dir $D list | grep -q bigobj &&
+	ok "a volume with objects above cached's refused" ||
+	fail "max object size: $(cat $T/bigobj.err)"
 tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--nbd-spin=10us' &&
 	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
 # the embedded default's spin = 0 reaches every peer (the config has none),

@@ -695,6 +695,9 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		/* the store's port: routing sends it to cached if plugged */
 		stack_arg(a, "--next-port=%u", next);
 		stack_arg(a, "--object-size=%s", st->object_size);
+		/* cached fails requests past its object size (review9
+		 * R9-10): vlmc refuses volumes with larger objects */
+		stack_arg(a, "--max-object-size=%s", st->object_size);
 		stack_arg(a, "--nbd-socket=%s", st->nbd_socket);
 		stack_arg(a, "--ctl-socket=%s", st->ctl_socket);
 		if (st->nbd_tcp)

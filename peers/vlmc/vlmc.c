@@ -2520,7 +2520,7 @@ static char *vlmc_default_path(struct vlmc *v, const char *suffix)
 	return s;
 }
 
-static int vlmc_init(struct peer *p)
+static int vlmc_init_steps(struct peer *p)
 {
 	struct vlmc *v = peer_priv(p);
 	int rc;
@@ -2601,6 +2601,24 @@ static void vlmc_stop(struct peer *p)
 	/* then: parts parked for a dead peer would hold the NBD drain */
 	vlmc_retry_stop(v);
 	vlmc_nbd_stop(v);
+}
+
+static void vlmc_fini(struct peer *p);
+
+/*
+ * The framework does not call fini when init fails (the port is released
+ * at once), so a failed init undoes itself: vlmc_fini copes with every
+ * half-way state (threads not started, sockets not made) and closes and
+ * removes the sockets made (review11 N-B: a vlmc whose NBD TCP port was
+ * taken left its control and NBD sockets behind, and leaked under ASan).
+ */
+static int vlmc_init(struct peer *p)
+{
+	int rc = vlmc_init_steps(p);
+
+	if (rc)
+		vlmc_fini(p);
+	return rc;
 }
 
 static void vlmc_fini(struct peer *p)

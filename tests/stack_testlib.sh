@@ -24,3 +24,20 @@ trap stack_cleanup EXIT
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 ok() { echo "ok: $*"; }
 die() { echo "FAIL: $*"; tail -n 30 $T/*/run/*.log; exit 1; }
+# new_stack NAME [KEY = VALUE ...]: writes $T/NAME/stack.conf for a
+# small stack in D=$T/NAME/data (added to DIRS), with the given lines last
+new_stack() {
+	local name=$1
+	shift
+	mkdir -p $T/$name
+	D=$T/$name/data
+	DIRS="$DIRS $D"
+	{
+		echo "dir = $D"
+		echo "segment_size = 128M"
+		echo "requests = 1024"
+		echo "cache_size = 16M"
+		for kv in "$@"; do echo "$kv"; done
+	} > $T/$name/stack.conf
+}
+seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }

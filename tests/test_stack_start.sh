@@ -26,23 +26,6 @@ FAILS=0
 LISTENER=
 trap '[ -n "$LISTENER" ] && kill $LISTENER 2>/dev/null; stack_cleanup' EXIT
 
-# new_stack NAME [KEY = VALUE ...]: config of a stack in $T/NAME/data
-new_stack() {
-	local name=$1
-	shift
-	mkdir -p $T/$name
-	D=$T/$name/data
-	DIRS="$DIRS $D"
-	{
-		echo "dir = $D"
-		echo "segment_size = 128M"
-		echo "requests = 1024"
-		echo "cache_size = 16M"
-		echo "store = blocker"
-		for kv in "$@"; do echo "$kv"; done
-	} > $T/$name/stack.conf
-}
-seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }
 nothing_left() {
 	[ ! -e /dev/shm/$2 ] && [ "$(pgrep -f -- "$1/run|--dir=$1" | wc -l)" -eq 0 ]
 }
@@ -60,7 +43,7 @@ LISTENER=$!
 for _ in $(seq 100); do [ -s $T/port ] && break; sleep 0.1; done
 PORT=$(cat $T/port)
 [ -n "$PORT" ] || die "no listener port"
-new_stack s1 "nbd_tcp = $PORT"
+new_stack s1 "store = blocker" "nbd_tcp = $PORT"
 D1=$D
 $X stack start $T/s1/stack.conf >$T/s1/out 2>$T/s1/err; rc=$?
 SEG1=$(seg_of $D1)
@@ -77,7 +60,7 @@ kill $LISTENER
 LISTENER=
 
 # ---- 2. the store's log damaged below its durable mark ----
-new_stack s2
+new_stack s2 "store = blocker"
 D2=$D
 $X stack start $T/s2/stack.conf >/dev/null || die "start s2"
 SEG2=$(seg_of $D2)

@@ -29,22 +29,6 @@ T=$(mktemp -d /tmp/test-stack-stop-XXXXXX)
 FAILS=0
 . "$(dirname "$0")/stack_testlib.sh"
 
-# new_stack NAME [KEY = VALUE ...]: config of a stack in $T/NAME/data
-new_stack() {
-	local name=$1
-	shift
-	mkdir -p $T/$name
-	D=$T/$name/data
-	DIRS="$DIRS $D"
-	{
-		echo "dir = $D"
-		echo "segment_size = 128M"
-		echo "requests = 1024"
-		echo "cache_size = 16M"
-		for kv in "$@"; do echo "$kv"; done
-	} > $T/$name/stack.conf
-}
-seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }
 pid_of() { cat $1/run/$2.pid 2>/dev/null; }
 status_json() { $X stack status --dir $1 --json 2>/dev/null; }
 # alive flag ("true"/"false") of a role's port

@@ -159,6 +159,7 @@ int main(void)
 	Suite *s = suite_create("peer_fence");
 	TCase *tc = tcase_create("core");
 
+	xtu_init(); /* segments named for this run, unlinked at its end */
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_restart_waits_then_binds);
 	tcase_add_test(tc, test_sigterm_while_waiting);

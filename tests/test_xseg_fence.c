@@ -211,36 +211,6 @@ static struct xseg_request *accept_one(struct xseg *seg, uint32_t port)
 	return req;
 }
 
-struct captured {
-	FILE *f;
-	int saved;
-};
-
-static void capture_start(struct captured *c)
-{
-	fflush(stderr);
-	c->f = tmpfile();
-	ck_assert_ptr_nonnull(c->f);
-	c->saved = dup(STDERR_FILENO);
-	ck_assert_int_ge(c->saved, 0);
-	ck_assert_int_ge(dup2(fileno(c->f), STDERR_FILENO), 0);
-}
-
-static char *capture_end(struct captured *c)
-{
-	char *buf = calloc(1, 4096);
-	size_t n;
-
-	fflush(stderr);
-	ck_assert_int_ge(dup2(c->saved, STDERR_FILENO), 0);
-	close(c->saved);
-	rewind(c->f);
-	n = fread(buf, 1, 4095, c->f);
-	buf[n] = '\0';
-	fclose(c->f);
-	return buf;
-}
-
 static struct xseg *server_seg(const char *tag, uint32_t nr_dynamic,
 			       const char **namep)
 {
@@ -275,7 +245,7 @@ static void held_blocks_bind(const char *tag, bool reap_first)
 	struct xseg_port_info pi;
 	struct xseg_reap_stats rs;
 	struct xseg_request *req;
-	struct captured cap;
+	struct xtu_captured cap;
 	struct client c;
 	char *log;
 
@@ -287,9 +257,9 @@ static void held_blocks_bind(const char *tag, bool reap_first)
 		ck_assert(info(seg, CLIENT).draining);
 		ck_assert(!info(seg, CLIENT).bound);
 	}
-	capture_start(&cap);
+	xtu_capture_start(&cap);
 	ck_assert_int_eq(bind_in_child(name, CLIENT), B_EAGAIN);
-	log = capture_end(&cap);
+	log = xtu_capture_end(&cap);
 	ck_assert_msg(strstr(log, "port 0: bind waits: 1 request(s)") &&
 			  strstr(log, "port 2, fserver, pid "),
 		      "%s", log);

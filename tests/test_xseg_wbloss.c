@@ -104,38 +104,6 @@ static bool port_bound(struct xseg *seg, uint32_t port)
 	return pi.bound;
 }
 
-/* stderr into a temporary file while fn runs; returns what was written
- * (malloc'd, NUL-terminated). */
-struct captured {
-	FILE *f;
-	int saved;
-};
-
-static void capture_start(struct captured *c)
-{
-	fflush(stderr);
-	c->f = tmpfile();
-	ck_assert_ptr_nonnull(c->f);
-	c->saved = dup(STDERR_FILENO);
-	ck_assert_int_ge(c->saved, 0);
-	ck_assert_int_ge(dup2(fileno(c->f), STDERR_FILENO), 0);
-}
-
-static char *capture_end(struct captured *c)
-{
-	char *buf = calloc(1, 4096);
-	size_t n;
-
-	fflush(stderr);
-	ck_assert_int_ge(dup2(c->saved, STDERR_FILENO), 0);
-	close(c->saved);
-	rewind(c->f);
-	n = fread(buf, 1, 4095, c->f);
-	buf[n] = '\0';
-	fclose(c->f);
-	return buf;
-}
-
 /* ---------------------------------------------------------------------- */
 
 START_TEST(test_reap_counts_dead_unflushed)
@@ -144,15 +112,15 @@ START_TEST(test_reap_counts_dead_unflushed)
 	struct xseg *seg = mkseg("reap", &name);
 	struct xseg_reap_stats rs = {0};
 	struct xseg_info info;
-	struct captured cap;
+	struct xtu_captured cap;
 	char *log, want[64];
 
 	dead_victim(name, VICTIM_PORT, 5, 0);
 	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 5);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
-	capture_start(&cap);
+	xtu_capture_start(&cap);
 	ck_assert_int_eq(xseg_reap(seg, &rs), 1);
-	log = capture_end(&cap);
+	log = xtu_capture_end(&cap);
 	ck_assert_uint_eq(rs.writeback_losses, 1);
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 1);
 	ck_assert_uint_eq(port_unflushed(seg, VICTIM_PORT), 0);

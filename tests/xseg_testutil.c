@@ -427,3 +427,29 @@ uint32_t xtu_free_requests(struct xseg *seg)
 	}
 	return n;
 }
+
+void xtu_capture_start(struct xtu_captured *c)
+{
+	fflush(stderr);
+	c->f = tmpfile();
+	ck_assert_ptr_nonnull(c->f);
+	c->saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(c->saved, 0);
+	ck_assert_int_ge(dup2(fileno(c->f), STDERR_FILENO), 0);
+}
+
+char *xtu_capture_end(struct xtu_captured *c)
+{
+	char *buf = calloc(1, 4096);
+	size_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	fflush(stderr);
+	ck_assert_int_ge(dup2(c->saved, STDERR_FILENO), 0);
+	close(c->saved);
+	rewind(c->f);
+	n = fread(buf, 1, 4095, c->f);
+	buf[n] = '\0';
+	fclose(c->f);
+	return buf;
+}

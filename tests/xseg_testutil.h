@@ -24,6 +24,7 @@
  *	xtu_finish();
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -39,6 +40,17 @@ void xtu_finish(void);
  * exit status for main (EXIT_FAILURE if any test failed). */
 struct Suite;
 int xtu_run_suite(struct Suite *s);
+
+/* This process's stderr, redirected to a temporary file between
+ * xtu_capture_start and xtu_capture_end, which restores it and returns
+ * what was written (malloc'd, NUL-terminated, at most 4095 bytes). For
+ * checking a library's log lines. Fails the test on an I/O error. */
+struct xtu_captured {
+	FILE *f;
+	int saved;
+};
+void xtu_capture_start(struct xtu_captured *c);
+char *xtu_capture_end(struct xtu_captured *c);
 
 /* Free requests of a segment: the pool's plus every port's free queue
  * (after a test, all of them must be back). */

@@ -1276,14 +1276,16 @@ static void stack_warn_store_degraded(const struct stack *st, struct xseg *seg)
 	char line[1024];
 	int e;
 
+	e = 0;
 	for (int i = 0; ps && i < 150; i++) {
 		if (!xseg_port_stats_read(seg, STACK_STORE_PORT, ps) &&
-		    ps->nr > 0)
+		    ps->nr > 0) {
+			e = (int)stack_stat(ps, "degraded_errno");
 			break;
+		}
 		stack_sleep_ms(20);
 	}
 	free(ps);
-	e = stack_store_degraded(seg);
 	if (!e)
 		return;
 	stack_err("warning: the store refuses writes (%s); reads are served",
@@ -1323,12 +1325,14 @@ static int stack_status(struct stack *st)
 	FILE *vf;
 	uint32_t next;
 	bool healthy;
+	int degraded;
 
 	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
 		stack_err("not running: %s", err);
 		return 1;
 	}
 	next = xseg_get_path_next(seg, STACK_STORE_PORT);
+	degraded = stack_store_degraded(seg);
 	/* only while cached runs: an old table would mislead */
 	have_stats = ps && xseg_port_alive(seg, STACK_CACHED_PORT) == 1 &&
 		     stack_cached_stats(seg, ps);
@@ -1347,7 +1351,7 @@ static int stack_status(struct stack *st)
 		printf(",\"cached_plugged\":%s,\"writeback_losses\":%" PRIu64
 		       ",\"store_degraded_errno\":%d,\"peers\":[",
 		       next == STACK_CACHED_PORT ? "true" : "false",
-		       xseg_writeback_losses(seg), stack_store_degraded(seg));
+		       xseg_writeback_losses(seg), degraded);
 	} else {
 		printf("stack in %s, segment %s\n", st->dir, st->segment);
 		printf("write-back losses: %" PRIu64 "%s\n",
@@ -1410,10 +1414,10 @@ static int stack_status(struct stack *st)
 		printf("redirect: port %u -> %s\n", STACK_STORE_PORT,
 		       next == STACK_CACHED_PORT ? "2 (cached plugged)"
 						 : "none (cached unplugged)");
-		if (stack_store_degraded(seg))
+		if (degraded)
 			printf("store: DEGRADED, writes refused (%s), reads "
 			       "served; see %s/run/store.log\n",
-			       strerror(stack_store_degraded(seg)), st->dir);
+			       strerror(degraded), st->dir);
 		if (have_stats)
 			stack_print_cache(ps);
 		printf("volumes (name size object_size ro|rw parent):\n%s",

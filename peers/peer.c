@@ -1182,7 +1182,8 @@ static void peer_drain(struct peer *p, const sigset_t *sigs)
  * served at other ports, and binding before they are answered would let
  * a late write of the dead peer land after this peer's newer writes
  * (docs/protocol.md, "Requests of a reclaimed sender are not run"). xseg
- * waits up to 1 s per call and logs the holder every 5 s; keep trying
+ * waits up to 1 s per bind call (an allocation returns at once: we wait
+ * 100 ms then) and logs the holder every 5 s; keep trying
  * for as long as it takes, unless told to stop (SIGTERM/SIGINT, blocked
  * here and left pending for the caller's exit path).
  */
@@ -1214,6 +1215,10 @@ static int peer_bind(struct peer *p)
 		if (!sigpending(&pending) && (sigismember(&pending, SIGTERM) ||
 					      sigismember(&pending, SIGINT)))
 			return rc;
+		/* a static bind has waited 1 s inside xseg; the dynamic
+		 * allocation answers at once: do not spin on it */
+		if (p->dynamic_port)
+			usleep(100000);
 	}
 }
 

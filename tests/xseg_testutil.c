@@ -326,17 +326,22 @@ int xtu_echo_server(void *arg)
 	}
 	xseg_set_spin(seg, o->spin_ns);
 	xseg_get_config(seg, &cfg);
-	if (port >= cfg.nr_static_ports) {
-		rc = xseg_alloc_port(seg, "echo", &port);
-		if (rc == 0 && o->dyn_port_out)
-			__atomic_store_n(o->dyn_port_out, port,
-					 __ATOMIC_RELEASE);
-	} else {
-		deadline = xtu_now_ms() + 2000;
-		while ((rc = xseg_bind_port(seg, port, "echo")) == -EBUSY &&
-		       xtu_now_ms() < deadline)
-			usleep(1000);
+	/* -EBUSY: the previous server of a test is still leaving;
+	 * -EAGAIN: the port is draining (its dead owner's requests are still
+	 * being answered elsewhere). Both end by themselves: retry a while,
+	 * as peers/peer.c's peer_bind does. */
+	deadline = xtu_now_ms() + 2000;
+	for (;;) {
+		if (port >= cfg.nr_static_ports)
+			rc = xseg_alloc_port(seg, "echo", &port);
+		else
+			rc = xseg_bind_port(seg, port, "echo");
+		if ((rc != -EBUSY && rc != -EAGAIN) || xtu_now_ms() >= deadline)
+			break;
+		usleep(1000);
 	}
+	if (rc == 0 && port >= cfg.nr_static_ports && o->dyn_port_out)
+		__atomic_store_n(o->dyn_port_out, port, __ATOMIC_RELEASE);
 	if (rc) {
 		fprintf(stderr, "echo server: %s: port %u: %s\n", o->segname,
 			port, strerror(-rc));

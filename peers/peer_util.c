@@ -192,6 +192,16 @@ int peer_parse_size(const char *s, uint64_t *out)
 	case 'T':
 		shift = 40;
 		break;
+	/* vlmc's largest volume is 1P: a limit an error message names must
+	 * be one the parser reads back (review11 N-I) */
+	case 'p':
+	case 'P':
+		shift = 50;
+		break;
+	case 'e':
+	case 'E':
+		shift = 60;
+		break;
 	case 'b':
 	case 'B':
 		if (end[1])

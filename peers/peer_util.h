@@ -72,8 +72,10 @@ void peer_vlog(enum peer_log_level level, const char *fmt, va_list ap);
  * (empty, trailing garbage, sign) / -ERANGE; *out unchanged on error. */
 int peer_parse_u64(const char *s, uint64_t *out);
 
-/* Size with an optional binary suffix: 4096, 4k, 4K, 4KiB, 1m, 2G, 1T
- * (k = 1024). 0, -EINVAL or -ERANGE (overflow); *out unchanged on error. */
+/* Size with an optional binary suffix: 4096, 4k, 4K, 4KiB, 1m, 2G, 1T,
+ * 1P, 1E (k = 1024; case-insensitive; an optional "B"/"iB" after the
+ * letter). 0, -EINVAL or -ERANGE (overflow past 2^64 - 1, e.g. 16E);
+ * *out unchanged on error. */
 int peer_parse_size(const char *s, uint64_t *out);
 
 /* Duration into nanoseconds: a number with a unit ns, us, ms, s, m, h; a

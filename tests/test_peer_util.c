@@ -55,7 +55,17 @@ START_TEST(parse_size)
 	ck_assert_uint_eq(v, 1ULL << 40);
 	ck_assert_int_eq(peer_parse_size("512B", &v), 0);
 	ck_assert_uint_eq(v, 512);
+	/* vlmc names 1P as its limit: the parser must read it back */
+	ck_assert_int_eq(peer_parse_size("1P", &v), 0);
+	ck_assert_uint_eq(v, 1ULL << 50);
+	ck_assert_int_eq(peer_parse_size("2pib", &v), 0);
+	ck_assert_uint_eq(v, 2ULL << 50);
+	ck_assert_int_eq(peer_parse_size("15E", &v), 0);
+	ck_assert_uint_eq(v, 15ULL << 60);
 	v = 7;
+	ck_assert_int_eq(peer_parse_size("16E", &v), -ERANGE);
+	ck_assert_int_eq(peer_parse_size("16384P", &v), -ERANGE);
+	ck_assert_int_eq(peer_parse_size("1PX", &v), -EINVAL);
 	ck_assert_int_eq(peer_parse_size("16777216T", &v), -ERANGE);
 	ck_assert_int_eq(peer_parse_size("4kb2", &v), -EINVAL);
 	ck_assert_int_eq(peer_parse_size("4X", &v), -EINVAL);

@@ -6,10 +6,14 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "test_peer_run.h"
@@ -297,6 +301,305 @@ START_TEST(writeback_loss_visible)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* xsegctl stack: what is refused or answered without starting a peer   */
+/* ------------------------------------------------------------------ */
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void rm_rf(const char *dir)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A new temporary directory (malloc'd); tag may hold a space. */
+static char *tmp_dir(const char *tag)
+{
+	char *d;
+
+	ck_assert_int_gt(asprintf(&d, "/tmp/test-xsegctl-%s-XXXXXX", tag), 0);
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	return d;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A Unix socket file at path; listening (fd returned) or left behind
+ * with nobody listening (as a killed vlmc leaves it; -1 returned). */
+static int unix_socket(const char *path, bool listening)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	strcpy(sa.sun_path, path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	if (!listening) {
+		close(fd);
+		return -1;
+	}
+	ck_assert_int_eq(listen(fd, 1), 0);
+	return fd;
+}
+
+/*
+ * Config errors (review11 N-I): line numbers count blank lines; a bad
+ * value names what is allowed; values a peer would refuse at start
+ * (after a 30 s wait) are refused here; an empty dir is named. Each is
+ * exit 2 and creates nothing (not even the stack's directory).
+ */
+START_TEST(stack_config_errors)
+{
+	static const struct {
+		const char *text, *msg;
+	} cases[] = {
+	    {"# comment\n\n\ndir = @D\n\ncahce_size = 64M\n",
+	     "line 6: unknown key 'cahce_size'"},
+	    {"dir = @D\n\n\nwrite_policy = write-back\n",
+	     "line 4: bad value 'write-back' for write_policy "
+	     "(writeback|writethrough)"},
+	    {"dir = \n", "line 1: bad value '' for dir (a directory, not "
+			 "empty)"},
+	    {"dir = @D\nobject_size = 3M\n",
+	     "line 2: bad value '3M' for object_size (a power of two, 4k .. "
+	     "64M)"},
+	    {"dir = @D\nobject_size = 128M\n", "for object_size"},
+	    {"dir = @D\nobject_size = 2k\n", "for object_size"},
+	    {"dir = @D\ncache_size = 1M\n",
+	     "cache_size 1M must hold at least two objects of object_size 4M "
+	     "(at least 8 MiB)"},
+	    {"dir = @D\ncache_size = 127M\nobject_size = 64M\n",
+	     "must hold at least two objects"},
+	    {"dir = @D\ncache_size = 32T\n", "cache_size 32T is too large"},
+	    {"dir = @D\nstore_segment_size = 1500k\n",
+	     "bad value '1500k' for store_segment_size (auto, or a multiple "
+	     "of 1M)"},
+	    {"dir = @D\nstore_segment_size = 0\n", "for store_segment_size"},
+	    {"dir = @D\nstore_reserve = 512k\n",
+	     "bad value '512k' for store_reserve (auto, 0 for none, or a size "
+	     "of at least 1M)"},
+	    {"dir = @D\nstore_reserve = lots\n", "for store_reserve"},
+	    {"dir = @D\nnbd_tcp = 70000\n",
+	     "(a TCP port, 1 .. 65535, or 0 for none)"},
+	    {"dir = @D\nstore = blocky\n", "(blocker|noop|auto)"},
+	};
+	char *t = tmp_dir("conf"), *conf, *d;
+
+	ck_assert_int_gt(asprintf(&conf, "%s/stack.conf", t), 0);
+	ck_assert_int_gt(asprintf(&d, "%s/data", t), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512], *out, *err;
+		const char *at = strstr(cases[i].text, "@D");
+
+		if (at)
+			snprintf(text, sizeof(text), "%.*s%s%s",
+				 (int)(at - cases[i].text), cases[i].text, d,
+				 at + 2);
+		else
+			snprintf(text, sizeof(text), "%s", cases[i].text);
+		write_file(conf, text);
+		const char *a[] = {"stack", "start", conf, NULL};
+		int rc = ctl(a, &out, &err);
+
+		ck_assert_msg(rc == 2, "case %zu: status %d: %s", i, rc, err);
+		ck_assert_msg(strstr(err, cases[i].msg), "case %zu: %s", i,
+			      err);
+		ck_assert_msg(access(d, F_OK), "case %zu: %s was made", i, d);
+		free(out);
+		free(err);
+	}
+	/* --dir '' as well */
+	const char *a[] = {"stack", "stop", "--dir", "", NULL};
+	char *out, *err;
+
+	ck_assert_int_eq(ctl(a, &out, &err), 2);
+	ck_assert_msg(strstr(err, "--dir: empty directory name"), "%s", err);
+	free(out);
+	free(err);
+	rm_rf(t);
+	free(conf);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/*
+ * Commands on a directory where no stack runs (review11 N-I): stop says
+ * so and succeeds, removing the sockets a killed vlmc left (not one
+ * somebody listens on); status, unplug-cached and restart-peer say so and
+ * fail; volume commands ask whether the stack runs. A start refused
+ * before its segment exists writes nothing into the peers' logs.
+ */
+START_TEST(stack_not_running)
+{
+	char *t = tmp_dir("norun"), *d, *run, *text, *path, *out, *err;
+	const char *seg = xtu_segname("ctlnorun");
+	int fd, rc;
+
+	ck_assert_int_gt(asprintf(&d, "%s/data", t), 0);
+	ck_assert_int_gt(asprintf(&run, "%s/run", d), 0);
+	/* nothing was ever started there */
+	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
+	ck_assert_int_eq(ctl(stop, &out, &err), 0);
+	ck_assert_msg(strstr(out, "no stack is running in"), "%s", out);
+	free(out);
+	free(err);
+	const char *vol[] = {"volume", "--dir", d, "list", NULL};
+	ck_assert_int_eq(ctl(vol, &out, &err), 1);
+	ck_assert_msg(strstr(err, "is the stack running? (xsegctl stack "
+				  "start)"),
+		      "%s", err);
+	free(out);
+	free(err);
+
+	/* a stack that ran there: its state names a segment that is gone;
+	 * a dead NBD socket and a control socket with a listener */
+	ck_assert_int_eq(mkdir(d, 0700), 0);
+	ck_assert_int_eq(mkdir(run, 0700), 0);
+	ck_assert_int_gt(asprintf(&text,
+				  "dir = %s\nsegment = %s\nstore = noop\n"
+				  "nbd_socket = %s/nbd.sock\n"
+				  "ctl_socket = %s/vlmc.ctl\n",
+				  d, seg, run, run),
+			 0);
+	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", run), 0);
+	write_file(path, text);
+	free(path);
+	free(text);
+	ck_assert_int_gt(asprintf(&path, "%s/nbd.sock", run), 0);
+	unix_socket(path, false);
+	free(path);
+	ck_assert_int_gt(asprintf(&path, "%s/vlmc.ctl", run), 0);
+	fd = unix_socket(path, true);
+	ck_assert_int_eq(ctl(stop, &out, &err), 0);
+	ck_assert_msg(strstr(out, "no stack is running in") &&
+			  strstr(out, "does not exist"),
+		      "%s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(access(path, F_OK), 0); /* somebody listens */
+	close(fd);
+	free(path);
+	ck_assert_int_gt(asprintf(&path, "%s/nbd.sock", run), 0);
+	ck_assert_msg(access(path, F_OK), "stale %s left", path);
+	free(path);
+	static const char *const cmds[][2] = {{"status", NULL},
+					      {"unplug-cached", NULL},
+					      {"restart-peer", "vlmc"}};
+	for (size_t i = 0; i < 3; i++) {
+		const char *a[] = {"stack", cmds[i][0], "--dir",
+				   d,	    cmds[i][1], NULL};
+
+		rc = ctl(a, &out, &err);
+		ck_assert_msg(rc == 1, "%s: status %d", cmds[i][0], rc);
+		ck_assert_msg(strstr(err, "no stack is running in") &&
+				  !strstr(err, "shm_open"),
+			      "%s: %s", cmds[i][0], err);
+		free(out);
+		free(err);
+	}
+
+	/* a start refused at the segment (a name xseg refuses) marks no
+	 * log: the marks say where a stack's life begins */
+	ck_assert_int_gt(asprintf(&path, "%s/store.log", run), 0);
+	write_file(path, "an earlier line\n");
+	ck_assert_int_gt(asprintf(&text, "%s/bad.conf", t), 0);
+	{
+		char *conf;
+
+		ck_assert_int_gt(
+		    asprintf(&conf, "dir = %s\nsegment = a/b\n", d), 0);
+		write_file(text, conf);
+		free(conf);
+	}
+	const char *start[] = {"stack", "start", text, NULL};
+	ck_assert_int_eq(ctl(start, &out, &err), 1);
+	free(out);
+	free(err);
+	out = tpr_slurp(path);
+	ck_assert_str_eq(out, "an earlier line\n");
+	free(out);
+	free(path);
+	ck_assert_int_gt(asprintf(&path, "%s/vlmc.log", run), 0);
+	ck_assert_msg(access(path, F_OK), "%s written", path);
+	free(path);
+	free(text);
+	rm_rf(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/*
+ * A stack whose segment exists and no peer runs (all died): a second
+ * unplug-cached is idempotent (exit 0, "cached is not plugged"), and
+ * status prints the NBD URI with the socket path percent-encoded (a dir
+ * with a space and a '%', review11 N-I).
+ */
+START_TEST(stack_segment_no_peers)
+{
+	char *t = tmp_dir("sp ace%"), *d, *run, *text, *path, *out, *err;
+	const char *seg = xtu_segname("ctlnopeer");
+
+	CTL_OK("create", "--size", "16M", seg);
+	ck_assert_int_gt(asprintf(&d, "%s/data", t), 0);
+	ck_assert_int_gt(asprintf(&run, "%s/run", d), 0);
+	ck_assert_int_eq(mkdir(d, 0700), 0);
+	ck_assert_int_eq(mkdir(run, 0700), 0);
+	ck_assert_int_gt(asprintf(&text,
+				  "dir = %s\nsegment = %s\nstore = noop\n"
+				  "nbd_socket = %s/nbd.sock\n"
+				  "ctl_socket = %s/vlmc.ctl\n",
+				  d, seg, run, run),
+			 0);
+	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", run), 0);
+	write_file(path, text);
+	free(path);
+	free(text);
+	for (int i = 0; i < 2; i++) {
+		const char *a[] = {"stack", "unplug-cached", "--dir", d, NULL};
+		int rc = ctl(a, &out, &err);
+
+		ck_assert_msg(rc == 0, "unplug %d: status %d: %s", i, rc, err);
+		ck_assert_msg(strstr(out, "cached is not plugged"), "%s", out);
+		free(out);
+		free(err);
+	}
+	const char *st[] = {"stack", "status", "--dir", d, NULL};
+	ck_assert_int_eq(ctl(st, &out, &err), 1); /* no peer: unhealthy */
+	ck_assert_msg(strstr(out, "NBD: nbd+unix:///VOLUME?socket=/tmp/"
+				  "test-xsegctl-sp%20ace%25-"),
+		      "%s", out);
+	/* one URI: no blank up to the end of its line */
+	char *nbd = strstr(out, "NBD: ") + 5;
+	ck_assert_msg(strcspn(nbd, " \n") == strcspn(nbd, "\n"), "%s", out);
+	free(out);
+	free(err);
+	CTL_OK("destroy", seg);
+	xtu_forget_segname(seg);
+	rm_rf(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
 /* A peer killed with SIGKILL is listed dead; reap frees its port. */
 START_TEST(reap_dead_peer)
 {
@@ -345,6 +648,9 @@ int main(void)
 	tcase_add_test(tc, list_redirect_stats);
 	tcase_add_test(tc, reap_dead_peer);
 	tcase_add_test(tc, writeback_loss_visible);
+	tcase_add_test(tc, stack_config_errors);
+	tcase_add_test(tc, stack_not_running);
+	tcase_add_test(tc, stack_segment_no_peers);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -30,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,7 +101,7 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 	uint64_t x;
 
 	if (!strcmp(k, "dir"))
-		return stack_str(st->dir, sizeof(st->dir), v);
+		return *v ? stack_str(st->dir, sizeof(st->dir), v) : -EINVAL;
 	if (!strcmp(k, "segment"))
 		return stack_str(st->segment, sizeof(st->segment), v);
 	if (!strcmp(k, "segment_size"))
@@ -123,11 +125,33 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->cache_size, sizeof(st->cache_size),
 				       v);
+	/* vlmc's bound (vlmc_obj_size_valid): a value it refuses made it
+	 * fail only after the stack had waited 30 s (review11 N-I) */
 	if (!strcmp(k, "object_size"))
-		return peer_parse_size(v, &x)
+		return peer_parse_size(v, &x) || x < STACK_MIN_OBJECT_SIZE ||
+			       x > STACK_MAX_OBJECT_SIZE || (x & (x - 1))
 			   ? -EINVAL
 			   : stack_str(st->object_size, sizeof(st->object_size),
 				       v);
+	if (!strcmp(k, "store_segment_size")) {
+		/* blocker --segment-size: auto, or whole MiB (blocker_create
+		 * refuses the rest; 0 is not taken for auto) */
+		if (strcmp(v, "auto") && (peer_parse_size(v, &x) ||
+					  x < (1ULL << 20) || x % (1ULL << 20)))
+			return -EINVAL;
+		return stack_str(st->store_segment_size,
+				 sizeof(st->store_segment_size), v);
+	}
+	if (!strcmp(k, "store_reserve")) {
+		/* blocker --reserve: auto, 0 (none) or at least 1 MiB
+		 * (blocker_reserve_opt) */
+		if (strcmp(v, "auto") &&
+		    (peer_parse_size(v, &x) ||
+		     (x && (x < (1ULL << 20) || x == UINT64_MAX))))
+			return -EINVAL;
+		return stack_str(st->store_reserve, sizeof(st->store_reserve),
+				 v);
+	}
 	if (!strcmp(k, "write_policy")) {
 		if (strcmp(v, "writeback") && strcmp(v, "writethrough"))
 			return -EINVAL;
@@ -193,6 +217,47 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 	return -ENOENT;
 }
 
+/* What key k accepts, for the message that refuses a value. */
+static const char *stack_key_allowed(const char *k)
+{
+	static const struct {
+		const char *key, *allowed;
+	} keys[] = {
+	    {"dir", "a directory, not empty"},
+	    {"segment", "a segment name"},
+	    {"segment_size", "a size, e.g. 1G"},
+	    {"requests", "a number, e.g. 8192"},
+	    {"store", "blocker|noop|auto"},
+	    {"cached", "on|off"},
+	    {"verify_reads", "on|off"},
+	    {"supervise", "on|off"},
+	    {"cache_size", "a size, e.g. 256M"},
+	    {"object_size", "a power of two, 4k .. 64M"},
+	    {"write_policy", "writeback|writethrough"},
+	    {"store_threads", "a number"},
+	    {"cached_threads", "a number"},
+	    {"vlmc_threads", "a number"},
+	    {"spin", "a duration, e.g. 20us or 0"},
+	    {"spin_policy", "adaptive|fixed"},
+	    {"cpus", "a CPU list, e.g. 1 or 0-3 or 0,2-3"},
+	    {"nbd_socket", "a path"},
+	    {"ctl_socket", "a path"},
+	    {"gc_threshold", "a percentage, 0 .. 100"},
+	    {"nbd_max_conns", "1 .. 4096"},
+	    {"nbd_inflight_bytes", "a size, 1 .. 1T"},
+	    {"nbd_spin", "a duration, at most 1s"},
+	    {"dead_peer_wait", "a duration, at most 1h"},
+	    {"nbd_tcp", "a TCP port, 1 .. 65535, or 0 for none"},
+	    {"store_segment_size", "auto, or a multiple of 1M"},
+	    {"store_reserve", "auto, 0 for none, or a size of at least 1M"},
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(keys[i].key, k))
+			return keys[i].allowed;
+	return "see docs/operations.md";
+}
+
 static char *stack_trim(char *s)
 {
 	char *e;
@@ -208,13 +273,14 @@ static char *stack_trim(char *s)
 /* Parse config text; name is used in messages. */
 static int stack_parse(struct stack *st, const char *text, const char *name)
 {
-	char *copy = strdup(text), *save, *line;
+	char *copy = strdup(text), *next, *line;
 	int lineno = 0, rc = 0;
 
 	if (!copy)
 		return -ENOMEM;
-	for (line = strtok_r(copy, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
+	/* strsep, not strtok_r: strtok_r skips empty lines, and every
+	 * message after a blank line named the wrong line (review11 N-I) */
+	for (next = copy; (line = strsep(&next, "\n"));) {
 		char *eq, *k, *v;
 		int e;
 
@@ -240,15 +306,55 @@ static int stack_parse(struct stack *st, const char *text, const char *name)
 			rc = -EINVAL;
 			break;
 		}
+		if (e == -ENAMETOOLONG) {
+			stack_err("%s: line %d: value of %s too long (%zu "
+				  "characters)",
+				  name, lineno, k, strlen(v));
+			rc = -EINVAL;
+			break;
+		}
 		if (e) {
-			stack_err("%s: line %d: bad value '%s' for %s", name,
-				  lineno, v, k);
+			stack_err("%s: line %d: bad value '%s' for %s (%s)",
+				  name, lineno, v, k, stack_key_allowed(k));
 			rc = -EINVAL;
 			break;
 		}
 	}
 	free(copy);
 	return rc;
+}
+
+/*
+ * What no single key can tell: the values of two keys that a peer
+ * refuses together (cached: the cache must hold two objects, its bucket
+ * count must fit 32 bits). Checked once the whole configuration is read,
+ * before anything starts: a peer refusing its options at start used to
+ * cost the 30 s wait for its port (review11 N-I).
+ */
+static int stack_check(const struct stack *st, const char *name)
+{
+	uint64_t cache, object;
+
+	if (peer_parse_size(st->cache_size, &cache) ||
+	    peer_parse_size(st->object_size, &object))
+		return -EINVAL; /* stack_set checked both */
+	if (cache / 2 < object) {
+		stack_err("%s: cache_size %s must hold at least two objects of "
+			  "object_size %s (at least %" PRIu64 " MiB)",
+			  name, st->cache_size, st->object_size,
+			  (2 * object) >> 20);
+		return -EINVAL;
+	}
+	if (cache / STACK_CACHED_BUCKET_SIZE >= UINT32_MAX) {
+		stack_err("%s: cache_size %s is too large (at most %" PRIu64
+			  " GiB: cached counts its 4 KiB buckets in 32 bits)",
+			  name, st->cache_size,
+			  (uint64_t)((STACK_CACHED_BUCKET_SIZE *
+				      (UINT32_MAX - 1ULL)) >>
+				     30));
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int stack_read_file(const char *path, char **text)
@@ -288,12 +394,16 @@ static int stack_resolve(struct stack *st)
 	int r;
 
 	if (mkdir(st->dir, 0700) && errno != EEXIST) {
-		stack_err("%s: %s", st->dir, strerror(errno));
-		return -errno;
+		r = -errno;
+		stack_err("cannot make the stack directory '%s': %s", st->dir,
+			  strerror(-r));
+		return r;
 	}
 	if (!realpath(st->dir, abs)) {
-		stack_err("%s: %s", st->dir, strerror(errno));
-		return -errno;
+		r = -errno;
+		stack_err("the stack directory '%s': %s", st->dir,
+			  strerror(-r));
+		return r;
 	}
 	/* also when it existed: whoever made it may not have synced its
 	 * entry, and the store below it relies on the entry (as
@@ -402,23 +512,30 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "dead_peer_wait = %s\n", st->dead_peer_wait);
 	if (st->cpus[0])
 		fprintf(f, "cpus = %s\n", st->cpus);
+	if (st->store_segment_size[0])
+		fprintf(f, "store_segment_size = %s\n", st->store_segment_size);
+	if (st->store_reserve[0])
+		fprintf(f, "store_reserve = %s\n", st->store_reserve);
 	return fclose(f) ? -errno : 0;
 }
 
-/* Load the running stack's state from dir. */
-static int stack_load_state(struct stack *st, const char *dir)
+/* Load the running stack's state from dir. -ENOENT (said only if
+ * !quiet) when no stack was ever started there. */
+static int stack_load_state(struct stack *st, const char *dir, bool quiet)
 {
 	char path[PATH_MAX + 32], *text;
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/run/stack.conf", dir);
 	rc = stack_read_file(path, &text);
-	if (rc) {
-		stack_err("no stack state in %s (%s): is a stack running "
-			  "there?",
-			  dir, strerror(-rc));
+	if (rc == -ENOENT && !quiet)
+		stack_err("no stack is running in %s (no stack was started "
+			  "there: %s is missing)",
+			  dir, path);
+	else if (rc && rc != -ENOENT)
+		stack_err("%s: %s", path, strerror(-rc));
+	if (rc)
 		return rc;
-	}
 	rc = stack_parse(st, text, path);
 	free(text);
 	return rc;
@@ -435,35 +552,106 @@ void stack_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static void stack_log_tail(const struct stack *st, const char *name)
+/* Written to every peer's log (and the supervisor's) by start once the
+ * segment is made: lines after the last one belong to this stack's life. */
+#define STACK_START_MARK "xsegctl stack start: "
+
+/* Size of DIR/run/NAME.log now (0 if none): where the lines of a peer
+ * about to be started will begin. */
+static off_t stack_log_size(const struct stack *st, const char *name)
 {
-	char path[PATH_MAX + 32], *text;
+	char path[PATH_MAX + 32];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/run/%s.log", st->dir, name);
+	return stat(path, &sb) ? 0 : sb.st_size;
+}
+
+/*
+ * Print the end of DIR/run/NAME.log written since byte from (the size
+ * before this start: earlier starts' lines would mislead, review11 N-I),
+ * or, for from < 0, since the stack's start mark. At most the last
+ * 1500 bytes, from a line start.
+ */
+static void stack_log_tail(const struct stack *st, const char *name, off_t from)
+{
+	char path[PATH_MAX + 32], *text, *p, *m;
+	size_t n;
 
 	snprintf(path, sizeof(path), "%s/run/%s.log", st->dir, name);
 	if (stack_read_file(path, &text))
 		return;
-	size_t n = strlen(text);
-	const char *p = n > 1500 ? text + n - 1500 : text;
-	fprintf(stderr, "--- last lines of %s ---\n%s", path, p);
+	n = strlen(text);
+	p = text;
+	if (from >= 0) {
+		p = (size_t)from <= n ? text + from : text + n;
+	} else {
+		for (m = strstr(text, STACK_START_MARK); m;
+		     m = strstr(m + 1, STACK_START_MARK))
+			p = m;
+	}
+	if (text + n - p > 1500) {
+		p = text + n - 1500;
+		m = strchr(p, '\n');
+		if (m && m[1])
+			p = m + 1;
+	}
+	if (*p)
+		fprintf(stderr, "--- %s's lines from this start (%s) ---\n%s%s",
+			name, path, p, text[n - 1] == '\n' ? "" : "\n");
+	else
+		fprintf(stderr, "--- %s wrote nothing to %s ---\n", name, path);
 	free(text);
 }
 
-int stack_spawn_detached(const char *bin, char *const argv[], const char *log)
+/* read() all of len bytes unless EOF or an error comes first. */
+static ssize_t stack_read_full(int fd, void *buf, size_t len)
 {
-	pid_t pid = fork();
-	int status;
+	size_t got = 0;
 
-	if (pid < 0)
+	while (got < len) {
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return got ? (ssize_t)got : n;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int stack_spawn_detached(const char *bin, char *const argv[], const char *log,
+			 pid_t *pidp)
+{
+	int status, p[2], e;
+	pid_t pid, peer;
+	ssize_t n;
+
+	/* the peer sends its pid, then its exec's errno if the exec
+	 * fails; close-on-exec, so a successful exec reads as EOF */
+	if (pipe2(p, O_CLOEXEC))
 		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		e = -errno;
+		close(p[0]);
+		close(p[1]);
+		return e;
+	}
 	if (pid == 0) {
 		int fd;
 
+		close(p[0]);
 		setsid();
 		/* double fork: the child is not ours, nobody has to reap it
 		 * when this xsegctl exits */
 		pid = fork();
 		if (pid)
 			_exit(pid < 0);
+		peer = getpid();
+		if (write(p[1], &peer, sizeof(peer)) != sizeof(peer))
+			_exit(127);
 		fd = open("/dev/null", O_RDONLY);
 		if (fd >= 0)
 			dup2(fd, 0);
@@ -473,17 +661,30 @@ int stack_spawn_detached(const char *bin, char *const argv[], const char *log)
 			dup2(fd, 2);
 		}
 		execv(bin, argv);
+		e = errno;
+		if (write(p[1], &e, sizeof(e)) != sizeof(e))
+			_exit(127);
 		_exit(127);
 	}
+	close(p[1]);
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-	    WEXITSTATUS(status))
+	    WEXITSTATUS(status) ||
+	    stack_read_full(p[0], &peer, sizeof(peer)) != sizeof(peer)) {
+		close(p[0]);
 		return -ECHILD;
+	}
+	n = stack_read_full(p[0], &e, sizeof(e));
+	close(p[0]);
+	if (n == sizeof(e))
+		return e > 0 ? -e : -ECHILD;
+	if (pidp)
+		*pidp = peer;
 	return 0;
 }
 
 /* Start prog detached with its stderr in DIR/run/NAME.log. */
 static int stack_spawn(const struct stack *st, const char *name,
-		       char *const argv[])
+		       char *const argv[], pid_t *pidp)
 {
 	char log[PATH_MAX + 32], bin[PATH_MAX];
 
@@ -493,7 +694,7 @@ static int stack_spawn(const struct stack *st, const char *name,
 		return -ENOENT;
 	}
 	snprintf(log, sizeof(log), "%s/run/%s.log", st->dir, name);
-	return stack_spawn_detached(bin, argv, log);
+	return stack_spawn_detached(bin, argv, log, pidp);
 }
 
 pid_t stack_pidfile(const struct stack *st, const char *name)
@@ -539,10 +740,17 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
 #define STACK_BIND_STEPS  1500 /* 30 s */
 #define STACK_READY_STEPS 6000 /* 120 s */
 
-/* Wait for the peer on port to be up (stack_port_ready; and for cond_fn
- * if given); fail early once its process is gone. */
+/*
+ * Wait for the peer on port to be up (stack_port_ready; and for cond_fn
+ * if given); fail early once its process is gone. spawned is the pid of
+ * the peer just started (0: none, e.g. a start someone else began): its
+ * exit fails the wait at once, also before it wrote its pid file (a peer
+ * refusing its options used to cost the whole 30 s, review11 N-I). The
+ * log tail printed on failure starts at log_from (stack_log_tail).
+ */
 static int stack_wait_port(const struct stack *st, struct xseg *seg,
-			   uint32_t port, const char *name,
+			   uint32_t port, const char *name, const char *prog,
+			   pid_t spawned, off_t log_from,
 			   bool (*cond_fn)(struct xseg *seg))
 {
 	pid_t seen = 0;
@@ -556,6 +764,15 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 		bound = xseg_port_alive(seg, port) == 1;
 		if (!bound && i >= STACK_BIND_STEPS)
 			break;
+		/* a zombie counts as exited (stack_pid_runs): it is
+		 * reparented, nobody here reaps it */
+		if (spawned && !stack_pid_runs(spawned, prog)) {
+			stack_err("%s did not come up on port %u: it (pid "
+				  "%d) exited during its start-up",
+				  name, port, (int)spawned);
+			stack_log_tail(st, name, log_from);
+			return -ECHILD;
+		}
 		/* the peer exited: its pid file names a dead process, or
 		 * is gone (a peer removes it when it exits; a failed start
 		 * used to cost the whole wait, per supervisor restart) */
@@ -573,7 +790,7 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 			  name, port, STACK_READY_STEPS / 50);
 	else
 		stack_err("%s did not come up on port %u", name, port);
-	stack_log_tail(st, name);
+	stack_log_tail(st, name, log_from);
 	return -ETIMEDOUT;
 }
 
@@ -650,6 +867,14 @@ uint32_t stack_role_port(enum stack_role r)
 	return stack_roles[r].port;
 }
 
+int stack_role_by_name(const char *name)
+{
+	for (int r = 0; r < STACK_NR_ROLES; r++)
+		if (!strcmp(stack_roles[r].name, name))
+			return r;
+	return -1;
+}
+
 const char *stack_role_prog(const struct stack *st, enum stack_role r)
 {
 	return r == STACK_ROLE_STORE ? stack_store_prog(st)
@@ -678,6 +903,11 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			if (st->gc_threshold[0])
 				stack_arg(a, "--gc-threshold=%s",
 					  st->gc_threshold);
+			if (st->store_segment_size[0])
+				stack_arg(a, "--segment-size=%s",
+					  st->store_segment_size);
+			if (st->store_reserve[0])
+				stack_arg(a, "--reserve=%s", st->store_reserve);
 		} else {
 			stack_arg(a, "--store");
 			stack_arg(a, "--store-max=%" PRIu64,
@@ -719,16 +949,22 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 		     enum stack_role r)
 {
 	struct stack_argv *a = calloc(1, sizeof(*a));
+	off_t log_from = stack_log_size(st, stack_roles[r].name);
+	pid_t pid = 0;
 	int rc;
 
 	if (!a)
 		return -ENOMEM;
 	stack_peer_args(a, st, r);
-	rc = stack_spawn(st, stack_roles[r].name, a->v);
+	rc = stack_spawn(st, stack_roles[r].name, a->v, &pid);
 	free(a);
+	if (rc && rc != -ENOENT)
+		stack_err("%s: cannot start it: %s", stack_roles[r].name,
+			  strerror(-rc));
 	if (!rc)
 		rc = stack_wait_port(
 		    st, seg, stack_roles[r].port, stack_roles[r].name,
+		    stack_role_prog(st, r), pid, log_from,
 		    r == STACK_ROLE_CACHED ? stack_plugged : NULL);
 	if (!rc && r == STACK_ROLE_VLMC && stack_ctl_up(st)) {
 		stack_err("vlmc: no control socket at %s", st->ctl_socket);
@@ -770,6 +1006,97 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 /* Commands                                                            */
 /* ------------------------------------------------------------------ */
 
+/*
+ * The NBD URI of the stack's socket, for people to paste into nbdinfo or
+ * qemu-img: the socket path is a query value, so everything but RFC 3986
+ * unreserved characters and '/' is percent-encoded (a dir with a space
+ * printed no URI at all, review11 N-I).
+ */
+static void stack_print_nbd_uri(FILE *f, const char *socket)
+{
+	fputs("nbd+unix:///VOLUME?socket=", f);
+	for (const unsigned char *p = (const unsigned char *)socket; *p; p++) {
+		if (isalnum(*p) || strchr("-._~/", *p))
+			fputc(*p, f);
+		else
+			fprintf(f, "%%%02X", *p);
+	}
+}
+
+/* s as one shell word: as is when it needs no quoting, else in single
+ * quotes (a ' inside as '\''). */
+static void stack_print_shell_word(FILE *f, const char *s)
+{
+	if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+			    "XYZ0123456789-._/=:,+@%") == strlen(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+/* Nobody listens on the Unix socket at path: a connect is refused. */
+static bool stack_socket_dead(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	e = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? errno : 0;
+	close(fd);
+	return e == ECONNREFUSED;
+}
+
+/*
+ * A vlmc that was killed, or failed in a way that skipped its cleanup,
+ * leaves its NBD and control sockets behind (review11 N-I: after a failed
+ * start and a stop, both stayed in DIR/run). Remove them once no vlmc of
+ * this stack runs: only sockets, and only ones nobody listens on.
+ */
+static void stack_remove_stale_sockets(const struct stack *st)
+{
+	const char *paths[] = {st->nbd_socket, st->ctl_socket};
+	struct stat sb;
+
+	if (stack_pid_runs(stack_pidfile(st, "vlmc"), "vlmc"))
+		return;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		if (paths[i][0] && !lstat(paths[i], &sb) &&
+		    S_ISSOCK(sb.st_mode) && stack_socket_dead(paths[i]))
+			unlink(paths[i]);
+}
+
+/*
+ * Join the running stack's segment. -ENOENT when it does not exist: "no
+ * stack is running in DIR" (not the shm_open error, review11 N-I); other
+ * errors are said as they are.
+ */
+static int stack_join(const struct stack *st, struct xseg **segp)
+{
+	char err[XSEG_ERRBUF_LEN];
+	int rc = xseg_join(st->segment, segp, err, sizeof(err));
+
+	if (rc == -ENOENT)
+		stack_err("no stack is running in %s (its segment %s does not "
+			  "exist)",
+			  st->dir, st->segment);
+	else if (rc)
+		stack_err("%s", err);
+	return rc;
+}
+
 static int stack_any_alive(struct xseg *seg)
 {
 	for (uint32_t p = STACK_STORE_PORT; p <= STACK_VLMC_PORT; p++)
@@ -781,10 +1108,6 @@ static int stack_any_alive(struct xseg *seg)
 /* ------------------------------------------------------------------ */
 /* Write-back losses at stop and start                                 */
 /* ------------------------------------------------------------------ */
-
-/* Written to every peer's log (and the supervisor's) by start: lines
- * after the last one belong to this stack's life. */
-#define STACK_START_MARK "xsegctl stack start: "
 
 static void stack_when(char *out, size_t cap)
 {
@@ -956,7 +1279,7 @@ static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 		stack_report(st, "the store is starting; waiting for it "
 				 "before cached flushes");
 		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store",
-				     NULL)) {
+				     stack_role_prog(st, r), 0, -1, NULL)) {
 			stack_report(st, "the store is up (pid %d)",
 				     (int)stack_pidfile(st, "store"));
 			return;
@@ -1024,8 +1347,8 @@ static bool stack_running_in_dir(const struct stack *st)
 	if (access(path, F_OK))
 		return false;
 	prev = calloc(1, sizeof(*prev));
-	if (!prev || stack_load_state(prev, st->dir) || !prev->segment[0] ||
-	    !strcmp(prev->segment, st->segment)) {
+	if (!prev || stack_load_state(prev, st->dir, true) ||
+	    !prev->segment[0] || !strcmp(prev->segment, st->segment)) {
 		/* unreadable: nothing to protect; the same segment: the
 		 * caller's own check */
 		free(prev);
@@ -1079,7 +1402,6 @@ static int stack_start(struct stack *st)
 		xseg_destroy(st->segment);
 		seg = NULL;
 	}
-	stack_mark_logs(st);
 	xseg_config_default(&cfg);
 	cfg.size = st->segment_size;
 	cfg.nr_requests = (uint32_t)st->requests;
@@ -1088,6 +1410,10 @@ static int stack_start(struct stack *st)
 		stack_err("%s", err);
 		return 1;
 	}
+	/* only now: a start refused before this point (a bad segment name
+	 * or size) is not a stack's life, and used to write its mark into
+	 * every log (review11 N-I) */
+	stack_mark_logs(st);
 	rc = stack_write_state(st);
 	if (rc) {
 		stack_err("%s/run/stack.conf: %s", st->dir, strerror(-rc));
@@ -1106,11 +1432,13 @@ static int stack_start(struct stack *st)
 	if (st->supervise && stack_start_supervisor(st))
 		goto fail;
 	printf("stack started: segment %s, store %s%s, vlmc on port %u\n"
-	       "  NBD: nbd+unix:///VOLUME?socket=%s\n"
-	       "  volumes: xsegctl volume --dir %s create NAME SIZE\n",
+	       "  NBD: ",
 	       st->segment, stack_store_prog(st),
-	       st->cached ? " behind cached" : "", STACK_VLMC_PORT,
-	       st->nbd_socket, st->dir);
+	       st->cached ? " behind cached" : "", STACK_VLMC_PORT);
+	stack_print_nbd_uri(stdout, st->nbd_socket);
+	printf("\n  volumes: xsegctl volume --dir ");
+	stack_print_shell_word(stdout, st->dir);
+	printf(" create NAME SIZE\n");
 	return 0;
 sys_err:
 	stack_err("%s: %s", path, strerror(errno));
@@ -1123,6 +1451,21 @@ fail:
 	return 1;
 }
 
+/*
+ * stop when the stack's segment does not exist: nothing of the stack runs
+ * (its peers leave when the segment goes; the supervisor was stopped
+ * first). The goal of stop holds: exit 0, saying so (review11 N-I: it
+ * said "join: shm_open: No such file or directory", exit 1). What a
+ * failed start or a killed vlmc left is cleaned up.
+ */
+static int stack_stop_not_running(const struct stack *st)
+{
+	stack_remove_stale_sockets(st);
+	printf("no stack is running in %s (segment %s does not exist)\n",
+	       st->dir, st->segment);
+	return 0;
+}
+
 static int stack_stop(struct stack *st)
 {
 	struct xseg *seg;
@@ -1133,7 +1476,10 @@ static int stack_stop(struct stack *st)
 	/* first the supervisor, or it would restart what we stop */
 	if (stack_stop_supervisor(st))
 		return 1;
-	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
+	rc = xseg_join(st->segment, &seg, err, sizeof(err));
+	if (rc == -ENOENT)
+		return stack_stop_not_running(st);
+	if (rc) {
 		stack_err("%s", err);
 		return 1;
 	}
@@ -1156,6 +1502,7 @@ static int stack_stop(struct stack *st)
 			  st->segment);
 		return 1;
 	}
+	stack_remove_stale_sockets(st);
 	/* Destroying the segment would drop the only record of a loss
 	 * (its counter, a dead cached's count, cached's kept redirect):
 	 * keep it, say what was lost, and fail. */
@@ -1292,7 +1639,13 @@ static void stack_warn_store_degraded(const struct stack *st, struct xseg *seg)
 		  strerror(e));
 	if (stack_last_log_line(st, "store", "degraded", line, sizeof(line)))
 		stack_err("  %s/run/store.log: %.900s", st->dir, line);
-	stack_err("  see docs/blocker.md, \"Full disk\"");
+	if (e == ENOSPC)
+		stack_err("  free space, or lower the store's space reserve "
+			  "(store_reserve; store_segment_size for a new "
+			  "store): docs/operations.md, docs/blocker.md "
+			  "\"Full disk\"");
+	else
+		stack_err("  see docs/blocker.md, \"Full disk\"");
 }
 
 static void stack_json_str(const char *s)
@@ -1318,7 +1671,7 @@ static int stack_status(struct stack *st)
 		     {STACK_CACHED_PORT, "cached"},
 		     {STACK_VLMC_PORT, "vlmc"}};
 	struct xseg *seg;
-	char err[XSEG_ERRBUF_LEN], *vols = NULL, verr[256];
+	char *vols = NULL, verr[256];
 	struct xseg_port_stats *ps = calloc(1, sizeof(*ps));
 	bool have_stats;
 	size_t vlen = 0;
@@ -1327,8 +1680,8 @@ static int stack_status(struct stack *st)
 	bool healthy;
 	int degraded;
 
-	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
-		stack_err("not running: %s", err);
+	if (stack_join(st, &seg)) {
+		free(ps);
 		return 1;
 	}
 	next = xseg_get_path_next(seg, STACK_STORE_PORT);
@@ -1422,7 +1775,9 @@ static int stack_status(struct stack *st)
 			stack_print_cache(ps);
 		printf("volumes (name size object_size ro|rw parent):\n%s",
 		       vols ? vols : "");
-		printf("NBD: nbd+unix:///VOLUME?socket=%s\n", st->nbd_socket);
+		printf("NBD: ");
+		stack_print_nbd_uri(stdout, st->nbd_socket);
+		putchar('\n');
 		stack_print_supervisor(st);
 	}
 	free(vols);
@@ -1448,10 +1803,6 @@ static int stack_unplug_dead(struct xseg *seg)
 	uint64_t before = xseg_writeback_losses(seg), after;
 	int rc;
 
-	if (!stack_plugged(seg)) {
-		stack_err("cached is not running (and not plugged)");
-		return -ENOENT;
-	}
 	fprintf(stderr, "xsegctl: stack: cached is not running; removing its "
 			"redirect\n");
 	rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
@@ -1471,13 +1822,10 @@ static int stack_unplug_dead(struct xseg *seg)
 static int stack_plug(struct stack *st, bool plug)
 {
 	struct xseg *seg;
-	char err[XSEG_ERRBUF_LEN];
 	int rc;
 
-	if (xseg_join(st->segment, &seg, err, sizeof(err))) {
-		stack_err("not running: %s", err);
+	if (stack_join(st, &seg))
 		return 1;
-	}
 	if (plug) {
 		if (xseg_port_alive(seg, STACK_CACHED_PORT) == 1) {
 			stack_err("cached is already running on port %u",
@@ -1491,6 +1839,14 @@ static int stack_plug(struct stack *st, bool plug)
 		/* tell the supervisor first: an unplugged cached is not
 		 * restarted */
 		stack_set_cached_off(st, true);
+		if (xseg_port_alive(seg, STACK_CACHED_PORT) != 1 &&
+		    !stack_plugged(seg)) {
+			/* what unplug wants already holds: a second unplug
+			 * is not an error (review11 N-I) */
+			xseg_leave(seg);
+			printf("cached is not plugged\n");
+			return 0;
+		}
 		if (xseg_port_alive(seg, STACK_CACHED_PORT) != 1) {
 			rc = stack_unplug_dead(seg);
 		} else {
@@ -1514,6 +1870,138 @@ static int stack_plug(struct stack *st, bool plug)
 	return 0;
 }
 
+/* The live owner of port, 0 if none. */
+static pid_t stack_port_pid(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port_info pi;
+
+	return xseg_port_info(seg, port, &pi) || !pi.alive ? 0 : pi.owner_pid;
+}
+
+/* Up as start means it (stack_wait_port): cached also plugged. */
+static bool stack_role_ready(struct xseg *seg, enum stack_role r)
+{
+	return stack_port_ready(seg, stack_role_port(r)) &&
+	       (r != STACK_ROLE_CACHED || stack_plugged(seg));
+}
+
+/*
+ * restart-peer with a supervisor: ask it (stack_request_restart) and
+ * follow what happens until the peer is up or given up on again.
+ * log_from: the peer's log size before, for the tail of a failure.
+ */
+static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
+				    enum stack_role r, pid_t sup)
+{
+	const char *name = stack_role_name(r);
+	off_t log_from = stack_log_size(st, name);
+	char path[PATH_MAX + 64];
+	int i, rc;
+
+	rc = stack_request_restart(st, r, path, sizeof(path));
+	if (rc) {
+		stack_err("%s: %s", path, strerror(-rc));
+		return 1;
+	}
+	/* the supervisor takes it within its poll, or after a restart it
+	 * is waiting for (as long as a peer's start may take) */
+	for (i = 0; !access(path, F_OK); i++) {
+		if (!stack_pid_runs(sup, "xsegctl") ||
+		    i > STACK_READY_STEPS + STACK_BIND_STEPS) {
+			unlink(path);
+			stack_err("the supervisor (pid %d) did not take the "
+				  "request (see %s/run/supervisor.log)",
+				  (int)sup, st->dir);
+			return 1;
+		}
+		stack_sleep_ms(20);
+	}
+	printf("the supervisor is restarting %s\n", name);
+	fflush(stdout);
+	for (i = 0;; i++) {
+		if (stack_role_ready(seg, r)) {
+			printf("%s is back (pid %d)\n", name,
+			       (int)stack_port_pid(seg, stack_role_port(r)));
+			return 0;
+		}
+		if (stack_supervisor_gave_up(st, r) == 1) {
+			stack_err("%s failed again and the supervisor gave up "
+				  "on it (see %s/run/supervisor.log); fix "
+				  "what its log says, then restart-peer again",
+				  name, st->dir);
+			stack_log_tail(st, name, log_from);
+			return 1;
+		}
+		if (!stack_pid_runs(sup, "xsegctl") ||
+		    i > STACK_READY_STEPS + STACK_BIND_STEPS) {
+			stack_err("%s did not come back (see %s/run/"
+				  "supervisor.log)",
+				  name, st->dir);
+			stack_log_tail(st, name, log_from);
+			return 1;
+		}
+		stack_sleep_ms(20);
+	}
+}
+
+/*
+ * `xsegctl stack restart-peer NAME`: bring back a peer that is down, also
+ * one the supervisor gave up on (review11 N-I: "store died 5 times within
+ * 60 s: giving up on it" left stop and start as the only way back). With
+ * a supervisor it is the supervisor that restarts it, its give-up count
+ * reset, so that it keeps it running afterwards; without one the peer is
+ * started here. cached comes back plugged (it is what a give-up undid).
+ * A running peer is left alone.
+ */
+static int stack_restart_peer(struct stack *st, const char *role)
+{
+	enum stack_role r = (enum stack_role)stack_role_by_name(role);
+	const char *name = stack_role_name(r);
+	struct xseg *seg;
+	pid_t sup, pid;
+	char path[PATH_MAX + 32];
+	int rc;
+
+	if (stack_join(st, &seg))
+		return 1;
+	if (stack_role_ready(seg, r)) {
+		printf("%s is running (pid %d): nothing to restart\n", name,
+		       (int)stack_port_pid(seg, stack_role_port(r)));
+		xseg_leave(seg);
+		return 0;
+	}
+	if (r == STACK_ROLE_CACHED)
+		stack_set_cached_off(st, false);
+	sup = stack_pidfile(st, "supervisor");
+	if (stack_pid_runs(sup, "xsegctl")) {
+		rc = stack_restart_supervised(st, seg, r, sup);
+		xseg_leave(seg);
+		return rc;
+	}
+	pid = stack_pidfile(st, name);
+	if (stack_pid_runs(pid, stack_role_prog(st, r))) {
+		/* still starting (or stopping): not ours to start twice */
+		printf("%s (pid %d) is starting; waiting for it\n", name,
+		       (int)pid);
+		rc = stack_wait_port(
+		    st, seg, stack_role_port(r), name, stack_role_prog(st, r),
+		    pid, -1, r == STACK_ROLE_CACHED ? stack_plugged : NULL);
+	} else {
+		/* the dead peer's pid file and control socket would end
+		 * the start-up wait at once */
+		snprintf(path, sizeof(path), "%s/run/%s.pid", st->dir, name);
+		unlink(path);
+		if (r == STACK_ROLE_VLMC)
+			stack_remove_stale_sockets(st);
+		rc = stack_start_peer(st, seg, r);
+	}
+	if (!rc)
+		printf("%s is back (pid %d; no supervisor runs)\n", name,
+		       (int)stack_port_pid(seg, stack_role_port(r)));
+	xseg_leave(seg);
+	return rc ? 1 : 0;
+}
+
 static void stack_usage(void)
 {
 	printf("Usage: xsegctl stack COMMAND [--dir DIR] [--json] [CONFIG]\n"
@@ -1527,13 +2015,20 @@ static void stack_usage(void)
 	       "segment; if a\n"
 	       "                   write-back cache lost acknowledged "
 	       "writes, keep the\n"
-	       "                   segment, say what was lost, exit 1\n"
+	       "                   segment, say what was lost, exit 1; "
+	       "exit 0 if no stack\n"
+	       "                   runs there\n"
 	       "  status           peers, ports, liveness, redirect, cache "
 	       "statistics, volumes\n"
 	       "  plug-cached      start cached and redirect the store's "
 	       "port to it (online)\n"
 	       "  unplug-cached    flush cached, remove the redirect, stop "
 	       "it (online)\n"
+	       "  restart-peer store|cached|vlmc\n"
+	       "                   bring back a peer that is down, also one "
+	       "the supervisor\n"
+	       "                   gave up on (it tries it afresh); "
+	       "cached is plugged again\n"
 	       "  default-config   print the embedded default "
 	       "configuration\n"
 	       "  supervise        run the stack's supervisor in the "
@@ -1555,7 +2050,7 @@ int xsegctl_stack_main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct stack *st = calloc(1, sizeof(*st));
-	const char *dir = NULL, *cmd, *config = NULL;
+	const char *dir = NULL, *cmd, *config = NULL, *role = NULL;
 	char *text = NULL;
 	int c, rc = 2;
 
@@ -1599,12 +2094,31 @@ int xsegctl_stack_main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "start") && strcmp(cmd, "stop") &&
 	    strcmp(cmd, "status") && strcmp(cmd, "plug-cached") &&
-	    strcmp(cmd, "unplug-cached") && strcmp(cmd, "supervise")) {
+	    strcmp(cmd, "unplug-cached") && strcmp(cmd, "supervise") &&
+	    strcmp(cmd, "restart-peer")) {
 		peer_usage_error("xsegctl", "stack: unknown command '%s'", cmd);
 		goto out;
 	}
+	if (!strcmp(cmd, "restart-peer")) {
+		/* its argument is the peer, not a CONFIG */
+		role = config;
+		config = NULL;
+		if (!role || stack_role_by_name(role) < 0) {
+			peer_usage_error("xsegctl",
+					 "stack restart-peer: %s%s%s (expected "
+					 "store, cached or vlmc)",
+					 role ? "unknown peer '" : "no peer",
+					 role ? role : "", role ? "'" : "");
+			goto out;
+		}
+	}
 	if (stack_parse(st, stack_default_conf, "default"))
 		goto out;
+	if (dir && !*dir) {
+		peer_usage_error("xsegctl", "stack: --dir: empty directory "
+					    "name");
+		goto out;
+	}
 	if (dir && stack_str(st->dir, sizeof(st->dir), dir)) {
 		peer_usage_error("xsegctl", "stack: --dir too long");
 		goto out;
@@ -1621,6 +2135,10 @@ int xsegctl_stack_main(int argc, char **argv)
 			goto out;
 	}
 	if (!strcmp(cmd, "start")) {
+		if (stack_check(st, config ? config : "default")) {
+			rc = 2;
+			goto out;
+		}
 		rc = stack_start(st);
 		goto out;
 	}
@@ -1632,7 +2150,17 @@ int xsegctl_stack_main(int argc, char **argv)
 		strcpy(d, st->dir);
 		memset(st, 0, sizeof(*st));
 		st->json = json;
-		if (stack_load_state(st, d)) {
+		/* stop: nothing was ever started there is "not running" too,
+		 * and stop's goal holds (stack_stop_not_running) */
+		rc = stack_load_state(st, d, !strcmp(cmd, "stop"));
+		if (rc == -ENOENT && !strcmp(cmd, "stop")) {
+			printf("no stack is running in %s (no stack was "
+			       "started there)\n",
+			       d);
+			rc = 0;
+			goto out;
+		}
+		if (rc) {
 			rc = 1;
 			goto out;
 		}
@@ -1643,6 +2171,8 @@ int xsegctl_stack_main(int argc, char **argv)
 		rc = stack_status(st);
 	else if (!strcmp(cmd, "supervise"))
 		rc = stack_supervise(st) ? 1 : 0;
+	else if (!strcmp(cmd, "restart-peer"))
+		rc = stack_restart_peer(st, role);
 	else
 		rc = stack_plug(st, !strcmp(cmd, "plug-cached"));
 out:

@@ -20,6 +20,12 @@
 #define STACK_CACHED_PORT 2
 #define STACK_VLMC_PORT	  3
 
+/* vlmc's object sizes (vlmc_obj_size_valid): a power of two in between */
+#define STACK_MIN_OBJECT_SIZE (4ULL << 10)
+#define STACK_MAX_OBJECT_SIZE (64ULL << 20)
+/* cached's bucket size (its default; the stack does not set it) */
+#define STACK_CACHED_BUCKET_SIZE 4096ULL
+
 /* The configuration of a stack (config file keys: docs/operations.md). */
 struct stack {
 	char dir[PATH_MAX];
@@ -44,6 +50,9 @@ struct stack {
 	char nbd_max_conns[32], nbd_inflight_bytes[32], nbd_spin[32];
 	char gc_threshold[8];	 /* blocker's --gc-threshold; "" = default */
 	char dead_peer_wait[32]; /* vlmc's --dead-peer-wait; "" = default */
+	/* blocker's --segment-size (at create only) and --reserve; "" =
+	 * the blocker's default (auto) */
+	char store_segment_size[32], store_reserve[32];
 	bool json;
 };
 
@@ -54,6 +63,8 @@ enum stack_role { STACK_ROLE_STORE, STACK_ROLE_CACHED, STACK_ROLE_VLMC };
 /* Name of a role: its log, pid file and status row (store, cached, vlmc). */
 const char *stack_role_name(enum stack_role r);
 uint32_t stack_role_port(enum stack_role r);
+/* The role named name (store, cached, vlmc), or -1. */
+int stack_role_by_name(const char *name);
 /* The program a role runs (blocker or noop for the store). */
 const char *stack_role_prog(const struct stack *st, enum stack_role r);
 
@@ -63,8 +74,11 @@ void stack_sleep_ms(unsigned ms);
 int stack_read_file(const char *path, char **text);
 /* Run bin with argv detached (own session, stdin /dev/null, stdout and
  * stderr appended to log; double fork, so nobody has to reap it). 0 once
- * the exec is under way (its failure shows in log), or -errno/-ECHILD. */
-int stack_spawn_detached(const char *bin, char *const argv[], const char *log);
+ * the exec succeeded, with the new process's pid in *pidp (may be NULL;
+ * not our child: watch it with stack_pid_runs); the exec's -errno, or
+ * -ECHILD when the forks failed. */
+int stack_spawn_detached(const char *bin, char *const argv[], const char *log,
+			 pid_t *pidp);
 /* The pid in DIR/run/NAME.pid, or 0 when there is none. */
 pid_t stack_pidfile(const struct stack *st, const char *name);
 /* Is pid a live process running prog? (A pid file may outlive its
@@ -75,9 +89,10 @@ bool stack_pid_runs(pid_t pid, const char *prog);
 bool stack_plugged(struct xseg *seg);
 /*
  * Start the peer of role r detached (log DIR/run/NAME.log) and wait until
- * it has bound its port (cached: and plugged itself; vlmc: and made its
- * control socket), at most 30 s. On failure the peer's log tail is
- * printed.
+ * it is up: its port bound (at most 30 s) and its statistics published
+ * after its init (at most 120 s); cached: and plugged itself; vlmc: and
+ * made its control socket. A peer that exits meanwhile fails it at once.
+ * On failure what the peer logged during this start is printed.
  */
 int stack_start_peer(const struct stack *st, struct xseg *seg,
 		     enum stack_role r);
@@ -88,6 +103,21 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
  */
 void stack_set_cached_off(const struct stack *st, bool off);
 bool stack_cached_off(const struct stack *st);
+/*
+ * `xsegctl stack restart-peer`'s request to the running supervisor: the
+ * file DIR/run/restart-peer.NAME (its path in path). The supervisor, at
+ * its next poll, clears the peer's give-up state and restart count
+ * window, records that in supervisor.state, and only then removes the
+ * file; a peer that is down is then restarted as after any death (cached
+ * also when unplugged: it is started plugged). So once the file is gone,
+ * stack_supervisor_gave_up says what happened to this request. 0 or
+ * -errno.
+ */
+int stack_request_restart(const struct stack *st, enum stack_role r, char *path,
+			  size_t cap);
+/* What supervisor.state says of role r: 1 given up on, 0 supervised, -1
+ * no state (no supervisor ever ran). */
+int stack_supervisor_gave_up(const struct stack *st, enum stack_role r);
 /* Start the supervisor of the running stack in st->dir, detached. */
 int stack_start_supervisor(const struct stack *st);
 /* SIGTERM the stack's supervisor, if one runs, and wait for it to exit. */

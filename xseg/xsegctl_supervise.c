@@ -61,6 +61,10 @@ struct sup_peer {
 	time_t recent[SUP_BURST]; /* times of the last SUP_BURST restarts */
 	bool given_up;
 	pid_t given_up_pid; /* its pid file's pid when given up on */
+	/* restart-peer asked for it: start cached even though unplugged
+	 * (a give-up unplugged it); cleared once it is seen up or given up
+	 * on again */
+	bool wanted;
 };
 
 static volatile sig_atomic_t sup_stop;
@@ -225,6 +229,7 @@ static void sup_restart(const struct stack *st, struct xseg *seg,
 	lost = sup_check_losses(seg, losses_seen);
 	if (!sup_may_restart(p, time(NULL))) {
 		p->given_up = true;
+		p->wanted = false;
 		p->given_up_pid = stack_pidfile(st, name);
 		sup_log("%s died %d times within %d s: giving up on it", name,
 			SUP_BURST, SUP_WINDOW_S);
@@ -255,10 +260,53 @@ static void sup_restart(const struct stack *st, struct xseg *seg,
 	rc = stack_start_peer(st, seg, r);
 	if (rc)
 		sup_log("%s did not come back: %s (retrying)", name,
-			strerror(-rc));
+			rc == -ECHILD ? "it exited during its start-up"
+				      : strerror(-rc));
 	else
 		sup_log("%s is back (pid %d)", name,
 			(int)stack_pidfile(st, name));
+}
+
+static void sup_request_path(char *out, size_t cap, const struct stack *st,
+			     enum stack_role r)
+{
+	snprintf(out, cap, "%s/run/restart-peer.%s", st->dir,
+		 stack_role_name(r));
+}
+
+int stack_request_restart(const struct stack *st, enum stack_role r, char *path,
+			  size_t cap)
+{
+	int fd;
+
+	sup_request_path(path, cap, st, r);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* restart-peer asked for r: supervise it afresh. The state file is
+ * rewritten before the request is removed (stack_request_restart). */
+static void sup_take_request(const struct stack *st, enum stack_role r,
+			     struct sup_peer *peers)
+{
+	char path[PATH_MAX + 64];
+	struct sup_peer *p = &peers[r];
+
+	sup_request_path(path, sizeof(path), st, r);
+	if (access(path, F_OK))
+		return;
+	sup_log("restart-peer %s: asked again by the operator%s; supervising "
+		"it afresh",
+		stack_role_name(r), p->given_up ? " after the give-up" : "");
+	memset(p->recent, 0, sizeof(p->recent));
+	p->given_up = false;
+	p->given_up_pid = 0;
+	p->wanted = true;
+	sup_write_state(st, peers);
+	unlink(path);
 }
 
 /* The segment we watch is still the stack's (not stopped and recreated
@@ -305,8 +353,11 @@ int stack_supervise(struct stack *st)
 			sup_log("segment %s is gone: exiting", st->segment);
 			break;
 		}
+		for (int r = 0; r < STACK_NR_ROLES; r++)
+			sup_take_request(st, r, peers);
 		for (int r = 0; r < STACK_NR_ROLES && !sup_stop; r++) {
 			if (!sup_down(st, seg, r)) {
+				peers[r].wanted = false;
 				/* started again by hand (plug-cached):
 				 * supervise it afresh */
 				if (peers[r].given_up) {
@@ -333,7 +384,7 @@ int stack_supervise(struct stack *st)
 			}
 			/* read after the death was seen: an unplug removes
 			 * the redirect before cached exits */
-			if (r == STACK_ROLE_CACHED &&
+			if (r == STACK_ROLE_CACHED && !peers[r].wanted &&
 			    (!stack_plugged(seg) || stack_cached_off(st)))
 				continue;
 			/* a teardown (stop, a test's cleanup) kills peers
@@ -367,7 +418,7 @@ int stack_start_supervisor(const struct stack *st)
 	sup_path(log, sizeof(log), st, "supervisor.pid");
 	unlink(log);
 	sup_path(log, sizeof(log), st, "supervisor.log");
-	rc = stack_spawn_detached(bin, argv, log);
+	rc = stack_spawn_detached(bin, argv, log, NULL);
 	if (rc)
 		return rc;
 	for (int i = 0; i < 250; i++) { /* 5 s */
@@ -395,6 +446,34 @@ int stack_stop_supervisor(const struct stack *st)
 	stack_err("the supervisor (pid %d) did not exit within %d s", (int)pid,
 		  SUP_STOP_S);
 	return -ETIMEDOUT;
+}
+
+struct sup_gave_up_arg {
+	const char *role;
+	int gave_up;
+};
+
+static void sup_find_peer(const char *role, unsigned restarts, bool gave_up,
+			  void *arg)
+{
+	struct sup_gave_up_arg *a = arg;
+
+	(void)restarts;
+	if (!strcmp(role, a->role))
+		a->gave_up = gave_up;
+}
+
+static void sup_read_state(const struct stack *st,
+			   void (*fn)(const char *role, unsigned restarts,
+				      bool gave_up, void *arg),
+			   void *arg);
+
+int stack_supervisor_gave_up(const struct stack *st, enum stack_role r)
+{
+	struct sup_gave_up_arg a = {stack_role_name(r), -1};
+
+	sup_read_state(st, sup_find_peer, &a);
+	return a.gave_up;
 }
 
 /* Call fn for each peer line of the supervisor's state file. */

@@ -187,8 +187,13 @@ int xsegctl_volume_main(int argc, char **argv)
 			 dir ? dir : XSEGCTL_STACK_DIR);
 	rc = xsegctl_vlmc_command(path, line, stdout, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "xsegctl: volume %s: %s\n", volume_cmds[k].name,
-			err);
+		/* nobody listens there: most likely no stack runs (review11
+		 * N-I), so say what starts one */
+		fprintf(stderr, "xsegctl: volume %s: %s%s\n",
+			volume_cmds[k].name, err,
+			rc == -ENOENT || rc == -ECONNREFUSED
+			    ? "; is the stack running? (xsegctl stack start)"
+			    : "");
 		return 1;
 	}
 	return 0;

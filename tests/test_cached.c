@@ -96,9 +96,28 @@ static int f_submit(struct cached *c, struct cached_nreq *n)
 	return 0;
 }
 
+/* flush errors reported (io->flush_error), per errno (0: recovered) */
+static unsigned ferr_reports[CACHED_FERR_SLOTS];
+static uint64_t ferr_suppressed_seen;
+
+static void f_flush_error(struct cached *c, int error, uint64_t suppressed)
+{
+	(void)c;
+	ck_assert_int_ge(error, 0);
+	ck_assert_int_lt(error, CACHED_FERR_SLOTS);
+	ferr_reports[error]++;
+	ferr_suppressed_seen += suppressed;
+}
+
 /* unflushed NULL: the count is kept in C.unflushed */
-static const struct cached_io_ops fake_io = {f_data, f_complete, f_forward,
-					     f_submit, NULL};
+static const struct cached_io_ops fake_io = {
+    .data = f_data,
+    .complete = f_complete,
+    .forward = f_forward,
+    .submit = f_submit,
+    .flush_error = f_flush_error,
+    .unflushed = NULL,
+};
 
 /* The store behind the fake next port: one object image per name. */
 static unsigned char store_a[OBJ_SIZE];
@@ -134,6 +153,8 @@ static void setup_with(uint32_t policy, uint64_t cache_buckets)
 	nr_sent = 0;
 	nr_sent_log = 0;
 	submit_write_error = 0;
+	memset(ferr_reports, 0, sizeof(ferr_reports));
+	ferr_suppressed_seen = 0;
 	store_size = 0;
 	store_info_error = 0;
 	memset(clients, 0, sizeof(clients));
@@ -2576,6 +2597,423 @@ START_TEST(test_unflushed_writethrough_never)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* A store that refuses writes (review11 N-D, N-C, N-I)                */
+/* ------------------------------------------------------------------ */
+
+/* Serve everything sent so far and whatever that triggers, answering
+ * every WRITE with werr (0: served) and every READ as the store would;
+ * at most rounds passes. */
+static void serve_all_writes(int werr, int rounds)
+{
+	for (int r = 0; r < rounds && nr_sent; r++) {
+		for (unsigned k = 0; k < nr_sent; k++)
+			serve(k, sent[k]->req->op == XSEG_OP_WRITE ? werr : 0,
+			      false);
+		nr_sent = 0;
+	}
+}
+
+/* The cache full of dirty data the store refuses (ENOSPC): a READ of data
+ * the cache does not hold is served from the store (with what the object
+ * holds dirty overlaid), instead of waiting for space forever. setup_small:
+ * 48 buckets, objects of 16. */
+START_TEST(test_read_uncached_when_flushes_fail)
+{
+	struct fake_req *w, *r, *r2;
+	char name[8];
+
+	/* o0, o1 full and dirty, o2 dirty in its first 8 buckets, o3 in 8:
+	 * every bucket dirty */
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+	}
+	w = client(2, XSEG_OP_WRITE, "o2", 0, 8 * BS);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	w = client(3, XSEG_OP_WRITE, "o3", 0, 8 * BS);
+	fill(w, 0x33);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	ck_assert_uint_eq(nr_sent, 0);
+	/* o2 buckets 4..11: 4..7 dirty in the cache, 8..11 only at the
+	 * store. No bucket free: the read parks and evicts o0, whose flush
+	 * the store refuses. */
+	r = client(4, XSEG_OP_READ, "o2", 4 * BS + 100, 8 * BS - 200);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(!r->done);
+	ck_assert_uint_ge(nr_sent, 1);
+	serve_all_writes(ENOSPC, 10);
+	/* the old code left it parked for good here */
+	ck_assert_msg(r->done, "read still waits for space");
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_uint_eq(r->req.serviced, r->req.size);
+	/* the dirty part from the cache (newer than the store) ... */
+	for (unsigned i = 0; i < 4 * BS - 100; i++)
+		ck_assert_uint_eq(r->buf[i], 0x22);
+	/* ... the rest from the store */
+	ck_assert_mem_eq(r->buf + 4 * BS - 100, store_a + 8 * BS,
+			 r->req.size - (4 * BS - 100));
+	ck_assert_uint_eq(C.st.uncached_reads, 1);
+	ck_assert_uint_eq(C.flush_failing, 1);
+	/* nothing was cached for it: o2 has still its 8 buckets */
+	ck_assert_uint_eq(obj("o2")->nr_claimed, 8);
+	/* a new read of an object not in the cache at all: at once */
+	r2 = client(5, XSEG_OP_READ, "x", 0, 2 * BS);
+	ck_assert_int_eq(submit(r2), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(r2->done);
+	ck_assert_int_eq(r2->error, 0);
+	ck_assert_mem_eq(r2->buf, store_a, 2 * BS);
+	ck_assert_uint_eq(C.st.uncached_reads, 2);
+	/* and no entry left behind for it */
+	ck_assert_ptr_null(obj("x"));
+	/* acknowledged data is still all there and counted */
+	ck_assert_uint_eq(C.unflushed, 48);
+	/* the store takes writes again: the periodic retry drains what
+	 * failed (the evicted objects), a FLUSH the rest */
+	for (int guard = 0; guard < 3; guard++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+	ck_assert_uint_eq(C.flush_failing, 0);
+	w = client(6, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	ck_assert(w->done && w->forwarded);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(C.flush_failing, 0);
+	ck_assert_uint_eq(C.unflushed, 0);
+}
+END_TEST
+
+/* A read parked for space while a flush is in flight is woken when that
+ * flush fails, and a write stays parked (it needs a bucket). */
+START_TEST(test_parked_read_woken_by_failing_flush)
+{
+	struct fake_req *w, *r, *wx;
+	char name[8];
+
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	r = client(4, XSEG_OP_READ, "y", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	wx = client(5, XSEG_OP_WRITE, "z", 0, BS);
+	fill(wx, 0x5a);
+	ck_assert_int_eq(submit(wx), 0);
+	ck_assert(!r->done && !wx->done);
+	ck_assert_uint_ge(nr_sent, 1);
+	/* the victims' flush writes fail: the read goes on uncached */
+	serve_all_writes(EIO, 10);
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_mem_eq(r->buf, store_a, BS);
+	ck_assert(!wx->done);
+	/* writes go through again: the retry frees space, the write lands */
+	for (int guard = 0; guard < 20 && !wx->done; guard++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+	ck_assert(wx->done);
+	ck_assert_int_eq(wx->error, 0);
+}
+END_TEST
+
+/* An evicted object kept for its dirty data gives its clean buckets back
+ * at once (review11 N-D: "the clean part is not given back either"). */
+START_TEST(test_evicted_dirty_object_gives_clean_back)
+{
+	struct fake_req *w, *r;
+	struct cached_obj *o0;
+	char name[8];
+	uint32_t free_before;
+
+	w = client(0, XSEG_OP_WRITE, "o0", 0, BS);
+	fill(w, 1);
+	ck_assert_int_eq(submit(w), 0);
+	r = client(1, XSEG_OP_READ, "o0", BS, 15 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all();
+	ck_assert(r->done);
+	o0 = obj("o0");
+	ck_assert_uint_eq(o0->nr_claimed, 16);
+	free_before = cached_pool_nr_free(&C.pool);
+	submit_write_error = -ENOSPC;
+	/* new objects until o0 is evicted (the LRU gives a recently used
+	 * entry a second chance) */
+	for (unsigned i = 1;
+	     i < 12 && xcache_entry_state(o0->entry) == XCACHE_ACTIVE; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		/* an empty read: inserts the object, claims nothing */
+		w = client(1 + i, XSEG_OP_READ, name, 0, 0);
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+	}
+	ck_assert_int_ne(xcache_entry_state(o0->entry), XCACHE_ACTIVE);
+	/* o0 is kept for its one dirty bucket (its flush failed), its 15
+	 * clean ones are back in the pool */
+	ck_assert(o0->kept);
+	ck_assert_uint_eq(o0->nr_claimed, 1);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), free_before + 15);
+	ck_assert_uint_eq(C.away_buckets, 1);
+	ck_assert_uint_eq(o0->counts[CACHED_B_DIRTY], 1);
+	/* still right when the store comes back */
+	submit_write_error = 0;
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	serve_all();
+	ck_assert_uint_eq(store_a[0], 1);
+	ck_assert_uint_eq(C.away_buckets, 0);
+}
+END_TEST
+
+/* The first failure of a flush per errno is reported (cached.log), later
+ * ones with the same errno are counted, another errno is reported, and
+ * the first success after them is reported once. */
+START_TEST(test_flush_error_reported_once_per_errno)
+{
+	struct fake_req *w, *fl;
+
+	for (unsigned i = 0; i < 3; i++) {
+		w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+		fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+		ck_assert_int_eq(submit(fl), 0);
+		serve_all_writes(ENOSPC, 1);
+		ck_assert(fl->done);
+		ck_assert_int_eq(fl->error, ENOSPC);
+	}
+	ck_assert_uint_eq(ferr_reports[ENOSPC], 1);
+	ck_assert_uint_eq(C.ferr_suppressed[ENOSPC], 2);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(EIO, 1);
+	ck_assert_int_eq(fl->error, EIO);
+	ck_assert_uint_eq(ferr_reports[EIO], 1);
+	ck_assert_uint_eq(ferr_reports[0], 0);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(0, 1);
+	ck_assert(fl->forwarded);
+	ck_assert_uint_eq(ferr_reports[0], 1);
+	ck_assert_uint_eq(ferr_reports[ENOSPC], 1);
+	ck_assert_uint_eq(C.flush_failing, 0);
+}
+END_TEST
+
+/* An active object whose round failed is retried by the periodic retry
+ * (the old code retried only evicted ones: dirty data above the threshold
+ * stayed until a client FLUSH). */
+START_TEST(test_active_failed_object_retried)
+{
+	struct fake_req *w, *fl;
+	struct cached_obj *o;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, 2 * BS);
+	fill(w, 0x61);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(ENOSPC, 1);
+	o = obj("a");
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_FAILED);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 2);
+	/* still failing: retried, and due again */
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	serve_all_writes(0, 1);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_int_eq(cached_obj_state(o), CACHED_O_READY);
+	ck_assert_uint_eq(store_a[BS + 1], 0x61);
+	/* nothing failed since: nothing to retry */
+	ck_assert_uint_eq(cached_retry_failed(&C), 0);
+	ck_assert_uint_eq(C.st.failed_retries, 2);
+}
+END_TEST
+
+/* review11 N-C: a FUA write the store fails leaves data that was never
+ * acknowledged: not in the unflushed count (no write-back loss), counted
+ * as failed-write data, still served and retried, and droppable at
+ * shutdown; acknowledged data in the same object is never dropped, and a
+ * bucket with both counts as acknowledged. */
+START_TEST(test_failed_fua_data_apart)
+{
+	struct fake_req *w, *r;
+	struct cached_obj *o;
+
+	/* bucket 0: acknowledged write-back data */
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 0x0a);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(C.unflushed, 1);
+	/* buckets 0..2 rewritten with FUA; the store refuses */
+	w = client(1, XSEG_OP_WRITE, "a", 0, 3 * BS);
+	fill(w, 0xf0);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, ENOSPC);
+	o = obj("a");
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 3);
+	/* bucket 0 holds acknowledged bytes: it counts as acknowledged */
+	ck_assert_uint_eq(C.unflushed, 1);
+	ck_assert_uint_eq(cached_failed_only(&C), 2);
+	ck_assert_uint_eq(o->acked[0], CACHED_ACK_WRITEBACK);
+	ck_assert_uint_eq(o->acked[1], CACHED_ACK_FAILED);
+	/* a write-back write over bucket 2 makes it acknowledged */
+	w = client(2, XSEG_OP_WRITE, "a", 2 * BS, BS);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(C.unflushed, 2);
+	ck_assert_uint_eq(cached_failed_only(&C), 1);
+	/* served from the cache meanwhile (a failed write leaves its range
+	 * undefined: the new data is fine) */
+	r = client(3, XSEG_OP_READ, "a", BS, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done);
+	ck_assert_uint_eq(r->buf[0], 0xf0);
+	/* shutdown cannot write it: only the failed-write bucket goes */
+	ck_assert_uint_eq(cached_drop_failed(&C), 1);
+	ck_assert_uint_eq(cached_failed_only(&C), 0);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 2);
+	ck_assert_uint_eq(o->acked[1], CACHED_ACK_NONE);
+	ck_assert_uint_eq(C.unflushed, 2);
+	ck_assert_uint_eq(C.st.failed_dropped, 1);
+	/* the dropped bucket reads what the store has */
+	r = client(4, XSEG_OP_READ, "a", BS, BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert(r->done);
+	ck_assert_mem_eq(r->buf, store_a + BS, BS);
+	/* a later write of the same bytes supersedes a failed one (what
+	 * vlmc's rewrite of its committed table relies on) */
+	w = client(5, XSEG_OP_WRITE, "a", 0, 3 * BS);
+	fill(w, 0x77);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 2);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(store_a[0], 0x77);
+	ck_assert_uint_eq(store_a[2 * BS + 9], 0x77);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+}
+END_TEST
+
+/* A failed write-through write's data is retried; dropping skips an
+ * object with a round in flight or a writer waiting for one. */
+START_TEST(test_drop_failed_waits_for_round)
+{
+	struct fake_req *w, *w2;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 1);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(EIO, 1);
+	ck_assert_int_eq(w->error, EIO);
+	ck_assert_uint_eq(cached_failed_only(&C), 1);
+	/* a second FUA write of another bucket: its round is in flight */
+	w2 = client(1, XSEG_OP_WRITE, "a", BS, BS);
+	fill(w2, 2);
+	w2->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w2), 0);
+	ck_assert_uint_ge(nr_sent, 1);
+	ck_assert_uint_eq(cached_drop_failed(&C), 1);
+	ck_assert_uint_eq(cached_failed_only(&C), 1); /* not dropped */
+	/* the round carries both and succeeds */
+	serve_all_writes(0, 2);
+	ck_assert(w2->done);
+	ck_assert_int_eq(w2->error, 0);
+	ck_assert_uint_eq(cached_failed_only(&C), 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(store_a[0], 1);
+}
+END_TEST
+
+/* review11 N-I: a round that failed because the next port is gone (not
+ * submittable, ENXIO; failed back by the reaper, ECONNRESET) answers the
+ * FLUSH with ECONNRESET, which vlmc waits on and resends; a FLUSH after
+ * that sends the data again; a store's own error (ENOSPC) is passed on. */
+START_TEST(test_dead_next_port_answers_econnreset)
+{
+	struct fake_req *w, *fl;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 0x31);
+	ck_assert_int_eq(submit(w), 0);
+	submit_write_error = -ENXIO;
+	fl = client(1, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert(fl->done && !fl->forwarded);
+	ck_assert_int_eq(fl->error, ECONNRESET); /* ENXIO before */
+	/* a write-through (FUA) write as well */
+	w = client(2, XSEG_OP_WRITE, "a", BS, BS);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, ECONNRESET);
+	/* the store is back: vlmc's resent FLUSH writes the data again */
+	submit_write_error = 0;
+	fl = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve_all_writes(0, 2);
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(store_a[0], 0x31);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	/* the store's own errors reach the FLUSH unchanged */
+	w = client(4, XSEG_OP_WRITE, "a", 0, BS);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(5, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_int_eq(fl->error, ENOSPC);
+	fl = client(6, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(EIO, 1);
+	ck_assert_int_eq(fl->error, EIO);
+}
+END_TEST
+
+/* review11 N-I: a read of an object never written (ENOENT) is not an
+ * error from the store. */
+START_TEST(test_enoent_not_counted_as_error)
+{
+	struct fake_req *r;
+
+	r = client(0, XSEG_OP_READ, "never", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve(0, ENOENT, false);
+	nr_sent = 0;
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, ENOENT);
+	ck_assert_uint_eq(C.st.next_errors, 0);
+	ck_assert_uint_eq(C.st.next_enoent, 1);
+	r = client(1, XSEG_OP_READ, "bad", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert_int_eq(r->error, EIO);
+	ck_assert_uint_eq(C.st.next_errors, 1);
+	ck_assert_uint_eq(C.st.next_enoent, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cached");
@@ -2668,6 +3106,21 @@ int main(void)
 	tcase_add_test(tc, test_space_parked_not_starved);
 	tcase_add_test(tc, test_space_want_follows_parked);
 	tcase_add_test(tc, test_park_evicts_only_what_is_needed);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fullstore");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_evicted_dirty_object_gives_clean_back);
+	tcase_add_test(tc, test_flush_error_reported_once_per_errno);
+	tcase_add_test(tc, test_active_failed_object_retried);
+	tcase_add_test(tc, test_failed_fua_data_apart);
+	tcase_add_test(tc, test_drop_failed_waits_for_round);
+	tcase_add_test(tc, test_dead_next_port_answers_econnreset);
+	tcase_add_test(tc, test_enoent_not_counted_as_error);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fullstore_small");
+	tcase_add_checked_fixture(tc, setup_small, teardown);
+	tcase_add_test(tc, test_read_uncached_when_flushes_fail);
+	tcase_add_test(tc, test_parked_read_woken_by_failing_flush);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("writethrough");
 	tcase_add_checked_fixture(tc, setup_wt, teardown);

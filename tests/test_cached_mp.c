@@ -794,12 +794,37 @@ START_TEST(test_zero_byte_writes_are_errors)
 	/* write-through: the write itself fails */
 	start_cached(&e, wt);
 	ck_assert_int_eq(write_blk(&e, CACHED_PORT, 0, FB_PER_OBJ, 1), -EIO);
-	/* the unwritten (never acknowledged) data stays dirty: cached gives
-	 * up after its flush timeout and exits with status 1 */
+	/* the unwritten data was never acknowledged (review11 N-C): not
+	 * counted, and at the stop, once it failed again, cached drops it
+	 * and exits with status 0 (it used to wait for its flush timeout
+	 * and exit 1, as for lost acknowledged data) */
 	ck_assert_uint_eq(unflushed(&e), 0);
-	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
 	/* nothing acknowledged was lost: no write-back loss */
 	ck_assert_uint_eq(losses(&e), 0);
+	/* the same plugged, with a FUA write in write-back mode and a flush
+	 * timeout longer than the test's wait: the stop drops the failed
+	 * write's data, unplugs and exits 0 (the old code kept the redirect,
+	 * "its store lacks acknowledged writes", and exited 1) */
+	{
+		const char *wbfp[] = {
+		    "--plug", "--cache-size",	 "1M",	"--object-size",
+		    "256k",   "--flush-timeout", "40s", NULL};
+		struct redirect_arg rc = {&e, CACHED_PORT};
+		uint64_t buf[BLK / 8];
+
+		start_cached(&e, wbfp);
+		ck_assert_int_eq(xtu_wait_until(redirected, &rc, 20000), 0);
+		blk_fill(buf, 0, 7);
+		ck_assert_int_eq(io_flags(&e, STORE_PORT, XSEG_OP_WRITE,
+					  XSEG_F_FUA, "tobj_0000", 0, buf, BLK),
+				 -EIO);
+		ck_assert_uint_eq(unflushed(&e), 0);
+		ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+		ck_assert_uint_eq(losses(&e), 0);
+		ck_assert_uint_ne(xseg_get_path_next(e.seg, STORE_PORT),
+				  CACHED_PORT);
+	}
 	/* write-back: acknowledged, then FLUSH fails, and cached still exits
 	 * (after its flush timeout), saying why */
 	start_cached(&e, wb);

@@ -303,18 +303,38 @@ static void cached_unflushed_add(struct cached *c, int64_t delta)
 				   __ATOMIC_SEQ_CST);
 }
 
+static void cached_failed_add(struct cached *c, int64_t delta)
+{
+	if (c)
+		__atomic_add_fetch(&c->failed_buckets, (uint64_t)delta,
+				   __ATOMIC_SEQ_CST);
+}
+
 void cached_obj_mark_acked(struct cached_obj *o, uint32_t first, uint32_t n)
 {
-	int64_t k = 0;
+	int64_t k = 0, failed = 0;
 
 	/* a rewrite of counted data only reads the flag */
 	for (uint32_t s = first; s < first + n; s++)
-		if (!o->acked[s]) {
-			o->acked[s] = 1;
+		if (o->acked[s] != CACHED_ACK_WRITEBACK) {
+			/* a bucket holding failed-write bytes and now
+			 * acknowledged ones counts as acknowledged */
+			failed += o->acked[s] == CACHED_ACK_FAILED;
+			o->acked[s] = CACHED_ACK_WRITEBACK;
 			k++;
 		}
 	if (k)
 		cached_unflushed_add(o->c, k);
+	if (failed)
+		cached_failed_add(o->c, -failed);
+}
+
+void cached_obj_mark_failed(struct cached_obj *o, uint32_t s)
+{
+	if (o->acked[s] != CACHED_ACK_NONE)
+		return;
+	o->acked[s] = CACHED_ACK_FAILED;
+	cached_failed_add(o->c, 1);
 }
 
 void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
@@ -331,8 +351,11 @@ void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
 	 * other way out of DIRTY would be a discard and is counted as
 	 * written, so nobody must add one: see cached_obj.acked. */
 	if (o->acked[s] && st != CACHED_B_DIRTY && st != CACHED_B_WRITING) {
-		o->acked[s] = 0;
-		cached_unflushed_add(o->c, -1);
+		if (o->acked[s] == CACHED_ACK_WRITEBACK)
+			cached_unflushed_add(o->c, -1);
+		else
+			cached_failed_add(o->c, -1);
+		o->acked[s] = CACHED_ACK_NONE;
 	}
 	o->counts[old]--;
 	o->counts[st]++;
@@ -377,16 +400,43 @@ int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n)
 	return 0;
 }
 
+uint32_t cached_obj_release_clean(struct cached_obj *o)
+{
+	uint32_t batch[64], k = 0, total = 0;
+
+	for (uint32_t s = 0; s < o->nr_slots && o->nr_claimed; s++) {
+		uint8_t st = o->bstate[s];
+
+		if (o->bucket[s] == CACHED_NO_BUCKET ||
+		    (st != CACHED_B_VALID && st != CACHED_B_INVALID))
+			continue;
+		o->counts[st]--;
+		batch[k++] = o->bucket[s];
+		o->bucket[s] = CACHED_NO_BUCKET;
+		o->bstate[s] = CACHED_B_INVALID;
+		__atomic_store_n(&o->nr_claimed, o->nr_claimed - 1,
+				 __ATOMIC_RELAXED);
+		total++;
+		if (k == 64) {
+			cached_pool_put(&o->c->pool, batch, k);
+			k = 0;
+		}
+	}
+	cached_pool_put(&o->c->pool, batch, k);
+	return total;
+}
+
 void cached_obj_release_all(struct cached_obj *o)
 {
 	uint32_t batch[64], k = 0;
-	int64_t acked = 0;
+	int64_t acked = 0, failed = 0;
 
 	for (uint32_t s = 0; s < o->nr_slots && o->nr_claimed; s++) {
 		if (o->bucket[s] == CACHED_NO_BUCKET)
 			continue;
-		acked += o->acked[s];
-		o->acked[s] = 0;
+		acked += o->acked[s] == CACHED_ACK_WRITEBACK;
+		failed += o->acked[s] == CACHED_ACK_FAILED;
+		o->acked[s] = CACHED_ACK_NONE;
 		/* dirty data is dropped here only by cached_destroy of a
 		 * cache whose flush timed out; keep the global counters
 		 * exact regardless */
@@ -410,6 +460,8 @@ void cached_obj_release_all(struct cached_obj *o)
 	 * cleared by a flush (set_bstate) before the release. */
 	if (acked && !o->c->destroying)
 		cached_unflushed_add(o->c, -acked);
+	if (failed)
+		cached_failed_add(o->c, -failed);
 	memset(o->counts, 0, sizeof(o->counts));
 	__atomic_store_n(&o->unclean, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&o->nr_claimed, 0, __ATOMIC_RELAXED);

@@ -281,11 +281,36 @@ static void io_unflushed(struct cached *c, int64_t delta)
 	xseg_port_unflushed_add(cp->seg, cp->port, delta);
 }
 
+/* A flush write failed (rate-limited by the cache: the first failure per
+ * errno, then once a minute), or writes go through again (error 0): the
+ * operator learns from cached.log that the store refuses writes (review11
+ * N-D: nothing was logged while the cache filled with unwritable data). */
+static void io_flush_error(struct cached *c, int error, uint64_t suppressed)
+{
+	struct cached_peer *cp = c->io_priv;
+	uint64_t bs = cp->cfg.bucket_size;
+
+	if (!error) {
+		peer_info("cached: port %" PRIu32 " takes writes again; "
+			  "flushing the %" PRIu64 " dirty bytes left",
+			  cp->next_port, cached_unclean(c) * bs);
+		return;
+	}
+	peer_warn("cached: port %" PRIu32 " refuses writes: %s (a flush "
+		  "failed; %" PRIu64 " more such failures since the last "
+		  "report); %" PRIu64 " dirty bytes kept and retried every "
+		  "second; reads the cache has no room for are served "
+		  "uncached",
+		  cp->next_port, strerror(error), suppressed,
+		  cached_unclean(c) * bs);
+}
+
 static const struct cached_io_ops cached_xseg_io = {
     .data = io_data,
     .complete = io_complete,
     .forward = io_forward,
     .submit = io_submit,
+    .flush_error = io_flush_error,
     .unflushed = io_unflushed,
 };
 
@@ -569,6 +594,17 @@ static unsigned cached_pump(struct cached_peer *cp, struct cached_held *hold)
 	return n;
 }
 
+/* Buckets of acknowledged write-back data not yet at the next port: our
+ * port's unflushed count (cached keeps it there, see io_unflushed). */
+static uint64_t cached_stop_acked(struct cached_peer *cp)
+{
+	struct xseg_port_info pi;
+
+	if (xseg_port_info(cp->seg, cp->port, &pi) < 0)
+		return UINT64_MAX; /* unknown: assume the worst */
+	return pi.unflushed;
+}
+
 /*
  * Shutdown = unplug: switch to write-through, write every dirty bucket to
  * the next port (at most max_inflight requests at a time), remove our
@@ -582,7 +618,8 @@ static void cached_stop(struct peer *p)
 	struct cached *c = &cp->c;
 	struct cached_held hold = {0};
 	uint64_t start = peer_now_ns(), last_kick = 0, quiet_since;
-	bool plugged, lost = false;
+	bool plugged, lost = false, dropping = false;
+	unsigned kicks = 0;
 
 	if (!cp->initialised)
 		return;
@@ -596,24 +633,66 @@ static void cached_stop(struct peer *p)
 	for (;;) {
 		uint64_t now = peer_now_ns();
 
+		uint64_t unclean, failed;
+
 		if (plugged)
 			cached_pump(cp, &hold);
-		if (!cached_unclean(c))
+		unclean = cached_unclean(c);
+		if (!unclean)
 			break;
+		failed = cached_failed_only(c);
 		if (now - start > cp->flush_timeout_ns) {
+			uint64_t acked = cached_stop_acked(cp);
+
+			if (!acked) {
+				/* nothing acknowledged is left: what is, is
+				 * data of failed writes or of writes still
+				 * waiting (they fail with us) */
+				peer_warn("cached: flush timeout: %" PRIu64
+					  " dirty bytes could not be written "
+					  "to port %" PRIu32 "; none of them "
+					  "was acknowledged to a client: "
+					  "not a loss",
+					  unclean * cp->cfg.bucket_size,
+					  cp->next_port);
+				cached_drop_failed(c);
+				break;
+			}
 			peer_err("cached: flush timeout: %" PRIu64
 				 " dirty bytes could not be written to port "
-				 "%" PRIu32,
-				 cached_unclean(c) * cp->cfg.bucket_size,
-				 cp->next_port);
+				 "%" PRIu32 " (%" PRIu64 " of them "
+				 "acknowledged write-back data)",
+				 unclean * cp->cfg.bucket_size, cp->next_port,
+				 acked * cp->cfg.bucket_size);
 			/* exit non-zero: the operator must know data is lost */
 			lost = true;
 			break;
+		}
+		/*
+		 * Everything left is data of write-through/FUA writes the
+		 * next port failed (their writers were told so; never
+		 * acknowledged: review11 N-C) and it failed again since we
+		 * started: drop it rather than hold the stop for the flush
+		 * timeout and report a loss. The next port keeps what it had
+		 * (a failed write leaves its range undefined).
+		 */
+		if (kicks >= 2 && failed && failed >= unclean) {
+			if (!dropping)
+				peer_warn("cached: dropping %" PRIu64
+					  " bytes of "
+					  "failed write-through/FUA writes "
+					  "that port %" PRIu32
+					  " refuses (never acknowledged)",
+					  failed * cp->cfg.bucket_size,
+					  cp->next_port);
+			dropping = true;
+			cached_drop_failed(c);
 		}
 		if (now - last_kick > 100000000ULL) {
 			/* also retries objects whose last round failed */
 			cached_flush_all(c);
 			last_kick = now;
+			kicks++;
 		}
 		cached_sleep_ms(1);
 	}
@@ -720,6 +799,8 @@ static void cached_stats(struct peer *p)
 	LD(bytes_to_next);
 	LD(bytes_from_next);
 	LD(next_errors);
+	LD(next_enoent);
+	LD(uncached_reads);
 	LD(space_waits);
 	LD(nreq_waits);
 	LD(info_hits);
@@ -745,10 +826,11 @@ static void cached_stats(struct peer *p)
 	peer_info("stats: cached: flushes %" PRIu64 " flush writes %" PRIu64
 		  " fetches %" PRIu64 " bytes to next %" PRIu64
 		  " bytes from next %" PRIu64 " next-port errors %" PRIu64
-		  " waits for space %" PRIu64 " waits for requests %" PRIu64,
+		  " (and %" PRIu64 " ENOENT) waits for space %" PRIu64
+		  " waits for requests %" PRIu64 " uncached reads %" PRIu64,
 		  s.flush_rounds, s.flush_writes, s.fetches, s.bytes_to_next,
-		  s.bytes_from_next, s.next_errors, s.space_waits,
-		  s.nreq_waits);
+		  s.bytes_from_next, s.next_errors, s.next_enoent,
+		  s.space_waits, s.nreq_waits, s.uncached_reads);
 	peer_info("stats: cached: info from cache %" PRIu64 " asked %" PRIu64
 		  " nocache reads %" PRIu64 " writes %" PRIu64
 		  " targeted flushes %" PRIu64,
@@ -811,6 +893,15 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	ST("nocache_writes", LD(nocache_writes));
 	ST("targeted_flushes", LD(targeted_flushes));
 	ST("deferred_retries", LD(deferred_retries));
+	/* added in session 9 (xsegctl reads statistics by name) */
+	ST("next_enoent", LD(next_enoent));
+	ST("failed_retries", LD(failed_retries));
+	ST("uncached_reads", LD(uncached_reads));
+	ST("failed_dropped_bytes", LD(failed_dropped) * bs);
+	ST("failed_write_bytes",
+	   __atomic_load_n(&c->failed_buckets, __ATOMIC_RELAXED) * bs);
+	ST("flush_failing",
+	   __atomic_load_n(&c->flush_failing, __ATOMIC_RELAXED));
 	ST("objects_active", xs.nr_active);
 	ST("objects_evicted", xs.nr_evicted);
 	ST("free_bytes", (uint64_t)cached_pool_nr_free(&c->pool) * bs);
@@ -820,7 +911,7 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	return n < max ? n : max;
 }
 
-/* Once a second: evicted objects whose flush failed are tried again. */
+/* Once a second: objects whose flush failed are tried again. */
 static void cached_tick(struct peer *p)
 {
 	struct cached_peer *cp = peer_priv(p);

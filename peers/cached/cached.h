@@ -36,6 +36,7 @@
  *   in c->space_waitq; it restarts from the lookup when space is freed.
  *   Holding nothing while waiting is what makes this deadlock-free.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,6 +47,10 @@
 #include "xworkq.h"
 
 #define CACHED_NO_BUCKET UINT32_MAX
+/* Flush errors are reported once per errno per this long (io->flush_error);
+ * errnos from CACHED_FERR_SLOTS - 1 up share the last slot. */
+#define CACHED_FLUSH_ERROR_LOG_NS (60ULL * 1000000000ULL)
+#define CACHED_FERR_SLOTS	  136
 /* Objects of at most this many slots keep them inside struct cached_obj
  * (e.g. 4 KiB .. 32 KiB objects of 4 KiB buckets). */
 #define CACHED_INLINE_SLOTS 8
@@ -69,6 +74,17 @@ enum cached_ostate {
 				 still hold it look the name up again */
 	CACHED_O_FAILED,      /* the last flush round failed; dirty data
 				 stays dirty and is retried */
+};
+
+/* Values of cached_obj.acked[] for a DIRTY or WRITING bucket (0 for any
+ * other state). */
+enum cached_ack {
+	CACHED_ACK_NONE = 0,  /* a write-through/FUA write waits for it, or
+				 clean */
+	CACHED_ACK_WRITEBACK, /* acknowledged write-back data: a loss if
+				 cached dies before the next port has it */
+	CACHED_ACK_FAILED,    /* written only by write-through/FUA writes
+				 whose round failed: never acknowledged */
 };
 
 enum cached_policy {
@@ -155,17 +171,27 @@ struct cached_obj {
 	uint32_t nr_slots;
 	uint32_t *bucket; /* per slot: pool index or CACHED_NO_BUCKET */
 	uint8_t *bstate;  /* per slot: enum cached_bstate if claimed */
-	/* Per slot (same allocation as bstate): 1 while the bucket holds
-	 * write-back data that a client was told is written and the next
-	 * port has not acknowledged. Set by a write-back WRITE before its
-	 * reply (cached_obj_mark_acked); cleared, and the count lowered,
-	 * when the bucket leaves DIRTY/WRITING: WRITING -> VALID after the
-	 * next port acknowledged the flush write (a DELETE/COPY target is
-	 * flushed that way before its operation is sent: acknowledged
-	 * data is never dropped unwritten, review9 R9-8). A failed flush
-	 * (WRITING -> DIRTY) keeps it. A write-through or FUA write never
-	 * sets it (it is acknowledged only after the next port's reply);
-	 * one that rewrites an acknowledged bucket leaves it set. */
+	/* Per slot (same allocation as bstate), enum cached_ack:
+	 * CACHED_ACK_WRITEBACK while the bucket holds write-back data that a
+	 * client was told is written and the next port has not
+	 * acknowledged. Set by a write-back WRITE before its reply
+	 * (cached_obj_mark_acked); cleared, and the count lowered, when the
+	 * bucket leaves DIRTY/WRITING: WRITING -> VALID after the next port
+	 * acknowledged the flush write (a DELETE/COPY target is flushed that
+	 * way before its operation is sent: acknowledged data is never
+	 * dropped unwritten, review9 R9-8). A failed flush (WRITING ->
+	 * DIRTY) keeps it. A write-through or FUA write never sets it (it
+	 * is acknowledged only after the next port's reply); one that
+	 * rewrites an acknowledged bucket leaves it set.
+	 * CACHED_ACK_FAILED: a flush write of a bucket no write-back write
+	 * touched failed, so its data comes only from write-through/FUA
+	 * writes that were (or will be) answered with the error (review11
+	 * N-C). Not a loss if cached dies (not in the unflushed count),
+	 * counted in c->failed_buckets instead; still served and retried
+	 * like any dirty data; dropped at shutdown when it cannot be written
+	 * (cached_drop_failed). A write-back write over it makes it
+	 * CACHED_ACK_WRITEBACK (a bucket with both is counted as
+	 * acknowledged). */
 	uint8_t *acked;
 	/* Slot storage of an object of at most CACHED_INLINE_SLOTS slots
 	 * (bucket, bstate and acked point here; larger objects use one
@@ -215,6 +241,8 @@ struct cached_obj {
 	uint32_t clean_at; /* __atomic: revivals + 1 when the final job
 			      found it clean and unused; 0: never */
 	struct xworkq_job unpark_job; /* resume after an nreq wait */
+	struct xworkq_job drop_job;   /* cached_drop_failed */
+	bool drop_queued;	      /* __atomic */
 	bool kick_queued;	      /* __atomic */
 	struct xwaitq_job nreq_wjob;
 
@@ -252,6 +280,16 @@ void cached_obj_set_bstate(struct cached_obj *o, uint32_t s,
  * unflushed count, in one call (nothing when all were set already: a
  * rewrite of unflushed data costs no atomic). Object's workq. */
 void cached_obj_mark_acked(struct cached_obj *o, uint32_t first, uint32_t n);
+/* A flush write of slot s (DIRTY again after the failure) failed: if no
+ * write-back write is counted in it, mark it CACHED_ACK_FAILED (counted
+ * in c->failed_buckets). Object's workq. */
+void cached_obj_mark_failed(struct cached_obj *o, uint32_t s);
+/* Give back to the pool the buckets of o that hold no unflushed data and
+ * are not being loaded (VALID, INVALID): an evicted object kept for its
+ * dirty data holds only what it must (review11 N-D: with a store refusing
+ * writes, the clean part of such objects was never given back). Returns
+ * the number of buckets returned. Object's workq. */
+uint32_t cached_obj_release_clean(struct cached_obj *o);
 /* Claim a bucket for every free slot in [first, first+n): all or none
  * (-ENOSPC). New buckets are INVALID. */
 int cached_obj_claim(struct cached_obj *o, uint32_t first, uint32_t n);
@@ -284,6 +322,8 @@ enum cached_nreq_kind {
 	CACHED_N_INFO,	    /* INFO on behalf of client request cio */
 	CACHED_N_PASS,	    /* a piece of the NOCACHE WRITE cio */
 	CACHED_N_OP,	    /* the DELETE or COPY cio, target = the object */
+	CACHED_N_UNCACHED,  /* READ of slots [first, first+n) for the
+			       uncached READ cio (no bucket involved) */
 };
 
 struct cached_nreq {
@@ -321,20 +361,22 @@ struct cached_cio {
 	struct cached_obj *obj;	    /* NULL when not attached */
 	struct xcache_entry *entry; /* the reference we hold */
 	uint32_t kind;
-	uint32_t phase;	      /* 0 new, 1 applied/waiting for a round */
-	int error;	      /* first error from the next port */
-	bool counted;	      /* hit/miss accounted */
-	bool fua;	      /* written through with FUA */
-	uint8_t parked;	      /* 1 on nreq_waitq, 2 on space_waitq */
-	bool created;	      /* NOCACHE, INFO-NOCACHE, HASH: dispatch
-				 created the object (nothing was cached) */
-	bool flush_rewalk;    /* FLUSH: the flushwait pool ran out during
-				 the walk: walk again when done */
-	uint32_t space_need;  /* parked for space: buckets it needs */
-	uint64_t pending;     /* FLUSH: objects still flushing (atomic) */
-	uint64_t nc_sent;     /* NC_WRITE: bytes handed to the next port */
-	uint32_t nc_inflight; /* NC_WRITE: pieces in flight */
-	uint32_t size_gen;    /* INFO: obj->size_gen when asked */
+	uint32_t phase;	       /* 0 new, 1 applied/waiting for a round */
+	int error;	       /* first error from the next port */
+	bool counted;	       /* hit/miss accounted */
+	bool fua;	       /* written through with FUA */
+	uint8_t parked;	       /* 1 on nreq_waitq, 2 on space_waitq */
+	bool created;	       /* NOCACHE, INFO-NOCACHE, HASH: dispatch
+				  created the object (nothing was cached) */
+	bool flush_rewalk;     /* FLUSH: the flushwait pool ran out during
+				  the walk: walk again when done */
+	uint32_t space_need;   /* parked for space: buckets it needs */
+	uint64_t pending;      /* FLUSH: objects still flushing (atomic) */
+	uint64_t nc_sent;      /* NC_WRITE: bytes handed to the next port */
+	uint32_t nc_inflight;  /* NC_WRITE: pieces in flight */
+	uint32_t size_gen;     /* INFO: obj->size_gen when asked */
+	uint32_t unc_cursor;   /* uncached READ: next slot to serve */
+	uint32_t unc_inflight; /* uncached READ: fetches in flight */
 	struct cached_waiter waiter;
 	struct xworkq_job job;
 	struct xwaitq_job wjob;
@@ -364,6 +406,15 @@ struct cached_io_ops {
 	/* submit an nreq (prepared by the caller) to the next port; a
 	 * negative errno means it was not sent */
 	int (*submit)(struct cached *c, struct cached_nreq *n);
+	/* Optional: a flush write to the next port failed with error
+	 * (positive errno), or, error 0, one succeeded after failures.
+	 * Rate-limited by the cache: called for the first failure with a
+	 * given errno, then at most once per CACHED_FLUSH_ERROR_LOG_NS for
+	 * it (suppressed: the failures with that errno not reported since
+	 * the last call), and once with 0 when writes go through again. The
+	 * peer glue logs it (naming the next port). Any thread, from an
+	 * object's workq; must not call into the cache. NULL: not logged. */
+	void (*flush_error)(struct cached *c, int error, uint64_t suppressed);
 	/* Optional: add delta to the count of acknowledged write-back
 	 * buckets (see cached_obj.acked): the peer glue adds to its port's
 	 * unflushed count (xseg_port_unflushed_add), the one word the
@@ -379,13 +430,20 @@ struct cached_stats {
 	uint64_t reads, writes;
 	uint64_t evictions, flush_rounds, flush_writes, fetches;
 	uint64_t bytes_to_next, bytes_from_next;
-	uint64_t next_errors;
+	uint64_t next_errors; /* errors from the next port, ENOENT aside */
+	uint64_t next_enoent; /* ENOENT answers (a read of an object never
+				 written: normal, not an error) */
 	uint64_t space_waits, nreq_waits;
 	uint64_t info_hits, info_asked; /* INFO from the cache / asked */
 	uint64_t nocache_reads, nocache_writes;
 	uint64_t targeted_flushes; /* FLUSH with a target */
 	uint64_t deferred_retries; /* failed flushes of evicted objects left
 				      for cached_retry_failed */
+	uint64_t failed_retries;   /* objects cached_retry_failed kicked */
+	uint64_t uncached_reads;   /* READs served without buckets (no
+				      space while flushes fail) */
+	uint64_t failed_dropped;   /* buckets of failed write-through/FUA
+				      writes dropped (cached_drop_failed) */
 };
 
 struct cached_config {
@@ -432,6 +490,11 @@ struct cached {
 	pthread_mutex_t nreq_lock;
 
 	struct xwaitq space_waitq; /* buckets / xcache nodes */
+	/* READs that found no free bucket. Apart from space_waitq because
+	 * its predicate also holds while flushes fail (flush_failing): such
+	 * a read is then served uncached instead of waiting (review11 N-D),
+	 * and a write woken by that would only park again. */
+	struct xwaitq space_rwaitq;
 	/* space_want: the largest need among the requests parked for
 	 * space (0: none known), read by the wait queue's predicate;
 	 * space_want_holders: how many parked requests need exactly that
@@ -461,7 +524,19 @@ struct cached {
 	uint64_t writing_buckets; /* __atomic */
 	uint64_t unflushed;	  /* __atomic: buckets with acked set, when
 				     io->unflushed is NULL (in-process users) */
-	struct cached_stats st;	  /* __atomic relaxed adds */
+	uint64_t failed_buckets;  /* __atomic: DIRTY/WRITING buckets marked
+				     CACHED_ACK_FAILED */
+	/* __atomic: the last flush write to the next port failed (set by a
+	 * failure, cleared by a success). While set, a READ that finds no
+	 * free bucket is served uncached (cio_read) rather than waiting for
+	 * space that failing flushes will not free. */
+	uint32_t flush_failing;
+	/* flush error reports (io->flush_error), per errno, under
+	 * ferr_lock: when it was last reported and how many since */
+	pthread_mutex_t ferr_lock;
+	uint64_t ferr_last_ns[CACHED_FERR_SLOTS];
+	uint64_t ferr_suppressed[CACHED_FERR_SLOTS];
+	struct cached_stats st; /* __atomic relaxed adds */
 
 	/* Waiters a FLUSH links to each object it waits for: a fixed pool
 	 * (nr_nodes entries), so a FLUSH allocates nothing; a FLUSH that
@@ -523,12 +598,40 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 /* Start a flush of every object with dirty data (shutdown, unplug);
  * returns the number of objects kicked. */
 unsigned cached_flush_all(struct cached *c);
-/* Evicted objects whose flush failed are not retried at once (a next
+/* Objects whose flush round failed are not retried at once (a next
  * port that is gone would make that a loop): this kicks them again if
- * any failed since the last call (the peer's tick, once a second).
- * Returns the number of objects kicked. Any thread registered with
- * liburcu. */
+ * any failed since the last call (the peer's tick, once a second), active
+ * and evicted alike, so that dirty data drains by itself once the next
+ * port takes writes again (review11 N-D: active objects used to wait for
+ * a FLUSH or their eviction). Returns the number of objects kicked. Any
+ * thread registered with liburcu. */
 unsigned cached_retry_failed(struct cached *c);
+/* Drop the data of failed write-through/FUA writes (CACHED_ACK_FAILED
+ * buckets: never acknowledged to anyone) from every object that has no
+ * flush round in flight or wanted, no write waiting for one and no fence:
+ * their buckets become INVALID (the next port keeps what it had: a failed
+ * write leaves its range undefined). For shutdown, when that data cannot
+ * be written (cached_stop): it must not hold the stop for the flush
+ * timeout nor count as a loss (review11 N-C). Acknowledged data is never
+ * dropped. Asynchronous (a job per object); returns the number of
+ * objects queued. Any thread registered with liburcu. */
+unsigned cached_drop_failed(struct cached *c);
+/* Buckets of failed write-through/FUA writes still DIRTY or WRITING. */
+static inline uint64_t cached_failed_only(const struct cached *c)
+{
+	return __atomic_load_n(&c->failed_buckets, __ATOMIC_SEQ_CST);
+}
+/* Map an error from the next port to what a client is told: a next port
+ * that is gone (its requests failed back by the reaper, ECONNRESET, or
+ * not submittable while it is down, ENXIO) is ECONNRESET, the error vlmc
+ * answers by waiting for the peer and resending (its dead-peer wait);
+ * every other error (ENOSPC, EIO from the store) is passed on as is. */
+static inline int cached_client_error(int error)
+{
+	return error == ENXIO || error == ECONNRESET || error == EPIPE
+		   ? ECONNRESET
+		   : error;
+}
 /* Dirty or writing buckets anywhere (0 = everything reached the port). */
 static inline uint64_t cached_unclean(const struct cached *c)
 {

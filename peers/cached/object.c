@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cached.h"
 
@@ -34,6 +35,7 @@ static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n,
 			 int error);
 static void obj_drop_created(struct cached *c, struct cached_obj *o,
 			     struct cached_cio *cio);
+static void flush_write_result(struct cached *c, int error);
 
 /* ------------------------------------------------------------------ */
 /* Context pools                                                       */
@@ -132,6 +134,26 @@ static bool space_available(void *arg)
 	       __atomic_load_n(&c->nodes_used, __ATOMIC_ACQUIRE) < c->nr_nodes;
 }
 
+/* READs parked for buckets also go on while flushes fail: they are then
+ * served uncached (cio_read). A woken read never parks again while this
+ * holds, so it cannot spin: it parks only when flush_failing is clear,
+ * and if it is set again meanwhile, the enqueue runs it at once and it
+ * takes the uncached path. */
+static bool space_read_available(void *arg)
+{
+	struct cached *c = arg;
+
+	return __atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE) ||
+	       space_available(arg);
+}
+
+/* Requests parked for space, in both queues. */
+static uint64_t space_parked(const struct cached *c)
+{
+	return xwaitq_nr_queued(&c->space_waitq) +
+	       xwaitq_nr_queued(&c->space_rwaitq);
+}
+
 /*
  * Nodes whose on_free ran in this thread, in the xcache call it is still
  * inside. xcache puts a node back on its lists only after on_free
@@ -164,8 +186,10 @@ static void space_kick(struct cached *c)
 	if (__atomic_load_n(&c->space_pending, __ATOMIC_ACQUIRE) &&
 	    __atomic_exchange_n(&c->space_pending, false, __ATOMIC_ACQ_REL))
 		signal = true;
-	if (signal)
+	if (signal) {
 		xwaitq_signal(&c->space_waitq);
+		xwaitq_signal(&c->space_rwaitq);
+	}
 }
 
 static void obj_put(struct cached *c, struct xcache_entry *e)
@@ -224,7 +248,8 @@ static void cio_finish(struct cached *c, struct cached_cio *cio, int error)
 {
 	struct xseg_request *req = cio->req;
 
-	c->io->complete(c, req, error);
+	/* a next port that is gone: ECONNRESET, which vlmc waits on */
+	c->io->complete(c, req, cached_client_error(error));
 	cio_release_obj(c, cio);
 	cio_put(c, cio);
 }
@@ -235,7 +260,7 @@ static void cio_forward(struct cached *c, struct cached_cio *cio)
 	int rc = c->io->forward(c, req);
 
 	if (rc < 0)
-		c->io->complete(c, req, -rc);
+		c->io->complete(c, req, cached_client_error(-rc));
 	cio_release_obj(c, cio);
 	cio_put(c, cio);
 }
@@ -326,7 +351,7 @@ static void space_make_room(struct cached *c, uint32_t need)
  * (seen in test_cached_mp under TSan).
  */
 static void cio_park_space(struct cached *c, struct cached_cio *cio,
-			   uint32_t need)
+			   uint32_t need, struct xwaitq *q)
 {
 	cio->space_need = need;
 	space_want_add(c, need);
@@ -336,7 +361,7 @@ static void cio_park_space(struct cached *c, struct cached_cio *cio,
 	cio->parked = 2;
 	/* cio may run (and be done) as soon as it is queued: not touched
 	 * after this */
-	xwaitq_enqueue(&c->space_waitq, &cio->wjob, space_wake_job, cio);
+	xwaitq_enqueue(q, &cio->wjob, space_wake_job, cio);
 	space_make_room(c, need);
 }
 
@@ -347,11 +372,11 @@ static bool obj_claim_or_park(struct cached *c, struct cached_obj *o,
 			      uint32_t n)
 {
 	if (cached_obj_claim(o, first, n) < 0) {
-		cio_park_space(c, cio, n);
+		cio_park_space(c, cio, n, &c->space_waitq);
 		return true;
 	}
 	/* we may have taken what parked requests were woken for */
-	if (xwaitq_nr_queued(&c->space_waitq))
+	if (space_parked(c))
 		space_make_room(c, 0);
 	return false;
 }
@@ -556,11 +581,145 @@ static void cio_copy(struct cached *c, struct cached_obj *o,
 	}
 }
 
+/*
+ * Uncached READ (review11 N-D). A read that finds no free bucket while
+ * flushes to the next port fail would wait for space that cannot come:
+ * the cache is full of dirty data nobody can write (a store out of space
+ * answers every write ENOSPC but serves reads), and evicting it only keeps
+ * it (its flush fails). Such a read is served without buckets: slot by
+ * slot, what the object holds with data (VALID, DIRTY, WRITING) is copied
+ * from its bucket, every run of other slots (no bucket, INVALID, LOADING)
+ * is read from the next port into one of our requests and copied from
+ * there; nothing is inserted in the cache. Not stale: the slots fetched
+ * hold no data newer than the next port's (dirty data is always in a
+ * bucket until the next port acknowledged it; a NOCACHE write in flight
+ * was waited for), and everything acknowledged before the read arrived
+ * is either in a bucket copied here or at the next port. A write landing
+ * while a fetch is in flight is concurrent with the read: either version
+ * is right.
+ *
+ * Trigger: no free bucket and flush_failing (the last flush write
+ * failed). It cannot hang: the read claims nothing and waits only for
+ * next-port requests, which come back. Reads already parked for space
+ * are woken when flush_failing is set (space_rwaitq's predicate).
+ *
+ * phase CACHED_READ_UNCACHED while sending, CACHED_READ_UNCACHED_PARKED
+ * while parked for a request (the completion of a fetch then leaves the
+ * finish to the resumption); unc_cursor is the next slot to serve.
+ */
+enum {
+	CACHED_READ_UNCACHED = 2,
+	CACHED_READ_UNCACHED_PARKED = 3,
+};
+
+static bool slot_has_data(const struct cached_obj *o, uint32_t s)
+{
+	return o->bucket[s] != CACHED_NO_BUCKET &&
+	       bstate_has_data(o->bstate[s]);
+}
+
+/* Copy into the READ cio's buffer its part of slot s, whose bytes
+ * (bucket_size of them) are at src. */
+static void cio_read_copy_slot(struct cached *c, struct cached_cio *cio,
+			       uint32_t s, const unsigned char *src)
+{
+	struct xseg_request *req = cio->req;
+	unsigned char *data = c->io->data(c, req);
+	uint64_t bs = c->cfg.bucket_size, lo = (uint64_t)s * bs, hi = lo + bs;
+	uint64_t end = req->offset + req->size;
+
+	if (lo < req->offset)
+		lo = req->offset;
+	if (hi > end)
+		hi = end;
+	memcpy(data + (lo - req->offset), src + (lo - (uint64_t)s * bs),
+	       hi - lo);
+}
+
+static void cio_uncached_maybe_done(struct cached_obj *o,
+				    struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	uint32_t first, n;
+
+	if (!cio_range(c, cio, &first, &n))
+		return; /* checked at the start: cannot happen */
+	if (cio->phase != CACHED_READ_UNCACHED || cio->unc_inflight ||
+	    (!cio->error && cio->unc_cursor < first + n))
+		return;
+	if (!cio->error)
+		cio->req->serviced = cio->req->size;
+	/* an entry made for it only (the object was not cached): take it
+	 * out again, nothing stays in the cache for an uncached read */
+	obj_drop_created(c, o, cio);
+	cio_finish(c, cio, cio->error);
+}
+
+static void cio_read_uncached(struct cached_obj *o, struct cached_cio *cio)
+{
+	struct cached *c = o->c;
+	uint64_t bs = c->cfg.bucket_size;
+	uint32_t first, n;
+
+	if (!cio_range(c, cio, &first, &n)) {
+		cio_finish(c, cio, EINVAL);
+		return;
+	}
+	if (cio->phase != CACHED_READ_UNCACHED &&
+	    cio->phase != CACHED_READ_UNCACHED_PARKED) {
+		cio->unc_cursor = first;
+		cio->unc_inflight = 0;
+		cio->counted = true;
+		CACHED_STAT(c, uncached_reads, 1);
+	}
+	cio->phase = CACHED_READ_UNCACHED;
+	while (!cio->error && cio->unc_cursor < first + n) {
+		uint32_t s = cio->unc_cursor, e;
+		struct cached_nreq *nr;
+
+		if (slot_has_data(o, s)) {
+			cio_read_copy_slot(
+			    c, cio, s,
+			    cached_pool_bucket(&c->pool, o->bucket[s]));
+			cio->unc_cursor++;
+			continue;
+		}
+		for (e = s + 1; e < first + n && e - s < c->max_req_slots &&
+				!slot_has_data(o, e);
+		     e++)
+			;
+		nr = nreq_get(c);
+		if (!nr) {
+			cio->phase = CACHED_READ_UNCACHED_PARKED;
+			cio_park_nreq(c, cio);
+			return;
+		}
+		nr->kind = CACHED_N_UNCACHED;
+		nr->cio = cio;
+		nr->first = s;
+		nr->n = e - s;
+		nr->req->op = XSEG_OP_READ;
+		nr->req->flags = 0;
+		nr->req->offset = (uint64_t)s * bs;
+		nr->req->size = (uint64_t)(e - s) * bs;
+		cio->unc_inflight++;
+		cio->unc_cursor = e;
+		CACHED_STAT(c, fetches, 1);
+		/* its completion is a job of this workq: it runs after us */
+		nreq_send(c, o, nr);
+	}
+	cio_uncached_maybe_done(o, cio);
+}
+
 static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 {
 	struct cached *c = o->c;
 	uint32_t first, n, present = 0, loading = 0;
 
+	if (cio->phase == CACHED_READ_UNCACHED_PARKED) {
+		cio_read_uncached(o, cio);
+		return;
+	}
 	if (cio->error) {
 		cio_finish(c, cio, cio->error);
 		return;
@@ -569,9 +728,20 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 		return;
 	if (obj_wait_nocache(o, cio))
 		return;
-	if (cached_obj_unclaimed(o, first, n) &&
-	    obj_claim_or_park(c, o, cio, first, n))
-		return;
+	if (cached_obj_unclaimed(o, first, n)) {
+		if (cached_obj_claim(o, first, n) < 0) {
+			if (__atomic_load_n(&c->flush_failing,
+					    __ATOMIC_ACQUIRE)) {
+				cio_read_uncached(o, cio);
+				return;
+			}
+			cio_park_space(c, cio, n, &c->space_rwaitq);
+			return;
+		}
+		/* we may have taken what parked requests were woken for */
+		if (space_parked(c))
+			space_make_room(c, 0);
+	}
 	for (uint32_t s = first; s < first + n; s++) {
 		present += bstate_has_data(o->bstate[s]);
 		loading += o->bstate[s] == CACHED_B_LOADING;
@@ -754,6 +924,13 @@ static void obj_round_end(struct cached_obj *o)
 	o->flushing = false;
 	o->seq_done = o->seq_started;
 	o->last_round_error = o->round_error;
+	/* Retried by cached_retry_failed (the peer's tick), active or
+	 * evicted: dirty data drains by itself once the next port takes
+	 * writes again (review11 N-D: active objects used to wait for a
+	 * FLUSH or their eviction). Never at once: with a next port that is
+	 * gone that would loop. */
+	if (o->round_error)
+		__atomic_store_n(&c->retry_pending, true, __ATOMIC_RELEASE);
 	if (st == CACHED_O_FLUSHING || st == CACHED_O_FAILED)
 		cached_obj_set_state(o, o->round_error ? CACHED_O_FAILED
 						       : CACHED_O_READY);
@@ -791,7 +968,7 @@ static void obj_round_end(struct cached_obj *o)
 		obj_put(c, o->entry); /* may release o */
 		/* if it stays (active again), requests waiting for space
 		 * need another victim */
-		if (xwaitq_nr_queued(&c->space_waitq))
+		if (space_parked(c))
 			space_make_room(c, 1);
 	}
 }
@@ -1040,6 +1217,24 @@ static void nreq_done_job(void *arg)
 		nreq_info_done(o, n, error);
 	} else if (n->kind == CACHED_N_OP) {
 		nreq_op_done(o, n, error);
+	} else if (n->kind == CACHED_N_UNCACHED) {
+		struct cached_cio *cio = n->cio;
+
+		if (error && !cio->error)
+			cio->error = error;
+		if (!error) {
+			const unsigned char *data = c->io->data(c, n->req);
+
+			for (uint32_t s = n->first; s < n->first + n->n; s++)
+				cio_read_copy_slot(
+				    c, cio, s,
+				    data + (uint64_t)(s - n->first) * bs);
+			CACHED_STAT(c, bytes_from_next, (uint64_t)n->n * bs);
+		}
+		cio->unc_inflight--;
+		nreq_put(c, n);
+		/* parked for a request: its resumption finishes */
+		cio_uncached_maybe_done(o, cio);
 	} else if (n->kind == CACHED_N_PASS) {
 		struct cached_cio *cio = n->cio;
 
@@ -1053,12 +1248,18 @@ static void nreq_done_job(void *arg)
 		if (cio->phase == 2)
 			cio_nc_maybe_done(o, cio);
 	} else {
-		for (uint32_t s = n->first; s < n->first + n->n; s++)
+		for (uint32_t s = n->first; s < n->first + n->n; s++) {
 			/* DIRTY means rewritten meanwhile: stays dirty */
 			if (o->bstate[s] == CACHED_B_WRITING)
 				cached_obj_set_bstate(o, s,
 						      error ? CACHED_B_DIRTY
 							    : CACHED_B_VALID);
+			/* data no write-back write acknowledged: only
+			 * failed write-through/FUA writes carry it */
+			if (error && o->bstate[s] == CACHED_B_DIRTY)
+				cached_obj_mark_failed(o, s);
+		}
+		flush_write_result(c, error);
 		if (error && !o->round_error)
 			o->round_error = error;
 		if (!error)
@@ -1069,6 +1270,60 @@ static void nreq_done_job(void *arg)
 			obj_flush_continue(o);
 	}
 	obj_put(c, e); /* the nreq's reference; may release o */
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Report through io->flush_error once per errno per
+ * CACHED_FLUSH_ERROR_LOG_NS (slot 0: "writes go through again"). */
+static void flush_error_report(struct cached *c, int error)
+{
+	unsigned slot = error < CACHED_FERR_SLOTS - 1 ? (unsigned)error
+						      : CACHED_FERR_SLOTS - 1;
+	uint64_t now = mono_ns(), suppressed = 0;
+	bool report = false;
+
+	if (!c->io->flush_error)
+		return;
+	pthread_mutex_lock(&c->ferr_lock);
+	if (!c->ferr_last_ns[slot] ||
+	    now - c->ferr_last_ns[slot] >= CACHED_FLUSH_ERROR_LOG_NS) {
+		report = true;
+		suppressed = c->ferr_suppressed[slot];
+		c->ferr_suppressed[slot] = 0;
+		c->ferr_last_ns[slot] = now ? now : 1;
+	} else {
+		c->ferr_suppressed[slot]++;
+	}
+	pthread_mutex_unlock(&c->ferr_lock);
+	if (report)
+		c->io->flush_error(c, error, suppressed);
+}
+
+/* A flush write to the next port came back (object's workq). Failures
+ * set flush_failing (reads that find no bucket are then served uncached:
+ * wake those parked) and are reported; the first success after them
+ * clears it. */
+static void flush_write_result(struct cached *c, int error)
+{
+	if (error) {
+		if (!__atomic_load_n(&c->flush_failing, __ATOMIC_RELAXED) &&
+		    !__atomic_exchange_n(&c->flush_failing, 1,
+					 __ATOMIC_ACQ_REL))
+			/* its jobs only queue restarts: safe from here */
+			xwaitq_signal(&c->space_rwaitq);
+		flush_error_report(c, error);
+		return;
+	}
+	if (__atomic_load_n(&c->flush_failing, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&c->flush_failing, 0, __ATOMIC_ACQ_REL))
+		flush_error_report(c, 0);
 }
 
 void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
@@ -1091,7 +1346,11 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 			memset(data + serviced, 0, size - serviced);
 		}
 	}
-	if (error)
+	/* A read of an object never written is answered ENOENT: normal
+	 * (review11 N-I), counted apart from the errors. */
+	if (error == ENOENT)
+		CACHED_STAT(c, next_enoent, 1);
+	else if (error)
 		CACHED_STAT(c, next_errors, 1);
 	n->error = error;
 	xworkq_enqueue(&n->obj->wq, &n->job, nreq_done_job, n);
@@ -1712,10 +1971,74 @@ unsigned cached_retry_failed(struct cached *c)
 {
 	unsigned count = 0;
 
+	/* reads parked for space while flushes fail go uncached: a
+	 * wake-up that raced with their parking is caught here */
+	if (__atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE))
+		xwaitq_signal(&c->space_rwaitq);
 	if (!__atomic_exchange_n(&c->retry_pending, false, __ATOMIC_ACQ_REL))
 		return 0;
-	xcache_for_each(c->cache, XCACHE_TABLE_EVICTED, retry_failed_visit,
-			&count);
+	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
+			retry_failed_visit, &count);
+	space_kick(c);
+	CACHED_STAT(c, failed_retries, count);
+	return count;
+}
+
+/* cached_drop_failed's job: drop the failed-write data of o if nothing
+ * wants it written now (no round in flight or parked, no writer waiting
+ * for a round, no fence). */
+static void obj_drop_failed_job(void *arg)
+{
+	struct cached_obj *o = arg;
+	struct cached *c = o->c;
+	uint64_t dropped = 0;
+
+	__atomic_store_n(&o->drop_queued, false, __ATOMIC_RELEASE);
+	if (!o->flushing && !o->nreq_parked && !o->fenced &&
+	    !obj_needs_round(o)) {
+		for (uint32_t s = 0; s < o->nr_slots; s++)
+			if (o->bucket[s] != CACHED_NO_BUCKET &&
+			    o->bstate[s] == CACHED_B_DIRTY &&
+			    o->acked[s] == CACHED_ACK_FAILED) {
+				cached_obj_set_bstate(o, s, CACHED_B_INVALID);
+				dropped++;
+			}
+		if (dropped && cached_obj_clean(o) &&
+		    cached_obj_state(o) == CACHED_O_FAILED)
+			cached_obj_set_state(o, CACHED_O_READY);
+		CACHED_STAT(c, failed_dropped, dropped);
+		if (dropped && o->kept && cached_obj_clean(o) &&
+		    xcache_entry_state(o->entry) != XCACHE_ACTIVE) {
+			/* evicted and kept only for that data */
+			o->kept = false;
+			obj_put(c, o->entry);
+		}
+	}
+	obj_put(c, o->entry); /* the job's reference; may release o */
+}
+
+static int drop_failed_visit(struct xcache *cache, struct xcache_entry *e,
+			     void *arg)
+{
+	struct cached_obj *o = xcache_entry_priv(e);
+	unsigned *count = arg;
+
+	(void)cache;
+	if (!__atomic_load_n(&o->unclean, __ATOMIC_ACQUIRE) ||
+	    __atomic_exchange_n(&o->drop_queued, true, __ATOMIC_ACQ_REL))
+		return 0;
+	xcache_get(e);
+	xworkq_enqueue(&o->wq, &o->drop_job, obj_drop_failed_job, o);
+	(*count)++;
+	return 0;
+}
+
+unsigned cached_drop_failed(struct cached *c)
+{
+	unsigned count = 0;
+
+	xcache_for_each(c->cache, XCACHE_TABLE_ACTIVE | XCACHE_TABLE_EVICTED,
+			drop_failed_visit, &count);
 	space_kick(c);
 	return count;
 }
@@ -1749,7 +2072,14 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 	 * this request is about to dirty. */
 	if (xcache_entry_state(o->entry) != XCACHE_ACTIVE)
 		__atomic_add_fetch(&o->revivals, 1, __ATOMIC_ACQ_REL);
-	if (cached_obj_state(o) == CACHED_O_INVALIDATED &&
+	/* an uncached READ resuming after a wait for a request: its
+	 * fetches in flight point to it, so it neither restarts nor waits
+	 * at a fence; what it still reads is concurrent with the
+	 * DELETE/COPY, either side of it is right */
+	bool uncached = cio->kind == CACHED_C_READ &&
+			cio->phase == CACHED_READ_UNCACHED_PARKED;
+
+	if (cached_obj_state(o) == CACHED_O_INVALIDATED && !uncached &&
 	    !(cio->kind == CACHED_C_NC_WRITE && cio->phase >= 2)) {
 		/* deleted or replaced by a COPY since we found it (a NOCACHE
 		 * write already sending goes on: its pieces hold this
@@ -1757,7 +2087,7 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 		cio_restart(o->c, cio);
 		return;
 	}
-	if (o->fenced && o->fence_owner != cio &&
+	if (o->fenced && o->fence_owner != cio && !uncached &&
 	    !(cio->kind == CACHED_C_WRITE && cio->phase == 1)) {
 		/* A DELETE/COPY of this name is flushing it or at the next
 		 * port: wait for its end (which restarts us on a new entry,
@@ -1811,7 +2141,9 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 	rc = xcache_insert(c->cache, name, &e, &how);
 	space_kick(c); /* the insert may have released a victim */
 	if (rc == -EAGAIN) {
-		cio_park_space(c, cio, 1);
+		/* a node, not buckets: reads wait too (the uncached path
+		 * needs the object) */
+		cio_park_space(c, cio, 1, &c->space_waitq);
 		return;
 	}
 	if (rc < 0) {
@@ -1820,7 +2152,7 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 	}
 	/* An evicted object is active again: the buckets parked requests
 	 * counted on as coming back (away_buckets) no longer come. */
-	if (how == XCACHE_REINSERTED && xwaitq_nr_queued(&c->space_waitq))
+	if (how == XCACHE_REINSERTED && space_parked(c))
 		space_make_room(c, 0);
 	cio->created = how == XCACHE_INSERTED;
 	cio->entry = e;
@@ -1994,6 +2326,33 @@ static void hook_reinsert(void *cache_priv, struct xcache_entry *e)
 }
 
 /*
+ * An evicted object kept for its dirty data gives back the rest of its
+ * buckets now (review11 N-D: with flushes failing, the clean part of such
+ * objects stayed claimed for as long as the store refused writes, and a
+ * cache of 256 MiB with 151 MiB dirty had none free). A request that
+ * revives it meanwhile claims what it needs again. The buckets no longer
+ * count as coming back (away_buckets). Freed space is only noted here (we
+ * may run inside an xcache hook): the caller's space_kick signals.
+ */
+static void obj_release_clean(struct cached_obj *o)
+{
+	struct cached *c = o->c;
+	uint32_t k = cached_obj_release_clean(o), cur, take;
+
+	if (!k)
+		return;
+	cur = __atomic_load_n(&o->away_claimed, __ATOMIC_RELAXED);
+	do
+		take = cur < k ? cur : k;
+	while (!__atomic_compare_exchange_n(&o->away_claimed, &cur, cur - take,
+					    false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED));
+	if (take)
+		__atomic_sub_fetch(&c->away_buckets, take, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->space_pending, true, __ATOMIC_RELEASE);
+}
+
+/*
  * The decision of on_finalize, taken in the object's workq so that it is
  * serialized with every job of a user that re-inserted the object
  * meanwhile. Holds the reference hook_finalize took.
@@ -2023,6 +2382,7 @@ static void obj_final_job(void *arg)
 	/* Dirty data must reach the next port before the buckets go: our
 	 * reference keeps the entry alive; the end of its flush drops it. */
 	o->kept = true;
+	obj_release_clean(o);
 	obj_kick_now(o);
 }
 
@@ -2103,7 +2463,7 @@ void cached_dump_busy(struct cached *c)
 		" for requests; free buckets %" PRIu32 ", away buckets %" PRIu64
 		", space want %" PRIu32 ", nodes used %" PRIu32 " of %" PRIu32
 		"\n",
-		c->cfg.nr_cios - nfree, xwaitq_nr_queued(&c->space_waitq),
+		c->cfg.nr_cios - nfree, space_parked(c),
 		xwaitq_nr_queued(&c->nreq_waitq), cached_pool_nr_free(&c->pool),
 		__atomic_load_n(&c->away_buckets, __ATOMIC_RELAXED),
 		__atomic_load_n(&c->space_want, __ATOMIC_RELAXED),
@@ -2218,6 +2578,8 @@ int cached_init(struct cached *c, const struct cached_config *cfg)
 	pthread_mutex_init(&c->space_lock, NULL);
 	pthread_mutex_init(&c->fw_lock, NULL);
 	xwaitq_init(&c->space_waitq, space_available, c);
+	xwaitq_init(&c->space_rwaitq, space_read_available, c);
+	pthread_mutex_init(&c->ferr_lock, NULL);
 	xwaitq_init(&c->nreq_waitq, nreq_available, c);
 	xwaitq_init(&c->fw_waitq, fw_available, c);
 	xworkq_init(&c->redispatch_wq);

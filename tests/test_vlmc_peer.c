@@ -26,6 +26,12 @@
  * leftovers_not_served / legacy_table: incarnation ids (review9 R9-1):
  * objects left under a name are never served by a later volume of that
  * name; a table of the format before ids still loads and serves its data.
+ * failed_op_changes_nothing (review11 N-C): a volume operation whose table
+ * write fails (landed or not) is not there after a restart of vlmc.
+ * ctl_silent_client / nbd_port_draining: a control client that sends no
+ * line holds neither other commands nor vlmc's stop; an NBD connection
+ * waits (bounded) for a dynamic port while every free one is draining.
+ * VLMC_PEER_TEST=name[,name] runs only those tests.
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -1734,6 +1740,128 @@ START_TEST(table_torn)
 }
 END_TEST
 
+/* Set test_vlmc_store's table faults (a WRITE of cmd to ts:table-fault):
+ * "landed N", "lost N", "flush N" or "off". */
+static void store_fault(struct env *e, const char *cmd)
+{
+	ck_assert_int_eq(io_port(e, 1, XSEG_OP_WRITE, "ts:table-fault", 0,
+				 strlen(cmd), (void *)cmd),
+			 0);
+}
+
+/* Stop vlmc (SIGTERM; SIGKILL if kill9, as the stack's supervisor would
+ * find it) and start it again on the same store contents. */
+static void vlmc_restart(struct env *e, bool kill9)
+{
+	if (kill9) {
+		ck_assert_int_eq(xtu_kill(e->vlmc, SIGKILL), 0);
+		ck_assert_int_eq(xtu_wait(e->vlmc, 30000), 128 + SIGKILL);
+		unlink(e->ctl); /* left behind by the killed vlmc */
+	} else {
+		vlmc_stop(e);
+	}
+	vlmc_start(e);
+}
+
+/* A volume command that must fail: its stderr must hold want. */
+static void vol_fails(struct env *e, const char *want, const char *a,
+		      const char *b, const char *c)
+{
+	char *err = NULL;
+	int rc = vol(e, NULL, &err, a, b, c, NULL);
+
+	ck_assert_msg(rc == 1 && err && strstr(err, want),
+		      "volume %s %s: exit %d, wanted '%s' in: %s", a, b, rc,
+		      want, err ? err : "");
+	free(err);
+}
+
+/*
+ * Review11 N-C: a volume operation whose table commit fails changes
+ * nothing, also across a restart of vlmc. The store here answers table
+ * writes ENOSPC after storing them ("landed": what cached does with a
+ * FUA write the store refused, keeping its bytes dirty and serving them
+ * to the restarted vlmc), or without storing them ("lost"), or fails the
+ * FLUSH after the write. The old vlmc left the failed table as the newest
+ * one: after a restart the failed create, resize, remove or snapshot had
+ * taken effect.
+ */
+START_TEST(failed_op_changes_nothing)
+{
+	static const char *const no_fault[] = {NULL};
+	struct env e = {0};
+	const char *const a128 = "a 131072 65536 rw -\n";
+	char *log;
+
+	env_start_store(&e, "vfail", no_fault);
+	vol_ok(&e, "create", "a", "128k", NULL);
+
+	/* create: the failed table landed, the rewrite after it succeeds */
+	store_fault(&e, "landed 1");
+	vol_fails(&e, "No space left on device", "create", "b", "64k");
+	list_is(&e, a128);
+	vlmc_restart(&e, true);
+	list_is(&e, a128);
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "rewrote the committed table"), "%s", log);
+	free(log);
+
+	/* resize: the rewrite fails too, both landed (the cache holds
+	 * both, the rewrite last) */
+	store_fault(&e, "landed 2");
+	vol_fails(&e, "No space left on device", "resize", "a", "256k");
+	list_is(&e, a128);
+	vlmc_restart(&e, true);
+	list_is(&e, a128);
+
+	/* remove (its objects are deleted before the commit) */
+	store_fault(&e, "landed 1");
+	vol_fails(&e, "remove it again", "remove", "a", NULL);
+	list_is(&e, a128);
+	vlmc_restart(&e, false);
+	list_is(&e, a128);
+
+	/* snapshot */
+	store_fault(&e, "landed 1");
+	vol_fails(&e, "No space left on device", "snapshot", "a", "a@1");
+	list_is(&e, a128);
+	vlmc_restart(&e, true);
+	list_is(&e, a128);
+
+	/* the write landed, the FLUSH after it failed */
+	store_fault(&e, "flush 1");
+	vol_fails(&e, "Input/output error", "create", "c", "64k");
+	list_is(&e, a128);
+	vlmc_restart(&e, true);
+	list_is(&e, a128);
+
+	/* neither the write nor its rewrite reached the store: the table is
+	 * uncertain, and the next operation is refused, nothing done, until
+	 * a rewrite succeeds (the third failed write); then it works */
+	store_fault(&e, "lost 3");
+	vol_fails(&e, "No space left on device", "create", "b", "64k");
+	vol_fails(&e, "volume table", "create", "c", "64k");
+	{
+		/* every fault was used (published by the store's tick) */
+		struct port_stat_wait used = {&e, 1, "table_faults", 9};
+
+		ck_assert_int_eq(
+		    xtu_wait_until(port_stat_reached, &used, 30000), 0);
+	}
+	list_is(&e, a128);
+	vol_ok(&e, "create", "c", "64k", NULL);
+	list_is(&e, "a 131072 65536 rw -\nc 65536 65536 rw -\n");
+	vlmc_restart(&e, true);
+	list_is(&e, "a 131072 65536 rw -\nc 65536 65536 rw -\n");
+	/* and the tables go on alternating from there */
+	vol_ok(&e, "create", "d", "64k", NULL);
+	vol_ok(&e, "remove", "c", NULL, NULL);
+	vlmc_restart(&e, false);
+	list_is(&e, "a 131072 65536 rw -\nd 65536 65536 rw -\n");
+	env_stop(&e);
+}
+END_TEST
+
 /* R9-10: --max-object-size (the cache's object size below) refuses a
  * volume with larger objects at create, snapshot and clone, with nothing
  * changed; a volume loaded with larger objects is logged at start; an
@@ -1869,6 +1997,315 @@ START_TEST(dead_peer_wait_zero)
 }
 END_TEST
 
+/* A Unix stream connection to path (the control socket), or -1. */
+static int ctl_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	strcpy(sa.sun_path, path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* vlmc has accepted a connection to its control socket: in
+ * /proc/net/unix, a socket that is not the listener carries the socket's
+ * path, and it has an inode only once accepted (one still in the
+ * listener's queue shows inode 0). So the control thread is reading from
+ * it (it serves one client at a time), not waiting in accept. */
+static bool ctl_accepted(void *arg)
+{
+	const struct env *e = arg;
+	FILE *f = fopen("/proc/net/unix", "r");
+	char line[1024], path[512];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned flags;
+		unsigned long inode;
+
+		path[0] = '\0';
+		if (sscanf(line, "%*s %*s %*s %x %*s %*s %lu %511s", &flags,
+			   &inode, path) == 3)
+			found = !strcmp(path, e->ctl) && !(flags & 0x10000) &&
+				inode != 0;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * A control client that connects and sends no line (or only part of
+ * one) holds neither the control thread nor vlmc's stop: after vlmc's
+ * read timeout (10 s) it is closed, a partial line is answered with an
+ * error and not run, and the next client is served; a SIGTERM while
+ * such a client is being read makes vlmc exit (at once: the stop shuts
+ * the client's reading side). The old vlmc read the line with no
+ * deadline: the next command waited for ever, and the SIGTERM too (the
+ * stop joins the control thread).
+ */
+START_TEST(ctl_silent_client)
+{
+	struct env e = {0};
+	char *out = NULL, *log, buf[256];
+	ssize_t got;
+	int fd;
+
+	env_start(&e, "vsilent");
+	/* part of a command line, and nothing more */
+	fd = ctl_connect(e.ctl);
+	ck_assert_int_eq(write(fd, "create x 1", 10), 10);
+	ck_assert_int_eq(xtu_wait_until(ctl_accepted, &e, 30000), 0);
+	/* the next client is served (once the first one's read timed out;
+	 * tpr_run's limit is 60 s) */
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_str_eq(out, "");
+	free(out);
+	got = read(fd, buf, sizeof(buf) - 1);
+	ck_assert_int_gt(got, 0);
+	buf[got] = '\0';
+	ck_assert_msg(strstr(buf, "error 110 no complete command line"), "%s",
+		      buf);
+	close(fd);
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "control client sent no complete command "
+				  "line within 10 s"),
+		      "%s", log);
+	free(log);
+
+	/* a silent client being read, and a SIGTERM */
+	fd = ctl_connect(e.ctl);
+	ck_assert_int_eq(xtu_wait_until(ctl_accepted, &e, 30000), 0);
+	ck_assert_int_eq(xtu_kill(e.vlmc, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 0);
+	got = read(fd, buf, sizeof(buf));
+	ck_assert_int_eq(got, 0); /* closed, nothing answered */
+	close(fd);
+	/* the rest of env_stop (vlmc is gone) */
+	tpr_client_close(&e.cl);
+	ck_assert_int_eq(xtu_kill(e.store, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e.store, 20000), 0);
+	xseg_leave(e.seg);
+}
+END_TEST
+
+/* Port of the test's holder: requests sent to it are accepted and not
+ * answered until the test says so. */
+#define HOLDER_PORT 5
+
+struct drain_child {
+	const char *segname;
+	int ready; /* pipe: 1 = a request is at the holder, 2 = no port */
+};
+
+/* In a child: take a dynamic port, send one request to the holder, say
+ * so, and wait to be killed. With the request accepted and unanswered,
+ * the dead child's port drains (xseg_bind_port in xseg.h) until the
+ * holder answers it. */
+static int drain_child_main(void *arg)
+{
+	struct drain_child *dc = arg;
+	char errbuf[XSEG_ERRBUF_LEN];
+	struct xseg_request *req;
+	struct xseg *seg;
+	uint32_t port;
+	char said = 2;
+
+	if (xseg_join(dc->segname, &seg, errbuf, sizeof(errbuf)) < 0)
+		return 1;
+	if (!xseg_alloc_port(seg, "drainer", &port)) {
+		if (xseg_get_request(seg, port, &req) ||
+		    xseg_prep_request(seg, req, 1, 64))
+			return 1;
+		req->op = XSEG_OP_PING;
+		memcpy(xseg_request_target(req), "x", 1);
+		if (xseg_submit(seg, req, HOLDER_PORT))
+			return 1;
+		said = 1;
+	}
+	if (write(dc->ready, &said, 1) != 1)
+		return 1;
+	if (said == 2)
+		return 0;
+	for (;;)
+		pause();
+}
+
+/* Make every free dynamic port draining: children take them one by one,
+ * each leaves a request at the holder, which accepts it (into held), and
+ * is killed. Returns the number of requests held. */
+static unsigned drain_all_ports(struct env *e, struct xseg_request **held,
+				unsigned max)
+{
+	unsigned n = 0;
+	int fds[2];
+
+	ck_assert_int_eq(pipe(fds), 0);
+	for (;;) {
+		struct drain_child dc = {e->name, fds[1]};
+		char said = 0;
+		pid_t pid = xtu_fork(drain_child_main, &dc);
+
+		ck_assert_int_gt(pid, 0);
+		ck_assert_int_eq(read(fds[0], &said, 1), 1);
+		if (said == 2) {
+			ck_assert_int_eq(xtu_wait(pid, 30000), 0);
+			break;
+		}
+		ck_assert_int_eq(said, 1);
+		ck_assert_uint_lt(n, max);
+		while (xseg_accept(e->seg, HOLDER_PORT, &held[n]) == -EAGAIN)
+			usleep(1000);
+		n++;
+		ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(xtu_wait(pid, 30000), 128 + SIGKILL);
+	}
+	close(fds[0]);
+	close(fds[1]);
+	ck_assert_uint_gt(n, 0);
+	return n;
+}
+
+/* No port is bound by an NBD connection of vlmc (a closed connection
+ * has given its port back). */
+static bool no_nbd_port(void *arg)
+{
+	struct env *e = arg;
+
+	for (uint32_t i = 0; i < xseg_nr_ports(e->seg); i++) {
+		struct xseg_port_info pi;
+
+		if (!xseg_port_info(e->seg, i, &pi) && pi.bound &&
+		    !strcmp(pi.peer_type, "vlmc-nbd"))
+			return false;
+	}
+	return true;
+}
+
+static void answer_held(struct env *e, struct xseg_request **held, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(xseg_respond(e->seg, held[i], 0), 0);
+}
+
+struct log_wait {
+	const char *path, *want;
+	unsigned times; /* at least this many occurrences */
+};
+
+static bool log_has(void *arg)
+{
+	const struct log_wait *w = arg;
+	char *log = tpr_slurp(w->path);
+	unsigned n = 0;
+
+	for (const char *p = log; p && (p = strstr(p, w->want)); p++)
+		n++;
+	free(log);
+	return n >= w->times;
+}
+
+/*
+ * An NBD connection whose dynamic port cannot be had yet because every
+ * free one is draining (a dead owner's requests still held by a live
+ * peer) waits for one: it is served once the held requests are answered;
+ * it fails with a clear message if they are not within vlmc's wait
+ * (5 s); and a vlmc stopping meanwhile is not held up. The old vlmc
+ * closed the connection at once ("no dynamic port ...: Resource
+ * temporarily unavailable").
+ */
+START_TEST(nbd_port_draining)
+{
+	struct env e = {0};
+	struct xseg_request *held[16];
+	unsigned char r[4096], z[4096] = {0};
+	uint32_t p;
+	uint64_t size;
+	unsigned n;
+	int fd;
+
+	e.nbd = tpr_tmpfile("nbd");
+	env_start(&e, "vdrain");
+	vol_ok(&e, "create", "d", "64k", NULL);
+	ck_assert_int_eq(xseg_bind_port(e.seg, HOLDER_PORT, "holder"), 0);
+
+	/* served once the ports drain */
+	n = drain_all_ports(&e, held, 16);
+	ck_assert_int_eq(xseg_alloc_port(e.seg, "t", &p), -EAGAIN);
+	fd = nbd_connect(e.nbd, "d", &size);
+	ck_assert_uint_eq(size, 65536);
+	{
+		struct log_wait w = {e.vlmc_log, "is draining", 1};
+
+		ck_assert_int_eq(xtu_wait_until(log_has, &w, 30000), 0);
+	}
+	answer_held(&e, held, n);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_READ, 1, 0, 4096, NULL, r), 0);
+	ck_assert_mem_eq(r, z, 4096);
+	close(fd);
+	/* its port is free again before the children take the free ones */
+	ck_assert_int_eq(xtu_wait_until(no_nbd_port, &e, 30000), 0);
+
+	/* not drained within the wait: the connection is closed, with a
+	 * message naming the cause */
+	n = drain_all_ports(&e, held, 16);
+	fd = nbd_connect(e.nbd, "d", &size);
+	{
+		struct log_wait w = {e.vlmc_log, "still draining after 5 s", 1};
+
+		ck_assert_msg(xtu_wait_until(log_has, &w, 60000) == 0, "%s",
+			      tpr_slurp(e.vlmc_log));
+	}
+	ck_assert_int_eq(read(fd, r, sizeof(r)), 0);
+	close(fd);
+	ck_assert_int_eq(xtu_wait_until(no_nbd_port, &e, 30000), 0);
+
+	/* vlmc stops while a connection waits */
+	fd = nbd_connect(e.nbd, "d", &size);
+	{
+		struct log_wait w = {e.vlmc_log, "is draining", 3};
+
+		ck_assert_int_eq(xtu_wait_until(log_has, &w, 30000), 0);
+	}
+	ck_assert_int_eq(xtu_kill(e.vlmc, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 0);
+	close(fd);
+	answer_held(&e, held, n);
+	tpr_client_close(&e.cl);
+	ck_assert_int_eq(xtu_kill(e.store, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e.store, 20000), 0);
+	xseg_leave(e.seg);
+}
+END_TEST
+
+/* VLMC_PEER_TEST=NAME[,NAME...] runs only those tests (while working on
+ * one; ctest runs all). */
+static bool selected(const char *name)
+{
+	const char *only = getenv("VLMC_PEER_TEST");
+	size_t len = strlen(name);
+
+	if (!only || !*only)
+		return true;
+	for (const char *p = only; p; p = strchr(p, ',')) {
+		if (*p == ',')
+			p++;
+		if (!strncmp(p, name, len) && (p[len] == ',' || !p[len]))
+			return true;
+	}
+	return false;
+}
+
+#define ADD_TEST(tc, fn)                                                       \
+	do {                                                                   \
+		if (selected(#fn))                                             \
+			tcase_add_test(tc, fn);                                \
+	} while (0)
+
 int main(void)
 {
 	Suite *s = suite_create("vlmc_peer");
@@ -1876,26 +2313,29 @@ int main(void)
 
 	xtu_init();
 	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, split_roundtrip);
-	tcase_add_test(tc, bad_requests);
-	tcase_add_test(tc, snapshot_clone);
-	tcase_add_test(tc, snapshot_many_objects);
-	tcase_add_test(tc, bench_verify);
-	tcase_add_test(tc, snapshot_under_load);
-	tcase_add_test(tc, short_reads_zero_filled);
-	tcase_add_test(tc, short_answers_fail);
-	tcase_add_test(tc, remove_many_and_interrupted);
-	tcase_add_test(tc, remove_killed);
-	tcase_add_test(tc, nbd_sleeping_peers);
-	tcase_add_test(tc, wbloss_lossy_cache);
-	tcase_add_test(tc, wbloss_snapshot);
-	tcase_add_test(tc, dead_peer_wait_zero);
-	tcase_add_test(tc, leftovers_not_served);
-	tcase_add_test(tc, legacy_table);
-	tcase_add_test(tc, ctl_op_waits_for_store);
-	tcase_add_test(tc, stop_during_ctl_op);
-	tcase_add_test(tc, table_torn);
-	tcase_add_test(tc, max_object_size);
+	ADD_TEST(tc, split_roundtrip);
+	ADD_TEST(tc, bad_requests);
+	ADD_TEST(tc, snapshot_clone);
+	ADD_TEST(tc, snapshot_many_objects);
+	ADD_TEST(tc, bench_verify);
+	ADD_TEST(tc, snapshot_under_load);
+	ADD_TEST(tc, short_reads_zero_filled);
+	ADD_TEST(tc, short_answers_fail);
+	ADD_TEST(tc, remove_many_and_interrupted);
+	ADD_TEST(tc, remove_killed);
+	ADD_TEST(tc, nbd_sleeping_peers);
+	ADD_TEST(tc, wbloss_lossy_cache);
+	ADD_TEST(tc, wbloss_snapshot);
+	ADD_TEST(tc, dead_peer_wait_zero);
+	ADD_TEST(tc, leftovers_not_served);
+	ADD_TEST(tc, legacy_table);
+	ADD_TEST(tc, ctl_op_waits_for_store);
+	ADD_TEST(tc, stop_during_ctl_op);
+	ADD_TEST(tc, table_torn);
+	ADD_TEST(tc, max_object_size);
+	ADD_TEST(tc, failed_op_changes_nothing);
+	ADD_TEST(tc, ctl_silent_client);
+	ADD_TEST(tc, nbd_port_draining);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -19,9 +19,21 @@
  *                     all, in order: a store stalled as long as the test
  *                     wants, with no timing
  * The faults spare vlmc's table objects ("vlmc:meta*"), so volumes can
- * still be created. Counters: SIGUSR1 logs them, and the port's
- * statistics area has "objects" (live objects), "deletes", "copies" and
- * "held" (requests held now).
+ * still be created. Faults of the table writes themselves are set while
+ * the store runs, by a WRITE of text to the object "ts:table-fault" (sent
+ * by the test straight to this port):
+ *   "landed N"  the next N WRITEs to a table object ("vlmc:meta.*") are
+ *               stored and then answered ENOSPC: a write that failed
+ *               but whose bytes are there to be read back (what cached
+ *               does with a write-through/FUA write the store refused:
+ *               it keeps the bytes dirty and serves them)
+ *   "lost N"    the next N such WRITEs are answered ENOSPC, not stored
+ *   "flush N"   the next N FLUSHes fail with EIO (the write before
+ *               them did land)
+ *   "off"       none of these
+ * Counters: SIGUSR1 logs them, and the port's statistics area has
+ * "objects" (live objects), "deletes", "copies", "held" (requests held
+ * now) and "table_faults" (table writes and FLUSHes failed on purpose).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -56,6 +68,10 @@ struct ts {
 	pthread_mutex_t lock;
 	struct ts_obj *objs[TS_HASH];
 	uint64_t nr_objs, deletes, failed_deletes, copies; /* under lock */
+	/* "ts:table-fault" (under lock): table writes left to fail, and
+	 * whether they land; FLUSHes left to fail; faults so far */
+	uint64_t table_fail_left, flush_fail_left, table_faults;
+	bool table_fail_lands;
 	/* held requests, oldest first (under lock) */
 	struct xseg_request **held;
 	uint64_t nr_held, cap_held;
@@ -152,6 +168,46 @@ static bool ts_is(const struct xseg_request *req, const char *name)
 	       !memcmp(req->target, name, req->targetlen);
 }
 
+/* One of the sealed table objects (vlmc:meta.0, vlmc:meta.1). */
+static bool ts_is_table(const struct xseg_request *req)
+{
+	static const char table[] = "vlmc:meta.";
+
+	return req->targetlen > sizeof(table) - 1 &&
+	       !memcmp(req->target, table, sizeof(table) - 1);
+}
+
+/* A WRITE to "ts:table-fault": set the table faults (see the top). */
+static int ts_table_fault(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	const char *data = xseg_request_data(peer_seg(p), req);
+	char cmd[64], what[16];
+	unsigned long long n = 0;
+	int err = 0;
+
+	if (!data || !req->size || req->size >= sizeof(cmd))
+		return -EINVAL;
+	memcpy(cmd, data, req->size);
+	cmd[req->size] = '\0';
+	pthread_mutex_lock(&t->lock);
+	if (!strcmp(cmd, "off")) {
+		t->table_fail_left = t->flush_fail_left = 0;
+	} else if (sscanf(cmd, "%15s %llu", what, &n) != 2) {
+		err = EINVAL;
+	} else if (!strcmp(what, "landed") || !strcmp(what, "lost")) {
+		t->table_fail_left = n;
+		t->table_fail_lands = !strcmp(what, "landed");
+	} else if (!strcmp(what, "flush")) {
+		t->flush_fail_left = n;
+	} else {
+		err = EINVAL;
+	}
+	pthread_mutex_unlock(&t->lock);
+	req->serviced = err ? 0 : req->size;
+	return peer_complete(p, req, err);
+}
+
 /* Hold req (taken: answered by ts_release) if its op is held. */
 static bool ts_hold(struct ts *t, struct xseg_request *req)
 {
@@ -243,11 +299,21 @@ static int ts_write(struct peer *p, struct xseg_request *req)
 	const unsigned char *data = xseg_request_data(peer_seg(p), req);
 	uint64_t end = req->offset + req->size;
 	struct ts_obj **pp, *o;
+	bool fault = false;
 	int err = 0;
 
 	if (req->size && !data)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
+	if (ts_is_table(req) && t->table_fail_left) {
+		t->table_fail_left--;
+		t->table_faults++;
+		fault = true;
+		if (!t->table_fail_lands) {
+			pthread_mutex_unlock(&t->lock);
+			return peer_complete(p, req, ENOSPC);
+		}
+	}
 	pp = ts_find(t, req->target, req->targetlen);
 	o = *pp;
 	if (!o) {
@@ -274,6 +340,8 @@ static int ts_write(struct peer *p, struct xseg_request *req)
 	pthread_mutex_unlock(&t->lock);
 	if (err)
 		return -err;
+	if (fault) /* stored, and answered as failed */
+		return peer_complete(p, req, ENOSPC);
 	req->serviced = req->size;
 	if (ts_faulty(req) && t->short_writes && req->size)
 		req->serviced = req->size - 1;
@@ -323,7 +391,22 @@ static int ts_info(struct peer *p, struct xseg_request *req)
 
 static int ts_ok(struct peer *p, struct xseg_request *req)
 {
-	return peer_complete(p, req, 0); /* FLUSH, PING */
+	return peer_complete(p, req, 0); /* PING */
+}
+
+static int ts_flush(struct peer *p, struct xseg_request *req)
+{
+	struct ts *t = peer_priv(p);
+	bool fail;
+
+	pthread_mutex_lock(&t->lock);
+	fail = t->flush_fail_left > 0;
+	if (fail) {
+		t->flush_fail_left--;
+		t->table_faults++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return peer_complete(p, req, fail ? EIO : 0);
 }
 
 /* COPY: the target becomes a copy of the source (ENOENT: no source). */
@@ -395,6 +478,8 @@ static int ts_h(struct peer *p, struct xseg_request *req)
 		req->serviced = req->size;
 		return peer_complete(p, req, 0);
 	}
+	if (req->op == XSEG_OP_WRITE && ts_is(req, "ts:table-fault"))
+		return ts_table_fault(p, req);
 	if (ts_hold(peer_priv(p), req))
 		return 0;
 	return ts_serve(p, req);
@@ -446,6 +531,7 @@ static uint32_t ts_stats_table(struct peer *p, struct xseg_stat *st,
 	peer_stat(st, &n, max, "deletes", t->deletes);
 	peer_stat(st, &n, max, "copies", t->copies);
 	peer_stat(st, &n, max, "held", t->nr_held);
+	peer_stat(st, &n, max, "table_faults", t->table_faults);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -465,7 +551,9 @@ static const struct peer_ops ts_ops = {
 		    "EIO\n"
 		    "      --hang-reads      never answer a read\n"
 		    "      --hold OPS        hold copy,delete,write,read "
-		    "requests until a write to ts:release\n",
+		    "requests until a write to ts:release\n"
+		    "  (a write of 'landed N', 'lost N', 'flush N' or 'off' "
+		    "to ts:table-fault fails table writes or flushes)\n",
     .parse_opt = ts_parse,
     .init = ts_init,
     .fini = ts_fini,
@@ -475,7 +563,7 @@ static const struct peer_ops ts_ops = {
 	{
 	    [XSEG_OP_READ] = ts_h,
 	    [XSEG_OP_WRITE] = ts_h,
-	    [XSEG_OP_FLUSH] = ts_ok,
+	    [XSEG_OP_FLUSH] = ts_flush,
 	    [XSEG_OP_DELETE] = ts_h,
 	    [XSEG_OP_COPY] = ts_h,
 	    [XSEG_OP_INFO] = ts_info,

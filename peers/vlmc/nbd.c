@@ -1399,6 +1399,61 @@ static void nbd_conn_close(struct vlmc_conn *c)
 	free(c);
 }
 
+/*
+ * Every connection takes a dynamic port of its own. xseg_alloc_port
+ * answers -EAGAIN at once when the only free dynamic ports are draining:
+ * a dead owner's requests are still held by live peers, and the port is
+ * not handed out until they are answered (xseg.h, xseg_bind_port), which
+ * usually takes a moment (a restarted peer's predecessor's requests being
+ * failed back or served). So a connection waits for one, up to
+ * NBD_PORT_WAIT_NS, looking every 100 ms (as peer_bind does), and gives
+ * up at once when vlmc stops. Other errors (-ENOSPC: every dynamic port
+ * owned by a live process) fail at once. Returns 0 and c->port, or the
+ * negative errno (logged).
+ */
+#define NBD_PORT_WAIT_NS (5ULL * 1000000000ULL)
+
+static int nbd_alloc_port(struct vlmc_conn *c)
+{
+	uint64_t deadline = xseg_now_ns() + NBD_PORT_WAIT_NS;
+	bool said = false;
+	int rc;
+
+	for (;;) {
+		rc = xseg_alloc_port(c->v->seg, "vlmc-nbd", &c->port);
+		if (rc != -EAGAIN)
+			break;
+		if (__atomic_load_n(&c->v->nbd->stopping, __ATOMIC_ACQUIRE) ||
+		    xseg_now_ns() >= deadline)
+			break;
+		if (!said)
+			peer_warn("nbd: connection to %s: every free dynamic "
+				  "port of segment %s is draining (a dead "
+				  "owner's requests are still being "
+				  "answered); waiting up to %llu s",
+				  c->vol->m.name, xseg_name(c->v->seg),
+				  NBD_PORT_WAIT_NS / 1000000000ULL);
+		said = true;
+		usleep(100000);
+	}
+	if (rc == -EAGAIN &&
+	    __atomic_load_n(&c->v->nbd->stopping, __ATOMIC_ACQUIRE))
+		peer_warn("nbd: connection to %s closed while waiting for a "
+			  "dynamic port: vlmc is stopping",
+			  c->vol->m.name);
+	else if (rc == -EAGAIN)
+		peer_err("nbd: no dynamic port for a connection to %s: every "
+			 "free one is still draining after %llu s (a dead "
+			 "owner's requests are still held by a peer: xsegctl "
+			 "list %s shows them): connection closed",
+			 c->vol->m.name, NBD_PORT_WAIT_NS / 1000000000ULL,
+			 xseg_name(c->v->seg));
+	else if (rc)
+		peer_err("nbd: no dynamic port for a connection to %s: %s",
+			 c->vol->m.name, strerror(-rc));
+	return rc;
+}
+
 static void *nbd_conn_main(void *arg)
 {
 	static const struct timeval hs_timeout = {.tv_sec = 30};
@@ -1418,13 +1473,9 @@ static void *nbd_conn_main(void *arg)
 	c->rbuf = malloc(NBD_RBUF_SIZE);
 	if (!c->rbuf)
 		goto out;
-	rc = xseg_alloc_port(c->v->seg, "vlmc-nbd", &c->port);
-	if (rc) {
-		peer_err("nbd: no dynamic port for a connection to %s: "
-			 "%s",
-			 c->vol->m.name, strerror(-rc));
+	rc = nbd_alloc_port(c);
+	if (rc)
 		goto out;
-	}
 	rc = pthread_create(&c->completer, NULL, nbd_completer_main, c);
 	if (rc) {
 		xseg_release_port(c->v->seg, c->port);

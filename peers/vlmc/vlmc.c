@@ -115,6 +115,7 @@ static void vlmc_defaults(struct peer *p)
 	v->dead_peer_wait_ns = VLMC_DEFAULT_DEAD_PEER_WAIT_NS;
 	v->ctl_wait_log_ns = VLMC_DEFAULT_CTL_WAIT_LOG_NS;
 	v->ctl_fd = -1;
+	v->ctl_client_fd = -1;
 }
 
 static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
@@ -1499,43 +1500,130 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
  * meta_gen + 1 into the other object, and meta_gen advances only when
  * that write and its FLUSH succeed. A failed write (an error, a store or
  * cache dying between the pieces: the object may hold any mix of old and
- * new bytes) leaves meta_gen where it was, so the next change writes the
- * same object again and never the one holding the newest durable table.
- * Advancing anyway would be wrong: after a failed write of g + 1 into B,
- * g + 2 would go into A over the only good copy (g), and a crash tearing
- * that write would leave no table at all. So at most one object fails to
- * verify at any time, and the newer one that verifies is the newest
- * durable table, or a newer one whose write was reported failed but
- * landed whole (the store decides, as with one object: that operation
- * did take effect). Generation 0 is the legacy object VLMC_META_OBJECT
- * (or no table): the first write goes into object 1, so object 0 exists
- * only once object 1 held a durable table; the legacy object is read only
- * when object 0 does not exist and object 1 does not verify.
- * Caller holds ctl_lock. m: the table to persist (may differ from the
- * live one when an operation commits it first).
+ * new bytes) leaves meta_gen where it was, so later writes go into the
+ * same object again and never into the one holding the newest durable
+ * table. Advancing anyway would be wrong: after a failed write of g + 1
+ * into B, g + 2 would go into A over the only good copy (g), and a crash
+ * tearing that write would leave no table at all. So at most one object
+ * fails to verify at any time. Generation 0 is the legacy object
+ * VLMC_META_OBJECT (or no table): the first write goes into object 1, so
+ * object 0 exists only once object 1 held a durable table; the legacy
+ * object is read only when object 0 does not exist and object 1 does not
+ * verify.
+ *
+ * A failed write must also never become the table (review11 N-C): it may
+ * have landed whole (a FUA write failed by a full store stays dirty in
+ * cached, which serves it to the next reader and writes it back once
+ * there is room; or only the FLUSH after it failed). Then it would be the
+ * newest object that verifies, and after a restart of vlmc the operation
+ * reported failed would have taken effect. So right after a failed write
+ * (before the operation is answered) the committed table (meta_committed,
+ * what generation meta_gen holds) is written again, into the same object
+ * as the failed one, with a generation above every generation sent
+ * (meta_top_gen, rounded up to that object's parity). Why that object:
+ * below vlmc (cached, the store) writes to one object are applied in
+ * order, so the rewrite lands over the failed bytes wherever those are
+ * (the cache's dirty buckets or the store); a rewrite that lands only in
+ * part does not verify, and then the other object, which holds
+ * meta_committed's content (generation meta_gen), is the table. Once the
+ * rewrite and its FLUSH succeed, it is the newest durable table. If the
+ * rewrite fails too, the outcome is undecided (meta_uncertain): every
+ * later volume operation first rewrites again and is refused while that
+ * fails (vlmc_meta_settle). What remains: vlmc dying between a failed
+ * write and a successful rewrite leaves the failed table to the store,
+ * as any operation interrupted by a crash (it may or may not be there at
+ * the next start). Caller holds ctl_lock.
  */
-static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
-			   size_t n)
+
+/* Write table (m, n) as generation gen into object gen % 2, then FLUSH.
+ * 0 or a negative errno; meta_top_gen notes gen once it was sent. */
+static int vlmc_meta_write(struct vlmc *v, const struct vlmc_volume_meta *m,
+			   size_t n, uint64_t gen)
 {
-	uint64_t gen = v->meta_gen + 1;
 	const char *obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
 	long len = vlmc_table_encode(m, n, gen, v->meta_buf, VLMC_TABLE_MAX);
 	int rc;
 
 	if (len < 0)
-		return (int)len;
+		return (int)len; /* nothing sent */
+	if (gen > v->meta_top_gen)
+		v->meta_top_gen = gen;
 	rc = vlmc_sync(v, XSEG_OP_WRITE, obj, 0, (uint64_t)len, v->meta_buf,
 		       XSEG_F_FUA, NULL);
 	if (!rc)
 		rc = vlmc_sync(v, XSEG_OP_FLUSH, NULL, 0, 0, NULL, 0, NULL);
-	if (!rc)
+	return rc;
+}
+
+/* Rewrite meta_committed over a failed write (see above). 0 once it is
+ * the newest durable table; else a negative errno, meta_uncertain stays. */
+static int vlmc_meta_rewrite(struct vlmc *v)
+{
+	uint64_t gen = v->meta_top_gen + 1;
+	const char *obj;
+	int rc;
+
+	if (gen % 2 != (v->meta_gen + 1) % 2)
+		gen++; /* the object the failed write went to */
+	obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
+	rc = vlmc_meta_write(v, v->meta_committed, v->nr_committed, gen);
+	if (rc) {
+		peer_warn("%s: rewriting the committed table (generation "
+			  "%" PRIu64 ") as generation %" PRIu64
+			  " failed: %s; the failed change may still be "
+			  "taken as the table: volume operations are "
+			  "refused until a rewrite succeeds",
+			  obj, v->meta_gen, gen, strerror(-rc));
+		return rc;
+	}
+	peer_info("%s: rewrote the committed table (generation %" PRIu64
+		  ") as generation %" PRIu64 " over the failed change",
+		  obj, v->meta_gen, gen);
+	v->meta_gen = gen;
+	v->meta_uncertain = false;
+	return 0;
+}
+
+/* Before a volume operation: 0, or the rewrite's negative errno when a
+ * failed table write may still be the newest (nothing must be changed). */
+static int vlmc_meta_settle(struct vlmc *v)
+{
+	return v->meta_uncertain ? vlmc_meta_rewrite(v) : 0;
+}
+
+/* Commit table (m, n): 0 once it is the newest durable table and
+ * meta_committed; else a negative errno and the committed table is
+ * still the table (rewritten over the failed write; or, if that failed
+ * too, meta_uncertain). m: the table to persist (may differ from the
+ * live one when an operation commits it first). */
+static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
+			   size_t n)
+{
+	uint64_t gen;
+	const char *obj;
+	int rc;
+
+	rc = vlmc_meta_settle(v);
+	if (rc)
+		return rc;
+	gen = v->meta_gen + 1;
+	obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
+	rc = vlmc_meta_write(v, m, n, gen);
+	if (!rc) {
 		v->meta_gen = gen;
-	else
-		peer_warn("%s: writing table generation %" PRIu64
-			  " failed: %s (generation %" PRIu64
-			  " stays the table; the next change writes %s "
-			  "again)",
-			  obj, gen, strerror(-rc), v->meta_gen, obj);
+		if (m != v->meta_committed)
+			memcpy(v->meta_committed, m, n * sizeof(*m));
+		v->nr_committed = n;
+		return 0;
+	}
+	if (v->meta_top_gen < gen)
+		return rc; /* not encoded: nothing was sent */
+	v->meta_uncertain = true;
+	peer_warn("%s: writing table generation %" PRIu64 " failed: %s "
+		  "(generation %" PRIu64 " stays the table)",
+		  obj, gen, strerror(-rc), v->meta_gen);
+	if (rc != -ESHUTDOWN) /* stopping: nothing more may be sent */
+		vlmc_meta_rewrite(v);
 	return rc;
 }
 
@@ -1660,6 +1748,9 @@ static int vlmc_meta_load(struct vlmc *v)
 		free(m);
 		return (int)n;
 	}
+	memcpy(v->meta_committed, m, (size_t)n * sizeof(*m));
+	v->nr_committed = (size_t)n;
+	v->meta_top_gen = v->meta_gen;
 	for (long i = 0; i < n; i++) {
 		v->vols[i] = vlmc_vol_new(&m[i]);
 		if (!v->vols[i]) {
@@ -1783,6 +1874,17 @@ static int vlmc_add_volume(struct vlmc *v, const struct vlmc_volume_meta *nm)
 	return 0;
 }
 
+/* Appended to the answer of an operation that failed: what became of
+ * the table (see vlmc_meta_store). */
+static const char *vlmc_meta_note(const struct vlmc *v)
+{
+	return v->meta_uncertain
+		   ? " (and rewriting the volume table after it failed: "
+		     "until a rewrite succeeds the failed change may still "
+		     "be taken as the table; the next operation retries it)"
+		   : "";
+}
+
 /* Write errors to the control client as "error ERRNO message". */
 struct vlmc_reply {
 	FILE *f;
@@ -1861,7 +1963,8 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
 	if (!rc)
 		rc = vlmc_add_volume(v, &nm);
 	if (rc)
-		CTL_ERR(r, -rc, "create %s: %s", name, strerror(-rc));
+		CTL_ERR(r, -rc, "create %s: %s%s", name, strerror(-rc),
+			vlmc_meta_note(v));
 	peer_info("created volume %s, %" PRIu64 " bytes", name, size);
 	return 0;
 }
@@ -2099,8 +2202,8 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 		vlmc_vol_reinsert(v, vol);
 		CTL_ERR(r, -rc,
 			"remove %s: metadata write failed: %s (its objects "
-			"are deleted; remove it again)",
-			name, strerror(-rc));
+			"are deleted; remove it again)%s",
+			name, strerror(-rc), vlmc_meta_note(v));
 	}
 	vlmc_vol_put(vol);
 	peer_info("removed volume %s", name);
@@ -2152,7 +2255,8 @@ static int vlmc_op_resize(struct vlmc *v, struct vlmc_reply *r,
 	}
 	vlmc_vol_put(vol);
 	if (rc)
-		CTL_ERR(r, -rc, "resize %s: %s", name, strerror(-rc));
+		CTL_ERR(r, -rc, "resize %s: %s%s", name, strerror(-rc),
+			vlmc_meta_note(v));
 	return 0;
 }
 
@@ -2404,13 +2508,22 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 				"see vlmc's log): not taken",
 				src, dst, src);
 		}
-		CTL_ERR(r, -rc, "%s %s -> %s: %s",
+		CTL_ERR(r, -rc, "%s %s -> %s: %s%s",
 			snapshot ? "snapshot" : "clone", src, dst,
-			strerror(-rc));
+			strerror(-rc), vlmc_meta_note(v));
 	}
 	vlmc_vol_put(vol);
 	peer_info("%s %s -> %s", snapshot ? "snapshot" : "clone", src, dst);
 	return 0;
+}
+
+/* A command that changes the table (its errors are checked after the
+ * settle: a refused one changes nothing either way). */
+static bool vlmc_ctl_changes(const char *cmd)
+{
+	return !strcmp(cmd, "create") || !strcmp(cmd, "remove") ||
+	       !strcmp(cmd, "resize") || !strcmp(cmd, "snapshot") ||
+	       !strcmp(cmd, "clone");
 }
 
 /* One control command line; answers on r. */
@@ -2427,6 +2540,19 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 		return;
 	}
 	pthread_mutex_lock(&v->ctl_lock);
+	if (vlmc_ctl_changes(argv[0]) && (rc = vlmc_meta_settle(v))) {
+		/* review11 N-C: nothing may change while a failed table
+		 * write could still become the table */
+		fprintf(r->f,
+			"error %d volume table: an earlier failed change may "
+			"still be taken as the table and rewriting the table "
+			"failed: %s; nothing done (the next operation "
+			"retries the rewrite)\n",
+			-rc, strerror(-rc));
+		pthread_mutex_unlock(&v->ctl_lock);
+		return;
+	}
+	rc = -EINVAL;
 	if (!strcmp(argv[0], "create") && (argc == 3 || argc == 4))
 		rc = vlmc_op_create(v, r, argv[1], argv[2],
 				    argc == 4 ? argv[3] : NULL);
@@ -2452,8 +2578,48 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 		fprintf(r->f, "ok\n");
 }
 
+/*
+ * A control client has this long to send its command line, and each
+ * write of the answer this long to go out. Operators' tools send the line
+ * at once; a client that connects and sends nothing (or stops reading)
+ * must not hold the control thread, which serves one client at a time,
+ * nor vlmc's stop, which joins it (vlmc_stop also shuts the reading side
+ * of the client being served, so a stop does not wait for the timeout).
+ */
+#define VLMC_CTL_IO_TIMEOUT_S 10
+
+/* Take fd as the client being served; false (fd closed) when stopping. */
+static bool vlmc_ctl_client_begin(struct vlmc *v, int fd)
+{
+	bool stopping;
+
+	pthread_mutex_lock(&v->ctl_client_lock);
+	stopping = __atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE);
+	if (!stopping)
+		v->ctl_client_fd = fd;
+	pthread_mutex_unlock(&v->ctl_client_lock);
+	if (stopping)
+		close(fd);
+	return !stopping;
+}
+
+/* Done with the client: closes f, or fd if there is no f (under the lock,
+ * so vlmc_stop never shuts a descriptor number reused meanwhile). */
+static void vlmc_ctl_client_end(struct vlmc *v, FILE *f, int fd)
+{
+	pthread_mutex_lock(&v->ctl_client_lock);
+	v->ctl_client_fd = -1;
+	if (f)
+		fclose(f);
+	else
+		close(fd);
+	pthread_mutex_unlock(&v->ctl_client_lock);
+}
+
 static void *vlmc_ctl_main(void *arg)
 {
+	static const struct timeval io_timeout = {.tv_sec =
+						      VLMC_CTL_IO_TIMEOUT_S};
 	struct vlmc *v = arg;
 
 	for (;;) {
@@ -2466,14 +2632,39 @@ static void *vlmc_ctl_main(void *arg)
 				continue;
 			break; /* shut down by vlmc_stop */
 		}
+		if (!vlmc_ctl_client_begin(v, fd))
+			break;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io_timeout,
+			   sizeof(io_timeout));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io_timeout,
+			   sizeof(io_timeout));
 		r.f = fdopen(fd, "r+");
 		if (!r.f) {
-			close(fd);
+			vlmc_ctl_client_end(v, NULL, fd);
 			continue;
 		}
-		if (fgets(line, sizeof(line), r.f))
+		if (!fgets(line, sizeof(line), r.f)) {
+			if (ferror(r.f))
+				peer_warn("control client sent no command "
+					  "within %d s: closed",
+					  VLMC_CTL_IO_TIMEOUT_S);
+		} else if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
+			/* stopping: the line may be cut short, and nothing
+			 * new would be started anyway */
+		} else if (!strchr(line, '\n') && ferror(r.f)) {
+			/* cut by the timeout: never run part of a command
+			 * ("resize v 1" of "resize v 10G") */
+			peer_warn("control client sent no complete command "
+				  "line within %d s: closed",
+				  VLMC_CTL_IO_TIMEOUT_S);
+			fprintf(r.f,
+				"error %d no complete command line within "
+				"%d s\n",
+				ETIMEDOUT, VLMC_CTL_IO_TIMEOUT_S);
+		} else {
 			vlmc_ctl_command(v, line, &r);
-		fclose(r.f);
+		}
+		vlmc_ctl_client_end(v, r.f, fd);
 	}
 	return NULL;
 }
@@ -2529,6 +2720,7 @@ static int vlmc_init_steps(struct peer *p)
 	v->seg = peer_seg(p);
 	pthread_rwlock_init(&v->vols_lock, NULL);
 	pthread_mutex_init(&v->ctl_lock, NULL);
+	pthread_mutex_init(&v->ctl_client_lock, NULL);
 	if (v->next_port == XSEG_NOPORT ||
 	    v->next_port >= xseg_nr_ports(v->seg) ||
 	    v->next_port == peer_port(p)) {
@@ -2548,7 +2740,10 @@ static int vlmc_init_steps(struct peer *p)
 		return -EINVAL;
 	}
 	v->meta_buf = malloc(VLMC_TABLE_MAX);
-	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf)
+	v->meta_committed =
+	    calloc(VLMC_MAX_VOLUMES, sizeof(*v->meta_committed));
+	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf ||
+	    !v->meta_committed)
 		return -ENOMEM;
 	rc = xseg_alloc_port(v->seg, "vlmc-ctl", &v->ctl_port);
 	if (rc) {
@@ -2595,6 +2790,12 @@ static void vlmc_stop(struct peer *p)
 		xseg_kick(v->seg, v->ctl_port);
 	if (v->ctl_started) {
 		shutdown(v->ctl_fd, SHUT_RDWR);
+		/* a client that sent no line yet: its read ends now (the
+		 * answer, if a command runs, can still be written) */
+		pthread_mutex_lock(&v->ctl_client_lock);
+		if (v->ctl_client_fd >= 0)
+			shutdown(v->ctl_client_fd, SHUT_RD);
+		pthread_mutex_unlock(&v->ctl_client_lock);
 		pthread_join(v->ctl_thread, NULL);
 		v->ctl_started = false;
 	}
@@ -2638,6 +2839,8 @@ static void vlmc_fini(struct peer *p)
 		vlmc_vol_put(v->vols[i]);
 	v->nr_vols = 0;
 	free(v->meta_buf);
+	free(v->meta_committed);
+	v->meta_committed = NULL;
 	free(v->nbd_socket);
 	free(v->ctl_socket);
 	v->meta_buf = v->nbd_socket = v->ctl_socket = NULL;

@@ -123,14 +123,29 @@ struct vlmc {
 	uint32_t ctl_port;
 	bool have_ctl_port;
 	int ctl_fd;
+	/* the control client being served (-1: none), under ctl_client_lock:
+	 * vlmc_stop shuts its reading side so a silent client cannot hold
+	 * the stop */
+	pthread_mutex_t ctl_client_lock;
+	int ctl_client_fd;
 	pthread_t ctl_thread;
 	bool ctl_started;
 	/* __atomic: vlmc_stop began; a waiting control operation returns
 	 * -ESHUTDOWN and rolls nothing back (vlmc.c, R9-6) */
 	bool ctl_stop;
-	char *meta_buf;	   /* VLMC_TABLE_MAX bytes, under ctl_lock */
-	uint64_t meta_gen; /* newest durable table generation (vlmc.c
-			      vlmc_meta_store), under ctl_lock */
+	/* The volume table in the store (vlmc.c vlmc_meta_store), all
+	 * under ctl_lock: */
+	char *meta_buf;	       /* VLMC_TABLE_MAX bytes */
+	uint64_t meta_gen;     /* newest durable table generation */
+	uint64_t meta_top_gen; /* highest generation ever sent (>= meta_gen) */
+	/* the table generation meta_gen holds (VLMC_MAX_VOLUMES entries),
+	 * the one a failed write is undone with */
+	struct vlmc_volume_meta *meta_committed;
+	size_t nr_committed;
+	/* a failed write of another table may be the newest in the store
+	 * and no rewrite of meta_committed has superseded it yet: volume
+	 * operations are refused until one does (review11 N-C) */
+	bool meta_uncertain;
 
 	struct vlmc_nbd *nbd;
 	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */

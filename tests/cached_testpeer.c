@@ -6,6 +6,8 @@
  *   --fail-every N   fail every Nth READ/WRITE/FLUSH with EIO (N >= 2)
  *   --zero-writes    complete every WRITE with success but 0 bytes served
  *   --fail-writes    fail every WRITE with EIO
+ *   --full-after N   serve N WRITEs, then fail every WRITE with ENOSPC
+ *                    (a store out of space: reads still served)
  * It counts FLUSH requests; SIGUSR1 logs its counters. HASH answers an
  * FNV-1a digest of the object's size and contents (as the blocker's HASH,
  * it changes with the size), so a test can compare objects written
@@ -23,6 +25,7 @@ enum {
 	TP_OPT_FAIL_EVERY = 256,
 	TP_OPT_ZERO_WRITES,
 	TP_OPT_FAIL_WRITES,
+	TP_OPT_FULL_AFTER,
 };
 
 struct tp_obj {
@@ -38,6 +41,8 @@ struct tp {
 	uint64_t fail_every;
 	bool zero_writes;
 	bool fail_writes;
+	bool full_set;
+	uint64_t full_after; /* --full-after: WRITEs served before ENOSPC */
 	pthread_mutex_t lock;
 	struct tp_obj *objs[TP_HASH];
 	uint64_t counter, failed, flushes, writes, reads;
@@ -47,6 +52,7 @@ static const struct option tp_options[] = {
     {"fail-every", required_argument, NULL, TP_OPT_FAIL_EVERY},
     {"zero-writes", no_argument, NULL, TP_OPT_ZERO_WRITES},
     {"fail-writes", no_argument, NULL, TP_OPT_FAIL_WRITES},
+    {"full-after", required_argument, NULL, TP_OPT_FULL_AFTER},
     {NULL, 0, NULL, 0},
 };
 
@@ -67,6 +73,9 @@ static int tp_parse(struct peer *p, int val, const char *arg)
 	case TP_OPT_FAIL_WRITES:
 		t->fail_writes = true;
 		return 0;
+	case TP_OPT_FULL_AFTER:
+		t->full_set = true;
+		return peer_parse_u64(arg, &t->full_after);
 	}
 	return -EINVAL;
 }
@@ -137,6 +146,9 @@ static int tp_rw(struct peer *p, struct xseg_request *req)
 		req->serviced = req->size;
 	} else if (t->fail_writes) {
 		err = EIO;
+	} else if (t->full_set && t->writes >= t->full_after) {
+		__atomic_add_fetch(&t->failed, 1, __ATOMIC_RELAXED);
+		err = ENOSPC;
 	} else if (t->zero_writes) {
 		req->serviced = 0;
 	} else {
@@ -271,7 +283,9 @@ static const struct peer_ops tp_ops = {
     .options_help = "      --fail-every N   fail every Nth read/write/flush "
 		    "with EIO\n"
 		    "      --zero-writes    serve writes with 0 bytes\n"
-		    "      --fail-writes    fail every write with EIO\n",
+		    "      --fail-writes    fail every write with EIO\n"
+		    "      --full-after N   serve N writes, then fail every "
+		    "write with ENOSPC\n",
     .parse_opt = tp_parse,
     .init = tp_init,
     .fini = tp_fini,

@@ -862,6 +862,60 @@ START_TEST(test_zero_byte_writes_are_errors)
 }
 END_TEST
 
+/*
+ * review11 N-D through real peers: a store out of space (every WRITE
+ * ENOSPC after the first 64, reads served) behind write-back cached whose
+ * whole cache is dirty. Reads of data that is at the store and not in the
+ * cache are served (uncached) with the store's data; the old cached parked
+ * them for space for good (this test's reads then timed out after 30 s).
+ * Acknowledged dirty data stays readable and counted; the stop cannot
+ * write it: a loss, reported (exit 1).
+ */
+START_TEST(test_full_store_reads_served)
+{
+	struct env e;
+	/* 256 buckets of 4 KiB, objects of 16 blocks */
+	const char *opts[] = {
+	    "--cache-size", "1M", "--object-size", "64k", "--flush-timeout",
+	    "1s",	    NULL};
+	struct xseg_port_stats ps;
+	int rc = -1;
+
+	env_up(&e, "full", 512);
+	start_store(&e, "--full-after=64");
+	/* blocks 0..63 at the store (4 objects): its 64 writes */
+	for (unsigned b = 0; b < 64; b++)
+		ck_assert_int_eq(write_blk(&e, STORE_PORT, b, 16, 1), 0);
+	ck_assert_int_eq(write_blk(&e, STORE_PORT, 64, 16, 1), -ENOSPC);
+	start_cached(&e, opts);
+	/* every bucket dirty (blocks 64..319, 16 objects), acknowledged */
+	for (unsigned b = 64; b < 320; b++)
+		ck_assert_int_eq(write_blk(&e, CACHED_PORT, b, 16, 2), 0);
+	ck_assert_uint_eq(unflushed(&e), 256);
+	/* the store's blocks read through the full cache: right data */
+	for (unsigned b = 0; b < 64; b++)
+		ck_assert_int_eq(read_blk(&e, CACHED_PORT, b, 16, 1), 1);
+	/* the acknowledged data is all there */
+	for (unsigned b = 64; b < 320; b += 7)
+		ck_assert_int_eq(read_blk(&e, CACHED_PORT, b, 16, 1), 2);
+	ck_assert_uint_eq(unflushed(&e), 256);
+	for (int t = 0; t < 20000; t++) {
+		rc = xseg_port_stats_read(e.seg, CACHED_PORT, &ps);
+		if (!rc && stat_of(&ps, "uncached_reads") >= 1)
+			break;
+		usleep(1000);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_ge(stat_of(&ps, "uncached_reads"), 1);
+	ck_assert_uint_eq(stat_of(&ps, "flush_failing"), 1);
+	ck_assert_uint_ge(stat_of(&ps, "next_errors"), 1);
+	/* the stop cannot write acknowledged data: reported as lost */
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
+	ck_assert_uint_eq(losses(&e), 1);
+	env_down(&e);
+}
+END_TEST
+
 /* At shutdown the original flushed everything at once and exhausted the
  * segment's requests. Here 24 MiB of dirty data go out through a segment
  * of 128 requests, at most 8 at a time. */
@@ -1420,6 +1474,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_fail_every_nth);
 	tcase_add_test(tc, test_zero_byte_writes_are_errors);
+	tcase_add_test(tc, test_full_store_reads_served);
 	tcase_add_test(tc, test_shutdown_flush_bounded);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("kill");

@@ -296,13 +296,16 @@ static void io_flush_error(struct cached *c, int error, uint64_t suppressed)
 			  cp->next_port, cached_unclean(c) * bs);
 		return;
 	}
-	peer_warn("cached: port %" PRIu32 " refuses writes: %s (a flush "
-		  "failed; %" PRIu64 " more such failures since the last "
-		  "report); %" PRIu64 " dirty bytes kept and retried every "
-		  "second; reads the cache has no room for are served "
-		  "uncached",
-		  cp->next_port, strerror(error), suppressed,
-		  cached_unclean(c) * bs);
+	char more[64] = "";
+
+	if (suppressed)
+		snprintf(more, sizeof(more),
+			 " (%" PRIu64 " more failures since the last report)",
+			 suppressed);
+	peer_warn("cached: port %" PRIu32 " refuses writes: %s%s; %" PRIu64
+		  " dirty bytes kept and retried every second; reads the "
+		  "cache has no room for are served uncached",
+		  cp->next_port, strerror(error), more, cached_unclean(c) * bs);
 }
 
 static const struct cached_io_ops cached_xseg_io = {

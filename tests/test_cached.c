@@ -2727,6 +2727,51 @@ START_TEST(test_parked_read_woken_by_failing_flush)
 }
 END_TEST
 
+/* An uncached read of a whole object while every next-port request is
+ * taken by failing flushes: it parks for requests between its pieces and
+ * resumes; a failed piece fails it with the store's error. */
+START_TEST(test_uncached_read_parks_for_requests)
+{
+	struct fake_req *w, *fl, *r, *r2;
+	char name[8];
+
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	fl = client(3, XSEG_OP_FLUSH, "o0", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_int_eq(fl->error, ENOSPC);
+	ck_assert_uint_eq(C.flush_failing, 1);
+	/* the retry takes every request */
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	ck_assert_uint_eq(nr_sent, MAX_NREQ);
+	r = client(4, XSEG_OP_READ, "x", 0, OBJ_SIZE);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(!r->done);
+	ck_assert_uint_eq(nr_sent, MAX_NREQ); /* parked for a request */
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert_uint_eq(r->req.serviced, OBJ_SIZE);
+	ck_assert_mem_eq(r->buf, store_a, OBJ_SIZE);
+	ck_assert_ptr_null(obj("x"));
+	/* the store fails a read: the client gets its error */
+	r2 = client(5, XSEG_OP_READ, "y", BS, 2 * BS);
+	ck_assert_int_eq(submit(r2), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	serve(0, EIO, false);
+	nr_sent = 0;
+	ck_assert(r2->done);
+	ck_assert_int_eq(r2->error, EIO);
+	ck_assert_ptr_null(obj("y"));
+	ck_assert_uint_eq(C.st.uncached_reads, 2);
+}
+END_TEST
+
 /* An evicted object kept for its dirty data gives its clean buckets back
  * at once (review11 N-D: "the clean part is not given back either"). */
 START_TEST(test_evicted_dirty_object_gives_clean_back)
@@ -3121,6 +3166,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup_small, teardown);
 	tcase_add_test(tc, test_read_uncached_when_flushes_fail);
 	tcase_add_test(tc, test_parked_read_woken_by_failing_flush);
+	tcase_add_test(tc, test_uncached_read_parks_for_requests);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("writethrough");
 	tcase_add_checked_fixture(tc, setup_wt, teardown);

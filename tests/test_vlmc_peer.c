@@ -825,17 +825,41 @@ static void put_be64(unsigned char *b, uint64_t v)
 }
 
 /* Connect to export name; returns the socket, the export size in *size. */
-static int nbd_connect(const char *path, const char *name, uint64_t *size)
+/* A Unix stream connection to path (vlmc's control or NBD socket). The
+ * socket file appears at vlmc's bind, a moment before its listen (and the
+ * NBD socket only after the control socket): a connect before is refused,
+ * so that is retried (for up to 30 s). */
+static int unix_connect(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	uint64_t end = xtu_now_ms() + 30000;
+	int fd;
+
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	strcpy(sa.sun_path, path);
+	for (;;) {
+		int e;
+
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		ck_assert_int_ge(fd, 0);
+		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			return fd;
+		e = errno;
+		close(fd);
+		ck_assert_msg((e == ECONNREFUSED || e == ENOENT) &&
+				  xtu_now_ms() < end,
+			      "connect %s: %s", path, strerror(e));
+		usleep(10000);
+	}
+}
+
+static int nbd_connect(const char *path, const char *name, uint64_t *size)
+{
 	unsigned char hs[18], opt[16], info[10];
 	uint32_t cflags = htonl(3); /* FIXED_NEWSTYLE | NO_ZEROES */
 	uint32_t nl = (uint32_t)strlen(name);
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	int fd = unix_connect(path);
 
-	ck_assert_int_ge(fd, 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	nbd_io_all(fd, hs, sizeof(hs), false);
 	ck_assert_mem_eq(hs, "NBDMAGICIHAVEOPT", 16);
 	nbd_io_all(fd, &cflags, 4, true);
@@ -1997,19 +2021,6 @@ START_TEST(dead_peer_wait_zero)
 }
 END_TEST
 
-/* A Unix stream connection to path (the control socket), or -1. */
-static int ctl_connect(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
-	strcpy(sa.sun_path, path);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
-}
-
 /* vlmc has accepted a connection to its control socket: in
  * /proc/net/unix, a socket that is not the listener carries the socket's
  * path, and it has an inode only once accepted (one still in the
@@ -2038,6 +2049,11 @@ static bool ctl_accepted(void *arg)
 	return found;
 }
 
+static bool ctl_none_accepted(void *arg)
+{
+	return !ctl_accepted(arg);
+}
+
 /*
  * A control client that connects and sends no line (or only part of
  * one) holds neither the control thread nor vlmc's stop: after vlmc's
@@ -2057,7 +2073,7 @@ START_TEST(ctl_silent_client)
 
 	env_start(&e, "vsilent");
 	/* part of a command line, and nothing more */
-	fd = ctl_connect(e.ctl);
+	fd = unix_connect(e.ctl);
 	ck_assert_int_eq(write(fd, "create x 1", 10), 10);
 	ck_assert_int_eq(xtu_wait_until(ctl_accepted, &e, 30000), 0);
 	/* the next client is served (once the first one's read timed out;
@@ -2077,8 +2093,10 @@ START_TEST(ctl_silent_client)
 		      "%s", log);
 	free(log);
 
-	/* a silent client being read, and a SIGTERM */
-	fd = ctl_connect(e.ctl);
+	/* a silent client being read, and a SIGTERM (once the earlier
+	 * connections are gone, so that the one seen accepted is this one) */
+	ck_assert_int_eq(xtu_wait_until(ctl_none_accepted, &e, 30000), 0);
+	fd = unix_connect(e.ctl);
 	ck_assert_int_eq(xtu_wait_until(ctl_accepted, &e, 30000), 0);
 	ck_assert_int_eq(xtu_kill(e.vlmc, SIGTERM), 0);
 	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 0);

@@ -2607,6 +2607,9 @@ static bool vlmc_ctl_client_begin(struct vlmc *v, int fd)
  * so vlmc_stop never shuts a descriptor number reused meanwhile). */
 static void vlmc_ctl_client_end(struct vlmc *v, FILE *f, int fd)
 {
+	if (f)
+		fflush(f); /* may take up to the send timeout: not under the
+			      lock vlmc_stop takes */
 	pthread_mutex_lock(&v->ctl_client_lock);
 	v->ctl_client_fd = -1;
 	if (f)

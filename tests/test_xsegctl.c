@@ -550,7 +550,8 @@ END_TEST
  * A stack whose segment exists and no peer runs (all died): a second
  * unplug-cached is idempotent (exit 0, "cached is not plugged"), and
  * status prints the NBD URI with the socket path percent-encoded (a dir
- * with a space and a '%', review11 N-I).
+ * with a space and a '%', review11 N-I), and does not hang on a vlmc
+ * control socket that never answers.
  */
 START_TEST(stack_segment_no_peers)
 {
@@ -581,8 +582,15 @@ START_TEST(stack_segment_no_peers)
 		free(out);
 		free(err);
 	}
+	/* a vlmc that takes the connection and never answers (busy with
+	 * a long command): status still answers, saying so */
+	ck_assert_int_gt(asprintf(&path, "%s/vlmc.ctl", run), 0);
+	int busy = unix_socket(path, true);
+	free(path);
 	const char *st[] = {"stack", "status", "--dir", d, NULL};
 	ck_assert_int_eq(ctl(st, &out, &err), 1); /* no peer: unhealthy */
+	close(busy);
+	ck_assert_msg(strstr(out, "did not answer within 5 s"), "%s", out);
 	ck_assert_msg(strstr(out, "NBD: nbd+unix:///VOLUME?socket=/tmp/"
 				  "test-xsegctl-sp%20ace%25-"),
 		      "%s", out);

@@ -22,9 +22,12 @@ int xsegctl_stack_main(int argc, char **argv);
  * Send one command line to vlmc's control socket at path and copy the
  * answer's data lines to out (may be NULL). Returns 0 when vlmc answered
  * "ok", the positive errno vlmc reported (its message in err), or a
- * negative errno when the socket could not be reached (message in err).
+ * negative errno when the socket could not be reached (message in err;
+ * -ENOENT or -ECONNREFUSED: nobody listens there). timeout_s > 0 bounds
+ * each wait for the answer (-ETIMEDOUT: vlmc busy with a long command,
+ * e.g. a remove); 0 waits as long as vlmc takes.
  */
 int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
-			 char *err, size_t errlen);
+			 char *err, size_t errlen, unsigned timeout_s);
 
 #endif /* XSEGCTL_CMDS_H */

@@ -1568,6 +1568,12 @@ static void stack_print_cache(const struct xseg_port_stats *ps)
 	       all ? 100.0 * hits / all : 0.0, stack_stat(ps, "evictions"),
 	       stack_stat(ps, "flushes"), stack_stat(ps, "next_errors"),
 	       stack_age_s(ps));
+	/* published by cached since session 9: absent (0) from older ones */
+	if (stack_stat(ps, "flush_failing"))
+		printf("cache: FLUSH WRITES FAILING: the last write of dirty "
+		       "data to the store failed; the data stays dirty in the "
+		       "cache (see the store's state above and cached's "
+		       "log)\n");
 }
 
 /* The store's degraded errno (a blocker that refuses writes: full disk,
@@ -1691,8 +1697,10 @@ static int stack_status(struct stack *st)
 		     stack_cached_stats(seg, ps);
 	vf = open_memstream(&vols, &vlen);
 	if (vf) {
+		/* bounded: status must answer while vlmc is busy with a
+		 * long control command (a remove of a huge volume) */
 		if (xsegctl_vlmc_command(st->ctl_socket, "list", vf, verr,
-					 sizeof(verr)))
+					 sizeof(verr), 5))
 			fprintf(vf, "(%s)\n", verr);
 		fclose(vf);
 	}

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,7 +22,7 @@
 #define PROG "xsegctl volume"
 
 int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
-			 char *err, size_t errlen)
+			 char *err, size_t errlen, unsigned timeout_s)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char buf[1024];
@@ -41,6 +42,11 @@ int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
 		if (fd >= 0)
 			close(fd);
 		return rc;
+	}
+	if (timeout_s) {
+		struct timeval tv = {.tv_sec = timeout_s};
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
 	f = fdopen(fd, "r+");
 	if (!f) {
@@ -72,6 +78,14 @@ int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
 		}
 		if (out)
 			fputs(buf, out);
+	}
+	if (rc == -EPROTO && ferror(f) &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		snprintf(err, errlen,
+			 "vlmc at %s did not answer within %u s (busy with a "
+			 "long command?)",
+			 path, timeout_s);
+		rc = -ETIMEDOUT;
 	}
 	fclose(f);
 	return rc;
@@ -185,7 +199,7 @@ int xsegctl_volume_main(int argc, char **argv)
 	else
 		snprintf(path, sizeof(path), "%s/run/vlmc.ctl",
 			 dir ? dir : XSEGCTL_STACK_DIR);
-	rc = xsegctl_vlmc_command(path, line, stdout, err, sizeof(err));
+	rc = xsegctl_vlmc_command(path, line, stdout, err, sizeof(err), 0);
 	if (rc) {
 		/* nobody listens there: most likely no stack runs (review11
 		 * N-I), so say what starts one */

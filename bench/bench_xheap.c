@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_xheap: allocation + free pairs per second of xobj (4 KiB objects)
- * and xheap (4 KiB, and mixed sizes 64 B .. 64 KiB), with 1 and 2 threads,
+ * and xheap (4 KiB, mixed sizes 64 B .. 64 KiB, and large sizes 64 KiB ..
+ * 4 MiB, which mostly bypass the class caches), with 1 and 2 threads,
  * next to the process allocator (jemalloc when linked, as ac_bench does in
  * non-sanitized builds) running the same pattern in the same run.
  *
  * Pattern per thread: take BATCH buffers, write one byte in each, release
- * them in the order taken; repeat for DURATION seconds. Prints one JSON
- * object. Usage: bench_xheap [seconds per measurement, default 0.5]
+ * them in the order taken; repeat for DURATION seconds. Then the review12 F6
+ * scenario on a fresh heap: the arena filled with 4 MiB buffers, all freed,
+ * then how many 4 KiB buffers can be allocated (a heap that gives memory
+ * back across classes fills the arena again; the session-8 heap could not).
+ * The same source builds against the session-start xheap for an old-vs-new
+ * comparison. Prints one JSON object.
+ * Usage: bench_xheap [seconds per measurement, default 0.5]
  */
 #include "xheap.h"
 #include "xobj.h"
@@ -27,6 +33,7 @@
 #define POOL_COUNT  1024u
 #define OBJ_BYTES   4096u
 #define MAX_THREADS 2
+#define F6_BYTES    (64ULL << 20) /* heap of the F6 scenario */
 
 enum target { T_XOBJ, T_XHEAP, T_MALLOC };
 
@@ -44,6 +51,7 @@ struct bench {
 };
 
 static size_t mixed_sizes[NSIZES];
+static size_t large_sizes[NSIZES];
 
 static double clock_s(clockid_t id)
 {
@@ -80,7 +88,9 @@ static void *run_thread(void *arg)
 		for (int rep = 0; rep < 64; rep++) {
 			for (i = 0; i < BATCH; i++) {
 				size_t sz =
-				    b->mixed ? mixed_sizes[s++ % NSIZES] : 4096;
+				    b->mixed == 2 ? large_sizes[s++ % NSIZES]
+				    : b->mixed	  ? mixed_sizes[s++ % NSIZES]
+						  : 4096;
 
 				switch (b->target) {
 				case T_XOBJ:
@@ -172,8 +182,10 @@ int main(int argc, char **argv)
 	} cases[] = {
 	    {"xobj_4k", T_XOBJ, 0},	   {"malloc_4k", T_MALLOC, 0},
 	    {"xheap_4k", T_XHEAP, 0},	   {"xheap_mixed", T_XHEAP, 1},
-	    {"malloc_mixed", T_MALLOC, 1},
+	    {"malloc_mixed", T_MALLOC, 1}, {"xheap_large", T_XHEAP, 2},
+	    {"malloc_large", T_MALLOC, 2},
 	};
+	uint64_t n4m = 0, n4k = 0;
 	double seconds = argc > 1 ? atof(argv[1]) : 0.5;
 	struct bench b = {0};
 	size_t pool_bytes = xobj_pool_size(POOL_COUNT, OBJ_BYTES);
@@ -190,6 +202,10 @@ int main(int argc, char **argv)
 		seed = seed * 1103515245u + 12345u;
 		cls = 6 + (seed >> 16) % 11;
 		mixed_sizes[i] = ((size_t)1 << cls) -
+				 ((seed >> 8) & (((size_t)1 << (cls - 1)) - 1));
+		seed = seed * 1103515245u + 12345u;
+		cls = 17 + (seed >> 16) % 6; /* 64 KiB .. 4 MiB */
+		large_sizes[i] = ((size_t)1 << cls) -
 				 ((seed >> 8) & (((size_t)1 << (cls - 1)) - 1));
 	}
 	heap_mem = mmap(NULL, HEAP_BYTES, PROT_READ | PROT_WRITE,
@@ -212,6 +228,7 @@ int main(int argc, char **argv)
 	       "written each), then %d frees in the same order\",\n",
 	       BATCH, BATCH);
 	printf("  \"mixed_sizes\": \"log-uniform 33 B .. 64 KiB\",\n");
+	printf("  \"large_sizes\": \"log-uniform 32 KiB .. 4 MiB\",\n");
 	printf("  \"reference_allocator\": \"%s\",\n", ref);
 	printf("  \"seconds_per_measurement\": %.2f,\n", seconds);
 	printf("  \"fields\": \"per_s: pairs per wall-clock second (all "
@@ -236,7 +253,29 @@ int main(int argc, char **argv)
 				       r, per_cpu);
 		}
 	}
-	printf("\n  }\n}\n");
+	printf("\n  },\n");
+	/* F6: a fresh heap carved into 4 MiB buffers, all freed. Buffers are
+	 * touched only by the heap's own headers. */
+	if (xheap_init(heap_mem, F6_BYTES) == 0) {
+		static uint64_t offs[1u << 16];
+
+		while (n4m < (1u << 16) &&
+		       xheap_alloc(b.heap, 4u << 20, &offs[n4m]) > 0)
+			n4m++;
+		for (i = 0; i < n4m; i++)
+			xheap_free(b.heap, offs[i]);
+		while (n4k < (1u << 16) &&
+		       xheap_alloc(b.heap, 4096, &offs[n4k]) > 0)
+			n4k++;
+		for (i = 0; i < n4k; i++)
+			xheap_free(b.heap, offs[i]);
+	}
+	printf("  \"f6_after_4m_burst\": {\"heap_bytes\": %llu, "
+	       "\"buffers_4m\": %llu, \"then_buffers_4k\": %llu, "
+	       "\"buffers_4k_that_fit_the_arena\": %llu}\n}\n",
+	       (unsigned long long)F6_BYTES, (unsigned long long)n4m,
+	       (unsigned long long)n4k,
+	       (unsigned long long)(F6_BYTES / (4096 + 64)));
 	munmap(heap_mem, HEAP_BYTES);
 	munmap(pool_mem, pool_bytes);
 	return 0;

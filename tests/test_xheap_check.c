@@ -10,6 +10,7 @@
  * tolerance: by how many buffers, summed over all classes, the lists may be
  * shorter than their counters (a process killed between a free-list pop and
  * its counter update leaves one).
+ * Finally the general allocator's block chain must pass xheap_verify.
  * Returns 0, or a negative line number identifying the failed check.
  */
 #include "xheap.h"
@@ -101,6 +102,10 @@ int test_xheap_check(struct xheap *heap, unsigned tolerance)
 	}
 	xheap_stats(heap, &after);
 	if (after.allocated_bytes != st.allocated_bytes)
+		return -__LINE__;
+	if (after.carved_bytes + after.general_free_bytes != after.arena_bytes)
+		return -__LINE__;
+	if (xheap_verify(heap))
 		return -__LINE__;
 	return 0;
 }

@@ -465,8 +465,10 @@ int xheap_init(struct xheap *heap, size_t mem_size)
 
 /* Pop a block from class c, or return XHEAP_EMPTY, or XHEAP_CORRUPT if the
  * head names no block of the arena (checked so that a scribbled-over heap
- * makes alloc fail instead of reading outside the heap). */
-static uint32_t xheap_pop(struct xheap *heap, unsigned c)
+ * makes alloc fail instead of reading outside the heap). Inlined by force:
+ * it is alloc's fast path, and the give-back also calls it. */
+static inline __attribute__((always_inline)) uint32_t
+xheap_pop(struct xheap *heap, unsigned c)
 {
 	struct xheap_class *cl = &heap->cls[c];
 	uint64_t head, newhead;

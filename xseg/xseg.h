@@ -66,9 +66,10 @@
 
 #define XSEG_MAGIC 0x3147455358435241ULL /* "ARCXSEG1", little endian */
 #define XSEG_VERSION                                                           \
-	5 /* 2: per-port statistics area; 3: request                           \
+	6 /* 2: per-port statistics area; 3: request                           \
 	     mover, port signal/wake counters; 4: 64 statistics;               \
-	     5: unflushed count per port, write-back loss counter */
+	     5: unflushed count per port, write-back loss counter;             \
+	     6: xheap 2, a coalescing heap with a robust mutex */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX

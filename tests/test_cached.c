@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -127,6 +128,8 @@ static int store_info_error;
 
 /* The object size of the next setup_with (setup_inline lowers it). */
 static uint64_t setup_obj_size = OBJ_SIZE;
+/* The max_objects of the next setup_with (setup_many raises it). */
+static uint32_t setup_max_objects = 4;
 
 static void setup_with(uint32_t policy, uint64_t cache_buckets)
 {
@@ -134,7 +137,7 @@ static void setup_with(uint32_t policy, uint64_t cache_buckets)
 	    .cache_size = cache_buckets * BS,
 	    .bucket_size = BS,
 	    .object_size = setup_obj_size,
-	    .max_objects = 4,
+	    .max_objects = setup_max_objects,
 	    .policy = policy,
 	    .dirty_threshold = 1ull << 40,
 	    .max_req_size = 4 * BS,
@@ -3059,12 +3062,433 @@ START_TEST(test_enoent_not_counted_as_error)
 }
 END_TEST
 
-int main(void)
+/* review13 cases (ported from the reviewer's probes) */
+/* ================================================================== */
+
+/* R13-A: every xcache node is held by an evicted object kept for dirty
+ * data the store refuses (ENOSPC). A READ of an object the cache does not
+ * hold must be served by the store (the uncached path), not wait forever
+ * for a node. */
+START_TEST(r13_read_new_object_nodes_all_kept)
 {
-	Suite *s = suite_create("cached");
+	struct fake_req *w, *r;
+	char name[16];
+	unsigned i, parked_writes = 0;
+
+	submit_write_error = -ENOSPC;
+	for (i = 0; i < C.nr_nodes + 1 && i < MAX_CLIENT - 2; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+		if (!w->done) {
+			parked_writes++;
+			break;
+		}
+	}
+	ck_assert_uint_eq(C.flush_failing, 1);
+	fprintf(stderr,
+		"R13-A: %u writes acknowledged, nodes used %u of %u,"
+		" free buckets %u, parked write %u\n",
+		i, C.nodes_used, C.nr_nodes, cached_pool_nr_free(&C.pool),
+		parked_writes);
+	r = client(MAX_CLIENT - 1, XSEG_OP_READ, "fresh", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	for (int t = 0; t < 5 && !r->done; t++) {
+		cached_retry_failed(&C); /* the peer's tick */
+		serve_all_writes(ENOSPC, 10);
+	}
+	fprintf(stderr, "R13-A: read done %d error %d, free buckets %u\n",
+		r->done, r->error, cached_pool_nr_free(&C.pool));
+	ck_assert_msg(r->done,
+		      "READ of a new object waits forever for a node "
+		      "while the store refuses writes (%u free buckets)",
+		      cached_pool_nr_free(&C.pool));
+	ck_assert_int_eq(r->error, 0);
+	/* served from the store, by the cache or forwarded to it */
+	if (!r->forwarded)
+		ck_assert_mem_eq(r->buf, store_a, BS);
+	/* let teardown run: the store takes writes again */
+	submit_write_error = 0;
+	for (int t = 0; t < 5; t++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+}
+END_TEST
+
+/* R13-B: an uncached READ over mixed slot states (WRITING buckets of a
+ * flush in flight, one rewritten by an acknowledged write-back write just
+ * before the read), parked for a request mid-way, with another write
+ * acknowledged while it is parked: the answer has every write
+ * acknowledged before the read, the store's data elsewhere. */
+START_TEST(r13_uncached_mixed_states_parked)
+{
+	struct fake_req *w, *r, *x, *f2, *f3;
+	char name[8];
+	unsigned i;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	w = client(2, XSEG_OP_WRITE, "o2", 0, 8 * BS);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	w = client(3, XSEG_OP_WRITE, "o3", 0, 8 * BS);
+	fill(w, 0x33);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	x = client(4, XSEG_OP_READ, "x", 0, BS);
+	ck_assert_int_eq(submit(x), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(x->done);
+	ck_assert_uint_eq(C.flush_failing, 1);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	/* flushes of o2 and o3 in flight: every request taken */
+	f2 = client(5, XSEG_OP_FLUSH, "o2", 0, 0);
+	ck_assert_int_eq(submit(f2), 0);
+	f3 = client(6, XSEG_OP_FLUSH, "o3", 0, 0);
+	ck_assert_int_eq(submit(f3), 0);
+	fprintf(stderr, "R13-B: %u requests in flight, o2 writing %u\n",
+		nr_sent, obj("o2")->counts[CACHED_B_WRITING]);
+	/* acknowledged before the read: o2 bucket 6 */
+	w = client(7, XSEG_OP_WRITE, "o2", 6 * BS, BS);
+	fill(w, 0x66);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done && !w->error);
+	r = client(8, XSEG_OP_READ, "o2", 4 * BS + 100, 12 * BS - 200);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(!r->done);
+	/* acknowledged while the read is parked: o2 bucket 7 */
+	w = client(9, XSEG_OP_WRITE, "o2", 7 * BS, BS);
+	fill(w, 0x77);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done && !w->error);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	ck_assert(f2->done && f2->error == ENOSPC);
+	for (i = 0; i < BS - 100; i++)
+		ck_assert_uint_eq(r->buf[i], 0x22); /* bucket 4 */
+	for (i = 0; i < BS; i++)
+		ck_assert_uint_eq(r->buf[BS - 100 + i], 0x22); /* 5 */
+	for (i = 0; i < BS; i++)
+		ck_assert_uint_eq(r->buf[2 * BS - 100 + i], 0x66); /* 6 */
+	ck_assert(r->buf[3 * BS - 100] == 0x22 ||
+		  r->buf[3 * BS - 100] == 0x77); /* 7: concurrent */
+	ck_assert_mem_eq(r->buf + 4 * BS - 100, store_a + 8 * BS, 8 * BS - 100);
+	ck_assert_uint_eq(C.unflushed, 48);
+	submit_write_error = 0;
+	for (int t = 0; t < 5; t++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+	/* what never failed (below the threshold) goes with a FLUSH */
+	w = client(10, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	ck_assert(w->done && w->forwarded);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(C.unflushed, 0);
+}
+END_TEST
+
+/* R13-C: a bucket holding bytes of a failed FUA write and, in its other
+ * half, bytes of a write-back write acknowledged after it: counted as
+ * acknowledged, never dropped at shutdown, written once the store takes
+ * writes. */
+START_TEST(r13_partial_ack_after_failed_fua_kept)
+{
+	struct fake_req *w, *fl;
+	struct cached_obj *o;
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, BS);
+	fill(w, 0x01);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_int_eq(w->error, ENOSPC);
+	o = obj("a");
+	ck_assert_uint_eq(o->acked[0], CACHED_ACK_FAILED);
+	ck_assert_uint_eq(cached_failed_only(&C), 1);
+	/* a partial FUA over the first half fails too */
+	w = client(1, XSEG_OP_WRITE, "a", 0, BS / 2);
+	fill(w, 0xf1);
+	w->req.flags = XSEG_F_FUA;
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_int_eq(w->error, ENOSPC);
+	/* acknowledged write-back bytes in the second half */
+	w = client(2, XSEG_OP_WRITE, "a", BS / 2 + 10, 100);
+	fill(w, 0xab);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done && !w->error);
+	ck_assert_uint_eq(o->acked[0], CACHED_ACK_WRITEBACK);
+	ck_assert_uint_eq(C.unflushed, 1);
+	ck_assert_uint_eq(cached_failed_only(&C), 0);
+	cached_drop_failed(&C);
+	ck_assert_uint_eq(o->counts[CACHED_B_DIRTY], 1);
+	ck_assert_uint_eq(C.st.failed_dropped, 0);
+	fl = client(3, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(0, 2);
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_uint_eq(store_a[BS / 2 + 10], 0xab);
+	ck_assert_uint_eq(store_a[0], 0xf1);
+	ck_assert_uint_eq(C.unflushed, 0);
+}
+END_TEST
+
+/* R13-D: the periodic retry, a FLUSH and cached_flush_all while a retry
+ * round of the object is in flight or parked for requests: never two
+ * writes of one bucket in flight at once. */
+static void r13_no_dup_inflight(unsigned from)
+{
+	for (unsigned i = from; i < nr_sent; i++)
+		for (unsigned j = i + 1; j < nr_sent; j++)
+			if (sent[i]->req->op == XSEG_OP_WRITE &&
+			    sent[j]->req->op == XSEG_OP_WRITE &&
+			    sent[i]->obj == sent[j]->obj)
+				ck_assert_msg(sent[i]->req->offset !=
+						  sent[j]->req->offset,
+					      "two writes of one bucket in "
+					      "flight");
+}
+
+START_TEST(r13_retry_one_round_per_object)
+{
+	struct fake_req *w, *fl, *r[3];
+	char name[8];
+
+	w = client(0, XSEG_OP_WRITE, "a", 0, 8 * BS);
+	fill(w, 0x0a);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "a", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(EIO, 1);
+	ck_assert_int_eq(fl->error, EIO);
+	ck_assert_int_eq(cached_obj_state(obj("a")), CACHED_O_FAILED);
+	/* three fetches hold three of the four requests */
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "r%u", i);
+		r[i] = client(2 + i, XSEG_OP_READ, name, 0, BS);
+		ck_assert_int_eq(submit(r[i]), 0);
+	}
+	ck_assert_uint_eq(nr_sent, 3);
+	ck_assert_uint_eq(cached_retry_failed(&C), 1);
+	ck_assert_uint_eq(nr_sent, 4); /* one write, the round parks */
+	ck_assert(obj("a")->nreq_parked);
+	/* failed again meanwhile elsewhere: ticks, FLUSH, flush_all */
+	__atomic_store_n(&C.retry_pending, true, __ATOMIC_RELEASE);
+	cached_retry_failed(&C);
+	fl = client(6, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	cached_flush_all(&C);
+	r13_no_dup_inflight(0);
+	ck_assert_uint_eq(nr_sent, 4);
+	/* the write fails, the fetches are served: the round goes on with
+	 * its second write, nothing twice */
+	for (unsigned k = 0; k < nr_sent; k++)
+		serve(k, sent[k]->req->op == XSEG_OP_WRITE ? EIO : 0, false);
+	nr_sent = 0;
+	__atomic_store_n(&C.retry_pending, true, __ATOMIC_RELEASE);
+	cached_retry_failed(&C);
+	cached_flush_all(&C);
+	r13_no_dup_inflight(0);
+	serve_all_writes(0, 10);
+	for (int t = 0; t < 3; t++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+	fl = client(7, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(0, 10);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(store_a[7 * BS], 0x0a);
+}
+END_TEST
+
+/* R13-E: an uncached READ whose fetch fails: the error is returned, the
+ * cache is unchanged (o2's buckets and their states, the unflushed count),
+ * no entry is left for an object made for it. */
+START_TEST(r13_uncached_fetch_error_changes_nothing)
+{
+	struct fake_req *w, *r, *x;
+	char name[8];
+	unsigned i;
+	struct cached_obj *o2;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	w = client(2, XSEG_OP_WRITE, "o2", 0, 8 * BS);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	w = client(3, XSEG_OP_WRITE, "o3", 0, 8 * BS);
+	fill(w, 0x33);
+	ck_assert_int_eq(submit(w), 0);
+	x = client(4, XSEG_OP_READ, "x", 0, BS);
+	ck_assert_int_eq(submit(x), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(x->done && !x->error);
+	o2 = obj("o2");
+	ck_assert_uint_eq(o2->nr_claimed, 8);
+	r = client(5, XSEG_OP_READ, "o2", 4 * BS, 12 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(!r->done);
+	ck_assert_uint_eq(nr_sent, 2); /* 8..11, 12..15 */
+	serve(0, EIO, false);
+	serve(1, 0, false);
+	nr_sent = 0;
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, EIO);
+	ck_assert_uint_eq(o2->nr_claimed, 8);
+	ck_assert_uint_eq(o2->counts[CACHED_B_DIRTY], 8);
+	ck_assert_uint_eq(C.unflushed, 48);
+	/* a fresh object: EIO, and no entry left behind */
+	r = client(6, XSEG_OP_READ, "y", 0, 2 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	/* reads fail EIO, writes (an evicted victim's flush) ENOSPC */
+	for (int pass = 0; pass < 10 && nr_sent; pass++) {
+		for (unsigned k = 0; k < nr_sent; k++)
+			serve(k,
+			      sent[k]->req->op == XSEG_OP_WRITE ? ENOSPC : EIO,
+			      false);
+		nr_sent = 0;
+	}
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, EIO);
+	ck_assert_uint_eq(C.st.uncached_reads, 3);
+	ck_assert_ptr_null(obj("y"));
+	w = client(7, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	for (int t = 0; t < 3; t++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+	w = client(8, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+}
+END_TEST
+
+static void setup_many(void)
+{
+	setup_max_objects = 16;
+	setup_with(CACHED_WRITEBACK, 64);
+	setup_max_objects = 4;
+}
+
+/* R13-F: one object whose flush the store keeps failing (a bad object,
+ * EIO) and a cache otherwise full of CLEAN data: reads of other data are
+ * never cached again (served uncached for as long as that one flush
+ * keeps failing), though clean victims could be evicted. */
+START_TEST(r13_one_failing_object_freezes_cache)
+{
+	struct fake_req *w, *r, *fl;
+	char name[8];
+	unsigned i, k;
+
+	w = client(0, XSEG_OP_WRITE, "bad", 0, BS);
+	fill(w, 0xbd);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "bad", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(EIO, 1);
+	ck_assert_int_eq(fl->error, EIO);
+	ck_assert_uint_eq(C.flush_failing, 1);
+	/* clean data everywhere else (c0..c2 full, c3 15 buckets) */
+	for (i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "c%u", i);
+		r = client(2 + i, XSEG_OP_READ, name, 0,
+			   i < 3 ? OBJ_SIZE : 15 * BS);
+		ck_assert_int_eq(submit(r), 0);
+		serve_all_writes(EIO, 10);
+		ck_assert(r->done && !r->error);
+	}
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	/* the same new data read three times, a tick in between */
+	for (k = 0; k < 3; k++) {
+		r = client(10 + k, XSEG_OP_READ, "hot", 0, 4 * BS);
+		ck_assert_int_eq(submit(r), 0);
+		serve_all_writes(EIO, 10);
+		ck_assert(r->done && !r->error);
+		cached_retry_failed(&C);
+		serve_all_writes(EIO, 10);
+	}
+	fprintf(stderr,
+		"R13-F: uncached reads %" PRIu64 ", fetches %" PRIu64
+		", hits %" PRIu64 ", hot cached: %s, free buckets %u\n",
+		C.st.uncached_reads, C.st.fetches, C.st.hits,
+		obj("hot") ? "yes" : "no", cached_pool_nr_free(&C.pool));
+	ck_assert_msg(C.st.uncached_reads == 0,
+		      "%" PRIu64 " reads bypassed a cache full of clean data",
+		      C.st.uncached_reads);
+}
+END_TEST
+
+/* R13-G: a WRITE parked for one bucket while an evicted object kept for
+ * dirty data whose flush keeps failing counts as "coming back"
+ * (away_buckets): no clean victim is evicted for it though the cache holds
+ * 48 clean buckets; it waits as long as the store refuses writes. */
+START_TEST(r13_write_waits_on_away_dirty)
+{
+	struct fake_req *w, *r, *fl, *wn;
+	char name[8];
+	unsigned i;
+
+	w = client(0, XSEG_OP_WRITE, "d0", 0, OBJ_SIZE);
+	fill(w, 0xd0);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "d0", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_int_eq(fl->error, ENOSPC);
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "c%u", i);
+		r = client(2 + i, XSEG_OP_READ, name, 0, OBJ_SIZE);
+		ck_assert_int_eq(submit(r), 0);
+		serve_all_writes(ENOSPC, 10);
+		ck_assert(r->done && !r->error);
+	}
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	wn = client(6, XSEG_OP_WRITE, "new", 0, BS);
+	fill(wn, 0x4e);
+	ck_assert_int_eq(submit(wn), 0);
+	for (int t = 0; t < 5 && !wn->done; t++) {
+		serve_all_writes(ENOSPC, 10);
+		cached_retry_failed(&C);
+		serve_all_writes(ENOSPC, 10);
+	}
+	fprintf(stderr,
+		"R13-G: write done %d; free %u away %" PRIu64
+		" evicted d0 %d; clean buckets %u\n",
+		wn->done, cached_pool_nr_free(&C.pool), C.away_buckets,
+		xcache_entry_state(obj("d0") ? obj("d0")->entry : NULL),
+		64 - (unsigned)cached_unclean(&C) -
+		    cached_pool_nr_free(&C.pool));
+	ck_assert_msg(wn->done,
+		      "write waits for the buckets of a dirty object "
+		      "whose flush fails, %u clean buckets held",
+		      64 - (unsigned)cached_unclean(&C));
+	submit_write_error = 0;
+}
+END_TEST
+
+/* The state machine's cases; the full/failing-store cases (fullstore*)
+ * run as a separate ctest (test_cached_fullstore) so each run stays well
+ * under its ctest TIMEOUT on a loaded machine. */
+static void add_core_cases(Suite *s)
+{
 	TCase *tc = tcase_create("pool");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_pool);
 	tcase_add_test(tc, test_pool_huge_aligned);
@@ -3152,6 +3576,17 @@ int main(void)
 	tcase_add_test(tc, test_space_want_follows_parked);
 	tcase_add_test(tc, test_park_evicts_only_what_is_needed);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("writethrough");
+	tcase_add_checked_fixture(tc, setup_wt, teardown);
+	tcase_add_test(tc, test_writethrough_acks_after_store);
+	tcase_add_test(tc, test_unflushed_writethrough_never);
+	suite_add_tcase(s, tc);
+}
+
+static void add_fullstore_cases(Suite *s)
+{
+	TCase *tc;
+
 	tc = tcase_create("fullstore");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_evicted_dirty_object_gives_clean_back);
@@ -3168,11 +3603,43 @@ int main(void)
 	tcase_add_test(tc, test_parked_read_woken_by_failing_flush);
 	tcase_add_test(tc, test_uncached_read_parks_for_requests);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("writethrough");
-	tcase_add_checked_fixture(tc, setup_wt, teardown);
-	tcase_add_test(tc, test_writethrough_acks_after_store);
-	tcase_add_test(tc, test_unflushed_writethrough_never);
+	tc = tcase_create("fullstore_r13");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, r13_read_new_object_nodes_all_kept);
+	tcase_add_test(tc, r13_partial_ack_after_failed_fua_kept);
+	tcase_add_test(tc, r13_retry_one_round_per_object);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("fullstore_r13_small");
+	tcase_add_checked_fixture(tc, setup_small, teardown);
+	tcase_add_test(tc, r13_uncached_mixed_states_parked);
+	tcase_add_test(tc, r13_uncached_fetch_error_changes_nothing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fullstore_r13_many");
+	tcase_add_checked_fixture(tc, setup_many, teardown);
+	tcase_add_test(tc, r13_one_failing_object_freezes_cache);
+	tcase_add_test(tc, r13_write_waits_on_away_dirty);
+	suite_add_tcase(s, tc);
+}
+
+/* argv[1]: "fullstore" (ctest test_cached_fullstore), "all", or nothing
+ * for the other cases (ctest test_cached). */
+int main(int argc, char **argv)
+{
+	const char *part = argc > 1 ? argv[1] : "core";
+	Suite *s;
+	SRunner *sr;
+	int failed;
+
+	if (strcmp(part, "all") && strcmp(part, "core") &&
+	    strcmp(part, "fullstore")) {
+		fprintf(stderr, "usage: %s [core|fullstore|all]\n", argv[0]);
+		return 2;
+	}
+	s = suite_create("cached");
+	if (strcmp(part, "fullstore"))
+		add_core_cases(s);
+	if (strcmp(part, "core"))
+		add_fullstore_cases(s);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -644,6 +644,13 @@ static void cached_stop(struct peer *p)
 		if (!unclean)
 			break;
 		failed = cached_failed_only(c);
+		/* The drop test compares two counters: decide only when
+		 * unclean did not move while failed was read, so both
+		 * describe one instant and the log line never names a drop
+		 * while acknowledged data is still being flushed (review13
+		 * m2); else decide on the next pass, 1 ms later. */
+		if (cached_unclean(c) != unclean)
+			failed = 0;
 		if (now - start > cp->flush_timeout_ns) {
 			uint64_t acked = cached_stop_acked(cp);
 
@@ -842,7 +849,10 @@ static void cached_stats(struct peer *p)
 	peer_info(
 	    "stats: cached: parked for space %" PRIu64 " for requests %" PRIu64
 	    ", next-port requests free %" PRIu32 " of %" PRIu32,
-	    xwaitq_nr_queued(&c->space_waitq), xwaitq_nr_queued(&c->nreq_waitq),
+	    /* reads parked for buckets wait on space_rwaitq (review13 m1) */
+	    xwaitq_nr_queued(&c->space_waitq) +
+		xwaitq_nr_queued(&c->space_rwaitq),
+	    xwaitq_nr_queued(&c->nreq_waitq),
 	    __atomic_load_n(&c->nreq_nr_free, __ATOMIC_RELAXED),
 	    cp->cfg.max_inflight);
 	if (peer_log_get_level() >= PEER_LOG_DEBUG)

@@ -607,6 +607,28 @@ static void cio_copy(struct cached *c, struct cached_obj *o,
  * while parked for a request (the completion of a fetch then leaves the
  * finish to the resumption); unc_cursor is the next slot to serve.
  */
+/*
+ * A read found no free bucket. While flushes fail it would go uncached,
+ * but flush_failing is cache-wide: one object whose flush keeps failing
+ * must not stop a cache full of clean data from taking new data (review13
+ * R13-2). So first evict clean victims and claim again, if the buckets
+ * that are neither DIRTY nor WRITING can cover the need at all. An
+ * evicted object gives its clean buckets back at once when nobody uses
+ * it; if its users hold them, the claim fails again and the read goes
+ * uncached (it never waits on buckets while flushes fail). Returns true
+ * when the buckets were claimed.
+ */
+static bool read_claim_after_room(struct cached *c, struct cached_obj *o,
+				  uint32_t first, uint32_t n)
+{
+	if (!__atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE))
+		return false; /* the normal park makes room */
+	if (cached_unclean(c) + n > c->pool.nr)
+		return false; /* no room can be made */
+	space_make_room(c, n);
+	return cached_obj_claim(o, first, n) == 0;
+}
+
 enum {
 	CACHED_READ_UNCACHED = 2,
 	CACHED_READ_UNCACHED_PARKED = 3,
@@ -729,7 +751,8 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 	if (obj_wait_nocache(o, cio))
 		return;
 	if (cached_obj_unclaimed(o, first, n)) {
-		if (cached_obj_claim(o, first, n) < 0) {
+		if (cached_obj_claim(o, first, n) < 0 &&
+		    !read_claim_after_room(c, o, first, n)) {
 			if (__atomic_load_n(&c->flush_failing,
 					    __ATOMIC_ACQUIRE)) {
 				cio_read_uncached(o, cio);
@@ -2141,9 +2164,24 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 	rc = xcache_insert(c->cache, name, &e, &how);
 	space_kick(c); /* the insert may have released a victim */
 	if (rc == -EAGAIN) {
-		/* a node, not buckets: reads wait too (the uncached path
-		 * needs the object) */
-		cio_park_space(c, cio, 1, &c->space_waitq);
+		/* No node. xcache_insert answers EAGAIN only after finding
+		 * the name neither active nor evicted-but-held (under its
+		 * lock), so the cache holds nothing of this object: while
+		 * flushes fail (nodes may all be held by evicted objects kept
+		 * for data the store refuses, review13 R13-1), a READ is
+		 * forwarded, the next port's data being the newest (a write
+		 * inserting the name meanwhile is concurrent with it). Else
+		 * a READ parks where a failing flush wakes it to come back
+		 * here. */
+		if (cio->kind == CACHED_C_READ &&
+		    __atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE)) {
+			CACHED_STAT(c, uncached_reads, 1);
+			cio_forward(c, cio);
+			return;
+		}
+		cio_park_space(c, cio, 1,
+			       cio->kind == CACHED_C_READ ? &c->space_rwaitq
+							  : &c->space_waitq);
 		return;
 	}
 	if (rc < 0) {

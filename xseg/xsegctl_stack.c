@@ -748,10 +748,31 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
  * refusing its options used to cost the whole 30 s, review11 N-I). The
  * log tail printed on failure starts at log_from (stack_log_tail).
  */
+/* pid has exited (it no longer exists, or is a zombie). Unlike
+ * stack_pid_runs it does not check the process name: for a pid this
+ * xsegctl spawned a moment ago, the name may still be xsegctl's. */
+static bool stack_pid_gone(pid_t pid)
+{
+	char path[64], stat[512], *end;
+	bool gone = false;
+	FILE *f;
+
+	if (kill(pid, 0) && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT;
+	if (fgets(stat, sizeof(stat), f) && (end = strrchr(stat, ')')) &&
+	    end[1] == ' ')
+		gone = end[2] == 'Z' || end[2] == 'X';
+	fclose(f);
+	return gone;
+}
+
 static int stack_wait_port(const struct stack *st, struct xseg *seg,
-			   uint32_t port, const char *name, const char *prog,
-			   pid_t spawned, off_t log_from,
-			   bool (*cond_fn)(struct xseg *seg))
+			   uint32_t port, const char *name, pid_t spawned,
+			   off_t log_from, bool (*cond_fn)(struct xseg *seg))
 {
 	pid_t seen = 0;
 	bool bound = false;
@@ -764,9 +785,12 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 		bound = xseg_port_alive(seg, port) == 1;
 		if (!bound && i >= STACK_BIND_STEPS)
 			break;
-		/* a zombie counts as exited (stack_pid_runs): it is
-		 * reparented, nobody here reaps it */
-		if (spawned && !stack_pid_runs(spawned, prog)) {
+		/* a zombie counts as exited: it is reparented, nobody here
+		 * reaps it. Not stack_pid_runs: its name check fails for a
+		 * moment after the spawn returns (the exec closes the spawn's
+		 * pipe before it renames the process), which failed a start
+		 * under load */
+		if (spawned && stack_pid_gone(spawned)) {
 			stack_err("%s did not come up on port %u: it (pid "
 				  "%d) exited during its start-up",
 				  name, port, (int)spawned);
@@ -963,9 +987,8 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 			  strerror(-rc));
 	if (!rc)
 		rc = stack_wait_port(
-		    st, seg, stack_roles[r].port, stack_roles[r].name,
-		    stack_role_prog(st, r), pid, log_from,
-		    r == STACK_ROLE_CACHED ? stack_plugged : NULL);
+		    st, seg, stack_roles[r].port, stack_roles[r].name, pid,
+		    log_from, r == STACK_ROLE_CACHED ? stack_plugged : NULL);
 	if (!rc && r == STACK_ROLE_VLMC && stack_ctl_up(st)) {
 		stack_err("vlmc: no control socket at %s", st->ctl_socket);
 		rc = -ETIMEDOUT;
@@ -1278,8 +1301,8 @@ static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 			   stack_role_prog(st, r))) {
 		stack_report(st, "the store is starting; waiting for it "
 				 "before cached flushes");
-		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store",
-				     stack_role_prog(st, r), 0, -1, NULL)) {
+		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store", 0, -1,
+				     NULL)) {
 			stack_report(st, "the store is up (pid %d)",
 				     (int)stack_pidfile(st, "store"));
 			return;
@@ -1991,9 +2014,9 @@ static int stack_restart_peer(struct stack *st, const char *role)
 		/* still starting (or stopping): not ours to start twice */
 		printf("%s (pid %d) is starting; waiting for it\n", name,
 		       (int)pid);
-		rc = stack_wait_port(
-		    st, seg, stack_role_port(r), name, stack_role_prog(st, r),
-		    pid, -1, r == STACK_ROLE_CACHED ? stack_plugged : NULL);
+		rc = stack_wait_port(st, seg, stack_role_port(r), name, pid, -1,
+				     r == STACK_ROLE_CACHED ? stack_plugged
+							    : NULL);
 	} else {
 		/* the dead peer's pid file and control socket would end
 		 * the start-up wait at once */

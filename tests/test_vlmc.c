@@ -407,6 +407,11 @@ START_TEST(test_nbd_requests)
 	    NBD_DO);
 	ck_assert_int_eq(check(0, NBD_CMD_FLUSH, 0, 0, false, &e), NBD_DO);
 	ck_assert_int_eq(check(0, NBD_CMD_DISC, 0, 0, false, &e), NBD_DO);
+	/* DISC has no reply, whatever its flags or fields (review12 F4) */
+	ck_assert_int_eq(check(NBD_CMD_FLAG_FUA, NBD_CMD_DISC, 0, 0, false, &e),
+			 NBD_DO);
+	ck_assert_int_eq(check(0x8000, NBD_CMD_DISC, 1, 4096, true, &e),
+			 NBD_DO);
 	ck_assert_int_eq(check(NBD_CMD_FLAG_NO_HOLE, NBD_CMD_WRITE_ZEROES, 0,
 			       1 << 20, false, &e),
 			 NBD_DO);

@@ -18,7 +18,7 @@ endif()
 # Real NBD clients and the end-to-end stack: shell scripts driving the
 # built programs (xsegctl stack, vlmc, cached, the store). 77 = skipped
 # (a client binary such as nbdcopy, qemu-img or fio is missing).
-foreach(_t test_nbd_clients test_vlmc_e2e test_vlmc_fua test_nbd_limits test_nbd_reader
+foreach(_t test_nbd_clients test_vlmc_e2e test_vlmc_fua test_nbd_limits test_nbd_total test_nbd_handshake test_nbd_policy test_nbd_reader
            test_nbd_zero test_nbd_stop test_vlmc_wbloss)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_t}.sh)
     add_test(NAME ${_t}

@@ -191,7 +191,10 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 	/* the same bounds as vlmc's options: a value vlmc refuses would
 	 * make it fail at every (re)start */
 	if (!strcmp(k, "nbd_max_conns"))
-		return peer_parse_u64(v, &x) || x == 0 || x > 4096
+		/* each connection takes a dynamic port: the segment's 48
+		 * (xsegctl create's default) minus 16 for vlmc's control
+		 * port, xsegctl tools and benches (review12 F5) */
+		return peer_parse_u64(v, &x) || x == 0 || x > 32
 			   ? -EINVAL
 			   : stack_str(st->nbd_max_conns,
 				       sizeof(st->nbd_max_conns), v);
@@ -243,7 +246,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"nbd_socket", "a path"},
 	    {"ctl_socket", "a path"},
 	    {"gc_threshold", "a percentage, 0 .. 100"},
-	    {"nbd_max_conns", "1 .. 4096"},
+	    {"nbd_max_conns", "1 .. 32"},
 	    {"nbd_inflight_bytes", "a size, 1 .. 1T"},
 	    {"nbd_spin", "a duration, at most 1s"},
 	    {"dead_peer_wait", "a duration, at most 1h"},

@@ -59,9 +59,19 @@ struct vlmc_conn {
 	uint64_t fence_gen;
 	uint64_t size;
 	bool readonly;
+	/* largest READ/WRITE/CACHE of the volume, nbd_max_payload */
+	uint32_t max_payload;
 	uint32_t port;
 	bool have_port;
+	/* port allocated (at NBD_OPT_GO), the completer not yet started:
+	 * nbd_conn_close only releases it */
+	bool port_only;
 	bool active; /* holds one of nbd->nr_active (--nbd-max-conns) */
+	/* Under nbd->lock: still in the handshake and not yet shut down by
+	 * the listener, which does so at hs_deadline_ns (xseg_now_ns) or to
+	 * make room for a new socket (review12 F1). */
+	bool in_hs;
+	uint64_t hs_deadline_ns;
 
 	/* negotiated in the handshake */
 	bool structured;   /* NBD_OPT_STRUCTURED_REPLY */
@@ -93,6 +103,12 @@ struct vlmc_conn {
 	 * of rbuf that waits for them to drop (reader only; 0: none). */
 	uint64_t inflight_bytes;
 	uint64_t head_cost;
+	/* the head command waits for the budget of all connections
+	 * (v->nbd_total_bytes), not its own: reader only */
+	bool total_waiting;
+	/* when an ENOMEM was last logged (xseg_now_ns, __atomic; 0: never):
+	 * one line per connection per NBD_ENOMEM_LOG_NS */
+	uint64_t enomem_logged_ns;
 	bool slot_waiting;     /* __atomic */
 	bool completer_on;     /* the reader is (about to be) blocked */
 	bool completer_was_on; /* before nbd_reader_wait turned it on */
@@ -127,8 +143,13 @@ struct vlmc_conn {
 #define NBD_STATUS_MAX_OBJECTS 64
 
 /* Connections still in the handshake, beyond --nbd-max-conns in
- * transmission: a socket over both is closed at once. */
+ * transmission: for a socket over both, the oldest handshake is closed
+ * (or, when all are already closing, the new socket). */
 #define NBD_HANDSHAKE_SLACK 16
+/* A handshake as a whole, from accept: a deadline, not a per-read
+ * timeout, so that a client trickling bytes cannot stay in it for ever
+ * (review12 F1). */
+#define NBD_HANDSHAKE_NS (10ULL * 1000000000ULL)
 /* ZERO parts in flight per command (a 4 GiB WRITE_ZEROES with NO_HOLE
  * writes 1024 objects of zeroes). */
 #define NBD_ZERO_WINDOW 16
@@ -271,6 +292,20 @@ static int nbd_opt_list(struct vlmc_conn *c, uint32_t len)
 	return rc ? rc : nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
 }
 
+/* Objects one command may span: a maximal command on a volume of small
+ * objects must not need the whole request pool (a 32 MiB WRITE on 4 KiB
+ * objects is 8192 object requests; review12 F3). */
+#define NBD_MAX_PARTS 1024
+
+/* The maximum payload advertised (NBD_INFO_BLOCK_SIZE) and enforced for a
+ * volume of obj_size objects: min(32 MiB, NBD_MAX_PARTS objects). */
+static uint32_t nbd_max_payload(uint64_t obj_size)
+{
+	return obj_size * NBD_MAX_PARTS < NBD_MAX_PAYLOAD
+		   ? (uint32_t)(obj_size * NBD_MAX_PARTS)
+		   : NBD_MAX_PAYLOAD;
+}
+
 /* Attach the connection to volume name (referenced); false if unknown. */
 static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 {
@@ -293,8 +328,22 @@ static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 	c->size = vol->m.size;
 	c->readonly = vol->m.readonly;
 	pthread_mutex_unlock(&vol->mu);
+	c->max_payload = nbd_max_payload(vol->m.obj_size);
 	return true;
 }
+
+/* Let go of the volume nbd_attach took (INFO, or a refused GO: a
+ * handshake must not keep a volume from removal; review12 F4). */
+static void nbd_detach(struct vlmc_conn *c)
+{
+	if (!c->vol)
+		return;
+	__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
+	vlmc_vol_put(c->vol);
+	c->vol = NULL;
+}
+
+static int nbd_alloc_port(struct vlmc_conn *c);
 
 /* Take one of the --nbd-max-conns transmission places; false (counted as
  * refused) when all are taken. */
@@ -345,16 +394,37 @@ static int nbd_opt_go(struct vlmc_conn *c, uint32_t opt, const uint8_t *data,
 		static const char msg[] =
 		    "vlmc: too many NBD connections, try again later";
 
+		nbd_detach(c);
 		return nbd_opt_reply(c, opt, NBD_REP_ERR_POLICY, msg,
 				     sizeof(msg) - 1);
 	}
+	/* The connection's port before the ACK: a client told the export
+	 * is ready must not lose the connection at its first command
+	 * (review12 F5). Its transmission place stays reserved, as after
+	 * any GO it may repeat. */
+	if (opt == NBD_OPT_GO && !c->port_only) {
+		if (nbd_alloc_port(c)) {
+			static const char msg[] =
+			    "vlmc: no free xseg port, try again later";
+
+			__atomic_add_fetch(&c->v->st_nbd_refused, 1,
+					   __ATOMIC_RELAXED);
+			nbd_detach(c);
+			return nbd_opt_reply(c, opt, NBD_REP_ERR_POLICY, msg,
+					     sizeof(msg) - 1);
+		}
+		c->port_only = true;
+	}
 	nbd_encode_info_export(info, c->size, nbd_tflags(c->readonly));
-	nbd_encode_info_block_size(bs, 1, 4096, NBD_MAX_PAYLOAD);
+	nbd_encode_info_block_size(bs, 1, 4096, c->max_payload);
 	if (nbd_opt_reply(c, opt, NBD_REP_INFO, info, sizeof(info)) ||
 	    nbd_opt_reply(c, opt, NBD_REP_INFO, bs, sizeof(bs)) ||
 	    nbd_opt_reply(c, opt, NBD_REP_ACK, NULL, 0))
 		return -1;
-	return opt == NBD_OPT_GO ? 1 : 0;
+	if (opt == NBD_OPT_GO)
+		return 1;
+	nbd_detach(c);
+	return 0;
 }
 
 /* LIST_META_CONTEXT / SET_META_CONTEXT. The one context is
@@ -372,7 +442,7 @@ static int nbd_opt_meta(struct vlmc_conn *c, uint32_t opt, const uint8_t *data,
 	bool set = opt == NBD_OPT_SET_META_CONTEXT, found = false;
 
 	if (nbd_parse_meta_context(data, len, &name, &nl, &nq, &q) ||
-	    (set && !c->structured))
+	    !c->structured) /* LIST too (review12 F4; proto.md) */
 		return nbd_opt_reply(c, opt, NBD_REP_ERR_INVALID, NULL, 0);
 	vol = vlmc_vol_get(c->v, name, nl);
 	if (!vol) {
@@ -582,6 +652,8 @@ static uint32_t nbd_encode_extents(struct vlmc_conn *c, struct vlmc_io *io)
 	return 4 + 8 * n;
 }
 
+static void nbd_log_enomem(struct vlmc_conn *c, unsigned type, uint64_t len);
+
 /* Runs when every part of an NBD I/O has completed (on the reader or the
  * completer thread): encodes the reply and queues it; the thread that
  * completed it sends the queue with nbd_send_replies. */
@@ -597,6 +669,8 @@ static void nbd_io_done(struct vlmc_io *io)
 		vlmc_vol_exit(io->vol);
 	h->with_data = false;
 	if (err) {
+		if (io->error == ENOMEM)
+			nbd_log_enomem(c, type, io->len);
 		h->len = nbd_encode_error(c, type, err, cookie, h->hdr);
 	} else if (type == NBD_CMD_READ && c->structured) {
 		nbd_encode_structured_reply(h->hdr, NBD_REPLY_FLAG_DONE,
@@ -693,6 +767,8 @@ static void nbd_send_replies(struct vlmc_conn *c)
 	if (done) {
 		/* the bytes first: a reader that sees the slot sees them */
 		__atomic_sub_fetch(&c->inflight_bytes, freed, __ATOMIC_SEQ_CST);
+		__atomic_sub_fetch(&c->v->nbd_total_inflight, freed,
+				   __ATOMIC_SEQ_CST);
 		__atomic_sub_fetch(&c->inflight, done, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&c->slot_waiting, __ATOMIC_SEQ_CST)) {
 			pthread_mutex_lock(&c->lock);
@@ -920,8 +996,7 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
 	case NBD_CMD_WRITE:
 		return r->length;
 	case NBD_CMD_CACHE:
-		return r->length < NBD_MAX_PAYLOAD ? r->length
-						   : NBD_MAX_PAYLOAD;
+		return r->length < c->max_payload ? r->length : c->max_payload;
 	case NBD_CMD_TRIM:
 	case NBD_CMD_WRITE_ZEROES:
 		n = (r->flags & NBD_CMD_FLAG_NO_HOLE) ? NBD_ZERO_WINDOW : 2;
@@ -934,18 +1009,64 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
 /* Whether the reader may take another command: a slot is free and, when
  * the command at the head of rbuf waits for the byte budget (head_cost),
  * it fits, or nothing is in flight (one command alone larger than the
- * budget still goes through, else it never would). */
+ * budget still goes through, else it never would).
+ *
+ * The per-connection budgets add up to more than the segment heap
+ * (32 x 64 MiB > 1 GiB; review12 F2), so the command must also fit in
+ * the budget of all connections (v->nbd_total_bytes, half the heap by
+ * default), where clients that do not read their replies could pin it
+ * all. So that they cannot lock the others out, a connection may always
+ * have its fair share in flight, nbd_total_bytes / (2 * nbd_max_conns),
+ * over the total: the heap NBD can pin stays within 1.5 x the total
+ * budget (3/4 of the heap by default). A command alone in the whole
+ * server always passes (a maximal command never deadlocks); a larger
+ * one waits (back-pressure through its socket) for other connections'
+ * replies. */
 static bool nbd_admit(struct vlmc_conn *c)
 {
-	uint64_t bytes;
+	struct vlmc *v = c->v;
+	uint64_t bytes, total, share;
 
 	if (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) >=
-	    c->v->nbd_max_inflight)
+	    v->nbd_max_inflight)
 		return false;
+	c->total_waiting = false;
 	if (!c->head_cost)
 		return true;
 	bytes = __atomic_load_n(&c->inflight_bytes, __ATOMIC_SEQ_CST);
-	return !bytes || bytes + c->head_cost <= c->v->nbd_inflight_bytes;
+	if (bytes && bytes + c->head_cost > v->nbd_inflight_bytes)
+		return false;
+	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
+	share = v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
+	if (!total || total + c->head_cost <= v->nbd_total_bytes ||
+	    bytes + c->head_cost <= share)
+		return true;
+	c->total_waiting = true;
+	return false;
+}
+
+/* How long between two ENOMEM lines of one connection. */
+#define NBD_ENOMEM_LOG_NS (10ULL * 1000000000ULL)
+
+/* A command failed with ENOMEM (no request or heap for it): say so, at
+ * most once per NBD_ENOMEM_LOG_NS per connection (a client retrying in
+ * a loop must not flood the log). Any thread. */
+static void nbd_log_enomem(struct vlmc_conn *c, unsigned type, uint64_t len)
+{
+	uint64_t now = xseg_now_ns();
+	uint64_t last = __atomic_load_n(&c->enomem_logged_ns, __ATOMIC_RELAXED);
+
+	if (last && now - last < NBD_ENOMEM_LOG_NS)
+		return;
+	if (!__atomic_compare_exchange_n(&c->enomem_logged_ns, &last, now,
+					 false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	peer_warn("nbd: %s: command %u length %" PRIu64
+		  " failed: no segment memory (ENOMEM; %" PRIu64
+		  " bytes in flight on all connections)",
+		  c->vol->m.name, type, len,
+		  __atomic_load_n(&c->v->nbd_total_inflight, __ATOMIC_RELAXED));
 }
 
 /* Start a valid command, its object requests' wake-ups noted in the
@@ -995,8 +1116,8 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	/* CACHE is advisory: warm at most one maximal read's worth. A
 	 * status reply may cover less than asked (the client asks again
 	 * from where it ends): look at a bounded number of objects. */
-	if (r->type == NBD_CMD_CACHE && len > NBD_MAX_PAYLOAD)
-		len = NBD_MAX_PAYLOAD;
+	if (r->type == NBD_CMD_CACHE && len > c->max_payload)
+		len = c->max_payload;
 	if (op == VLMC_IO_STATUS) {
 		uint64_t osz = c->vol->m.obj_size;
 		uint64_t end = (r->offset / osz + NBD_STATUS_MAX_OBJECTS) * osz;
@@ -1052,6 +1173,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		if (r->type == NBD_CMD_WRITE &&
 		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
+		nbd_log_enomem(c, r->type, len);
 		return nbd_error_reply(c, r->type, NBD_ENOMEM, r->cookie, sb);
 	}
 	if (op == VLMC_IO_WRITE) {
@@ -1070,6 +1192,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	io->arg = c;
 	io->arg2 = r->cookie;
 	__atomic_add_fetch(&c->inflight_bytes, cost, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&v->nbd_total_inflight, cost, __ATOMIC_SEQ_CST);
 	/* reap_max is the reader's own: this thread writes it */
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
 		c->reap_max + 1 &&
@@ -1207,6 +1330,17 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 			if (nbd_parse_request(c->rbuf + c->rpos, &r))
 				return; /* bad magic: must disconnect */
 			verdict = nbd_check_request(&r, c->size, c->caps, &err);
+			/* the volume's own maximum (nbd_max_payload), under
+			 * the protocol's: refused at once, before any request
+			 * of the pool is taken; a WRITE's payload is skipped */
+			if (verdict == NBD_DO &&
+			    (r.type == NBD_CMD_READ ||
+			     r.type == NBD_CMD_WRITE) &&
+			    r.length > c->max_payload) {
+				verdict = NBD_REFUSE;
+				err = r.type == NBD_CMD_READ ? NBD_EOVERFLOW
+							     : NBD_EINVAL;
+			}
 			if (verdict == NBD_DO && r.type != NBD_CMD_DISC) {
 				cost = nbd_cost(c, &r);
 				c->head_cost = cost;
@@ -1272,8 +1406,18 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 							 __ATOMIC_ACQUIRE)) {
 			struct timespec ts;
 
+			/* Other connections' replies free the total budget
+			 * without waking this one: look again soon. */
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
+			if (c->total_waiting) {
+				ts.tv_nsec += 10000000;
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+			} else {
+				ts.tv_sec += 1;
+			}
 			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 		}
 		__atomic_store_n(&c->slot_waiting, false, __ATOMIC_RELAXED);
@@ -1368,6 +1512,8 @@ static void nbd_conn_close(struct vlmc_conn *c)
 			    c->v->next_port, c->v->nbd_stop_ns / 1000000);
 		else
 			xseg_release_port(c->v->seg, c->port);
+	} else if (c->port_only) {
+		xseg_release_port(c->v->seg, c->port);
 	}
 	if (c->vol) {
 		__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
@@ -1456,31 +1602,33 @@ static int nbd_alloc_port(struct vlmc_conn *c)
 
 static void *nbd_conn_main(void *arg)
 {
-	static const struct timeval hs_timeout = {.tv_sec = 30};
-	static const struct timeval no_timeout = {0};
 	struct vlmc_conn *c = arg;
 	int rc;
 
 	/* A client that stalls in the handshake must not hold a thread
 	 * for ever; once transmission starts, idle connections are fine. */
-	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &hs_timeout,
-		   sizeof(hs_timeout));
 	if (nbd_handshake(c))
 		goto out;
-	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout,
-		   sizeof(no_timeout));
+	/* from now on the listener leaves it alone (an idle connection in
+	 * transmission is fine); one shut down a moment ago fails on its
+	 * first read */
+	pthread_mutex_lock(&c->v->nbd->lock);
+	c->in_hs = false;
+	pthread_mutex_unlock(&c->v->nbd->lock);
 	/* only now: a connection in the handshake holds no buffer */
 	c->rbuf = malloc(NBD_RBUF_SIZE);
 	if (!c->rbuf)
 		goto out;
-	rc = nbd_alloc_port(c);
-	if (rc)
-		goto out;
-	rc = pthread_create(&c->completer, NULL, nbd_completer_main, c);
-	if (rc) {
-		xseg_release_port(c->v->seg, c->port);
-		goto out;
+	if (!c->port_only) { /* EXPORT_NAME: disconnect on failure */
+		rc = nbd_alloc_port(c);
+		if (rc)
+			goto out;
+		c->port_only = true;
 	}
+	rc = pthread_create(&c->completer, NULL, nbd_completer_main, c);
+	if (rc)
+		goto out; /* nbd_conn_close releases the port */
+	c->port_only = false;
 	c->have_port = true;
 	peer_dbg("nbd: connection to %s on port %" PRIu32, c->vol->m.name,
 		 c->port);
@@ -1506,17 +1654,34 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
 	/* Bound the sockets still in the handshake too (each holds a
-	 * thread for up to its timeout): past that, close at once. */
+	 * thread until its deadline): past that, close the oldest one (a
+	 * real client's handshake takes milliseconds, so the oldest is the
+	 * likeliest to be stuck or hostile); only when every one is already
+	 * closing, the new socket. */
 	pthread_mutex_lock(&nbd->lock);
 	if (nbd->nr_conns - nbd->nr_active >= NBD_HANDSHAKE_SLACK) {
+		struct vlmc_conn *old = NULL;
+
+		for (c = nbd->conns; c; c = c->next)
+			if (c->in_hs &&
+			    (!old || c->hs_deadline_ns < old->hs_deadline_ns))
+				old = c;
+		if (old) {
+			old->in_hs = false;
+			shutdown(old->fd, SHUT_RDWR);
+		}
 		pthread_mutex_unlock(&nbd->lock);
 		__atomic_add_fetch(&v->st_nbd_refused, 1, __ATOMIC_RELAXED);
-		peer_warn("nbd: connection closed: %d handshakes in progress",
+		peer_warn("nbd: %s: %d handshakes in progress",
+			  old ? "oldest handshake closed" : "connection closed",
 			  NBD_HANDSHAKE_SLACK);
-		close(fd);
-		return;
+		if (!old) {
+			close(fd);
+			return;
+		}
+	} else {
+		pthread_mutex_unlock(&nbd->lock);
 	}
-	pthread_mutex_unlock(&nbd->lock);
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
@@ -1530,6 +1695,8 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	pthread_mutex_init(&c->olock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	pthread_cond_init(&c->ccond, NULL);
+	c->in_hs = true;
+	c->hs_deadline_ns = xseg_now_ns() + NBD_HANDSHAKE_NS;
 	pthread_mutex_lock(&nbd->lock);
 	c->next = nbd->conns;
 	if (c->next)
@@ -1547,6 +1714,29 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	pthread_attr_destroy(&attr);
 }
 
+/* Shut down the handshakes past their deadline (listener, every poll
+ * round): the connection's thread then fails its read or write and
+ * closes. */
+static void nbd_expire_handshakes(struct vlmc *v)
+{
+	struct vlmc_nbd *nbd = v->nbd;
+	uint64_t now = xseg_now_ns();
+	unsigned n = 0;
+
+	pthread_mutex_lock(&nbd->lock);
+	for (struct vlmc_conn *c = nbd->conns; c; c = c->next) {
+		if (c->in_hs && now >= c->hs_deadline_ns) {
+			c->in_hs = false;
+			shutdown(c->fd, SHUT_RDWR);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&nbd->lock);
+	if (n)
+		peer_warn("nbd: %u handshake(s) closed: not done within %llu s",
+			  n, NBD_HANDSHAKE_NS / 1000000000ULL);
+}
+
 static void *nbd_listener_main(void *arg)
 {
 	struct vlmc *v = arg;
@@ -1560,6 +1750,7 @@ static void *nbd_listener_main(void *arg)
 			pfd[n++] = (struct pollfd){nbd->unix_fd, POLLIN, 0};
 		if (nbd->tcp_fd >= 0)
 			pfd[n++] = (struct pollfd){nbd->tcp_fd, POLLIN, 0};
+		nbd_expire_handshakes(v);
 		if (poll(pfd, (nfds_t)n, 200) <= 0)
 			continue;
 		for (int i = 0; i < n; i++)
@@ -1599,6 +1790,14 @@ int vlmc_nbd_start(struct vlmc *v)
 	pthread_mutex_init(&nbd->lock, NULL);
 	pthread_cond_init(&nbd->cond, NULL);
 	v->nbd = nbd;
+	if (!v->nbd_total_bytes) {
+		struct xseg_info info;
+
+		xseg_info(v->seg, &info);
+		v->nbd_total_bytes = info.heap_bytes / 2;
+		if (!v->nbd_total_bytes)
+			v->nbd_total_bytes = 1;
+	}
 	if (strcmp(v->nbd_socket, "none")) {
 		rc = vlmc_listen_unix(v->nbd_socket, &nbd->unix_fd);
 		if (rc) {
@@ -1619,8 +1818,10 @@ int vlmc_nbd_start(struct vlmc *v)
 	if (rc)
 		return -rc;
 	nbd->started = true;
-	peer_info("nbd on %s%s", v->nbd_socket,
-		  v->nbd_tcp_port ? " and 127.0.0.1 (tcp)" : "");
+	peer_info("nbd on %s%s (%" PRIu64 " bytes in flight at most on all"
+		  " connections)",
+		  v->nbd_socket, v->nbd_tcp_port ? " and 127.0.0.1 (tcp)" : "",
+		  v->nbd_total_bytes);
 	return 0;
 }
 

@@ -188,6 +188,10 @@ enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
 	bool writes = false;
 
 	*error = 0;
+	/* DISC has no reply whatever its fields: the client then waits for
+	 * the close (review12 F4) */
+	if (r->type == NBD_CMD_DISC)
+		return NBD_DO;
 	switch (r->type) {
 	case NBD_CMD_READ:
 		allowed = 0;
@@ -196,7 +200,6 @@ enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
 		allowed = NBD_CMD_FLAG_FUA;
 		writes = true;
 		break;
-	case NBD_CMD_DISC:
 	case NBD_CMD_FLUSH:
 		allowed = 0;
 		break;
@@ -225,8 +228,6 @@ enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
 		return nbd_refuse(r, error, NBD_EINVAL);
 	if (r->type == NBD_CMD_WRITE && r->length > NBD_MAX_PAYLOAD)
 		return NBD_DISCONNECT;
-	if (r->type == NBD_CMD_DISC)
-		return NBD_DO;
 	if (r->type == NBD_CMD_FLUSH)
 		return r->offset || r->length ? nbd_refuse(r, error, NBD_EINVAL)
 					      : NBD_DO;

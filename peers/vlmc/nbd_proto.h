@@ -256,7 +256,8 @@ enum nbd_verdict {
  * NBD_CAP_BLOCK_STATUS (flag REQ_ONE allowed). *error gets the NBD error to
  * send for NBD_REFUSE (EINVAL, ENOSPC for a write past the end, EPERM for
  * a write to a read-only export, EOVERFLOW for an oversized READ).
- * NBD_CMD_DISC is NBD_DO.
+ * NBD_CMD_DISC is NBD_DO whatever its flags, offset and length (it has
+ * no reply: the client waits for the close).
  */
 enum nbd_verdict nbd_check_request(const struct nbd_request *r, uint64_t size,
 				   unsigned caps, uint32_t *error);

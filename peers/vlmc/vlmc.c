@@ -41,6 +41,7 @@ enum {
 	VLMC_OPT_NBD_SPIN,
 	VLMC_OPT_NBD_MAX_CONNS,
 	VLMC_OPT_NBD_INFLIGHT_BYTES,
+	VLMC_OPT_NBD_TOTAL_BYTES,
 	VLMC_OPT_NBD_STOP_TIMEOUT,
 	VLMC_OPT_DEAD_PEER_WAIT,
 	VLMC_OPT_CTL_WAIT_LOG,
@@ -58,6 +59,8 @@ static const struct option vlmc_options[] = {
     {"nbd-max-conns", required_argument, NULL, VLMC_OPT_NBD_MAX_CONNS},
     {"nbd-inflight-bytes", required_argument, NULL,
      VLMC_OPT_NBD_INFLIGHT_BYTES},
+    {"nbd-total-inflight-bytes", required_argument, NULL,
+     VLMC_OPT_NBD_TOTAL_BYTES},
     {"nbd-stop-timeout", required_argument, NULL, VLMC_OPT_NBD_STOP_TIMEOUT},
     {"dead-peer-wait", required_argument, NULL, VLMC_OPT_DEAD_PEER_WAIT},
     {"ctl-wait-log", required_argument, NULL, VLMC_OPT_CTL_WAIT_LOG},
@@ -89,6 +92,9 @@ static const char vlmc_options_help[] =
     "                          before its reader stops taking commands\n"
     "                          (default 64M; one command is always let\n"
     "                          through)\n"
+    "      --nbd-total-inflight-bytes SIZE  data in flight over all NBD\n"
+    "                          connections together (default: half the\n"
+    "                          segment heap)\n"
     "      --nbd-stop-timeout TIME  at shutdown, wait at most this long\n"
     "                          for the store to answer NBD commands in\n"
     "                          flight (default 30s)\n"
@@ -180,6 +186,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x == 0 || x > (1ULL << 40))
 			return rc ? rc : -ERANGE;
 		v->nbd_inflight_bytes = x;
+		return 0;
+	case VLMC_OPT_NBD_TOTAL_BYTES:
+		rc = peer_parse_size(arg, &x);
+		if (rc || x == 0 || x > (1ULL << 40))
+			return rc ? rc : -ERANGE;
+		v->nbd_total_bytes = x;
 		return 0;
 	case VLMC_OPT_NBD_STOP_TIMEOUT:
 		rc = peer_parse_duration(arg, 1000000000ULL, &x);

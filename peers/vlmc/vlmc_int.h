@@ -107,10 +107,15 @@ struct vlmc {
 					completer takes every reply */
 	unsigned nbd_max_conns;	     /* connections in transmission */
 	uint64_t nbd_inflight_bytes; /* per connection, see nbd.c */
-	uint64_t nbd_stop_ns;	     /* at stop, wait this long for replies */
-	uint64_t dead_peer_wait_ns;  /* resend parts failed by a dead peer
-					this long; 0: fail at once */
-	uint64_t ctl_wait_log_ns;    /* see VLMC_DEFAULT_CTL_WAIT_LOG_NS */
+	/* --nbd-total-inflight-bytes: all connections together (0: half
+	 * the segment heap, set by vlmc_nbd_start), and the bytes they pin
+	 * now (__atomic seq_cst, like each connection's own count) */
+	uint64_t nbd_total_bytes;
+	uint64_t nbd_total_inflight;
+	uint64_t nbd_stop_ns;	    /* at stop, wait this long for replies */
+	uint64_t dead_peer_wait_ns; /* resend parts failed by a dead peer
+				       this long; 0: fail at once */
+	uint64_t ctl_wait_log_ns;   /* see VLMC_DEFAULT_CTL_WAIT_LOG_NS */
 
 	struct peer *p;
 	struct xseg *seg;

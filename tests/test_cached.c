@@ -3479,7 +3479,340 @@ START_TEST(r13_write_waits_on_away_dirty)
 		      "write waits for the buckets of a dirty object "
 		      "whose flush fails, %u clean buckets held",
 		      64 - (unsigned)cached_unclean(&C));
+	/* and it is cached: clean victims make room (session 10: a write
+	 * that finds no room while the store refuses fails, so room must
+	 * not be counted in buckets that will not come back) */
+	ck_assert_int_eq(wn->error, 0);
 	submit_write_error = 0;
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Requests that need space while the store refuses writes (session 10) */
+/* ------------------------------------------------------------------ */
+
+/* Let the store take writes again: the periodic retry drains what failed,
+ * a FLUSH the rest; everything acknowledged reaches the store (the fake
+ * store keeps one image for every name: the counts say it, a write of
+ * each dirty bucket was served). */
+static void store_recovers(unsigned cl)
+{
+	struct fake_req *fl;
+
+	submit_write_error = 0;
+	for (int t = 0; t < 5; t++) {
+		cached_retry_failed(&C);
+		serve_all_writes(0, 10);
+	}
+	fl = client(cl, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(0, 10);
+	ck_assert(fl->done && fl->forwarded);
+	ck_assert_int_eq(fl->error, 0);
+	ck_assert_uint_eq(cached_unclean(&C), 0);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_uint_eq(C.flush_failing, 0);
+	ck_assert_int_eq(cached_space_refused(&C), 0);
+}
+
+/* The cache full of acknowledged dirty data (setup_small: 48 buckets,
+ * all dirty in o0..o3) and the store out of space (every write ENOSPC): a
+ * WRITE that needs a bucket fails with ENOSPC, whether it was parked when
+ * the first flush failed or came after; nothing changes in the cache.
+ * Writes into buckets the cache holds are still accepted write-back. The
+ * old code kept such writes parked for as long as the store refused. */
+START_TEST(test_write_no_bucket_fails_enospc)
+{
+	struct fake_req *w, *r;
+	char name[8];
+
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	w = client(2, XSEG_OP_WRITE, "o2", 0, 8 * BS);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	w = client(3, XSEG_OP_WRITE, "o3", 0, 8 * BS);
+	fill(w, 0x33);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	ck_assert_uint_eq(C.unflushed, 48);
+	/* nothing failed yet: the write parks (the victim's flush is in
+	 * flight) */
+	w = client(4, XSEG_OP_WRITE, "n", 0, BS);
+	fill(w, 0x4e);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(!w->done);
+	ck_assert_uint_ge(nr_sent, 1);
+	/* the store answers ENOSPC: the parked write fails with it */
+	serve_all_writes(ENOSPC, 10);
+	for (int t = 0; t < 3 && !w->done; t++) {
+		cached_retry_failed(&C);
+		serve_all_writes(ENOSPC, 10);
+	}
+	ck_assert_msg(w->done, "a write needing a bucket waits while the "
+			       "store answers ENOSPC");
+	ck_assert_int_eq(w->error, ENOSPC);
+	ck_assert_int_eq(cached_space_refused(&C), ENOSPC);
+	ck_assert_uint_eq(C.st.space_failed, 1);
+	ck_assert_ptr_null(obj("n")); /* no entry left for it */
+	/* one that comes later fails at once */
+	w = client(5, XSEG_OP_WRITE, "n2", BS, 2 * BS);
+	fill(w, 0x4f);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, ENOSPC);
+	ck_assert_ptr_null(obj("n2"));
+	/* a write into buckets o2 holds is accepted write-back ... */
+	w = client(6, XSEG_OP_WRITE, "o2", 0, BS);
+	fill(w, 0x2f);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	/* ... one past them fails and leaves o2 as it was */
+	w = client(7, XSEG_OP_WRITE, "o2", 12 * BS, BS);
+	fill(w, 0x20);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, ENOSPC);
+	ck_assert_uint_eq(C.st.space_failed, 3);
+	ck_assert_uint_eq(obj("o2")->nr_claimed, 8);
+	ck_assert_uint_eq(obj("o2")->write_end, 8 * BS);
+	/* every acknowledged bucket still there and counted */
+	ck_assert_uint_eq(C.unflushed, 48);
+	ck_assert_uint_eq(cached_unclean(&C), 48);
+	r = client(8, XSEG_OP_READ, "o2", 0, 2 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(r->done && !r->error);
+	for (unsigned i = 0; i < BS; i++) {
+		ck_assert_uint_eq(r->buf[i], 0x2f);
+		ck_assert_uint_eq(r->buf[BS + i], 0x22);
+	}
+	/* the store takes writes again: everything acknowledged reaches it,
+	 * new writes are cached */
+	store_recovers(9);
+	w = client(10, XSEG_OP_WRITE, "n", 0, BS);
+	fill(w, 0x4e);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(obj("n")->counts[CACHED_B_DIRTY], 1);
+	ck_assert_uint_eq(C.st.space_failed, 3);
+}
+END_TEST
+
+/* Every xcache node held by an evicted object kept for one dirty bucket
+ * the store refuses (ENOSPC, as r13_read_new_object_nodes_all_kept): a
+ * WRITE, a NOCACHE WRITE and a DELETE of an object the cache does not
+ * hold fail with ENOSPC (never forwarded: a read inserting the name
+ * meanwhile could cache the data from before them); an INFO and a HASH of
+ * such an object are forwarded (the cache holds nothing of it, so the
+ * store's answer is the cache's). The old code parked all five until the
+ * store took writes again. */
+START_TEST(test_no_node_write_fails_info_forwarded)
+{
+	struct fake_req *w, *nw, *del, *inf, *h;
+	char name[16];
+	unsigned i;
+
+	submit_write_error = -ENOSPC;
+	for (i = 0; i < C.nr_nodes; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		w = client(i % 40, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+		ck_assert_int_eq(w->error, 0);
+	}
+	ck_assert_uint_eq(C.flush_failing, 1);
+	ck_assert_uint_eq(C.nodes_used, C.nr_nodes);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes);
+	w = client(40, XSEG_OP_WRITE, "new", 0, BS);
+	fill(w, 0x77);
+	ck_assert_int_eq(submit(w), 0);
+	nw = client(41, XSEG_OP_WRITE, "new2", 0, BS);
+	nw->req.flags = XSEG_F_NOCACHE;
+	fill(nw, 0x78);
+	ck_assert_int_eq(submit(nw), 0);
+	del = client(42, XSEG_OP_DELETE, "new3", 0, 0);
+	ck_assert_int_eq(submit(del), 0);
+	inf = info_req(43, "fresh");
+	ck_assert_int_eq(submit(inf), 0);
+	h = client(44, XSEG_OP_HASH, "fresh", 0, 0);
+	ck_assert_int_eq(submit(h), 0);
+	for (int t = 0; t < 3; t++) {
+		cached_retry_failed(&C); /* the peer's tick */
+		serve_all_writes(ENOSPC, 10);
+	}
+	ck_assert_msg(w->done && nw->done && del->done,
+		      "requests needing a node wait while the store answers "
+		      "ENOSPC (write %d, nocache write %d, delete %d)",
+		      w->done, nw->done, del->done);
+	ck_assert_int_eq(w->error, ENOSPC);
+	ck_assert_int_eq(nw->error, ENOSPC);
+	ck_assert_int_eq(del->error, ENOSPC);
+	ck_assert(!w->forwarded && !nw->forwarded && !del->forwarded);
+	ck_assert_uint_eq(C.st.space_failed, 3);
+	ck_assert_msg(inf->done && h->done,
+		      "INFO/HASH of an object the cache does not hold wait "
+		      "for a node (info %d, hash %d)",
+		      inf->done, h->done);
+	ck_assert(inf->forwarded && h->forwarded);
+	/* nothing was sent for them, nothing inserted */
+	for (i = 0; i < nr_sent_log; i++)
+		ck_assert_uint_eq(sent_log[i].op, XSEG_OP_WRITE);
+	ck_assert_ptr_null(obj("new"));
+	ck_assert_ptr_null(obj("fresh"));
+	/* an active object's bucket still takes writes (write-back) */
+	snprintf(name, sizeof(name), "d%u", C.nr_nodes - 1);
+	w = client(45, XSEG_OP_WRITE, name, 0, BS);
+	fill(w, 0xaa);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes);
+	store_recovers(46);
+	/* nodes are free again: new writes are cached */
+	w = client(47, XSEG_OP_WRITE, "new", 0, BS);
+	fill(w, 0x77);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_ptr_nonnull(obj("new"));
+}
+END_TEST
+
+/* A store that fails writes with something else than "no space" (a next
+ * port being restarted: ECONNRESET): a WRITE needing a bucket waits, as
+ * long as the store refuses with --space-wait 0, and with a bound fails
+ * with that errno at the first tick past it (the bound is 1 ns here: the
+ * test asserts no timing, only that the tick ends the wait); new ones
+ * then fail at once, until a write goes through. */
+START_TEST(test_space_wait_bound_fails_parked)
+{
+	struct fake_req *w, *w2, *fl, *r;
+	char name[8];
+
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "o%u", i);
+		w = client(i, XSEG_OP_WRITE, name, 0, OBJ_SIZE);
+		fill(w, (unsigned char)(0x10 + i));
+		ck_assert_int_eq(submit(w), 0);
+	}
+	w = client(2, XSEG_OP_WRITE, "o2", 0, OBJ_SIZE);
+	fill(w, 0x22);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	fl = client(3, XSEG_OP_FLUSH, "o0", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(ECONNRESET, 1);
+	ck_assert_int_eq(fl->error, ECONNRESET);
+	ck_assert_uint_eq(C.flush_failing, 1);
+	/* not a "no space" answer: waiting is right for now */
+	ck_assert_int_eq(cached_space_refused(&C), 0);
+	w = client(4, XSEG_OP_WRITE, "n", 0, BS);
+	fill(w, 0x4e);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ECONNRESET, 10);
+	ck_assert(!w->done);
+	/* --space-wait 0: as long as the store refuses */
+	C.cfg.space_wait_ns = 0;
+	for (int t = 0; t < 3; t++) {
+		ck_assert(!cached_space_expire(&C));
+		cached_retry_failed(&C);
+		serve_all_writes(ECONNRESET, 10);
+	}
+	ck_assert(!w->done);
+	/* a bound: the next tick past it fails the parked write */
+	C.cfg.space_wait_ns = 1;
+	for (int t = 0; t < 3 && !w->done; t++) {
+		cached_space_expire(&C);
+		cached_retry_failed(&C);
+		serve_all_writes(ECONNRESET, 10);
+	}
+	ck_assert_msg(w->done, "the wait for space has no bound");
+	ck_assert_int_eq(w->error, ECONNRESET);
+	ck_assert_int_eq(cached_space_refused(&C), ECONNRESET);
+	ck_assert_uint_eq(C.st.space_failed, 1);
+	ck_assert_ptr_null(obj("n"));
+	/* later ones fail at once; reads are still served (uncached) */
+	w2 = client(5, XSEG_OP_WRITE, "n2", 0, BS);
+	fill(w2, 0x4f);
+	ck_assert_int_eq(submit(w2), 0);
+	serve_all_writes(ECONNRESET, 10);
+	ck_assert(w2->done);
+	ck_assert_int_eq(w2->error, ECONNRESET);
+	r = client(6, XSEG_OP_READ, "x", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	serve_all_writes(ECONNRESET, 10);
+	ck_assert(r->done && !r->error);
+	ck_assert_mem_eq(r->buf, store_a, BS);
+	ck_assert_uint_eq(C.unflushed, 48);
+	/* the store is back: the give-up ends with the first write that
+	 * goes through, new writes are cached */
+	store_recovers(7);
+	ck_assert_uint_eq(C.space_give_up, 0);
+	w = client(8, XSEG_OP_WRITE, "n", 0, BS);
+	fill(w, 0x4e);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(0, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(C.st.space_failed, 2);
+}
+END_TEST
+
+/* The store out of space, an evicted object kept for its 16 dirty buckets
+ * (they count as "coming back", away_buckets, but will not while the
+ * store refuses) and the rest of the cache clean (setup_many: 64
+ * buckets, 16 objects): a write needing a bucket evicts a clean victim
+ * and is cached, rather than failing for want of space. Room made as for
+ * a parked request (space_make_room) stopped at the kept object's
+ * buckets and failed it. */
+START_TEST(test_write_room_not_counted_in_kept_dirty)
+{
+	struct fake_req *w, *fl, *r;
+	char name[8];
+
+	w = client(0, XSEG_OP_WRITE, "d0", 0, OBJ_SIZE);
+	fill(w, 0xd0);
+	ck_assert_int_eq(submit(w), 0);
+	fl = client(1, XSEG_OP_FLUSH, "d0", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	serve_all_writes(ENOSPC, 1);
+	ck_assert_int_eq(fl->error, ENOSPC);
+	ck_assert_int_eq(cached_space_refused(&C), ENOSPC);
+	/* d0 evicted: kept for its dirty data, which the store refuses */
+	ck_assert_int_eq(xcache_evict_lru(C.cache), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert_uint_eq(C.away_buckets, 16);
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "c%u", i);
+		r = client(2 + i, XSEG_OP_READ, name, 0, OBJ_SIZE);
+		ck_assert_int_eq(submit(r), 0);
+		serve_all_writes(ENOSPC, 10);
+		ck_assert(r->done && !r->error);
+	}
+	ck_assert_uint_eq(cached_pool_nr_free(&C.pool), 0);
+	ck_assert_uint_eq(C.st.uncached_reads, 0);
+	w = client(6, XSEG_OP_WRITE, "new", 0, BS);
+	fill(w, 0x4e);
+	ck_assert_int_eq(submit(w), 0);
+	serve_all_writes(ENOSPC, 10);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(C.st.space_failed, 0);
+	ck_assert_uint_eq(obj("new")->counts[CACHED_B_DIRTY], 1);
+	store_recovers(7);
 }
 END_TEST
 
@@ -3602,12 +3935,15 @@ static void add_fullstore_cases(Suite *s)
 	tcase_add_test(tc, test_read_uncached_when_flushes_fail);
 	tcase_add_test(tc, test_parked_read_woken_by_failing_flush);
 	tcase_add_test(tc, test_uncached_read_parks_for_requests);
+	tcase_add_test(tc, test_write_no_bucket_fails_enospc);
+	tcase_add_test(tc, test_space_wait_bound_fails_parked);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fullstore_r13");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, r13_read_new_object_nodes_all_kept);
 	tcase_add_test(tc, r13_partial_ack_after_failed_fua_kept);
 	tcase_add_test(tc, r13_retry_one_round_per_object);
+	tcase_add_test(tc, test_no_node_write_fails_info_forwarded);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fullstore_r13_small");
 	tcase_add_checked_fixture(tc, setup_small, teardown);
@@ -3618,6 +3954,7 @@ static void add_fullstore_cases(Suite *s)
 	tcase_add_checked_fixture(tc, setup_many, teardown);
 	tcase_add_test(tc, r13_one_failing_object_freezes_cache);
 	tcase_add_test(tc, r13_write_waits_on_away_dirty);
+	tcase_add_test(tc, test_write_room_not_counted_in_kept_dirty);
 	suite_add_tcase(s, tc);
 }
 

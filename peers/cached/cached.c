@@ -42,6 +42,7 @@ enum {
 	OPT_PLUG,
 	OPT_NO_PREFAULT,
 	OPT_FLUSH_TIMEOUT,
+	OPT_SPACE_WAIT,
 };
 
 struct cached_peer {
@@ -74,6 +75,7 @@ static const struct option cached_options[] = {
     {"plug", no_argument, NULL, OPT_PLUG},
     {"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
     {"flush-timeout", required_argument, NULL, OPT_FLUSH_TIMEOUT},
+    {"space-wait", required_argument, NULL, OPT_SPACE_WAIT},
     {NULL, 0, NULL, 0},
 };
 
@@ -100,7 +102,16 @@ static const char cached_options_help[] =
     "flushing)\n"
     "      --no-prefault         do not touch the cache memory at start\n"
     "      --flush-timeout TIME  at shutdown give up flushing after TIME\n"
-    "                          (default 60s, bare number = s)\n";
+    "                          (default 60s, bare number = s)\n"
+    "      --space-wait TIME     while the next port refuses writes with "
+    "an error\n"
+    "                          other than ENOSPC/EDQUOT/EROFS, requests "
+    "wait for\n"
+    "                          cache space at most TIME after the first "
+    "failure,\n"
+    "                          then fail with it (default 30s, 0 = until "
+    "it takes\n"
+    "                          writes again; ENOSPC fails them at once)\n";
 
 static void cached_defaults(struct peer *p)
 {
@@ -115,6 +126,7 @@ static void cached_defaults(struct peer *p)
 	cp->cfg.max_inflight = 32;
 	cp->cfg.prefault = true;
 	cp->flush_timeout_ns = 60ULL * 1000000000ULL;
+	cp->cfg.space_wait_ns = 30ULL * 1000000000ULL;
 }
 
 static int cached_parse_opt(struct peer *p, int val, const char *arg)
@@ -184,6 +196,9 @@ static int cached_parse_opt(struct peer *p, int val, const char *arg)
 	case OPT_FLUSH_TIMEOUT:
 		return peer_parse_duration(arg, 1000000000ULL,
 					   &cp->flush_timeout_ns);
+	case OPT_SPACE_WAIT:
+		return peer_parse_duration(arg, 1000000000ULL,
+					   &cp->cfg.space_wait_ns);
 	}
 	return -EINVAL;
 }
@@ -302,10 +317,65 @@ static void io_flush_error(struct cached *c, int error, uint64_t suppressed)
 		snprintf(more, sizeof(more),
 			 " (%" PRIu64 " more failures since the last report)",
 			 suppressed);
+	char wait[96];
+
+	if (error == ENOSPC || error == EDQUOT || error == EROFS)
+		snprintf(wait, sizeof(wait), "fail with it");
+	else if (cp->cfg.space_wait_ns)
+		snprintf(wait, sizeof(wait),
+			 "wait for it to take writes, then fail after %" PRIu64
+			 " ms of failures",
+			 cp->cfg.space_wait_ns / 1000000);
+	else
+		snprintf(wait, sizeof(wait),
+			 "wait until it takes writes (--space-wait 0)");
 	peer_warn("cached: port %" PRIu32 " refuses writes: %s%s; %" PRIu64
 		  " dirty bytes kept and retried every second; reads the "
-		  "cache has no room for are served uncached",
-		  cp->next_port, strerror(error), more, cached_unclean(c) * bs);
+		  "cache has no room for are served uncached, other requests "
+		  "it has no room for %s",
+		  cp->next_port, strerror(error), more, cached_unclean(c) * bs,
+		  wait);
+}
+
+static const char *cached_op_name(uint16_t op)
+{
+	switch (op) {
+	case XSEG_OP_READ:
+		return "READ";
+	case XSEG_OP_WRITE:
+		return "WRITE";
+	case XSEG_OP_INFO:
+		return "INFO";
+	case XSEG_OP_HASH:
+		return "HASH";
+	case XSEG_OP_DELETE:
+		return "DELETE";
+	case XSEG_OP_COPY:
+		return "COPY";
+	case XSEG_OP_FLUSH:
+		return "FLUSH";
+	}
+	return "request";
+}
+
+/* A request needed cache space while the next port refuses writes and
+ * was failed with its errno (rate-limited by the cache: the first, then
+ * once a minute). */
+static void io_space_failed(struct cached *c, uint16_t op, const char *name,
+			    int error, uint64_t suppressed)
+{
+	struct cached_peer *cp = c->io_priv;
+	char more[80] = "";
+
+	if (suppressed)
+		snprintf(more, sizeof(more),
+			 " (%" PRIu64 " more since the last report)",
+			 suppressed);
+	peer_warn("cached: %s of object '%s' failed: %s: no free bucket or "
+		  "object slot in the cache, and port %" PRIu32
+		  " refuses the writes that would free one%s",
+		  cached_op_name(op), name,
+		  strerror(cached_client_error(error)), cp->next_port, more);
 }
 
 static const struct cached_io_ops cached_xseg_io = {
@@ -314,6 +384,7 @@ static const struct cached_io_ops cached_xseg_io = {
     .forward = io_forward,
     .submit = io_submit,
     .flush_error = io_flush_error,
+    .space_failed = io_space_failed,
     .unflushed = io_unflushed,
 };
 
@@ -811,6 +882,7 @@ static void cached_stats(struct peer *p)
 	LD(next_errors);
 	LD(next_enoent);
 	LD(uncached_reads);
+	LD(space_failed);
 	LD(space_waits);
 	LD(nreq_waits);
 	LD(info_hits);
@@ -837,10 +909,12 @@ static void cached_stats(struct peer *p)
 		  " fetches %" PRIu64 " bytes to next %" PRIu64
 		  " bytes from next %" PRIu64 " next-port errors %" PRIu64
 		  " (and %" PRIu64 " ENOENT) waits for space %" PRIu64
-		  " waits for requests %" PRIu64 " uncached reads %" PRIu64,
+		  " waits for requests %" PRIu64 " uncached reads %" PRIu64
+		  " failed for space %" PRIu64,
 		  s.flush_rounds, s.flush_writes, s.fetches, s.bytes_to_next,
 		  s.bytes_from_next, s.next_errors, s.next_enoent,
-		  s.space_waits, s.nreq_waits, s.uncached_reads);
+		  s.space_waits, s.nreq_waits, s.uncached_reads,
+		  s.space_failed);
 	peer_info("stats: cached: info from cache %" PRIu64 " asked %" PRIu64
 		  " nocache reads %" PRIu64 " writes %" PRIu64
 		  " targeted flushes %" PRIu64,
@@ -915,6 +989,9 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	   __atomic_load_n(&c->failed_buckets, __ATOMIC_RELAXED) * bs);
 	ST("flush_failing",
 	   __atomic_load_n(&c->flush_failing, __ATOMIC_RELAXED));
+	/* added in session 10 */
+	ST("space_failed", LD(space_failed));
+	ST("space_refused", (uint64_t)cached_space_refused(c));
 	ST("objects_active", xs.nr_active);
 	ST("objects_evicted", xs.nr_evicted);
 	ST("free_bytes", (uint64_t)cached_pool_nr_free(&c->pool) * bs);
@@ -924,15 +1001,30 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	return n < max ? n : max;
 }
 
-/* Once a second: objects whose flush failed are tried again. */
+/* Once a second: objects whose flush failed are tried again, and
+ * requests waiting for space fail once flushes have failed for
+ * --space-wait. */
 static void cached_tick(struct peer *p)
 {
 	struct cached_peer *cp = peer_priv(p);
+	struct cached *c = &cp->c;
 
 	if (!cp->initialised)
 		return;
 	cached_thread_enter();
-	cached_retry_failed(&cp->c);
+	if (cached_space_expire(c)) {
+		int error =
+		    (int)__atomic_load_n(&c->flush_errno, __ATOMIC_RELAXED);
+
+		peer_warn("cached: port %" PRIu32
+			  " has refused writes for %" PRIu64
+			  " ms (last: %s): requests that need cache space fail "
+			  "with that error until a write goes through "
+			  "(--space-wait)",
+			  cp->next_port, cp->cfg.space_wait_ns / 1000000,
+			  strerror(error));
+	}
+	cached_retry_failed(c);
 }
 
 static const struct peer_ops cached_ops = {

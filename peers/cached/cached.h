@@ -35,6 +35,9 @@
  *   object reference, evicts the least recently used object and is parked
  *   in c->space_waitq; it restarts from the lookup when space is freed.
  *   Holding nothing while waiting is what makes this deadlock-free.
+ *   While the next port refuses writes (cached_space_refused) such work
+ *   does not wait: reads are served uncached, the rest fails with the
+ *   next port's errno (cio_space_fail in object.c).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -368,6 +371,10 @@ struct cached_cio {
 	uint8_t parked;	       /* 1 on nreq_waitq, 2 on space_waitq */
 	bool created;	       /* NOCACHE, INFO-NOCACHE, HASH: dispatch
 				  created the object (nothing was cached) */
+	bool made_entry;       /* a dispatch of this request inserted the
+				  name (kept across parks for space: a
+				  request failed for space takes out the
+				  empty entry it made, cio_space_fail) */
 	bool flush_rewalk;     /* FLUSH: the flushwait pool ran out during
 				  the walk: walk again when done */
 	uint32_t space_need;   /* parked for space: buckets it needs */
@@ -415,6 +422,16 @@ struct cached_io_ops {
 	 * peer glue logs it (naming the next port). Any thread, from an
 	 * object's workq; must not call into the cache. NULL: not logged. */
 	void (*flush_error)(struct cached *c, int error, uint64_t suppressed);
+	/* Optional: a client request (op, object name) was failed with
+	 * error because it needed cache space (a bucket or an xcache node)
+	 * the cache could not find while the next port refuses writes (see
+	 * cached_space_refused). Rate-limited by the cache as flush_error:
+	 * the first failure, then at most once per
+	 * CACHED_FLUSH_ERROR_LOG_NS (suppressed: the failures not reported
+	 * since the last call). Any thread; must not call into the cache.
+	 * NULL: not logged. */
+	void (*space_failed)(struct cached *c, uint16_t op, const char *name,
+			     int error, uint64_t suppressed);
 	/* Optional: add delta to the count of acknowledged write-back
 	 * buckets (see cached_obj.acked): the peer glue adds to its port's
 	 * unflushed count (xseg_port_unflushed_add), the one word the
@@ -444,6 +461,9 @@ struct cached_stats {
 				      space while flushes fail) */
 	uint64_t failed_dropped;   /* buckets of failed write-through/FUA
 				      writes dropped (cached_drop_failed) */
+	uint64_t space_failed;	   /* requests failed for want of a bucket
+				      or an xcache node while the next port
+				      refuses writes (cached_space_refused) */
 };
 
 struct cached_config {
@@ -457,6 +477,13 @@ struct cached_config {
 	uint32_t max_inflight;
 	uint32_t nr_cios; /* client contexts: the segment's request count */
 	bool prefault;
+	/* While flush writes fail with an errno other than ENOSPC, EDQUOT
+	 * or EROFS (a next port that is gone or restarting, EIO), requests
+	 * wait for cache space at most this long after the first failure of
+	 * the run (checked by cached_space_expire, the peer's tick), then
+	 * fail with the last flush errno. 0: they wait until the next port
+	 * takes writes again. */
+	uint64_t space_wait_ns;
 };
 
 struct cached {
@@ -531,6 +558,17 @@ struct cached {
 	 * free bucket is served uncached (cio_read) rather than waiting for
 	 * space that failing flushes will not free. */
 	uint32_t flush_failing;
+	/* __atomic: errno of the last failed flush write (meaningful while
+	 * flush_failing); failing_since_ns: when flush_failing was last set
+	 * (CLOCK_MONOTONIC); space_give_up: set by cached_space_expire once
+	 * flushes have failed for cfg.space_wait_ns, cleared with
+	 * flush_failing. See cached_space_refused. */
+	uint32_t flush_errno;
+	uint64_t failing_since_ns;
+	uint32_t space_give_up;
+	/* space_failed reports (io->space_failed), under ferr_lock */
+	uint64_t sfail_last_ns;
+	uint64_t sfail_suppressed;
 	/* flush error reports (io->flush_error), per errno, under
 	 * ferr_lock: when it was last reported and how many since */
 	pthread_mutex_t ferr_lock;
@@ -606,6 +644,24 @@ unsigned cached_flush_all(struct cached *c);
  * a FLUSH or their eviction). Returns the number of objects kicked. Any
  * thread registered with liburcu. */
 unsigned cached_retry_failed(struct cached *c);
+/*
+ * The next port refuses writes for good enough that waiting for cache
+ * space is pointless: returns the errno requests that need a bucket or an
+ * xcache node the cache cannot find are failed with, or 0 (they wait).
+ * Nonzero while the last flush write failed (flush_failing) and either
+ * its errno says the store takes no data (ENOSPC, EDQUOT, EROFS: failed
+ * at once) or flushes have failed for cfg.space_wait_ns (space_give_up;
+ * any errno, e.g. ECONNRESET of a next port that does not come back).
+ * Reads are not failed for it: they are served uncached. Any thread.
+ */
+int cached_space_refused(const struct cached *c);
+/* The bound on waiting for space (cfg.space_wait_ns, 0 = none): if
+ * flushes have failed since at least that long, give up (space_give_up):
+ * requests parked for space are woken and fail with the last flush errno,
+ * and so do new ones that find no space, until a flush write succeeds.
+ * Returns true when it gave up now (the caller logs it). The peer's tick,
+ * once a second. Any thread registered with liburcu. */
+bool cached_space_expire(struct cached *c);
 /* Drop the data of failed write-through/FUA writes (CACHED_ACK_FAILED
  * buckets: never acknowledged to anyone) from every object that has no
  * flush round in flight or wanted, no write waiting for one and no fence:

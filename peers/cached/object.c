@@ -125,13 +125,45 @@ static bool nreq_available(void *arg)
 	return __atomic_load_n(&c->nreq_nr_free, __ATOMIC_ACQUIRE) > 0;
 }
 
-static bool space_available(void *arg)
+static bool space_free(const struct cached *c)
 {
-	struct cached *c = arg;
 	uint32_t want = __atomic_load_n(&c->space_want, __ATOMIC_RELAXED);
 
 	return cached_pool_nr_free(&c->pool) >= (want ? want : 1) &&
 	       __atomic_load_n(&c->nodes_used, __ATOMIC_ACQUIRE) < c->nr_nodes;
+}
+
+static bool space_errno_refuses(int error)
+{
+	return error == ENOSPC || error == EDQUOT || error == EROFS;
+}
+
+int cached_space_refused(const struct cached *c)
+{
+	int error;
+
+	if (!__atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE))
+		return 0;
+	error = (int)__atomic_load_n(&c->flush_errno, __ATOMIC_ACQUIRE);
+	if (!error)
+		return 0;
+	if (space_errno_refuses(error) ||
+	    __atomic_load_n(&c->space_give_up, __ATOMIC_ACQUIRE))
+		return error;
+	return 0;
+}
+
+/* Requests parked for space also go on while the next port refuses writes
+ * (cached_space_refused): they then fail with its errno rather than wait
+ * for space that failing flushes will not free. A woken request never
+ * parks again while this holds (it claims or fails), so it cannot spin:
+ * it parks only when nothing is refused, and if refusal starts
+ * meanwhile, the enqueue runs it at once and it fails. */
+static bool space_available(void *arg)
+{
+	struct cached *c = arg;
+
+	return space_free(c) || cached_space_refused(c);
 }
 
 /* READs parked for buckets also go on while flushes fail: they are then
@@ -144,7 +176,7 @@ static bool space_read_available(void *arg)
 	struct cached *c = arg;
 
 	return __atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE) ||
-	       space_available(arg);
+	       space_free(c);
 }
 
 /* Requests parked for space, in both queues. */
@@ -365,15 +397,104 @@ static void cio_park_space(struct cached *c, struct cached_cio *cio,
 	space_make_room(c, need);
 }
 
-/* Claim the buckets of slots [first, first+n) for cio, or park it for
- * space (returns true: the caller returns). */
+/*
+ * The claim of slots [first, first+n) failed while flushes fail: if the
+ * buckets that are neither DIRTY nor WRITING can cover the need at all,
+ * evict victims until the free buckets alone cover it (an unused clean
+ * victim gives its buckets back at once, a dirty one its clean part) and
+ * claim again. Not space_make_room: it counts the buckets of evicted
+ * objects as coming back (away_buckets), and those of objects kept for
+ * data the next port refuses do not come back, so it could stop before a
+ * clean victim was evicted (a write would then fail for want of space
+ * with clean data in the cache). Returns true when the buckets were
+ * claimed.
+ */
+static bool claim_after_room(struct cached *c, struct cached_obj *o,
+			     uint32_t first, uint32_t n)
+{
+	if (cached_unclean(c) + n > c->pool.nr)
+		return false; /* no room can be made */
+	for (uint32_t i = 0;
+	     i < c->cfg.max_objects && cached_pool_nr_free(&c->pool) < n; i++)
+		if (xcache_evict_lru(c->cache) < 0)
+			break;
+	space_kick(c);
+	return cached_obj_claim(o, first, n) == 0;
+}
+
+static uint64_t mono_ns(void);
+
+/* Report a request failed by cio_space_fail through io->space_failed:
+ * the first, then at most once per CACHED_FLUSH_ERROR_LOG_NS with the
+ * number not reported in between. */
+static void space_fail_report(struct cached *c, struct cached_cio *cio,
+			      int error)
+{
+	uint64_t now, suppressed = 0;
+	bool report = false;
+
+	if (!c->io->space_failed)
+		return;
+	now = mono_ns();
+	pthread_mutex_lock(&c->ferr_lock);
+	if (!c->sfail_last_ns ||
+	    now - c->sfail_last_ns >= CACHED_FLUSH_ERROR_LOG_NS) {
+		report = true;
+		suppressed = c->sfail_suppressed;
+		c->sfail_suppressed = 0;
+		c->sfail_last_ns = now ? now : 1;
+	} else {
+		c->sfail_suppressed++;
+	}
+	pthread_mutex_unlock(&c->ferr_lock);
+	if (report)
+		c->io->space_failed(c, cio->req->op, cio->name, error,
+				    suppressed);
+}
+
+/*
+ * cio needs a bucket or an xcache node the cache cannot find, and the next
+ * port refuses writes (cached_space_refused: a store out of space, or
+ * failing flushes for longer than cfg.space_wait_ns): waiting could last
+ * as long as the store refuses, so the request fails with the store's
+ * errno instead. It has changed nothing: it claimed nothing and copied
+ * nothing in; an entry its dispatch made for it (the cache held nothing
+ * of the object) is taken out again. Runs on the object's workq, or at
+ * dispatch with no object attached.
+ */
+static void cio_space_fail(struct cached *c, struct cached_cio *cio, int error)
+{
+	CACHED_STAT(c, space_failed, 1);
+	space_fail_report(c, cio, error);
+	if (cio->obj) {
+		/* made by this request, maybe before it parked: taken out
+		 * only if it holds nothing (obj_drop_created checks) */
+		cio->created = cio->created || cio->made_entry;
+		obj_drop_created(c, cio->obj, cio);
+	}
+	cio_finish(c, cio, error);
+}
+
+/* Claim the buckets of slots [first, first+n) for cio (a WRITE), or park
+ * it for space, or, while the next port refuses writes, fail it when no
+ * room can be made (returns true: the caller returns). Writes that find
+ * their buckets are accepted as ever (write-back: a later FLUSH reports
+ * the store's error). */
 static bool obj_claim_or_park(struct cached *c, struct cached_obj *o,
 			      struct cached_cio *cio, uint32_t first,
 			      uint32_t n)
 {
 	if (cached_obj_claim(o, first, n) < 0) {
-		cio_park_space(c, cio, n, &c->space_waitq);
-		return true;
+		int refused = cached_space_refused(c);
+
+		if (!refused) {
+			cio_park_space(c, cio, n, &c->space_waitq);
+			return true;
+		}
+		if (!claim_after_room(c, o, first, n)) {
+			cio_space_fail(c, cio, refused);
+			return true;
+		}
 	}
 	/* we may have taken what parked requests were woken for */
 	if (space_parked(c))
@@ -623,10 +744,7 @@ static bool read_claim_after_room(struct cached *c, struct cached_obj *o,
 {
 	if (!__atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE))
 		return false; /* the normal park makes room */
-	if (cached_unclean(c) + n > c->pool.nr)
-		return false; /* no room can be made */
-	space_make_room(c, n);
-	return cached_obj_claim(o, first, n) == 0;
+	return claim_after_room(c, o, first, n);
 }
 
 enum {
@@ -1336,17 +1454,33 @@ static void flush_error_report(struct cached *c, int error)
 static void flush_write_result(struct cached *c, int error)
 {
 	if (error) {
+		/* the errno first: whoever sees flush_failing reads this
+		 * failure's errno or a later one */
+		__atomic_store_n(&c->flush_errno, (uint32_t)error,
+				 __ATOMIC_RELEASE);
 		if (!__atomic_load_n(&c->flush_failing, __ATOMIC_RELAXED) &&
 		    !__atomic_exchange_n(&c->flush_failing, 1,
-					 __ATOMIC_ACQ_REL))
+					 __ATOMIC_ACQ_REL)) {
+			/* the run of failures the space-wait bound counts
+			 * from (cached_space_expire) */
+			__atomic_store_n(&c->failing_since_ns, mono_ns(),
+					 __ATOMIC_RELEASE);
 			/* its jobs only queue restarts: safe from here */
 			xwaitq_signal(&c->space_rwaitq);
+		}
+		/* a store out of space (or whose errno changed to that):
+		 * requests parked for space fail rather than wait */
+		if (cached_space_refused(c))
+			xwaitq_signal(&c->space_waitq);
 		flush_error_report(c, error);
 		return;
 	}
 	if (__atomic_load_n(&c->flush_failing, __ATOMIC_RELAXED) &&
-	    __atomic_exchange_n(&c->flush_failing, 0, __ATOMIC_ACQ_REL))
+	    __atomic_exchange_n(&c->flush_failing, 0, __ATOMIC_ACQ_REL)) {
+		/* writes go through: waiting for space makes sense again */
+		__atomic_store_n(&c->space_give_up, 0, __ATOMIC_RELEASE);
 		flush_error_report(c, 0);
+	}
 }
 
 void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
@@ -1990,6 +2124,37 @@ static int retry_failed_visit(struct xcache *cache, struct xcache_entry *e,
 	return 0;
 }
 
+bool cached_space_expire(struct cached *c)
+{
+	uint64_t since, now;
+
+	if (!__atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE))
+		return false;
+	/* a wake-up that raced with a parking is caught here */
+	if (cached_space_refused(c)) {
+		xwaitq_signal(&c->space_waitq);
+		return false;
+	}
+	if (!c->cfg.space_wait_ns)
+		return false; /* wait as long as the store refuses */
+	since = __atomic_load_n(&c->failing_since_ns, __ATOMIC_ACQUIRE);
+	now = mono_ns();
+	if (now < since || now - since < c->cfg.space_wait_ns)
+		return false;
+	if (__atomic_exchange_n(&c->space_give_up, 1, __ATOMIC_ACQ_REL))
+		return false;
+	/* flush_failing may have been cleared since we looked: then the
+	 * give-up must not stay (the success cleared it before us) */
+	if (!__atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&c->space_give_up, 0, __ATOMIC_RELEASE);
+		return false;
+	}
+	/* the parked requests fail with the last flush errno (reads are
+	 * served uncached since the first failure) */
+	xwaitq_signal(&c->space_waitq);
+	return true;
+}
+
 unsigned cached_retry_failed(struct cached *c)
 {
 	unsigned count = 0;
@@ -2153,6 +2318,26 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 	}
 }
 
+/*
+ * Requests that only read the object (READ, NOCACHE READ, INFO, NOCACHE
+ * INFO, HASH): when xcache_insert finds no node for them while flushes
+ * fail, they are forwarded to the next port as they are. EAGAIN means the
+ * cache holds nothing of the name, neither active nor evicted and held
+ * (checked under xcache's lock): no dirty byte of it is in a bucket or on
+ * its way to the next port (a flush write, a NOCACHE write, a DELETE or
+ * COPY in flight all hold the entry), so the next port's answer is the
+ * cache's answer: its data for a READ, its size for an INFO (the cache
+ * would answer max(next port's size, write_end), write_end 0 here), its
+ * hash for a HASH (the cache would flush nothing first). A write
+ * inserting the name meanwhile is concurrent with the request: either
+ * answer is right.
+ */
+static bool cio_reads_only(const struct cached_cio *cio)
+{
+	return cio->kind == CACHED_C_READ || cio->kind == CACHED_C_NC_READ ||
+	       cio->kind == CACHED_C_INFO || cio->kind == CACHED_C_FLUSHWAIT;
+}
+
 static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 {
 	const char *name =
@@ -2173,15 +2358,28 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 		 * inserting the name meanwhile is concurrent with it). Else
 		 * a READ parks where a failing flush wakes it to come back
 		 * here. */
-		if (cio->kind == CACHED_C_READ &&
+		bool reads = cio_reads_only(cio);
+		int refused;
+
+		if (reads &&
 		    __atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE)) {
 			CACHED_STAT(c, uncached_reads, 1);
 			cio_forward(c, cio);
 			return;
 		}
+		/* Writes, DELETE, COPY, NOCACHE writes are never forwarded
+		 * uncached: a READ inserting the name while one is at the
+		 * next port could cache the data from before it and serve
+		 * that after it was acknowledged. While the next port
+		 * refuses writes they fail with its errno; else they wait
+		 * for a node (bounded: cached_space_expire). */
+		refused = reads ? 0 : cached_space_refused(c);
+		if (refused) {
+			cio_space_fail(c, cio, refused);
+			return;
+		}
 		cio_park_space(c, cio, 1,
-			       cio->kind == CACHED_C_READ ? &c->space_rwaitq
-							  : &c->space_waitq);
+			       reads ? &c->space_rwaitq : &c->space_waitq);
 		return;
 	}
 	if (rc < 0) {
@@ -2193,6 +2391,8 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 	if (how == XCACHE_REINSERTED && space_parked(c))
 		space_make_room(c, 0);
 	cio->created = how == XCACHE_INSERTED;
+	if (how == XCACHE_INSERTED)
+		cio->made_entry = true;
 	cio->entry = e;
 	cio->obj = xcache_entry_priv(e);
 	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);

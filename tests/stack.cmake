@@ -36,3 +36,15 @@ add_test(NAME test_stack_restart
 set_tests_properties(test_stack_restart PROPERTIES TIMEOUT 300
                      SKIP_RETURN_CODE 77 LABELS nbd
                      ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+
+# Crash at any instant: store, cached and vlmc SIGKILLed at random
+# instants (seeded, printed; CHAOS_SEED reproduces) under NBD load on the
+# default write-back stack; every read and the whole volume at the end
+# (also after a stop and start) meet each block's durable floor, never
+# torn, misplaced or stale (tests/chaos_client.py; 77 = skipped without
+# python3).
+add_test(NAME test_stack_chaos
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_stack_chaos.sh)
+set_tests_properties(test_stack_chaos PROPERTIES TIMEOUT 600
+                     SKIP_RETURN_CODE 77 LABELS nbd
+                     ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")

@@ -9,34 +9,12 @@
 #   (10 s; the test only asserts "eventually", within 90 s).
 # Exit 77 (skip) only when python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-nbd-hs-XXXXXX)
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd-hs python3
 SEG=tnbdhs$$
-PIDS=
-cleanup() {
-	for p in $PIDS; do kill $p 2>/dev/null; done
-	for p in $PIDS; do
-		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-		kill -9 $p 2>/dev/null
-	done
-	$X destroy $SEG >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
-
-$X create --size 128M --static-ports 4 --dynamic-ports 16 --requests 512 \
-	$SEG >/dev/null || die "create segment"
-$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
-PIDS="$!"
-$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
-	--ctl-socket $T/ctl >$T/vlmc.log 2>&1 &
-PIDS="$! $PIDS"
-for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
-[ -S $T/nbd.sock ] || die "vlmc did not start"
+seg_create $SEG 128M 512
+start_bg store $BIN/test_vlmc_store -g $SEG -p 1 -t 2
+start_vlmc $T $SEG -t 2
 $X volume --ctl $T/ctl create v 64M || die "create v"
 
 python3 - "$T/nbd.sock" <<'PY' || die "python part"
@@ -91,9 +69,5 @@ PY
 grep -q "handshake(s) closed: not done within" $T/vlmc.log ||
 	die "no handshake deadline logged"
 echo "ok: handshakes have a deadline; a new client is not locked out"
-kill ${PIDS%% *}
-wait ${PIDS%% *}
-rc=$?
-PIDS=${PIDS#* }
-[ $rc -eq 0 ] || die "vlmc exit $rc"
+stop_wait $VLMC || die "vlmc exit $?"
 echo PASS

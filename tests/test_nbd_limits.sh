@@ -13,66 +13,25 @@
 #   back exactly.
 # Exit 77 (skip) only when python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-nbd-limits-XXXXXX)
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd-limits python3
 SEG=tnbdlim$$
-PIDS=
-cleanup() {
-	for p in $PIDS; do kill $p 2>/dev/null; done
-	for p in $PIDS; do
-		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-		kill -9 $p 2>/dev/null
-	done
-	$X destroy $SEG >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
-
-$X create --size 512M --static-ports 4 --dynamic-ports 16 --requests 1024 \
-	$SEG >/dev/null || die "create segment"
-$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
-PIDS="$!"
-$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
-	--ctl-socket $T/ctl --nbd-max-conns 3 --nbd-inflight-bytes 8M \
-	>$T/vlmc.log 2>&1 &
-PIDS="$! $PIDS"
-for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
-[ -S $T/nbd.sock ] || die "vlmc did not start"
+seg_create $SEG 512M 1024
+start_bg store $BIN/test_vlmc_store -g $SEG -p 1 -t 2
+STORE=$BG_PID
+start_vlmc $T $SEG -t 2 --nbd-max-conns 3 --nbd-inflight-bytes 8M
 $X volume --ctl $T/ctl create v 128M || die "create v"
 
 # bad option values are refused at start
-for bad in "--nbd-max-conns 0" "--nbd-max-conns x" "--nbd-inflight-bytes 0" \
-	"--nbd-inflight-bytes 3Q"; do
-	$BIN/vlmc -g $SEG -p 3 --next-port 1 --nbd-socket none \
-		--ctl-socket $T/ctl2 $bad >$T/bad.log 2>&1
-	[ $? -eq 2 ] && echo "ok: vlmc $bad refused" ||
-		{ echo "FAIL: vlmc $bad: $(cat $T/bad.log)"; exit 1; }
-done
+vlmc_refuses $SEG "--nbd-max-conns 0" "--nbd-max-conns x" \
+	"--nbd-inflight-bytes 0" "--nbd-inflight-bytes 3Q"
 
 python3 - "$T/nbd.sock" "$X" "$SEG" <<'PY'
-import json, os, shutil, socket, struct, subprocess, sys, threading, time
+import os, shutil, socket, struct, subprocess, sys, threading, time
+from nbd_testlib import recvn, opt, opt_reply as rep, simple_reply as reply
+from shell_checks import Checks, fresh_counters
 path, xsegctl, seg = sys.argv[1:4]
-fails = 0
-def check(cond, what):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond: fails += 1
-def recvn(s, n):
-    b = bytearray()
-    while len(b) < n:
-        c = s.recv(min(n - len(b), 1 << 20))
-        if not c: raise EOFError
-        b += c
-    return bytes(b)
-def opt(s, o, data=b""):
-    s.sendall(struct.pack(">QII", 0x49484156454F5054, o, len(data)) + data)
-def rep(s):
-    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
-    assert magic == 0x3e889045565a9
-    return o, t, recvn(s, l)
+check = Checks()
 def connect():
     s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(path)
     assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
@@ -86,10 +45,6 @@ def go(s):
         if t != 3: return t, d
 def send(s, typ, cookie, off, ln, data=b""):
     s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, typ, cookie, off, ln) + data)
-def reply(s):
-    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
-    assert magic == 0x67446698, hex(magic)
-    return err, c
 def rw(s, cookie, off, data):
     send(s, 1, cookie, off, len(data), data)
     e1 = reply(s)
@@ -98,17 +53,7 @@ def rw(s, cookie, off, data):
     return e1 == (0, cookie) and e2 == (0, cookie + 1) and recvn(s, len(data)) == data
 def stats():
     """vlmc's counters, from a publication made after this call started"""
-    def get():
-        out = subprocess.run([xsegctl, "stats", seg, "2", "--json"], check=True,
-                             capture_output=True, text=True).stdout
-        return json.loads(out).get("peer_stats") or {}
-    first = get().get("publications", 0)
-    for _ in range(300):
-        st = get()
-        if st.get("publications", 0) >= first + 2:
-            return st["counters"]
-        time.sleep(0.1)
-    raise RuntimeError("vlmc statistics not refreshed")
+    return fresh_counters(xsegctl, seg, 2)
 ERR_POLICY = (1 << 31) + 2
 M = 1 << 20
 
@@ -179,17 +124,9 @@ send(s, 0, 2000, 64 * M, 32 * M); err, c = reply(s)
 check(err == 0 and recvn(s, 32 * M) == img[:32 * M], "they read back exactly")
 for s in conns:
     send(s, 2, 0, 0, 0); s.close()
-sys.exit(1 if fails else 0)
+sys.exit(check.exit_status())
 PY
-rc=$?
-kill $PIDS 2>/dev/null
-for p in $PIDS; do
-	for _ in $(seq 300); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-done
-PIDS=
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*.log 2>/dev/null; then
-	echo "FAIL: sanitizer report in a peer log"; rc=1
-fi
-[ $rc -eq 0 ] && echo "test_nbd_limits: ok" || { tail -n 20 $T/vlmc.log; echo "test_nbd_limits: FAILED"; }
-exit $rc
+[ $? -eq 0 ] || fail "NBD limit checks"
+stop_pids $VLMC $STORE
+check_sanitizers "a peer log" $T/*.log
+finish "test_nbd_limits: ok"

@@ -19,24 +19,9 @@
 #   segment's dynamic ports minus 16), nothing started.
 # Exit 77 (skip) only when python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-nbd-policy-XXXXXX)
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd-policy python3
 SEG=tnbdpol$$
-PIDS=
-cleanup() {
-	for p in $PIDS; do kill $p 2>/dev/null; done
-	for p in $PIDS; do
-		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-		kill -9 $p 2>/dev/null
-	done
-	$X destroy $SEG >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
 
 printf 'dir = %s\nnbd_max_conns = 33\n' $T/stk > $T/bad.conf
 $X stack start $T/bad.conf >$T/badconf.log 2>&1; rc=$?
@@ -44,15 +29,9 @@ $X stack start $T/bad.conf >$T/badconf.log 2>&1; rc=$?
 	echo "ok: stack config nbd_max_conns = 33 refused" ||
 	die "stack config nbd_max_conns = 33: rc $rc"
 
-$X create --size 128M --static-ports 4 --dynamic-ports 6 --requests 2048 \
-	$SEG >/dev/null || die "create segment"
-$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
-PIDS="$!"
-$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
-	--ctl-socket $T/ctl --nbd-max-conns 8 >$T/vlmc.log 2>&1 &
-PIDS="$! $PIDS"
-for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
-[ -S $T/nbd.sock ] || die "vlmc did not start"
+seg_create $SEG 128M 2048 6
+start_bg store $BIN/test_vlmc_store -g $SEG -p 1 -t 2
+start_vlmc $T $SEG -t 2 --nbd-max-conns 8
 $X volume --ctl $T/ctl create v 64M || die "create v"
 $X volume --ctl $T/ctl create w 64M || die "create w"
 $X volume --ctl $T/ctl create z 64M 4K || die "create z"
@@ -211,9 +190,5 @@ s.close()
 sys.exit(1 if fails else 0)
 PY
 grep -q "no dynamic port" $T/vlmc.log && echo "ok: port shortage logged"
-kill ${PIDS%% *}
-wait ${PIDS%% *}
-rc=$?
-PIDS=${PIDS#* }
-[ $rc -eq 0 ] || die "vlmc exit $rc"
+stop_wait $VLMC || die "vlmc exit $?"
 echo PASS

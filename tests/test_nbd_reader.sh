@@ -25,67 +25,30 @@
 #   those retries even under ASan on a loaded machine).
 # Exit 77 (skip) only when python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-X=$BIN/xsegctl
-# the shared NBD client pieces (tests/nbd_testlib.py); no __pycache__ in
-# the source tree
-export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
-T=$(mktemp -d /tmp/test-nbd-reader-XXXXXX)
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd-reader python3
 SEG=tnbdrd$$
 SEG2=tnbdrm$$
-PIDS=
-VLMC=
-stop_pids() {
-	for p in "$@"; do kill $p 2>/dev/null; done
-	for p in "$@"; do
-		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-		kill -9 $p 2>/dev/null
-	done
-}
-cleanup() {
-	stop_pids $VLMC $PIDS
-	$X destroy $SEG >/dev/null 2>&1
-	$X destroy $SEG2 >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
-
-$X create --size 256M --static-ports 4 --dynamic-ports 16 --requests 1024 \
-	$SEG >/dev/null || die "create segment"
-$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
-PIDS="$!"
+seg_create $SEG 256M 1024
+start_bg store $BIN/test_vlmc_store -g $SEG -p 1 -t 2
 
 # bad option values are refused at start (exit 2)
-for bad in "--nbd-spin 2s" "--nbd-spin x" "--nbd-spin -1"; do
-	$BIN/vlmc -g $SEG -p 3 --next-port 1 --nbd-socket none \
-		--ctl-socket $T/ctl2 $bad >$T/bad.log 2>&1
-	[ $? -eq 2 ] && echo "ok: vlmc $bad refused" ||
-		{ echo "FAIL: vlmc $bad: $(cat $T/bad.log)"; exit 1; }
-done
+vlmc_refuses $SEG "--nbd-spin 2s" "--nbd-spin x" "--nbd-spin -1"
 
-# start_vlmc SPIN [SEGMENT]: vlmc on port 2 serving $T/nbd.sock
-start_vlmc() {
-	rm -f $T/nbd.sock $T/ctl
-	$BIN/vlmc -g ${2:-$SEG} -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
-		--ctl-socket $T/ctl --nbd-spin $1 >$T/vlmc-$1.log 2>&1 &
-	VLMC=$!
-	for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
-	[ -S $T/nbd.sock ] || die "vlmc --nbd-spin $1 did not start"
+# spin_vlmc NAME SPIN [SEGMENT]: vlmc on port 2 serving V/nbd.sock, with
+# V=$T/NAME its own directory (its log stays for the sanitizer check)
+spin_vlmc() {
+	V=$T/$1
+	start_vlmc $V ${3:-$SEG} -t 2 --nbd-spin $2
 }
 
-# traffic SPIN: the checks (python); exit status 0 when all pass
+# traffic SPIN: the checks (python) on V; exit status 0 when all pass
 traffic() {
-	python3 - "$T/nbd.sock" "$X" "$SEG" "$1" <<'PY'
-import json, os, subprocess, sys, threading, time
+	python3 - "$V/nbd.sock" "$X" "$SEG" "$1" <<'PY'
+import os, sys, threading
 path, xsegctl, seg, spin = sys.argv[1:5]
-fails = 0
-def check(cond, what):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + f"[--nbd-spin {spin}] " + what)
-    if not cond: fails += 1
+from shell_checks import Checks, fresh_counters
+check = Checks(f"[--nbd-spin {spin}] ")
 from nbd_testlib import recvn, request, simple_reply as reply
 import nbd_testlib
 def connect():
@@ -94,17 +57,7 @@ def send(s, typ, cookie, off, ln, data=b""):
     s.sendall(request(typ, cookie, off, ln) + data)
 def stats():
     """vlmc's counters, from a publication made after this call started"""
-    def get():
-        out = subprocess.run([xsegctl, "stats", seg, "2", "--json"], check=True,
-                             capture_output=True, text=True).stdout
-        return json.loads(out).get("peer_stats") or {}
-    first = get().get("publications", 0)
-    for _ in range(300):
-        st = get()
-        if st.get("publications", 0) >= first + 2:
-            return st["counters"]
-        time.sleep(0.1)
-    raise RuntimeError("vlmc statistics not refreshed")
+    return fresh_counters(xsegctl, seg, 2)
 K = 4096
 M = 1 << 20
 img = bytearray(os.urandom(64 * K))
@@ -161,31 +114,29 @@ for i in range(64):
     img[i * K:(i + 1) * K] = os.urandom(K)
 check(qd1(s, 4000), "queue depth 1 again after the burst: exact")
 send(s, 2, 0, 0, 0); s.close()
-sys.exit(1 if fails else 0)
+sys.exit(check.exit_status())
 PY
 }
 
-start_vlmc 1s
-$X volume --ctl $T/ctl create v 64M >/dev/null || die "create v"
+spin_vlmc spin1s 1s
+$X volume --ctl $V/ctl create v 64M >/dev/null || die "create v"
 traffic 1s || die "traffic with --nbd-spin 1s"
-stop_pids $VLMC; VLMC=
-start_vlmc 0
+stop_pids $VLMC
+spin_vlmc spin0 0
 traffic 0 || die "traffic with --nbd-spin 0"
-stop_pids $VLMC; VLMC=
-start_vlmc 1us
+stop_pids $VLMC
+spin_vlmc spin1us 1us
 traffic 1us || die "traffic with --nbd-spin 1us"
-stop_pids $VLMC; VLMC=
+stop_pids $VLMC
 
 # M1: a READ holding the heap, then a WRITE needing it, on an 8 MiB
 # segment (its heap holds one 4 MiB command's buffers, not two; both
 # fit in any larger), with --nbd-spin 1s (the reader spins at queue depth 1)
-$X create --size 8M --static-ports 4 --dynamic-ports 16 --requests 1024 \
-	$SEG2 >/dev/null || die "create small segment"
-$BIN/test_vlmc_store -g $SEG2 -p 1 -t 2 >$T/store2.log 2>&1 &
-PIDS="$PIDS $!"
-start_vlmc 1s $SEG2
-$X volume --ctl $T/ctl create v 128M >/dev/null || die "create v (small)"
-python3 - "$T/nbd.sock" <<'PY' || die "READ then WRITE on a short heap"
+seg_create $SEG2 8M 1024
+start_bg store2 $BIN/test_vlmc_store -g $SEG2 -p 1 -t 2
+spin_vlmc m1 1s $SEG2
+$X volume --ctl $V/ctl create v 128M >/dev/null || die "create v (small)"
+python3 - "$V/nbd.sock" <<'PY' || die "READ then WRITE on a short heap"
 import os, sys, threading
 from nbd_testlib import connect, recvn, request, simple_reply
 s = connect(sys.argv[1], "v")
@@ -204,11 +155,8 @@ def taker():
 th = threading.Thread(target=taker); th.start()
 s.sendall(cmd(0, 1, 0) + cmd(1, 2, 64 * M) + data)  # READ, WRITE: one send
 th.join()
-fails = 0
-def check(cond, what):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + "[--nbd-spin 1s, 8M segment] " + what)
-    if not cond: fails += 1
+from shell_checks import Checks
+check = Checks("[--nbd-spin 1s, 8M segment] ")
 check(res.get(1, (None,))[0] == 0 and res[1][1] == bytes(L),
       f"READ 4M answered, zeroes (error {res.get(1, (None,))[0]})")
 check(res.get(2, (None,))[0] == 0,
@@ -217,13 +165,8 @@ s.sendall(cmd(0, 3, 64 * M))
 err, c, d = reply()
 check(err == 0 and c == 3 and d == data, "the WRITE reads back exactly")
 s.sendall(request(2, 4, 0, 0)); s.close()
-sys.exit(1 if fails else 0)
+sys.exit(check.exit_status())
 PY
-stop_pids $VLMC; VLMC=
-rc=0
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*.log 2>/dev/null; then
-	echo "FAIL: sanitizer report in a peer log"; rc=1
-fi
-[ $rc -eq 0 ] && echo "test_nbd_reader: ok" || echo "test_nbd_reader: FAILED"
-exit $rc
+stop_pids $VLMC
+check_sanitizers "a peer log" $T/*.log $T/*/*.log
+finish "test_nbd_reader: ok"

@@ -12,40 +12,13 @@
 #   --nbd-total-inflight-bytes 0 / garbage are refused at start.
 # Exit 77 (skip) only when python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-nbd-total-XXXXXX)
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd-total python3
 SEG=tnbdtot$$
-PIDS=
-cleanup() {
-	for p in $PIDS; do kill $p 2>/dev/null; done
-	for p in $PIDS; do
-		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-		kill -9 $p 2>/dev/null
-	done
-	$X destroy $SEG >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
-
-$X create --size 160M --static-ports 4 --dynamic-ports 16 --requests 1024 \
-	$SEG >/dev/null || die "create segment"
-for bad in "--nbd-total-inflight-bytes 0" "--nbd-total-inflight-bytes 3Q"; do
-	$BIN/vlmc -g $SEG -p 3 --next-port 1 --nbd-socket none \
-		--ctl-socket $T/ctl2 $bad >$T/bad.log 2>&1
-	[ $? -eq 2 ] && echo "ok: vlmc $bad refused" ||
-		{ echo "FAIL: vlmc $bad: $(cat $T/bad.log)"; exit 1; }
-done
-$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
-PIDS="$!"
-$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
-	--ctl-socket $T/ctl --nbd-max-conns 5 >$T/vlmc.log 2>&1 &
-PIDS="$! $PIDS"
-for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
-[ -S $T/nbd.sock ] || die "vlmc did not start"
+seg_create $SEG 160M 1024
+vlmc_refuses $SEG "--nbd-total-inflight-bytes 0" "--nbd-total-inflight-bytes 3Q"
+start_bg store $BIN/test_vlmc_store -g $SEG -p 1 -t 2
+start_vlmc $T $SEG -t 2 --nbd-max-conns 5
 $X volume --ctl $T/ctl create v 256M || die "create v"
 grep -q "bytes in flight at most on all connections" $T/vlmc.log ||
 	die "vlmc does not log its total budget"
@@ -97,9 +70,5 @@ o.close()
 sys.exit(1 if bad else 0)
 PY
 echo "ok: a client is served while others pin their budgets"
-kill ${PIDS%% *}
-wait ${PIDS%% *}
-rc=$?
-PIDS=${PIDS#* }
-[ $rc -eq 0 ] || die "vlmc exit $rc"
+stop_wait $VLMC || die "vlmc exit $?"
 echo PASS

@@ -13,57 +13,22 @@
 #   can) copies an image exactly; nbdinfo reports can_fast_zero.
 # Exit 77 (skip) only when python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-nbd-zero-XXXXXX)
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd-zero python3
 SEG=tnbdzero$$
-PIDS=
-cleanup() {
-	for p in $PIDS; do kill $p 2>/dev/null; done
-	for p in $PIDS; do
-		for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-		kill -9 $p 2>/dev/null
-	done
-	$X destroy $SEG >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; tail -n 20 $T/*.log; exit 1; }
-
-$X create --size 256M --static-ports 4 --dynamic-ports 16 --requests 1024 \
-	$SEG >/dev/null || die "create segment"
-$BIN/test_vlmc_store -g $SEG -p 1 -t 2 >$T/store.log 2>&1 &
-PIDS="$!"
-$BIN/vlmc -g $SEG -p 2 -t 2 --next-port 1 --nbd-socket $T/nbd.sock \
-	--ctl-socket $T/ctl >$T/vlmc.log 2>&1 &
-PIDS="$! $PIDS"
-for _ in $(seq 300); do [ -S $T/ctl ] && [ -S $T/nbd.sock ] && break; sleep 0.1; done
-[ -S $T/nbd.sock ] || die "vlmc did not start"
+seg_create $SEG 256M 1024
+start_bg store $BIN/test_vlmc_store -g $SEG -p 1 -t 2
+STORE=$BG_PID
+start_vlmc $T $SEG -t 2
 $X volume --ctl $T/ctl create v 16M 1M || die "create v"
 $X volume --ctl $T/ctl create q 8M 1M || die "create q"
 
 python3 - "$T/nbd.sock" <<'PY'
 import socket, struct, sys
+from nbd_testlib import recvn, opt, opt_reply as rep
+from shell_checks import Checks
 path = sys.argv[1]
-fails = 0
-def check(cond, what):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond: fails += 1
-def recvn(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c: raise EOFError
-        b += c
-    return b
-def opt(s, o, data=b""):
-    s.sendall(struct.pack(">QII", 0x49484156454F5054, o, len(data)) + data)
-def rep(s):
-    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
-    assert magic == 0x3e889045565a9
-    return o, t, recvn(s, l)
+check = Checks()
 
 s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(path)
 assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
@@ -162,39 +127,31 @@ check(all(read(i * M, M) == b"\0" * M for i in range(16)), "all zeroes")
 check(cmd(ZEROES, 0, 16 * M, FAST)[0] == 0, "FAST_ZERO of the whole volume")
 check(status(0, 16 * M) == [(16 * M, HOLE)], "all holes")
 s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 0, 0, 0))  # DISC
-sys.exit(1 if fails else 0)
+sys.exit(check.exit_status())
 PY
-rc=$?
+[ $? -eq 0 ] || fail "NBD zeroing checks"
 
 U="nbd+unix:///q?socket=$T/nbd.sock"
 if command -v nbdinfo >/dev/null; then
 	out=$(nbdinfo --json "$U" 2>&1)
-	echo "$out" | grep -q '"can_fast_zero": true' && echo "ok: nbdinfo: can_fast_zero" ||
-		{ echo "FAIL: nbdinfo can_fast_zero: $out"; rc=1; }
+	echo "$out" | grep -q '"can_fast_zero": true' && ok "nbdinfo: can_fast_zero" ||
+		fail "nbdinfo can_fast_zero: $out"
 fi
 if command -v qemu-img >/dev/null; then
 	# object 0 partly written: qemu's fast pre-zeroing of the whole
 	# target is refused, and the copy is exact anyway
 	python3 -c 'import sys; sys.stdout.buffer.write(b"\xab" * 4096)' > $T/small
-	qemu-img convert -n -f raw -O raw $T/small "$U" || rc=1
+	qemu-img convert -n -f raw -O raw $T/small "$U" || fail "qemu-img convert of 4 KiB"
 	head -c 6M /dev/urandom > $T/img
 	head -c 1M /dev/zero >> $T/img
 	head -c 1M /dev/urandom >> $T/img
 	if qemu-img convert -n -f raw -O raw $T/img "$U" &&
 		qemu-img compare -q -f raw -F raw $T/img "$U"; then
-		echo "ok: qemu-img convert/compare"
+		ok "qemu-img convert/compare"
 	else
-		echo "FAIL: qemu-img convert/compare"; rc=1
+		fail "qemu-img convert/compare"
 	fi
 fi
-kill $PIDS 2>/dev/null
-for p in $PIDS; do
-	for _ in $(seq 300); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-done
-PIDS=
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*.log 2>/dev/null; then
-	echo "FAIL: sanitizer report in a peer log"; rc=1
-fi
-[ $rc -eq 0 ] && echo "test_nbd_zero: ok" || { tail -n 20 $T/vlmc.log; echo "test_nbd_zero: FAILED"; }
-exit $rc
+stop_pids $VLMC $STORE
+check_sanitizers "a peer log" $T/*.log
+finish "test_nbd_zero: ok"

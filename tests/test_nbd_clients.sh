@@ -8,43 +8,16 @@
 #   another client keeps working.
 # Exit 77 (skip) only when a client binary is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-for tool in nbdinfo nbdcopy qemu-img fio python3; do
-	command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
-done
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-nbd-XXXXXX)
-FAILS=0
-STOPPED=
-cleanup() {
-	if [ -z "$STOPPED" ] && ! $X stack stop --dir $T/stack >/dev/null 2>&1; then
-		seg=$(sed -n 's/^segment = //p' $T/stack/run/stack.conf 2>/dev/null)
-		for f in $T/stack/run/*.pid; do
-			[ -f "$f" ] && [ -n "$seg" ] || continue
-			pid=$(cat "$f")
-			# only a process still running on our segment
-			grep -q "$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
-		done
-		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	fi
-	rm -rf $T
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init nbd nbdinfo nbdcopy qemu-img fio python3
 
-cat > $T/stack.conf <<CONF
-dir = $T/stack
-segment_size = 512M
-cache_size = 64M
-store_threads = 2
-vlmc_threads = 2
-CONF
-$X stack start $T/stack.conf || { cat $T/stack/run/*.log; exit 1; }
-SOCK=$T/stack/run/nbd.sock
+stack_conf stack "segment_size = 512M" "cache_size = 64M" "store_threads = 2" \
+	"vlmc_threads = 2"
+$X stack start $T/stack/stack.conf || die "stack start"
+SOCK=$D/run/nbd.sock
 U="nbd+unix:///v?socket=$SOCK"
-$X volume --dir $T/stack create v 64M || { echo "FAIL: create"; exit 1; }
-$X volume --dir $T/stack create w 8M || exit 1
+$X volume --dir $D create v 64M || die "create"
+$X volume --dir $D create w 8M || die "create w"
 
 # --- nbdinfo
 out=$(nbdinfo --list "nbd+unix://?socket=$SOCK" 2>&1)
@@ -95,39 +68,25 @@ offset=32M
 FIO
 fio --output=$T/fio.out $T/verify.fio &
 FIO_PID=$!
+track_pid $FIO_PID
 
 # --- malformed handshakes and commands, straight on the socket
 python3 - "$SOCK" <<'PY'
 import socket, struct, sys
+from nbd_testlib import recvn, opt, opt_reply as rep
+from shell_checks import Checks
 path = sys.argv[1]
-fails = 0
-def check(cond, what):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond: fails += 1
+check = Checks()
 def conn():
     s = socket.socket(socket.AF_UNIX); s.settimeout(20); s.connect(path)
     g = recvn(s, 18)
     assert g[:16] == b"NBDMAGICIHAVEOPT"
     return s
-def recvn(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c: raise EOFError
-        b += c
-    return b
 def closed(s):
     try:
         return s.recv(1) == b""
     except (ConnectionResetError, socket.timeout):
         return True
-def opt(s, o, data=b""):
-    s.sendall(struct.pack(">QII", 0x49484156454F5054, o, len(data)) + data)
-def rep(s):
-    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20))
-    assert magic == 0x3e889045565a9
-    return o, t, recvn(s, l)
 def go(s, name, o=7):
     n = name.encode()
     opt(s, o, struct.pack(">I", len(n)) + n + struct.pack(">H", 0))
@@ -269,11 +228,14 @@ check(t == 32769 and struct.unpack(">I", d[:4])[0] == 22, "BLOCK_STATUS on anoth
 s.close()
 # a client that vanishes mid-command
 s = conn(); s.sendall(struct.pack(">I", 3)); go(s, "w"); cmd(s, 1, 0, 65536, data=b"x" * 100); s.close()
-sys.exit(1 if fails else 0)
+sys.exit(check.exit_status())
 PY
 [ $? -eq 0 ] || fail "malformed input checks"
 
-wait $FIO_PID && grep -q 'err= 0' $T/fio.out && ! grep -q 'verify:' $T/fio.out &&
+wait $FIO_PID
+fio_rc=$?
+untrack_pid $FIO_PID
+[ $fio_rc -eq 0 ] && grep -q 'err= 0' $T/fio.out && ! grep -q 'verify:' $T/fio.out &&
 	ok "fio verify=crc32c (concurrent with the malformed clients)" ||
 	{ cat $T/fio.out; fail "fio verify"; }
 
@@ -287,14 +249,10 @@ echo "$out" | grep -q '"can_cache": true' && ok "nbdinfo: can_cache" ||
 
 # server still serves
 nbdcopy "nbd+unix:///w?socket=$SOCK" $T/w.out && ok "still serving" || fail "server stopped serving"
-$X stack status --dir $T/stack | grep -q 'vlmc .*yes' || fail "vlmc not alive"
+$X stack status --dir $D | grep -q 'vlmc .*yes' || fail "vlmc not alive"
 
 # stop here, so reports printed at peer exit are in the logs
-$X stack stop --dir $T/stack >/dev/null && STOPPED=1 || fail "stack stop"
+$X stack stop --dir $D >/dev/null || fail "stack stop"
 # a sanitizer report in any peer (ASan/UBSan/TSan builds) is a failure
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/stack/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a peer log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $T/stack/run/vlmc.log; echo "$FAILS failure(s)"; exit 1; }
-echo "all NBD client checks passed"
+check_sanitizers "a peer log" $D/run/*.log
+finish "all NBD client checks passed"

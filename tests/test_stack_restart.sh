@@ -16,13 +16,9 @@
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v nbdcopy >/dev/null || { echo "SKIP: nbdcopy not installed"; exit 77; }
-[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-stack-restart-XXXXXX)
-FAILS=0
 . "$(dirname "$0")/stack_testlib.sh"
+testlib_init stack-restart nbdcopy
+[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
 
 # the supervisor's recorded state of a peer: "ok" or "gave-up"
 sup_state() { sed -n "s/^$2 [0-9]* //p" $1/run/supervisor.state 2>/dev/null; }
@@ -134,9 +130,5 @@ grep -q "refusing to start (run 2)" $T/f/err2 && ! grep -q "(run 1)" $T/f/err2 &
 	fail "2: log tail: $(cat $T/f/err2)"
 [ ! -e /dev/shm/$(seg_of $DF) ] || fail "2: segment left"
 
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*/data/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $T/*/data/run/*.log; echo "$FAILS failure(s)"; exit 1; }
-echo "stack restart test passed"
+check_sanitizers "a log" $T/*/data/run/*.log
+finish "stack restart test passed"

@@ -16,19 +16,11 @@
 # on an event, never a timing assertion. Exit 77 (skip) only when nbdcopy
 # or the blocker peer is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v nbdcopy >/dev/null || { echo "SKIP: nbdcopy not installed"; exit 77; }
-[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-stack-start-XXXXXX)
-FAILS=0
 . "$(dirname "$0")/stack_testlib.sh"
-LISTENER=
-trap '[ -n "$LISTENER" ] && kill $LISTENER 2>/dev/null; stack_cleanup' EXIT
+testlib_init stack-start nbdcopy
+[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
 
-nothing_left() {
-	[ ! -e /dev/shm/$2 ] && [ "$(pgrep -f -- "$1/run|--dir=$1" | wc -l)" -eq 0 ]
-}
+nothing_left() { [ ! -e /dev/shm/$2 ] && no_process_left $1; }
 
 # ---- 1. vlmc cannot start NBD ----
 # a listener holds a loopback TCP port (the kernel picks it)
@@ -40,7 +32,8 @@ s.listen()
 print(s.getsockname()[1], flush=True)
 time.sleep(600)' > $T/port &
 LISTENER=$!
-for _ in $(seq 100); do [ -s $T/port ] && break; sleep 0.1; done
+track_pid $LISTENER
+wait_until 100 [ -s $T/port ]
 PORT=$(cat $T/port)
 [ -n "$PORT" ] || die "no listener port"
 new_stack s1 "store = blocker" "nbd_tcp = $PORT"
@@ -56,8 +49,7 @@ SEG1=$(seg_of $D1)
 	ok "1: the failed vlmc removed its sockets" || fail "1: sockets left: $(ls $D1/run)"
 nothing_left $D1 $SEG1 && ok "1: no process, no segment left" ||
 	fail "1: left: $(pgrep -af -- "$D1/run|--dir=$D1") $(ls /dev/shm | grep "$SEG1")"
-kill $LISTENER
-LISTENER=
+stop_pids $LISTENER
 
 # ---- 2. the store's log damaged below its durable mark ----
 new_stack s2 "store = blocker"
@@ -80,9 +72,5 @@ $X stack start $T/s2/stack.conf >$T/s2/out 2>$T/s2/err; rc=$?
 nothing_left $D2 $SEG2 && ok "2: no process, no segment left" ||
 	fail "2: left: $(pgrep -af -- "$D2/run|--dir=$D2")"
 
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*/data/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $T/*/data/run/*.log; echo "$FAILS failure(s)"; exit 1; }
-echo "stack start test passed"
+check_sanitizers "a log" $T/*/data/run/*.log
+finish "stack start test passed"

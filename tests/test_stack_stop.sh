@@ -21,23 +21,14 @@
 # Every wait is a bound on an event, never a timing assertion.
 # Exit 77 (skip) only when nbdcopy or the blocker peer is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v nbdcopy >/dev/null || { echo "SKIP: nbdcopy not installed"; exit 77; }
-[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-stack-stop-XXXXXX)
-FAILS=0
 . "$(dirname "$0")/stack_testlib.sh"
+testlib_init stack-stop nbdcopy
+[ -x $BIN/blocker ] || { echo "SKIP: blocker peer not built"; exit 77; }
 
-pid_of() { cat $1/run/$2.pid 2>/dev/null; }
-status_json() { $X stack status --dir $1 --json 2>/dev/null; }
 # alive flag ("true"/"false") of a role's port
 alive() { status_json $1 | python3 -c '
 import json, sys
 print(str([p for p in json.load(sys.stdin)["peers"] if p["role"] == sys.argv[1]][0]["alive"]).lower())' $2; }
-cached_unflushed() { status_json $1 | python3 -c '
-import json, sys
-print([p for p in json.load(sys.stdin)["peers"] if p["role"] == "cached"][0]["unflushed"])'; }
 # volume vol (1 MiB) written without a FLUSH: cached holds it
 lossy_write() {
 	$X volume --dir $1 create vol 1M || { echo "create vol"; return 1; }
@@ -59,7 +50,6 @@ kill_role() {
 	for _ in $(seq 100); do [ "$(alive $1 $2)" = false ] && return 0; sleep 0.1; done
 	return 1
 }
-no_process_left() { [ "$(pgrep -f -- "$1/run|--dir=$1" | wc -l)" -eq 0 ]; }
 head -c 1M /dev/urandom > $T/pat
 
 # ---- 1. the store dead at stop: restarted, cached flushes, clean stop ----
@@ -67,7 +57,7 @@ new_stack s1 "dead_peer_wait = 45s"
 D1=$D
 $X stack start $T/s1/stack.conf >/dev/null || die "start s1"
 SEG1=$(seg_of $D1)
-tr '\0' ' ' < /proc/$(pid_of $D1 vlmc)/cmdline | grep -q -- '--dead-peer-wait=45s' &&
+cmdline_of $D1 vlmc | grep -q -- '--dead-peer-wait=45s' &&
 	ok "dead_peer_wait passed to vlmc" || fail "no --dead-peer-wait=45s on vlmc's command line"
 lossy_write $D1 && ok "s1: 1 MiB acknowledged, held unflushed by cached" || fail "s1: lossy write"
 kill_role $D1 store && ok "s1: supervisor stopped, store killed" || die "s1: kill store"
@@ -126,7 +116,7 @@ grep -q "records 1 write-back loss(es) since it was created" $T/s2/err2 &&
 	grep -q "removing segment $SEG2" $D2/run/stack.log &&
 	ok "s2: start reports the old segment's loss (stderr, stack.log)" ||
 	fail "s2: start: $(cat $T/s2/err2)"
-[ "$(status_json $D2 | python3 -c 'import json,sys; print(json.load(sys.stdin)["writeback_losses"])')" = 0 ] &&
+[ "$(losses $D2)" = 0 ] &&
 	ok "s2: the new segment starts with no loss" || fail "s2: losses after restart"
 $X stack stop --dir $D2 >/dev/null 2>$T/s2/err3 && [ ! -e /dev/shm/$SEG2 ] &&
 	ok "s2: the new stack stops cleanly" || fail "s2: last stop: $(cat $T/s2/err3)"
@@ -184,9 +174,5 @@ $X stack status --dir $D4 2>/dev/null | grep -q "^store: DEGRADED, writes refuse
 	ok "s4: status shows the degraded store (text and JSON)" || fail "s4: status: $($X stack status --dir $D4 2>&1)"
 $X stack stop --dir $D4 >/dev/null 2>&1 || fail "s4: second stop"
 
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*/data/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $T/*/data/run/*.log; echo "$FAILS failure(s)"; exit 1; }
-echo "stack stop test passed"
+check_sanitizers "a log" $T/*/data/run/*.log
+finish "stack stop test passed"

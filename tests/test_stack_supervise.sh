@@ -18,40 +18,11 @@
 #     above make it exit 1 and keep the segment (review9 R9-3).
 # Exit 77 (skip) only when nbdcopy is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v nbdcopy >/dev/null || { echo "SKIP: nbdcopy not installed"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-supervise-XXXXXX)
-D=$T/data
-FAILS=0
-STOPPED=
-cleanup() {
-	cd /
-	if [ -z "$STOPPED" ] && ! $X stack stop --dir $D >/dev/null 2>&1; then
-		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
-		for f in $D/run/*.pid; do
-			[ -f "$f" ] && [ -n "$seg" ] || continue
-			pid=$(cat "$f")
-			grep -q "$D\|$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
-		done
-		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	fi
-	rm -rf $T
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-die() { echo "FAIL: $*"; tail -n 30 $D/run/*.log; exit 1; }
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init supervise nbdcopy
 
-cat > $T/stack.conf <<CONF
-dir = $D
-segment_size = 256M
-requests = 2048
-cache_size = 32M
-nbd_spin = 10us
-spin_policy = fixed
-cpus = 0
-CONF
+stack_conf s "segment_size = 256M" "requests = 2048" "cache_size = 32M" \
+	"nbd_spin = 10us" "spin_policy = fixed" "cpus = 0"
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
@@ -65,7 +36,7 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
 		fail "config '$bad': rc $rc"
 done
-$X stack start $T/stack.conf >/dev/null || die "stack start"
+$X stack start $T/s/stack.conf >/dev/null || die "stack start"
 SEG=$(sed -n 's/^segment = //p' $D/run/stack.conf)
 # a second start in this directory, under another segment name, is
 # refused while the supervisor runs (review11 N-A); nothing changed
@@ -79,27 +50,26 @@ $X stack start $T/other.conf >/dev/null 2>$T/other.err; rc=$?
 	fail "start in a running stack's dir: rc $rc: $(cat $T/other.err)"
 STORE=$(sed -n 's/^store = //p' $D/run/stack.conf)
 U="nbd+unix:///vol?socket=$D/run/nbd.sock"
-pidof_role() { cat $D/run/$1.pid 2>/dev/null; }
 # vlmc refuses objects larger than cached's (review9 R9-10)
-tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--max-object-size=4M' &&
+cmdline_of $D vlmc | grep -q -- '--max-object-size=4M' &&
 	! $X volume --dir $D create bigobj 64M 8M 2>$T/bigobj.err &&
 	grep -q "above this stack's limit" $T/bigobj.err &&
 	! $X volume --dir $D list | grep -q bigobj &&
 	ok "a volume with objects above cached's refused" ||
 	fail "max object size: $(cat $T/bigobj.err)"
-tr '\0' ' ' < /proc/$(pidof_role vlmc)/cmdline | grep -q -- '--nbd-spin=10us' &&
+cmdline_of $D vlmc | grep -q -- '--nbd-spin=10us' &&
 	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
 # the embedded default's spin = 0 reaches every peer (the config has none),
 # and the config's spin_policy too
 for r in store cached vlmc; do
-	tr '\0' ' ' < /proc/$(pidof_role $r)/cmdline | grep -q -- '--spin=0 ' &&
+	cmdline_of $D $r | grep -q -- '--spin=0 ' &&
 		ok "$r started with the default --spin=0" ||
 		fail "$r: no --spin=0 on its command line"
-	tr '\0' ' ' < /proc/$(pidof_role $r)/cmdline | grep -q -- '--spin-policy=fixed ' &&
+	cmdline_of $D $r | grep -q -- '--spin-policy=fixed ' &&
 		ok "$r started with --spin-policy=fixed" ||
 		fail "$r: no --spin-policy=fixed on its command line"
 	# cpus = 0: every thread of the peer may run only on CPU 0
-	for st in /proc/$(pidof_role $r)/task/*/status; do
+	for st in /proc/$(pid_of $D $r)/task/*/status; do
 		grep -q '^Cpus_allowed_list:[[:space:]]*0$' $st ||
 			{ fail "$r: $(grep Cpus_allowed_list $st) in $st"; break; }
 	done
@@ -121,19 +91,14 @@ wait_back() {
 	return 1
 }
 readback() { rm -f $T/back; nbdcopy "$U" $T/back && cmp -s $T/pat $T/back; }
-# the segment's write-back loss counter, and cached's port's unflushed count
-losses() { $X stack status --dir $D --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["writeback_losses"])'; }
-cached_unflushed() { $X stack status --dir $D --json | python3 -c '
-import json, sys
-print([p for p in json.load(sys.stdin)["peers"] if p["role"] == "cached"][0]["unflushed"])'; }
 # writes to volume $1 (1 MiB) left in cached (no FLUSH): its count goes up
 lossy_write() {
 	$X volume --dir $D create $1 1M || { echo "lossy_write: create $1"; return 1; }
 	head -c 1M /dev/urandom > $T/lossy
 	nbdcopy $T/lossy "nbd+unix:///$1?socket=$D/run/nbd.sock" ||
 		{ echo "lossy_write: nbdcopy failed"; return 1; }
-	[ "$(cached_unflushed)" -gt 0 ] ||
-		{ echo "lossy_write: cached's unflushed count is $(cached_unflushed)"; return 1; }
+	[ "$(cached_unflushed $D)" -gt 0 ] ||
+		{ echo "lossy_write: cached's unflushed count is $(cached_unflushed $D)"; return 1; }
 }
 
 $X stack status --dir $D | grep -q "^supervisor: pid [0-9]*, restarts: store 0, cached 0, vlmc 0" &&
@@ -150,18 +115,18 @@ head -c 8M /dev/urandom > $T/pat
 nbdcopy --flush $T/pat "$U" || die "nbdcopy write"
 
 # cached
-old=$(pidof_role cached)
+old=$(pid_of $D cached)
 kill -9 $old
 wait_back cached $old && plugged && ok "killed cached restarted and plugged again" ||
 	fail "cached not back: $(port_of cached)"
 readback && ok "flushed data intact after cached restart" || fail "data after cached restart"
-[ "$(losses)" = 0 ] && ok "cached killed after a FLUSH: no write-back loss" ||
-	fail "write-back losses after a clean kill: $(losses)"
+[ "$(losses $D)" = 0 ] && ok "cached killed after a FLUSH: no write-back loss" ||
+	fail "write-back losses after a clean kill: $(losses $D)"
 
 
 # the store
 if [ "$STORE" = blocker ]; then
-	old=$(pidof_role store)
+	old=$(pid_of $D store)
 	kill -9 $old
 	wait_back store $old && ok "killed store restarted" || fail "store not back"
 	# through cached's RAM and straight from the store
@@ -174,7 +139,7 @@ else
 fi
 
 # vlmc
-old=$(pidof_role vlmc)
+old=$(pid_of $D vlmc)
 kill -9 $old
 wait_back vlmc $old && ok "killed vlmc restarted" || fail "vlmc not back"
 readback && ok "NBD serves the volume again after the vlmc restart" || fail "NBD after vlmc restart"
@@ -189,7 +154,7 @@ readback && ok "volume served without cached" || fail "read without cached"
 # dies over and over: given up and unplugged
 $X stack plug-cached --dir $D >/dev/null || fail "plug-cached"
 for i in 1 2 3 4 5; do
-	old=$(pidof_role cached)
+	old=$(pid_of $D cached)
 	kill -9 $old
 	[ $i -lt 5 ] && { wait_back cached $old || fail "restart $i"; }
 done
@@ -208,7 +173,7 @@ assert p["cached"]["gave_up"] and p["cached"]["restarts"] == 5, p
 ' && ok "status --json: gave up on cached" || fail "status --json after give-up"
 readback && ok "volume served after giving up on cached" || fail "read after give-up"
 $X stack plug-cached --dir $D >/dev/null || fail "plug after give-up"
-old=$(pidof_role cached)
+old=$(pid_of $D cached)
 kill -9 $old
 wait_back cached $old && plugged && ok "plugged by hand after a give-up: supervised again" ||
 	fail "not supervised after plug-cached"
@@ -216,36 +181,36 @@ readback || fail "read after re-supervised restart"
 
 # cached killed holding acknowledged, unflushed writes: a counted loss
 lossy_write lossy && ok "unflushed writes counted in cached's port" ||
-	fail "lossy write: unflushed $(cached_unflushed)"
-old=$(pidof_role cached)
+	fail "lossy write: unflushed $(cached_unflushed $D)"
+old=$(pid_of $D cached)
 kill -9 $old
 wait_back cached $old && plugged && ok "cached restarted after a loss" || fail "cached not back after a loss"
-[ "$(losses)" = 1 ] && ok "status --json: writeback_losses 1" || fail "writeback_losses: $(losses)"
+[ "$(losses $D)" = 1 ] && ok "status --json: writeback_losses 1" || fail "writeback_losses: $(losses $D)"
 $X stack status --dir $D | grep -q "^write-back losses: 1 " && ok "status shows the loss" ||
 	fail "status text: $($X stack status --dir $D | head -3)"
 grep -q "is down; restart [0-9]* (after a write-back loss)" $D/run/supervisor.log &&
 	grep -q "write-back loss: .*loss counter 0 -> 1" $D/run/supervisor.log &&
 	ok "supervisor log: restart after a write-back loss" ||
 	fail "supervisor log: $(tail -5 $D/run/supervisor.log)"
-[ "$(cached_unflushed)" = 0 ] && ok "the restarted cached starts clean" || fail "unflushed after restart"
+[ "$(cached_unflushed $D)" = 0 ] && ok "the restarted cached starts clean" || fail "unflushed after restart"
 readback && ok "other volume intact after the loss" || fail "read after the loss"
 
 # unplug of a dead cached, supervisor stopped
-kill $(pidof_role supervisor)
+kill $(pid_of $D supervisor)
 for _ in $(seq 100); do $X stack status --dir $D | grep -q "supervisor: not running" && break; sleep 0.1; done
 $X stack status --dir $D | grep -q "supervisor: not running" && ok "status: supervisor not running" ||
 	fail "status after the supervisor stopped"
-n0=$(losses)
+n0=$(losses $D)
 lossy_write lossy2 || fail "lossy write before the dead unplug"
-old=$(pidof_role cached)
+old=$(pid_of $D cached)
 kill -9 $old
 for _ in $(seq 100); do [ "$(port_of cached | cut -d' ' -f2)" = no ] && break; sleep 0.1; done
 $X stack unplug-cached --dir $D 2>$T/err >/dev/null && ! plugged && grep -q "removing its redirect" $T/err &&
 	ok "unplug of a dead cached removes its redirect" || fail "unplug dead cached: $(cat $T/err)"
 # counted by whoever reclaimed the dead port first (vlmc's reaper, or the
 # unplug itself), at the latest before the redirect went
-[ "$(losses)" = $((n0 + 1)) ] && ok "unplug of a dead dirty cached: loss counted" ||
-	fail "losses after the dead unplug: $n0 -> $(losses)"
+[ "$(losses $D)" = $((n0 + 1)) ] && ok "unplug of a dead dirty cached: loss counted" ||
+	fail "losses after the dead unplug: $n0 -> $(losses $D)"
 readback && ok "volume served after unplugging a dead cached" || fail "read after dead unplug"
 # unplug's goal already holds: not an error (review11 N-I)
 $X stack unplug-cached --dir $D >$T/out 2>&1 && grep -q "cached is not plugged" $T/out &&
@@ -257,13 +222,9 @@ $X stack unplug-cached --dir $D >$T/out 2>&1 && grep -q "cached is not plugged" 
 $X stack stop --dir $D >/dev/null 2>$T/err; rc=$?
 [ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/err && [ -e /dev/shm/$SEG ] &&
 	ok "stop after losses: exit 1, segment kept" || fail "stack stop: rc $rc: $(cat $T/err)"
-left=$(pgrep -f -- "$D/run|--dir=$D" | wc -l)
-[ "$left" -eq 0 ] && ok "stop leaves no process" || fail "after stop: $left processes"
-$X destroy $SEG >/dev/null && [ ! -e /dev/shm/$SEG ] && STOPPED=1 &&
+no_process_left $D && ok "stop leaves no process" ||
+	fail "after stop: $(pgrep -f -- "$D/run|--dir=$D" | wc -l) processes"
+$X destroy $SEG >/dev/null && [ ! -e /dev/shm/$SEG ] &&
 	ok "the kept segment removed with xsegctl destroy" || fail "destroy $SEG"
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$D/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $D/run/*.log; echo "$FAILS failure(s)"; exit 1; }
-echo "supervisor test passed"
+check_sanitizers "a log" $D/run/*.log
+finish "supervisor test passed"

@@ -9,35 +9,12 @@
 # Size: VLMC_E2E_MIB (default 32; 256 for the full run of issue 7).
 # Exit 77 (skip) only when a client binary is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init e2e nbdcopy fio
 MIB=${VLMC_E2E_MIB:-32}
-for tool in nbdcopy fio; do
-	command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
-done
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-e2e-XXXXXX)
 cd $T
 D=$T/archcache-data
-FAILS=0
-STOPPED=
-cleanup() {
-	cd /
-	if [ -z "$STOPPED" ] && ! $X stack stop --dir $D >/dev/null 2>&1; then
-		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
-		for f in $D/run/*.pid; do
-			[ -f "$f" ] && [ -n "$seg" ] || continue
-			pid=$(cat "$f")
-			# only a process still running on our segment
-			grep -q "$seg" /proc/$pid/cmdline 2>/dev/null && kill -9 $pid
-		done
-		[ -n "$seg" ] && $X destroy "$seg" >/dev/null 2>&1
-	fi
-	rm -rf $T
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-die() { echo "FAIL: $*"; tail -n 30 $D/run/*.log; exit 1; }
+DIRS=$D
 
 # bad usage of the launcher and volume tool: refused, nothing started
 printf 'dir = %s\nbogus_key = 1\n' $D > bad.conf
@@ -118,6 +95,7 @@ do_verify=1
 FIO
 fio --output=fio.out verify.fio &
 FIO_PID=$!
+track_pid $FIO_PID
 sleep 1
 for i in 1 2; do
 	$X stack unplug-cached || fail "unplug $i"
@@ -125,17 +103,16 @@ for i in 1 2; do
 	$X stack plug-cached || fail "plug $i"
 	sleep 0.5
 done
-wait $FIO_PID && grep -q 'err= 0' fio.out && ! grep -q 'verify:' fio.out &&
+wait $FIO_PID
+fio_rc=$?
+untrack_pid $FIO_PID
+[ $fio_rc -eq 0 ] && grep -q 'err= 0' fio.out && ! grep -q 'verify:' fio.out &&
 	ok "fio verify through NBD while cached was unplugged and replugged" ||
 	{ cat fio.out; fail "fio verify across unplug/replug"; }
 $X stack status || fail "status"
 
 # stop here, so reports printed at peer exit are in the logs
-$X stack stop --dir $D >/dev/null && STOPPED=1 || fail "stack stop"
+$X stack stop --dir $D >/dev/null || fail "stack stop"
 # a sanitizer report in any peer (ASan/UBSan/TSan builds) is a failure
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$D/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a peer log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $D/run/*.log; echo "$FAILS failure(s)"; exit 1; }
-echo "end to end passed"
+check_sanitizers "a peer log" $D/run/*.log
+finish "end to end passed"

@@ -10,78 +10,32 @@
 # also includes its periodic syncs). Also: the zeroed range reads back as
 # zeroes, and vlmc's own counters (ios, object requests) are published.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-X=$BIN/xsegctl
-T=$(mktemp -d /tmp/test-vlmc-fua-XXXXXX)
-cleanup() {
-	$X stack stop --dir $T/stack >/dev/null 2>&1
-	rm -rf $T
-}
-trap cleanup EXIT
+. "$(dirname "$0")/stack_testlib.sh"
+testlib_init vlmc-fua python3
 
-cat > $T/stack.conf <<CONF
-dir = $T/stack
-segment_size = 256M
-cache_size = 32M
-store = noop
-CONF
-$X stack start $T/stack.conf >$T/start.log 2>&1 || { cat $T/start.log $T/stack/run/*.log; exit 1; }
-SEG=$(sed -n 's/^segment = //p' $T/stack/run/stack.conf)
-$X volume --dir $T/stack create v 8M || { echo "FAIL: create"; exit 1; }
+stack_conf stack "segment_size = 256M" "cache_size = 32M" "store = noop"
+$X stack start $T/stack/stack.conf >$T/start.log 2>&1 || die "stack start: $(cat $T/start.log)"
+SEG=$(seg_of $D)
+$X volume --dir $D create v 8M || die "create"
 
-python3 - "$X" "$SEG" "$T/stack/run/nbd.sock" <<'PY'
-import json, socket, struct, subprocess, sys, time
+python3 - "$X" "$SEG" "$D/run/nbd.sock" <<'PY'
+import sys
+from nbd_testlib import CMD_DISC, command, connect, request
+from shell_checks import Checks, fresh_counters, port_stats
 xsegctl, seg, path = sys.argv[1:4]
-fails = 0
-def check(cond, what):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond: fails += 1
-
-def store_stats():  # noop on port 1
-    out = subprocess.run([xsegctl, "stats", seg, "1", "--json"], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)["peer_stats"]
+check = Checks()
 
 def flushes_now():
-    """The blocker's flush count, from a publication made after this call
-    started (so it covers everything completed before)."""
-    first = store_stats()["publications"]
-    for _ in range(100):
-        st = store_stats()
-        if st["publications"] >= first + 2:
-            return st["counters"]["flushes"]
-        time.sleep(0.1)
-    raise RuntimeError("blocker statistics not refreshed")
+    """The store's (noop on port 1) flush count, from a publication made
+    after this call started (so it covers everything completed before)."""
+    return fresh_counters(xsegctl, seg, 1, tries=100)["flushes"]
 
-def recvn(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c: raise EOFError
-        b += c
-    return b
-
-s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(path)
-assert recvn(s, 18)[:16] == b"NBDMAGICIHAVEOPT"
-s.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
-name = b"v"
-s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 4 + len(name) + 2) +
-          struct.pack(">I", len(name)) + name + struct.pack(">H", 0))
-while True:  # NBD_OPT_GO replies until ACK
-    magic, o, t, l = struct.unpack(">QIII", recvn(s, 20)); recvn(s, l)
-    assert magic == 0x3e889045565a9 and t < (1 << 31), t
-    if t == 1: break
-
+s = connect(path, "v", timeout=30)
 cookie = 0
 def cmd(typ, off, ln, flags=0, data=b""):
     global cookie
     cookie += 1
-    s.sendall(struct.pack(">IHHQQI", 0x25609513, flags, typ, cookie, off, ln) + data)
-    magic, err, c = struct.unpack(">IIQ", recvn(s, 16))
-    assert magic == 0x67446698 and c == cookie
-    return err, (recvn(s, ln) if typ == 0 and not err else b"")
+    return command(s, typ, cookie, off, ln, data, flags)
 
 OBJ = 4 << 20
 READ, WRITE, FLUSH, TRIM, ZEROES, FUA = 0, 1, 3, 4, 6, 1
@@ -112,27 +66,16 @@ check(err == 0 and d == b"\0" * 65536, "zeroed object reads as zeroes")
 
 # vlmc publishes its own counters (port 3 in the default stack): the
 # commands above were counted
-def port_stats(port):
-    out = subprocess.run([xsegctl, "stats", seg, str(port), "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-vs = port_stats(3)
-check(vs["peer_type"] == "vlmc", "port 3 is vlmc")
-first = (vs.get("peer_stats") or {}).get("publications", 0)
-for _ in range(100):  # a publication made after the last command
-    vs = port_stats(3)
-    if (vs.get("peer_stats") or {}).get("publications", 0) >= first + 2:
-        break
-    time.sleep(0.1)
-cnt = (vs.get("peer_stats") or {}).get("counters", {})
+check(port_stats(xsegctl, seg, 3)["peer_type"] == "vlmc", "port 3 is vlmc")
+# a publication made after the last command
+cnt = fresh_counters(xsegctl, seg, 3, tries=100)
 check(cnt.get("ios", 0) >= 8 and cnt.get("object_requests", 0) >= 8
       and cnt.get("failed_ios", 1) == 0,
       f"vlmc statistics: {cnt.get('ios')} ios, {cnt.get('object_requests')} "
       f"object requests, {cnt.get('failed_ios')} failed")
 
-s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 99, 0, 0))  # DISC
-sys.exit(1 if fails else 0)
+s.sendall(request(CMD_DISC, 99, 0, 0))
+sys.exit(check.exit_status())
 PY
-rc=$?
-[ $rc -eq 0 ] && echo "test_vlmc_fua: ok" || echo "test_vlmc_fua: FAILED"
-exit $rc
+[ $? -eq 0 ] || fail "FUA checks"
+finish "test_vlmc_fua: ok"

@@ -20,33 +20,18 @@
 # Every check counts replies, none is timed. Exit 77 (skip) only when
 # python3 is missing.
 set -u
-BIN=${AC_BIN_DIR:?AC_BIN_DIR not set}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-X=$BIN/xsegctl
-export X
-export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
-T=$(mktemp -d /tmp/test-vlmc-wbloss-XXXXXX)
-FAILS=0
 . "$(dirname "$0")/stack_testlib.sh"
+testlib_init vlmc-wbloss python3
 
-# start_stack NAME POLICY: a stack in $T/NAME with cached in POLICY
+# start_stack NAME POLICY: a stack in D=$T/NAME/data with cached in POLICY
 start_stack() {
-	local D=$T/$1
-	cat > $T/$1.conf <<CONF
-dir = $D
-segment_size = 256M
-requests = 2048
-cache_size = 32M
-write_policy = $2
-CONF
-	$X stack start $T/$1.conf >/dev/null || die "stack start ($1)"
-	DIRS="$DIRS $D"
+	stack_conf $1 "segment_size = 256M" "requests = 2048" "cache_size = 32M" \
+		"write_policy = $2"
+	$X stack start $T/$1/stack.conf >/dev/null || die "stack start ($1)"
 	$X volume --dir $D create vol 8M || die "volume create ($1)"
 }
 stat_of() { # DIR NAME: vlmc's counter
-	local seg=$(sed -n 's/^segment = //p' $1/run/stack.conf)
-	$X stats $seg 3 2>/dev/null | awk -v n=$2 '$1 == n || $1 == n":" { print $NF; exit }'
+	$X stats $(seg_of $1) 3 2>/dev/null | awk -v n=$2 '$1 == n || $1 == n":" { print $NF; exit }'
 }
 # DIR NAME MIN: the counter once it reaches MIN (vlmc publishes its
 # statistics every second), or its last value after 20 s
@@ -58,6 +43,14 @@ stat_at_least() {
 		sleep 0.1
 	done
 	echo $n
+}
+# stop_with_loss NAME: after a loss, stack stop exits 1 and keeps the
+# segment (review9 R9-3); the cleanup destroys it
+stop_with_loss() {
+	$X stack stop --dir $D >/dev/null 2>$T/stop.err
+	local rc=$?
+	[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
+		ok "stack stop ($1) reports the loss" || fail "stack stop ($1): rc $rc"
 }
 
 # The client: kills cached (SIGKILL) and waits for the supervisor to
@@ -110,6 +103,17 @@ def losses():
     assert m, out
     return int(m.group(1))
 
+AA, BB = b"\xaa" * 4096, b"\xbb" * 4096
+
+def aa_flushed_bb_not():
+    """A connection to vol that wrote AA, flushed, then wrote BB: BB is
+    acknowledged and held unflushed by write-back cached."""
+    c = nbd.connect(SOCK, "vol")
+    assert nbd.command(c, nbd.CMD_WRITE, 1, 0, 4096, AA)[0] == 0
+    assert nbd.command(c, nbd.CMD_FLUSH, 2, 0, 0)[0] == 0
+    assert nbd.command(c, nbd.CMD_WRITE, 3, 0, 4096, BB)[0] == 0
+    return c
+
 def xsegctl(*args):
     r = subprocess.run([os.environ["X"], "volume", "--dir", D, *args],
                        capture_output=True, text=True)
@@ -118,7 +122,7 @@ EOF
 
 # --- write-back: an unflushed write lost with cached ---
 start_stack wb writeback
-python3 - $T/wb $T/common.py <<'EOF'
+python3 - $D $T/common.py <<'EOF'
 import sys
 exec(open(sys.argv[2]).read())
 data = bytes((i * 7 + 3) & 0xff for i in range(65536))
@@ -154,17 +158,13 @@ assert err == 0 and got == data, err
 print("ok: write, FLUSH, cached killed: FLUSH ok, data read back")
 EOF
 [ $? -eq 0 ] && ok "write-back loss reported" || fail "write-back loss"
-n=$(stat_at_least $T/wb volumes_fenced 1)
+n=$(stat_at_least $D volumes_fenced 1)
 [ "${n:-0}" -ge 1 ] && ok "vlmc counted $n fenced volume(s)" || fail "volumes_fenced '$n'"
-n=$(stat_at_least $T/wb commands_fenced 3)
+n=$(stat_at_least $D commands_fenced 3)
 [ "${n:-0}" -ge 3 ] && ok "vlmc counted $n fenced command(s)" || fail "commands_fenced '$n'"
-grep -q "writes acknowledged since the last flush may be lost" $T/wb/run/vlmc.log &&
+grep -q "writes acknowledged since the last flush may be lost" $D/run/vlmc.log &&
 	ok "vlmc logged the loss" || fail "no loss in vlmc's log"
-# the loss above: stop exits 1 and keeps the segment (review9 R9-3);
-# cleanup destroys it
-$X stack stop --dir $T/wb >/dev/null 2>$T/stop.err; rc=$?
-[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
-	ok "stack stop (wb) reports the loss" || fail "stack stop (wb): rc $rc"
+stop_with_loss wb
 
 # --- R9-13: dirty data inherited by a restarted vlmc ---
 # The previous vlmc acknowledged BB (unflushed, in cached); vlmc is
@@ -172,14 +172,10 @@ $X stack stop --dir $T/wb >/dev/null 2>$T/stop.err; rc=$?
 # reads BB; cached dies with it: that connection must not then read the
 # older AA as if nothing happened, nor have its FLUSH succeed.
 start_stack inh writeback
-python3 - $T/inh $T/common.py <<'EOF'
+python3 - $D $T/common.py <<'EOF'
 import sys
 exec(open(sys.argv[2]).read())
-AA, BB = b"\xaa" * 4096, b"\xbb" * 4096
-c1 = nbd.connect(SOCK, "vol")
-assert nbd.command(c1, nbd.CMD_WRITE, 1, 0, 4096, AA)[0] == 0
-assert nbd.command(c1, nbd.CMD_FLUSH, 2, 0, 0)[0] == 0
-assert nbd.command(c1, nbd.CMD_WRITE, 3, 0, 4096, BB)[0] == 0
+c1 = aa_flushed_bb_not()
 wait_back(kill_vlmc(), "vlmc")
 c1.close()
 c2 = nbd.connect(SOCK, "vol")
@@ -205,25 +201,17 @@ print("ok: a new connection reads and flushes")
 EOF
 [ $? -eq 0 ] && ok "inherited write-back data lost: fenced" ||
 	fail "inherited write-back loss (R9-13)"
-# the loss above: stop exits 1 and keeps the segment (review9 R9-3);
-# cleanup destroys it
-$X stack stop --dir $T/inh >/dev/null 2>$T/stop.err; rc=$?
-[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
-	ok "stack stop (inh) reports the loss" || fail "stack stop (inh): rc $rc"
+stop_with_loss inh
 
 # --- R9-4: a snapshot after a write-back loss ---
 # AA flushed, BB acknowledged and not flushed, cached SIGKILLed and
 # restarted: the snapshot must fail naming the loss (not freeze AA as the
 # point-in-time image), and the source be fenced for the old connection.
 start_stack snap writeback
-python3 - $T/snap $T/common.py <<'EOF'
+python3 - $D $T/common.py <<'EOF'
 import sys
 exec(open(sys.argv[2]).read())
-AA, BB = b"\xaa" * 4096, b"\xbb" * 4096
-c1 = nbd.connect(SOCK, "vol")
-assert nbd.command(c1, nbd.CMD_WRITE, 1, 0, 4096, AA)[0] == 0
-assert nbd.command(c1, nbd.CMD_FLUSH, 2, 0, 0)[0] == 0
-assert nbd.command(c1, nbd.CMD_WRITE, 3, 0, 4096, BB)[0] == 0
+c1 = aa_flushed_bb_not()
 before = losses()
 wait_back(kill_cached())
 assert losses() > before, "cached's death counted no loss"
@@ -252,17 +240,13 @@ EOF
 [ $? -eq 0 ] && ok "snapshot after a write-back loss refused" ||
 	fail "snapshot after a write-back loss (R9-4)"
 grep -q "snapshot vol -> vol@snap failed: a write-back cache below lost" \
-	$T/snap/run/vlmc.log && ok "vlmc logged the refused snapshot" ||
+	$D/run/vlmc.log && ok "vlmc logged the refused snapshot" ||
 	fail "no refused snapshot in vlmc's log"
-# the loss above: stop exits 1 and keeps the segment (review9 R9-3);
-# cleanup destroys it
-$X stack stop --dir $T/snap >/dev/null 2>$T/stop.err; rc=$?
-[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err &&
-	ok "stack stop (snap) reports the loss" || fail "stack stop (snap): rc $rc"
+stop_with_loss snap
 
 # --- write-through: cached killed under load, nothing fails ---
 start_stack wt writethrough
-python3 - $T/wt $T/common.py <<'EOF'
+python3 - $D $T/common.py <<'EOF'
 import random, sys, threading
 exec(open(sys.argv[2]).read())
 SIZE, BS, QD = 8 << 20, 4096, 8
@@ -325,16 +309,12 @@ print("ok: the whole volume reads back identical")
 EOF
 [ $? -eq 0 ] && ok "write-through cached killed under load: no error" ||
 	fail "dead peer under load"
-echo "vlmc: parts_retried $(stat_of $T/wt parts_retried)," \
-	"cmds_failed_dead_peer $(stat_of $T/wt cmds_failed_dead_peer)"
-n=$(stat_of $T/wt cmds_failed_dead_peer)
+echo "vlmc: parts_retried $(stat_of $D parts_retried)," \
+	"cmds_failed_dead_peer $(stat_of $D cmds_failed_dead_peer)"
+n=$(stat_of $D cmds_failed_dead_peer)
 [ "${n:-x}" = 0 ] && ok "no command failed for the dead peer" ||
 	fail "cmds_failed_dead_peer '$n'"
-$X stack stop --dir $T/wt >/dev/null || fail "stack stop (wt)"
+$X stack stop --dir $D >/dev/null || fail "stack stop (wt)"
 
-if grep -l "ERROR: AddressSanitizer\|WARNING: ThreadSanitizer\|runtime error:\|ERROR: LeakSanitizer" \
-	$T/*/run/*.log 2>/dev/null; then
-	fail "sanitizer report in a log"
-fi
-[ $FAILS -eq 0 ] || { tail -n 20 $T/*/run/*.log; echo "$FAILS failure(s)"; exit 1; }
-echo "vlmc write-back loss / dead peer test passed"
+check_sanitizers "a log" $T/*/data/run/*.log
+finish "vlmc write-back loss / dead peer test passed"

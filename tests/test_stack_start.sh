@@ -12,8 +12,13 @@
 #   2. the store's log is cut below its durable mark: start used to blame
 #      vlmc ("no control socket"); now exit 1, "store did not come up",
 #      the store's "Structure needs cleaning".
-# In both, no peer process and no segment is left. Every wait is a bound
-# on an event, never a timing assertion. Exit 77 (skip) only when nbdcopy
+# In both, no peer process and no segment is left.
+#   3. the key nbd_total_inflight (vlmc's --nbd-total-inflight-bytes): a
+#      value vlmc refuses (0, 2T, lots, empty, 16Q) is refused at parse
+#      time naming the key, the line and the range, nothing started; 24M
+#      is on vlmc's command line and in its "nbd on ... bytes in flight"
+#      line, also after the supervisor restarted a killed vlmc.
+# Every wait is a bound on an event, never a timing assertion. Exit 77 (skip) only when nbdcopy
 # or the blocker peer is missing.
 set -u
 . "$(dirname "$0")/stack_testlib.sh"
@@ -71,6 +76,40 @@ $X stack start $T/s2/stack.conf >$T/s2/out 2>$T/s2/err; rc=$?
 	fail "2: start rc $rc: $(cat $T/s2/out $T/s2/err)"
 nothing_left $D2 $SEG2 && ok "2: no process, no segment left" ||
 	fail "2: left: $(pgrep -af -- "$D2/run|--dir=$D2")"
+
+# ---- 3. the key nbd_total_inflight: vlmc's bounds, and it reaches vlmc ----
+# refused at parse time with the key, the line and the range (a value vlmc
+# refuses would fail every start and restart), nothing started
+for v in 0 2T lots "" 16Q; do
+	printf 'dir = %s\n\nnbd_total_inflight = %s\n' $T/bad "$v" >$T/bad.conf
+	$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
+	[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
+		grep -q "bad.conf: line 3: bad value '$v' for nbd_total_inflight (a size, 1 .. 1T)" $T/bad.err &&
+		ok "3: nbd_total_inflight = '$v' refused with the key, line and range" ||
+		fail "3: nbd_total_inflight = '$v': rc $rc: $(cat $T/bad.err)"
+done
+new_stack s3 "store = noop" "nbd_total_inflight = 24M"
+D3=$D
+$X stack start $T/s3/stack.conf >/dev/null || die "start s3"
+# vlmc_has_total: vlmc's command line has the option, and vlmc runs with
+# 24 MiB as its budget over all connections (its "nbd on" line)
+vlmc_has_total() {
+	local pid=$(pid_of $D3 vlmc)
+	cmdline_of $D3 vlmc | grep -q -- '--nbd-total-inflight-bytes=24M ' &&
+		wait_until 100 grep -q "serving segment .* pid $pid\$" $D3/run/vlmc.log &&
+		grep -B4 "serving segment .* pid $pid\$" $D3/run/vlmc.log |
+		grep -q "(25165824 bytes in flight at most on all connections)"
+}
+vlmc_has_total && ok "3: nbd_total_inflight = 24M reaches vlmc" ||
+	fail "3: vlmc: $(cmdline_of $D3 vlmc) $(grep 'bytes in flight' $D3/run/vlmc.log)"
+# the supervisor restarts vlmc from run/stack.conf: with the key too
+old=$(pid_of $D3 vlmc)
+kill -9 $old
+wait_until 600 eval '[ -n "$(pid_of $D3 vlmc)" ] && [ "$(pid_of $D3 vlmc)" != $old ] &&
+	grep -q "serving segment .* pid $(pid_of $D3 vlmc)\$" $D3/run/vlmc.log' &&
+	vlmc_has_total && ok "3: a restarted vlmc keeps nbd_total_inflight" ||
+	fail "3: restarted vlmc: $(cmdline_of $D3 vlmc 2>&1)"
+$X stack stop --dir $D3 >/dev/null 2>$T/s3/stop.err || fail "3: stop: $(cat $T/s3/stop.err)"
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack start test passed"

@@ -203,6 +203,11 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->nbd_inflight_bytes,
 				       sizeof(st->nbd_inflight_bytes), v);
+	if (!strcmp(k, "nbd_total_inflight"))
+		return peer_parse_size(v, &x) || x == 0 || x > (1ULL << 40)
+			   ? -EINVAL
+			   : stack_str(st->nbd_total_inflight,
+				       sizeof(st->nbd_total_inflight), v);
 	if (!strcmp(k, "nbd_spin"))
 		return peer_parse_duration(v, 1000, &x) || x > 1000000000ULL
 			   ? -EINVAL
@@ -248,6 +253,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"gc_threshold", "a percentage, 0 .. 100"},
 	    {"nbd_max_conns", "1 .. 32"},
 	    {"nbd_inflight_bytes", "a size, 1 .. 1T"},
+	    {"nbd_total_inflight", "a size, 1 .. 1T"},
 	    {"nbd_spin", "a duration, at most 1s"},
 	    {"dead_peer_wait", "a duration, at most 1h"},
 	    {"nbd_tcp", "a TCP port, 1 .. 65535, or 0 for none"},
@@ -507,6 +513,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "nbd_max_conns = %s\n", st->nbd_max_conns);
 	if (st->nbd_inflight_bytes[0])
 		fprintf(f, "nbd_inflight_bytes = %s\n", st->nbd_inflight_bytes);
+	if (st->nbd_total_inflight[0])
+		fprintf(f, "nbd_total_inflight = %s\n", st->nbd_total_inflight);
 	if (st->nbd_spin[0])
 		fprintf(f, "nbd_spin = %s\n", st->nbd_spin);
 	if (st->spin_policy[0])
@@ -964,6 +972,9 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		if (st->nbd_inflight_bytes[0])
 			stack_arg(a, "--nbd-inflight-bytes=%s",
 				  st->nbd_inflight_bytes);
+		if (st->nbd_total_inflight[0])
+			stack_arg(a, "--nbd-total-inflight-bytes=%s",
+				  st->nbd_total_inflight);
 		if (st->nbd_spin[0])
 			stack_arg(a, "--nbd-spin=%s", st->nbd_spin);
 		if (st->dead_peer_wait[0])

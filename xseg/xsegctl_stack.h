@@ -48,6 +48,9 @@ struct stack {
 	char cpus[64];	      /* peers' --cpus; "" = no affinity set */
 	/* vlmc's NBD limits; "" = vlmc's default */
 	char nbd_max_conns[32], nbd_inflight_bytes[32], nbd_spin[32];
+	/* vlmc's --nbd-total-inflight-bytes; "" = vlmc's default (half
+	 * the segment heap) */
+	char nbd_total_inflight[32];
 	char gc_threshold[8];	 /* blocker's --gc-threshold; "" = default */
 	char dead_peer_wait[32]; /* vlmc's --dead-peer-wait; "" = default */
 	/* blocker's --segment-size (at create only) and --reserve; "" =

@@ -18,8 +18,8 @@
 #      time naming the key, the line and the range, nothing started; 24M
 #      is on vlmc's command line and in its "nbd on ... bytes in flight"
 #      line, also after the supervisor restarted a killed vlmc.
-# Every wait is a bound on an event, never a timing assertion. Exit 77 (skip) only when nbdcopy
-# or the blocker peer is missing.
+# Every wait is a bound on an event, never a timing assertion. Exit 77
+# (skip) only when nbdcopy or the blocker peer is missing.
 set -u
 . "$(dirname "$0")/stack_testlib.sh"
 testlib_init stack-start nbdcopy

@@ -515,6 +515,99 @@ START_TEST(test_clear_path_next_busy_keeps_redirect)
 }
 END_TEST
 
+/* A victim that sent a request to port STORE_PORT (which the parent
+ * holds accepted and unanswered), then dies when told. */
+#define STORE_PORT 2
+
+static int sender(void *p)
+{
+	struct victim_arg *a = p;
+	struct xseg_request *req;
+	struct xseg *seg;
+	char b = 0;
+
+	if (xseg_join(a->name, &seg, NULL, 0))
+		return 1;
+	if (xseg_bind_port(seg, a->port, "sender"))
+		return 2;
+	if (xseg_get_request(seg, a->port, &req) ||
+	    xseg_prep_request(seg, req, 0, 0))
+		return 3;
+	req->op = XSEG_OP_FLUSH;
+	if (xseg_submit(seg, req, STORE_PORT))
+		return 4;
+	if (write(a->ready_fd, &b, 1) != 1 || read(a->go_fd, &b, 1) != 1)
+		return 5;
+	raise(SIGKILL);
+	return 6;
+}
+
+/* Taking a dead target out of the path while a request it sent is still
+ * accepted and unanswered elsewhere would let a newer request, now sent
+ * past it, run first (a dead cached's DELETE landing after a write that
+ * was flushed later, review14 F1): the redirect stays (-EAGAIN, logged)
+ * until that request is answered. Fails on the old code, which cleared
+ * the redirect at once. */
+START_TEST(test_redirect_waits_for_dead_targets_requests)
+{
+	const char *name;
+	struct xseg *seg = mkseg("orphan", &name);
+	struct xseg_request *held = NULL;
+	struct xtu_captured cap;
+	struct victim_arg a;
+	int ready[2], gofd[2];
+	char b = 0, *log;
+	pid_t pid;
+
+	ck_assert_int_eq(xseg_bind_port(seg, STORE_PORT, "store"), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(gofd), 0);
+	a = (struct victim_arg){name, VICTIM_PORT, {0}, ready[1], gofd[0]};
+	pid = xtu_fork(sender, &a);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(ready[0], &b, 1), 1);
+	for (uint64_t end = xtu_now_ms() + 20000; !held;) {
+		if (xseg_accept(seg, STORE_PORT, &held) == 0)
+			break;
+		ck_assert_msg(xtu_now_ms() < end, "the request never came");
+		usleep(200);
+	}
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
+	ck_assert_int_eq(write(gofd[1], &b, 1), 1);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+
+	xtu_capture_start(&cap);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 3), -EAGAIN);
+	log = xtu_capture_end(&cap);
+	ck_assert_msg(strstr(log, "port 1: 1 request(s) sent by its previous "
+				  "owner still accepted and unanswered (e.g. "
+				  "by port 2, store, pid ") != NULL,
+		      "%s", log);
+	ck_assert_msg(strstr(log, "the redirect to it stays") != NULL, "%s",
+		      log);
+	free(log);
+	/* the dead target was reclaimed, the redirect kept; replacing it is
+	 * refused alike */
+	ck_assert(!port_bound(seg, VICTIM_PORT));
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, STORE_PORT), -EAGAIN);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), VICTIM_PORT);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
+
+	/* answered: nothing of the dead target can run any more */
+	ck_assert_int_eq(xseg_respond(seg, held, 0), 0);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 3), 0);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_reap(seg, NULL), 0);
+	ck_assert_int_eq(xseg_release_port(seg, STORE_PORT), 0);
+	close(ready[0]);
+	close(ready[1]);
+	close(gofd[0]);
+	close(gofd[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
 static Suite *wbloss_suite(void)
 {
 	Suite *s = suite_create("xseg_wbloss");
@@ -531,6 +624,7 @@ static Suite *wbloss_suite(void)
 	tcase_add_test(tc, test_clear_path_next_counts_dead_target);
 	tcase_add_test(tc, test_set_path_next_replacing_counts_dead_target);
 	tcase_add_test(tc, test_clear_path_next_busy_keeps_redirect);
+	tcase_add_test(tc, test_redirect_waits_for_dead_targets_requests);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -16,42 +16,52 @@
 
 #define XSEG_BIND_WAIT_NS (1000ULL * 1000 * 1000)
 
-/* Port (claimed by us: self|RECLAIM) had an owner whose requests other
- * ports had accepted when it died or left (its drain word): wait until no
- * live port holds one, so that a restarted peer cannot overtake its
- * predecessor's writes (review9 R9-7 part 2). While we hold the claim
- * nothing can be sent to or from the port, so the set only shrinks: a
- * holder answers (the reply, queued to the port, is dropped by the
- * generation check of the new owner's receive, or by a reap), or it dies
- * (its reap fails the request back). wait: up to XSEG_BIND_WAIT_NS, else
- * a single count. -EAGAIN if requests are still held, logged at most once
- * per XSEG_DRAIN_LOG_NS per handle naming a holder. */
-static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
+/*
+ * Requests port's owners sent that other live ports accepted and have not
+ * answered (xseg_port_held_elsewhere): such a request can still be
+ * executed, so nothing that must come after it may start (review9 R9-7
+ * part 2, review14 F1). Polls for up to wait_ns while the set is not
+ * empty. claimed: the caller holds port's claim, so nothing can be sent
+ * from it and the set only shrinks (a holder answers, or dies and its reap
+ * fails the request back). Else the port must stay free: a new owner's
+ * own requests would count too, and its bind has already waited for its
+ * predecessor's, so the wait ends (returning 0) once someone binds it.
+ * Returns how many are still held, and one holder in *holder.
+ */
+static uint32_t wait_held_elsewhere(struct xseg *seg, uint32_t port,
+				    uint64_t wait_ns, bool claimed,
+				    uint32_t *holder)
 {
-	uint64_t deadline = xseg_now_ns() + (wait ? XSEG_BIND_WAIT_NS : 0);
-	uint32_t nr, holder, pause_us = 100;
-	uint64_t now, last, o;
-	char type[XSEG_PEER_TYPE_LEN];
+	uint64_t deadline = xseg_now_ns() + wait_ns;
+	uint32_t nr, pause_us = 100;
 
 	for (;;) {
-		nr = xseg_port_held_elsewhere(seg, port, &holder);
-		if (!nr) {
-			__atomic_store_n(&seg->ports[port].port->drain, 0,
-					 __ATOMIC_SEQ_CST);
+		if (!claimed && __atomic_load_n(&seg->ports[port].port->owner,
+						__ATOMIC_ACQUIRE))
 			return 0;
-		}
-		now = xseg_now_ns();
-		if (now >= deadline)
-			break;
+		nr = xseg_port_held_elsewhere(seg, port, holder);
+		if (!nr || xseg_now_ns() >= deadline)
+			return nr;
 		usleep(pause_us);
 		if (pause_us < 10000)
 			pause_us *= 2;
 	}
-	last = __atomic_load_n(&seg->drain_log_ns, __ATOMIC_RELAXED);
+}
+
+/* Log that nr requests of port are still held (e.g. by holder), with why,
+ * at most once per XSEG_DRAIN_LOG_NS per handle however often a caller
+ * retries. */
+static void log_held_elsewhere(struct xseg *seg, uint32_t port, uint32_t nr,
+			       uint32_t holder, const char *why)
+{
+	uint64_t now = xseg_now_ns(), o;
+	uint64_t last = __atomic_load_n(&seg->drain_log_ns, __ATOMIC_RELAXED);
+	char type[XSEG_PEER_TYPE_LEN];
+
 	if ((last && now - last < XSEG_DRAIN_LOG_NS) ||
 	    !__atomic_compare_exchange_n(&seg->drain_log_ns, &last, now, false,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		return -EAGAIN;
+		return;
 	o = __atomic_load_n(&seg->ports[holder].port->owner, __ATOMIC_ACQUIRE);
 	memcpy(type, seg->ports[holder].port->peer_type, sizeof(type));
 	type[sizeof(type) - 1] = '\0';
@@ -59,11 +69,31 @@ static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
 		if (type[i] < 0x20 || type[i] > 0x7e)
 			type[i] = '?';
 	fprintf(stderr,
-		"xseg %s: port %u: bind waits: %u request(s) sent by its "
-		"previous owner still accepted and unanswered (e.g. by port "
-		"%u, %s, pid %d); a new owner must not overtake them\n",
+		"xseg %s: port %u: %u request(s) sent by its previous owner "
+		"still accepted and unanswered (e.g. by port %u, %s, pid %d); "
+		"%s\n",
 		seg->name, port, nr, holder, type[0] ? type : "?",
-		(int)xseg_owner_pid(o));
+		(int)xseg_owner_pid(o), why);
+}
+
+/* Port (claimed by us: self|RECLAIM) had an owner whose requests other
+ * ports had accepted when it died or left (its drain word): wait until no
+ * live port holds one, so that a restarted peer cannot overtake its
+ * predecessor's writes. wait: up to XSEG_BIND_WAIT_NS, else a single
+ * count. -EAGAIN if requests are still held. */
+static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
+{
+	uint32_t nr, holder;
+
+	nr = wait_held_elsewhere(seg, port, wait ? XSEG_BIND_WAIT_NS : 0, true,
+				 &holder);
+	if (!nr) {
+		__atomic_store_n(&seg->ports[port].port->drain, 0,
+				 __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	log_held_elsewhere(seg, port, nr, holder,
+			   "bind waits: a new owner must not overtake them");
 	return -EAGAIN;
 }
 
@@ -213,6 +243,26 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	rc = xseg_reclaim_if_dead(seg, old, &st);
 	if (rc < 0)
 		return rc;
+	/* A dead target's requests that the next port accepted can still
+	 * run there; its clients were failed back (ECONNRESET) and may
+	 * already have sent newer requests, which once the redirect is gone
+	 * reach the next port directly and could run first: a dead cached's
+	 * DELETE or flush WRITE landing over data written and flushed after
+	 * it (review14 F1). The redirect stays until they are answered; the
+	 * caller retries (requests meanwhile fail as they would have). */
+	if (!__atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE)) {
+		uint32_t holder,
+		    nr = wait_held_elsewhere(seg, old, XSEG_BIND_WAIT_NS, false,
+					     &holder);
+
+		if (nr) {
+			log_held_elsewhere(
+			    seg, old, nr, holder,
+			    "the redirect to it stays until they are answered, "
+			    "so that no later request overtakes them");
+			return -EAGAIN;
+		}
+	}
 	/* A live target still holding acknowledged, unflushed data: once
 	 * out of the path, a FLUSH would reach the next port and succeed
 	 * without that data, reads would return older data, and nothing

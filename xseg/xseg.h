@@ -369,9 +369,13 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * a second for that to end. Errors, with the redirect kept: -EINVAL (bad
  * port); -EBUSY (the target is still being reclaimed by another process
  * after a second: retry; or it is alive and still holds unflushed data:
- * its owner must flush first, review10 F2); what xseg_reap returns when
- * this process has no
- * identity (e.g. -EMFILE). Reads /proc: not for a fast path. */
+ * its owner must flush first, review10 F2); -EAGAIN (the target is free or
+ * dead and requests it sent are still accepted and unanswered at other
+ * live ports after a second of waiting: they may still run, and a request
+ * bypassing the target now could run before them, review14 F1; logged at
+ * most once per 5 s; retry); what xseg_reap returns when this process has
+ * no identity (e.g. -EMFILE). Reads /proc and scans the request pool: not
+ * for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);

@@ -570,10 +570,14 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 	return 0;
 }
 
+/* Attempts of a redirect change while a dead target's requests drain
+ * (about a second each). */
+#define CTL_REDIRECT_TRIES 10
+
 static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 {
 	uint32_t port, next = XSEG_NOPORT;
-	int rc;
+	int rc = -EAGAIN;
 
 	if (ctl_port(c, seg, c->args[0], &port) < 0)
 		return 1;
@@ -586,9 +590,24 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 				xseg_name(seg), port);
 			return 1;
 		}
-		rc = xseg_set_path_next(seg, port, next);
-	} else {
-		rc = xseg_clear_path_next(seg, port);
+	}
+	/* -EAGAIN: requests a dead target sent still run at another port
+	 * (each call waits a second for them); give them a while */
+	for (int tries = 0; tries < CTL_REDIRECT_TRIES; tries++) {
+		rc = set ? xseg_set_path_next(seg, port, next)
+			 : xseg_clear_path_next(seg, port);
+		if (rc != -EAGAIN)
+			break;
+	}
+	if (rc == -EAGAIN) {
+		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: "
+			"requests its dead target (port %" PRIu32 ") sent are "
+			"still being executed by another port, and a request "
+			"bypassing the target now could run before them: "
+			"retry once they are answered",
+			xseg_name(seg), port, set ? "set" : "clear",
+			xseg_get_path_next(seg, port));
+		return 1;
 	}
 	if (rc == -EBUSY) {
 		/* the current target holds acknowledged write-back data (or

@@ -65,6 +65,9 @@ struct sup_peer {
 	 * (a give-up unplugged it); cleared once it is seen up or given up
 	 * on again */
 	bool wanted;
+	/* cached given up on, its redirect not yet removed (requests it
+	 * sent still ran at the store): retried every poll */
+	bool unplug_pending;
 };
 
 static volatile sig_atomic_t sup_stop;
@@ -209,6 +212,34 @@ static bool sup_check_losses(struct xseg *seg, uint64_t *seen)
 	return true;
 }
 
+/* Take a cached given up on out of the path. The call reclaims it
+ * first, so a loss it held is counted before requests reach the store
+ * directly; while requests it sent still run at the store it keeps the
+ * redirect (-EAGAIN, review14 F1) and p->unplug_pending has the next
+ * polls try again. */
+static void sup_unplug_dead_cached(struct xseg *seg, struct sup_peer *p,
+				   uint64_t *losses_seen)
+{
+	int rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
+
+	sup_check_losses(seg, losses_seen);
+	if (!rc) {
+		p->unplug_pending = false;
+		sup_log("cached unplugged: volumes go to the store directly");
+	} else if (rc == -EAGAIN) {
+		if (!p->unplug_pending)
+			sup_log("cached is not unplugged yet: requests it "
+				"sent are still running at the store "
+				"(retrying until they are answered)");
+		p->unplug_pending = true;
+	} else {
+		p->unplug_pending = false;
+		sup_log("cannot unplug cached: %s (volumes fail until "
+			"`xsegctl stack unplug-cached`)",
+			strerror(-rc));
+	}
+}
+
 static void sup_restart(const struct stack *st, struct xseg *seg,
 			enum stack_role r, struct sup_peer *p,
 			uint64_t *losses_seen)
@@ -235,17 +266,7 @@ static void sup_restart(const struct stack *st, struct xseg *seg,
 			SUP_BURST, SUP_WINDOW_S);
 		if (r != STACK_ROLE_CACHED)
 			return;
-		/* reclaims a dead cached first, so a loss it held is
-		 * counted before requests reach the store directly */
-		rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
-		sup_check_losses(seg, losses_seen);
-		if (!rc)
-			sup_log("cached unplugged: volumes go to the store "
-				"directly");
-		else
-			sup_log("cannot unplug cached: %s (volumes fail "
-				"until `xsegctl stack unplug-cached`)",
-				strerror(-rc));
+		sup_unplug_dead_cached(seg, p, losses_seen);
 		return;
 	}
 	sup_log("%s (port %u) is down; restart %u%s", name, stack_role_port(r),
@@ -303,6 +324,7 @@ static void sup_take_request(const struct stack *st, enum stack_role r,
 		stack_role_name(r), p->given_up ? " after the give-up" : "");
 	memset(p->recent, 0, sizeof(p->recent));
 	p->given_up = false;
+	p->unplug_pending = false;
 	p->given_up_pid = 0;
 	p->wanted = true;
 	sup_write_state(st, peers);
@@ -364,6 +386,7 @@ int stack_supervise(struct stack *st)
 					memset(peers[r].recent, 0,
 					       sizeof(peers[r].recent));
 					peers[r].given_up = false;
+					peers[r].unplug_pending = false;
 					sup_write_state(st, peers);
 				}
 				continue;
@@ -375,11 +398,18 @@ int stack_supervise(struct stack *st)
 				/* started by hand (plug-cached) since, and
 				 * dead before we saw it alive: supervised
 				 * again all the same */
-				if (!pid || pid == peers[r].given_up_pid)
+				if (!pid || pid == peers[r].given_up_pid) {
+					if (peers[r].unplug_pending &&
+					    stack_plugged(seg))
+						sup_unplug_dead_cached(
+						    seg, &peers[r],
+						    &losses_seen);
 					continue;
+				}
 				memset(peers[r].recent, 0,
 				       sizeof(peers[r].recent));
 				peers[r].given_up = false;
+				peers[r].unplug_pending = false;
 				sup_write_state(st, peers);
 			}
 			/* read after the death was seen: an unplug removes

@@ -29,7 +29,10 @@ random blocks) and goes on.
 "run" also starts the killer thread: CHAOS_KILLS (default 8) SIGKILLs of
 a random peer (store, cached, vlmc; at most 4 each, below the
 supervisor's give-up of 5 in 60 s) at random instants, each after the
-last killed peer is serving again. The seed (CHAOS_SEED, else random) is
+last killed peer is serving again; after a kill, with probability
+CHAOS_STARTUP (default 0.25), the peer's successor is killed again within
+0.3 s of its start, most often before it serves (the store replaying its
+log, cached plugging, vlmc loading its volumes). The seed (CHAOS_SEED, else random) is
 printed; it fixes the kill schedule and the client's commands, not the
 interleaving of the two. CHAOS_BREAK=floor counts a write durable as soon
 as it is acknowledged (before its FLUSH): a deliberately wrong floor,
@@ -393,11 +396,12 @@ def serving(d, role, pid):
 
 
 class Killer(threading.Thread):
-    def __init__(self, client, seed, kills):
+    def __init__(self, client, seed, kills, startup):
         super().__init__(daemon=True)
         self.c = client
         self.rng = random.Random(seed * 7919 + 1)
         self.kills = kills
+        self.startup = startup
         self.history = []
         self.error = None
         self.done = threading.Event()
@@ -410,37 +414,68 @@ class Killer(threading.Thread):
             self.error = e
         self.done.set()
 
+    def wait_pid(self, role, old, want_serving):
+        """The new process of role after old was killed (serving, if
+        want_serving): a bound of 120 s catches a peer that never comes."""
+        d = self.c.d
+        end = time.monotonic() + 120
+        while True:
+            new = pid_of(d, role)
+            if new and new != old and is_peer(d, new) and (
+                    not want_serving or serving(d, role, new)):
+                return new
+            if time.monotonic() > end:
+                raise Fail("%s (killed pid %d) not %s within 120 s" %
+                           (role, old, "serving again" if want_serving
+                            else "restarted"))
+            time.sleep(0.05 if want_serving else 0.005)
+
+    def kill(self, k, role, pid, how):
+        c = self.c
+        st = dict(c.st)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            raise Fail("kill %d: %s pid %d died before it was killed%s" %
+                       (k + 1, role, pid, how))
+        self.history.append("%s pid %d%s after %d writes" %
+                            (role, pid, how, st["writes"]))
+        c.log("kill %d: SIGKILL %s pid %d%s (%d writes, %d acknowledged, "
+              "%d flushes so far)" % (k + 1, role, pid, how, st["writes"],
+                                      st["acked"], st["flushes"]))
+
     def kill_all(self):
         c, d = self.c, self.c.d
         count = dict.fromkeys(ROLES, 0)
         while c.st["acked"] < 200 and not self.stop.is_set():
             time.sleep(0.05)
-        for k in range(self.kills):
+        k = 0
+        while k < self.kills:
             if self.stop.wait(self.rng.uniform(0.1, 2.0)):
                 return
             role = self.rng.choice([r for r in ROLES if count[r] < KILLS_PER_ROLE])
-            count[role] += 1
             pid = pid_of(d, role)
             if not pid or not is_peer(d, pid):
                 raise Fail("kill %d: no live %s (pid file says %d)" %
                            (k + 1, role, pid))
-            st = dict(c.st)
-            os.kill(pid, signal.SIGKILL)
-            self.history.append("%s pid %d after %d writes" %
-                                (role, pid, st["writes"]))
-            c.log("kill %d: SIGKILL %s pid %d (%d writes, %d acknowledged, "
-                  "%d flushes so far)" % (k + 1, role, pid, st["writes"],
-                                          st["acked"], st["flushes"]))
-            end = time.monotonic() + 120
-            while True:
-                new = pid_of(d, role)
-                if new and new != pid and is_peer(d, new) and serving(d, role, new):
-                    break
-                if time.monotonic() > end:
-                    raise Fail("%s (killed pid %d) not serving again within "
-                               "120 s" % (role, pid))
-                time.sleep(0.05)
-            c.log("kill %d: %s back as pid %d" % (k + 1, role, new))
+            self.kill(k, role, pid, "")
+            k += 1
+            count[role] += 1
+            # its successor killed again as soon as it runs, most often
+            # before it serves (replaying the store's log, plugging cached)
+            while (k < self.kills and count[role] < KILLS_PER_ROLE and
+                   self.rng.random() < self.startup):
+                new = self.wait_pid(role, pid, False)
+                if self.stop.wait(self.rng.uniform(0, 0.3)):
+                    return
+                up = serving(d, role, new)
+                self.kill(k, role, new, " (serving already)" if up else
+                          " during its start-up")
+                k += 1
+                count[role] += 1
+                pid = new
+            new = self.wait_pid(role, pid, True)
+            c.log("kill %d: %s back as pid %d" % (k, role, new))
 
 
 def losses(d):
@@ -472,12 +507,20 @@ def cmd_run(d, state, nblocks):
         print("chaos_client: CHAOS_KILLS=%d: 0..%d (at most %d per peer)" %
               (kills, KILLS_PER_ROLE * len(ROLES), KILLS_PER_ROLE))
         return 2
+    startup = float(os.environ.get("CHAOS_STARTUP", "0.25"))
+    if not 0 <= startup <= 1:
+        print("chaos_client: CHAOS_STARTUP=%s: a probability, 0..1" % startup)
+        return 2
     brk = os.environ.get("CHAOS_BREAK", "")
-    print("chaos: seed %d (CHAOS_SEED=%d reproduces the schedule), %d kills%s" %
-          (seed, seed, kills, ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk == "floor" else ""),
-          flush=True)
-    c = Client(d, nblocks, seed, break_floor=(brk == "floor"))
-    killer = Killer(c, seed, kills)
+    if brk not in ("", "floor"):
+        print("chaos_client: CHAOS_BREAK=%s: only 'floor' (or unset)" % brk)
+        return 2
+    print("chaos: seed %d (CHAOS_SEED=%d reproduces the schedule), %d kills, "
+          "start-up kills %.2f%s" %
+          (seed, seed, kills, startup,
+           ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk else ""), flush=True)
+    c = Client(d, nblocks, seed, break_floor=bool(brk))
+    killer = Killer(c, seed, kills, startup)
     try:
         c.connect()
         killer.start()

@@ -11,7 +11,9 @@
 #     FLUSH about every 8 writes), reconnecting after a broken connection
 #     or an error reply and reading a sample then;
 #   - a killer SIGKILLs store, cached or vlmc 8 times (CHAOS_KILLS), each
-#     at a random instant once the last one killed serves again;
+#     at a random instant once the last one killed serves again, and a
+#     quarter of the time (CHAOS_STARTUP) its successor again within
+#     0.3 s of its start, most often before it serves;
 #   - every read, and the whole volume at the end after a FLUSH: every
 #     sector a valid sector of a version issued for its block, at or above
 #     the block's durable floor and the connection's own acknowledged write;

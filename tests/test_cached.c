@@ -3038,18 +3038,23 @@ START_TEST(test_dead_next_port_answers_econnreset)
 END_TEST
 
 /* review11 N-I: a read of an object never written (ENOENT) is not an
- * error from the store. */
+ * error from the store; review14 F3: it reads as zeroes (whatever the
+ * reply's buffer held). */
 START_TEST(test_enoent_not_counted_as_error)
 {
 	struct fake_req *r;
 
 	r = client(0, XSEG_OP_READ, "never", 0, BS);
+	memset(r->buf, 0xff, BS);
 	ck_assert_int_eq(submit(r), 0);
 	ck_assert_uint_eq(nr_sent, 1);
+	memset(((struct fake_req *)sent[0]->req)->buf, 0xee, BS);
 	serve(0, ENOENT, false);
 	nr_sent = 0;
 	ck_assert(r->done);
-	ck_assert_int_eq(r->error, ENOENT);
+	ck_assert_int_eq(r->error, 0);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(r->buf[i], 0);
 	ck_assert_uint_eq(C.st.next_errors, 0);
 	ck_assert_uint_eq(C.st.next_enoent, 1);
 	r = client(1, XSEG_OP_READ, "bad", 0, BS);
@@ -3611,9 +3616,10 @@ END_TEST
 
 /* Every xcache node held by an evicted object kept for one dirty bucket
  * the store refuses (ENOSPC, as r13_read_new_object_nodes_all_kept): a
- * WRITE, a NOCACHE WRITE and a DELETE of an object the cache does not
- * hold fail with ENOSPC (never forwarded: a read inserting the name
- * meanwhile could cache the data from before them); an INFO and a HASH of
+ * WRITE and a NOCACHE WRITE of an object the cache does not hold fail
+ * with ENOSPC (never forwarded: a read inserting the name meanwhile could
+ * cache the data from before them), a DELETE is sent under the name fence
+ * (test_delete_uncached_fenced); an INFO and a HASH of
  * such an object are forwarded (the cache holds nothing of it, so the
  * store's answer is the cache's). The old code parked all five until the
  * store took writes again. */
@@ -3658,18 +3664,23 @@ START_TEST(test_no_node_write_fails_info_forwarded)
 		      w->done, nw->done, del->done);
 	ck_assert_int_eq(w->error, ENOSPC);
 	ck_assert_int_eq(nw->error, ENOSPC);
-	ck_assert_int_eq(del->error, ENOSPC);
+	/* the DELETE is sent with no node (it frees space in a full
+	 * store): test_delete_uncached_fenced */
+	ck_assert_int_eq(del->error, 0);
+	ck_assert_uint_eq(C.st.uncached_deletes, 1);
 	ck_assert(!w->forwarded && !nw->forwarded && !del->forwarded);
-	ck_assert_uint_eq(C.st.space_failed, 3);
+	ck_assert_uint_eq(C.st.space_failed, 2);
 	ck_assert_msg(inf->done && h->done,
 		      "INFO/HASH of an object the cache does not hold wait "
 		      "for a node (info %d, hash %d)",
 		      inf->done, h->done);
 	ck_assert(inf->forwarded && h->forwarded);
-	/* nothing was sent for them, nothing inserted */
+	/* nothing was sent for them but the DELETE, nothing inserted */
 	for (i = 0; i < nr_sent_log; i++)
-		ck_assert_uint_eq(sent_log[i].op, XSEG_OP_WRITE);
+		ck_assert(sent_log[i].op == XSEG_OP_WRITE ||
+			  sent_log[i].op == XSEG_OP_DELETE);
 	ck_assert_ptr_null(obj("new"));
+	ck_assert_ptr_null(obj("new3"));
 	ck_assert_ptr_null(obj("fresh"));
 	/* an active object's bucket still takes writes (write-back) */
 	snprintf(name, sizeof(name), "d%u", C.nr_nodes - 1);
@@ -3819,6 +3830,281 @@ END_TEST
 /* The state machine's cases; the full/failing-store cases (fullstore*)
  * run as a separate ctest (test_cached_fullstore) so each run stays well
  * under its ctest TIMEOUT on a loaded machine. */
+/* review14 F3: a store that answers ENOENT for an object it does not
+ * hold (the protocol allows it). A READ that hits an acknowledged DIRTY
+ * bucket and misses the next one reads the written data and zeroes (the
+ * old code failed it with ENOENT, which vlmc turned into zeroes over the
+ * whole part, the acknowledged data included); a 512-byte write into a
+ * new object succeeds (its read-modify-write fetch got ENOENT: EIO
+ * before) and reads back with zeroes around it. */
+START_TEST(test_enoent_fetch_reads_zeroes)
+{
+	struct fake_req *w, *r, *p, *r2;
+	struct cached_obj *o;
+
+	w = client(0, XSEG_OP_WRITE, "n", 0, BS);
+	fill(w, 0x41);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_uint_eq(nr_sent, 0);
+	r = client(1, XSEG_OP_READ, "n", 0, 2 * BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->offset, BS);
+	/* the reply's buffer holds something else (reused nreq) */
+	memset(((struct fake_req *)sent[0]->req)->buf, 0xee, BS);
+	serve(0, ENOENT, false);
+	nr_sent = 0;
+	ck_assert(r->done);
+	ck_assert_int_eq(r->error, 0);
+	for (unsigned i = 0; i < BS; i++) {
+		ck_assert_uint_eq(r->buf[i], 0x41);
+		ck_assert_uint_eq(r->buf[BS + i], 0);
+	}
+	o = obj("n");
+	ck_assert_uint_eq(o->bstate[0], CACHED_B_DIRTY);
+	ck_assert_uint_eq(o->bstate[1], CACHED_B_VALID);
+	ck_assert_uint_eq(C.unflushed, 1);
+	ck_assert_uint_eq(C.st.next_enoent, 1);
+	ck_assert_uint_eq(C.st.next_errors, 0);
+	/* a partial bucket of a new object */
+	p = client(2, XSEG_OP_WRITE, "m", 3 * BS + 100, 512);
+	fill(p, 0xcc);
+	ck_assert_int_eq(submit(p), 0);
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_READ);
+	memset(((struct fake_req *)sent[0]->req)->buf, 0xee, BS);
+	serve(0, ENOENT, false);
+	nr_sent = 0;
+	ck_assert(p->done);
+	ck_assert_int_eq(p->error, 0);
+	ck_assert_uint_eq(p->req.serviced, 512);
+	r2 = client(3, XSEG_OP_READ, "m", 3 * BS, BS);
+	ck_assert_int_eq(submit(r2), 0);
+	ck_assert(r2->done);
+	ck_assert_uint_eq(nr_sent, 0);
+	ck_assert_int_eq(r2->error, 0);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(r2->buf[i], i >= 100 && i < 612 ? 0xcc : 0);
+	/* written back as the client wrote it, zeroes included */
+	ck_assert_uint_eq(C.st.next_enoent, 2);
+}
+END_TEST
+
+/* Serve the sent requests whose op is op (with error), keep the others
+ * in sent[] in order. */
+static void serve_op(uint16_t op, int error)
+{
+	struct cached_nreq *keep[256];
+	struct cached_nreq *todo[256];
+	unsigned nk = 0, nt = 0;
+
+	for (unsigned k = 0; k < nr_sent; k++) {
+		if (sent[k]->req->op == op)
+			todo[nt++] = sent[k];
+		else
+			keep[nk++] = sent[k];
+	}
+	memcpy(sent, keep, nk * sizeof(*keep));
+	nr_sent = nk;
+	for (unsigned k = 0; k < nt; k++) {
+		/* serve() takes an index into sent[]: put it at the end */
+		sent[nr_sent] = todo[k];
+		serve(nr_sent, error, false);
+	}
+}
+
+static unsigned count_sent(uint16_t op)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < nr_sent; k++)
+		n += sent[k]->req->op == op;
+	return n;
+}
+
+/* Every xcache node held by an object kept for one dirty bucket the
+ * store refuses (ENOSPC), as test_no_node_write_fails_info_forwarded. */
+static void fill_nodes_refused(void)
+{
+	struct fake_req *w;
+	char name[16];
+
+	submit_write_error = -ENOSPC;
+	for (unsigned i = 0; i < C.nr_nodes; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		w = client(i % 40, XSEG_OP_WRITE, name, 0, BS);
+		fill(w, (unsigned char)i);
+		ck_assert_int_eq(submit(w), 0);
+		ck_assert(w->done);
+		ck_assert_int_eq(w->error, 0);
+	}
+	ck_assert_int_eq(cached_space_refused(&C), ENOSPC);
+	ck_assert_uint_eq(C.nodes_used, C.nr_nodes);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes);
+}
+
+/* cachedfull3's open point: a DELETE (volume remove: how an operator
+ * frees space in a full store) of an object the cache holds nothing of
+ * reaches the store although no xcache node is free, and succeeds. A READ
+ * of the name while the store holds the DELETE waits, with no node
+ * (forwarded it could read data from before the DELETE) or with one
+ * (freed meanwhile: it would fetch and keep that data), and reads what
+ * the store has after it. The store here executes the reads it is given
+ * before the DELETE it holds: the old data is there until then. */
+START_TEST(test_delete_uncached_fenced)
+{
+	struct fake_req *del, *r1, *r2, *r3;
+
+	fill_nodes_refused();
+	del = client(40, XSEG_OP_DELETE, "gone", 0, 0);
+	ck_assert_int_eq(submit(del), 0);
+	ck_assert_msg(!del->done, "the DELETE did not reach the store: %s",
+		      del->done ? strerror(del->error) : "");
+	ck_assert_uint_eq(nr_sent, 1);
+	ck_assert_uint_eq(sent[0]->req->op, XSEG_OP_DELETE);
+	ck_assert_ptr_null(sent[0]->obj);
+	ck_assert_str_eq(sent[0]->cio->name, "gone");
+	ck_assert_uint_eq(C.st.uncached_deletes, 1);
+	ck_assert_ptr_null(obj("gone"));
+	/* no node: a READ would be forwarded; it waits for the DELETE */
+	r1 = client(41, XSEG_OP_READ, "gone", 0, BS);
+	ck_assert_int_eq(submit(r1), 0);
+	ck_assert(!r1->done && !r1->forwarded);
+	/* the store takes writes again: nodes come free */
+	submit_write_error = 0;
+	for (int t = 0; t < 5; t++) {
+		cached_retry_failed(&C);
+		for (int k = 0; k < 100 && count_sent(XSEG_OP_WRITE); k++)
+			serve_op(XSEG_OP_WRITE, 0);
+	}
+	r3 = client(44, XSEG_OP_FLUSH, "", 0, 0);
+	ck_assert_int_eq(submit(r3), 0);
+	for (int k = 0; k < 100 && count_sent(XSEG_OP_WRITE); k++)
+		serve_op(XSEG_OP_WRITE, 0);
+	ck_assert(r3->done && r3->forwarded);
+	ck_assert_uint_eq(C.unflushed, 0);
+	ck_assert_uint_eq(C.flush_failing, 0);
+	ck_assert(!del->done && !r1->done);
+	/* a READ now inserts the name: it must not fetch before the
+	 * DELETE is answered */
+	memset(store_a, 0x5a, sizeof(store_a)); /* the data it deletes */
+	r2 = client(42, XSEG_OP_READ, "gone", 0, BS);
+	ck_assert_int_eq(submit(r2), 0);
+	ck_assert_uint_eq(C.st.fence_waits, 2);
+	serve_op(XSEG_OP_READ, 0); /* before the DELETE, at the store */
+	ck_assert_msg(!r1->done && !r2->done,
+		      "a READ of a name being deleted was served before the "
+		      "DELETE's answer (r1 %d r2 %d)",
+		      r1->done, r2->done);
+	ck_assert_uint_eq(count_sent(XSEG_OP_DELETE), 1);
+	serve_op(XSEG_OP_DELETE, 0); /* the store: zeroes from now */
+	ck_assert(del->done);
+	ck_assert_int_eq(del->error, 0);
+	ck_assert_uint_eq(C.fence_total, 0);
+	serve_all();
+	serve_all();
+	ck_assert(r1->done && r2->done);
+	ck_assert_int_eq(r2->error, 0);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(r2->buf[i], 0);
+	/* r1 ran after the DELETE: cached now (a node is free) or forwarded
+	 * to the store, which has deleted the object */
+	ck_assert(r1->forwarded || r1->error == 0);
+	if (!r1->forwarded)
+		for (unsigned i = 0; i < BS; i++)
+			ck_assert_uint_eq(r1->buf[i], 0);
+	/* and the cache keeps nothing from before the DELETE */
+	r3 = client(43, XSEG_OP_READ, "gone", 0, BS);
+	ck_assert_int_eq(submit(r3), 0);
+	serve_all();
+	ck_assert(r3->done);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(r3->buf[i], 0);
+}
+END_TEST
+
+/* A DELETE of an object the cache holds dirty data of that the store
+ * refuses (ENOSPC): before, its flush-first failed it with ENOSPC for as
+ * long as the store was full, so a full store could not be cleaned up
+ * through cached. Now it is sent without that flush; no flush round of
+ * the object runs while it is at the store (a FLUSH or the tick's retry
+ * joins it); its success drops the refused data (the unflushed count
+ * falls, the node frees: a new object can be cached) and the FLUSH is
+ * done; so does an ENOENT answer (the store never had the object). A
+ * DELETE the store fails keeps the data dirty and counted. */
+START_TEST(test_delete_drops_refused_dirty)
+{
+	struct fake_req *del, *fl, *del2, *w, *r;
+	struct cached_obj *o;
+	uint64_t seq;
+	uint32_t used;
+
+	fill_nodes_refused();
+	del = client(40, XSEG_OP_DELETE, "d0", 0, 0);
+	ck_assert_int_eq(submit(del), 0);
+	ck_assert_msg(!del->done, "the DELETE failed: %s",
+		      del->done ? strerror(del->error) : "");
+	ck_assert_uint_eq(count_sent(XSEG_OP_DELETE), 1);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes);
+	/* no write of d0 may start while the DELETE is out: a FLUSH of it
+	 * and the tick's retries wait */
+	o = obj("d0");
+	ck_assert_ptr_nonnull(o);
+	seq = o->seq_started;
+	fl = client(41, XSEG_OP_FLUSH, "d0", 0, 0);
+	ck_assert_int_eq(submit(fl), 0);
+	cached_retry_failed(&C);
+	ck_assert(!fl->done);
+	ck_assert_msg(o->seq_started == seq && !o->flushing,
+		      "a flush round of d0 started while its DELETE is out");
+	used = C.nodes_used;
+	serve_op(XSEG_OP_DELETE, 0);
+	ck_assert(del->done);
+	ck_assert_int_eq(del->error, 0);
+	ck_assert(fl->done);
+	ck_assert_int_eq(fl->error, 0);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes - 1);
+	ck_assert_uint_eq(C.st.delete_dropped, 1);
+	ck_assert_ptr_null(obj("d0"));
+	ck_assert_uint_eq(C.nodes_used, used - 1);
+	/* the freed node takes a new object */
+	w = client(42, XSEG_OP_WRITE, "fresh", 0, BS);
+	fill(w, 0x77);
+	ck_assert_int_eq(submit(w), 0);
+	ck_assert(w->done);
+	ck_assert_int_eq(w->error, 0);
+	ck_assert_ptr_nonnull(obj("fresh"));
+	/* a DELETE the store fails: d1's data stays, dirty and counted */
+	del2 = client(43, XSEG_OP_DELETE, "d1", 0, 0);
+	ck_assert_int_eq(submit(del2), 0);
+	ck_assert(!del2->done);
+	serve_op(XSEG_OP_DELETE, EIO);
+	ck_assert(del2->done);
+	ck_assert_int_eq(del2->error, EIO);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes);
+	ck_assert_uint_eq(obj("d1")->counts[CACHED_B_DIRTY], 1);
+	r = client(44, XSEG_OP_READ, "d1", 0, BS);
+	ck_assert_int_eq(submit(r), 0);
+	ck_assert(r->done);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(r->buf[i], 1);
+	/* ENOENT: the store never had d2 (it refused every write of it):
+	 * deleted all the same, the client told so */
+	del2 = client(45, XSEG_OP_DELETE, "d2", 0, 0);
+	ck_assert_int_eq(submit(del2), 0);
+	ck_assert(!del2->done);
+	serve_op(XSEG_OP_DELETE, ENOENT);
+	ck_assert(del2->done);
+	ck_assert_int_eq(del2->error, ENOENT);
+	ck_assert_uint_eq(C.unflushed, C.nr_nodes - 1);
+	ck_assert_uint_eq(C.st.delete_dropped, 2);
+	ck_assert_ptr_null(obj("d2"));
+	store_recovers(46);
+}
+END_TEST
+
 static void add_core_cases(Suite *s)
 {
 	TCase *tc = tcase_create("pool");
@@ -3929,6 +4215,7 @@ static void add_fullstore_cases(Suite *s)
 	tcase_add_test(tc, test_drop_failed_waits_for_round);
 	tcase_add_test(tc, test_dead_next_port_answers_econnreset);
 	tcase_add_test(tc, test_enoent_not_counted_as_error);
+	tcase_add_test(tc, test_enoent_fetch_reads_zeroes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fullstore_small");
 	tcase_add_checked_fixture(tc, setup_small, teardown);
@@ -3944,6 +4231,8 @@ static void add_fullstore_cases(Suite *s)
 	tcase_add_test(tc, r13_partial_ack_after_failed_fua_kept);
 	tcase_add_test(tc, r13_retry_one_round_per_object);
 	tcase_add_test(tc, test_no_node_write_fails_info_forwarded);
+	tcase_add_test(tc, test_delete_uncached_fenced);
+	tcase_add_test(tc, test_delete_drops_refused_dirty);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fullstore_r13_small");
 	tcase_add_checked_fixture(tc, setup_small, teardown);

@@ -269,7 +269,9 @@ static int io_submit(struct cached *c, struct cached_nreq *n)
 	uint16_t op = req->op;
 	uint32_t flags = req->flags;
 	uint64_t offset = req->offset, size = req->size;
-	const char *name = xcache_entry_name(n->obj->entry);
+	/* an uncached DELETE has no object: its client request's name */
+	const char *name =
+	    n->obj ? xcache_entry_name(n->obj->entry) : n->cio->name;
 	size_t len = strlen(name);
 	int rc;
 
@@ -417,7 +419,7 @@ static void cached_on_reply(struct peer *p, struct xseg_request *req)
 	struct cached_nreq *n = (struct cached_nreq *)(uintptr_t)req->user;
 
 	if (!n || n < cp->c.nreqs || n >= cp->c.nreqs + cp->cfg.max_inflight ||
-	    n->req != req || !n->obj) {
+	    n->req != req || (!n->obj && !n->cio)) {
 		peer_warn("cached: port %" PRIu32 ": stray reply to request "
 			  "%" PRIu64 " (%s), dropped",
 			  cp->port, req->id, peer_op_name(req->op));
@@ -849,7 +851,8 @@ static void cached_fini(struct peer *p)
 	if (!cached_unclean(&cp->c))
 		cached_pump(cp, NULL);
 	for (uint32_t i = 0; i < cp->cfg.max_inflight; i++)
-		if (cp->c.nreqs && cp->c.nreqs[i].req && !cp->c.nreqs[i].obj)
+		if (cp->c.nreqs && cp->c.nreqs[i].req && !cp->c.nreqs[i].obj &&
+		    !cp->c.nreqs[i].cio)
 			xseg_put_request(cp->seg, cp->c.nreqs[i].req);
 	if (cp->plugged && !cp->keep_redirect &&
 	    xseg_get_path_next(cp->seg, cp->next_port) == cp->port)
@@ -992,6 +995,9 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	/* added in session 10 */
 	ST("space_failed", LD(space_failed));
 	ST("space_refused", (uint64_t)cached_space_refused(c));
+	ST("uncached_deletes", LD(uncached_deletes));
+	ST("delete_dropped_bytes", LD(delete_dropped) * bs);
+	ST("fence_waits", LD(fence_waits));
 	ST("objects_active", xs.nr_active);
 	ST("objects_evicted", xs.nr_evicted);
 	ST("free_bytes", (uint64_t)cached_pool_nr_free(&c->pool) * bs);

@@ -58,6 +58,10 @@
  * (e.g. 4 KiB .. 32 KiB objects of 4 KiB buckets). */
 #define CACHED_INLINE_SLOTS 8
 
+/* Slots of the name fence of uncached DELETEs (struct cached, fence):
+ * names sharing a slot only wait for each other's DELETE. */
+#define CACHED_FENCE_SLOTS 64
+
 /* Data state of a claimed bucket. */
 enum cached_bstate {
 	CACHED_B_INVALID = 0, /* claimed, contents unknown */
@@ -320,23 +324,30 @@ static inline void cached_obj_set_state(struct cached_obj *o,
  * Requests to the next port (nreq) and client request contexts (cio)
  */
 enum cached_nreq_kind {
-	CACHED_N_FETCH = 1, /* READ of slots [first, first+n) */
-	CACHED_N_WRITE,	    /* flush WRITE of slots [first, first+n) */
-	CACHED_N_INFO,	    /* INFO on behalf of client request cio */
-	CACHED_N_PASS,	    /* a piece of the NOCACHE WRITE cio */
-	CACHED_N_OP,	    /* the DELETE or COPY cio, target = the object */
-	CACHED_N_UNCACHED,  /* READ of slots [first, first+n) for the
-			       uncached READ cio (no bucket involved) */
+	CACHED_N_FETCH = 1,  /* READ of slots [first, first+n) */
+	CACHED_N_WRITE,	     /* flush WRITE of slots [first, first+n) */
+	CACHED_N_INFO,	     /* INFO on behalf of client request cio */
+	CACHED_N_PASS,	     /* a piece of the NOCACHE WRITE cio */
+	CACHED_N_OP,	     /* the DELETE or COPY cio, target = the object */
+	CACHED_N_UNCACHED,   /* READ of slots [first, first+n) for the
+				uncached READ cio (no bucket involved) */
+	CACHED_N_UNC_DELETE, /* the DELETE cio of a name the cache holds
+				nothing of, sent with no xcache node (obj
+				NULL) under the name fence (object.c,
+				cio_delete_uncached) */
 };
 
 struct cached_nreq {
 	struct xseg_request *req; /* held by cached between uses */
-	struct cached_obj *obj;	  /* holds a reference while in flight */
+	struct cached_obj *obj;	  /* holds a reference while in flight;
+				     NULL for N_UNC_DELETE */
 	uint32_t kind;
 	uint32_t first, n;
 	int error;		/* result, set before the done job runs */
 	uint64_t serviced;	/* N_PASS: what the next port reported */
-	struct cached_cio *cio; /* N_INFO, N_PASS: the client request */
+	struct cached_cio *cio; /* N_INFO, N_PASS, N_OP, N_UNCACHED,
+				   N_UNC_DELETE: the client request (NULL
+				   while free: nreq_put) */
 	struct xworkq_job job;
 	struct cached_nreq *next_free;
 };
@@ -368,7 +379,11 @@ struct cached_cio {
 	int error;	       /* first error from the next port */
 	bool counted;	       /* hit/miss accounted */
 	bool fua;	       /* written through with FUA */
-	uint8_t parked;	       /* 1 on nreq_waitq, 2 on space_waitq */
+	uint8_t parked;	       /* 1 on nreq_waitq, 2 on space_waitq, 3 at
+				  the name fence (fence_parked) */
+	bool drop_dirty;       /* DELETE sent without flushing its target's
+				  dirty data, which the next port refuses
+				  (cio_delete): dropped if it succeeds */
 	bool created;	       /* NOCACHE, INFO-NOCACHE, HASH: dispatch
 				  created the object (nothing was cached) */
 	bool made_entry;       /* a dispatch of this request inserted the
@@ -384,6 +399,7 @@ struct cached_cio {
 	uint32_t size_gen;     /* INFO: obj->size_gen when asked */
 	uint32_t unc_cursor;   /* uncached READ: next slot to serve */
 	uint32_t unc_inflight; /* uncached READ: fetches in flight */
+	struct cached_cio *fence_next; /* parked at the name fence */
 	struct cached_waiter waiter;
 	struct xworkq_job job;
 	struct xwaitq_job wjob;
@@ -464,6 +480,15 @@ struct cached_stats {
 	uint64_t space_failed;	   /* requests failed for want of a bucket
 				      or an xcache node while the next port
 				      refuses writes (cached_space_refused) */
+	uint64_t uncached_deletes; /* DELETEs of names the cache holds
+				      nothing of, sent with no xcache node
+				      while flushes fail */
+	uint64_t delete_dropped;   /* buckets of unflushed data the next
+				      port refused, dropped because a DELETE
+				      of their object succeeded */
+	uint64_t fence_waits;	   /* requests that waited for an uncached
+				      DELETE of their name (or one sharing
+				      its fence slot) */
 };
 
 struct cached_config {
@@ -537,6 +562,15 @@ struct cached {
 	struct xwaitq nreq_waitq; /* a free nreq */
 	/* restarts of parked cios run from here, never nested in a hook */
 	struct xworkq redispatch_wq;
+	/* The name fence of uncached DELETEs (object.c, "Uncached
+	 * DELETE"): fence[h] counts the DELETEs in flight with no xcache
+	 * node whose name hashes to h, fence_parked[h] the requests waiting
+	 * for it to reach 0, fence_total the sum (the dispatch's fast
+	 * path). Under fence_lock; fence_total and fence[] also __atomic. */
+	uint32_t fence[CACHED_FENCE_SLOTS];
+	uint32_t fence_total;
+	struct cached_cio *fence_parked[CACHED_FENCE_SLOTS];
+	pthread_mutex_t fence_lock;
 
 	bool destroying;	  /* set by cached_destroy: the hooks that
 				     xcache_destroy runs skip the wake-up and node

@@ -36,6 +36,12 @@ static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n,
 static void obj_drop_created(struct cached *c, struct cached_obj *o,
 			     struct cached_cio *cio);
 static void flush_write_result(struct cached *c, int error);
+static bool fence_park(struct cached *c, struct cached_cio *cio,
+		       const char *name);
+static void cio_delete_uncached(struct cached *c, struct cached_cio *cio);
+static void unc_delete_done_job(void *arg);
+static void redispatch_job(void *arg);
+static void cio_job(void *arg);
 
 /* ------------------------------------------------------------------ */
 /* Context pools                                                       */
@@ -110,6 +116,7 @@ static struct cached_nreq *nreq_get(struct cached *c)
 static void nreq_put(struct cached *c, struct cached_nreq *n)
 {
 	n->obj = NULL;
+	n->cio = NULL; /* free: neither (cached_on_reply's check) */
 	pthread_mutex_lock(&c->nreq_lock);
 	n->next_free = c->nreq_free;
 	c->nreq_free = n;
@@ -1122,6 +1129,12 @@ static void obj_flush_continue(struct cached_obj *o)
 	if (!o->flushing) {
 		if (!o->counts[CACHED_B_DIRTY] && !obj_needs_round(o))
 			return;
+		/* A DELETE sent without writing this object's dirty data
+		 * (refused by the next port) is at the next port: a round
+		 * now could land after it and bring old data back. Its
+		 * answer drops the data, or lets rounds go on (a kick). */
+		if (o->fenced && o->fence_owner && o->fence_owner->drop_dirty)
+			return;
 		o->flushing = true;
 		o->seq_started++;
 		o->cursor = 0;
@@ -1491,6 +1504,22 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 	if (error < 0)
 		error = -error;
 	n->serviced = serviced;
+	/* A read of an object never written is answered ENOENT: normal
+	 * (review11 N-I), counted apart from the errors. For a fetch or an
+	 * uncached read it means the object does not exist at the next
+	 * port: its bytes read as zeroes, as the blocker answers them
+	 * (review14 F3: failing the fetch failed reads that also hit
+	 * acknowledged dirty buckets, which vlmc then read as zeroes, and
+	 * every read-modify-write of a partial bucket of a new object). */
+	if (error == ENOENT) {
+		CACHED_STAT(c, next_enoent, 1);
+		if (n->kind == CACHED_N_FETCH || n->kind == CACHED_N_UNCACHED) {
+			memset(c->io->data(c, n->req), 0, size);
+			error = 0;
+			serviced = size;
+			n->serviced = 0;
+		}
+	}
 	if (!error && serviced < size && n->kind != CACHED_N_INFO &&
 	    n->kind != CACHED_N_OP) {
 		if (n->kind == CACHED_N_WRITE || n->kind == CACHED_N_PASS) {
@@ -1503,14 +1532,14 @@ void cached_nreq_done(struct cached *c, struct cached_nreq *n, int error,
 			memset(data + serviced, 0, size - serviced);
 		}
 	}
-	/* A read of an object never written is answered ENOENT: normal
-	 * (review11 N-I), counted apart from the errors. */
-	if (error == ENOENT)
-		CACHED_STAT(c, next_enoent, 1);
-	else if (error)
+	if (error && error != ENOENT)
 		CACHED_STAT(c, next_errors, 1);
 	n->error = error;
-	xworkq_enqueue(&n->obj->wq, &n->job, nreq_done_job, n);
+	if (n->kind == CACHED_N_UNC_DELETE)
+		xworkq_enqueue(&c->redispatch_wq, &n->job, unc_delete_done_job,
+			       n);
+	else
+		xworkq_enqueue(&n->obj->wq, &n->job, nreq_done_job, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1632,8 +1661,20 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 		cio->phase = 1;
 		cio->waiter.need_seq = 0;
 	}
-	/* phase 1: fenced; the target's unflushed data goes first */
-	if (!cached_obj_clean(o) || o->flushing) {
+	/* phase 1: fenced; the target's unflushed data goes first, unless
+	 * the next port refuses it (ENOSPC ...: cached_space_refused) and the
+	 * request is a DELETE: an operator frees space in a full store by
+	 * deleting (volume remove), and the flush would fail the DELETE with
+	 * the store's errno for as long as the store is full, keeping the
+	 * node and the buckets for data that is being deleted. The DELETE
+	 * goes with the data still dirty, no round runs meanwhile
+	 * (obj_flush_continue), and the answer decides (nreq_op_done):
+	 * success drops the data, an error keeps it dirty as if the DELETE
+	 * had not been sent. */
+	if (!cio->drop_dirty && cio->kind == CACHED_C_DELETE &&
+	    !cached_obj_clean(o) && !o->flushing && cached_space_refused(c))
+		cio->drop_dirty = true;
+	if ((!cached_obj_clean(o) || o->flushing) && !cio->drop_dirty) {
 		if (cio->waiter.need_seq &&
 		    o->seq_done >= cio->waiter.need_seq) {
 			if (o->last_round_error) {
@@ -1658,8 +1699,10 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 		return;
 	}
 	/* nothing of the object is unflushed now: the next port has every
-	 * acknowledged byte, and the fence keeps it so */
-	CACHED_CHECK(cached_obj_clean(o));
+	 * acknowledged byte, and the fence keeps it so (or, drop_dirty, the
+	 * rest is refused and no round runs until the answer) */
+	CACHED_CHECK(cio->drop_dirty || cached_obj_clean(o));
+	CACHED_CHECK(!o->flushing);
 	cio->phase = 2;
 	nr->kind = CACHED_N_OP;
 	nr->cio = cio;
@@ -1692,13 +1735,47 @@ static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n, int error)
 	struct cached_cio *cio = n->cio;
 
 	nreq_put(c, n);
-	CACHED_CHECK(cached_obj_clean(o));
+	/* ENOENT: the next port has no such object (it never took a write
+	 * of it): deleted as well */
+	if (cio->drop_dirty && error && error != ENOENT) {
+		/* not deleted (or not known to be): the object as the
+		 * client last wrote it, its refused data still dirty and
+		 * counted; rounds may run again (a waiting FLUSH or
+		 * write-through write gets the store's answer) */
+		cio->drop_dirty = false;
+		o->fenced = false;
+		o->fence_owner = NULL;
+		cached_obj_set_state(o, CACHED_O_FAILED);
+		obj_wake_all(o);
+		obj_kick_now(o);
+		cio_finish(c, cio, error);
+		return;
+	}
+	if (cio->drop_dirty) {
+		/* deleted: the refused data has nothing left to go to. As
+		 * if a round had written it: whoever waits for a round (a
+		 * FLUSH, a write-through write) is done, its data deleted
+		 * after it. */
+		CACHED_STAT(c, delete_dropped,
+			    o->counts[CACHED_B_DIRTY] +
+				o->counts[CACHED_B_WRITING]);
+		o->seq_started++;
+		o->seq_done = o->seq_started;
+		o->last_round_error = 0;
+	}
+	CACHED_CHECK(cio->drop_dirty || cached_obj_clean(o));
 	for (uint32_t s = 0; s < o->nr_slots; s++)
 		if (o->bucket[s] != CACHED_NO_BUCKET &&
 		    o->bstate[s] != CACHED_B_INVALID)
 			/* a load in flight ends up ignored: not LOADING */
 			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
 	xcache_remove(c->cache, o->entry); /* -ENOENT: already detached */
+	if (o->kept) {
+		/* evicted and kept for the data just dropped (drop_dirty):
+		 * its node goes when the last user lets go */
+		o->kept = false;
+		obj_put(c, o->entry); /* ours and the nreq's still hold it */
+	}
 	space_kick(c);
 	o->fenced = false;
 	o->fence_owner = NULL;
@@ -2319,6 +2396,203 @@ static void cio_run(struct cached_obj *o, struct cached_cio *cio)
 }
 
 /*
+ * Uncached DELETE. While flushes fail, every xcache node may be held by
+ * an evicted object kept for data the next port refuses (review13 R13-1),
+ * and a DELETE of a name the cache holds nothing of would find no node.
+ * It used to fail with the store's errno, but a DELETE (volume remove)
+ * is how an operator frees space in a full store, so it is sent to the
+ * next port without a node: nothing of the object is in the cache, so
+ * there is nothing to flush or drop first.
+ *
+ * The danger is a request inserting the name while that DELETE is at the
+ * next port: a READ could fetch (and keep) data from before the DELETE,
+ * a partial WRITE read-modify-write it, and serve or flush it after the
+ * DELETE was answered. The name fence stops that: fence[h] (h = the
+ * name's hash) counts the uncached DELETEs in flight; a request whose
+ * slot is nonzero when it has inserted the name (or found no node) waits
+ * in fence_parked[h] until the slot drops to 0, and restarts then. Names
+ * sharing a slot only wait for each other's DELETE, never more.
+ *
+ * Why the check after the insert suffices: the DELETE raises its slot,
+ * then inserts the name again (cio_delete_uncached). If that insert finds
+ * a node or the name, the DELETE drops the fence and goes the cached way
+ * (cio_delete). If it answers EAGAIN (the name absent in every form,
+ * under xcache's lock), every later insert of the name comes after it in
+ * that lock's order, so the raised slot is visible to the inserter's
+ * check; an insert before it would have been found. A request that found
+ * the name lock-free found an entry inserted after the DELETE's insert
+ * (and parked at the fence, holding no data) or one the DELETE saw.
+ *
+ * No hang: the DELETE holds an nreq to the next port, which always comes
+ * back: answered, or ECONNRESET when the next port dies (the reaper fails
+ * the requests a dead port held), and the answer drops the fence and
+ * restarts its waiters.
+ */
+static uint32_t fence_slot(const char *name)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h % CACHED_FENCE_SLOTS;
+}
+
+/* Park cio if an uncached DELETE of name's slot is in flight (true); it
+ * restarts when the slot drops to 0 (fence_drop). */
+static bool fence_park(struct cached *c, struct cached_cio *cio,
+		       const char *name)
+{
+	uint32_t h;
+	bool parked = false;
+
+	if (!__atomic_load_n(&c->fence_total, __ATOMIC_ACQUIRE))
+		return false;
+	h = fence_slot(name);
+	pthread_mutex_lock(&c->fence_lock);
+	if (__atomic_load_n(&c->fence[h], __ATOMIC_RELAXED)) {
+		CACHED_CHECK(cio->parked == 0);
+		cio->parked = 3;
+		cio->fence_next = c->fence_parked[h];
+		c->fence_parked[h] = cio;
+		parked = true;
+	}
+	pthread_mutex_unlock(&c->fence_lock);
+	if (parked)
+		CACHED_STAT(c, fence_waits, 1);
+	return parked;
+}
+
+static void fence_raise(struct cached *c, const char *name)
+{
+	uint32_t h = fence_slot(name);
+
+	pthread_mutex_lock(&c->fence_lock);
+	__atomic_add_fetch(&c->fence[h], 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&c->fence_total, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&c->fence_lock);
+}
+
+/* An uncached DELETE of name is answered (or was not sent): drop its
+ * count; at 0 the requests parked on the slot go on (the ones that hold
+ * an entry run on it, the others look the name up again). */
+static void fence_drop(struct cached *c, const char *name)
+{
+	uint32_t h = fence_slot(name);
+	struct cached_cio *list = NULL;
+
+	pthread_mutex_lock(&c->fence_lock);
+	CACHED_CHECK(c->fence[h] > 0);
+	__atomic_sub_fetch(&c->fence_total, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_sub_fetch(&c->fence[h], 1, __ATOMIC_SEQ_CST)) {
+		list = c->fence_parked[h];
+		c->fence_parked[h] = NULL;
+	}
+	pthread_mutex_unlock(&c->fence_lock);
+	while (list) {
+		struct cached_cio *cio = list;
+
+		list = cio->fence_next;
+		cio->fence_next = NULL;
+		CACHED_CHECK(cio->parked == 3);
+		cio->parked = 0;
+		if (cio->obj)
+			xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
+		else
+			xworkq_enqueue(&c->redispatch_wq, &cio->job,
+				       redispatch_job, cio);
+	}
+}
+
+/* The dispatch found (or inserted) the entry e for name: run cio on it,
+ * unless an uncached DELETE of the name is in flight (then at its end). */
+static void cio_attach(struct cached *c, struct cached_cio *cio,
+		       const char *name, struct xcache_entry *e,
+		       enum xcache_insert_how how)
+{
+	/* An evicted object is active again: the buckets parked requests
+	 * counted on as coming back (away_buckets) no longer come. */
+	if (how == XCACHE_REINSERTED && space_parked(c))
+		space_make_room(c, 0);
+	cio->created = how == XCACHE_INSERTED;
+	if (how == XCACHE_INSERTED)
+		cio->made_entry = true;
+	cio->entry = e;
+	cio->obj = xcache_entry_priv(e);
+	if (fence_park(c, cio, name))
+		return;
+	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
+}
+
+static void nreq_wake_redispatch_job(void *arg)
+{
+	struct cached_cio *cio = arg;
+
+	CACHED_CHECK(cio->parked == 1);
+	cio->parked = 0;
+	xworkq_enqueue(&cio->c->redispatch_wq, &cio->job, redispatch_job, cio);
+}
+
+/* A DELETE found no xcache node while flushes fail: see "Uncached
+ * DELETE" above. */
+static void cio_delete_uncached(struct cached *c, struct cached_cio *cio)
+{
+	enum xcache_insert_how how = XCACHE_FOUND;
+	struct xcache_entry *e;
+	struct cached_nreq *n;
+	int rc;
+
+	n = nreq_get(c);
+	if (!n) {
+		/* holds nothing: looks the name up again when one is free */
+		CACHED_STAT(c, nreq_waits, 1);
+		CACHED_CHECK(cio->parked == 0);
+		cio->parked = 1;
+		xwaitq_enqueue(&c->nreq_waitq, &cio->wjob,
+			       nreq_wake_redispatch_job, cio);
+		return;
+	}
+	fence_raise(c, cio->name);
+	rc = xcache_insert(c->cache, cio->name, &e, &how);
+	space_kick(c);
+	if (rc != -EAGAIN) {
+		/* a node was freed or the name inserted meanwhile: the
+		 * cached way (cio_delete), which fences the entry */
+		nreq_put(c, n);
+		fence_drop(c, cio->name);
+		if (rc < 0)
+			cio_finish(c, cio, -rc);
+		else
+			cio_attach(c, cio, cio->name, e, how);
+		return;
+	}
+	CACHED_STAT(c, uncached_deletes, 1);
+	n->kind = CACHED_N_UNC_DELETE;
+	n->cio = cio;
+	n->obj = NULL;
+	n->first = n->n = 0;
+	n->error = 0;
+	n->req->op = XSEG_OP_DELETE;
+	n->req->flags = cio->req->flags;
+	n->req->offset = 0;
+	n->req->size = 0;
+	rc = c->io->submit(c, n);
+	if (rc < 0)
+		cached_nreq_done(c, n, -rc, 0);
+}
+
+static void unc_delete_done_job(void *arg)
+{
+	struct cached_nreq *n = arg;
+	struct cached *c = n->cio->c;
+	struct cached_cio *cio = n->cio;
+	int error = n->error;
+
+	nreq_put(c, n);
+	fence_drop(c, cio->name);
+	cio_finish(c, cio, error);
+}
+
+/*
  * Requests that only read the object (READ, NOCACHE READ, INFO, NOCACHE
  * INFO, HASH): when xcache_insert finds no node for them while flushes
  * fail, they are forwarded to the next port as they are. EAGAIN means the
@@ -2359,12 +2633,21 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 		 * a READ parks where a failing flush wakes it to come back
 		 * here. */
 		bool reads = cio_reads_only(cio);
+		bool failing =
+		    __atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE);
 		int refused;
 
-		if (reads &&
-		    __atomic_load_n(&c->flush_failing, __ATOMIC_ACQUIRE)) {
+		/* an uncached DELETE of the name is at the next port: what
+		 * the next port answers meanwhile may be from before it */
+		if (fence_park(c, cio, name))
+			return;
+		if (reads && failing) {
 			CACHED_STAT(c, uncached_reads, 1);
 			cio_forward(c, cio);
+			return;
+		}
+		if (cio->kind == CACHED_C_DELETE && failing) {
+			cio_delete_uncached(c, cio);
 			return;
 		}
 		/* Writes, DELETE, COPY, NOCACHE writes are never forwarded
@@ -2386,16 +2669,7 @@ static void cio_dispatch(struct cached *c, struct cached_cio *cio)
 		cio_finish(c, cio, -rc);
 		return;
 	}
-	/* An evicted object is active again: the buckets parked requests
-	 * counted on as coming back (away_buckets) no longer come. */
-	if (how == XCACHE_REINSERTED && space_parked(c))
-		space_make_room(c, 0);
-	cio->created = how == XCACHE_INSERTED;
-	if (how == XCACHE_INSERTED)
-		cio->made_entry = true;
-	cio->entry = e;
-	cio->obj = xcache_entry_priv(e);
-	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
+	cio_attach(c, cio, name, e, how);
 }
 
 /* Copy a name of len bytes from shared memory: refused if empty, too
@@ -2723,7 +2997,12 @@ void cached_dump_busy(struct cached *c)
 				cio->error);
 	}
 	for (uint32_t i = 0; i < c->cfg.max_inflight; i++)
-		if (c->nreqs[i].obj)
+		if (!c->nreqs[i].obj && c->nreqs[i].cio)
+			fprintf(stderr,
+				"cached: request %u to the next port still in "
+				"flight: uncached delete of %s\n",
+				i, c->nreqs[i].cio->name);
+		else if (c->nreqs[i].obj)
 			fprintf(stderr,
 				"cached: request %u to the next port still in "
 				"flight: %s of %s slots %u+%u\n",
@@ -2815,6 +3094,7 @@ int cached_init(struct cached *c, const struct cached_config *cfg)
 	pthread_mutex_init(&c->nreq_lock, NULL);
 	pthread_mutex_init(&c->space_lock, NULL);
 	pthread_mutex_init(&c->fw_lock, NULL);
+	pthread_mutex_init(&c->fence_lock, NULL);
 	xwaitq_init(&c->space_waitq, space_available, c);
 	xwaitq_init(&c->space_rwaitq, space_read_available, c);
 	pthread_mutex_init(&c->ferr_lock, NULL);

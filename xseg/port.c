@@ -231,12 +231,14 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
  * after this check is counted by whoever reaps it; requests sent to it
  * meanwhile fail with ECONNRESET. */
 static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
-				  uint32_t keep)
+				  uint32_t keep, uint32_t *oldp)
 {
 	struct xseg_reap_stats st = {0};
 	uint32_t old = __atomic_load_n(&seg->ports[port].port->path_next,
 				       __ATOMIC_ACQUIRE);
 	int rc;
+
+	*oldp = old;
 
 	if (old >= seg->nr_ports || old == port || old == keep)
 		return 0;
@@ -262,6 +264,11 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 			    "so that no later request overtakes them");
 			return -EAGAIN;
 		}
+		/* bound meanwhile (a cached restarted, once its drain was
+		 * done): the caller decides again about a live target */
+		if (__atomic_load_n(&seg->ports[old].port->owner,
+				    __ATOMIC_ACQUIRE))
+			return -EAGAIN;
 	}
 	/* A live target still holding acknowledged, unflushed data: once
 	 * out of the path, a FLUSH would reach the next port and succeed
@@ -276,34 +283,45 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	return 0;
 }
 
+/* Move port's redirect from old (what reclaim_leaving_target examined)
+ * to next; -EAGAIN if another process changed it meanwhile (that wait may
+ * take a second): the caller decides again on the new one. */
+static int set_path_next_from(struct xseg *seg, uint32_t port, uint32_t old,
+			      uint32_t next)
+{
+	if (!__atomic_compare_exchange_n(&seg->ports[port].port->path_next,
+					 &old, next, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return -EAGAIN;
+	return 0;
+}
+
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 {
+	uint32_t old;
 	int rc;
 
 	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
 	/* Replacing a redirect takes the old target out of the path just
 	 * as clearing it does (review9 R9-5(c)). */
-	rc = reclaim_leaving_target(seg, port, next);
+	rc = reclaim_leaving_target(seg, port, next, &old);
 	if (rc < 0)
 		return rc;
-	__atomic_store_n(&seg->ports[port].port->path_next, next,
-			 __ATOMIC_RELEASE);
-	return 0;
+	return set_path_next_from(seg, port, old, next);
 }
 
 int xseg_clear_path_next(struct xseg *seg, uint32_t port)
 {
+	uint32_t old;
 	int rc;
 
 	if (port >= seg->nr_ports)
 		return -EINVAL;
-	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT);
+	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT, &old);
 	if (rc < 0)
 		return rc;
-	__atomic_store_n(&seg->ports[port].port->path_next, XSEG_NOPORT,
-			 __ATOMIC_RELEASE);
-	return 0;
+	return set_path_next_from(seg, port, old, XSEG_NOPORT);
 }
 
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port)

@@ -373,7 +373,10 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * dead and requests it sent are still accepted and unanswered at other
  * live ports after a second of waiting: they may still run, and a request
  * bypassing the target now could run before them, review14 F1; logged at
- * most once per 5 s; retry); what xseg_reap returns when this process has
+ * most once per 5 s; retry; also when, during that wait, the target was
+ * bound again or another process changed the redirect: the change is
+ * made only from the redirect examined, by CAS, so it never undoes a
+ * re-plug it did not look at); what xseg_reap returns when this process has
  * no identity (e.g. -EMFILE). Reads /proc and scans the request pool: not
  * for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);

@@ -1770,6 +1770,146 @@ START_TEST(remove_in_background)
 }
 END_TEST
 
+/* review15: objects of (name, id) holding data (the test peer's DELETE
+ * empties an object and keeps its name) */
+static unsigned r15_with_data(struct env *e, const char *name, uint64_t id,
+			      unsigned n)
+{
+	unsigned found = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		char obj[64];
+		uint64_t size = 0;
+
+		obj_name(obj, sizeof(obj), name, id, i);
+		if (io_port(e, 1, XSEG_OP_INFO, obj, 0, 0, &size) == 0 &&
+		    size > 0)
+			found++;
+	}
+	return found;
+}
+/* review15 F1: remove on a store that refuses writes but takes DELETEs
+ * (a full blocker, docs/blocker.md "Full disk"): the table write fails,
+ * so the remove deletes the objects in place (the volume stays listed)
+ * to free space, and says so; a second remove gets as far again. Before,
+ * it deleted nothing and refused every later volume operation. */
+START_TEST(r15_remove_on_full_store)
+{
+	const char *argv[16] = {
+	    "cached_testpeer", "-g", NULL, "-p", "1", "-t", "2",
+	    "--full-after=12", NULL};
+	struct env e = {0};
+	const size_t ob = 64 << 10;
+	unsigned char *buf = malloc(ob);
+	char *out = NULL, *err = NULL;
+	unsigned written = 0, before, after;
+	uint64_t id;
+	int rc;
+
+	memset(buf, 0x5a, ob);
+	e.name = tpr_segment("r15full", &e.seg);
+	ck_assert_ptr_nonnull(e.name);
+	argv[2] = e.name;
+	e.store_log = tpr_tmpfile("store");
+	e.vlmc_log = tpr_tmpfile("vlmc");
+	e.ctl = tpr_tmpfile("ctl");
+	e.store = tpr_start(argv, e.store_log);
+	ck_assert_int_gt(e.store, 0);
+	ck_assert_int_eq(tpr_wait_port(e.seg, 1, 10000), 0);
+	vlmc_start(&e);
+	ck_assert_int_eq(tpr_client_open(&e.cl, e.name), 0);
+	vol_ok(&e, "create", "v", "2M", NULL); /* 32 objects of 64k */
+	id = vol_id(&e, "v");
+	for (unsigned i = 0; i < 32; i++) {
+		if (io(&e, XSEG_OP_WRITE, "v", i * ob, ob, buf))
+			break; /* the store is full */
+		written++;
+	}
+	ck_assert_uint_lt(written, 32);
+	before = r15_with_data(&e, "v", id, 32);
+	ck_assert_uint_gt(before, 0);
+	rc = vol(&e, &out, &err, "remove", "v", NULL);
+	ck_assert_int_ne(rc, 0); /* the table could not be written */
+	ck_assert_msg(err && strstr(err, "deleted to free space") &&
+			  strstr(err, "still listed"),
+		      "remove on a full store: '%s'", err ? err : "");
+	free(out);
+	free(err);
+	out = err = NULL;
+	after = r15_with_data(&e, "v", id, 32);
+	ck_assert_uint_eq(after, 0);
+	/* listed still; removing it again does the same (no refusal for
+	 * the failed table write) */
+	vol(&e, &out, NULL, "list", NULL);
+	ck_assert_msg(out && strstr(out, "v "), "list: '%s'", out ? out : "");
+	free(out);
+	out = NULL;
+	rc = vol(&e, &out, &err, "remove", "v", NULL);
+	ck_assert_msg(rc && err && strstr(err, "deleted to free space"),
+		      "second remove: rc %d '%s'", rc, err ? err : "");
+	free(out);
+	free(err);
+	env_stop(&e);
+	free(buf);
+}
+END_TEST
+
+struct present_wait {
+	struct env *e;
+	const char *name;
+	uint64_t id;
+	unsigned nobj, want;
+};
+
+static bool present_reached(void *arg)
+{
+	struct present_wait *w = arg;
+
+	return objects_present(w->e, w->name, w->id, w->nobj) == w->want;
+}
+
+/* review15 F3: one object whose DELETE fails for good does not stop the
+ * reclaim of the others (before, the window stopped at it and the record
+ * never got past it); the record stays, retried from that object. */
+START_TEST(r15_one_bad_object_stalls_record)
+{
+	static const char *const fault[] = {"--fail-delete-suffix",
+					    ":0000000000000001", NULL};
+	static const char *const extra[] = {
+	    "--reclaim-window", "4", "--reclaim-retry-max", "100ms", NULL};
+	struct env e = {.extra = extra};
+	const unsigned nobj = 256;
+	const size_t len = nobj * 4096ULL;
+	unsigned char *a = malloc(len);
+	char *out = NULL;
+	uint64_t id;
+
+	pattern(a, len, 5);
+	env_start_store(&e, "r15bad", fault);
+	vol_ok(&e, "create", "v", "1M", "4k");
+	id = vol_id(&e, "v");
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 0, len, a), 0);
+	ck_assert_uint_eq(objects_present(&e, "v", id, nobj), nobj);
+	vol_ok(&e, "remove", "v", NULL, NULL);
+	{
+		struct present_wait w = {&e, "v", id, nobj, 1};
+
+		ck_assert_msg(xtu_wait_until(present_reached, &w, 30000) == 0,
+			      "objects past the failing one not deleted: %u "
+			      "of %u left",
+			      objects_present(&e, "v", id, nobj), nobj);
+	}
+	/* the record stays, failing at object 1 */
+	vol(&e, &out, NULL, "list", NULL);
+	ck_assert_msg(out && strstr(out, "reclaiming removed v") &&
+			  strstr(out, "failing"),
+		      "list: '%s'", out ? out : "");
+	free(out);
+	env_stop(&e);
+	free(a);
+}
+END_TEST
+
 /* R9-6: requests the store does not answer are waited for, however long,
  * logging that they are (every --ctl-wait-log, 20 ms here: several lines
  * without the test timing anything), never abandoned nor rolled back:
@@ -2093,11 +2233,18 @@ START_TEST(failed_op_changes_nothing)
 	vlmc_restart(&e, true);
 	list_is(&e, a128);
 
-	/* remove (the commit that would put the reclaim record in fails:
-	 * nothing deleted) */
-	store_fault(&e, "landed 1");
-	vol_fails(&e, "remove it again", "remove", "a", NULL);
-	ck_assert_int_eq(port_stat(&e, 1, "deletes"), 0);
+	/* remove (the commit that would put the reclaim record in fails,
+	 * and the rewrite, and the commit after the objects were deleted
+	 * in place to free space, review15 F1: the volume stays listed) */
+	store_fault(&e, "landed 3");
+	vol_fails(&e, "remove it again once the store takes writes", "remove",
+		  "a", NULL);
+	{
+		struct port_stat_wait del = {&e, 1, "deletes", 1};
+
+		ck_assert_int_eq(xtu_wait_until(port_stat_reached, &del, 30000),
+				 0);
+	}
 	list_is(&e, a128);
 	vlmc_restart(&e, false);
 	list_is(&e, a128);
@@ -2136,6 +2283,9 @@ START_TEST(failed_op_changes_nothing)
 	list_is(&e, "a 131072 65536 rw -\nc 65536 65536 rw -\n");
 	/* and the tables go on alternating from there */
 	vol_ok(&e, "create", "d", "64k", NULL);
+	/* a remove whose first commit fails: the objects are deleted in
+	 * place, the second commit takes (review15 F1) */
+	store_fault(&e, "landed 1");
 	vol_ok(&e, "remove", "c", NULL, NULL);
 	reclaim_wait(&e);
 	vlmc_restart(&e, false);
@@ -2679,6 +2829,8 @@ int main(void)
 	ADD_TEST(tc, remove_many_and_interrupted);
 	ADD_TEST(tc, remove_killed);
 	ADD_TEST(tc, remove_in_background);
+	ADD_TEST(tc, r15_remove_on_full_store);
+	ADD_TEST(tc, r15_one_bad_object_stalls_record);
 	ADD_TEST(tc, reclaim_save_fails);
 	ADD_TEST(tc, nbd_sleeping_peers);
 	ADD_TEST(tc, wbloss_lossy_cache);

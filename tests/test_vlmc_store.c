@@ -11,6 +11,8 @@
  *                     whatever the object holds (INFO tells the truth)
  *   --short-writes    a WRITE is stored but answered one byte short
  *   --fail-deletes N  the first N DELETEs fail with EIO
+ *   --fail-delete-suffix S  every DELETE of a name ending in S fails with
+ *                     EIO (one object that can never be deleted)
  *   --hang-reads      a READ is never answered (a store that lost it)
  *   --hold OPS        requests of these ops (comma list of copy, delete,
  *                     write, read) are held, not answered, until a WRITE
@@ -48,6 +50,7 @@ enum {
 	TS_OPT_LIE_READS,
 	TS_OPT_SHORT_WRITES,
 	TS_OPT_FAIL_DELETES,
+	TS_OPT_FAIL_DELETE_SUFFIX,
 	TS_OPT_HANG_READS,
 	TS_OPT_HOLD,
 };
@@ -64,6 +67,7 @@ struct ts_obj {
 struct ts {
 	bool short_reads, lie_reads, short_writes, hang_reads;
 	uint64_t fail_deletes;
+	char fail_delete_suffix[64];
 	uint32_t hold_ops; /* bit per XSEG_OP_ */
 	pthread_mutex_t lock;
 	struct ts_obj *objs[TS_HASH];
@@ -82,6 +86,7 @@ static const struct option ts_options[] = {
     {"lie-reads", no_argument, NULL, TS_OPT_LIE_READS},
     {"short-writes", no_argument, NULL, TS_OPT_SHORT_WRITES},
     {"fail-deletes", required_argument, NULL, TS_OPT_FAIL_DELETES},
+    {"fail-delete-suffix", required_argument, NULL, TS_OPT_FAIL_DELETE_SUFFIX},
     {"hang-reads", no_argument, NULL, TS_OPT_HANG_READS},
     {"hold", required_argument, NULL, TS_OPT_HOLD},
     {NULL, 0, NULL, 0},
@@ -103,6 +108,16 @@ static int ts_parse(struct peer *p, int val, const char *arg)
 		return 0;
 	case TS_OPT_FAIL_DELETES:
 		return peer_parse_u64(arg, &t->fail_deletes);
+	case TS_OPT_FAIL_DELETE_SUFFIX:
+		if (!*arg || strlen(arg) >= sizeof(t->fail_delete_suffix)) {
+			fprintf(stderr,
+				"teststore: --fail-delete-suffix '%s': 1 to "
+				"%zu characters\n",
+				arg, sizeof(t->fail_delete_suffix) - 1);
+			return -EINVAL;
+		}
+		strcpy(t->fail_delete_suffix, arg);
+		return 0;
 	case TS_OPT_HANG_READS:
 		t->hang_reads = true;
 		return 0;
@@ -354,6 +369,15 @@ static int ts_delete(struct peer *p, struct xseg_request *req)
 	struct ts_obj **pp, *o;
 	bool fail;
 
+	if (t->fail_delete_suffix[0]) {
+		/* one object whose DELETE fails for good */
+		size_t sl = strlen(t->fail_delete_suffix);
+
+		if (req->targetlen >= sl &&
+		    !memcmp(xseg_request_target(req) + req->targetlen - sl,
+			    t->fail_delete_suffix, sl))
+			return -EIO;
+	}
 	pthread_mutex_lock(&t->lock);
 	fail = ts_faulty(req) && t->failed_deletes < t->fail_deletes;
 	if (fail) {
@@ -549,6 +573,8 @@ static const struct peer_ops ts_ops = {
 		    "      --short-writes    answer writes one byte short\n"
 		    "      --fail-deletes N  fail the first N deletes with "
 		    "EIO\n"
+		    "      --fail-delete-suffix S  fail every delete of a "
+		    "name ending in S with EIO\n"
 		    "      --hang-reads      never answer a read\n"
 		    "      --hold OPS        hold copy,delete,write,read "
 		    "requests until a write to ts:release\n"

@@ -1865,6 +1865,8 @@ static int vlmc_meta_load(struct vlmc *v)
 		memset(rc, 0, sizeof(*rc));
 		rc->m = r[i];
 		rc->done = r[i].next;
+		rc->cursor = r[i].next;
+		rc->end = r[i].objects;
 		rc->saved_ns = peer_now_ns();
 		peer_info("reclaim of removed volume %s (id %016" PRIx64
 			  "): %" PRIu64 " of %" PRIu64
@@ -2211,14 +2213,17 @@ static int vlmc_ctl_window(struct vlmc *v, uint64_t from, uint64_t to,
 	return err;
 }
 
-/* The objects of one incarnation of a volume (name, id). quiet: a failed
- * delete is noted in err / err_idx (the first) instead of logged. */
+/* The objects of one incarnation of a volume (name, id). quiet (the
+ * reclaimer): a failed delete is noted, not logged, and the window carries
+ * on past it (review15 F3: one object that keeps failing must not keep
+ * the others from being deleted): err is the first errno seen, failed
+ * objects lie in [err_lo, err_hi] (err 0: none). */
 struct vlmc_objs {
 	const char *name;
 	uint64_t id;
 	bool quiet;
 	int err;
-	uint64_t err_idx;
+	uint64_t err_lo, err_hi;
 };
 
 static int vlmc_delete_start(struct vlmc *v, void *arg, uint64_t idx,
@@ -2247,9 +2252,13 @@ static int vlmc_delete_done(struct vlmc *v, void *arg, uint64_t idx,
 	if (o->quiet) {
 		if (!o->err) {
 			o->err = rc;
-			o->err_idx = idx;
+			o->err_lo = o->err_hi = idx;
 		}
-		return rc;
+		if (idx < o->err_lo)
+			o->err_lo = idx;
+		if (idx > o->err_hi)
+			o->err_hi = idx;
+		return 0; /* carry on with the rest of the window */
 	}
 	vlmc_object_name(obj, o->name, o->id, idx);
 	peer_warn("delete %s: %s", obj, strerror(-rc));
@@ -2265,7 +2274,7 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t id,
 {
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
-	struct vlmc_objs o = {name, id, false, 0, 0};
+	struct vlmc_objs o = {name, id, false, 0, 0, 0};
 	char what[VLMC_OBJNAME_MAX + 32];
 
 	snprintf(what, sizeof(what), "delete objects of %s", name);
@@ -2399,18 +2408,30 @@ static int vlmc_reclaim_save(struct vlmc *v, size_t i)
 
 /* One turn on record i (ctl_lock held): delete its next window of
  * objects, save the progress when due (or drop the record when done).
- * -ESHUTDOWN when vlmc stops, else 0 (a failure backs the record off). */
+ * -ESHUTDOWN when vlmc stops, else 0 (a failure backs the record off).
+ * A window carries on past objects whose DELETE fails (review15 F3): the
+ * pass goes on to the end, done (the saved progress) stays at the lowest
+ * object not known deleted, and once the pass is over the next one, after
+ * the back-off, sends the failed range again. */
 static int vlmc_reclaim_turn(struct vlmc *v, size_t i)
 {
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
 	struct vlmc_reclaim *r = &v->reclaims[i];
-	struct vlmc_objs o = {r->m.name, r->m.id, true, 0, 0};
-	uint64_t from = r->done, to = r->m.objects, now;
+	struct vlmc_objs o = {r->m.name, r->m.id, true, 0, 0, 0};
+	uint64_t from, to, now, done;
 	char what[VLMC_OBJNAME_MAX + 48];
 	bool finished;
 	int rc;
 
+	if (r->cursor >= r->end && r->failed_end) {
+		/* this pass is over: the next one sends the failed again */
+		r->cursor = r->failed_lo;
+		r->end = r->failed_end;
+		r->failed_end = 0;
+	}
+	from = r->cursor;
+	to = r->end;
 	if (to - from > v->reclaim_window)
 		to = from + v->reclaim_window;
 	if (from < to) {
@@ -2420,17 +2441,34 @@ static int vlmc_reclaim_turn(struct vlmc *v, size_t i)
 		if (rc == -ESHUTDOWN)
 			return rc;
 		if (rc) {
-			vlmc_reclaim_failed(v, r, rc, "deleting",
-					    o.err ? o.err_idx : UINT64_MAX);
+			/* not sent (no request, ...): the window again */
+			vlmc_reclaim_failed(v, r, rc, "deleting", UINT64_MAX);
 			return 0;
 		}
-		pthread_mutex_lock(&v->reclaim_mu);
-		r->done = to;
-		pthread_mutex_unlock(&v->reclaim_mu);
-		__atomic_add_fetch(&v->st_reclaim_objects_deleted, to - from,
-				   __ATOMIC_RELAXED);
-		__atomic_sub_fetch(&v->st_reclaim_objects_left, to - from,
-				   __ATOMIC_RELAXED);
+		if (o.err) {
+			if (!r->failed_end || o.err_lo < r->failed_lo)
+				r->failed_lo = o.err_lo;
+			if (o.err_hi + 1 > r->failed_end)
+				r->failed_end = o.err_hi + 1;
+		}
+		/* past this pass's range everything is deleted (the first
+		 * pass's range ends at the last object) */
+		r->cursor = to;
+		if (r->cursor >= r->end)
+			r->end = r->cursor = r->m.objects;
+		done = r->failed_end && r->failed_lo < r->cursor ? r->failed_lo
+								 : r->cursor;
+		if (done > r->done) {
+			__atomic_add_fetch(&v->st_reclaim_objects_deleted,
+					   done - r->done, __ATOMIC_RELAXED);
+			__atomic_sub_fetch(&v->st_reclaim_objects_left,
+					   done - r->done, __ATOMIC_RELAXED);
+			pthread_mutex_lock(&v->reclaim_mu);
+			r->done = done;
+			pthread_mutex_unlock(&v->reclaim_mu);
+		}
+		if (o.err)
+			vlmc_reclaim_failed(v, r, o.err, "deleting", o.err_lo);
 	}
 	now = peer_now_ns();
 	finished = r->done == r->m.objects;
@@ -2448,7 +2486,7 @@ static int vlmc_reclaim_turn(struct vlmc *v, size_t i)
 	}
 	if (finished)
 		return 0; /* r is gone (another record in its place) */
-	if (r->err) {
+	if (r->err && !o.err && !r->failed_end) {
 		peer_info("reclaim of removed volume %s (id %016" PRIx64
 			  "): works again (%" PRIu64 " of %" PRIu64
 			  " objects deleted)",
@@ -2516,10 +2554,20 @@ static void *vlmc_reclaim_main(void *arg)
  * volume request can reach it) and the committed table, which in the same
  * write gets a reclaim record for its objects (see "Background reclaim"
  * above); the answer comes then, the objects are deleted in the
- * background. A failed commit puts the volume back, nothing deleted.
- * (Before: every object was deleted first, under ctl_lock, and the table
- * committed last: hours for a 1 PiB volume, with every other volume
- * operation waiting.)
+ * background. (Before: every object was deleted first, under ctl_lock,
+ * and the table committed last: hours for a 1 PiB volume, with every
+ * other volume operation waiting.)
+ *
+ * A failed commit (review15 F1: a full store refuses writes but takes
+ * DELETEs, docs/blocker.md "Full disk"; or a failed table write before
+ * it still cannot be settled, meta_uncertain) falls back to that old way,
+ * so that remove still frees space: the objects are deleted in place
+ * while the volume is still listed (R9-6: a listed volume with objects
+ * gone reads zeroes there, and a second remove finishes it; whichever
+ * table the next start takes, the volume listed or its record, names
+ * the objects), then the commit is tried again. Meanwhile the volume is
+ * out of the live table, so nothing reads or writes it; it is put back
+ * if the commit fails again.
  */
 static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			  const char *name)
@@ -2530,7 +2578,7 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	struct vlmc_volume *vol;
 	size_t n, nr, k = 0;
 	long idx;
-	int rc;
+	int rc, drc = 0;
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
@@ -2572,6 +2620,29 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	recs[nr].objects = vlmc_nr_objects(vol->m.size, vol->m.obj_size);
 	recs[nr].next = 0;
 	rc = vlmc_meta_store_r(v, m, k, recs, nr + 1);
+	if (rc && rc != -ESHUTDOWN) {
+		/* the old way: free the space in place, then commit again */
+		int wrc = rc;
+
+		peer_warn("remove %s: writing the volume table failed: %s; "
+			  "deleting its %" PRIu64 " objects in place (the "
+			  "volume stays listed until the table is written)",
+			  name, strerror(-wrc), recs[nr].objects);
+		drc = vlmc_delete_objects(v, name, vol->m.id, 0,
+					  recs[nr].objects);
+		if (drc == -ESHUTDOWN)
+			rc = drc;
+		else
+			rc = vlmc_meta_store_r(v, m, k, recs, nr + 1);
+		if (!rc)
+			fprintf(r->f,
+				"# remove %s: the first table write failed "
+				"(%s): its objects were deleted in place%s, "
+				"then the table was written\n",
+				name, strerror(-wrc),
+				drc ? " (not all: the reclaimer finishes)"
+				    : "");
+	}
 	free(m);
 	if (rc == -ESHUTDOWN) {
 		/* R9-6: no roll-back when stopping */
@@ -2583,17 +2654,32 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			name);
 	}
 	if (rc) {
+		uint64_t objects = recs[nr].objects;
+
 		free(recs);
 		vlmc_vol_reinsert(v, vol);
+		if (drc)
+			CTL_ERR(r, -rc,
+				"remove %s: writing the volume table failed: "
+				"%s, and deleting its objects in place failed "
+				"too: %s (some of its %" PRIu64
+				" objects may be deleted, it reads zeroes "
+				"there); the volume is still listed: remove "
+				"it again%s",
+				name, strerror(-rc), strerror(-drc), objects,
+				vlmc_meta_note(v));
 		CTL_ERR(r, -rc,
-			"remove %s: metadata write failed: %s (nothing "
-			"deleted; the volume is kept, remove it again)%s",
-			name, strerror(-rc), vlmc_meta_note(v));
+			"remove %s: writing the volume table failed: %s; its "
+			"%" PRIu64 " objects were deleted to free space, but "
+			"the volume is still listed (it reads zeroes): remove "
+			"it again once the store takes writes%s",
+			name, strerror(-rc), objects, vlmc_meta_note(v));
 	}
 	pthread_mutex_lock(&v->reclaim_mu);
 	rc_new = &v->reclaims[v->nr_reclaims++];
 	memset(rc_new, 0, sizeof(*rc_new));
 	rc_new->m = recs[nr];
+	rc_new->end = rc_new->m.objects;
 	rc_new->saved_ns = peer_now_ns();
 	pthread_mutex_unlock(&v->reclaim_mu);
 	free(recs);
@@ -2999,9 +3085,12 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 		pthread_mutex_lock(&v->ctl_lock);
 		__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
 	}
-	if (vlmc_ctl_changes(argv[0]) && (rc = vlmc_meta_settle(v))) {
+	if (vlmc_ctl_changes(argv[0]) && strcmp(argv[0], "remove") &&
+	    (rc = vlmc_meta_settle(v))) {
 		/* review11 N-C: nothing may change while a failed table
-		 * write could still become the table */
+		 * write could still become the table (remove settles in
+		 * its commit, and when that fails frees the space anyway:
+		 * vlmc_op_remove) */
 		fprintf(r->f,
 			"error %d volume table: an earlier failed change may "
 			"still be taken as the table and rewriting the table "

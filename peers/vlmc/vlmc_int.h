@@ -97,7 +97,12 @@ struct vlmc_volume {
  * deleted, durably); done runs ahead of it between saves. */
 struct vlmc_reclaim {
 	struct vlmc_reclaim_meta m;
-	uint64_t done;	      /* objects [0, done) deleted */
+	uint64_t done; /* objects [0, done) deleted */
+	/* the sweep: objects [cursor, end) are still to be sent a DELETE
+	 * in this pass; those that failed in it are in [failed_lo,
+	 * failed_end) (failed_end 0: none), retried by the next pass once
+	 * this one is over, after the back-off (review15 F3) */
+	uint64_t cursor, end, failed_lo, failed_end;
 	uint64_t saved_ns;    /* when m.next was last saved (or loaded) */
 	uint64_t retry_at_ns; /* 0: ready; else not before (a failure) */
 	uint64_t delay_ns;    /* current back-off (0: none) */

@@ -8,7 +8,10 @@
 The volume ("vol" of the stack in DIR) is a run of 4 KiB blocks. Every
 512-byte sector of a block written carries (block, version, sector) and a
 payload derived from them, with a CRC over all of it, so a torn, misplaced
-or foreign sector is told from a real one; a sector of zeroes is version 0.
+or foreign sector is told from a real one. A sector of zeroes is version
+0, or the newest TRIM / WRITE_ZEROES issued for its block (about 5% of the
+commands zero a block, and 0.5% of the batches a whole 1 MiB object, which
+vlmc deletes).
 
 The model, per block: the newest version issued (sent at all, whatever
 became of it) and the durable floor: the newest version whose write was
@@ -29,7 +32,10 @@ random blocks) and goes on.
 "run" also starts the killer thread: CHAOS_KILLS (default 8) SIGKILLs of
 a random peer (store, cached, vlmc; at most 4 each, below the
 supervisor's give-up of 5 in 60 s) at random instants, each after the
-last killed peer is serving again. The seed (CHAOS_SEED, else random) is
+last killed peer is serving again; after a kill, with probability
+CHAOS_STARTUP (default 0.25), the peer's successor is killed again within
+0.3 s of its start, most often before it serves (the store replaying its
+log, cached plugging, vlmc loading its volumes). The seed (CHAOS_SEED, else random) is
 printed; it fixes the kill schedule and the client's commands, not the
 interleaving of the two. CHAOS_BREAK=floor counts a write durable as soon
 as it is acknowledged (before its FLUSH): a deliberately wrong floor,
@@ -63,6 +69,8 @@ QD = 8  # commands in flight at most
 # writes, so that kills find cached with little or much unflushed data
 FLUSH_EVERY = (2, 8, 32, 128)
 CMD_FLAG_FUA = 1
+CMD_TRIM, CMD_WRITE_ZEROES = 4, 6
+OBJECT = 256  # blocks in an object of the volume (1 MiB)
 EIO = 5
 IO_TIMEOUT = 300  # one reply; vlmc resends for dead_peer_wait (90 s)
 RECONNECT_DEADLINE = 180  # a new connection after a failure
@@ -111,7 +119,15 @@ class Model:
         self.n = nblocks
         self.maxv = [0] * nblocks
         self.floor = [0] * nblocks
+        self.zeros = {}  # block -> versions issued as TRIM / WRITE_ZEROES
         self.violations = []
+
+    def issue(self, block, zero=False):
+        """A new version of block: data, or zeroes."""
+        self.maxv[block] += 1
+        if zero:
+            self.zeros.setdefault(block, set()).add(self.maxv[block])
+        return self.maxv[block]
 
     def check(self, block, data, conn_floor, where):
         """Checks one block read; records violations, returns their count."""
@@ -119,6 +135,11 @@ class Model:
         lo = max(self.floor[block], conn_floor)
         for i in range(SPB):
             v, why = decode(block, i, data[i * SECT:(i + 1) * SECT])
+            zs = self.zeros.get(block, ())
+            if why is None and v == 0:
+                v = max(zs, default=0)  # the newest zeroing, if any
+            elif why is None and v in zs:
+                why = "data of version %d, which was a TRIM/WRITE_ZEROES" % v
             if why is None and v > self.maxv[block]:
                 why = "version %d never issued" % v
             elif why is None and v < lo:
@@ -136,7 +157,9 @@ class Model:
 
     def save(self, path, extra):
         with open(path, "w") as f:
-            json.dump(dict(extra, floor=self.floor, maxv=self.maxv), f)
+            json.dump(dict(extra, floor=self.floor, maxv=self.maxv,
+                           zeros={b: sorted(z) for b, z in self.zeros.items()}),
+                      f)
 
     @classmethod
     def load(cls, path):
@@ -144,6 +167,7 @@ class Model:
             st = json.load(f)
         m = cls(len(st["floor"]))
         m.floor, m.maxv = st["floor"], st["maxv"]
+        m.zeros = {int(b): set(z) for b, z in st["zeros"].items()}
         return m, st
 
 
@@ -210,7 +234,7 @@ class Client:
         self.break_floor = break_floor
         self.conn = None
         self.t0 = time.monotonic()
-        self.st = dict(writes=0, fua=0, flushes=0, reads=0, reconnects=0,
+        self.st = dict(writes=0, fua=0, zeroes=0, flushes=0, reads=0, reconnects=0,
                        broken=0, errors={}, acked=0, samples=0)
         self.written = set()
         self.flush_every, self.phase_end = FLUSH_EVERY[1], 0
@@ -240,18 +264,23 @@ class Client:
         self.st["errors"][err] = self.st["errors"].get(err, 0) + 1
 
     def run_batch(self, cmds, where):
-        """Runs cmds [(kind, block or (off, len), version)] on the current
-        connection, updating the model. Returns False if the connection
-        must be replaced (broken, or an error reply)."""
+        """Runs cmds on the current connection, updating the model:
+        ("read", (off, len), None), ("write" or "fua", block, version),
+        ("zero" or "zerofua", (TRIM or WRITE_ZEROES, first block, blocks),
+        [version of each block]). Returns False if the connection must be
+        replaced (broken, or an error reply)."""
         c = self.conn
         wire = []
         for kind, arg, v in cmds:
+            fl = CMD_FLAG_FUA if kind in ("fua", "zerofua") else 0
             if kind == "read":
                 off, ln = arg
                 wire.append((nbd.CMD_READ, off, ln, b"", 0))
+            elif kind in ("zero", "zerofua"):
+                typ, b0, nb = arg
+                wire.append((typ, b0 * BS, nb * BS, b"", fl))
             else:
-                wire.append((nbd.CMD_WRITE, arg * BS, BS, block_data(arg, v),
-                             CMD_FLAG_FUA if kind == "fua" else 0))
+                wire.append((nbd.CMD_WRITE, arg * BS, BS, block_data(arg, v), fl))
         # the floors a read must meet are those when it is sent
         floors = [{b: c.acked.get(b, 0)
                    for b in range(arg[0] // BS, (arg[0] + arg[1]) // BS)}
@@ -276,11 +305,16 @@ class Client:
                                  "%s, connection %d" % (where, c.id))
                 continue
             self.st["acked"] += 1
-            c.acked[arg] = max(c.acked.get(arg, 0), v)
-            if kind == "fua" or self.break_floor:
-                self.m.floor[arg] = max(self.m.floor[arg], v)
+            if kind in ("zero", "zerofua"):
+                acked = zip(range(arg[1], arg[1] + arg[2]), v)
             else:
-                c.unflushed[arg] = max(c.unflushed.get(arg, 0), v)
+                acked = ((arg, v),)
+            for b, ver in acked:
+                c.acked[b] = max(c.acked.get(b, 0), ver)
+                if kind in ("fua", "zerofua") or self.break_floor:
+                    self.m.floor[b] = max(self.m.floor[b], ver)
+                else:
+                    c.unflushed[b] = max(c.unflushed.get(b, 0), ver)
         if not ok:
             self.log("connection %d: error replies during %s (errors so far "
                      "%s)" % (c.id, where, self.st["errors"]))
@@ -307,12 +341,12 @@ class Client:
     def sample(self, where):
         """The hot MiB and 16 random written blocks; False if the connection
         failed meanwhile."""
-        cmds = [("read", (0, HOT * BS), 0)]
+        cmds = [("read", (0, HOT * BS), None)]
         if self.written:
             pool = sorted(self.written)
             for b in self.rng.sample(pool, min(16, len(pool))):
                 if b >= HOT:
-                    cmds.append(("read", (b * BS, BS), 0))
+                    cmds.append(("read", (b * BS, BS), None))
         self.st["samples"] += 1
         return self.run_batch(cmds, where)
 
@@ -330,27 +364,44 @@ class Client:
         if self.st["writes"] >= self.phase_end:
             self.flush_every = r.choice(FLUSH_EVERY)
             self.phase_end = self.st["writes"] + r.randint(50, 300)
-        blocks = set()
         cmds = []
-        for _ in range(r.randint(1, QD)):
+        if r.random() < 0.005:
+            # a whole object zeroed (vlmc DELETEs it), alone in its batch
+            b0 = r.randrange(self.m.n // OBJECT) * OBJECT
+            cmds.append(self.zeroing(b0, OBJECT))
+        blocks = set()
+        for _ in range(r.randint(1, QD) if not cmds else 0):
             b = r.randrange(HOT) if r.random() < 0.5 else r.randrange(self.m.n)
             if b in blocks:
                 continue
             blocks.add(b)
-            if r.random() < 0.25:
-                cmds.append(("read", (b * BS, BS), 0))
+            x = r.random()
+            if x < 0.25:
+                cmds.append(("read", (b * BS, BS), None))
                 continue
-            self.m.maxv[b] += 1
+            if x < 0.30:
+                cmds.append(self.zeroing(b, 1))  # vlmc writes zeroes
+                continue
+            v = self.m.issue(b)
             self.written.add(b)
             fua = r.random() < 0.1
             self.st["writes"] += 1
             self.st["fua"] += fua
-            cmds.append(("fua" if fua else "write", b, self.m.maxv[b]))
+            cmds.append(("fua" if fua else "write", b, v))
         if not self.run_batch(cmds, "load"):
             return False
         if r.random() < len([c for c in cmds if c[0] != "read"]) / self.flush_every:
             return self.flush("load")
         return True
+
+    def zeroing(self, b0, nb):
+        """A TRIM or WRITE_ZEROES (10% with FUA) of nb blocks from b0."""
+        r = self.rng
+        typ = CMD_TRIM if r.random() < 0.5 else CMD_WRITE_ZEROES
+        vers = [self.m.issue(b, zero=True) for b in range(b0, b0 + nb)]
+        self.written.update(range(b0, b0 + nb))
+        self.st["zeroes"] += 1
+        return ("zerofua" if r.random() < 0.1 else "zero", (typ, b0, nb), vers)
 
     def final(self):
         """FLUSH (on a new connection if it fails), then every block."""
@@ -360,7 +411,7 @@ class Client:
         mib = 256
         for off in range(0, self.m.n * BS, mib * BS):
             ln = min(mib * BS, self.m.n * BS - off)
-            if not self.run_batch([("read", (off, ln), 0)], "final read"):
+            if not self.run_batch([("read", (off, ln), None)], "final read"):
                 raise Fail("the final read at %d failed on connection %d "
                            "right after its FLUSH (errors %s)" %
                            (off, c.id, self.st["errors"]))
@@ -393,11 +444,12 @@ def serving(d, role, pid):
 
 
 class Killer(threading.Thread):
-    def __init__(self, client, seed, kills):
+    def __init__(self, client, seed, kills, startup):
         super().__init__(daemon=True)
         self.c = client
         self.rng = random.Random(seed * 7919 + 1)
         self.kills = kills
+        self.startup = startup
         self.history = []
         self.error = None
         self.done = threading.Event()
@@ -410,37 +462,68 @@ class Killer(threading.Thread):
             self.error = e
         self.done.set()
 
+    def wait_pid(self, role, old, want_serving):
+        """The new process of role after old was killed (serving, if
+        want_serving): a bound of 120 s catches a peer that never comes."""
+        d = self.c.d
+        end = time.monotonic() + 120
+        while True:
+            new = pid_of(d, role)
+            if new and new != old and is_peer(d, new) and (
+                    not want_serving or serving(d, role, new)):
+                return new
+            if time.monotonic() > end:
+                raise Fail("%s (killed pid %d) not %s within 120 s" %
+                           (role, old, "serving again" if want_serving
+                            else "restarted"))
+            time.sleep(0.05 if want_serving else 0.005)
+
+    def kill(self, k, role, pid, how):
+        c = self.c
+        st = dict(c.st)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            raise Fail("kill %d: %s pid %d died before it was killed%s" %
+                       (k + 1, role, pid, how))
+        self.history.append("%s pid %d%s after %d writes" %
+                            (role, pid, how, st["writes"]))
+        c.log("kill %d: SIGKILL %s pid %d%s (%d writes, %d acknowledged, "
+              "%d flushes so far)" % (k + 1, role, pid, how, st["writes"],
+                                      st["acked"], st["flushes"]))
+
     def kill_all(self):
         c, d = self.c, self.c.d
         count = dict.fromkeys(ROLES, 0)
         while c.st["acked"] < 200 and not self.stop.is_set():
             time.sleep(0.05)
-        for k in range(self.kills):
+        k = 0
+        while k < self.kills:
             if self.stop.wait(self.rng.uniform(0.1, 2.0)):
                 return
             role = self.rng.choice([r for r in ROLES if count[r] < KILLS_PER_ROLE])
-            count[role] += 1
             pid = pid_of(d, role)
             if not pid or not is_peer(d, pid):
                 raise Fail("kill %d: no live %s (pid file says %d)" %
                            (k + 1, role, pid))
-            st = dict(c.st)
-            os.kill(pid, signal.SIGKILL)
-            self.history.append("%s pid %d after %d writes" %
-                                (role, pid, st["writes"]))
-            c.log("kill %d: SIGKILL %s pid %d (%d writes, %d acknowledged, "
-                  "%d flushes so far)" % (k + 1, role, pid, st["writes"],
-                                          st["acked"], st["flushes"]))
-            end = time.monotonic() + 120
-            while True:
-                new = pid_of(d, role)
-                if new and new != pid and is_peer(d, new) and serving(d, role, new):
-                    break
-                if time.monotonic() > end:
-                    raise Fail("%s (killed pid %d) not serving again within "
-                               "120 s" % (role, pid))
-                time.sleep(0.05)
-            c.log("kill %d: %s back as pid %d" % (k + 1, role, new))
+            self.kill(k, role, pid, "")
+            k += 1
+            count[role] += 1
+            # its successor killed again as soon as it runs, most often
+            # before it serves (replaying the store's log, plugging cached)
+            while (k < self.kills and count[role] < KILLS_PER_ROLE and
+                   self.rng.random() < self.startup):
+                new = self.wait_pid(role, pid, False)
+                if self.stop.wait(self.rng.uniform(0, 0.3)):
+                    return
+                up = serving(d, role, new)
+                self.kill(k, role, new, " (serving already)" if up else
+                          " during its start-up")
+                k += 1
+                count[role] += 1
+                pid = new
+            new = self.wait_pid(role, pid, True)
+            c.log("kill %d: %s back as pid %d" % (k, role, new))
 
 
 def losses(d):
@@ -472,12 +555,20 @@ def cmd_run(d, state, nblocks):
         print("chaos_client: CHAOS_KILLS=%d: 0..%d (at most %d per peer)" %
               (kills, KILLS_PER_ROLE * len(ROLES), KILLS_PER_ROLE))
         return 2
+    startup = float(os.environ.get("CHAOS_STARTUP", "0.25"))
+    if not 0 <= startup <= 1:
+        print("chaos_client: CHAOS_STARTUP=%s: a probability, 0..1" % startup)
+        return 2
     brk = os.environ.get("CHAOS_BREAK", "")
-    print("chaos: seed %d (CHAOS_SEED=%d reproduces the schedule), %d kills%s" %
-          (seed, seed, kills, ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk == "floor" else ""),
-          flush=True)
-    c = Client(d, nblocks, seed, break_floor=(brk == "floor"))
-    killer = Killer(c, seed, kills)
+    if brk not in ("", "floor"):
+        print("chaos_client: CHAOS_BREAK=%s: only 'floor' (or unset)" % brk)
+        return 2
+    print("chaos: seed %d (CHAOS_SEED=%d reproduces the schedule), %d kills, "
+          "start-up kills %.2f%s" %
+          (seed, seed, kills, startup,
+           ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk else ""), flush=True)
+    c = Client(d, nblocks, seed, break_floor=bool(brk))
+    killer = Killer(c, seed, kills, startup)
     try:
         c.connect()
         killer.start()
@@ -512,10 +603,11 @@ def cmd_run(d, state, nblocks):
         if c.conn:
             c.conn.close()
     n = losses(d)
-    c.log("seed %d: %d writes (%d FUA, %d acknowledged), %d FLUSHes, %d reads, "
-          "%d reconnects (%d broken connections), error replies %s, samples %d; "
+    c.log("seed %d: %d writes (%d FUA), %d TRIM/WRITE_ZEROES, %d acknowledged, "
+          "%d FLUSHes, %d reads, %d reconnects (%d broken connections), error replies %s, samples %d; "
           "kills: %s; write-back losses counted %s" %
-          (seed, c.st["writes"], c.st["fua"], c.st["acked"], c.st["flushes"],
+          (seed, c.st["writes"], c.st["fua"], c.st["zeroes"], c.st["acked"],
+           c.st["flushes"],
            c.st["reads"], c.st["reconnects"], c.st["broken"], c.st["errors"],
            c.st["samples"], "; ".join(killer.history), n))
     c.m.save(state, dict(seed=seed, errors=c.st["errors"], losses=n,
@@ -544,7 +636,7 @@ def cmd_verify(d, state):
     try:
         c.connect()
         for off in range(0, m.n * BS, 1 << 20):
-            if not c.run_batch([("read", (off, min(1 << 20, m.n * BS - off)), 0)],
+            if not c.run_batch([("read", (off, min(1 << 20, m.n * BS - off)), None)],
                                "verify after restart"):
                 raise Fail("verify: read at %d failed: %s" % (off, c.st["errors"]))
     except Fail as e:
@@ -566,7 +658,7 @@ def cmd_selftest(d, state):
     than the floor, a sector of another block, a flipped byte, a version
     never issued) and checks that exactly those four are reported."""
     m, st = Model.load(state)
-    durable = [b for b in range(m.n) if m.floor[b] >= 1]
+    durable = [b for b in range(m.n) if m.floor[b] >= 1 and b not in m.zeros]
     fresh = [b for b in range(m.n) if m.maxv[b] == 0]
     if len(durable) < 3 or not fresh:
         print("FAIL: selftest: too few durable (%d) or unwritten (%d) blocks" %

@@ -7,11 +7,14 @@
 # instant; wrong data is never returned" (tests/chaos_client.py has the
 # model and the checks):
 #   - a client keeps up to 8 commands in flight on a 32 MiB volume (4 KiB
-#     writes at random offsets, half in a hot MiB, 10% FUA; reads; a
-#     FLUSH about every 8 writes), reconnecting after a broken connection
-#     or an error reply and reading a sample then;
+#     writes at random offsets, half in a hot MiB, 10% FUA; reads; TRIM
+#     and WRITE_ZEROES of a block, now and then of a whole 1 MiB object;
+#     a FLUSH every 2..128 writes by stretches), reconnecting after a
+#     broken connection or an error reply and reading a sample then;
 #   - a killer SIGKILLs store, cached or vlmc 8 times (CHAOS_KILLS), each
-#     at a random instant once the last one killed serves again;
+#     at a random instant once the last one killed serves again, and a
+#     quarter of the time (CHAOS_STARTUP) its successor again within
+#     0.3 s of its start, most often before it serves;
 #   - every read, and the whole volume at the end after a FLUSH: every
 #     sector a valid sector of a version issued for its block, at or above
 #     the block's durable floor and the connection's own acknowledged write;

@@ -222,6 +222,124 @@ START_TEST(test_meta_corrupt)
 }
 END_TEST
 
+/* Version 3: reclaim records (removed volumes whose objects are still
+ * being deleted) after the volumes. Round trip; written as version 2
+ * when there are none; a record's name may be a live volume's (created
+ * again) under another id; bad records, id clashes and counts refused;
+ * the plain decoder refuses a table with records (-ENOSPC, no room). */
+START_TEST(test_meta_v3)
+{
+	struct vlmc_volume_meta in[2], out[2];
+	struct vlmc_reclaim_meta rin[2], rout[3];
+	static char buf[4096];
+	uint64_t gen = 0;
+	size_t nr = 99;
+	long len;
+
+	meta_fill(&in[0], "a", 1 << 20, false, "");
+	meta_fill(&in[1], "gone", 1 << 20, false, "");
+	in[0].id = 0x11;
+	in[1].id = 0x22; /* a volume created again under a removed name */
+	memset(rin, 0, sizeof(rin));
+	strcpy(rin[0].name, "gone");
+	rin[0].id = 0x0123456789abcdefULL;
+	rin[0].objects = 268435456; /* 1P in 4M objects */
+	rin[0].next = 4096;
+	strcpy(rin[1].name, "old");
+	rin[1].id = 0; /* legacy names */
+	rin[1].objects = 3;
+	rin[1].next = 3;
+	len = vlmc_meta_encode_r(in, 2, rin, 2, buf, sizeof(buf));
+	ck_assert_int_gt(len, 0);
+	ck_assert_str_eq(buf, "vlmc-meta 3 2 2\n"
+			      "a 1048576 4194304 rw - 0000000000000011\n"
+			      "gone 1048576 4194304 rw - 0000000000000022\n"
+			      "reclaim gone 0123456789abcdef 268435456 4096\n"
+			      "reclaim old - 3 3\n"
+			      "end\n");
+	ck_assert_int_eq(
+	    vlmc_meta_decode_r(buf, (size_t)len, out, 2, rout, 3, &nr), 2);
+	ck_assert_uint_eq(nr, 2);
+	ck_assert_mem_eq(in, out, sizeof(in));
+	ck_assert_mem_eq(rin, rout, sizeof(rin));
+	/* no room for the records; the plain decoder has none */
+	ck_assert_int_eq(
+	    vlmc_meta_decode_r(buf, (size_t)len, out, 2, rout, 1, &nr),
+	    -ENOSPC);
+	ck_assert_int_eq(vlmc_meta_decode(buf, (size_t)len, out, 2), -ENOSPC);
+	/* no records: version 2, as an older vlmc reads it */
+	len = vlmc_meta_encode_r(in, 2, rin, 0, buf, sizeof(buf));
+	ck_assert_int_eq(strncmp(buf, "vlmc-meta 2 2\n", 14), 0);
+	ck_assert_int_eq(
+	    vlmc_meta_decode_r(buf, (size_t)len, out, 2, rout, 3, &nr), 2);
+	ck_assert_uint_eq(nr, 0);
+	/* records only */
+	len = vlmc_meta_encode_r(in, 0, rin, 1, buf, sizeof(buf));
+	ck_assert_int_eq(
+	    vlmc_meta_decode_r(buf, (size_t)len, out, 2, rout, 3, &nr), 0);
+	ck_assert_uint_eq(nr, 1);
+	ck_assert_str_eq(rout[0].name, "gone");
+	/* sealed in a table object */
+	len = vlmc_table_encode_r(in, 2, rin, 2, 7, buf, sizeof(buf));
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(
+	    vlmc_table_decode_r(buf, (size_t)len, &gen, out, 2, rout, 3, &nr),
+	    2);
+	ck_assert_uint_eq(gen, 7);
+	ck_assert_uint_eq(nr, 2);
+	ck_assert_mem_eq(rin, rout, sizeof(rin));
+	ck_assert_int_eq(vlmc_table_decode(buf, (size_t)len, &gen, out, 2),
+			 -ENOSPC);
+	/* no room in the buffer */
+	ck_assert_int_eq(vlmc_meta_encode_r(in, 2, rin, 2, buf, 150), -ENOSPC);
+}
+END_TEST
+
+START_TEST(test_meta_v3_corrupt)
+{
+	static const char *bad[] = {
+	    "vlmc-meta 3 0 0\nend\n", /* no records: version 2 */
+	    "vlmc-meta 3 0\nend\n",
+	    "vlmc-meta 3 0 1\nend\n",			 /* count */
+	    "vlmc-meta 3 0 1\nreclaim a - 1 0\n",	 /* trailer */
+	    "vlmc-meta 3 0 1 2\nreclaim a - 1 0\nend\n", /* header */
+	    "vlmc-meta 3 0 1\nreclaim a - 1 2\nend\n",	 /* next > objects */
+	    "vlmc-meta 3 0 1\nreclaim a - 1\nend\n",	 /* fields */
+	    "vlmc-meta 3 0 1\nreclaim a - 1 0 0\nend\n", /* fields */
+	    "vlmc-meta 3 0 1\nreclaimx a - 1 0\nend\n",	 /* kind */
+	    "vlmc-meta 3 0 1\nreclaim a:b - 1 0\nend\n", /* name */
+	    "vlmc-meta 3 0 1\nreclaim a 0 1 0\nend\n",	 /* id */
+	    "vlmc-meta 3 0 1\nreclaim a - x 0\nend\n",	 /* objects */
+	    "vlmc-meta 3 0 1\nreclaim a - 274877906945 0\nend\n", /* > 2^38 */
+	    /* one incarnation's objects with two owners */
+	    "vlmc-meta 3 0 2\nreclaim a 0000000000000001 1 0\n"
+	    "reclaim b 0000000000000001 1 0\nend\n",
+	    "vlmc-meta 3 0 2\nreclaim a - 1 0\nreclaim a - 2 0\nend\n",
+	    "vlmc-meta 3 1 1\na 1 4096 rw - 0000000000000001\n"
+	    "reclaim b 0000000000000001 1 0\nend\n",
+	    "vlmc-meta 3 1 1\na 1 4096 rw - -\nreclaim a - 1 0\nend\n",
+	    /* records after the volumes only */
+	    "vlmc-meta 3 1 1\nreclaim b - 1 0\na 1 4096 rw - -\nend\n",
+	};
+	/* the same name under two ids, legacy next to a live one: fine */
+	static const char ok[] = "vlmc-meta 3 1 2\n"
+				 "a 1 4096 rw - 0000000000000001\n"
+				 "reclaim a 0000000000000002 1 0\n"
+				 "reclaim a - 1 1\nend\n";
+	struct vlmc_volume_meta out[4];
+	struct vlmc_reclaim_meta rout[4];
+	size_t nr = 0;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(vlmc_meta_decode_r(bad[i], strlen(bad[i]), out, 4,
+						 rout, 4, &nr) == -EBADMSG,
+			      "accepted: %s", bad[i]);
+	ck_assert_int_eq(
+	    vlmc_meta_decode_r(ok, strlen(ok), out, 4, rout, 4, &nr), 1);
+	ck_assert_uint_eq(nr, 2);
+}
+END_TEST
+
 /* The sealed table object (R9-2): generation and SHA-256 round trip; a
  * torn object (the first part of one write, the rest of an older one), a
  * flipped byte anywhere, a changed generation or a cut-short object are
@@ -1028,6 +1146,8 @@ int main(void)
 	tcase_add_test(tc, test_meta_roundtrip);
 	tcase_add_test(tc, test_meta_v1);
 	tcase_add_test(tc, test_meta_corrupt);
+	tcase_add_test(tc, test_meta_v3);
+	tcase_add_test(tc, test_meta_v3_corrupt);
 	tcase_add_test(tc, test_table_seal);
 	tcase_add_test(tc, test_nbd_greeting);
 	tcase_add_test(tc, test_nbd_options);

@@ -88,6 +88,41 @@ static void dead_victim(const char *name, uint32_t port, int64_t a0, int64_t a1)
 	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
 }
 
+/* A child run by fn(a) that writes a byte to a->ready_fd once set up and
+ * reads one from a->go_fd before going on (dying, for a victim). */
+struct handshake {
+	pid_t pid;
+	int ready[2], go[2];
+};
+
+/* Fork fn(a) with a's hand-shake descriptors and wait until it is ready. */
+static void handshake_start(struct handshake *h, int (*fn)(void *),
+			    struct victim_arg *a)
+{
+	char b;
+
+	ck_assert_int_eq(pipe(h->ready), 0);
+	ck_assert_int_eq(pipe(h->go), 0);
+	a->ready_fd = h->ready[1];
+	a->go_fd = h->go[0];
+	h->pid = xtu_fork(fn, a);
+	ck_assert_int_gt(h->pid, 0);
+	ck_assert_int_eq(read(h->ready[0], &b, 1), 1);
+}
+
+/* Let the child go on and wait for it to end with status want. */
+static void handshake_finish(struct handshake *h, int want)
+{
+	char b = 0;
+
+	ck_assert_int_eq(write(h->go[1], &b, 1), 1);
+	ck_assert_int_eq(xtu_wait(h->pid, 10000), want);
+	close(h->ready[0]);
+	close(h->ready[1]);
+	close(h->go[0]);
+	close(h->go[1]);
+}
+
 static uint64_t port_unflushed(struct xseg *seg, uint32_t port)
 {
 	struct xseg_port_info pi;
@@ -320,25 +355,17 @@ START_TEST(test_failed_back_after_count)
 	const char *name;
 	struct xseg *seg = mkseg("order", &name);
 	struct xseg_request *req, *got = NULL;
-	struct victim_arg a;
-	int ready[2], gofd[2];
-	pid_t pid, rp;
-	char b = 0;
+	struct victim_arg a = {name, VICTIM_PORT, {3, 0, 0, 0}, -1, -1};
+	struct handshake h;
+	pid_t rp;
 
-	ck_assert_int_eq(pipe(ready), 0);
-	ck_assert_int_eq(pipe(gofd), 0);
-	a = (struct victim_arg){
-	    name, VICTIM_PORT, {3, 0, 0, 0}, ready[1], gofd[0]};
-	pid = xtu_fork(victim, &a);
-	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(read(ready[0], &b, 1), 1);
+	handshake_start(&h, victim, &a);
 	ck_assert_int_eq(xseg_bind_port(seg, CLIENT_PORT, "client"), 0);
 	ck_assert_int_eq(xseg_get_request(seg, CLIENT_PORT, &req), 0);
 	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
 	req->op = XSEG_OP_FLUSH;
 	ck_assert_int_eq(xseg_submit(seg, req, VICTIM_PORT), 0);
-	ck_assert_int_eq(write(gofd[1], &b, 1), 1);
-	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	handshake_finish(&h, 128 + SIGKILL);
 	rp = xtu_fork(lone_reaper, (void *)name);
 	ck_assert_int_gt(rp, 0);
 	/* polled without xseg_wait (which would reap itself) */
@@ -353,10 +380,6 @@ START_TEST(test_failed_back_after_count)
 	ck_assert_int_eq(got->error, ECONNRESET);
 	ck_assert_int_eq(xtu_wait(rp, 10000), 0);
 	ck_assert_int_eq(xseg_put_request(seg, got), 0);
-	close(ready[0]);
-	close(ready[1]);
-	close(gofd[0]);
-	close(gofd[1]);
 	xseg_leave(seg);
 }
 END_TEST
@@ -480,18 +503,11 @@ START_TEST(test_clear_path_next_busy_keeps_redirect)
 {
 	const char *name;
 	struct xseg *seg = mkseg("busy", &name);
-	struct victim_arg a;
-	int ready[2], gofd[2];
+	struct victim_arg a = {name, VICTIM_PORT, {0}, -1, -1};
+	struct handshake h;
 	uint64_t *ownerp, o;
-	pid_t pid;
-	char b = 0;
 
-	ck_assert_int_eq(pipe(ready), 0);
-	ck_assert_int_eq(pipe(gofd), 0);
-	a = (struct victim_arg){name, VICTIM_PORT, {0}, ready[1], gofd[0]};
-	pid = xtu_fork(sleeper, &a);
-	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(read(ready[0], &b, 1), 1);
+	handshake_start(&h, sleeper, &a);
 	/* pretend the live child is in the middle of a reclaim */
 	ownerp = &seg->ports[VICTIM_PORT].port->owner;
 	o = __atomic_fetch_or(ownerp, XSEG_OWNER_RECLAIM, __ATOMIC_SEQ_CST);
@@ -505,12 +521,7 @@ START_TEST(test_clear_path_next_busy_keeps_redirect)
 	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
 	__atomic_store_n(ownerp, o, __ATOMIC_SEQ_CST);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 3), 0);
-	ck_assert_int_eq(write(gofd[1], &b, 1), 1);
-	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
-	close(ready[0]);
-	close(ready[1]);
-	close(gofd[0]);
-	close(gofd[1]);
+	handshake_finish(&h, 0);
 	xseg_leave(seg);
 }
 END_TEST
@@ -554,18 +565,12 @@ START_TEST(test_redirect_waits_for_dead_targets_requests)
 	struct xseg *seg = mkseg("orphan", &name);
 	struct xseg_request *held = NULL;
 	struct xtu_captured cap;
-	struct victim_arg a;
-	int ready[2], gofd[2];
-	char b = 0, *log;
-	pid_t pid;
+	struct victim_arg a = {name, VICTIM_PORT, {0}, -1, -1};
+	struct handshake h;
+	char *log;
 
 	ck_assert_int_eq(xseg_bind_port(seg, STORE_PORT, "store"), 0);
-	ck_assert_int_eq(pipe(ready), 0);
-	ck_assert_int_eq(pipe(gofd), 0);
-	a = (struct victim_arg){name, VICTIM_PORT, {0}, ready[1], gofd[0]};
-	pid = xtu_fork(sender, &a);
-	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(read(ready[0], &b, 1), 1);
+	handshake_start(&h, sender, &a);
 	for (uint64_t end = xtu_now_ms() + 20000; !held;) {
 		if (xseg_accept(seg, STORE_PORT, &held) == 0)
 			break;
@@ -573,8 +578,7 @@ START_TEST(test_redirect_waits_for_dead_targets_requests)
 		usleep(200);
 	}
 	ck_assert_int_eq(xseg_set_path_next(seg, 3, VICTIM_PORT), 0);
-	ck_assert_int_eq(write(gofd[1], &b, 1), 1);
-	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	handshake_finish(&h, 128 + SIGKILL);
 
 	xtu_capture_start(&cap);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 3), -EAGAIN);
@@ -600,10 +604,6 @@ START_TEST(test_redirect_waits_for_dead_targets_requests)
 	ck_assert_uint_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(xseg_reap(seg, NULL), 0);
 	ck_assert_int_eq(xseg_release_port(seg, STORE_PORT), 0);
-	close(ready[0]);
-	close(ready[1]);
-	close(gofd[0]);
-	close(gofd[1]);
 	xseg_leave(seg);
 }
 END_TEST

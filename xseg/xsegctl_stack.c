@@ -1611,6 +1611,13 @@ static void stack_print_cache(const struct xseg_port_stats *ps)
 		       "data to the store failed; the data stays dirty in the "
 		       "cache (see the store's state above and cached's "
 		       "log)\n");
+	/* since session 10: requests needing a bucket or an object slot
+	 * fail with the store's errno instead of waiting */
+	if (stack_stat(ps, "space_refused"))
+		printf("cache: REQUESTS NEEDING CACHE SPACE FAIL with %s "
+		       "(%" PRIu64 " so far): the store refuses writes\n",
+		       strerror((int)stack_stat(ps, "space_refused")),
+		       stack_stat(ps, "space_failed"));
 }
 
 /* The store's degraded errno (a blocker that refuses writes: full disk,
@@ -1843,14 +1850,35 @@ static int stack_status(struct stack *st)
  * (xseg_clear_path_next reclaims the dead cached's port first), so vlmc
  * fails the next FLUSH instead of reporting it durable.
  */
+/* Attempts, about a second each, of the unplug of a dead cached while
+ * the store still runs requests it sent. */
+#define STACK_UNPLUG_DEAD_TRIES 30
+
 static int stack_unplug_dead(struct xseg *seg)
 {
 	uint64_t before = xseg_writeback_losses(seg), after;
-	int rc;
+	int rc = -EAGAIN;
 
 	fprintf(stderr, "xsegctl: stack: cached is not running; removing its "
 			"redirect\n");
-	rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
+	/* -EAGAIN: requests the dead cached sent still run at the store,
+	 * and the redirect stays until they are answered (review14 F1);
+	 * each call waits a second for them */
+	for (int tries = 0; tries < STACK_UNPLUG_DEAD_TRIES; tries++) {
+		rc = xseg_clear_path_next(seg, STACK_STORE_PORT);
+		if (rc != -EAGAIN)
+			break;
+		if (!tries)
+			fprintf(stderr,
+				"xsegctl: stack: waiting for the store to "
+				"answer requests the dead cached sent\n");
+	}
+	if (rc == -EAGAIN)
+		stack_err("the store has not answered requests the dead "
+			  "cached sent for %d s: cached stays plugged (its "
+			  "port fails requests) until they are answered; "
+			  "retry unplug-cached",
+			  STACK_UNPLUG_DEAD_TRIES);
 	if (rc)
 		return rc;
 	after = xseg_writeback_losses(seg);

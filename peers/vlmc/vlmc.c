@@ -47,6 +47,9 @@ enum {
 	VLMC_OPT_SNAP_DRAIN_WAIT,
 	VLMC_OPT_CTL_WAIT_LOG,
 	VLMC_OPT_MAX_OBJ_SIZE,
+	VLMC_OPT_RECLAIM_WINDOW,
+	VLMC_OPT_RECLAIM_SAVE,
+	VLMC_OPT_RECLAIM_RETRY_MAX,
 };
 
 static const struct option vlmc_options[] = {
@@ -67,6 +70,9 @@ static const struct option vlmc_options[] = {
     {"snapshot-drain-wait", required_argument, NULL, VLMC_OPT_SNAP_DRAIN_WAIT},
     {"ctl-wait-log", required_argument, NULL, VLMC_OPT_CTL_WAIT_LOG},
     {"max-object-size", required_argument, NULL, VLMC_OPT_MAX_OBJ_SIZE},
+    {"reclaim-window", required_argument, NULL, VLMC_OPT_RECLAIM_WINDOW},
+    {"reclaim-save", required_argument, NULL, VLMC_OPT_RECLAIM_SAVE},
+    {"reclaim-retry-max", required_argument, NULL, VLMC_OPT_RECLAIM_RETRY_MAX},
     {NULL, 0, NULL, 0},
 };
 
@@ -110,7 +116,16 @@ static const char vlmc_options_help[] =
     "                          twice --dead-peer-wait, at least 60s)\n"
     "      --ctl-wait-log TIME  a volume operation waiting for the store\n"
     "                          logs that it still waits this often (it\n"
-    "                          never gives up; default 30s)\n";
+    "                          never gives up; default 30s)\n"
+    "      --reclaim-window N  objects of removed volumes deleted per turn\n"
+    "                          of the background reclaimer, which lets\n"
+    "                          volume operations in between (default 1024)\n"
+    "      --reclaim-save N    save the reclaimer's progress in the volume\n"
+    "                          table after this many objects (default 1M;\n"
+    "                          and at least every 30 s)\n"
+    "      --reclaim-retry-max TIME  a reclaim the store fails is retried\n"
+    "                          after a back-off doubling from 1 s up to\n"
+    "                          this (default 60s)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -126,6 +141,9 @@ static void vlmc_defaults(struct peer *p)
 	v->nbd_stop_ns = VLMC_DEFAULT_NBD_STOP_NS;
 	v->dead_peer_wait_ns = VLMC_DEFAULT_DEAD_PEER_WAIT_NS;
 	v->ctl_wait_log_ns = VLMC_DEFAULT_CTL_WAIT_LOG_NS;
+	v->reclaim_window = VLMC_DEFAULT_RECLAIM_WINDOW;
+	v->reclaim_save = VLMC_DEFAULT_RECLAIM_SAVE;
+	v->reclaim_retry_max_ns = VLMC_DEFAULT_RECLAIM_RETRY_MAX_NS;
 	v->ctl_fd = -1;
 	v->ctl_client_fd = -1;
 }
@@ -186,6 +204,7 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x == 0 || x > 4096)
 			return rc ? rc : -ERANGE;
 		v->nbd_max_conns = (unsigned)x;
+		v->nbd_max_conns_set = true;
 		return 0;
 	case VLMC_OPT_NBD_INFLIGHT_BYTES:
 		rc = peer_parse_size(arg, &x);
@@ -222,6 +241,24 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->ctl_wait_log_ns = x;
+		return 0;
+	case VLMC_OPT_RECLAIM_WINDOW:
+		rc = peer_parse_u64(arg, &x);
+		if (rc || x == 0 || x > (1ULL << 20))
+			return rc ? rc : -ERANGE;
+		v->reclaim_window = x;
+		return 0;
+	case VLMC_OPT_RECLAIM_SAVE:
+		rc = peer_parse_u64(arg, &x);
+		if (rc || x == 0)
+			return rc ? rc : -ERANGE;
+		v->reclaim_save = x;
+		return 0;
+	case VLMC_OPT_RECLAIM_RETRY_MAX:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->reclaim_retry_max_ns = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -1559,13 +1596,26 @@ static int vlmc_sync(struct vlmc *v, uint16_t op, const char *name,
  * the next start). Caller holds ctl_lock.
  */
 
-/* Write table (m, n) as generation gen into object gen % 2, then FLUSH.
- * 0 or a negative errno; meta_top_gen notes gen once it was sent. */
+/* The committed reclaim records (each record's m) into out (room for
+ * VLMC_MAX_VOLUMES); returns their number. */
+static size_t vlmc_reclaim_metas(const struct vlmc *v,
+				 struct vlmc_reclaim_meta *out)
+{
+	for (size_t i = 0; i < v->nr_reclaims; i++)
+		out[i] = v->reclaims[i].m;
+	return v->nr_reclaims;
+}
+
+/* Write table (m, n) with reclaim records (r, nr) as generation gen into
+ * object gen % 2, then FLUSH. 0 or a negative errno; meta_top_gen notes
+ * gen once it was sent. */
 static int vlmc_meta_write(struct vlmc *v, const struct vlmc_volume_meta *m,
-			   size_t n, uint64_t gen)
+			   size_t n, const struct vlmc_reclaim_meta *r,
+			   size_t nr, uint64_t gen)
 {
 	const char *obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
-	long len = vlmc_table_encode(m, n, gen, v->meta_buf, VLMC_TABLE_MAX);
+	long len =
+	    vlmc_table_encode_r(m, n, r, nr, gen, v->meta_buf, VLMC_TABLE_MAX);
 	int rc;
 
 	if (len < 0)
@@ -1584,13 +1634,21 @@ static int vlmc_meta_write(struct vlmc *v, const struct vlmc_volume_meta *m,
 static int vlmc_meta_rewrite(struct vlmc *v)
 {
 	uint64_t gen = v->meta_top_gen + 1;
+	struct vlmc_reclaim_meta *r = calloc(VLMC_MAX_VOLUMES, sizeof(*r));
 	const char *obj;
+	size_t nr;
 	int rc;
 
+	if (!r)
+		return -ENOMEM;
 	if (gen % 2 != (v->meta_gen + 1) % 2)
 		gen++; /* the object the failed write went to */
 	obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
-	rc = vlmc_meta_write(v, v->meta_committed, v->nr_committed, gen);
+	/* the records as committed: they change only once a commit
+	 * succeeded */
+	nr = vlmc_reclaim_metas(v, r);
+	rc = vlmc_meta_write(v, v->meta_committed, v->nr_committed, r, nr, gen);
+	free(r);
 	if (rc) {
 		peer_warn("%s: rewriting the committed table (generation "
 			  "%" PRIu64 ") as generation %" PRIu64
@@ -1615,13 +1673,15 @@ static int vlmc_meta_settle(struct vlmc *v)
 	return v->meta_uncertain ? vlmc_meta_rewrite(v) : 0;
 }
 
-/* Commit table (m, n): 0 once it is the newest durable table and
- * meta_committed; else a negative errno and the committed table is
+/* Commit table (m, n) with reclaim records (r, nr): 0 once it is the
+ * newest durable table and meta_committed (the caller then makes
+ * v->reclaims match r); else a negative errno and the committed table is
  * still the table (rewritten over the failed write; or, if that failed
  * too, meta_uncertain). m: the table to persist (may differ from the
  * live one when an operation commits it first). */
-static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
-			   size_t n)
+static int vlmc_meta_store_r(struct vlmc *v, const struct vlmc_volume_meta *m,
+			     size_t n, const struct vlmc_reclaim_meta *r,
+			     size_t nr)
 {
 	uint64_t gen;
 	const char *obj;
@@ -1632,7 +1692,7 @@ static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
 		return rc;
 	gen = v->meta_gen + 1;
 	obj = gen % 2 ? VLMC_TABLE_OBJECT_1 : VLMC_TABLE_OBJECT_0;
-	rc = vlmc_meta_write(v, m, n, gen);
+	rc = vlmc_meta_write(v, m, n, r, nr, gen);
 	if (!rc) {
 		v->meta_gen = gen;
 		if (m != v->meta_committed)
@@ -1648,6 +1708,20 @@ static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
 		  obj, gen, strerror(-rc), v->meta_gen);
 	if (rc != -ESHUTDOWN) /* stopping: nothing more may be sent */
 		vlmc_meta_rewrite(v);
+	return rc;
+}
+
+/* Commit table (m, n) with the reclaim records unchanged. */
+static int vlmc_meta_store(struct vlmc *v, const struct vlmc_volume_meta *m,
+			   size_t n)
+{
+	struct vlmc_reclaim_meta *r = calloc(VLMC_MAX_VOLUMES, sizeof(*r));
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	rc = vlmc_meta_store_r(v, m, n, r, vlmc_reclaim_metas(v, r));
+	free(r);
 	return rc;
 }
 
@@ -1671,27 +1745,36 @@ static int vlmc_meta_read(struct vlmc *v, const char *obj, bool first)
 	return rc;
 }
 
-/* Pick the table (see vlmc_meta_store) into m: returns the number of
- * volumes, or a negative errno (the table cannot be trusted or read:
- * vlmc refuses to start). */
-static long vlmc_meta_pick(struct vlmc *v, struct vlmc_volume_meta *m)
+/* Pick the table (see vlmc_meta_store) into m and its reclaim records
+ * into r (*nr): returns the number of volumes, or a negative errno (the
+ * table cannot be trusted or read: vlmc refuses to start). */
+static long vlmc_meta_pick(struct vlmc *v, struct vlmc_volume_meta *m,
+			   struct vlmc_reclaim_meta *r, size_t *nr)
 {
 	static const char *const objs[2] = {VLMC_TABLE_OBJECT_0,
 					    VLMC_TABLE_OBJECT_1};
 	struct vlmc_volume_meta *tmp = calloc(VLMC_MAX_VOLUMES, sizeof(*tmp));
+	struct vlmc_reclaim_meta *rtmp =
+	    calloc(VLMC_MAX_VOLUMES, sizeof(*rtmp));
 	bool present[2] = {false, false}, good[2] = {false, false};
 	uint64_t gens[2] = {0, 0};
 	long counts[2] = {0, 0}, n = -EBADMSG;
+	size_t rcounts[2] = {0, 0};
 	int best = -1, rc;
 
-	if (!tmp)
+	*nr = 0;
+	if (!tmp || !rtmp) {
+		free(tmp);
+		free(rtmp);
 		return -ENOMEM;
+	}
 	for (int s = 0; s < 2; s++) {
 		rc = vlmc_meta_read(v, objs[s], s == 0);
 		if (rc == -ENOENT)
 			continue;
 		if (rc) {
 			free(tmp);
+			free(rtmp);
 			return rc;
 		}
 		/* a store that reads a missing object as zeroes (noop), or
@@ -1700,8 +1783,12 @@ static long vlmc_meta_pick(struct vlmc *v, struct vlmc_volume_meta *m)
 		if (!v->meta_buf[0])
 			continue;
 		present[s] = true;
-		counts[s] = vlmc_table_decode(v->meta_buf, VLMC_TABLE_MAX,
-					      &gens[s], tmp, VLMC_MAX_VOLUMES);
+		counts[s] = vlmc_table_decode_r(
+		    v->meta_buf, VLMC_TABLE_MAX, &gens[s], tmp,
+		    VLMC_MAX_VOLUMES, rtmp, VLMC_MAX_VOLUMES, &rcounts[s]);
+		if (counts[s] >= 0 &&
+		    (size_t)counts[s] + rcounts[s] > VLMC_MAX_VOLUMES)
+			counts[s] = -ENOSPC; /* never written by vlmc */
 		if (counts[s] < 0) {
 			peer_warn("%s: table object does not verify: %s "
 				  "(an interrupted write of it)",
@@ -1712,9 +1799,12 @@ static long vlmc_meta_pick(struct vlmc *v, struct vlmc_volume_meta *m)
 		if (best < 0 || gens[s] > gens[best]) {
 			best = s;
 			memcpy(m, tmp, (size_t)counts[s] * sizeof(*m));
+			memcpy(r, rtmp, rcounts[s] * sizeof(*r));
+			*nr = rcounts[s];
 		}
 	}
 	free(tmp);
+	free(rtmp);
 	if (best >= 0) {
 		v->meta_gen = gens[best];
 		peer_info("volume table: generation %" PRIu64 " from %s%s",
@@ -1762,16 +1852,42 @@ static long vlmc_meta_pick(struct vlmc *v, struct vlmc_volume_meta *m)
 static int vlmc_meta_load(struct vlmc *v)
 {
 	struct vlmc_volume_meta *m;
+	struct vlmc_reclaim_meta *r;
+	size_t nr = 0;
 	long n;
 
 	m = calloc(VLMC_MAX_VOLUMES, sizeof(*m));
-	if (!m)
+	r = calloc(VLMC_MAX_VOLUMES, sizeof(*r));
+	if (!m || !r) {
+		free(m);
+		free(r);
 		return -ENOMEM;
-	n = vlmc_meta_pick(v, m);
+	}
+	n = vlmc_meta_pick(v, m, r, &nr);
 	if (n < 0) {
 		free(m);
+		free(r);
 		return (int)n;
 	}
+	/* removed volumes whose objects are still to be deleted: the
+	 * reclaimer resumes each where its saved progress says */
+	for (size_t i = 0; i < nr; i++) {
+		struct vlmc_reclaim *rc = &v->reclaims[i];
+
+		memset(rc, 0, sizeof(*rc));
+		rc->m = r[i];
+		rc->done = r[i].next;
+		rc->saved_ns = peer_now_ns();
+		peer_info("reclaim of removed volume %s (id %016" PRIx64
+			  "): %" PRIu64 " of %" PRIu64
+			  " objects deleted, resuming",
+			  r[i].name, r[i].id, r[i].next, r[i].objects);
+		__atomic_add_fetch(&v->st_reclaim_objects_left,
+				   r[i].objects - r[i].next, __ATOMIC_RELAXED);
+	}
+	v->nr_reclaims = nr;
+	__atomic_store_n(&v->st_reclaims_pending, nr, __ATOMIC_RELAXED);
+	free(r);
 	memcpy(v->meta_committed, m, (size_t)n * sizeof(*m));
 	v->nr_committed = (size_t)n;
 	v->meta_top_gen = v->meta_gen;
@@ -1865,6 +1981,9 @@ static int vlmc_new_id(struct vlmc *v, uint64_t *idp)
 		for (size_t i = 0; i < v->nr_vols && !used; i++)
 			used = v->vols[i]->m.id == id;
 		pthread_rwlock_unlock(&v->vols_lock);
+		/* nor of a removed volume still being reclaimed */
+		for (size_t i = 0; i < v->nr_reclaims && !used; i++)
+			used = v->reclaims[i].m.id == id;
 		if (!used) {
 			*idp = id;
 			return 0;
@@ -1879,7 +1998,7 @@ static int vlmc_add_volume(struct vlmc *v, const struct vlmc_volume_meta *nm)
 	size_t n;
 	int rc;
 
-	if (v->nr_vols >= VLMC_MAX_VOLUMES)
+	if (v->nr_vols + v->nr_reclaims >= VLMC_MAX_VOLUMES)
 		return -ENOSPC;
 	m = vlmc_meta_snapshot(v, &n);
 	if (!m)
@@ -1944,6 +2063,20 @@ static bool vlmc_obj_size_over(struct vlmc *v, struct vlmc_reply *r,
 	return true;
 }
 
+/* The table has room for one more volume (else answers r): removed
+ * volumes still being reclaimed hold their slot until they are done. */
+static int vlmc_check_room(struct vlmc *v, struct vlmc_reply *r,
+			   const char *name)
+{
+	if (v->nr_vols + v->nr_reclaims < VLMC_MAX_VOLUMES)
+		return 0;
+	CTL_ERR(r, ENOSPC,
+		"%s: the volume table is full: %zu volumes and %zu removed "
+		"volumes still being reclaimed, %d at most (a reclaimed "
+		"volume frees its slot)",
+		name, v->nr_vols, v->nr_reclaims, VLMC_MAX_VOLUMES);
+}
+
 static int vlmc_check_name(struct vlmc_reply *r, const char *name)
 {
 	if (!vlmc_name_valid(name, strlen(name)))
@@ -1980,6 +2113,8 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
 		vlmc_vol_put(old);
 		CTL_ERR(r, EEXIST, "volume %s exists", name);
 	}
+	if (vlmc_check_room(v, r, name))
+		return -ENOSPC;
 	strcpy(nm.name, name);
 	nm.size = size;
 	nm.obj_size = (uint32_t)osz;
@@ -2088,10 +2223,14 @@ static int vlmc_ctl_window(struct vlmc *v, uint64_t from, uint64_t to,
 	return err;
 }
 
-/* The objects of one incarnation of a volume (name, id). */
+/* The objects of one incarnation of a volume (name, id). quiet: a failed
+ * delete is noted in err / err_idx (the first) instead of logged. */
 struct vlmc_objs {
 	const char *name;
 	uint64_t id;
+	bool quiet;
+	int err;
+	uint64_t err_idx;
 };
 
 static int vlmc_delete_start(struct vlmc *v, void *arg, uint64_t idx,
@@ -2111,12 +2250,19 @@ static int vlmc_delete_done(struct vlmc *v, void *arg, uint64_t idx,
 			    struct xseg_sigbatch *sb,
 			    struct xseg_request **reqp)
 {
-	const struct vlmc_objs *o = arg;
+	struct vlmc_objs *o = arg;
 	char obj[VLMC_OBJNAME_MAX + 1];
 
 	(void)v, (void)op, (void)stopping, (void)sb, (void)reqp;
 	if (!rc || rc == -ENOENT)
 		return 0;
+	if (o->quiet) {
+		if (!o->err) {
+			o->err = rc;
+			o->err_idx = idx;
+		}
+		return rc;
+	}
 	vlmc_object_name(obj, o->name, o->id, idx);
 	peer_warn("delete %s: %s", obj, strerror(-rc));
 	return rc;
@@ -2131,7 +2277,7 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t id,
 {
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
-	struct vlmc_objs o = {name, id};
+	struct vlmc_objs o = {name, id, false, 0, 0};
 	char what[VLMC_OBJNAME_MAX + 32];
 
 	snprintf(what, sizeof(what), "delete objects of %s", name);
@@ -2147,21 +2293,254 @@ static void vlmc_vol_reinsert(struct vlmc *v, struct vlmc_volume *vol)
 }
 
 /*
- * Remove a volume: objects first, metadata last. The volume leaves the
- * live table first (no new NBD connection or volume request can reach it),
- * then its objects are deleted, then the table without it is committed.
- * A crash or a failing store anywhere before the commit leaves the volume
- * listed, with some of its objects gone (they read as zeroes): a
- * consistent volume that a second remove finishes. Deleting after the
- * commit instead would leak the objects a crash left behind, with no name
- * left to remove them by.
+ * Background reclaim. A remove takes the volume out of the table and, in
+ * the same table write, puts a reclaim record in (name, incarnation id,
+ * object count, next index: struct vlmc_reclaim_meta), and answers. The
+ * reclaimer thread deletes the objects of each record, --reclaim-window
+ * of them per turn (VLMC_CTL_INFLIGHT in flight, vlmc_ctl_window), then
+ * lets any control command waiting for ctl_lock in (ctl_wanted) before
+ * its next turn: a command waits at most one window, never the whole
+ * remove. Records take turns (round robin), so a huge one does not hold
+ * the small ones back.
+ *
+ * Crash safety (R9-6's promise: a crash never leaks objects with no name
+ * left to remove them by): from the commit of the remove on, the record
+ * names the objects until they are all deleted; only then is it taken
+ * out of the table. Its next index is saved now and then (after
+ * --reclaim-save objects or VLMC_RECLAIM_SAVE_NS, not per object), each
+ * time behind a FLUSH, so that the deletes below next are durable before
+ * the table says so; a restart resumes at the saved next and deletes
+ * again what was deleted after it (ENOENT is fine). The name is free at
+ * once: a volume created under it gets another id (vlmc_new_id avoids
+ * the records' ids too), so its objects have other names and nothing of
+ * the removed volume is ever served or deleted under it.
+ *
+ * A failing store stops the failing record only: it is retried after a
+ * back-off (VLMC_RECLAIM_RETRY_MIN_NS doubling up to
+ * --reclaim-retry-max), logged once per errno (and once when it works
+ * again); other records and control commands go on. vlmc stopping ends a
+ * window at once (vlmc_ctl_wait's -ESHUTDOWN: nothing rolled back, the
+ * saved next decides at the next start).
+ */
+
+/* How long the reclaimer sleeps with nothing to do (a remove, a control
+ * command or stop wakes it earlier). */
+#define VLMC_RECLAIM_IDLE_NS (10ULL * 1000000000ULL)
+
+/* Record r failed with rc (a negative errno) in what (idx: the first
+ * object that failed, UINT64_MAX: none): back off, log once per errno. */
+static void vlmc_reclaim_failed(struct vlmc *v, struct vlmc_reclaim *r, int rc,
+				const char *what, uint64_t idx)
+{
+	char obj[VLMC_OBJNAME_MAX + 1] = "";
+
+	r->delay_ns = r->delay_ns ? 2 * r->delay_ns : VLMC_RECLAIM_RETRY_MIN_NS;
+	if (r->delay_ns > v->reclaim_retry_max_ns)
+		r->delay_ns = v->reclaim_retry_max_ns;
+	r->retry_at_ns = peer_now_ns() + r->delay_ns;
+	__atomic_add_fetch(&v->st_reclaim_errors, 1, __ATOMIC_RELAXED);
+	if (r->err == -rc)
+		return; /* logged already */
+	pthread_mutex_lock(&v->reclaim_mu);
+	r->err = -rc;
+	pthread_mutex_unlock(&v->reclaim_mu);
+	if (idx != UINT64_MAX)
+		vlmc_object_name(obj, r->m.name, r->m.id, idx);
+	peer_warn("reclaim of removed volume %s (id %016" PRIx64 "): %s%s%s: "
+		  "%s; %" PRIu64 " of %" PRIu64 " objects deleted; retried "
+		  "after a back-off of up to %" PRIu64 " ms (this error is "
+		  "not logged again until the reclaim works)",
+		  r->m.name, r->m.id, what, obj[0] ? " " : "", obj,
+		  strerror(-rc), r->done, r->m.objects,
+		  (uint64_t)(v->reclaim_retry_max_ns / 1000000ULL));
+}
+
+/* Save record i's progress, or drop it from the table when all its
+ * objects are deleted (ctl_lock held). 0 or a negative errno (nothing
+ * changed then; the table stays as committed, see vlmc_meta_store). */
+static int vlmc_reclaim_save(struct vlmc *v, size_t i)
+{
+	struct vlmc_reclaim *r = &v->reclaims[i];
+	bool finished = r->done == r->m.objects;
+	struct vlmc_reclaim_meta *recs =
+	    calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
+	struct vlmc_volume_meta *m;
+	size_t n = 0, nr;
+	int rc;
+
+	m = vlmc_meta_snapshot(v, &n);
+	if (!m || !recs) {
+		free(m);
+		free(recs);
+		return -ENOMEM;
+	}
+	nr = vlmc_reclaim_metas(v, recs);
+	if (finished) {
+		memmove(&recs[i], &recs[i + 1], (nr - i - 1) * sizeof(*recs));
+		nr--;
+	} else {
+		recs[i].next = r->done;
+	}
+	/* the deletes below done durable before the table says so */
+	rc = vlmc_sync(v, XSEG_OP_FLUSH, NULL, 0, 0, NULL, 0, NULL);
+	if (!rc)
+		rc = vlmc_meta_store_r(v, m, n, recs, nr);
+	free(m);
+	free(recs);
+	if (rc)
+		return rc;
+	if (!finished) {
+		pthread_mutex_lock(&v->reclaim_mu);
+		r->m.next = r->done;
+		pthread_mutex_unlock(&v->reclaim_mu);
+		r->saved_ns = peer_now_ns();
+		return 0;
+	}
+	peer_info("reclaimed removed volume %s (id %016" PRIx64 "): %" PRIu64
+		  " objects deleted, record dropped from the table",
+		  r->m.name, r->m.id, r->m.objects);
+	pthread_mutex_lock(&v->reclaim_mu);
+	memmove(&v->reclaims[i], &v->reclaims[i + 1],
+		(v->nr_reclaims - i - 1) * sizeof(*v->reclaims));
+	v->nr_reclaims--;
+	pthread_mutex_unlock(&v->reclaim_mu);
+	__atomic_sub_fetch(&v->st_reclaims_pending, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->st_reclaims_done, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* One turn on record i (ctl_lock held): delete its next window of
+ * objects, save the progress when due (or drop the record when done).
+ * -ESHUTDOWN when vlmc stops, else 0 (a failure backs the record off). */
+static int vlmc_reclaim_turn(struct vlmc *v, size_t i)
+{
+	static const struct vlmc_window_ops ops = {vlmc_delete_start,
+						   vlmc_delete_done};
+	struct vlmc_reclaim *r = &v->reclaims[i];
+	struct vlmc_objs o = {r->m.name, r->m.id, true, 0, 0};
+	uint64_t from = r->done, to = r->m.objects, now;
+	char what[VLMC_OBJNAME_MAX + 48];
+	bool finished;
+	int rc;
+
+	if (to - from > v->reclaim_window)
+		to = from + v->reclaim_window;
+	if (from < to) {
+		snprintf(what, sizeof(what), "reclaim objects of removed %s",
+			 r->m.name);
+		rc = vlmc_ctl_window(v, from, to, &ops, &o, what);
+		if (rc == -ESHUTDOWN)
+			return rc;
+		if (rc) {
+			vlmc_reclaim_failed(v, r, rc, "deleting",
+					    o.err ? o.err_idx : UINT64_MAX);
+			return 0;
+		}
+		pthread_mutex_lock(&v->reclaim_mu);
+		r->done = to;
+		pthread_mutex_unlock(&v->reclaim_mu);
+		__atomic_add_fetch(&v->st_reclaim_objects_deleted, to - from,
+				   __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&v->st_reclaim_objects_left, to - from,
+				   __ATOMIC_RELAXED);
+	}
+	now = peer_now_ns();
+	finished = r->done == r->m.objects;
+	if (!finished && r->done - r->m.next < v->reclaim_save &&
+	    now - r->saved_ns < VLMC_RECLAIM_SAVE_NS)
+		rc = 0;
+	else
+		rc = vlmc_reclaim_save(v, i); /* drops r when finished */
+	if (rc == -ESHUTDOWN)
+		return rc;
+	if (rc) {
+		vlmc_reclaim_failed(
+		    v, r, rc, "saving its progress in the table", UINT64_MAX);
+		return 0;
+	}
+	if (finished)
+		return 0; /* r is gone (another record in its place) */
+	if (r->err) {
+		peer_info("reclaim of removed volume %s (id %016" PRIx64
+			  "): works again (%" PRIu64 " of %" PRIu64
+			  " objects deleted)",
+			  r->m.name, r->m.id, r->done, r->m.objects);
+		pthread_mutex_lock(&v->reclaim_mu);
+		r->err = 0;
+		pthread_mutex_unlock(&v->reclaim_mu);
+		r->delay_ns = 0;
+		r->retry_at_ns = 0;
+	}
+	return 0;
+}
+
+/* Sleep on reclaim_cond (ctl_lock held, released meanwhile) until wake
+ * (CLOCK_MONOTONIC ns) or a broadcast. */
+static void vlmc_reclaim_sleep(struct vlmc *v, uint64_t wake)
+{
+	struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ULL),
+			      .tv_nsec = (long)(wake % 1000000000ULL)};
+
+	pthread_cond_timedwait(&v->reclaim_cond, &v->ctl_lock, &ts);
+}
+
+static void *vlmc_reclaim_main(void *arg)
+{
+	struct vlmc *v = arg;
+	size_t cursor = 0;
+
+	pthread_mutex_lock(&v->ctl_lock);
+	while (!vlmc_ctl_stopping(v)) {
+		uint64_t now = peer_now_ns(), wake = now + VLMC_RECLAIM_IDLE_NS;
+		size_t pick = SIZE_MAX;
+
+		if (__atomic_load_n(&v->ctl_wanted, __ATOMIC_ACQUIRE)) {
+			/* a control command waits for ctl_lock: let it
+			 * in; it wakes us when it is done */
+			vlmc_reclaim_sleep(v, wake);
+			continue;
+		}
+		for (size_t k = 0; k < v->nr_reclaims; k++) {
+			size_t i = (cursor + k) % v->nr_reclaims;
+			uint64_t at = v->reclaims[i].retry_at_ns;
+
+			if (at <= now) {
+				pick = i;
+				break;
+			}
+			if (at < wake)
+				wake = at;
+		}
+		if (pick == SIZE_MAX) {
+			vlmc_reclaim_sleep(v, wake);
+			continue;
+		}
+		cursor = pick + 1;
+		if (vlmc_reclaim_turn(v, pick) == -ESHUTDOWN)
+			break;
+	}
+	pthread_mutex_unlock(&v->ctl_lock);
+	return NULL;
+}
+
+/*
+ * Remove a volume: it leaves the live table (no new NBD connection or
+ * volume request can reach it) and the committed table, which in the same
+ * write gets a reclaim record for its objects (see "Background reclaim"
+ * above); the answer comes then, the objects are deleted in the
+ * background. A failed commit puts the volume back, nothing deleted.
+ * (Before: every object was deleted first, under ctl_lock, and the table
+ * committed last: hours for a 1 PiB volume, with every other volume
+ * operation waiting.)
  */
 static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			  const char *name)
 {
 	struct vlmc_volume_meta *m;
+	struct vlmc_reclaim_meta *recs;
+	struct vlmc_reclaim *rc_new;
 	struct vlmc_volume *vol;
-	size_t n, k = 0;
+	size_t n, nr, k = 0;
 	long idx;
 	int rc;
 
@@ -2186,51 +2565,62 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	pthread_rwlock_unlock(&v->vols_lock);
 	if (!vol)
 		CTL_ERR(r, ENOENT, "no volume %s", name);
-	rc = vlmc_delete_objects(v, name, vol->m.id, 0,
-				 vlmc_nr_objects(vol->m.size, vol->m.obj_size));
-	if (rc == -ESHUTDOWN) {
-		/* R9-6: DELETEs may still run; the volume stays out of the
-		 * live table (vlmc exits), the store's table decides */
-		vlmc_vol_put(vol);
-		CTL_ERR(r, ESHUTDOWN,
-			"remove %s: interrupted, vlmc is stopping (the volume "
-			"is still listed at the next start; remove it again)",
-			name);
-	}
-	if (rc) {
-		vlmc_vol_reinsert(v, vol);
-		CTL_ERR(r, -rc,
-			"remove %s: deleting its objects failed: %s (the "
-			"volume is kept; remove it again)",
-			name, strerror(-rc));
-	}
-	/* the table without it (vol is out of the live table already) */
+	/* the table without it (vol is out of the live table already),
+	 * and its record last; the volume's slot becomes the record's */
 	m = vlmc_meta_snapshot(v, &n);
-	if (!m) {
+	recs = calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
+	if (!m || !recs) {
+		free(m);
+		free(recs);
 		vlmc_vol_reinsert(v, vol);
-		CTL_ERR(r, ENOMEM, "out of memory");
+		CTL_ERR(r, ENOMEM, "remove %s: out of memory", name);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(m[i].name, name))
 			m[k++] = m[i];
-	rc = vlmc_meta_store(v, m, k);
+	nr = vlmc_reclaim_metas(v, recs);
+	strcpy(recs[nr].name, name);
+	recs[nr].id = vol->m.id;
+	recs[nr].objects = vlmc_nr_objects(vol->m.size, vol->m.obj_size);
+	recs[nr].next = 0;
+	rc = vlmc_meta_store_r(v, m, k, recs, nr + 1);
 	free(m);
 	if (rc == -ESHUTDOWN) {
-		vlmc_vol_put(vol); /* as above: no roll-back when stopping */
+		/* R9-6: no roll-back when stopping */
+		free(recs);
+		vlmc_vol_put(vol);
 		CTL_ERR(r, ESHUTDOWN,
 			"remove %s: interrupted, vlmc is stopping (the table "
 			"in the store decides at the next start)",
 			name);
 	}
 	if (rc) {
+		free(recs);
 		vlmc_vol_reinsert(v, vol);
 		CTL_ERR(r, -rc,
-			"remove %s: metadata write failed: %s (its objects "
-			"are deleted; remove it again)%s",
+			"remove %s: metadata write failed: %s (nothing "
+			"deleted; the volume is kept, remove it again)%s",
 			name, strerror(-rc), vlmc_meta_note(v));
 	}
+	pthread_mutex_lock(&v->reclaim_mu);
+	rc_new = &v->reclaims[v->nr_reclaims++];
+	memset(rc_new, 0, sizeof(*rc_new));
+	rc_new->m = recs[nr];
+	rc_new->saved_ns = peer_now_ns();
+	pthread_mutex_unlock(&v->reclaim_mu);
+	free(recs);
+	__atomic_add_fetch(&v->st_reclaims_pending, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->st_reclaim_objects_left, rc_new->m.objects,
+			   __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&v->reclaim_cond);
 	vlmc_vol_put(vol);
-	peer_info("removed volume %s", name);
+	peer_info("removed volume %s (id %016" PRIx64 "); its %" PRIu64
+		  " objects are deleted in the background",
+		  name, rc_new->m.id, rc_new->m.objects);
+	fprintf(r->f,
+		"removed %s; its %" PRIu64 " objects are deleted in the "
+		"background ('list' shows the progress)\n",
+		name, rc_new->m.objects);
 	return 0;
 }
 
@@ -2298,8 +2688,25 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
 	vol = vlmc_vol_get(v, name, strlen(name));
-	if (!vol)
+	if (!vol) {
+		uint64_t done = 0, objects = 0;
+		bool found = false;
+
+		pthread_mutex_lock(&v->reclaim_mu);
+		for (size_t i = 0; i < v->nr_reclaims && !found; i++) {
+			found = !strcmp(v->reclaims[i].m.name, name);
+			done = v->reclaims[i].done;
+			objects = v->reclaims[i].m.objects;
+		}
+		pthread_mutex_unlock(&v->reclaim_mu);
+		if (found)
+			CTL_ERR(r, ENOENT,
+				"no volume %s (a removed volume of that name "
+				"is being reclaimed: %" PRIu64 " of %" PRIu64
+				" objects deleted)",
+				name, done, objects);
 		CTL_ERR(r, ENOENT, "no volume %s", name);
+	}
 	pthread_mutex_lock(&vol->mu);
 	fprintf(r->f,
 		"name=%s\nsize=%" PRIu64 "\nobject_size=%" PRIu32
@@ -2318,7 +2725,8 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 
 static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 {
-	size_t n;
+	struct vlmc_reclaim *rcs;
+	size_t n, nr;
 	struct vlmc_volume_meta *m = vlmc_meta_snapshot(v, &n);
 
 	if (!m)
@@ -2326,6 +2734,29 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 	for (size_t i = 0; i < n; i++)
 		vlmc_print_meta(r->f, &m[i]);
 	free(m);
+	/* then the removed volumes still being reclaimed: '#' starts no
+	 * volume name, so a reader of volume lines can skip these (copied
+	 * under reclaim_mu, written to the client after) */
+	rcs = calloc(VLMC_MAX_VOLUMES, sizeof(*rcs));
+	if (!rcs)
+		CTL_ERR(r, ENOMEM, "out of memory");
+	pthread_mutex_lock(&v->reclaim_mu);
+	nr = v->nr_reclaims;
+	memcpy(rcs, v->reclaims, nr * sizeof(*rcs));
+	pthread_mutex_unlock(&v->reclaim_mu);
+	for (size_t i = 0; i < nr; i++) {
+		const struct vlmc_reclaim *rc = &rcs[i];
+
+		fprintf(r->f,
+			"# reclaiming removed %s (id %016" PRIx64 "): %" PRIu64
+			" of %" PRIu64 " objects deleted",
+			rc->m.name, rc->m.id, rc->done, rc->m.objects);
+		if (rc->err)
+			fprintf(r->f, ", failing (%s), retried",
+				strerror(rc->err));
+		fputc('\n', r->f);
+	}
+	free(rcs);
 	return 0;
 }
 
@@ -2471,7 +2902,8 @@ static int vlmc_copy_objects(struct vlmc *v, const struct vlmc_volume_meta *src,
 {
 	static const struct vlmc_window_ops ops = {vlmc_copy_start,
 						   vlmc_copy_done};
-	struct vlmc_copy_arg c = {{src->name, src->id}, {dst->name, dst->id}};
+	struct vlmc_copy_arg c = {{.name = src->name, .id = src->id},
+				  {.name = dst->name, .id = dst->id}};
 	char what[2 * VLMC_OBJNAME_MAX + 32];
 
 	snprintf(what, sizeof(what), "copy %s to %s", src->name, dst->name);
@@ -2510,6 +2942,10 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	if (vlmc_obj_size_over(v, r, vol->m.obj_size)) {
 		vlmc_vol_put(vol);
 		return -EINVAL;
+	}
+	if (vlmc_check_room(v, r, dst)) {
+		vlmc_vol_put(vol);
+		return -ENOSPC;
 	}
 	/*
 	 * R9-4: a snapshot must hold every write acknowledged before it.
@@ -2629,6 +3065,7 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 {
 	char *argv[5], *save;
 	int argc = 0, rc = -EINVAL;
+	bool readonly;
 
 	for (char *t = strtok_r(line, " \t\r\n", &save); t && argc < 5;
 	     t = strtok_r(NULL, " \t\r\n", &save))
@@ -2637,7 +3074,17 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 		fprintf(r->f, "error %d empty command\n", EINVAL);
 		return;
 	}
-	pthread_mutex_lock(&v->ctl_lock);
+	/* list and info read the live table (vols_lock, reclaim_mu) and
+	 * send nothing below: they answer while an operation or the
+	 * reclaimer waits for the store */
+	readonly = !strcmp(argv[0], "list") || !strcmp(argv[0], "info");
+	if (!readonly) {
+		/* the reclaimer lets a waiting command in between its
+		 * windows */
+		__atomic_add_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+		pthread_mutex_lock(&v->ctl_lock);
+		__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+	}
 	if (vlmc_ctl_changes(argv[0]) && (rc = vlmc_meta_settle(v))) {
 		/* review11 N-C: nothing may change while a failed table
 		 * write could still become the table */
@@ -2647,6 +3094,7 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 			"failed: %s; nothing done (the next operation "
 			"retries the rewrite)\n",
 			-rc, strerror(-rc));
+		pthread_cond_broadcast(&v->reclaim_cond);
 		pthread_mutex_unlock(&v->ctl_lock);
 		return;
 	}
@@ -2671,7 +3119,11 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 			"error %d unknown command or wrong arguments: "
 			"%.32s\n",
 			EINVAL, argv[0]);
-	pthread_mutex_unlock(&v->ctl_lock);
+	if (!readonly) {
+		/* the reclaimer's turn */
+		pthread_cond_broadcast(&v->reclaim_cond);
+		pthread_mutex_unlock(&v->ctl_lock);
+	}
 	if (!rc)
 		fprintf(r->f, "ok\n");
 }
@@ -2821,6 +3273,7 @@ static int vlmc_init_steps(struct peer *p)
 	v->seg = peer_seg(p);
 	pthread_rwlock_init(&v->vols_lock, NULL);
 	pthread_mutex_init(&v->ctl_lock, NULL);
+	pthread_mutex_init(&v->reclaim_mu, NULL);
 	pthread_mutex_init(&v->ctl_client_lock, NULL);
 	if (v->next_port == XSEG_NOPORT ||
 	    v->next_port >= xseg_nr_ports(v->seg) ||
@@ -2843,9 +3296,19 @@ static int vlmc_init_steps(struct peer *p)
 	v->meta_buf = malloc(VLMC_TABLE_MAX);
 	v->meta_committed =
 	    calloc(VLMC_MAX_VOLUMES, sizeof(*v->meta_committed));
+	v->reclaims = calloc(VLMC_MAX_VOLUMES, sizeof(*v->reclaims));
 	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf ||
-	    !v->meta_committed)
+	    !v->meta_committed || !v->reclaims)
 		return -ENOMEM;
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&v->reclaim_cond, &ca);
+		pthread_condattr_destroy(&ca);
+		v->reclaim_cond_inited = true;
+	}
 	rc = xseg_alloc_port(v->seg, "vlmc-ctl", &v->ctl_port);
 	if (rc) {
 		peer_err("no dynamic port for control requests: %s",
@@ -2853,6 +3316,32 @@ static int vlmc_init_steps(struct peer *p)
 		return rc;
 	}
 	v->have_ctl_port = true;
+	if ((strcmp(v->nbd_socket, "none") || v->nbd_tcp_port) &&
+	    v->nbd_max_conns_set) {
+		/* Each NBD connection takes a dynamic port, the control
+		 * port one more. A limit above what the segment has is
+		 * logged, not refused: the dynamic ports are shared with
+		 * every other process of the segment (xsegctl, benches), so
+		 * no limit checked here guarantees one; a connection that
+		 * finds none is refused in the handshake (NBD_REP_ERR_POLICY,
+		 * review12 F5), and tests/test_nbd_policy.sh over-subscribes
+		 * the limit on purpose to check that. The stack launcher
+		 * keeps its limit well below the ports (nbd_max_conns <= 32
+		 * of 48). */
+		struct xseg_info xi;
+
+		xseg_info(v->seg, &xi);
+		if (v->nbd_max_conns >= xi.cfg.nr_dynamic_ports)
+			peer_warn("--nbd-max-conns %u: segment %s has only "
+				  "%" PRIu32 " dynamic ports, one taken by "
+				  "vlmc's control port and one by each NBD "
+				  "connection: connections past %" PRIu32
+				  " (fewer while other processes hold ports) "
+				  "are refused in the handshake",
+				  v->nbd_max_conns, xseg_name(v->seg),
+				  xi.cfg.nr_dynamic_ports,
+				  xi.cfg.nr_dynamic_ports - 1);
+	}
 	vlmc_wbloss_init(&v->wb, vlmc_wb_read, v->seg);
 	rc = vlmc_retry_start(v);
 	if (rc)
@@ -2869,6 +3358,10 @@ static int vlmc_init_steps(struct peer *p)
 	if (rc)
 		return -rc;
 	v->ctl_started = true;
+	rc = pthread_create(&v->reclaim_thread, NULL, vlmc_reclaim_main, v);
+	if (rc)
+		return -rc;
+	v->reclaim_started = true;
 	rc = vlmc_nbd_start(v);
 	if (rc)
 		return rc;
@@ -2899,6 +3392,16 @@ static void vlmc_stop(struct peer *p)
 		pthread_mutex_unlock(&v->ctl_client_lock);
 		pthread_join(v->ctl_thread, NULL);
 		v->ctl_started = false;
+	}
+	/* the reclaimer: a window in progress ends at once (ESHUTDOWN from
+	 * its wait, nothing rolled back); asleep, it is woken here (under
+	 * ctl_lock: the wake-up cannot slip in before it sleeps) */
+	if (v->reclaim_started) {
+		pthread_mutex_lock(&v->ctl_lock);
+		pthread_cond_broadcast(&v->reclaim_cond);
+		pthread_mutex_unlock(&v->ctl_lock);
+		pthread_join(v->reclaim_thread, NULL);
+		v->reclaim_started = false;
 	}
 	/* then: parts parked for a dead peer would hold the NBD drain */
 	vlmc_retry_stop(v);
@@ -2942,6 +3445,13 @@ static void vlmc_fini(struct peer *p)
 	free(v->meta_buf);
 	free(v->meta_committed);
 	v->meta_committed = NULL;
+	free(v->reclaims);
+	v->reclaims = NULL;
+	v->nr_reclaims = 0;
+	if (v->reclaim_cond_inited) {
+		pthread_cond_destroy(&v->reclaim_cond);
+		v->reclaim_cond_inited = false;
+	}
 	free(v->nbd_socket);
 	free(v->ctl_socket);
 	v->meta_buf = v->nbd_socket = v->ctl_socket = NULL;
@@ -3017,6 +3527,20 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 	peer_stat(
 	    st, &n, max, "cmds_failed_dead_peer",
 	    __atomic_load_n(&v->st_cmds_failed_dead_peer, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "ctl_waiting",
+		  __atomic_load_n(&v->ctl_wanted, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "reclaims_pending",
+		  __atomic_load_n(&v->st_reclaims_pending, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "reclaim_objects_left",
+	    __atomic_load_n(&v->st_reclaim_objects_left, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "reclaim_objects_deleted",
+	    __atomic_load_n(&v->st_reclaim_objects_deleted, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "reclaim_errors",
+		  __atomic_load_n(&v->st_reclaim_errors, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "reclaims_done",
+		  __atomic_load_n(&v->st_reclaims_done, __ATOMIC_RELAXED));
 	return n;
 }
 

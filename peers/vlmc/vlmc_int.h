@@ -9,8 +9,12 @@
  * - vols_lock (rwlock) protects the volume table; lookups take it shared
  *   and return a referenced volume (vlmc_vol_get / vlmc_vol_put).
  * - ctl_lock serialises control operations (create, remove, snapshot, ...)
- *   and every write of the metadata object; only the control thread and
- *   init use ctl_port, synchronously.
+ *   and every write of the metadata object; only the control thread, the
+ *   reclaimer thread (one window at a time, under ctl_lock) and init use
+ *   ctl_port, synchronously. The reclaim records (v->reclaims) change
+ *   under ctl_lock and reclaim_mu. list and info take no ctl_lock
+ *   (they send nothing below): they answer while another operation or
+ *   the reclaimer waits for the store.
  * - Each volume's mu protects inflight / frozen / pending: a snapshot
  *   freezes the volume, waits for its in-flight I/O to drain, copies the
  *   objects, and thaws it. NBD readers block while a volume is frozen;
@@ -62,8 +66,18 @@ struct vlmc_nbd;
 /* --ctl-wait-log: a volume operation waiting for the store logs this
  * often that it still waits (it never gives up: vlmc.c, R9-6) */
 #define VLMC_DEFAULT_CTL_WAIT_LOG_NS (30ULL * 1000000000ULL)
-#define VLMC_RETRY_MIN_NS	     (10ULL * 1000000ULL)
-#define VLMC_RETRY_MAX_NS	     (500ULL * 1000000ULL)
+/* Background reclaim of removed volumes (vlmc.c, "Background reclaim"):
+ * --reclaim-window objects deleted per hold of ctl_lock, progress saved
+ * in the table after --reclaim-save objects or VLMC_RECLAIM_SAVE_NS,
+ * a failing record retried after a back-off doubling from
+ * VLMC_RECLAIM_RETRY_MIN_NS up to --reclaim-retry-max */
+#define VLMC_DEFAULT_RECLAIM_WINDOW	  1024
+#define VLMC_DEFAULT_RECLAIM_SAVE	  (1ULL << 20)
+#define VLMC_RECLAIM_SAVE_NS		  (30ULL * 1000000000ULL)
+#define VLMC_RECLAIM_RETRY_MIN_NS	  (1000ULL * 1000000ULL)
+#define VLMC_DEFAULT_RECLAIM_RETRY_MAX_NS (60ULL * 1000000000ULL)
+#define VLMC_RETRY_MIN_NS		  (10ULL * 1000000ULL)
+#define VLMC_RETRY_MAX_NS		  (500ULL * 1000000ULL)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -76,6 +90,18 @@ struct vlmc_volume {
 	struct vlmc_io *pending;   /* xseg I/Os parked while frozen */
 	uint32_t nbd_conns;	   /* __atomic: open NBD connections */
 	struct vlmc_wbloss_vol wb; /* write-back loss mark and fence */
+};
+
+/* A removed volume whose objects the reclaimer deletes (under ctl_lock).
+ * m is what the committed table holds (m.next: objects below it are
+ * deleted, durably); done runs ahead of it between saves. */
+struct vlmc_reclaim {
+	struct vlmc_reclaim_meta m;
+	uint64_t done;	      /* objects [0, done) deleted */
+	uint64_t saved_ns;    /* when m.next was last saved (or loaded) */
+	uint64_t retry_at_ns; /* 0: ready; else not before (a failure) */
+	uint64_t delay_ns;    /* current back-off (0: none) */
+	int err;	      /* errno of the last failure logged, 0: none */
 };
 
 struct vlmc_part;
@@ -109,16 +135,21 @@ struct vlmc {
 	uint64_t nbd_spin_ns;	     /* see nbd.c: reader polling; 0: the
 					completer takes every reply */
 	unsigned nbd_max_conns;	     /* connections in transmission */
+	bool nbd_max_conns_set;	     /* given as an option (checked against
+					the segment's dynamic ports) */
 	uint64_t nbd_inflight_bytes; /* per connection, see nbd.c */
 	/* --nbd-total-inflight-bytes: all connections together (0: half
 	 * the segment heap, set by vlmc_nbd_start), and the bytes they pin
 	 * now (__atomic seq_cst, like each connection's own count) */
 	uint64_t nbd_total_bytes;
 	uint64_t nbd_total_inflight;
-	uint64_t nbd_stop_ns;	    /* at stop, wait this long for replies */
-	uint64_t dead_peer_wait_ns; /* resend parts failed by a dead peer
-				       this long; 0: fail at once */
-	uint64_t ctl_wait_log_ns;   /* see VLMC_DEFAULT_CTL_WAIT_LOG_NS */
+	uint64_t nbd_stop_ns;	       /* at stop, wait this long for replies */
+	uint64_t dead_peer_wait_ns;    /* resend parts failed by a dead peer
+					  this long; 0: fail at once */
+	uint64_t ctl_wait_log_ns;      /* see VLMC_DEFAULT_CTL_WAIT_LOG_NS */
+	uint64_t reclaim_window;       /* --reclaim-window */
+	uint64_t reclaim_save;	       /* --reclaim-save */
+	uint64_t reclaim_retry_max_ns; /* --reclaim-retry-max */
 
 	struct peer *p;
 	struct xseg *seg;
@@ -154,6 +185,22 @@ struct vlmc {
 	 * and no rewrite of meta_committed has superseded it yet: volume
 	 * operations are refused until one does (review11 N-C) */
 	bool meta_uncertain;
+	/* Reclaim records (nr_reclaims of VLMC_MAX_VOLUMES entries, in
+	 * table order; nr_vols + nr_reclaims <= VLMC_MAX_VOLUMES), the
+	 * thread deleting their objects, and its wake-up (with ctl_lock,
+	 * CLOCK_MONOTONIC): a new record, a control command done, stop.
+	 * ctl_wanted (__atomic) counts control commands waiting for
+	 * ctl_lock: the reclaimer lets them in between windows. */
+	struct vlmc_reclaim *reclaims;
+	size_t nr_reclaims;
+	/* changes to reclaims / nr_reclaims take ctl_lock and this; list
+	 * and info read them under this alone (they take no ctl_lock) */
+	pthread_mutex_t reclaim_mu;
+	pthread_cond_t reclaim_cond;
+	bool reclaim_cond_inited;
+	pthread_t reclaim_thread;
+	bool reclaim_started;
+	uint32_t ctl_wanted;
 
 	struct vlmc_nbd *nbd;
 	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */
@@ -180,6 +227,11 @@ struct vlmc {
 					 operations (--ctl-wait-log) */
 	uint64_t st_parts_retried;    /* parts resent after a dead peer */
 	uint64_t st_cmds_failed_dead_peer; /* commands failed for one */
+	/* background reclaim: records pending, their objects not yet
+	 * deleted, objects deleted, windows or saves failed, records done */
+	uint64_t st_reclaims_pending, st_reclaim_objects_left;
+	uint64_t st_reclaim_objects_deleted, st_reclaim_errors;
+	uint64_t st_reclaims_done;
 };
 
 enum vlmc_io_op {

@@ -75,21 +75,30 @@ uint64_t vlmc_split(uint64_t off, uint64_t len, uint32_t obj_size,
 	return n;
 }
 
-long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
-		      size_t cap)
+static int vlmc_id_str(uint64_t id, char out[17])
+{
+	if (!id)
+		return snprintf(out, 17, "-");
+	return snprintf(out, 17, "%016" PRIx64, id);
+}
+
+long vlmc_meta_encode_r(const struct vlmc_volume_meta *v, size_t n,
+			const struct vlmc_reclaim_meta *r, size_t nr, char *buf,
+			size_t cap)
 {
 	size_t pos = 0;
 	int w;
 
-	w = snprintf(buf, cap, "vlmc-meta 2 %zu\n", n);
+	/* version 2 when nothing is reclaimed: readable by older vlmc */
+	w = nr ? snprintf(buf, cap, "vlmc-meta 3 %zu %zu\n", n, nr)
+	       : snprintf(buf, cap, "vlmc-meta 2 %zu\n", n);
 	if (w < 0 || (size_t)w >= cap)
 		return -ENOSPC;
 	pos = (size_t)w;
 	for (size_t i = 0; i < n; i++) {
-		char id[17] = "-";
+		char id[17];
 
-		if (v[i].id)
-			snprintf(id, sizeof(id), "%016" PRIx64, v[i].id);
+		vlmc_id_str(v[i].id, id);
 		w = snprintf(buf + pos, cap - pos,
 			     "%s %" PRIu64 " %" PRIu32 " %s %s %s\n", v[i].name,
 			     v[i].size, v[i].obj_size,
@@ -99,10 +108,27 @@ long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
 			return -ENOSPC;
 		pos += (size_t)w;
 	}
+	for (size_t i = 0; i < nr; i++) {
+		char id[17];
+
+		vlmc_id_str(r[i].id, id);
+		w = snprintf(buf + pos, cap - pos,
+			     "reclaim %s %s %" PRIu64 " %" PRIu64 "\n",
+			     r[i].name, id, r[i].objects, r[i].next);
+		if (w < 0 || (size_t)w >= cap - pos)
+			return -ENOSPC;
+		pos += (size_t)w;
+	}
 	w = snprintf(buf + pos, cap - pos, "end\n");
 	if (w < 0 || (size_t)w >= cap - pos)
 		return -ENOSPC;
 	return (long)(pos + (size_t)w);
+}
+
+long vlmc_meta_encode(const struct vlmc_volume_meta *v, size_t n, char *buf,
+		      size_t cap)
+{
+	return vlmc_meta_encode_r(v, n, NULL, 0, buf, cap);
 }
 
 /* Next line of buf[*pos..len) into line (NUL terminated, at most cap-1
@@ -171,15 +197,57 @@ static int vlmc_parse_id(const char *s, uint64_t *out)
 	return 0;
 }
 
-long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
-		      size_t max)
+/* Split line into at most max tokens at spaces; returns the number, or
+ * max + 1 if there are more. */
+static int vlmc_tokens(char *line, char **tok, int max)
+{
+	char *save;
+	int nt = 0;
+
+	for (char *t = strtok_r(line, " ", &save); t;
+	     t = strtok_r(NULL, " ", &save)) {
+		if (nt == max)
+			return max + 1;
+		tok[nt++] = t;
+	}
+	return nt;
+}
+
+/* A reclaim record line (version 3) into *r. */
+static int vlmc_parse_reclaim(char *line, struct vlmc_reclaim_meta *r)
+{
+	/* the most objects a volume can have: the largest volume in the
+	 * smallest objects */
+	const uint64_t max_objs = vlmc_nr_objects(VLMC_MAX_VOLUME_SIZE, 4096);
+	char *tok[5];
+	uint64_t id, objects, next;
+
+	if (vlmc_tokens(line, tok, 5) != 5 || strcmp(tok[0], "reclaim") ||
+	    !vlmc_name_valid(tok[1], strlen(tok[1])) ||
+	    vlmc_parse_id(tok[2], &id) || vlmc_parse_u64(tok[3], &objects) ||
+	    objects > max_objs || vlmc_parse_u64(tok[4], &next) ||
+	    next > objects)
+		return -EBADMSG;
+	memset(r, 0, sizeof(*r));
+	strcpy(r->name, tok[1]);
+	r->id = id;
+	r->objects = objects;
+	r->next = next;
+	return 0;
+}
+
+long vlmc_meta_decode_r(const char *buf, size_t len, struct vlmc_volume_meta *v,
+			size_t max, struct vlmc_reclaim_meta *r, size_t rmax,
+			size_t *nr)
 {
 	char line[2 * VLMC_NAME_MAX + 96];
 	size_t pos = 0, i;
-	uint64_t count, id = 0;
-	char *tok[7], *save;
+	uint64_t count, rcount = 0, id = 0;
+	char *tok[6];
 	int version, fields;
 
+	if (nr)
+		*nr = 0;
 	if (len == 0 || buf[0] == 0)
 		return 0; /* never written, or all zeroes */
 	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)))
@@ -188,30 +256,38 @@ long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 		version = 1; /* before incarnation ids: no id column */
 	else if (!strncmp(line, "vlmc-meta 2 ", 12))
 		version = 2;
+	else if (!strncmp(line, "vlmc-meta 3 ", 12))
+		version = 3; /* reclaim records after the volumes */
 	else
 		return -EBADMSG;
 	fields = version == 1 ? 5 : 6;
+	if (version == 3) {
+		char *sp = strchr(line + 12, ' ');
+
+		if (!sp)
+			return -EBADMSG;
+		*sp = 0;
+		if (vlmc_parse_u64(sp + 1, &rcount) || !rcount)
+			return -EBADMSG; /* none: written as version 2 */
+	}
 	if (vlmc_parse_u64(line + 12, &count))
 		return -EBADMSG;
-	if (count > max)
+	if (count > max || rcount > rmax)
 		return -ENOSPC;
 	for (i = 0; i < count; i++) {
-		int nt = 0;
 		uint64_t size, osz;
 
 		if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)))
 			return -EBADMSG;
-		for (char *t = strtok_r(line, " ", &save); t && nt < 7;
-		     t = strtok_r(NULL, " ", &save))
-			tok[nt++] = t;
-		if (nt != fields || !vlmc_name_valid(tok[0], strlen(tok[0])) ||
+		if (vlmc_tokens(line, tok, 6) != fields ||
+		    !vlmc_name_valid(tok[0], strlen(tok[0])) ||
 		    vlmc_parse_u64(tok[1], &size) ||
 		    size > VLMC_MAX_VOLUME_SIZE ||
 		    vlmc_parse_u64(tok[2], &osz) || !vlmc_obj_size_valid(osz) ||
 		    (strcmp(tok[3], "ro") && strcmp(tok[3], "rw")) ||
 		    (strcmp(tok[4], "-") &&
 		     !vlmc_name_valid(tok[4], strlen(tok[4]))) ||
-		    (version == 2 && vlmc_parse_id(tok[5], &id)))
+		    (version >= 2 && vlmc_parse_id(tok[5], &id)))
 			return -EBADMSG;
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(v[j].name, tok[0]) || (id && v[j].id == id))
@@ -225,10 +301,36 @@ long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
 			strcpy(v[i].parent, tok[4]);
 		v[i].id = id;
 	}
+	for (i = 0; i < rcount; i++) {
+		struct vlmc_reclaim_meta *ri = &r[i];
+
+		if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)) ||
+		    vlmc_parse_reclaim(line, ri))
+			return -EBADMSG;
+		/* one incarnation's objects are one volume's or one
+		 * record's: an id (or, for legacy id 0, a name) used twice
+		 * would have two owners */
+		for (size_t j = 0; j < count; j++)
+			if (v[j].id == ri->id &&
+			    (ri->id || !strcmp(v[j].name, ri->name)))
+				return -EBADMSG;
+		for (size_t j = 0; j < i; j++)
+			if (r[j].id == ri->id &&
+			    (ri->id || !strcmp(r[j].name, ri->name)))
+				return -EBADMSG;
+	}
 	if (!vlmc_next_line(buf, len, &pos, line, sizeof(line)) ||
 	    strcmp(line, "end"))
 		return -EBADMSG;
+	if (nr)
+		*nr = (size_t)rcount;
 	return (long)count;
+}
+
+long vlmc_meta_decode(const char *buf, size_t len, struct vlmc_volume_meta *v,
+		      size_t max)
+{
+	return vlmc_meta_decode_r(buf, len, v, max, NULL, 0, NULL);
 }
 
 /* SHA-256 of a then b, as 64 hex digits + NUL into hex. */
@@ -260,6 +362,13 @@ static int vlmc_table_hash(const char *a, size_t alen, const char *b,
 long vlmc_table_encode(const struct vlmc_volume_meta *v, size_t n, uint64_t gen,
 		       char *buf, size_t cap)
 {
+	return vlmc_table_encode_r(v, n, NULL, 0, gen, buf, cap);
+}
+
+long vlmc_table_encode_r(const struct vlmc_volume_meta *v, size_t n,
+			 const struct vlmc_reclaim_meta *r, size_t nr,
+			 uint64_t gen, char *buf, size_t cap)
+{
 	char prefix[64], hex[65];
 	long tlen;
 	int plen, rc;
@@ -269,8 +378,8 @@ long vlmc_table_encode(const struct vlmc_volume_meta *v, size_t n, uint64_t gen,
 	if (cap <= VLMC_TABLE_HDR_MAX)
 		return -ENOSPC;
 	/* the text first, after room for the header; moved down after */
-	tlen = vlmc_meta_encode(v, n, buf + VLMC_TABLE_HDR_MAX,
-				cap - VLMC_TABLE_HDR_MAX);
+	tlen = vlmc_meta_encode_r(v, n, r, nr, buf + VLMC_TABLE_HDR_MAX,
+				  cap - VLMC_TABLE_HDR_MAX);
 	if (tlen < 0)
 		return tlen;
 	plen = snprintf(prefix, sizeof(prefix), "vlmc-table 1 %" PRIu64 " %ld ",
@@ -313,6 +422,13 @@ static int vlmc_table_field(const char **p, const char *end, uint64_t *out)
 long vlmc_table_decode(const char *buf, size_t len, uint64_t *gen,
 		       struct vlmc_volume_meta *v, size_t max)
 {
+	return vlmc_table_decode_r(buf, len, gen, v, max, NULL, 0, NULL);
+}
+
+long vlmc_table_decode_r(const char *buf, size_t len, uint64_t *gen,
+			 struct vlmc_volume_meta *v, size_t max,
+			 struct vlmc_reclaim_meta *r, size_t rmax, size_t *nr)
+{
 	static const char magic[] = "vlmc-table 1 ";
 	const char *nl, *p, *end;
 	uint64_t g, tlen;
@@ -341,5 +457,5 @@ long vlmc_table_decode(const char *buf, size_t len, uint64_t *gen,
 	if (memcmp(hex, p, 64))
 		return -EBADMSG;
 	*gen = g;
-	return vlmc_meta_decode(nl + 1, (size_t)tlen, v, max);
+	return vlmc_meta_decode_r(nl + 1, (size_t)tlen, v, max, r, rmax, nr);
 }

@@ -982,6 +982,28 @@ static int nbd_take_payload(struct vlmc_conn *c, void *dst, uint64_t len,
 	return rc;
 }
 
+/* Wait while vol is frozen by a snapshot, without entering it (counted
+ * in nbd_thaw_waits). The reader's batch goes out first and the
+ * completer takes the replies meanwhile: the snapshot's drain needs this
+ * connection's replies. */
+static void nbd_wait_thaw(struct vlmc_conn *c, struct vlmc_volume *vol,
+			  struct xseg_sigbatch *sb)
+{
+	/* set and cleared under vol->mu with atomic stores (vlmc.c
+	 * vlmc_freeze / vlmc_thaw): a relaxed look suffices here, the
+	 * wait below looks again under the lock */
+	if (!__atomic_load_n(&vol->frozen, __ATOMIC_RELAXED))
+		return;
+	__atomic_add_fetch(&c->v->st_nbd_thaw_waits, 1, __ATOMIC_RELAXED);
+	xseg_sigbatch_flush(c->v->seg, sb);
+	nbd_completer_on(c, true);
+	pthread_mutex_lock(&vol->mu);
+	while (vol->frozen)
+		pthread_cond_wait(&vol->cond, &vol->mu);
+	pthread_mutex_unlock(&vol->mu);
+	nbd_completer_on(c, false);
+}
+
 /* Bytes of segment buffers a valid command pins while in flight, for the
  * connection's budget (--nbd-inflight-bytes): READ and WRITE their data;
  * a zeroing the zeroes written (the partial first and last objects, or a
@@ -1152,6 +1174,17 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		io->fence_vol = c->vol;
 		io->fence_gen = c->fence_gen;
 	}
+	/* review14 m2: a WRITE takes its object requests (up to
+	 * NBD_MAX_PARTS) before it enters the volume, to receive its
+	 * payload into them. Taken while the volume is frozen they would be
+	 * held until the thaw: a few such writers could hold the pool the
+	 * snapshot's COPYs need, failing it ENOMEM. So wait for the thaw
+	 * first (not entered: the drain does not wait for this command). A
+	 * freeze that begins after this look finds the command at
+	 * vlmc_vol_try_enter below, its requests taken: only the commands
+	 * between the two looks. */
+	if (io && op == VLMC_IO_WRITE)
+		nbd_wait_thaw(c, io->vol, sb);
 	if (io && op == VLMC_IO_WRITE) {
 		io->xflags = (r->flags & NBD_CMD_FLAG_FUA) ? XSEG_F_FUA : 0;
 		/* the payload goes straight into the object requests */
@@ -1204,6 +1237,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	if (io->vol && !vlmc_vol_try_enter(io->vol)) {
 		/* frozen by a snapshot: its drain needs our replies, and the
 		 * replies need the requests of the batch signalled */
+		__atomic_add_fetch(&v->st_nbd_thaw_waits, 1, __ATOMIC_RELAXED);
 		xseg_sigbatch_flush(v->seg, sb);
 		nbd_completer_on(c, true);
 		vlmc_vol_enter(io->vol);

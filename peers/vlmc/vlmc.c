@@ -44,6 +44,7 @@ enum {
 	VLMC_OPT_NBD_TOTAL_BYTES,
 	VLMC_OPT_NBD_STOP_TIMEOUT,
 	VLMC_OPT_DEAD_PEER_WAIT,
+	VLMC_OPT_SNAP_DRAIN_WAIT,
 	VLMC_OPT_CTL_WAIT_LOG,
 	VLMC_OPT_MAX_OBJ_SIZE,
 	VLMC_OPT_RECLAIM_WINDOW,
@@ -66,6 +67,7 @@ static const struct option vlmc_options[] = {
      VLMC_OPT_NBD_TOTAL_BYTES},
     {"nbd-stop-timeout", required_argument, NULL, VLMC_OPT_NBD_STOP_TIMEOUT},
     {"dead-peer-wait", required_argument, NULL, VLMC_OPT_DEAD_PEER_WAIT},
+    {"snapshot-drain-wait", required_argument, NULL, VLMC_OPT_SNAP_DRAIN_WAIT},
     {"ctl-wait-log", required_argument, NULL, VLMC_OPT_CTL_WAIT_LOG},
     {"max-object-size", required_argument, NULL, VLMC_OPT_MAX_OBJ_SIZE},
     {"reclaim-window", required_argument, NULL, VLMC_OPT_RECLAIM_WINDOW},
@@ -108,6 +110,10 @@ static const char vlmc_options_help[] =
     "                          failed back (ECONNRESET) for this long while\n"
     "                          it is restarted, then fail them (default\n"
     "                          30s; 0: fail at once)\n"
+    "      --snapshot-drain-wait TIME  a snapshot waits this long for\n"
+    "                          the source's I/O in flight to drain, then\n"
+    "                          fails ETIMEDOUT, taking nothing (default\n"
+    "                          twice --dead-peer-wait, at least 60s)\n"
     "      --ctl-wait-log TIME  a volume operation waiting for the store\n"
     "                          logs that it still waits this often (it\n"
     "                          never gives up; default 30s)\n"
@@ -223,6 +229,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x > 3600ULL * 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->dead_peer_wait_ns = x;
+		return 0;
+	case VLMC_OPT_SNAP_DRAIN_WAIT:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->snap_drain_ns = x;
 		return 0;
 	case VLMC_OPT_CTL_WAIT_LOG:
 		rc = peer_parse_duration(arg, 1000000000ULL, &x);
@@ -2834,27 +2846,81 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 	return 0;
 }
 
-/* Freeze vol: new I/O waits (NBD) or is parked (xseg), in-flight I/O
- * drains. Returns 0, or -ESHUTDOWN when vlmc stops before the drain is
- * over (the volume stays frozen: the caller thaws it). The drain has no
- * deadline either (R9-6): it waits for replies from the store. */
-static int vlmc_freeze(struct vlmc *v, struct vlmc_volume *vol)
+/* --snapshot-drain-wait not given: twice --dead-peer-wait (an I/O whose
+ * parts a dead peer failed back is resent for that long, and a FUA
+ * TRIM's FLUSH may follow with a wait of its own), and never less than
+ * this (a store that is slow, not dead; --dead-peer-wait 0) */
+#define VLMC_SNAP_DRAIN_MIN_NS (60ULL * 1000000000ULL)
+
+static uint64_t vlmc_snap_drain_ns(const struct vlmc *v)
 {
+	uint64_t t = 2 * v->dead_peer_wait_ns;
+
+	if (v->snap_drain_ns)
+		return v->snap_drain_ns;
+	return t > VLMC_SNAP_DRAIN_MIN_NS ? t : VLMC_SNAP_DRAIN_MIN_NS;
+}
+
+/* Freeze vol for snapshot snap: new I/O waits (NBD) or is parked (xseg),
+ * in-flight I/O drains, "still waiting" logged every --ctl-wait-log as
+ * vlmc_ctl_wait does. Returns 0; -ESHUTDOWN when vlmc stops first; or
+ * -ETIMEDOUT with *left I/O still in flight after *waited_ns
+ * (--snapshot-drain-wait, review14 F2: one read the store never answers
+ * would otherwise stall every new I/O of the volume and every volume
+ * command for ever). Either way the volume stays frozen: the caller
+ * thaws it. Giving the drain up abandons nothing (unlike R9-6's waits
+ * for replies): it sent no request, the I/O it waited for goes on, and
+ * the snapshot is not taken. */
+static int vlmc_freeze(struct vlmc *v, struct vlmc_volume *vol,
+		       const char *snap, uint64_t *left, uint64_t *waited_ns)
+{
+	uint64_t start = peer_now_ns(), limit = vlmc_snap_drain_ns(v);
+	uint64_t next_log = start + v->ctl_wait_log_ns;
 	int rc = 0;
 
 	pthread_mutex_lock(&vol->mu);
-	vol->frozen = true;
+	/* atomic: nbd.c looks at it without the lock (nbd_wait_thaw) */
+	__atomic_store_n(&vol->frozen, true, __ATOMIC_RELAXED);
 	while (vol->inflight) {
+		uint64_t now = peer_now_ns(), slice = VLMC_CTL_POLL_NS;
 		struct timespec ts;
 
 		if (vlmc_ctl_stopping(v)) {
 			rc = -ESHUTDOWN;
 			break;
 		}
+		/* logged before the deadline is looked at: a wait longer
+		 * than --ctl-wait-log is logged at least once */
+		if (now >= next_log) {
+			uint64_t n = vol->inflight;
+
+			pthread_mutex_unlock(&vol->mu);
+			__atomic_add_fetch(&v->st_ctl_waits_logged, 1,
+					   __ATOMIC_RELAXED);
+			peer_warn("still waiting for %" PRIu64
+				  " I/O of %s to drain for snapshot %s "
+				  "(%" PRIu64 " s)",
+				  n, vol->m.name, snap,
+				  (uint64_t)((now - start) / 1000000000ULL));
+			next_log = now + v->ctl_wait_log_ns;
+			pthread_mutex_lock(&vol->mu);
+			continue;
+		}
+		if (now - start >= limit) {
+			*left = vol->inflight;
+			*waited_ns = now - start;
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (slice > next_log - now)
+			slice = next_log - now;
+		if (slice > start + limit - now)
+			slice = start + limit - now;
 		/* the cond's clock is CLOCK_REALTIME; a jump only changes
-		 * when the stop is looked at again */
+		 * when the stop, the log and the deadline are looked at */
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)VLMC_CTL_POLL_NS;
+		ts.tv_sec += (time_t)(slice / 1000000000ULL);
+		ts.tv_nsec += (long)(slice % 1000000000ULL);
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
@@ -2872,7 +2938,7 @@ static void vlmc_thaw(struct vlmc *v, struct vlmc_volume *vol)
 
 	xseg_sigbatch_init(&sb);
 	pthread_mutex_lock(&vol->mu);
-	vol->frozen = false;
+	__atomic_store_n(&vol->frozen, false, __ATOMIC_RELAXED);
 	parked = vol->pending;
 	vol->pending = NULL;
 	pthread_cond_broadcast(&vol->cond);
@@ -2938,8 +3004,8 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 {
 	struct vlmc_volume_meta sm, nm;
 	struct vlmc_volume *vol, *old;
-	uint64_t loss0 = 0;
-	bool lost = false, copied = false;
+	uint64_t loss0 = 0, left = 0, waited = 0;
+	bool lost = false, copied = false, undrained = false;
 	int rc = 0;
 
 	if (vlmc_check_name(r, src) || vlmc_check_name(r, dst))
@@ -2984,8 +3050,10 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	 * (a loss is rare). A clone copies a snapshot, which no one writes
 	 * (no acknowledged data of it can be in a cache): no check.
 	 */
-	if (snapshot)
-		rc = vlmc_freeze(v, vol);
+	if (snapshot) {
+		rc = vlmc_freeze(v, vol, dst, &left, &waited);
+		undrained = rc == -ETIMEDOUT;
+	}
 	if (snapshot && !rc) {
 		loss0 = vlmc_wbloss_read(&v->wb);
 		if (vlmc_wbloss_check(&v->wb, &vol->wb, loss0) ==
@@ -3032,6 +3100,24 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 			    v, dst, nm.id, 0,
 			    vlmc_nr_objects(nm.size, nm.obj_size));
 		vlmc_vol_put(vol);
+		if (undrained) {
+			/* nothing sent: thawed above, nothing to undo */
+			peer_err("snapshot %s -> %s failed: %" PRIu64
+				 " I/O of %s still in flight after %" PRIu64
+				 ".%03" PRIu64 " s (--snapshot-drain-wait); "
+				 "%s thawed, nothing copied",
+				 src, dst, left, src,
+				 (uint64_t)(waited / 1000000000ULL),
+				 (uint64_t)(waited / 1000000ULL % 1000), src);
+			CTL_ERR(r, ETIMEDOUT,
+				"snapshot %s -> %s: %" PRIu64
+				" I/O of %s still in flight after %" PRIu64
+				".%03" PRIu64 " s: not taken (the store below "
+				"has not answered them; see vlmc's log)",
+				src, dst, left, src,
+				(uint64_t)(waited / 1000000000ULL),
+				(uint64_t)(waited / 1000000ULL % 1000));
+		}
 		if (lost) {
 			peer_err("snapshot %s -> %s failed: a write-back "
 				 "cache below lost acknowledged writes",
@@ -3515,6 +3601,8 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 	peer_stat(
 	    st, &n, max, "completer_caught",
 	    __atomic_load_n(&v->st_nbd_completer_caught, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "nbd_thaw_waits",
+		  __atomic_load_n(&v->st_nbd_thaw_waits, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "writeback_losses_seen",
 		  vlmc_wbloss_seen(&v->wb));
 	peer_stat(st, &n, max, "volumes_fenced",

@@ -129,6 +129,9 @@ struct vlmc {
 	uint32_t next_port;
 	uint32_t obj_size;
 	uint32_t max_obj_size; /* --max-object-size (R9-10) */
+	/* --snapshot-drain-wait: a snapshot gives up the drain of its
+	 * source's I/O after this long (0: not given, vlmc_snap_drain_ns) */
+	uint64_t snap_drain_ns;
 	const char *nbd_socket_arg, *ctl_socket_arg; /* options (argv) */
 	char *nbd_socket;			     /* set by init */
 	char *ctl_socket;
@@ -224,9 +227,10 @@ struct vlmc {
 	uint64_t st_nbd_completer_waits;
 	uint64_t st_nbd_completer_spins;
 	uint64_t st_nbd_completer_caught;
-	uint64_t st_ctl_waits_logged;	   /* "still waiting" lines of volume
-					      operations (--ctl-wait-log) */
-	uint64_t st_parts_retried;	   /* parts resent after a dead peer */
+	uint64_t st_nbd_thaw_waits;   /* NBD commands that waited for a thaw */
+	uint64_t st_ctl_waits_logged; /* "still waiting" lines of volume
+					 operations (--ctl-wait-log) */
+	uint64_t st_parts_retried;    /* parts resent after a dead peer */
 	uint64_t st_cmds_failed_dead_peer; /* commands failed for one */
 	/* background reclaim: records pending, their objects not yet
 	 * deleted, objects deleted, windows or saves failed, records done */

@@ -3827,9 +3827,6 @@ START_TEST(test_write_room_not_counted_in_kept_dirty)
 }
 END_TEST
 
-/* The state machine's cases; the full/failing-store cases (fullstore*)
- * run as a separate ctest (test_cached_fullstore) so each run stays well
- * under its ctest TIMEOUT on a loaded machine. */
 /* review14 F3: a store that answers ENOENT for an object it does not
  * hold (the protocol allows it). A READ that hits an acknowledged DIRTY
  * bucket and misses the next one reads the written data and zeroes (the
@@ -4105,6 +4102,9 @@ START_TEST(test_delete_drops_refused_dirty)
 }
 END_TEST
 
+/* The state machine's cases; the full/failing-store cases (fullstore*)
+ * run as a separate ctest (test_cached_fullstore) so each run stays well
+ * under its ctest TIMEOUT on a loaded machine. */
 static void add_core_cases(Suite *s)
 {
 	TCase *tc = tcase_create("pool");

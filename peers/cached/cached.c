@@ -996,7 +996,6 @@ static uint32_t cached_stats_table(struct peer *p, struct xseg_stat *st,
 	ST("space_failed", LD(space_failed));
 	ST("space_refused", (uint64_t)cached_space_refused(c));
 	ST("uncached_deletes", LD(uncached_deletes));
-	ST("delete_dropped_bytes", LD(delete_dropped) * bs);
 	ST("fence_waits", LD(fence_waits));
 	ST("objects_active", xs.nr_active);
 	ST("objects_evicted", xs.nr_evicted);

@@ -381,9 +381,6 @@ struct cached_cio {
 	bool fua;	       /* written through with FUA */
 	uint8_t parked;	       /* 1 on nreq_waitq, 2 on space_waitq, 3 at
 				  the name fence (fence_parked) */
-	bool drop_dirty;       /* DELETE sent without flushing its target's
-				  dirty data, which the next port refuses
-				  (cio_delete): dropped if it succeeds */
 	bool created;	       /* NOCACHE, INFO-NOCACHE, HASH: dispatch
 				  created the object (nothing was cached) */
 	bool made_entry;       /* a dispatch of this request inserted the
@@ -483,9 +480,6 @@ struct cached_stats {
 	uint64_t uncached_deletes; /* DELETEs of names the cache holds
 				      nothing of, sent with no xcache node
 				      while flushes fail */
-	uint64_t delete_dropped;   /* buckets of unflushed data the next
-				      port refused, dropped because a DELETE
-				      of their object succeeded */
 	uint64_t fence_waits;	   /* requests that waited for an uncached
 				      DELETE of their name (or one sharing
 				      its fence slot) */

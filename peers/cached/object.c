@@ -1129,12 +1129,6 @@ static void obj_flush_continue(struct cached_obj *o)
 	if (!o->flushing) {
 		if (!o->counts[CACHED_B_DIRTY] && !obj_needs_round(o))
 			return;
-		/* A DELETE sent without writing this object's dirty data
-		 * (refused by the next port) is at the next port: a round
-		 * now could land after it and bring old data back. Its
-		 * answer drops the data, or lets rounds go on (a kick). */
-		if (o->fenced && o->fence_owner && o->fence_owner->drop_dirty)
-			return;
 		o->flushing = true;
 		o->seq_started++;
 		o->cursor = 0;
@@ -1661,20 +1655,16 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 		cio->phase = 1;
 		cio->waiter.need_seq = 0;
 	}
-	/* phase 1: fenced; the target's unflushed data goes first, unless
-	 * the next port refuses it (ENOSPC ...: cached_space_refused) and the
-	 * request is a DELETE: an operator frees space in a full store by
-	 * deleting (volume remove), and the flush would fail the DELETE with
-	 * the store's errno for as long as the store is full, keeping the
-	 * node and the buckets for data that is being deleted. The DELETE
-	 * goes with the data still dirty, no round runs meanwhile
-	 * (obj_flush_continue), and the answer decides (nreq_op_done):
-	 * success drops the data, an error keeps it dirty as if the DELETE
-	 * had not been sent. */
-	if (!cio->drop_dirty && cio->kind == CACHED_C_DELETE &&
-	    !cached_obj_clean(o) && !o->flushing && cached_space_refused(c))
-		cio->drop_dirty = true;
-	if ((!cached_obj_clean(o) || o->flushing) && !cio->drop_dirty) {
+	/* phase 1: fenced; the target's unflushed data goes first. Also
+	 * while the next port refuses writes (a full store): the DELETE then
+	 * fails with its errno, the data stays dirty and counted, and a retry
+	 * once the store takes writes again goes through. Sending it without
+	 * that data and deciding on the answer cannot be made safe: an
+	 * answer that does not say whether the store deleted the object
+	 * (ECONNRESET of a store that died after doing it, ETIMEDOUT, EIO)
+	 * would leave kept data to be written later over the deleted object,
+	 * a mix that is neither (review16 F1; see above). */
+	if (!cached_obj_clean(o) || o->flushing) {
 		if (cio->waiter.need_seq &&
 		    o->seq_done >= cio->waiter.need_seq) {
 			if (o->last_round_error) {
@@ -1699,9 +1689,8 @@ static void cio_delete(struct cached_obj *o, struct cached_cio *cio)
 		return;
 	}
 	/* nothing of the object is unflushed now: the next port has every
-	 * acknowledged byte, and the fence keeps it so (or, drop_dirty, the
-	 * rest is refused and no round runs until the answer) */
-	CACHED_CHECK(cio->drop_dirty || cached_obj_clean(o));
+	 * acknowledged byte, and the fence keeps it so */
+	CACHED_CHECK(cached_obj_clean(o));
 	CACHED_CHECK(!o->flushing);
 	cio->phase = 2;
 	nr->kind = CACHED_N_OP;
@@ -1735,47 +1724,13 @@ static void nreq_op_done(struct cached_obj *o, struct cached_nreq *n, int error)
 	struct cached_cio *cio = n->cio;
 
 	nreq_put(c, n);
-	/* ENOENT: the next port has no such object (it never took a write
-	 * of it): deleted as well */
-	if (cio->drop_dirty && error && error != ENOENT) {
-		/* not deleted (or not known to be): the object as the
-		 * client last wrote it, its refused data still dirty and
-		 * counted; rounds may run again (a waiting FLUSH or
-		 * write-through write gets the store's answer) */
-		cio->drop_dirty = false;
-		o->fenced = false;
-		o->fence_owner = NULL;
-		cached_obj_set_state(o, CACHED_O_FAILED);
-		obj_wake_all(o);
-		obj_kick_now(o);
-		cio_finish(c, cio, error);
-		return;
-	}
-	if (cio->drop_dirty) {
-		/* deleted: the refused data has nothing left to go to. As
-		 * if a round had written it: whoever waits for a round (a
-		 * FLUSH, a write-through write) is done, its data deleted
-		 * after it. */
-		CACHED_STAT(c, delete_dropped,
-			    o->counts[CACHED_B_DIRTY] +
-				o->counts[CACHED_B_WRITING]);
-		o->seq_started++;
-		o->seq_done = o->seq_started;
-		o->last_round_error = 0;
-	}
-	CACHED_CHECK(cio->drop_dirty || cached_obj_clean(o));
+	CACHED_CHECK(cached_obj_clean(o));
 	for (uint32_t s = 0; s < o->nr_slots; s++)
 		if (o->bucket[s] != CACHED_NO_BUCKET &&
 		    o->bstate[s] != CACHED_B_INVALID)
 			/* a load in flight ends up ignored: not LOADING */
 			cached_obj_set_bstate(o, s, CACHED_B_INVALID);
 	xcache_remove(c->cache, o->entry); /* -ENOENT: already detached */
-	if (o->kept) {
-		/* evicted and kept for the data just dropped (drop_dirty):
-		 * its node goes when the last user lets go */
-		o->kept = false;
-		obj_put(c, o->entry); /* ours and the nreq's still hold it */
-	}
 	space_kick(c);
 	o->fenced = false;
 	o->fence_owner = NULL;

@@ -48,11 +48,13 @@ static uint32_t wait_held_elsewhere(struct xseg *seg, uint32_t port,
 	}
 }
 
-/* Log that nr requests of port are still held (e.g. by holder), with why,
+/* Log that nr requests of port are still held (e.g. by holder), what
+ * waits first and why after,
  * at most once per XSEG_DRAIN_LOG_NS per handle however often a caller
  * retries. */
 static void log_held_elsewhere(struct xseg *seg, uint32_t port, uint32_t nr,
-			       uint32_t holder, const char *why)
+			       uint32_t holder, const char *what,
+			       const char *why)
 {
 	uint64_t now = xseg_now_ns(), o;
 	uint64_t last = __atomic_load_n(&seg->drain_log_ns, __ATOMIC_RELAXED);
@@ -69,10 +71,10 @@ static void log_held_elsewhere(struct xseg *seg, uint32_t port, uint32_t nr,
 		if (type[i] < 0x20 || type[i] > 0x7e)
 			type[i] = '?';
 	fprintf(stderr,
-		"xseg %s: port %u: %u request(s) sent by its previous owner "
+		"xseg %s: port %u: %s%u request(s) sent by its previous owner "
 		"still accepted and unanswered (e.g. by port %u, %s, pid %d); "
 		"%s\n",
-		seg->name, port, nr, holder, type[0] ? type : "?",
+		seg->name, port, what, nr, holder, type[0] ? type : "?",
 		(int)xseg_owner_pid(o), why);
 }
 
@@ -92,8 +94,8 @@ static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
 				 __ATOMIC_SEQ_CST);
 		return 0;
 	}
-	log_held_elsewhere(seg, port, nr, holder,
-			   "bind waits: a new owner must not overtake them");
+	log_held_elsewhere(seg, port, nr, holder, "bind waits: ",
+			   "a new owner must not overtake them");
 	return -EAGAIN;
 }
 
@@ -259,7 +261,7 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 
 		if (nr) {
 			log_held_elsewhere(
-			    seg, old, nr, holder,
+			    seg, old, nr, holder, "",
 			    "the redirect to it stays until they are answered, "
 			    "so that no later request overtakes them");
 			return -EAGAIN;

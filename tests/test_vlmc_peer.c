@@ -708,10 +708,12 @@ static bool port_stat_reached(void *arg)
 /* true while vlmc lists a removed volume still being reclaimed */
 static bool reclaiming(struct env *e)
 {
-	char *out = NULL;
+	char *out = NULL, *err = NULL;
 	bool r;
+	int rc = vol(e, &out, &err, "list", NULL);
 
-	ck_assert_int_eq(vol(e, &out, NULL, "list", NULL), 0);
+	ck_assert_msg(rc == 0, "list: exit %d: %s", rc, err ? err : "");
+	free(err);
 	r = strstr(out, "# reclaiming ") != NULL;
 	free(out);
 	return r;

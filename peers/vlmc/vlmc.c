@@ -2826,9 +2826,16 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 	rcs = calloc(VLMC_MAX_VOLUMES, sizeof(*rcs));
 	if (!rcs)
 		CTL_ERR(r, ENOMEM, "out of memory");
+	/* only what reclaim_mu guards (m, done, err): the sweep's fields
+	 * (cursor, retry times...) belong to the reclaimer alone, which
+	 * writes them without the lock */
 	pthread_mutex_lock(&v->reclaim_mu);
 	nr = v->nr_reclaims;
-	memcpy(rcs, v->reclaims, nr * sizeof(*rcs));
+	for (size_t i = 0; i < nr; i++) {
+		rcs[i].m = v->reclaims[i].m;
+		rcs[i].done = v->reclaims[i].done;
+		rcs[i].err = v->reclaims[i].err;
+	}
 	pthread_mutex_unlock(&v->reclaim_mu);
 	for (size_t i = 0; i < nr; i++) {
 		const struct vlmc_reclaim *rc = &rcs[i];

@@ -122,6 +122,27 @@ static int child_run(unsigned id, int victim)
 	return 0;
 }
 
+/* The control block and the heap, in one shared mapping the forked
+ * children inherit. */
+static void map_shared(struct ctrl **ctrl, struct xheap **h)
+{
+	shm_fd = memfd_create("test_xheap_crash", MFD_CLOEXEC);
+	ck_assert_int_ge(shm_fd, 0);
+	ck_assert_int_eq(ftruncate(shm_fd, CTRL_SIZE + HEAP_SIZE), 0);
+	map = mmap(NULL, CTRL_SIZE + HEAP_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_SHARED, shm_fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	*ctrl = (struct ctrl *)map;
+	*h = (struct xheap *)(map + CTRL_SIZE);
+}
+
+static void unmap_shared(void)
+{
+	munmap(map, CTRL_SIZE + HEAP_SIZE);
+	close(shm_fd);
+	shm_fd = -1;
+}
+
 START_TEST(test_kills_under_the_mutex)
 {
 	struct ctrl *ctrl;
@@ -129,14 +150,7 @@ START_TEST(test_kills_under_the_mutex)
 	uint64_t repairs = 0, off, target, seed = 12345;
 	unsigned round;
 
-	shm_fd = memfd_create("test_xheap_crash", MFD_CLOEXEC);
-	ck_assert_int_ge(shm_fd, 0);
-	ck_assert_int_eq(ftruncate(shm_fd, CTRL_SIZE + HEAP_SIZE), 0);
-	map = mmap(NULL, CTRL_SIZE + HEAP_SIZE, PROT_READ | PROT_WRITE,
-		   MAP_SHARED, shm_fd, 0);
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ctrl = (struct ctrl *)map;
-	h = (struct xheap *)(map + CTRL_SIZE);
+	map_shared(&ctrl, &h);
 
 	for (round = 0; round < ROUNDS; round++) {
 		pid_t pids[2] = {0, 0};
@@ -197,9 +211,7 @@ START_TEST(test_kills_under_the_mutex)
 		"test_xheap_crash: %u kills, %llu landed while the victim held "
 		"the heap mutex (repaired)\n",
 		ROUNDS, (unsigned long long)repairs);
-	munmap(map, CTRL_SIZE + HEAP_SIZE);
-	close(shm_fd);
-	shm_fd = -1;
+	unmap_shared();
 }
 END_TEST
 
@@ -235,14 +247,7 @@ START_TEST(test_owner_death_repaired)
 	unsigned i, attempt;
 	uint64_t off;
 
-	shm_fd = memfd_create("test_xheap_crash", MFD_CLOEXEC);
-	ck_assert_int_ge(shm_fd, 0);
-	ck_assert_int_eq(ftruncate(shm_fd, CTRL_SIZE + HEAP_SIZE), 0);
-	map = mmap(NULL, CTRL_SIZE + HEAP_SIZE, PROT_READ | PROT_WRITE,
-		   MAP_SHARED, shm_fd, 0);
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ctrl = (struct ctrl *)map;
-	h = (struct xheap *)(map + CTRL_SIZE);
+	map_shared(&ctrl, &h);
 	memset(ctrl, 0, sizeof(*ctrl));
 	ck_assert_int_eq(xheap_init(h, HEAP_SIZE), 0);
 	/* Many blocks, every other one free: a long walk. */
@@ -284,9 +289,7 @@ START_TEST(test_owner_death_repaired)
 	ck_assert_int_eq(xheap_alloc(h, 2 << 20, &off), 2 << 20);
 	ck_assert_int_eq(xheap_free(h, off), 0);
 	ck_assert_int_eq(test_xheap_check(h, 0), 0);
-	munmap(map, CTRL_SIZE + HEAP_SIZE);
-	close(shm_fd);
-	shm_fd = -1;
+	unmap_shared();
 }
 END_TEST
 

@@ -145,7 +145,10 @@ static void vlmc_defaults(struct peer *p)
 	v->reclaim_save = VLMC_DEFAULT_RECLAIM_SAVE;
 	v->reclaim_retry_max_ns = VLMC_DEFAULT_RECLAIM_RETRY_MAX_NS;
 	v->ctl_fd = -1;
-	v->ctl_client_fd = -1;
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
+		v->ctl_threads[i].v = v;
+		v->ctl_threads[i].client_fd = -1;
+	}
 }
 
 static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
@@ -1941,7 +1944,7 @@ static int vlmc_meta_load(struct vlmc *v)
 }
 
 /* ------------------------------------------------------------------ */
-/* Volume operations (control thread, under ctl_lock)                  */
+/* Volume operations (control threads, under ctl_lock)               */
 /* ------------------------------------------------------------------ */
 
 /* Copy of the table with one change applied, for committing it before
@@ -3177,6 +3180,16 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 		__atomic_add_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
 		pthread_mutex_lock(&v->ctl_lock);
 		__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
+			/* waited for ctl_lock while vlmc began to stop:
+			 * start nothing (R9-6: nothing would be rolled
+			 * back) */
+			fprintf(r->f,
+				"error %d %.32s: not run, vlmc is stopping\n",
+				ESHUTDOWN, argv[0]);
+			pthread_mutex_unlock(&v->ctl_lock);
+			return;
+		}
 	}
 	if (vlmc_ctl_changes(argv[0]) && strcmp(argv[0], "remove") &&
 	    (rc = vlmc_meta_settle(v))) {
@@ -3225,39 +3238,54 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 }
 
 /*
- * A control client has this long to send its command line, and each
- * write of the answer this long to go out. Operators' tools send the line
- * at once; a client that connects and sends nothing (or stops reading)
- * must not hold the control thread, which serves one client at a time,
- * nor vlmc's stop, which joins it (vlmc_stop also shuts the reading side
- * of the client being served, so a stop does not wait for the timeout).
+ * Control socket. VLMC_CTL_THREADS threads all wait in accept() on the
+ * listening socket, each serving one client at a time (review15 F2: with
+ * one thread, a snapshot waiting for its drain or a create waiting for the
+ * store held every other client, list included, and an operator debugging
+ * a stuck stack could not even list the volumes). A fixed pool, not a
+ * thread per client: nothing to create, reap or count per connection, and
+ * the bound is the one a thread per client would need anyway. Mutating
+ * commands still run one at a time (ctl_lock), so more threads than a
+ * few only queue more commands on it; 8 lets list and info answer while
+ * up to 7 commands run or wait. With every thread busy, a new client
+ * waits in the listen queue, as every client did before.
+ *
+ * A client has VLMC_CTL_IO_TIMEOUT_S to send each part of its command
+ * line, and each write of the answer this long to go out: operators'
+ * tools send the line at once; a client that connects and sends nothing
+ * (or stops reading) must not hold a control thread for long, nor vlmc's
+ * stop, which joins them all (vlmc_stop also shuts the reading side of
+ * every client being served, so a stop does not wait for the timeout).
  */
 #define VLMC_CTL_IO_TIMEOUT_S 10
 
-/* Take fd as the client being served; false (fd closed) when stopping. */
-static bool vlmc_ctl_client_begin(struct vlmc *v, int fd)
+/* Take fd as t's client; false (fd closed) when stopping. */
+static bool vlmc_ctl_client_begin(struct vlmc_ctl_thread *t, int fd)
 {
+	struct vlmc *v = t->v;
 	bool stopping;
 
 	pthread_mutex_lock(&v->ctl_client_lock);
 	stopping = __atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE);
 	if (!stopping)
-		v->ctl_client_fd = fd;
+		t->client_fd = fd;
 	pthread_mutex_unlock(&v->ctl_client_lock);
 	if (stopping)
 		close(fd);
 	return !stopping;
 }
 
-/* Done with the client: closes f, or fd if there is no f (under the lock,
- * so vlmc_stop never shuts a descriptor number reused meanwhile). */
-static void vlmc_ctl_client_end(struct vlmc *v, FILE *f, int fd)
+/* Done with t's client: closes f, or fd if there is no f (under the
+ * lock, so vlmc_stop never shuts a descriptor number reused meanwhile). */
+static void vlmc_ctl_client_end(struct vlmc_ctl_thread *t, FILE *f, int fd)
 {
+	struct vlmc *v = t->v;
+
 	if (f)
 		fflush(f); /* may take up to the send timeout: not under the
 			      lock vlmc_stop takes */
 	pthread_mutex_lock(&v->ctl_client_lock);
-	v->ctl_client_fd = -1;
+	t->client_fd = -1;
 	if (f)
 		fclose(f);
 	else
@@ -3265,11 +3293,15 @@ static void vlmc_ctl_client_end(struct vlmc *v, FILE *f, int fd)
 	pthread_mutex_unlock(&v->ctl_client_lock);
 }
 
+/* One control thread: accept a client, serve its one command, again,
+ * until vlmc_stop shuts the listening socket (which ends the accept()
+ * of every thread). */
 static void *vlmc_ctl_main(void *arg)
 {
 	static const struct timeval io_timeout = {.tv_sec =
 						      VLMC_CTL_IO_TIMEOUT_S};
-	struct vlmc *v = arg;
+	struct vlmc_ctl_thread *t = arg;
+	struct vlmc *v = t->v;
 
 	for (;;) {
 		char line[1024];
@@ -3277,11 +3309,21 @@ static void *vlmc_ctl_main(void *arg)
 		int fd = accept(v->ctl_fd, NULL, NULL);
 
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			int e = errno;
+
+			if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE))
+				break; /* shut down by vlmc_stop */
+			if (e == EINTR || e == ECONNABORTED)
 				continue;
-			break; /* shut down by vlmc_stop */
+			/* out of descriptors or memory: this thread must
+			 * not end (the others may meet the same) */
+			peer_err("control socket %s: accept: %s (retried in "
+				 "1 s)",
+				 v->ctl_socket, strerror(e));
+			sleep(1);
+			continue;
 		}
-		if (!vlmc_ctl_client_begin(v, fd))
+		if (!vlmc_ctl_client_begin(t, fd))
 			break;
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io_timeout,
 			   sizeof(io_timeout));
@@ -3289,7 +3331,7 @@ static void *vlmc_ctl_main(void *arg)
 			   sizeof(io_timeout));
 		r.f = fdopen(fd, "r+");
 		if (!r.f) {
-			vlmc_ctl_client_end(v, NULL, fd);
+			vlmc_ctl_client_end(t, NULL, fd);
 			continue;
 		}
 		if (!fgets(line, sizeof(line), r.f)) {
@@ -3313,7 +3355,7 @@ static void *vlmc_ctl_main(void *arg)
 		} else {
 			vlmc_ctl_command(v, line, &r);
 		}
-		vlmc_ctl_client_end(v, r.f, fd);
+		vlmc_ctl_client_end(t, r.f, fd);
 	}
 	return NULL;
 }
@@ -3450,10 +3492,14 @@ static int vlmc_init_steps(struct peer *p)
 		peer_err("control socket %s: %s", v->ctl_socket, strerror(-rc));
 		return rc;
 	}
-	rc = pthread_create(&v->ctl_thread, NULL, vlmc_ctl_main, v);
-	if (rc)
-		return -rc;
-	v->ctl_started = true;
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
+		struct vlmc_ctl_thread *t = &v->ctl_threads[i];
+
+		rc = pthread_create(&t->thread, NULL, vlmc_ctl_main, t);
+		if (rc)
+			return -rc;
+		t->started = true;
+	}
 	rc = pthread_create(&v->reclaim_thread, NULL, vlmc_reclaim_main, v);
 	if (rc)
 		return -rc;
@@ -3471,23 +3517,31 @@ static void vlmc_stop(struct peer *p)
 {
 	struct vlmc *v = peer_priv(p);
 
-	/* first the control thread: a volume operation waiting for the
+	/* first the control threads: a volume operation waiting for the
 	 * store, or for a frozen volume's drain, stops waiting (without
 	 * rolling back: R9-6), so it cannot hold the exit, and it thaws
-	 * the volume NBD readers may wait on */
+	 * the volume NBD readers may wait on; a command waiting for
+	 * ctl_lock then starts nothing (vlmc_ctl_command) */
 	__atomic_store_n(&v->ctl_stop, true, __ATOMIC_RELEASE);
 	if (v->have_ctl_port)
 		xseg_kick(v->seg, v->ctl_port);
-	if (v->ctl_started) {
-		shutdown(v->ctl_fd, SHUT_RDWR);
-		/* a client that sent no line yet: its read ends now (the
-		 * answer, if a command runs, can still be written) */
-		pthread_mutex_lock(&v->ctl_client_lock);
-		if (v->ctl_client_fd >= 0)
-			shutdown(v->ctl_client_fd, SHUT_RD);
-		pthread_mutex_unlock(&v->ctl_client_lock);
-		pthread_join(v->ctl_thread, NULL);
-		v->ctl_started = false;
+	if (v->ctl_fd >= 0)
+		shutdown(v->ctl_fd, SHUT_RDWR); /* every accept() ends */
+	/* clients that sent no line yet: their reads end now (the answer,
+	 * if a command runs, can still be written); a thread that accepts
+	 * after this sees ctl_stop (vlmc_ctl_client_begin) */
+	pthread_mutex_lock(&v->ctl_client_lock);
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++)
+		if (v->ctl_threads[i].client_fd >= 0)
+			shutdown(v->ctl_threads[i].client_fd, SHUT_RD);
+	pthread_mutex_unlock(&v->ctl_client_lock);
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
+		struct vlmc_ctl_thread *t = &v->ctl_threads[i];
+
+		if (t->started) {
+			pthread_join(t->thread, NULL);
+			t->started = false;
+		}
 	}
 	/* the reclaimer: a window in progress ends at once (ESHUTDOWN from
 	 * its wait, nothing rolled back); asleep, it is woken here (under

@@ -3248,6 +3248,79 @@ START_TEST(ctl_parallel_clients)
 }
 END_TEST
 
+/*
+ * review14 m1: remove right after an NBD client disconnected. The
+ * connection closes only once its commands are answered (here a READ the
+ * store holds), so for a while it still holds the volume: remove now
+ * waits for it (--remove-busy-wait, 60 s here) and succeeds once the
+ * store answers and the connection is gone. The old vlmc refused at once
+ * (EBUSY, "in use"): the log line of the wait never comes. A connection
+ * that stays open (--remove-busy-wait 200ms) keeps the volume: remove
+ * fails EBUSY saying what holds it and how long it waited, and the
+ * connection keeps working.
+ */
+START_TEST(remove_after_disconnect)
+{
+	static const char *const fault[] = {"--hold", "read", NULL};
+	static const char *const brief[] = {"--remove-busy-wait", "200ms",
+					    NULL};
+	static const char *const patient[] = {"--remove-busy-wait", "60s",
+					      NULL};
+	struct env e = {.extra = brief};
+	struct port_stat_wait held = {&e, 1, "held", 1};
+	/* the first of these lines is the refused remove's */
+	struct log_wait waits = {NULL, "remove n: in use (1 NBD connection(s)",
+				 2};
+	unsigned char *w = malloc(4096), h[28];
+	char *rmlog = tpr_tmpfile("rm"), *out = NULL, *err = NULL;
+	uint64_t size;
+	pid_t rm;
+	int fd;
+
+	pattern(w, 4096, 14);
+	e.nbd = tpr_tmpfile("nbd");
+	env_start_store(&e, "vrmbusy", fault);
+	vol_ok(&e, "create", "n", "256k", NULL);
+	fd = nbd_connect(e.nbd, "n", &size);
+	ck_assert_int_eq(vol(&e, NULL, &err, "remove", "n", NULL), 1);
+	ck_assert_msg(strstr(err, "volume n is in use (1 open NBD "
+				  "connection(s), 0 xseg request(s) or "
+				  "command(s) holding it; waited ") &&
+			  strstr(err, "--remove-busy-wait"),
+		      "%s", err);
+	free(err);
+	ck_assert_int_eq(log_count(e.vlmc_log, waits.want), 1);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_WRITE, 1, 0, 4096, w, NULL), 0);
+	list_is(&e, "n 262144 65536 rw -\n");
+
+	/* a READ held, then the client goes */
+	close(fd);
+	vlmc_stop(&e);
+	e.extra = patient;
+	vlmc_start(&e);
+	fd = nbd_connect(e.nbd, "n", &size);
+	nbd_cmd(h, T_NBD_CMD_READ, 2, 0, 4096);
+	nbd_io_all(fd, h, sizeof(h), true);
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	close(fd);
+	rm = vol_start(&e, rmlog, "remove", "n", NULL);
+	waits.path = e.vlmc_log;
+	ck_assert_msg(xtu_wait_until(log_has, &waits, 30000) == 0,
+		      "remove did not wait: %s", tpr_slurp(rmlog));
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(rm, rmlog, &out), 0);
+	ck_assert_msg(strstr(out, "removed n;"), "%s", out);
+	free(out);
+	ck_assert_int_eq(vol(&e, NULL, &err, "info", "n", NULL), 1);
+	ck_assert_msg(strstr(err, "no volume n"), "%s", err);
+	free(err);
+	ck_assert_int_eq(log_count(e.vlmc_log, "remove n: let go after "), 1);
+	env_stop(&e);
+	free(rmlog);
+	free(w);
+}
+END_TEST
+
 /* VLMC_PEER_TEST=NAME[,NAME...] runs only those tests (while working on
  * one; ctest runs all). */
 static bool selected(const char *name)
@@ -3309,6 +3382,7 @@ int main(void)
 	ADD_TEST(tc, snapshot_drain_bounded);
 	ADD_TEST(tc, nbd_write_waits_thaw);
 	ADD_TEST(tc, ctl_parallel_clients);
+	ADD_TEST(tc, remove_after_disconnect);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -50,6 +50,7 @@ enum {
 	VLMC_OPT_RECLAIM_WINDOW,
 	VLMC_OPT_RECLAIM_SAVE,
 	VLMC_OPT_RECLAIM_RETRY_MAX,
+	VLMC_OPT_REMOVE_BUSY_WAIT,
 };
 
 static const struct option vlmc_options[] = {
@@ -73,6 +74,7 @@ static const struct option vlmc_options[] = {
     {"reclaim-window", required_argument, NULL, VLMC_OPT_RECLAIM_WINDOW},
     {"reclaim-save", required_argument, NULL, VLMC_OPT_RECLAIM_SAVE},
     {"reclaim-retry-max", required_argument, NULL, VLMC_OPT_RECLAIM_RETRY_MAX},
+    {"remove-busy-wait", required_argument, NULL, VLMC_OPT_REMOVE_BUSY_WAIT},
     {NULL, 0, NULL, 0},
 };
 
@@ -125,7 +127,11 @@ static const char vlmc_options_help[] =
     "                          and at least every 30 s)\n"
     "      --reclaim-retry-max TIME  a reclaim the store fails is retried\n"
     "                          after a back-off doubling from 1 s up to\n"
-    "                          this (default 60s)\n";
+    "                          this (default 60s)\n"
+    "      --remove-busy-wait TIME  remove of a volume still in use (an\n"
+    "                          NBD connection closing, I/O in flight)\n"
+    "                          waits this long for it to be let go, then\n"
+    "                          fails EBUSY (default 2s; 0: at once)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -144,6 +150,7 @@ static void vlmc_defaults(struct peer *p)
 	v->reclaim_window = VLMC_DEFAULT_RECLAIM_WINDOW;
 	v->reclaim_save = VLMC_DEFAULT_RECLAIM_SAVE;
 	v->reclaim_retry_max_ns = VLMC_DEFAULT_RECLAIM_RETRY_MAX_NS;
+	v->remove_busy_ns = VLMC_DEFAULT_REMOVE_BUSY_NS;
 	v->ctl_fd = -1;
 	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
 		v->ctl_threads[i].v = v;
@@ -262,6 +269,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->reclaim_retry_max_ns = x;
+		return 0;
+	case VLMC_OPT_REMOVE_BUSY_WAIT:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->remove_busy_ns = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -2564,6 +2577,94 @@ static void *vlmc_reclaim_main(void *arg)
 	return NULL;
 }
 
+#define VLMC_REMOVE_POLL_NS (10ULL * 1000000ULL)
+
+/*
+ * Wait until volume name is not in use, for at most --remove-busy-wait
+ * (review14 m1): right after an NBD client disconnects (nbdcopy or
+ * qemu-img done) its connection may still be closing, holding the
+ * volume, and a script's "copy; remove" failed EBUSY at random. Polled
+ * (no wake-up to add to every vlmc_vol_put), without vols_lock between
+ * looks, so I/O and connections go on meanwhile; ctl_lock is held (no
+ * other volume command runs; list and info do). A connection that stays
+ * open keeps working and the remove fails EBUSY after the wait. Returns
+ * 0 with vols_lock held for writing and *idx (-1: no such volume), or a
+ * negative errno, answered on r.
+ */
+static int vlmc_remove_idle(struct vlmc *v, struct vlmc_reply *r,
+			    const char *name, long *idx)
+{
+	uint64_t start = peer_now_ns();
+	bool logged = false;
+
+	for (;;) {
+		struct vlmc_volume *vol;
+		uint32_t refs, conns, others;
+		uint64_t now;
+
+		pthread_rwlock_wrlock(&v->vols_lock);
+		*idx = vlmc_vol_find(v, name, strlen(name));
+		if (*idx < 0)
+			return 0;
+		vol = v->vols[*idx];
+		refs = __atomic_load_n(&vol->refs, __ATOMIC_ACQUIRE);
+		conns = __atomic_load_n(&vol->nbd_conns, __ATOMIC_ACQUIRE);
+		now = peer_now_ns();
+		if (refs <= 1 && !conns) {
+			if (logged)
+				peer_info(
+				    "remove %s: let go after %" PRIu64 " ms",
+				    name,
+				    (uint64_t)((now - start) / 1000000ULL));
+			return 0;
+		}
+		pthread_rwlock_unlock(&v->vols_lock);
+		/* the table holds one reference and each NBD connection one
+		 * (its I/O uses it); the others are xseg requests in flight
+		 * and control commands (info) */
+		others = refs > 1 + conns ? refs - 1 - conns : 0;
+		if (vlmc_ctl_stopping(v))
+			CTL_ERR(r, ESHUTDOWN,
+				"remove %s: not done, vlmc is stopping (the "
+				"volume was in use)",
+				name);
+		if (now - start >= v->remove_busy_ns) {
+			if (logged)
+				peer_warn(
+				    "remove %s: still in use after "
+				    "%" PRIu64 " ms: refused",
+				    name,
+				    (uint64_t)((now - start) / 1000000ULL));
+			CTL_ERR(r, EBUSY,
+				"volume %s is in use (%" PRIu32
+				" open NBD connection(s), %" PRIu32
+				" xseg request(s) or command(s) holding it; "
+				"waited %" PRIu64 " ms, --remove-busy-wait)",
+				name, conns, others,
+				(uint64_t)((now - start) / 1000000ULL));
+		}
+		if (!logged) {
+			peer_info("remove %s: in use (%" PRIu32
+				  " NBD connection(s), %" PRIu32
+				  " other holder(s)): waiting up to %" PRIu64
+				  " ms for it to be let go",
+				  name, conns, others,
+				  (uint64_t)(v->remove_busy_ns / 1000000ULL));
+			logged = true;
+		}
+		{
+			uint64_t slice = VLMC_REMOVE_POLL_NS;
+			struct timespec ts;
+
+			if (slice > start + v->remove_busy_ns - now)
+				slice = start + v->remove_busy_ns - now;
+			ts.tv_sec = (time_t)(slice / 1000000000ULL);
+			ts.tv_nsec = (long)(slice % 1000000000ULL);
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
 /*
  * Remove a volume: it leaves the live table (no new NBD connection or
  * volume request can reach it) and the committed table, which in the same
@@ -2597,17 +2698,10 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
-	pthread_rwlock_wrlock(&v->vols_lock);
-	idx = vlmc_vol_find(v, name, strlen(name));
+	rc = vlmc_remove_idle(v, r, name, &idx);
+	if (rc)
+		return rc;
 	vol = idx >= 0 ? v->vols[idx] : NULL;
-	if (vol && (__atomic_load_n(&vol->refs, __ATOMIC_ACQUIRE) > 1 ||
-		    __atomic_load_n(&vol->nbd_conns, __ATOMIC_ACQUIRE))) {
-		pthread_rwlock_unlock(&v->vols_lock);
-		CTL_ERR(r, EBUSY,
-			"volume %s is in use (open NBD connection "
-			"or I/O in flight)",
-			name);
-	}
 	if (vol) {
 		/* the table's reference is now ours */
 		v->vols[idx] = v->vols[--v->nr_vols];

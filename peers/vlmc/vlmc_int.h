@@ -86,6 +86,10 @@ struct vlmc_nbd;
  * answer while up to VLMC_CTL_THREADS - 1 commands run or wait for
  * ctl_lock (vlmc.c, "Control socket") */
 #define VLMC_CTL_THREADS 8
+/* --remove-busy-wait: remove of a volume still referenced (an NBD
+ * connection being torn down, I/O in flight) waits this long for it to
+ * be let go before it answers EBUSY */
+#define VLMC_DEFAULT_REMOVE_BUSY_NS (2ULL * 1000000000ULL)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -176,6 +180,7 @@ struct vlmc {
 	uint64_t reclaim_window;       /* --reclaim-window */
 	uint64_t reclaim_save;	       /* --reclaim-save */
 	uint64_t reclaim_retry_max_ns; /* --reclaim-retry-max */
+	uint64_t remove_busy_ns;       /* --remove-busy-wait */
 
 	struct peer *p;
 	struct xseg *seg;

@@ -2547,12 +2547,35 @@ static bool ctl_none_accepted(void *arg)
 	return !ctl_accepted(arg);
 }
 
+/* A control client sending a command line one byte every 100 ms, never
+ * ending it: it holds a control thread reading until vlmc closes the
+ * connection (10 s after it came; before, each byte restarted vlmc's
+ * receive timeout). Exits 0 then (a send fails), 1 after 100 s. */
+static int ctl_trickle_main(void *arg)
+{
+	const char *path = arg;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(sa.sun_path, path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return 2;
+	for (unsigned i = 0; i < 1000; i++) {
+		if (send(fd, "x", 1, MSG_NOSIGNAL) != 1)
+			return 0;
+		usleep(100000);
+	}
+	return 1;
+}
+
 /*
  * A control client that connects and sends no line (or only part of
- * one) holds neither other clients nor vlmc's stop: the next client is
- * served (on another control thread), and after vlmc's read timeout
- * (10 s) the silent one is closed, a partial line answered with an
- * error and not run; a SIGTERM while
+ * one, or trickles it a byte at a time) holds neither other clients nor
+ * vlmc's stop: the next client is served (on another control thread),
+ * and 10 s after its connection (however its bytes trickle: the old
+ * receive timeout restarted with each) a client with no complete line
+ * is closed, a partial line answered with an error and not run; a line
+ * too long is refused at once; a SIGTERM while
  * such a client is being read makes vlmc exit (at once: the stop shuts
  * the client's reading side). The old vlmc read the line with no
  * deadline: the next command waited for ever, and the SIGTERM too (the
@@ -2561,14 +2584,29 @@ static bool ctl_none_accepted(void *arg)
 START_TEST(ctl_silent_client)
 {
 	struct env e = {0};
-	char *out = NULL, *log, buf[256];
+	char *out = NULL, *log, buf[256], big[1100];
 	ssize_t got;
-	int fd;
+	pid_t trickle;
+	int fd, lfd;
 
 	env_start(&e, "vsilent");
 	/* part of a command line, and nothing more */
 	fd = unix_connect(e.ctl);
 	ck_assert_int_eq(write(fd, "create x 1", 10), 10);
+	/* a line sent a byte at a time */
+	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	ck_assert_int_gt(trickle, 0);
+	/* a line longer than vlmc reads: refused, not cut and run */
+	memset(big, 'x', sizeof(big));
+	lfd = unix_connect(e.ctl);
+	nbd_io_all(lfd, big, sizeof(big), true);
+	got = read(lfd, buf, sizeof(buf) - 1);
+	ck_assert_int_gt(got, 0);
+	buf[got] = '\0';
+	ck_assert_msg(strstr(buf, "error 22 command line longer than 1023 "
+				  "bytes"),
+		      "%s", buf);
+	close(lfd);
 	ck_assert_int_eq(xtu_wait_until(ctl_accepted, &e, 30000), 0);
 	/* the next client is served (tpr_run's limit is 60 s: before the
 	 * control threads, once the first one's read timed out) */
@@ -2581,11 +2619,19 @@ START_TEST(ctl_silent_client)
 	ck_assert_msg(strstr(buf, "error 110 no complete command line"), "%s",
 		      buf);
 	close(fd);
+	/* the trickling client is closed at the same deadline: its bytes
+	 * do not extend it (it would have been read for 100 s) */
+	ck_assert_int_eq(xtu_wait(trickle, 30000), 0);
 	log = tpr_slurp(e.vlmc_log);
 	ck_assert_msg(strstr(log, "control client sent no complete command "
-				  "line within 10 s"),
+				  "line within 10 s") &&
+			  strstr(log, "control client sent a command line "
+				      "longer than 1023 bytes: refused"),
 		      "%s", log);
 	free(log);
+	ck_assert_int_eq(log_count(e.vlmc_log, "control client sent no "
+					       "complete command line"),
+			 2);
 
 	/* a silent client being read, and a SIGTERM (once the earlier
 	 * connections are gone, so that the one seen accepted is this one) */
@@ -3110,27 +3156,6 @@ static int vol_wait(pid_t pid, const char *log, char **out)
 	return rc;
 }
 
-/* A control client sending a command line one byte every 100 ms, never
- * ending it: it holds a control thread reading (each byte restarts vlmc's
- * read timeout) until vlmc closes the connection. Exits 0 then (a send
- * fails or reads EOF), 1 after 100 s. */
-static int ctl_trickle_main(void *arg)
-{
-	const char *path = arg;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	strcpy(sa.sun_path, path);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
-		return 2;
-	for (unsigned i = 0; i < 1000; i++) {
-		if (send(fd, "x", 1, MSG_NOSIGNAL) != 1)
-			return 0;
-		usleep(100000);
-	}
-	return 1;
-}
-
 struct ctl_count_wait {
 	struct env *e;
 	unsigned atleast;
@@ -3153,11 +3178,11 @@ static bool ctl_count_reached(void *arg)
  * create runs after it.
  * Then vlmc is stopped (SIGTERM) while clients are served on several
  * threads: a snapshot waiting for the store, a create waiting for
- * ctl_lock, and a client still sending its line (a byte every 100 ms,
- * which alone would hold its thread for 100 s). vlmc exits (0) at once,
+ * ctl_lock, and a client still sending its line (a byte every 100 ms:
+ * its thread would read it for 10 s). vlmc exits (0) at once,
  * the snapshot and the create fail (the create "not run"), the slow
  * client's connection is closed; after a restart neither is in the
- * table. On the old vlmc (one control thread) the lists wait behind the
+ * table. On the old vlmc (one control thread) info and list wait behind the
  * snapshot for ever: vol_wait gives up after 30 s, a failure, not a
  * timing check.
  */

@@ -3344,14 +3344,65 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
  * up to 7 commands run or wait. With every thread busy, a new client
  * waits in the listen queue, as every client did before.
  *
- * A client has VLMC_CTL_IO_TIMEOUT_S to send each part of its command
- * line, and each write of the answer this long to go out: operators'
- * tools send the line at once; a client that connects and sends nothing
- * (or stops reading) must not hold a control thread for long, nor vlmc's
+ * A client has VLMC_CTL_IO_TIMEOUT_S from its accept to send its whole
+ * command line, and each write of the answer this long to go out:
+ * operators' tools send the line at once; a client that connects and
+ * sends nothing, trickles its line (a receive timeout, restarted by each
+ * byte, let one byte every few seconds hold a thread for over an hour),
+ * or stops reading must not hold a control thread for long, nor vlmc's
  * stop, which joins them all (vlmc_stop also shuts the reading side of
- * every client being served, so a stop does not wait for the timeout).
+ * every client being served, so a stop does not wait for the deadline).
  */
 #define VLMC_CTL_IO_TIMEOUT_S 10
+
+/* Read a client's command line, its '\n' included, into line (size
+ * bytes, NUL-terminated; anything sent after the '\n' is dropped) by
+ * the deadline (CLOCK_MONOTONIC ns). Returns 1 for a line; 0 when the
+ * client closed its side first (or vlmc_stop shut it): line holds what
+ * came; -ETIMEDOUT when the deadline passed first, -EMSGSIZE for a line
+ * that does not fit, or another negative errno; *got: bytes received. */
+static int vlmc_ctl_read_line(int fd, char *line, size_t size,
+			      uint64_t deadline, size_t *got)
+{
+	size_t n = 0;
+
+	line[0] = '\0';
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		uint64_t now = peer_now_ns();
+		char *nl;
+		ssize_t k;
+		int rc;
+
+		*got = n;
+		if (n + 1 >= size)
+			return -EMSGSIZE;
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		rc = poll(&pfd, 1,
+			  (int)((deadline - now + 999999ULL) / 1000000ULL));
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (rc <= 0)
+			continue;
+		k = recv(fd, line + n, size - 1 - n, MSG_DONTWAIT);
+		if (k < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		*got = n + (size_t)k;
+		if (!k)
+			return 0;
+		line[n + (size_t)k] = '\0';
+		nl = memchr(line + n, '\n', (size_t)k);
+		n += (size_t)k;
+		if (nl) {
+			nl[1] = '\0';
+			return 1;
+		}
+	}
+}
 
 /* Take fd as t's client; false (fd closed) when stopping. */
 static bool vlmc_ctl_client_begin(struct vlmc_ctl_thread *t, int fd)
@@ -3394,13 +3445,15 @@ static void *vlmc_ctl_main(void *arg)
 {
 	static const struct timeval io_timeout = {.tv_sec =
 						      VLMC_CTL_IO_TIMEOUT_S};
+	const uint64_t io_timeout_ns = VLMC_CTL_IO_TIMEOUT_S * 1000000000ULL;
 	struct vlmc_ctl_thread *t = arg;
 	struct vlmc *v = t->v;
 
 	for (;;) {
 		char line[1024];
 		struct vlmc_reply r;
-		int fd = accept(v->ctl_fd, NULL, NULL);
+		size_t got;
+		int rc, fd = accept(v->ctl_fd, NULL, NULL);
 
 		if (fd < 0) {
 			int e = errno;
@@ -3419,26 +3472,25 @@ static void *vlmc_ctl_main(void *arg)
 		}
 		if (!vlmc_ctl_client_begin(t, fd))
 			break;
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io_timeout,
-			   sizeof(io_timeout));
+		rc = vlmc_ctl_read_line(fd, line, sizeof(line),
+					peer_now_ns() + io_timeout_ns, &got);
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io_timeout,
 			   sizeof(io_timeout));
-		r.f = fdopen(fd, "r+");
+		r.f = fdopen(fd, "w");
 		if (!r.f) {
 			vlmc_ctl_client_end(t, NULL, fd);
 			continue;
 		}
-		if (!fgets(line, sizeof(line), r.f)) {
-			if (ferror(r.f))
-				peer_warn("control client sent no command "
-					  "within %d s: closed",
-					  VLMC_CTL_IO_TIMEOUT_S);
-		} else if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
 			/* stopping: the line may be cut short, and nothing
 			 * new would be started anyway */
-		} else if (!strchr(line, '\n') && ferror(r.f)) {
-			/* cut by the timeout: never run part of a command
-			 * ("resize v 1" of "resize v 10G") */
+		} else if (rc == -ETIMEDOUT && !got) {
+			peer_warn("control client sent no command within %d "
+				  "s: closed",
+				  VLMC_CTL_IO_TIMEOUT_S);
+		} else if (rc == -ETIMEDOUT) {
+			/* never run part of a command ("resize v 1" of
+			 * "resize v 10G") */
 			peer_warn("control client sent no complete command "
 				  "line within %d s: closed",
 				  VLMC_CTL_IO_TIMEOUT_S);
@@ -3446,7 +3498,17 @@ static void *vlmc_ctl_main(void *arg)
 				"error %d no complete command line within "
 				"%d s\n",
 				ETIMEDOUT, VLMC_CTL_IO_TIMEOUT_S);
-		} else {
+		} else if (rc == -EMSGSIZE) {
+			peer_warn("control client sent a command line longer "
+				  "than %zu bytes: refused",
+				  sizeof(line) - 1);
+			fprintf(r.f,
+				"error %d command line longer than %zu "
+				"bytes\n",
+				EINVAL, sizeof(line) - 1);
+		} else if (rc > 0 || (!rc && got)) {
+			/* a line, or one ended by the client closing its
+			 * side */
 			vlmc_ctl_command(v, line, &r);
 		}
 		vlmc_ctl_client_end(t, r.f, fd);

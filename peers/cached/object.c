@@ -2473,6 +2473,7 @@ static void cio_attach(struct cached *c, struct cached_cio *cio,
 		cio->made_entry = true;
 	cio->entry = e;
 	cio->obj = xcache_entry_priv(e);
+	cached_obj_prefetch(cio->obj);
 	if (fence_park(c, cio, name))
 		return;
 	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);

@@ -1942,11 +1942,29 @@ static int stack_plug(struct stack *st, bool plug)
 			 * (docs/cached.md) */
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
 					     300);
-			if (!rc && stack_plugged(seg))
-				rc = -EBUSY;
+			if (!rc && stack_plugged(seg)) {
+				/* it exited (killed?) before its unplug
+				 * removed the redirect */
+				stack_err(
+				    "unplug failed: cached exited during "
+				    "its unplug without taking itself out "
+				    "of the path (killed?); run "
+				    "unplug-cached again: it takes the "
+				    "dead cached out and says whether a "
+				    "write-back loss was counted");
+				xseg_leave(seg);
+				return 1;
+			}
 		}
 	}
 	xseg_leave(seg);
+	if (rc == -ECHILD && plug) {
+		/* why was said above (stack_wait_port, with its log tail) */
+		stack_err("plug failed: cached did not start (see above and "
+			  "%s/run/cached.log); run plug-cached again",
+			  st->dir);
+		return 1;
+	}
 	if (rc) {
 		stack_err("%s failed: %s", plug ? "plug" : "unplug",
 			  strerror(-rc));

@@ -3279,6 +3279,69 @@ START_TEST(ctl_parallel_clients)
 END_TEST
 
 /*
+ * review-ctlpar F1: commands that change volumes run one at a time, and
+ * while one waits for a store that does not answer the others wait on
+ * control threads. At most VLMC_CTL_MUTATING_MAX (6) run or wait; the
+ * next is refused at once (EBUSY, "not run"), so that list and info keep
+ * two threads. Here a snapshot waits for the store and five creates wait
+ * behind it: a sixth create is refused and list answers; once the store
+ * answers, the snapshot and the five creates are done, and the refused
+ * one is not in the table. On the vlmc before the cap the sixth create
+ * waited too (vol gives up after 60 s: a failure), and two more took
+ * every thread, list included.
+ */
+START_TEST(ctl_mutating_capped)
+{
+	static const char *const fault[] = {"--hold", "copy", NULL};
+	/* VLMC_CTL_MUTATING_MAX of peers/vlmc/vlmc_int.h */
+	enum { MUTATING_MAX = 6, WAITING = MUTATING_MAX - 1 };
+	struct env e = {0};
+	struct port_stat_wait held = {&e, 1, "held", 1};
+	struct stat_wait waiting = {&e, "ctl_waiting", WAITING};
+	unsigned char *a = malloc(65536);
+	char *snlog = tpr_tmpfile("snap"), *crlog[WAITING], *out = NULL,
+	     *err = NULL, name[16], want[64];
+	pid_t sn, cr[WAITING];
+
+	pattern(a, 65536, 15);
+	env_start_store(&e, "vctlcap", fault);
+	vol_ok(&e, "create", "s", "64k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 0, 65536, a), 0);
+	sn = vol_start(&e, snlog, "snapshot", "s", "s@1");
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	for (unsigned i = 0; i < WAITING; i++) {
+		snprintf(name, sizeof(name), "c%u", i);
+		crlog[i] = tpr_tmpfile("cr");
+		cr[i] = vol_start(&e, crlog[i], "create", name, "64k");
+	}
+	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
+	ck_assert_int_eq(vol(&e, NULL, &err, "create", "late", "64k", NULL), 1);
+	snprintf(want, sizeof(want),
+		 "create: not run: %d volume commands already run or wait",
+		 MUTATING_MAX);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	free(err);
+	list_is(&e, "s 65536 65536 rw -\n");
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(sn, snlog, NULL), 0);
+	for (unsigned i = 0; i < WAITING; i++) {
+		ck_assert_int_eq(vol_wait(cr[i], crlog[i], NULL), 0);
+		free(crlog[i]);
+	}
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	for (unsigned i = 0; i < WAITING; i++) {
+		snprintf(want, sizeof(want), "\nc%u 65536 65536 rw -\n", i);
+		ck_assert_msg(strstr(out, want), "%s", out);
+	}
+	ck_assert_msg(!strstr(out, "late"), "%s", out);
+	free(out);
+	env_stop(&e);
+	free(snlog);
+	free(a);
+}
+END_TEST
+
+/*
  * review14 m1: remove right after an NBD client disconnected. The
  * connection closes only once its commands are answered (here a READ the
  * store holds), so for a while it still holds the volume: remove now
@@ -3412,6 +3475,7 @@ int main(void)
 	ADD_TEST(tc, snapshot_drain_bounded);
 	ADD_TEST(tc, nbd_write_waits_thaw);
 	ADD_TEST(tc, ctl_parallel_clients);
+	ADD_TEST(tc, ctl_mutating_capped);
 	ADD_TEST(tc, remove_after_disconnect);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);

@@ -86,6 +86,11 @@ struct vlmc_nbd;
  * answer while up to VLMC_CTL_THREADS - 1 commands run or wait for
  * ctl_lock (vlmc.c, "Control socket") */
 #define VLMC_CTL_THREADS 8
+/* Commands that change volumes (they run one at a time under ctl_lock)
+ * running or waiting at once; more are refused with EBUSY, so that two
+ * threads always stay for list and info even while the running one waits
+ * for a store that does not answer (review-ctlpar F1) */
+#define VLMC_CTL_MUTATING_MAX (VLMC_CTL_THREADS - 2)
 /* --remove-busy-wait: remove of a volume still referenced (an NBD
  * connection being torn down, I/O in flight) waits this long for it to
  * be let go before it answers EBUSY */
@@ -227,6 +232,9 @@ struct vlmc {
 	pthread_t reclaim_thread;
 	bool reclaim_started;
 	uint32_t ctl_wanted;
+	/* (__atomic) mutating commands running or waiting for ctl_lock
+	 * (at most VLMC_CTL_MUTATING_MAX) */
+	uint32_t ctl_mutating;
 
 	struct vlmc_nbd *nbd;
 	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */

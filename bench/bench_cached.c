@@ -14,7 +14,7 @@
  * kernel backed with huge pages).
  *
  *   bench_cached [--quick] [--duration SECONDS] [--wait poll|sleep]
- *                [--only hits|scale|path|workers] [--rounds N]
+ *                [--only hits|scale|path|pathscale|workers] [--rounds N]
  *
  * --wait sets how bench_xseg waits for replies: poll (default; the
  * original cached's figures were measured with busy-polling clients) or
@@ -47,7 +47,13 @@
  * worker's polling between requests, so it moves with the latency); the
  * read-in reports cached_anon_huge_kb (how much of cached is in huge
  * pages). --quick uses 64 K instead of 1 M. About 4.5 GiB of RAM
- * (buckets, one xcache node and cached_obj per object).
+ * (buckets, one xcache node and cached_obj per object). Each run has a
+ * "floor" measured right after it over the same set: the memory
+ * hierarchy alone, a chain of the dependent loads a hit makes (hash
+ * bucket, entry, object, then the 4 KiB copy: "floor_chain") in arrays
+ * of the same sizes and strides, no code of cached around it (see
+ * floor_run; about 5.3 GiB more RAM while the scale run lasts). Its 1 M
+ * over 1 K difference is what the memory costs whatever the code does.
  * Programs are taken from the directory of this binary.
  */
 #include <errno.h>
@@ -400,6 +406,199 @@ static long long cached_stat(const char *name)
 	return port_stat(2, name);
 }
 
+/* ------------------------------------------------------------------ */
+/* The scale floor: the memory hierarchy alone                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * What a read hit of a random object has to load from memory, with
+ * nothing of cached's code around it: the loads of the dependent chain
+ * (docs/cached.md, "The dependent misses of a hit over 1 M objects"),
+ * each address computed from the value the previous load returned, into
+ * arrays of the sizes and strides cached's own structures have in the
+ * scale configuration, mapped as cached maps them (cached_huge_calloc:
+ * huge pages), then the 4 KiB copy out of the bucket the last load
+ * named. Stages: the hash table's bucket (16 bytes each, as many as
+ * xcache's active table has: the power of two >= max objects), the
+ * xcache entry's first line (the stride of xcache's node pool), the
+ * cached_obj line holding the slots (sizeof(struct cached_obj)), the
+ * bucket's 4 KiB in a 4000 MiB pool. Object j sits at index j of each,
+ * as the objects the scale run reads in sequentially do; its hash
+ * bucket is a hash of j. "old_chain" adds the stage the entry layout
+ * before session 11 had (priv in the entry's fifth line).
+ */
+struct floor_mem {
+	unsigned char *hb, *ent, *obj, *data;
+	uint64_t hb_len, ent_len, obj_len, data_len;
+	uint64_t nr_hb, nr_nodes, nr_data, ent_stride;
+};
+
+static uint64_t floor_mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The stride of xcache's node pool, from a tiny cache's first two. */
+static uint64_t floor_entry_stride(void)
+{
+	struct xcache_config xc = {.capacity = 1, .nr_nodes = 2};
+	struct xcache *x;
+	uint64_t s;
+
+	if (xcache_create(&xc, &x))
+		return 0;
+	s = (uint64_t)((uintptr_t)xcache_node(x, 1) -
+		       (uintptr_t)xcache_node(x, 0));
+	xcache_destroy(x);
+	return s;
+}
+
+static void floor_free(struct floor_mem *m)
+{
+	cached_huge_free(m->hb, m->hb_len);
+	cached_huge_free(m->ent, m->ent_len);
+	cached_huge_free(m->obj, m->obj_len);
+	cached_huge_free(m->data, m->data_len);
+	memset(m, 0, sizeof(*m));
+}
+
+/* objects: how many the chains use (index 0..objects-1); sizes as cached
+ * -run with max_objects and a pool of nr_data 4 KiB buckets. */
+static int floor_init(struct floor_mem *m, uint64_t max_objects,
+		      uint64_t nr_data, uint64_t objects)
+{
+	memset(m, 0, sizeof(*m));
+	m->ent_stride = floor_entry_stride();
+	m->nr_hb = 1;
+	while (m->nr_hb < max_objects)
+		m->nr_hb <<= 1;
+	m->nr_nodes = max_objects + max_objects / 2;
+	m->nr_data = nr_data;
+	if (!m->ent_stride || objects > m->nr_nodes || objects > nr_data)
+		return -1;
+	m->hb = cached_huge_calloc(m->nr_hb, 16, &m->hb_len);
+	m->ent = cached_huge_calloc(m->nr_nodes, m->ent_stride, &m->ent_len);
+	m->obj = cached_huge_calloc(m->nr_nodes, sizeof(struct cached_obj),
+				    &m->obj_len);
+	m->data = cached_huge_calloc(nr_data, 4096, &m->data_len);
+	if (!m->hb || !m->ent || !m->obj || !m->data) {
+		floor_free(m);
+		return -1;
+	}
+	/* every page resident, as cached's are after the read-in */
+	for (uint64_t i = 0; i < nr_data * 4096; i += 4096)
+		m->data[i] = 1;
+	for (uint64_t j = 0; j < objects; j++) {
+		uint64_t h = floor_mix(j) & (m->nr_hb - 1);
+		unsigned char *e = m->ent + j * m->ent_stride;
+		unsigned char *o = m->obj + j * sizeof(struct cached_obj);
+		uint32_t v = (uint32_t)j;
+
+		memcpy(m->hb + h * 16, &v, 4);
+		memcpy(e, &v, 4);
+		memcpy(e + 4 * 64, &v, 4);
+		memcpy(o + offsetof(struct cached_obj, inline_bucket), &v, 4);
+	}
+	/* colliding objects share a hash bucket: the chain then follows the
+	 * last one written, still a random object */
+	return 0;
+}
+
+static inline void floor_serialize(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("lfence" ::: "memory");
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static uint64_t floor_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ns per hit (thread CPU time: what a neighbour on a shared machine
+ * disturbs least; chunks of 256) of chains over objects
+ * 0..set-1 for secs seconds. old: the pre-session-11 chain (one more
+ * line of the entry). copy: the 4 KiB copy at the end; chain: the loads
+ * before it (copy without chain: random buckets of the set). */
+static double floor_run(const struct floor_mem *m, uint64_t set, bool chain,
+			bool old, bool copy, double secs)
+{
+	unsigned char *dst = aligned_alloc(4096, 4096);
+	uint64_t t0, n = 0, x = 88172645463325252ull, sum = 0;
+
+	if (!dst)
+		return 0;
+	memset(dst, 0, 4096);
+	t0 = floor_clock();
+	while (floor_clock() - t0 < (uint64_t)(secs * 1e9)) {
+		for (int i = 0; i < 256; i++) {
+			uint32_t v;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			v = (uint32_t)(x % set);
+			if (chain) {
+				/* the loaded value joins the next address
+				 * (v is j again): a dependent load each */
+				memcpy(&v,
+				       m->hb +
+					   (floor_mix(v) & (m->nr_hb - 1)) * 16,
+				       4);
+				memcpy(&v, m->ent + (uint64_t)v * m->ent_stride,
+				       4);
+				if (old)
+					memcpy(&v,
+					       m->ent +
+						   (uint64_t)v * m->ent_stride +
+						   4 * 64,
+					       4);
+				memcpy(&v,
+				       m->obj +
+					   (uint64_t)v *
+					       sizeof(struct cached_obj) +
+					   offsetof(struct cached_obj,
+						    inline_bucket),
+				       4);
+			}
+			if (copy)
+				memcpy(dst, m->data + (uint64_t)v * 4096, 4096);
+			sum += v + dst[v & 4095];
+			/* one hit at a time, as at iodepth 1: the next
+			 * chain starts after this one's loads are done (else
+			 * the CPU runs ahead into the next, independent one) */
+			floor_serialize();
+		}
+		n += 256;
+		__asm__ volatile("" ::"r"(dst) : "memory");
+	}
+	t0 = floor_clock() - t0;
+	free(dst);
+	__asm__ volatile("" ::"r"(sum));
+	return (double)t0 / (double)n;
+}
+
+/* One floor sample over objects 0..set-1, printed as a JSON object. */
+static void floor_print(const struct floor_mem *m, uint64_t set, double secs)
+{
+	printf("{\"set\":%" PRIu64 ",\"chain_copy_ns\":%.1f,"
+	       "\"old_chain_copy_ns\":%.1f,\"chain_ns\":%.1f,"
+	       "\"copy_ns\":%.1f}",
+	       set, floor_run(m, set, true, false, true, secs),
+	       floor_run(m, set, true, true, true, secs),
+	       floor_run(m, set, true, false, false, secs),
+	       floor_run(m, set, false, false, true, secs));
+}
+
 /* The scale section: see the header comment. */
 static void run_scale(double duration, unsigned big)
 {
@@ -414,12 +613,23 @@ static void run_scale(double duration, unsigned big)
 	char args[512], out[4096];
 	uint64_t t0, cpu0;
 	long long before, after;
+	struct floor_mem fm;
+	bool floor_ok;
 	pid_t cpid;
 
+	/* the floor's arrays first: about 5.3 GiB next to cached's 4.5 */
+	floor_ok = !floor_init(&fm, 1048576, 1024000, big);
+	if (!floor_ok)
+		fprintf(stderr, "bench_cached: scale: no memory for the floor "
+				"(its figures are left out)\n");
 	printf("\"scale\":{\"object_size\":\"4k\",\"bucket_size\":"
 	       "\"4k\",\"cache\":\"4000M\",\"max_objects\":1048576,"
 	       "\"op\":\"read\",\"bs\":\"4k\",\"iodepth\":1,"
-	       "\"runs\":[");
+	       "\"floor_chain\":[\"hash bucket\",\"entry line 0\","
+	       "\"object slots line\",\"4 KiB copy\"],"
+	       "\"old_floor_chain\":[\"hash bucket\",\"entry line 0\","
+	       "\"entry line 4 (priv)\",\"object slots line\","
+	       "\"4 KiB copy\"],\"runs\":[");
 	fflush(stdout);
 	start_stack_opts(1, opts);
 	cpid = children[nr_children - 1];
@@ -467,16 +677,24 @@ static void run_scale(double duration, unsigned big)
 		 * the worker's polling between requests */
 		printf("{\"cached_objects\":%lld,\"read_set\":%u,"
 		       "\"misses_during\":%lld,\"cached_cpu_ns_per_req\":%.0f,"
-		       "\"bench_xseg\":%s}%s",
+		       "\"bench_xseg\":%s",
 		       active, set, after - before,
 		       report_requests(out)
 			   ? (double)cpu0 / (double)report_requests(out)
 			   : 0.0,
-		       out, run < 8 ? "," : "");
+		       out);
+		/* the floor for the same set, right after the run */
+		if (floor_ok) {
+			printf(",\"floor\":");
+			floor_print(&fm, set, 0.3);
+		}
+		printf("}%s", run < 8 ? "," : "");
 		fflush(stdout);
 	}
 	printf("]}");
 	stop_all();
+	if (floor_ok)
+		floor_free(&fm);
 }
 
 static void start_stack(unsigned threads, bool prefault, const char *cache,
@@ -1032,6 +1250,131 @@ out:
 	return rc;
 }
 
+/*
+ * --only pathscale: the scale configuration of --only scale (4 KiB
+ * objects of one bucket, 4000 MiB of buckets, 1 M max objects) driven
+ * in-process as --only path drives it: 1 K objects read in (objects
+ * 0..999), then the big set (1000..1000+big-1); thread CPU ns per 4 KiB
+ * read hit of a random object of either set, alternating (--rounds
+ * rounds each, default 3), each round followed by the floor over a set of the
+ * same size (floor_run). No segment and no other process: what is left is
+ * cached's own hit path and its misses, next to what the memory alone
+ * costs.
+ */
+static int pathscale_read(struct cached *c, struct path_req *r, uint64_t obj)
+{
+	path_set(r, XSEG_OP_READ, obj, 0, 4096);
+	if (cached_submit_request(c, &r->req) || !r->done || r->error) {
+		fprintf(stderr,
+			"bench_cached: pathscale: read of object "
+			"bench_%" PRIu64 " failed\n",
+			obj);
+		return -1;
+	}
+	return 0;
+}
+
+/* 256 read hits of random objects base..base+set-1. A function of its
+ * own so that a cache simulator can count what the hits alone miss
+ * (valgrind --tool=callgrind --cache-sim=yes
+ * --toggle-collect=pathscale_hits). */
+__attribute__((noinline)) static int pathscale_hits(struct cached *c,
+						    struct path_req *r,
+						    uint64_t base, uint64_t set,
+						    uint64_t *x)
+{
+	for (int i = 0; i < 256; i++)
+		if (pathscale_read(c, r, base + path_rand(x) % set))
+			return -1;
+	return 0;
+}
+
+static int run_pathscale(double duration, unsigned big, int rounds)
+{
+	struct cached_config cfg = {
+	    .cache_size = 4000ull << 20,
+	    .bucket_size = 4096,
+	    .object_size = 4096,
+	    .max_objects = 1048576,
+	    .policy = CACHED_WRITEBACK,
+	    .dirty_threshold = 1ull << 40,
+	    .max_req_size = 128u << 10,
+	    .max_inflight = 64,
+	    .nr_cios = 128,
+	    .prefault = false,
+	};
+	struct cached *c = calloc(1, sizeof(*c));
+	struct path_req *nr = calloc(cfg.max_inflight, sizeof(*nr));
+	struct path_req r = {0};
+	struct floor_mem fm;
+	struct xcache_stats xst;
+	uint64_t x = 88172645463325252ull, t0;
+	int rc = 0;
+
+	if (!c || !nr)
+		return 1;
+	if (floor_init(&fm, cfg.max_objects, cfg.cache_size / 4096, big)) {
+		fprintf(stderr, "bench_cached: pathscale: no memory for the "
+				"floor\n");
+		return 1;
+	}
+	xcache_thread_register();
+	if (cached_init(c, &cfg)) {
+		fprintf(stderr,
+			"bench_cached: pathscale: cached_init failed\n");
+		floor_free(&fm);
+		return 1;
+	}
+	c->io = &path_io;
+	for (uint32_t i = 0; i < cfg.max_inflight; i++) {
+		nr[i].buf = aligned_alloc(4096, cfg.max_req_size);
+		c->nreqs[i].req = &nr[i].req;
+	}
+	r.buf = aligned_alloc(4096, 4096);
+	t0 = now_ns();
+	for (uint64_t o = 0; o < 1000u + big; o++)
+		if (pathscale_read(c, &r, o)) {
+			floor_free(&fm);
+			return 1;
+		}
+	xcache_get_stats(c->cache, &xst);
+	printf("\"pathscale\":{\"what\":\"thread CPU ns per 4 KiB read hit "
+	       "of a random object, cached_core in-process in the scale "
+	       "configuration, and the floor (the dependent loads and the "
+	       "copy alone) over a set of the same size\",\"read_in_s\":%.1f,"
+	       "\"objects_active\":%" PRIu64 ",\"floor_chain\":[\"hash "
+	       "bucket\",\"entry line 0\",\"object slots line\",\"4 KiB "
+	       "copy\"],\"runs\":[",
+	       (double)(now_ns() - t0) / 1e9, (uint64_t)xst.nr_active);
+	for (int run = 0; run < 2 * rounds; run++) {
+		uint64_t set = run % 2 ? big : 1000, base = run % 2 ? 1000 : 0;
+		uint64_t hits0 = c->st.hits, n = 0, t = 0;
+		uint64_t end = floor_clock() + (uint64_t)(duration * 1e9);
+
+		while (floor_clock() < end) {
+			uint64_t t1 = floor_clock();
+
+			if (pathscale_hits(c, &r, base, set, &x)) {
+				rc = 1;
+				goto out;
+			}
+			t += floor_clock() - t1;
+			n += 256;
+		}
+		printf("%s{\"set\":%" PRIu64 ",\"hits\":%" PRIu64
+		       ",\"requests\":%" PRIu64 ",\"hit_ns\":%.1f,\"floor\":",
+		       run ? "," : "", set, c->st.hits - hits0, n,
+		       (double)t / (double)n);
+		floor_print(&fm, set, duration / 4);
+		printf("}");
+		fflush(stdout);
+	}
+out:
+	printf("]}");
+	floor_free(&fm);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const bss[] = {"4k", "16k", "64k"};
@@ -1066,13 +1409,15 @@ int main(int argc, char **argv)
 			   (!strcmp(argv[i + 1], "hits") ||
 			    !strcmp(argv[i + 1], "scale") ||
 			    !strcmp(argv[i + 1], "workers") ||
-			    !strcmp(argv[i + 1], "path"))) {
+			    !strcmp(argv[i + 1], "path") ||
+			    !strcmp(argv[i + 1], "pathscale"))) {
 			only = argv[++i];
 		} else {
 			fprintf(stderr,
 				"usage: bench_cached [--quick] [--duration "
 				"S] [--wait poll|sleep] [--only "
-				"hits|scale|path|workers] [--rounds N]\n");
+				"hits|scale|path|pathscale|workers] [--rounds "
+				"N]\n");
 			return 2;
 		}
 	}
@@ -1081,6 +1426,14 @@ int main(int argc, char **argv)
 
 		printf("{\"bench\":\"cached\",\"duration_s\":%.1f,", duration);
 		rc = run_path(duration);
+		printf("}\n");
+		return rc;
+	}
+	if (only && !strcmp(only, "pathscale")) {
+		int rc;
+
+		printf("{\"bench\":\"cached\",\"duration_s\":%.1f,", duration);
+		rc = run_pathscale(duration, big, rounds);
 		printf("}\n");
 		return rc;
 	}

@@ -16,17 +16,29 @@ vlmc deletes).
 The model, per block: the newest version issued (sent at all, whatever
 became of it) and the durable floor: the newest version whose write was
 acknowledged with FUA, or acknowledged on a connection that then had a
-FLUSH acknowledged (sent once every reply before it had arrived). Per
-connection it also keeps the newest version acknowledged there: vlmc
-fences a connection whose acknowledged writes a cache lost (docs/vlmc.md
-"Write-back loss"), so a read answered without error on it never returns
-data older than that connection's own acknowledged write.
+FLUSH acknowledged (sent once every reply before it had arrived); with
+cached in write-through (the stack's write_policy) every acknowledged
+write, at once: nothing acknowledged may be lost to any kill. A write-back
+write acknowledged and sent after the last kill of cached is durable too
+once an unplug-cached succeeded (cached flushed it to the store before it
+left the path). Per connection it also keeps the newest version
+acknowledged there: vlmc fences a connection whose acknowledged writes a
+cache lost (docs/vlmc.md "Write-back loss"), so a read answered without
+error on it never returns data older than that connection's own
+acknowledged write.
+
+CHAOS_CONNS=2 runs two clients at once, each on its own connection: each
+owns half of the volume's 1 MiB objects (client k the objects o with o %
+2 == k, its hot MiB object k) and is the only one to write them, and
+both read everything (half of their reads anywhere in the volume). A read
+is checked against the floors as they were when it was sent (the other
+client's writes and FLUSHes are not ordered with it).
 
 A read is right when every sector is a valid sector of a version issued
 for its block, not older than the floor nor the connection's own. A
 broken connection or an error reply makes the outcome of what was in
 flight unknown: the client reconnects (retrying, up to a generous
-deadline that only catches hangs), reads a sample (the hot 1 MiB and some
+deadline that only catches hangs), reads a sample (the hot MiBs and some
 random blocks) and goes on.
 
 "run" also starts the killer thread: CHAOS_KILLS (default 8) SIGKILLs of
@@ -35,15 +47,39 @@ supervisor's give-up of 5 in 60 s) at random instants, each after the
 last killed peer is serving again; after a kill, with probability
 CHAOS_STARTUP (default 0.25), the peer's successor is killed again within
 0.3 s of its start, most often before it serves (the store replaying its
-log, cached plugging, vlmc loading its volumes). The seed (CHAOS_SEED, else random) is
-printed; it fixes the kill schedule and the client's commands, not the
-interleaving of the two. CHAOS_BREAK=floor counts a write durable as soon
+log, cached plugging, vlmc loading its volumes).
+
+CHAOS_UNPLUGS=N (default 0, at most 4) adds N `xsegctl stack
+unplug-cached` at random instants between the kills, each followed later
+by a `plug-cached` (and one at the end if cached is still out); half of
+them have a kill while the command runs: of cached while it unplugs
+(flushing) or of the store (an unplug's flush or a plug under way), or
+of cached while it plugs (its start-up). What is accepted:
+  - an unplug or plug with no kill during it succeeds (exit 0, "cached
+    unplugged" / "cached plugged");
+  - an unplug during which the store was killed also succeeds (cached
+    retries its flush until the supervisor has the store back);
+  - an unplug during which cached was killed may fail (exit 1 saying
+    "unplug failed"); a second unplug-cached then takes the dead cached
+    out of the path (exit 0), counting a write-back loss if it held one;
+  - a plug during which the store or cached was killed may fail (exit 1,
+    "plug failed" or that cached did not come up); plug-cached is then
+    run again (up to 5 times) until cached serves plugged, or the
+    supervisor has brought back a cached that had plugged;
+  - after an unplug, status says cached_plugged false and no cached runs.
+The seed (CHAOS_SEED, else random) is printed; it fixes the kill schedule
+and the clients' commands, not the interleaving of them. CHAOS_BREAK=floor counts a write durable as soon
 as it is acknowledged (before its FLUSH): a deliberately wrong floor,
 which a kill of a dirty cached must make the checker report.
+CHAOS_BREAK=unplug makes each unplug lossy on purpose and the model
+blind to it (cached SIGKILLed just before unplug-cached, not counted as a
+kill; the writes the connections held unflushed then taken as durable):
+the checker must report blocks older than their floor.
 
 Exit status: 0 all right, 1 a check failed (the violations are printed).
 """
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -121,6 +157,14 @@ class Model:
         self.floor = [0] * nblocks
         self.zeros = {}  # block -> versions issued as TRIM / WRITE_ZEROES
         self.violations = []
+        # floors and the connections' unflushed maps are changed by the
+        # clients and the killer (an unplug's promotion)
+        self.lock = threading.Lock()
+
+    def raise_floor(self, block, version):
+        """Called with self.lock held."""
+        if version > self.floor[block]:
+            self.floor[block] = version
 
     def issue(self, block, zero=False):
         """A new version of block: data, or zeroes."""
@@ -129,10 +173,14 @@ class Model:
             self.zeros.setdefault(block, set()).add(self.maxv[block])
         return self.maxv[block]
 
-    def check(self, block, data, conn_floor, where):
-        """Checks one block read; records violations, returns their count."""
+    def check(self, block, data, conn_floor, where, floor=None):
+        """Checks one block read against floor (default: the block's
+        durable floor now) and conn_floor; records violations, returns
+        their count."""
         bad = 0
-        lo = max(self.floor[block], conn_floor)
+        if floor is None:
+            floor = self.floor[block]
+        lo = max(floor, conn_floor)
         for i in range(SPB):
             v, why = decode(block, i, data[i * SECT:(i + 1) * SECT])
             zs = self.zeros.get(block, ())
@@ -144,15 +192,16 @@ class Model:
                 why = "version %d never issued" % v
             elif why is None and v < lo:
                 why = "version %d older than %s" % (
-                    v, "the durable floor" if v < self.floor[block] else
+                    v, "the durable floor" if v < floor else
                     "this connection's acknowledged write")
             if why is not None:
                 bad += 1
                 self.violations.append(
                     "%s: block %d (offset %d) sector %d: %s; durable floor "
-                    "v%d, connection's acknowledged v%d, newest issued v%d" %
-                    (where, block, block * BS, i, why, self.floor[block],
-                     conn_floor, self.maxv[block]))
+                    "v%d when sent (v%d now), connection's acknowledged v%d, "
+                    "newest issued v%d" %
+                    (where, block, block * BS, i, why, floor,
+                     self.floor[block], conn_floor, self.maxv[block]))
         return bad
 
     def save(self, path, extra):
@@ -177,15 +226,16 @@ class Broken(Exception):
 
 class Conn:
     """One NBD connection with up to QD commands in flight."""
-    serial = 0
+    serial = itertools.count(1)
 
     def __init__(self, sock):
-        Conn.serial += 1
-        self.id = Conn.serial
+        self.id = next(Conn.serial)
         self.s = sock
         self.cookie = 0
         self.acked = {}  # block -> newest version acknowledged here
-        self.unflushed = {}  # block -> newest acknowledged, not yet flushed
+        # block -> (newest version acknowledged, not yet flushed; the
+        # number of cached kills before it was sent)
+        self.unflushed = {}
 
     def close(self):
         try:
@@ -225,22 +275,45 @@ class Conn:
         return res
 
 
+T0 = time.monotonic()
+LOG_LOCK = threading.Lock()
+
+
+def log(msg):
+    with LOG_LOCK:
+        print("[%6.2f] %s" % (time.monotonic() - T0, msg), flush=True)
+
+
 class Client:
-    def __init__(self, d, nblocks, seed, break_floor=False):
+    """One client: its connection, its share of the blocks (it alone
+    writes them), its random stream and its counts. run holds what the
+    clients and the killer share (the model, the cached kill count)."""
+
+    def __init__(self, d, run, seed, k=0):
         self.d = d
         self.sock_path = d + "/run/nbd.sock"
-        self.m = Model(nblocks)
-        self.rng = random.Random(seed)
-        self.break_floor = break_floor
+        self.run = run
+        self.m = run.m
+        self.k = k
+        self.rng = random.Random(seed if k == 0 else seed * 31 + k)
         self.conn = None
-        self.t0 = time.monotonic()
         self.st = dict(writes=0, fua=0, zeroes=0, flushes=0, reads=0, reconnects=0,
                        broken=0, errors={}, acked=0, samples=0)
         self.written = set()
         self.flush_every, self.phase_end = FLUSH_EVERY[1], 0
+        n = run.nconns
+        # client k writes the objects o % n == k; its hot MiB is object k
+        self.objs = [o for o in range(self.m.n // OBJECT) if o % n == k]
+        self.hot0 = k * OBJECT
 
     def log(self, msg):
-        print("[%6.2f] %s" % (time.monotonic() - self.t0, msg), flush=True)
+        log(msg if self.run.nconns == 1 else "client %d: %s" % (self.k, msg))
+
+    def own_block(self):
+        r = self.rng
+        if self.run.nconns == 1:
+            return r.randrange(self.m.n)
+        return r.choice(self.objs) * OBJECT + r.randrange(OBJECT)
 
     def connect(self):
         """A new connection (the old one closed), retried until the deadline."""
@@ -269,7 +342,7 @@ class Client:
         ("zero" or "zerofua", (TRIM or WRITE_ZEROES, first block, blocks),
         [version of each block]). Returns False if the connection must be
         replaced (broken, or an error reply)."""
-        c = self.conn
+        c, m = self.conn, self.m
         wire = []
         for kind, arg, v in cmds:
             fl = CMD_FLAG_FUA if kind in ("fua", "zerofua") else 0
@@ -281,10 +354,14 @@ class Client:
                 wire.append((typ, b0 * BS, nb * BS, b"", fl))
             else:
                 wire.append((nbd.CMD_WRITE, arg * BS, BS, block_data(arg, v), fl))
-        # the floors a read must meet are those when it is sent
-        floors = [{b: c.acked.get(b, 0)
-                   for b in range(arg[0] // BS, (arg[0] + arg[1]) // BS)}
-                  if kind == "read" else None for kind, arg, v in cmds]
+        # the floors a read must meet are those when it is sent (the
+        # durable one, this connection's own); writes remember how many
+        # kills of cached came before them
+        with m.lock:
+            floors = [{b: (m.floor[b], c.acked.get(b, 0))
+                       for b in range(arg[0] // BS, (arg[0] + arg[1]) // BS)}
+                      if kind == "read" else None for kind, arg, v in cmds]
+            epoch = self.run.cached_kills
         try:
             res = c.batch(wire)
         except Broken as e:
@@ -301,20 +378,22 @@ class Client:
                 self.st["reads"] += 1
                 off, ln = arg
                 for k, b in enumerate(range(off // BS, (off + ln) // BS)):
-                    self.m.check(b, data[k * BS:(k + 1) * BS], fl[b],
-                                 "%s, connection %d" % (where, c.id))
+                    m.check(b, data[k * BS:(k + 1) * BS], fl[b][1],
+                            "%s, connection %d" % (where, c.id), floor=fl[b][0])
                 continue
             self.st["acked"] += 1
             if kind in ("zero", "zerofua"):
                 acked = zip(range(arg[1], arg[1] + arg[2]), v)
             else:
                 acked = ((arg, v),)
-            for b, ver in acked:
-                c.acked[b] = max(c.acked.get(b, 0), ver)
-                if kind in ("fua", "zerofua") or self.break_floor:
-                    self.m.floor[b] = max(self.m.floor[b], ver)
-                else:
-                    c.unflushed[b] = max(c.unflushed.get(b, 0), ver)
+            with m.lock:
+                for b, ver in acked:
+                    c.acked[b] = max(c.acked.get(b, 0), ver)
+                    if (kind in ("fua", "zerofua") or self.run.break_floor or
+                            self.run.writethrough):
+                        m.raise_floor(b, ver)
+                    elif ver > c.unflushed.get(b, (0, 0))[0]:
+                        c.unflushed[b] = (ver, epoch)
         if not ok:
             self.log("connection %d: error replies during %s (errors so far "
                      "%s)" % (c.id, where, self.st["errors"]))
@@ -333,19 +412,22 @@ class Client:
             self.log("connection %d: FLUSH answered %d (%s)" % (c.id, err, where))
             return False
         self.st["flushes"] += 1
-        for b, v in c.unflushed.items():
-            self.m.floor[b] = max(self.m.floor[b], v)
-        c.unflushed.clear()
+        with self.m.lock:
+            for b, (v, _) in c.unflushed.items():
+                self.m.raise_floor(b, v)
+            c.unflushed.clear()
         return True
 
     def sample(self, where):
-        """The hot MiB and 16 random written blocks; False if the connection
-        failed meanwhile."""
-        cmds = [("read", (0, HOT * BS), None)]
+        """The hot MiBs and 16 random written blocks; False if the
+        connection failed meanwhile."""
+        hot = self.run.nconns * OBJECT  # every client's hot MiB
+        cmds = [("read", (o * OBJECT * BS, HOT * BS), None)
+                for o in range(self.run.nconns)]
         if self.written:
             pool = sorted(self.written)
             for b in self.rng.sample(pool, min(16, len(pool))):
-                if b >= HOT:
+                if b >= hot:
                     cmds.append(("read", (b * BS, BS), None))
         self.st["samples"] += 1
         return self.run_batch(cmds, where)
@@ -367,18 +449,28 @@ class Client:
         cmds = []
         if r.random() < 0.005:
             # a whole object zeroed (vlmc DELETEs it), alone in its batch
-            b0 = r.randrange(self.m.n // OBJECT) * OBJECT
+            if self.run.nconns == 1:
+                b0 = r.randrange(self.m.n // OBJECT) * OBJECT
+            else:
+                b0 = r.choice(self.objs) * OBJECT
             cmds.append(self.zeroing(b0, OBJECT))
         blocks = set()
         for _ in range(r.randint(1, QD) if not cmds else 0):
-            b = r.randrange(HOT) if r.random() < 0.5 else r.randrange(self.m.n)
+            b = self.hot0 + r.randrange(HOT) if r.random() < 0.5 else self.own_block()
             if b in blocks:
                 continue
-            blocks.add(b)
             x = r.random()
             if x < 0.25:
+                # with two clients half the reads go anywhere (the other
+                # client's blocks too)
+                if self.run.nconns > 1 and r.random() < 0.5:
+                    b = r.randrange(self.m.n)
+                    if b in blocks:
+                        continue
+                blocks.add(b)
                 cmds.append(("read", (b * BS, BS), None))
                 continue
+            blocks.add(b)
             if x < 0.30:
                 cmds.append(self.zeroing(b, 1))  # vlmc writes zeroes
                 continue
@@ -403,10 +495,13 @@ class Client:
         self.st["zeroes"] += 1
         return ("zerofua" if r.random() < 0.1 else "zero", (typ, b0, nb), vers)
 
-    def final(self):
-        """FLUSH (on a new connection if it fails), then every block."""
+    def final_flush(self):
+        """FLUSH (on a new connection if it fails)."""
         while not self.flush("final"):
             self.reconnect("final FLUSH failed")
+
+    def final(self):
+        """Every block, after every client's final FLUSH."""
         c = self.conn
         mib = 256
         for off in range(0, self.m.n * BS, mib * BS):
@@ -443,13 +538,67 @@ def serving(d, role, pid):
     return re.search(r"serving segment .* pid %d$" % pid, log, re.M) is not None
 
 
+class Run:
+    """What the clients and the killer share."""
+
+    def __init__(self, d, nblocks, seed, nconns, writethrough, break_floor):
+        self.d = d
+        self.m = Model(nblocks)
+        self.nconns = nconns
+        self.writethrough = writethrough
+        self.break_floor = break_floor == "floor"
+        self.break_unplug = break_floor == "unplug"
+        # SIGKILLs of cached so far (raised after the kill: a write sent
+        # with the count unchanged since cannot have been acknowledged by
+        # a cached killed before it)
+        self.cached_kills = 0
+        self.failed = threading.Event()  # a client failed: all stop
+        self.clients = [Client(d, self, seed, k) for k in range(nconns)]
+
+    def total(self, key):
+        return sum(c.st[key] for c in self.clients)
+
+    def promote_unplugged(self, snap=None):
+        """After a successful unplug-cached: every write-back write
+        acknowledged on a live connection, sent after the last kill of
+        cached, is in the store (cached flushed it before it left the
+        path, or the store took it directly). Returns how many blocks'
+        floors rose, how many unflushed writes the connections held, how
+        many of them sent before the last kill of cached."""
+        n = held = older = 0
+        with self.m.lock:
+            for b, v in snap or ():  # CHAOS_BREAK=unplug
+                if v > self.m.floor[b]:
+                    self.m.raise_floor(b, v)
+                    n += 1
+            for c in self.clients:
+                conn = c.conn
+                if not conn:
+                    continue
+                for b, (v, ep) in conn.unflushed.items():
+                    held += 1
+                    if ep != self.cached_kills:
+                        older += 1
+                    elif v > self.m.floor[b]:
+                        self.m.raise_floor(b, v)
+                        n += 1
+        return n, held, older
+
+
 class Killer(threading.Thread):
-    def __init__(self, client, seed, kills, startup):
+    def __init__(self, run, seed, kills, startup, unplugs):
         super().__init__(daemon=True)
-        self.c = client
+        self.sh = run  # not self.run: Thread.run
+        self.d = run.d
         self.rng = random.Random(seed * 7919 + 1)
         self.kills = kills
         self.startup = startup
+        self.unplugs = unplugs
+        self.k = 0  # kills so far
+        self.u = 0  # unplugs so far
+        self.p = 0  # plugs so far
+        self.count = dict.fromkeys(ROLES, 0)
+        self.plugged = True
         self.history = []
         self.error = None
         self.done = threading.Event()
@@ -465,7 +614,7 @@ class Killer(threading.Thread):
     def wait_pid(self, role, old, want_serving):
         """The new process of role after old was killed (serving, if
         want_serving): a bound of 120 s catches a peer that never comes."""
-        d = self.c.d
+        d = self.d
         end = time.monotonic() + 120
         while True:
             new = pid_of(d, role)
@@ -478,52 +627,223 @@ class Killer(threading.Thread):
                             else "restarted"))
             time.sleep(0.05 if want_serving else 0.005)
 
-    def kill(self, k, role, pid, how):
-        c = self.c
-        st = dict(c.st)
+    def kill(self, role, pid, how):
+        run = self.sh
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             raise Fail("kill %d: %s pid %d died before it was killed%s" %
-                       (k + 1, role, pid, how))
-        self.history.append("%s pid %d%s after %d writes" %
-                            (role, pid, how, st["writes"]))
-        c.log("kill %d: SIGKILL %s pid %d%s (%d writes, %d acknowledged, "
-              "%d flushes so far)" % (k + 1, role, pid, how, st["writes"],
-                                      st["acked"], st["flushes"]))
+                       (self.k + 1, role, pid, how))
+        if role == "cached":
+            with run.m.lock:
+                run.cached_kills += 1
+        self.k += 1
+        self.count[role] += 1
+        w, a, f = run.total("writes"), run.total("acked"), run.total("flushes")
+        self.history.append("%s pid %d%s after %d writes" % (role, pid, how, w))
+        log("kill %d: SIGKILL %s pid %d%s (%d writes, %d acknowledged, "
+            "%d flushes so far)" % (self.k, role, pid, how, w, a, f))
 
     def kill_all(self):
-        c, d = self.c, self.c.d
-        count = dict.fromkeys(ROLES, 0)
-        while c.st["acked"] < 200 and not self.stop.is_set():
+        d = self.d
+        while self.sh.total("acked") < 200 and not self.stop.is_set():
             time.sleep(0.05)
-        k = 0
-        while k < self.kills:
+        while self.k < self.kills or self.u < self.unplugs or not self.plugged:
             if self.stop.wait(self.rng.uniform(0.1, 2.0)):
                 return
-            role = self.rng.choice([r for r in ROLES if count[r] < KILLS_PER_ROLE])
+            left_k, left_u = self.kills - self.k, self.unplugs - self.u
+            if not self.plugged and (left_k == 0 or self.rng.random() < 0.5):
+                self.plug()
+                continue
+            if self.plugged and left_u and (
+                    left_k == 0 or self.rng.random() < left_u / (left_u + left_k)):
+                self.unplug()
+                continue
+            roles = [r for r in ROLES if self.count[r] < KILLS_PER_ROLE and
+                     (self.plugged or r != "cached")]
+            if not left_k or not roles:
+                continue
+            role = self.rng.choice(roles)
             pid = pid_of(d, role)
             if not pid or not is_peer(d, pid):
                 raise Fail("kill %d: no live %s (pid file says %d)" %
-                           (k + 1, role, pid))
-            self.kill(k, role, pid, "")
-            k += 1
-            count[role] += 1
+                           (self.k + 1, role, pid))
+            self.kill(role, pid, "")
             # its successor killed again as soon as it runs, most often
             # before it serves (replaying the store's log, plugging cached)
-            while (k < self.kills and count[role] < KILLS_PER_ROLE and
+            while (self.k < self.kills and self.count[role] < KILLS_PER_ROLE and
                    self.rng.random() < self.startup):
                 new = self.wait_pid(role, pid, False)
                 if self.stop.wait(self.rng.uniform(0, 0.3)):
                     return
                 up = serving(d, role, new)
-                self.kill(k, role, new, " (serving already)" if up else
+                self.kill(role, new, " (serving already)" if up else
                           " during its start-up")
-                k += 1
-                count[role] += 1
                 pid = new
             new = self.wait_pid(role, pid, True)
-            c.log("kill %d: %s back as pid %d" % (k, role, new))
+            log("kill %d: %s back as pid %d" % (self.k, role, new))
+
+    # ---- unplug-cached and plug-cached ----
+
+    def xsegctl(self, cmd):
+        x = os.environ.get("X")
+        if not x:
+            raise Fail("X (the xsegctl binary) not set: cannot %s" % cmd)
+        return subprocess.Popen([x, "stack", cmd, "--dir", self.d],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def finish(self, p, what):
+        """The output of command p, once it exited (bound: cached's 300 s
+        unplug wait and its 60 s flush timeout, as a hang detector)."""
+        try:
+            out, _ = p.communicate(timeout=420)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise Fail("%s did not exit within 420 s" % what)
+        out = " / ".join(l for l in out.splitlines() if l.strip())
+        log("%s: exit %d: %s" % (what, p.returncode, out))
+        return out
+
+    def kill_during(self, p, roles, what):
+        """Half the time (kills left) SIGKILLs one of roles after 0..0.5 s
+        while p runs; the role killed, or None."""
+        d = self.d
+        roles = [r for r in roles if self.count[r] < KILLS_PER_ROLE]
+        if self.k >= self.kills or not roles or self.rng.random() >= 0.5:
+            return None, 0
+        role = self.rng.choice(roles)
+        end = time.monotonic() + self.rng.uniform(0, 0.5)
+        while True:
+            if p.poll() is not None:
+                log("%s: over before the kill of %s planned during it" %
+                    (what, role))
+                return None, 0
+            pid = pid_of(d, role)
+            # cached being plugged: once its process runs; being
+            # unplugged: once the command has told the supervisor
+            # (cached.off), else a restart decided a moment earlier may
+            # plug it again (a documented limit, docs/operations.md)
+            if (time.monotonic() >= end and pid and is_peer(d, pid) and
+                    (what[:6] != "unplug" or role != "cached" or
+                     os.path.exists(d + "/run/cached.off"))):
+                break
+            time.sleep(0.005)
+        self.kill(role, pid, " during " + what)
+        return role, pid
+
+    def status(self):
+        x = os.environ.get("X")
+        out = subprocess.run([x, "stack", "status", "--dir", self.d, "--json"],
+                             capture_output=True, text=True).stdout
+        try:
+            st = json.loads(out)
+        except ValueError:
+            raise Fail("stack status --json: not JSON: %r" % out[:300])
+        cached = [p for p in st["peers"] if p["role"] == "cached"][0]
+        return st["cached_plugged"], cached["alive"], cached["pid"]
+
+    def unplug(self):
+        self.u += 1
+        what = "unplug %d" % self.u
+        snap = None
+        if self.sh.break_unplug:
+            # an unplug that loses what cached held (a SIGKILL first) and
+            # a model that takes it for a clean one: the writes the
+            # connections held unflushed before the kill become "durable"
+            with self.sh.m.lock:
+                snap = [(b, v) for c in self.sh.clients if c.conn
+                        for b, (v, _) in c.conn.unflushed.items()]
+            pid = pid_of(self.d, "cached")
+            os.kill(pid, signal.SIGKILL)
+            log("%s: BROKEN UNPLUG: SIGKILL cached pid %d (not counted), "
+                "then unplug-cached; %d unflushed writes taken as durable" %
+                (what, pid, len(snap)))
+        else:
+            log("%s: xsegctl stack unplug-cached" % what)
+        p = self.xsegctl("unplug-cached")
+        role, pid = self.kill_during(p, ("cached", "store"), what)
+        out = self.finish(p, "%s: unplug-cached" % what)
+        if p.returncode:
+            if role != "cached":
+                raise Fail("%s: unplug-cached failed with no kill of cached "
+                           "during it (%s): %s" %
+                           (what, "the store killed" if role else "no kill", out))
+            if "unplug failed" not in out:
+                raise Fail("%s: unplug-cached exit %d does not say that the "
+                           "unplug failed: %s" % (what, p.returncode, out))
+            # a dead cached still plugged: the second unplug takes it out
+            p = self.xsegctl("unplug-cached")
+            out = self.finish(p, "%s: unplug-cached again" % what)
+            if p.returncode:
+                raise Fail("%s: unplug-cached of the dead cached failed: %s" %
+                           (what, out))
+        plugged, alive, cpid = self.status()
+        if plugged or alive:
+            raise Fail("%s: unplug-cached said '%s', yet status says cached "
+                       "plugged %s, running %s (pid %d)" %
+                       (what, out, plugged, alive, cpid))
+        self.plugged = False
+        self.history.append("unplug" + (" (%s killed during it)" % role
+                                        if role else ""))
+        if not self.sh.writethrough:
+            log("%s: cached out of the path: %d blocks' acknowledged "
+                "write-back writes now count as durable (of %d unflushed on "
+                "the live connections, %d sent before the last kill of "
+                "cached)" % ((what,) + self.sh.promote_unplugged(snap)))
+        if role == "store":
+            log("%s: store back as pid %d" %
+                (what, self.wait_pid("store", pid, True)))
+
+    def plug(self):
+        self.p += 1
+        what = "plug %d" % self.p
+        log("%s: xsegctl stack plug-cached" % what)
+        p = self.xsegctl("plug-cached")
+        role, pid = self.kill_during(p, ("store", "cached"), what)
+        out = self.finish(p, "%s: plug-cached" % what)
+        if p.returncode:
+            if role is None:
+                raise Fail("%s: plug-cached failed with no kill during it: %s" %
+                           (what, out))
+            if not re.search(r"plug failed|did not come up|exited during", out):
+                raise Fail("%s: plug-cached exit %d does not say why: %s" %
+                           (what, p.returncode, out))
+        self.history.append("plug" + (" (%s killed during it)" % role
+                                      if role else ""))
+        if role == "store":
+            log("%s: store back as pid %d" %
+                (what, self.wait_pid("store", pid, True)))
+        if not p.returncode and role != "cached":
+            plugged, alive, cpid = self.status()
+            if not plugged or not alive:
+                raise Fail("%s: plug-cached said '%s', yet status says cached "
+                           "plugged %s, running %s (pid %d)" %
+                           (what, out, plugged, alive, cpid))
+        # plugged and serving: after a plug that succeeded, or the
+        # supervisor's restart of a cached killed once it had plugged, or
+        # plug-cached again (5 times at most) after one killed before
+        end = time.monotonic() + 120
+        tries = 0
+        while True:
+            plugged, alive, cpid = self.status()
+            if plugged and alive and cpid != pid and serving(self.d, "cached", cpid):
+                break
+            if time.monotonic() > end:
+                raise Fail("%s: cached not serving plugged within 120 s "
+                           "(plugged %s, running %s, pid %d)" %
+                           (what, plugged, alive, cpid))
+            if not alive and not plugged:
+                tries += 1
+                if tries > 5:
+                    raise Fail("%s: plug-cached failed 5 times more" % what)
+                p = self.xsegctl("plug-cached")
+                out = self.finish(p, "%s: plug-cached again" % what)
+                continue
+            time.sleep(0.2)
+        self.plugged = True
+        log("%s: cached serving plugged as pid %d" % (what, cpid))
 
 
 def losses(d):
@@ -548,6 +868,40 @@ def report(m, what):
     return 1
 
 
+def write_policy(d):
+    """The stack's write_policy (its run/stack.conf), writeback if none."""
+    try:
+        with open(d + "/run/stack.conf") as f:
+            m = re.search(r"^write_policy = (\S+)$", f.read(), re.M)
+    except OSError:
+        return "writeback"
+    return m.group(1) if m else "writeback"
+
+
+def client_loop(c, killer):
+    """c's load until the killer is done and 300 writes more (shared
+    among the clients) are issued; a Fail is kept in c.error."""
+    run = c.run
+    try:
+        hang = time.monotonic() + 600
+        extra = None
+        while extra is None or c.st["writes"] < extra:
+            if killer.done.is_set() and extra is None:
+                extra = c.st["writes"] + 300 // run.nconns  # after the last restart
+            if not c.step():
+                c.reconnect("after %d writes" % c.st["writes"])
+            if len(c.m.violations) >= 20 or run.failed.is_set():
+                break
+            if time.monotonic() > hang:
+                raise Fail("load did not finish within 600 s")
+    except Fail as e:
+        c.error = e
+        run.failed.set()
+    except Exception as e:  # a bug of this script: fail, do not hang
+        c.error = Fail("client %d: %r" % (c.k, e))
+        run.failed.set()
+
+
 def cmd_run(d, state, nblocks):
     seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(1 << 31))
     kills = int(os.environ.get("CHAOS_KILLS", "8"))
@@ -559,31 +913,45 @@ def cmd_run(d, state, nblocks):
     if not 0 <= startup <= 1:
         print("chaos_client: CHAOS_STARTUP=%s: a probability, 0..1" % startup)
         return 2
-    brk = os.environ.get("CHAOS_BREAK", "")
-    if brk not in ("", "floor"):
-        print("chaos_client: CHAOS_BREAK=%s: only 'floor' (or unset)" % brk)
+    unplugs = int(os.environ.get("CHAOS_UNPLUGS", "0"))
+    if not 0 <= unplugs <= 4:
+        print("chaos_client: CHAOS_UNPLUGS=%d: 0..4" % unplugs)
         return 2
+    nconns = int(os.environ.get("CHAOS_CONNS", "1"))
+    if nconns not in (1, 2) or nblocks % (OBJECT * nconns):
+        print("chaos_client: CHAOS_CONNS=%d: 1 or 2 (and the volume whole "
+              "objects, as many for each)" % nconns)
+        return 2
+    brk = os.environ.get("CHAOS_BREAK", "")
+    if brk not in ("", "floor", "unplug") or (brk == "unplug" and not unplugs):
+        print("chaos_client: CHAOS_BREAK=%s: only 'floor', or 'unplug' with "
+              "CHAOS_UNPLUGS (or unset)" % brk)
+        return 2
+    policy = write_policy(d)
+    wt = policy == "writethrough"
     print("chaos: seed %d (CHAOS_SEED=%d reproduces the schedule), %d kills, "
-          "start-up kills %.2f%s" %
-          (seed, seed, kills, startup,
-           ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk else ""), flush=True)
-    c = Client(d, nblocks, seed, break_floor=bool(brk))
-    killer = Killer(c, seed, kills, startup)
+          "start-up kills %.2f, %d unplug(s), %d connection(s), cached %s%s" %
+          (seed, seed, kills, startup, unplugs, nconns, policy,
+           ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk == "floor" else
+           ", BROKEN UNPLUG (CHAOS_BREAK=unplug)" if brk else ""), flush=True)
+    run = Run(d, nblocks, seed, nconns, wt, brk)
+    killer = Killer(run, seed, kills, startup, unplugs)
+    threads = []
     try:
-        c.connect()
+        for c in run.clients:
+            c.error = None
+            c.connect()
         killer.start()
-        hang = time.monotonic() + 600
-        extra = None
-        while extra is None or c.st["writes"] < extra:
-            if killer.done.is_set() and extra is None:
-                extra = c.st["writes"] + 300  # load after the last restart
-            if not c.step():
-                c.reconnect("after %d writes" % c.st["writes"])
-            if len(c.m.violations) >= 20:
-                break
-            if time.monotonic() > hang:
-                raise Fail("load did not finish within 600 s")
-        if c.m.violations:
+        threads = [threading.Thread(target=client_loop, args=(c, killer),
+                                    daemon=True) for c in run.clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in run.clients:
+            if c.error:
+                raise c.error
+        if run.m.violations:
             raise Fail("wrong data read during the load")
         killer.done.wait(300)
         if isinstance(killer.error, Fail):
@@ -592,47 +960,65 @@ def cmd_run(d, state, nblocks):
             raise Fail("the killer failed: %r" % killer.error)
         if not killer.done.is_set():
             raise Fail("the killer did not finish")
-        if not c.m.violations:
-            c.final()
+        for c in run.clients:
+            c.final_flush()
+        run.clients[0].final()
     except Fail as e:
-        c.log("FAIL: %s" % e)
-        report(c.m, "seed %d" % seed)
+        log("FAIL: %s" % e)
+        killer.stop.set()
+        run.failed.set()
+        for t in threads:
+            t.join(IO_TIMEOUT)
+        report(run.m, "seed %d" % seed)
         return 1
     finally:
         killer.stop.set()
-        if c.conn:
-            c.conn.close()
+        for c in run.clients:
+            if c.conn:
+                c.conn.close()
     n = losses(d)
-    c.log("seed %d: %d writes (%d FUA), %d TRIM/WRITE_ZEROES, %d acknowledged, "
-          "%d FLUSHes, %d reads, %d reconnects (%d broken connections), error replies %s, samples %d; "
-          "kills: %s; write-back losses counted %s" %
-          (seed, c.st["writes"], c.st["fua"], c.st["zeroes"], c.st["acked"],
-           c.st["flushes"],
-           c.st["reads"], c.st["reconnects"], c.st["broken"], c.st["errors"],
-           c.st["samples"], "; ".join(killer.history), n))
-    c.m.save(state, dict(seed=seed, errors=c.st["errors"], losses=n,
-                         kills=killer.history))
-    rc = report(c.m, "seed %d" % seed)
-    bad = {e: k for e, k in c.st["errors"].items() if e != EIO}
+    tot = {k: run.total(k) for k in ("writes", "fua", "zeroes", "acked", "flushes",
+                                      "reads", "reconnects", "broken", "samples")}
+    errors = {}
+    for c in run.clients:
+        for e, k in c.st["errors"].items():
+            errors[e] = errors.get(e, 0) + k
+    log("seed %d: %d writes (%d FUA), %d TRIM/WRITE_ZEROES, %d acknowledged, "
+        "%d FLUSHes, %d reads, %d reconnects (%d broken connections), error "
+        "replies %s, samples %d; kills, unplugs, plugs: %s; write-back losses "
+        "counted %s" %
+        (seed, tot["writes"], tot["fua"], tot["zeroes"], tot["acked"],
+         tot["flushes"], tot["reads"], tot["reconnects"], tot["broken"], errors,
+         tot["samples"], "; ".join(killer.history), n))
+    run.m.save(state, dict(seed=seed, errors=errors, losses=n,
+                           kills=killer.history, policy=policy))
+    rc = report(run.m, "seed %d" % seed)
+    bad = {e: k for e, k in errors.items() if e != EIO}
     if bad:
         print("FAIL: seed %d: error replies other than EIO: %s" % (seed, bad))
         rc = 1
-    if c.st["errors"].get(EIO) and n == 0:
+    if wt and (errors or n):
+        print("FAIL: seed %d: cached in write-through, yet %d write-back "
+              "loss(es) counted and error replies %s: nothing acknowledged "
+              "may be lost there" % (seed, n or 0, errors))
+        rc = 1
+    elif errors.get(EIO) and n == 0:
         print("FAIL: seed %d: %d EIO replies, yet the stack counted no write-back "
-              "loss" % (seed, c.st["errors"][EIO]))
+              "loss" % (seed, errors[EIO]))
         rc = 1
     if rc == 0:
-        print("ok: seed %d: every block read back right after %d kills "
-              "(%d blocks written, %d with a durable version)" %
-              (seed, len(killer.history), len(c.written),
-               sum(1 for f in c.m.floor if f)))
+        written = set().union(*(c.written for c in run.clients))
+        print("ok: seed %d: every block read back right after %d kills, %d "
+              "unplug(s) (%d blocks written, %d with a durable version)" %
+              (seed, killer.k, killer.u, len(written),
+               sum(1 for f in run.m.floor if f)))
     return rc
 
 
 def cmd_verify(d, state):
     m, st = Model.load(state)
-    c = Client(d, m.n, 0)
-    c.m = m
+    c = Run(d, m.n, 0, 1, False, "").clients[0]
+    c.m = c.run.m = m
     try:
         c.connect()
         for off in range(0, m.n * BS, 1 << 20):
@@ -671,7 +1057,7 @@ def cmd_selftest(d, state):
     flip = bytearray(block_data(c_, m.floor[c_]))
     flip[5 * SECT + 100] ^= 0x40
     never = block_data(f, 1)
-    cl = Client(d, m.n, 0)
+    cl = Run(d, m.n, 0, 1, False, "").clients[0]
     cl.connect()
     wire = [(nbd.CMD_WRITE, x * BS, BS, bytes(data), 0)
             for x, data in ((a, stale), (b, mis), (c_, flip), (f, never))]

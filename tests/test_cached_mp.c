@@ -336,6 +336,25 @@ static uint64_t stat_of(const struct xseg_port_stats *ps, const char *name)
 	return UINT64_MAX;
 }
 
+/* cached's statistic name once it reaches at least min (statistics are
+ * published once a second: wait for that, bounded); its last value. */
+static uint64_t cached_stat_reaching(struct env *e, const char *name,
+				     uint64_t min)
+{
+	struct xseg_port_stats ps;
+	uint64_t v = UINT64_MAX;
+
+	for (int t = 0; t < 20000; t++) {
+		if (!xseg_port_stats_read(e->seg, CACHED_PORT, &ps)) {
+			v = stat_of(&ps, name);
+			if (v != UINT64_MAX && v >= min)
+				break;
+		}
+		usleep(1000);
+	}
+	return v;
+}
+
 /* The active-worker budget of the running cached as its statistics area
  * shows it (published at start-up: wait, bounded, for this process's
  * first publication). The tests that run cached with two workers to
@@ -881,7 +900,6 @@ START_TEST(test_full_store_reads_served)
 	    "--cache-size", "1M", "--object-size", "64k", "--flush-timeout",
 	    "1s",	    NULL};
 	struct xseg_port_stats ps;
-	int rc = -1;
 
 	env_up(&e, "full", 512);
 	start_store(&e, "--full-after=64");
@@ -901,17 +919,81 @@ START_TEST(test_full_store_reads_served)
 	for (unsigned b = 64; b < 320; b += 7)
 		ck_assert_int_eq(read_blk(&e, CACHED_PORT, b, 16, 1), 2);
 	ck_assert_uint_eq(unflushed(&e), 256);
-	for (int t = 0; t < 20000; t++) {
-		rc = xseg_port_stats_read(e.seg, CACHED_PORT, &ps);
-		if (!rc && stat_of(&ps, "uncached_reads") >= 1)
-			break;
-		usleep(1000);
-	}
-	ck_assert_int_eq(rc, 0);
-	ck_assert_uint_ge(stat_of(&ps, "uncached_reads"), 1);
+	ck_assert_uint_ge(cached_stat_reaching(&e, "uncached_reads", 1), 1);
+	ck_assert_int_eq(xseg_port_stats_read(e.seg, CACHED_PORT, &ps), 0);
 	ck_assert_uint_eq(stat_of(&ps, "flush_failing"), 1);
 	ck_assert_uint_ge(stat_of(&ps, "next_errors"), 1);
 	/* the stop cannot write acknowledged data: reported as lost */
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
+	ck_assert_uint_eq(losses(&e), 1);
+	env_down(&e);
+}
+END_TEST
+
+/*
+ * Deletes through a cache full of data the store refuses, through real
+ * peers (6ef5ad0, 861bdef). The store (every WRITE ENOSPC after the
+ * first 64) holds objects 0..3; every object slot of the cache is held by
+ * an object of acknowledged data the store refuses (objects 4.., one
+ * block each, written until cached itself answers ENOSPC: it has no slot
+ * left and the store takes nothing).
+ *   - A DELETE of an object the cache holds nothing of goes through
+ *     uncached (under the name fence): answered 0, counted in
+ *     uncached_deletes, and the object then reads as zeroes through the
+ *     cache and at the store. Before 6ef5ad0 it waited for a slot that
+ *     never came (this test's request then timed out).
+ *   - A DELETE of an object holding refused dirty data is not sent
+ *     without that data (review16 F1): it fails with the store's ENOSPC,
+ *     and the acknowledged data stays readable and counted.
+ */
+START_TEST(test_full_cache_deletes)
+{
+	struct env e;
+	const char *opts[] = {"--cache-size",
+			      "1M",
+			      "--object-size",
+			      "64k",
+			      "--max-objects",
+			      "16",
+			      "--flush-timeout",
+			      "1s",
+			      NULL};
+	unsigned held = 0;
+	int rc = 0;
+
+	env_up(&e, "fdel", 512);
+	start_store(&e, "--full-after=64");
+	for (unsigned b = 0; b < 64; b++)
+		ck_assert_int_eq(write_blk(&e, STORE_PORT, b, 16, 1), 0);
+	start_cached(&e, opts);
+	/* 256 buckets, fewer slots: the slots run out first */
+	while (held < 200 &&
+	       !(rc = write_blk(&e, CACHED_PORT, (4 + held) * 16, 16, 2)))
+		held++;
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_uint_ge(held, 16);
+	ck_assert_uint_eq(unflushed(&e), held);
+	ck_assert_uint_eq(cached_stat_reaching(&e, "uncached_deletes", 0), 0);
+
+	/* object 0 (blocks 0..15): at the store only */
+	ck_assert_int_eq(
+	    io(&e, CACHED_PORT, XSEG_OP_DELETE, "tobj_0000", 0, NULL, 0), 0);
+	ck_assert_uint_eq(cached_stat_reaching(&e, "uncached_deletes", 1), 1);
+	for (unsigned b = 0; b < 16; b += 5) {
+		ck_assert_int_eq(read_blk(&e, CACHED_PORT, b, 16, 1), 0);
+		ck_assert_int_eq(read_blk(&e, STORE_PORT, b, 16, 1), 0);
+	}
+	/* object 1 untouched by it */
+	ck_assert_int_eq(read_blk(&e, CACHED_PORT, 16, 16, 1), 1);
+
+	/* object 4 (block 64): refused dirty data in the cache */
+	ck_assert_int_eq(
+	    io(&e, CACHED_PORT, XSEG_OP_DELETE, "tobj_0004", 0, NULL, 0),
+	    -ENOSPC);
+	ck_assert_int_eq(read_blk(&e, CACHED_PORT, 64, 16, 1), 2);
+	ck_assert_uint_eq(unflushed(&e), held);
+
+	/* the stop cannot write the acknowledged data: reported as lost */
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 1);
 	ck_assert_uint_eq(losses(&e), 1);
 	env_down(&e);
@@ -1477,6 +1559,7 @@ int main(void)
 	tcase_add_test(tc, test_fail_every_nth);
 	tcase_add_test(tc, test_zero_byte_writes_are_errors);
 	tcase_add_test(tc, test_full_store_reads_served);
+	tcase_add_test(tc, test_full_cache_deletes);
 	tcase_add_test(tc, test_shutdown_flush_bounded);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("kill");

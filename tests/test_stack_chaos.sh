@@ -6,11 +6,12 @@
 # acknowledged-and-flushed write survives a crash of any peer at any
 # instant; wrong data is never returned" (tests/chaos_client.py has the
 # model and the checks):
-#   - a client keeps up to 8 commands in flight on a 32 MiB volume (4 KiB
-#     writes at random offsets, half in a hot MiB, 10% FUA; reads; TRIM
-#     and WRITE_ZEROES of a block, now and then of a whole 1 MiB object;
-#     a FLUSH every 2..128 writes by stretches), reconnecting after a
-#     broken connection or an error reply and reading a sample then;
+#   - a client (CHAOS_CONNS=2: two, see below) keeps up to 8 commands
+#     in flight on a 32 MiB volume (4 KiB writes at random offsets, half
+#     in a hot MiB, 10% FUA; reads; TRIM and WRITE_ZEROES of a block, now
+#     and then of a whole 1 MiB object; a FLUSH every 2..128 writes by
+#     stretches), reconnecting after a broken connection or an error
+#     reply and reading a sample then;
 #   - a killer SIGKILLs store, cached or vlmc 8 times (CHAOS_KILLS), each
 #     at a random instant once the last one killed serves again, and a
 #     quarter of the time (CHAOS_STARTUP) its successor again within
@@ -27,6 +28,27 @@
 #   - the checker itself: four blocks damaged through NBD behind the
 #     model's back (stale, misplaced sector, flipped byte, never issued)
 #     are all reported.
+# Variants (tests/stack.cmake registers them with these set):
+#   CHAOS_POLICY=writethrough  cached in write-through (stack key
+#       write_policy): the floor is every acknowledged write, at once; a
+#       kill of any peer loses nothing acknowledged, so no error reply, no
+#       write-back loss counted, stop exits 0;
+#   CHAOS_UNPLUGS=N  N `stack unplug-cached` at random instants between
+#       the kills, each followed later by a `plug-cached`, half of them
+#       with a kill while the command runs (cached while it unplugs and
+#       flushes, the store under an unplug or a plug, cached while it
+#       plugs). Accepted: an unplug or plug with no kill during it, and
+#       an unplug with the store killed during it, succeed; an unplug
+#       with cached killed during it may fail saying "unplug failed", and
+#       a second unplug-cached must then take the dead cached out of the
+#       path (a loss it held is counted, write-back only); a plug with a
+#       kill during it may fail saying why, and is run again until cached
+#       serves plugged; after an unplug status shows cached unplugged and
+#       not running. A successful unplug makes every write-back write
+#       acknowledged since the last kill of cached durable (it is in the
+#       store): the floor rises;
+#   CHAOS_CONNS=2  two clients at once, each on its own connection,
+#       writing its own half of the objects, reading everything.
 # The seed is printed (CHAOS_SEED=N reproduces the kill schedule and the
 # commands). Every wait is a bound on an event (a hang detector), never a
 # timing assertion. Exit 77 (skip) only when python3 is missing.
@@ -46,7 +68,12 @@ trap 'exit 143' TERM INT
 
 # dead_peer_wait well above a restart under a loaded sanitizer build: an
 # EIO is then a fence, never a resend that gave up
-new_stack chaos "dead_peer_wait = 90s" "object_size = 1M"
+POLICY=${CHAOS_POLICY:-writeback}
+case $POLICY in
+writeback | writethrough) ;;
+*) echo "FAIL: CHAOS_POLICY=$POLICY: writeback or writethrough"; exit 1 ;;
+esac
+new_stack chaos "dead_peer_wait = 90s" "object_size = 1M" "write_policy = $POLICY"
 $X stack start $T/chaos/stack.conf >/dev/null || die "stack start"
 SEG=$(seg_of $D)
 $X volume --dir $D create vol 32M || die "volume create"
@@ -59,6 +86,9 @@ n=$(losses)
 
 # stop: exit 1 with the loss exactly when one was counted
 $X stack stop --dir $D >$T/stop.out 2>$T/stop.err; rc=$?
+if [ "$POLICY" = writethrough ] && [ "$n" -gt 0 ]; then
+	fail "write-through: $n write-back loss(es) counted"
+fi
 if [ "$n" -gt 0 ]; then
 	[ $rc -eq 1 ] && grep -q "WITH DATA LOSS" $T/stop.err && [ -e /dev/shm/$SEG ] &&
 		ok "stop after $n write-back loss(es): exit 1, segment kept" ||

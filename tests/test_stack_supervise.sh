@@ -22,7 +22,8 @@ set -u
 testlib_init supervise nbdcopy
 
 stack_conf s "segment_size = 256M" "requests = 2048" "cache_size = 32M" \
-	"nbd_spin = 10us" "spin_policy = fixed" "cpus = 0"
+	"nbd_spin = 10us" "spin_policy = fixed" "cpus = 0" \
+	"snapshot_drain_wait = 90s"
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
@@ -30,7 +31,8 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	"spin = x" "spin_policy = sometimes" "spin_policy = " \
 	"dead_peer_wait = 3601s" "dead_peer_wait = 2h" "dead_peer_wait = soon" \
 	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
-	"cpus = 0," "cpus = "; do
+	"cpus = 0," "cpus = " "snapshot_drain_wait = 0" \
+	"snapshot_drain_wait = 2h" "snapshot_drain_wait = soon"; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
@@ -59,6 +61,9 @@ cmdline_of $D vlmc | grep -q -- '--max-object-size=4M' &&
 	fail "max object size: $(cat $T/bigobj.err)"
 cmdline_of $D vlmc | grep -q -- '--nbd-spin=10us' &&
 	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
+cmdline_of $D vlmc | grep -q -- '--snapshot-drain-wait=90s' &&
+	ok "snapshot_drain_wait passed to vlmc" ||
+	fail "snapshot_drain_wait not on vlmc's command line"
 # the embedded default's spin = 0 reaches every peer (the config has none),
 # and the config's spin_policy too
 for r in store cached vlmc; do

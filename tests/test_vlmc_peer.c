@@ -2510,32 +2510,36 @@ START_TEST(dead_peer_wait_zero)
 }
 END_TEST
 
-/* vlmc has accepted a connection to its control socket: in
+/* Connections to vlmc's control socket that vlmc has accepted: in
  * /proc/net/unix, a socket that is not the listener carries the socket's
  * path, and it has an inode only once accepted (one still in the
- * listener's queue shows inode 0). So the control thread is reading from
- * it (it serves one client at a time), not waiting in accept. */
-static bool ctl_accepted(void *arg)
+ * listener's queue shows inode 0). So a control thread is serving each
+ * (reading its line or running its command), not waiting in accept. */
+static unsigned ctl_accepted_count(const struct env *e)
 {
-	const struct env *e = arg;
 	FILE *f = fopen("/proc/net/unix", "r");
 	char line[1024], path[512];
-	bool found = false;
+	unsigned n = 0;
 
 	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
 		unsigned flags;
 		unsigned long inode;
 
 		path[0] = '\0';
 		if (sscanf(line, "%*s %*s %*s %x %*s %*s %lu %511s", &flags,
 			   &inode, path) == 3)
-			found = !strcmp(path, e->ctl) && !(flags & 0x10000) &&
-				inode != 0;
+			n += !strcmp(path, e->ctl) && !(flags & 0x10000) &&
+			     inode != 0;
 	}
 	fclose(f);
-	return found;
+	return n;
+}
+
+static bool ctl_accepted(void *arg)
+{
+	return ctl_accepted_count(arg) > 0;
 }
 
 static bool ctl_none_accepted(void *arg)
@@ -2543,11 +2547,35 @@ static bool ctl_none_accepted(void *arg)
 	return !ctl_accepted(arg);
 }
 
+/* A control client sending a command line one byte every 100 ms, never
+ * ending it: it holds a control thread reading until vlmc closes the
+ * connection (10 s after it came; before, each byte restarted vlmc's
+ * receive timeout). Exits 0 then (a send fails), 1 after 100 s. */
+static int ctl_trickle_main(void *arg)
+{
+	const char *path = arg;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(sa.sun_path, path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return 2;
+	for (unsigned i = 0; i < 1000; i++) {
+		if (send(fd, "x", 1, MSG_NOSIGNAL) != 1)
+			return 0;
+		usleep(100000);
+	}
+	return 1;
+}
+
 /*
  * A control client that connects and sends no line (or only part of
- * one) holds neither the control thread nor vlmc's stop: after vlmc's
- * read timeout (10 s) it is closed, a partial line is answered with an
- * error and not run, and the next client is served; a SIGTERM while
+ * one, or trickles it a byte at a time) holds neither other clients nor
+ * vlmc's stop: the next client is served (on another control thread),
+ * and 10 s after its connection (however its bytes trickle: the old
+ * receive timeout restarted with each) a client with no complete line
+ * is closed, a partial line answered with an error and not run; a line
+ * too long is refused at once; a SIGTERM while
  * such a client is being read makes vlmc exit (at once: the stop shuts
  * the client's reading side). The old vlmc read the line with no
  * deadline: the next command waited for ever, and the SIGTERM too (the
@@ -2556,17 +2584,32 @@ static bool ctl_none_accepted(void *arg)
 START_TEST(ctl_silent_client)
 {
 	struct env e = {0};
-	char *out = NULL, *log, buf[256];
+	char *out = NULL, *log, buf[256], big[1100];
 	ssize_t got;
-	int fd;
+	pid_t trickle;
+	int fd, lfd;
 
 	env_start(&e, "vsilent");
 	/* part of a command line, and nothing more */
 	fd = unix_connect(e.ctl);
 	ck_assert_int_eq(write(fd, "create x 1", 10), 10);
+	/* a line sent a byte at a time */
+	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	ck_assert_int_gt(trickle, 0);
+	/* a line longer than vlmc reads: refused, not cut and run */
+	memset(big, 'x', sizeof(big));
+	lfd = unix_connect(e.ctl);
+	nbd_io_all(lfd, big, sizeof(big), true);
+	got = read(lfd, buf, sizeof(buf) - 1);
+	ck_assert_int_gt(got, 0);
+	buf[got] = '\0';
+	ck_assert_msg(strstr(buf, "error 22 command line longer than 1023 "
+				  "bytes"),
+		      "%s", buf);
+	close(lfd);
 	ck_assert_int_eq(xtu_wait_until(ctl_accepted, &e, 30000), 0);
-	/* the next client is served (once the first one's read timed out;
-	 * tpr_run's limit is 60 s) */
+	/* the next client is served (tpr_run's limit is 60 s: before the
+	 * control threads, once the first one's read timed out) */
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 	ck_assert_str_eq(out, "");
 	free(out);
@@ -2576,11 +2619,19 @@ START_TEST(ctl_silent_client)
 	ck_assert_msg(strstr(buf, "error 110 no complete command line"), "%s",
 		      buf);
 	close(fd);
+	/* the trickling client is closed at the same deadline: its bytes
+	 * do not extend it (it would have been read for 100 s) */
+	ck_assert_int_eq(xtu_wait(trickle, 30000), 0);
 	log = tpr_slurp(e.vlmc_log);
 	ck_assert_msg(strstr(log, "control client sent no complete command "
-				  "line within 10 s"),
+				  "line within 10 s") &&
+			  strstr(log, "control client sent a command line "
+				      "longer than 1023 bytes: refused"),
 		      "%s", log);
 	free(log);
+	ck_assert_int_eq(log_count(e.vlmc_log, "control client sent no "
+					       "complete command line"),
+			 2);
 
 	/* a silent client being read, and a SIGTERM (once the earlier
 	 * connections are gone, so that the one seen accepted is this one) */
@@ -3001,7 +3052,11 @@ START_TEST(nbd_write_waits_thaw)
 	static const char *const fault[] = {"--hold", "read", NULL};
 	enum { W = 2, PARTS = 100, LEN = PARTS * 4096 };
 	struct env e = {.ctl_wait_log = "20ms"};
-	struct stat_wait logged = {&e, "ctl_waits_logged", 1};
+	/* the freeze's own log line, not ctl_waits_logged: the create's
+	 * table write may log a wait of its own under load (20 ms), and the
+	 * writers then came before the freeze (CI: nbd_thaw_waits stayed 0) */
+	struct log_wait draining = {NULL, "I/O of m to drain for snapshot m@1",
+				    1};
 	struct stat_wait waiting = {&e, "nbd_thaw_waits", W};
 	struct port_stat_wait held = {&e, 1, "held", 1};
 	const char *sn[] = {"xsegctl",	"volume", "--ctl", NULL,
@@ -3031,7 +3086,8 @@ START_TEST(nbd_write_waits_thaw)
 	sn[3] = e.ctl;
 	snap = tpr_start(sn, snlog);
 	ck_assert_int_gt(snap, 0);
-	ck_assert_int_eq(xtu_wait_until(stat_reached, &logged, 30000), 0);
+	draining.path = e.vlmc_log;
+	ck_assert_int_eq(xtu_wait_until(log_has, &draining, 30000), 0);
 
 	free0 = xtu_free_requests(e.seg);
 	for (unsigned i = 0; i < W; i++) {
@@ -3069,6 +3125,229 @@ START_TEST(nbd_write_waits_thaw)
 	free(want);
 	free(z);
 	free(snlog);
+}
+END_TEST
+
+/* vlmc's published statistic is 0 (not a value from before: statistics
+ * are published at the peer's tick) */
+static bool stat_zero(void *arg)
+{
+	struct stat_wait *w = arg;
+
+	return vlmc_stat(w->e, w->name) == 0;
+}
+
+/* A volume command started in the background (xsegctl volume ARGS...,
+ * output in log): its pid. */
+static pid_t vol_start(struct env *e, const char *log, const char *a,
+		       const char *b, const char *c)
+{
+	const char *argv[] = {"xsegctl", "volume", "--ctl", e->ctl,
+			      a,	 b,	   c,	    NULL};
+	pid_t pid = tpr_start(argv, log);
+
+	ck_assert_int_gt(pid, 0);
+	return pid;
+}
+
+/* Its exit status (within 30 s: a hang is a failure) and output in
+ * *out (may be NULL). */
+static int vol_wait(pid_t pid, const char *log, char **out)
+{
+	int rc = xtu_wait(pid, 30000);
+
+	if (out)
+		*out = tpr_slurp(log);
+	return rc;
+}
+
+struct ctl_count_wait {
+	struct env *e;
+	unsigned atleast;
+};
+
+static bool ctl_count_reached(void *arg)
+{
+	struct ctl_count_wait *w = arg;
+
+	return ctl_accepted_count(w->e) >= w->atleast;
+}
+
+/*
+ * review15 F2: the control socket serves several clients at once. A
+ * snapshot waits for its COPYs (the store holds them) holding ctl_lock;
+ * meanwhile three lists and an info, all at once on other connections,
+ * answer (the live table: the snapshot is not in it yet), and so does a
+ * list while a create also waits for ctl_lock behind the snapshot
+ * (ctl_waiting). Once the store answers, the snapshot is taken and the
+ * create runs after it.
+ * Then vlmc is stopped (SIGTERM) while clients are served on several
+ * threads: a snapshot waiting for the store, a create waiting for
+ * ctl_lock, and a client still sending its line (a byte every 100 ms:
+ * its thread would read it for 10 s). vlmc exits (0) at once,
+ * the snapshot and the create fail (the create "not run"), the slow
+ * client's connection is closed; after a restart neither is in the
+ * table. On the old vlmc (one control thread) info and list wait behind the
+ * snapshot for ever: vol_wait gives up after 30 s, a failure, not a
+ * timing check.
+ */
+START_TEST(ctl_parallel_clients)
+{
+	static const char *const fault[] = {"--hold", "copy", NULL};
+	static const char *const before = "s 262144 65536 rw -\n";
+	static const char *const after = "s 262144 65536 rw -\n"
+					 "s@1 262144 65536 ro s\n"
+					 "c 65536 65536 rw -\n";
+	struct env e = {0};
+	struct port_stat_wait held = {&e, 1, "held", 4};
+	struct stat_wait waiting = {&e, "ctl_waiting", 1};
+	struct ctl_count_wait three = {&e, 3};
+	unsigned char *a = malloc(65536);
+	char *snlog = tpr_tmpfile("snap"), *crlog = tpr_tmpfile("cr");
+	char *lslog[3], *out = NULL, *err = NULL;
+	pid_t sn, cr, ls[3], trickle;
+
+	pattern(a, 65536, 13);
+	env_start_store(&e, "vctlpar", fault);
+	vol_ok(&e, "create", "s", "256k", NULL);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_int_eq(
+		    io(&e, XSEG_OP_WRITE, "s", i * 65536ULL, 65536, a), 0);
+	sn = vol_start(&e, snlog, "snapshot", "s", "s@1");
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		lslog[i] = tpr_tmpfile("ls");
+		ls[i] = vol_start(&e, lslog[i], "list", NULL, NULL);
+	}
+	ck_assert_int_eq(vol(&e, &out, &err, "info", "s", NULL), 0);
+	ck_assert_msg(strstr(out, "name=s\nsize=262144\n"), "%s", out);
+	free(out);
+	free(err);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_int_eq(vol_wait(ls[i], lslog[i], &out), 0);
+		ck_assert_str_eq(out, before);
+		free(out);
+	}
+	/* a create waits for ctl_lock behind the snapshot; list answers */
+	cr = vol_start(&e, crlog, "create", "c", "64k");
+	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
+	list_is(&e, before);
+	/* still waiting, both */
+	ck_assert_int_eq(xtu_try_wait(sn), -EAGAIN);
+	ck_assert_int_eq(xtu_try_wait(cr), -EAGAIN);
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(sn, snlog, NULL), 0);
+	ck_assert_int_eq(vol_wait(cr, crlog, NULL), 0);
+	list_is(&e, after);
+
+	/* the stop, with clients on several threads */
+	waiting.atleast = 0;
+	ck_assert_int_eq(xtu_wait_until(store_holds_none, &e, 30000), 0);
+	ck_assert_int_eq(xtu_wait_until(stat_zero, &waiting, 30000), 0);
+	free(snlog);
+	free(crlog);
+	snlog = tpr_tmpfile("snap2");
+	crlog = tpr_tmpfile("cr2");
+	sn = vol_start(&e, snlog, "snapshot", "s", "s@2");
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	cr = vol_start(&e, crlog, "create", "d", "64k");
+	waiting.atleast = 1;
+	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
+	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	ck_assert_int_gt(trickle, 0);
+	ck_assert_int_eq(xtu_wait_until(ctl_count_reached, &three, 30000), 0);
+	ck_assert_int_eq(xtu_kill(e.vlmc, SIGTERM), 0);
+	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 0);
+	ck_assert_int_ne(vol_wait(sn, snlog, NULL), 0);
+	ck_assert_int_eq(vol_wait(cr, crlog, &out), 1);
+	ck_assert_msg(strstr(out, "create: not run, vlmc is stopping"), "%s",
+		      out);
+	free(out);
+	ck_assert_int_eq(xtu_wait(trickle, 30000), 0);
+	/* the COPYs land, answered to nobody; the table decides */
+	store_release(&e);
+	unlink(e.ctl);
+	vlmc_start(&e);
+	list_is(&e, after);
+	env_stop(&e);
+	for (unsigned i = 0; i < 3; i++)
+		free(lslog[i]);
+	free(snlog);
+	free(crlog);
+	free(a);
+}
+END_TEST
+
+/*
+ * review14 m1: remove right after an NBD client disconnected. The
+ * connection closes only once its commands are answered (here a READ the
+ * store holds), so for a while it still holds the volume: remove now
+ * waits for it (--remove-busy-wait, 60 s here) and succeeds once the
+ * store answers and the connection is gone. The old vlmc refused at once
+ * (EBUSY, "in use"): the log line of the wait never comes. A connection
+ * that stays open (--remove-busy-wait 200ms) keeps the volume: remove
+ * fails EBUSY saying what holds it and how long it waited, and the
+ * connection keeps working.
+ */
+START_TEST(remove_after_disconnect)
+{
+	static const char *const fault[] = {"--hold", "read", NULL};
+	static const char *const brief[] = {"--remove-busy-wait", "200ms",
+					    NULL};
+	static const char *const patient[] = {"--remove-busy-wait", "60s",
+					      NULL};
+	struct env e = {.extra = brief};
+	struct port_stat_wait held = {&e, 1, "held", 1};
+	/* the first of these lines is the refused remove's */
+	struct log_wait waits = {NULL, "remove n: in use (1 NBD connection(s)",
+				 2};
+	unsigned char *w = malloc(4096), h[28];
+	char *rmlog = tpr_tmpfile("rm"), *out = NULL, *err = NULL;
+	uint64_t size;
+	pid_t rm;
+	int fd;
+
+	pattern(w, 4096, 14);
+	e.nbd = tpr_tmpfile("nbd");
+	env_start_store(&e, "vrmbusy", fault);
+	vol_ok(&e, "create", "n", "256k", NULL);
+	fd = nbd_connect(e.nbd, "n", &size);
+	ck_assert_int_eq(vol(&e, NULL, &err, "remove", "n", NULL), 1);
+	ck_assert_msg(strstr(err, "volume n is in use (1 open NBD "
+				  "connection(s), 0 xseg request(s) or "
+				  "command(s) holding it; waited ") &&
+			  strstr(err, "--remove-busy-wait"),
+		      "%s", err);
+	free(err);
+	ck_assert_int_eq(log_count(e.vlmc_log, waits.want), 1);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_WRITE, 1, 0, 4096, w, NULL), 0);
+	list_is(&e, "n 262144 65536 rw -\n");
+
+	/* a READ held, then the client goes */
+	close(fd);
+	vlmc_stop(&e);
+	e.extra = patient;
+	vlmc_start(&e);
+	fd = nbd_connect(e.nbd, "n", &size);
+	nbd_cmd(h, T_NBD_CMD_READ, 2, 0, 4096);
+	nbd_io_all(fd, h, sizeof(h), true);
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	close(fd);
+	rm = vol_start(&e, rmlog, "remove", "n", NULL);
+	waits.path = e.vlmc_log;
+	ck_assert_msg(xtu_wait_until(log_has, &waits, 30000) == 0,
+		      "remove did not wait: %s", tpr_slurp(rmlog));
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(rm, rmlog, &out), 0);
+	ck_assert_msg(strstr(out, "removed n;"), "%s", out);
+	free(out);
+	ck_assert_int_eq(vol(&e, NULL, &err, "info", "n", NULL), 1);
+	ck_assert_msg(strstr(err, "no volume n"), "%s", err);
+	free(err);
+	ck_assert_int_eq(log_count(e.vlmc_log, "remove n: let go after "), 1);
+	env_stop(&e);
+	free(rmlog);
+	free(w);
 }
 END_TEST
 
@@ -3132,6 +3411,8 @@ int main(void)
 	ADD_TEST(tc, nbd_port_draining);
 	ADD_TEST(tc, snapshot_drain_bounded);
 	ADD_TEST(tc, nbd_write_waits_thaw);
+	ADD_TEST(tc, ctl_parallel_clients);
+	ADD_TEST(tc, remove_after_disconnect);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -12,7 +12,7 @@ ac_test(test_vlmc_peer SOURCES test_vlmc_peer.c
         DEPS test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 300)
 if(TARGET test_vlmc_peer)
   add_dependencies(test_vlmc_peer vlmc noop xsegctl bench_xseg
-                   test_vlmc_store)
+                   test_vlmc_store cached_testpeer)
 endif()
 
 # Real NBD clients and the end-to-end stack: shell scripts driving the

@@ -218,6 +218,12 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->dead_peer_wait,
 				       sizeof(st->dead_peer_wait), v);
+	if (!strcmp(k, "snapshot_drain_wait"))
+		return peer_parse_duration(v, 1000000000ULL, &x) ||
+			       x < 1000000ULL || x > 3600ULL * 1000000000ULL
+			   ? -EINVAL
+			   : stack_str(st->snapshot_drain_wait,
+				       sizeof(st->snapshot_drain_wait), v);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL
@@ -256,6 +262,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"nbd_total_inflight", "a size, 1 .. 1T"},
 	    {"nbd_spin", "a duration, at most 1s"},
 	    {"dead_peer_wait", "a duration, at most 1h"},
+	    {"snapshot_drain_wait", "a duration, 1ms .. 1h"},
 	    {"nbd_tcp", "a TCP port, 1 .. 65535, or 0 for none"},
 	    {"store_segment_size", "auto, or a multiple of 1M"},
 	    {"store_reserve", "auto, 0 for none, or a size of at least 1M"},
@@ -521,6 +528,9 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "spin_policy = %s\n", st->spin_policy);
 	if (st->dead_peer_wait[0])
 		fprintf(f, "dead_peer_wait = %s\n", st->dead_peer_wait);
+	if (st->snapshot_drain_wait[0])
+		fprintf(f, "snapshot_drain_wait = %s\n",
+			st->snapshot_drain_wait);
 	if (st->cpus[0])
 		fprintf(f, "cpus = %s\n", st->cpus);
 	if (st->store_segment_size[0])
@@ -979,6 +989,9 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			stack_arg(a, "--nbd-spin=%s", st->nbd_spin);
 		if (st->dead_peer_wait[0])
 			stack_arg(a, "--dead-peer-wait=%s", st->dead_peer_wait);
+		if (st->snapshot_drain_wait[0])
+			stack_arg(a, "--snapshot-drain-wait=%s",
+				  st->snapshot_drain_wait);
 		break;
 	}
 }

@@ -53,6 +53,8 @@ struct stack {
 	char nbd_total_inflight[32];
 	char gc_threshold[8];	 /* blocker's --gc-threshold; "" = default */
 	char dead_peer_wait[32]; /* vlmc's --dead-peer-wait; "" = default */
+	/* vlmc's --snapshot-drain-wait; "" = default */
+	char snapshot_drain_wait[32];
 	/* blocker's --segment-size (at create only) and --reserve; "" =
 	 * the blocker's default (auto) */
 	char store_segment_size[32], store_reserve[32];

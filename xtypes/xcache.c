@@ -58,36 +58,57 @@
 
 /*
  * Layout: a hit reads the hash-table node, the reference count, the name
- * length and the name; they share the first cache line (with the first 24
- * bytes of the name), so that a lookup of a short name in a table too big
- * for the CPU caches misses once in the entry rather than three times.
+ * length and the name, and its user then reads priv (cached: its
+ * object); they share the first cache line (with the first 32 bytes of
+ * the name), so that a lookup of a short name in a table too big for the
+ * CPU caches misses once in the entry. Until session 11 a hit over 1 M
+ * entries missed three lines of it, one after the other: line 0; line 1,
+ * because the name started at byte 40 and glibc's memcmp (AVX2) compares
+ * a name shorter than 32 bytes with one 32-byte load from each side when
+ * that does not cross a page, i.e. bytes 40..71; and line 4 for priv,
+ * after the reference CAS (a locked instruction: nothing overlapped
+ * it). The name now starts at byte 32, so that load stays in line 0.
+ * The second hash-table node is used only by an entry re-inserted within
+ * the grace period of its eviction: it lives in the cold part
+ * (xcache_node_entry finds the entry from either node by its offset in
+ * the pool).
  */
 struct xcache_entry {
 	/*
-	 * Two hash-table nodes: a node deleted from the table may be added
-	 * again only after a grace period, and an evicted entry may be
-	 * re-inserted at once. del_epoch[i] is c->gp_epoch when lfnode[i]
-	 * was deleted; the node is reusable once c->gp_epoch has moved past.
+	 * Two hash-table nodes (lfnode0 here, lfnode1 in the cold part): a
+	 * node deleted from the table may be added again only after a grace
+	 * period, and an evicted entry may be re-inserted at once.
+	 * del_epoch[i] is c->gp_epoch when node i was deleted; the node is
+	 * reusable once c->gp_epoch has moved past.
 	 */
-	struct cds_lfht_node lfnode[2];
+	struct cds_lfht_node lfnode0;
+	void *priv;   /* set once at create */
 	uint32_t ref; /* __atomic; 1 -> 0 only under c->lock */
 	uint16_t name_len;
 	uint8_t referenced; /* __atomic relaxed; CLOCK bit */
 	uint8_t state;	    /* enum xcache_state; written under c->lock */
 	char name[XCACHE_NAME_MAX + 1];
 	/* Cold: writers only, under c->lock, or set once at create. */
-	uint8_t slot;	 /* lfnode in the active table */
+	uint8_t slot;	 /* node in the active table: 0 or 1 */
 	bool finalizing; /* on_finalize running */
 	bool refinalize; /* ref hit 0 again meanwhile */
 	uint32_t index;
 	uint64_t hash;
-	void *priv;
+	struct cds_lfht_node lfnode1;
 	struct cds_list_head link; /* LRU / evicted chain / pool */
 	uint64_t del_epoch[2];
 } __attribute__((aligned(XCACHE_CACHELINE)));
 
-_Static_assert(offsetof(struct xcache_entry, name) + 16 <= XCACHE_CACHELINE,
-	       "hit-path fields and the name's start share the first line");
+/* A short name's compare (a 32-byte load from the name's start) and the
+ * hit-path fields stay in the first line. */
+_Static_assert(offsetof(struct xcache_entry, name) + 32 <= XCACHE_CACHELINE,
+	       "hit-path fields, priv and the name's first 32 bytes share "
+	       "the first line");
+
+static struct cds_lfht_node *xcache_lfnode(struct xcache_entry *e, uint8_t slot)
+{
+	return slot ? &e->lfnode1 : &e->lfnode0;
+}
 
 struct xcache {
 	/* Read by every lookup, written only at create: never shares a line
@@ -320,21 +341,21 @@ static void xcache_active_add_locked(struct xcache *c, struct xcache_entry *e,
 				     uint8_t slot)
 {
 	e->slot = slot;
-	cds_lfht_node_init(&e->lfnode[slot]);
+	cds_lfht_node_init(xcache_lfnode(e, slot));
 	__atomic_store_n(&e->referenced, 0, __ATOMIC_RELAXED);
 	xcache_set_state(e, XCACHE_ACTIVE);
 	cds_list_add(&e->link, &c->lru);
 	c->nr_active++;
 	XC_TSAN_RELEASE(e);
 	urcu_memb_read_lock();
-	cds_lfht_add(c->active, (unsigned long)e->hash, &e->lfnode[slot]);
+	cds_lfht_add(c->active, (unsigned long)e->hash, xcache_lfnode(e, slot));
 	urcu_memb_read_unlock();
 }
 
 static void xcache_active_del_locked(struct xcache *c, struct xcache_entry *e)
 {
 	urcu_memb_read_lock();
-	cds_lfht_del(c->active, &e->lfnode[e->slot]);
+	cds_lfht_del(c->active, xcache_lfnode(e, e->slot));
 	urcu_memb_read_unlock();
 	e->del_epoch[e->slot] = c->gp_epoch;
 	cds_list_del(&e->link);
@@ -711,19 +732,23 @@ int xcache_lookup(struct xcache *c, const char *name, struct xcache_entry **out)
 	return 0;
 }
 
-/* Pick a hash-table node of e that no reader can still be standing on. */
+/*
+ * Pick a hash-table node of e that no reader can still be standing on:
+ * node 0 whenever it is free of readers (it shares the first line with
+ * what a hit reads; a lookup that finds node 1 reads the cold part too),
+ * node 1 only for an entry re-inserted within the grace period of its
+ * eviction.
+ */
 static uint8_t xcache_reinsert_slot_locked(struct xcache *c,
 					   struct xcache_entry *e)
 {
-	uint8_t s = e->slot ^ 1;
-
-	if (e->del_epoch[s] < c->gp_epoch)
-		return s;
-	if (e->del_epoch[e->slot] < c->gp_epoch)
-		return e->slot;
+	if (e->del_epoch[0] < c->gp_epoch)
+		return 0;
+	if (e->del_epoch[1] < c->gp_epoch)
+		return 1;
 	/* Both moved within this grace period: rare, wait for it. */
 	xcache_grace_period_locked(c);
-	return s;
+	return 0;
 }
 
 int xcache_insert(struct xcache *c, const char *name, struct xcache_entry **out,

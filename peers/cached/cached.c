@@ -665,7 +665,7 @@ static unsigned cached_pump(struct cached_peer *cp, struct cached_held *hold)
 			continue;
 		}
 		if (xseg_forward(cp->seg, req, cp->next_port) < 0)
-			xseg_respond(cp->seg, req, ENXIO);
+			xseg_respond(cp->seg, req, cached_client_error(ENXIO));
 	}
 	return n;
 }
@@ -804,8 +804,13 @@ static void cached_stop(struct peer *p)
 			  cp->next_port);
 	}
 	for (size_t i = 0; i < hold.nr; i++)
+		/* the next port is down (a store being restarted): the
+		 * client resends, as for every request a dead next port
+		 * failed (docs/cached.md "Errors to the client"); a raw
+		 * ENXIO reached NBD clients as EIO (test_stack_chaos_wt) */
 		if (xseg_forward(cp->seg, hold.reqs[i], cp->next_port) < 0)
-			xseg_respond(cp->seg, hold.reqs[i], ENXIO);
+			xseg_respond(cp->seg, hold.reqs[i],
+				     cached_client_error(ENXIO));
 	free(hold.reqs);
 	/* A submit that read the redirect just before we cleared it may
 	 * still land here: keep passing requests on until the queue has

@@ -41,6 +41,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -266,6 +267,25 @@ struct cached_obj {
 	uint64_t write_end;
 	uint32_t size_gen;
 };
+
+/*
+ * The lines of o a request reads first (c, wq, state, the slot pointers,
+ * the inline slots, nocache_inflight, fenced: bytes 0 .. fenced, three or
+ * four lines at the array's 424-byte stride), prefetched at once as soon
+ * as o is known. Without it, over 1 M objects each was a miss of its own
+ * in turn: the workq's compare-and-swap on the first is a locked
+ * instruction, so the loads of the others started only after it. A hint:
+ * it reads nothing (no race with the object's workq).
+ */
+static inline void cached_obj_prefetch(const struct cached_obj *o)
+{
+	const char *p = (const char *)o;
+	const size_t end = offsetof(struct cached_obj, fenced);
+
+	for (size_t off = 0; off < end; off += 64)
+		__builtin_prefetch(p + off);
+	__builtin_prefetch(p + end);
+}
 
 /* Slot helpers (bucket.c), called on the object's workq. */
 /* Give o nr_slots free slots (all CACHED_NO_BUCKET, INVALID, not acked):

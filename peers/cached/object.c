@@ -2473,6 +2473,7 @@ static void cio_attach(struct cached *c, struct cached_cio *cio,
 		cio->made_entry = true;
 	cio->entry = e;
 	cio->obj = xcache_entry_priv(e);
+	cached_obj_prefetch(cio->obj);
 	if (fence_park(c, cio, name))
 		return;
 	xworkq_enqueue(&cio->obj->wq, &cio->job, cio_job, cio);
@@ -3108,6 +3109,36 @@ err:
 	return rc;
 }
 
+/*
+ * At the end of a stop whose flush timed out, evicted objects are still
+ * kept for dirty data the next port never took (obj_flush_done drops the
+ * keeping reference only once the object is clean). Nothing will flush
+ * them now: drop that reference so that their buckets and nodes are
+ * freed like the active objects' (before, xcache_destroy refused with
+ * EBUSY and the whole cache leaked at exit). The data is abandoned, not
+ * hidden: hook_put keeps the unflushed count up while destroying, so
+ * releasing the port reports the write-back loss. Single-threaded: every
+ * worker has been joined.
+ */
+static void cached_abandon_kept(struct cached *c)
+{
+	for (uint32_t i = 0; i < c->nr_nodes; i++) {
+		struct xcache_entry *e = xcache_node(c->cache, i);
+		struct cached_obj *o = &c->objs[i];
+
+		if (!e || !o->kept || xcache_entry_state(e) != XCACHE_EVICTED ||
+		    xcache_entry_refcount(e) != 1 || o->kick_queued)
+			continue;
+		o->kept = false;
+		/* hook_finalize lets it go instead of asking a final job */
+		__atomic_store_n(
+		    &o->clean_at,
+		    __atomic_load_n(&o->revivals, __ATOMIC_ACQUIRE) + 1,
+		    __ATOMIC_RELEASE);
+		xcache_put(c->cache, e);
+	}
+}
+
 void cached_destroy(struct cached *c)
 {
 	/* this thread's spare would dangle (other threads' are never used
@@ -3116,7 +3147,10 @@ void cached_destroy(struct cached *c)
 		cio_spare.cio = NULL;
 	c->destroying = true;
 	if (c->cache) {
-		int rc = xcache_destroy(c->cache);
+		int rc;
+
+		cached_abandon_kept(c);
+		rc = xcache_destroy(c->cache);
 		if (rc) {
 			fprintf(stderr,
 				"cached: cache still in use at exit: %s\n",

@@ -50,6 +50,7 @@ enum {
 	VLMC_OPT_RECLAIM_WINDOW,
 	VLMC_OPT_RECLAIM_SAVE,
 	VLMC_OPT_RECLAIM_RETRY_MAX,
+	VLMC_OPT_REMOVE_BUSY_WAIT,
 };
 
 static const struct option vlmc_options[] = {
@@ -73,6 +74,7 @@ static const struct option vlmc_options[] = {
     {"reclaim-window", required_argument, NULL, VLMC_OPT_RECLAIM_WINDOW},
     {"reclaim-save", required_argument, NULL, VLMC_OPT_RECLAIM_SAVE},
     {"reclaim-retry-max", required_argument, NULL, VLMC_OPT_RECLAIM_RETRY_MAX},
+    {"remove-busy-wait", required_argument, NULL, VLMC_OPT_REMOVE_BUSY_WAIT},
     {NULL, 0, NULL, 0},
 };
 
@@ -125,7 +127,11 @@ static const char vlmc_options_help[] =
     "                          and at least every 30 s)\n"
     "      --reclaim-retry-max TIME  a reclaim the store fails is retried\n"
     "                          after a back-off doubling from 1 s up to\n"
-    "                          this (default 60s)\n";
+    "                          this (default 60s)\n"
+    "      --remove-busy-wait TIME  remove of a volume still in use (an\n"
+    "                          NBD connection closing, I/O in flight)\n"
+    "                          waits this long for it to be let go, then\n"
+    "                          fails EBUSY (default 2s; 0: at once)\n";
 
 static void vlmc_defaults(struct peer *p)
 {
@@ -144,8 +150,12 @@ static void vlmc_defaults(struct peer *p)
 	v->reclaim_window = VLMC_DEFAULT_RECLAIM_WINDOW;
 	v->reclaim_save = VLMC_DEFAULT_RECLAIM_SAVE;
 	v->reclaim_retry_max_ns = VLMC_DEFAULT_RECLAIM_RETRY_MAX_NS;
+	v->remove_busy_ns = VLMC_DEFAULT_REMOVE_BUSY_NS;
 	v->ctl_fd = -1;
-	v->ctl_client_fd = -1;
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
+		v->ctl_threads[i].v = v;
+		v->ctl_threads[i].client_fd = -1;
+	}
 }
 
 static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
@@ -259,6 +269,12 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
 			return rc ? rc : -ERANGE;
 		v->reclaim_retry_max_ns = x;
+		return 0;
+	case VLMC_OPT_REMOVE_BUSY_WAIT:
+		rc = peer_parse_duration(arg, 1000000000ULL, &x);
+		if (rc || x > 3600ULL * 1000000000ULL)
+			return rc ? rc : -ERANGE;
+		v->remove_busy_ns = x;
 		return 0;
 	}
 	return -EINVAL;
@@ -1941,7 +1957,7 @@ static int vlmc_meta_load(struct vlmc *v)
 }
 
 /* ------------------------------------------------------------------ */
-/* Volume operations (control thread, under ctl_lock)                  */
+/* Volume operations (control threads, under ctl_lock)               */
 /* ------------------------------------------------------------------ */
 
 /* Copy of the table with one change applied, for committing it before
@@ -2561,6 +2577,94 @@ static void *vlmc_reclaim_main(void *arg)
 	return NULL;
 }
 
+#define VLMC_REMOVE_POLL_NS (10ULL * 1000000ULL)
+
+/*
+ * Wait until volume name is not in use, for at most --remove-busy-wait
+ * (review14 m1): right after an NBD client disconnects (nbdcopy or
+ * qemu-img done) its connection may still be closing, holding the
+ * volume, and a script's "copy; remove" failed EBUSY at random. Polled
+ * (no wake-up to add to every vlmc_vol_put), without vols_lock between
+ * looks, so I/O and connections go on meanwhile; ctl_lock is held (no
+ * other volume command runs; list and info do). A connection that stays
+ * open keeps working and the remove fails EBUSY after the wait. Returns
+ * 0 with vols_lock held for writing and *idx (-1: no such volume), or a
+ * negative errno, answered on r.
+ */
+static int vlmc_remove_idle(struct vlmc *v, struct vlmc_reply *r,
+			    const char *name, long *idx)
+{
+	uint64_t start = peer_now_ns();
+	bool logged = false;
+
+	for (;;) {
+		struct vlmc_volume *vol;
+		uint32_t refs, conns, others;
+		uint64_t now;
+
+		pthread_rwlock_wrlock(&v->vols_lock);
+		*idx = vlmc_vol_find(v, name, strlen(name));
+		if (*idx < 0)
+			return 0;
+		vol = v->vols[*idx];
+		refs = __atomic_load_n(&vol->refs, __ATOMIC_ACQUIRE);
+		conns = __atomic_load_n(&vol->nbd_conns, __ATOMIC_ACQUIRE);
+		now = peer_now_ns();
+		if (refs <= 1 && !conns) {
+			if (logged)
+				peer_info(
+				    "remove %s: let go after %" PRIu64 " ms",
+				    name,
+				    (uint64_t)((now - start) / 1000000ULL));
+			return 0;
+		}
+		pthread_rwlock_unlock(&v->vols_lock);
+		/* the table holds one reference and each NBD connection one
+		 * (its I/O uses it); the others are xseg requests in flight
+		 * and control commands (info) */
+		others = refs > 1 + conns ? refs - 1 - conns : 0;
+		if (vlmc_ctl_stopping(v))
+			CTL_ERR(r, ESHUTDOWN,
+				"remove %s: not done, vlmc is stopping (the "
+				"volume was in use)",
+				name);
+		if (now - start >= v->remove_busy_ns) {
+			if (logged)
+				peer_warn(
+				    "remove %s: still in use after "
+				    "%" PRIu64 " ms: refused",
+				    name,
+				    (uint64_t)((now - start) / 1000000ULL));
+			CTL_ERR(r, EBUSY,
+				"volume %s is in use (%" PRIu32
+				" open NBD connection(s), %" PRIu32
+				" xseg request(s) or command(s) holding it; "
+				"waited %" PRIu64 " ms, --remove-busy-wait)",
+				name, conns, others,
+				(uint64_t)((now - start) / 1000000ULL));
+		}
+		if (!logged) {
+			peer_info("remove %s: in use (%" PRIu32
+				  " NBD connection(s), %" PRIu32
+				  " other holder(s)): waiting up to %" PRIu64
+				  " ms for it to be let go",
+				  name, conns, others,
+				  (uint64_t)(v->remove_busy_ns / 1000000ULL));
+			logged = true;
+		}
+		{
+			uint64_t slice = VLMC_REMOVE_POLL_NS;
+			struct timespec ts;
+
+			if (slice > start + v->remove_busy_ns - now)
+				slice = start + v->remove_busy_ns - now;
+			ts.tv_sec = (time_t)(slice / 1000000000ULL);
+			ts.tv_nsec = (long)(slice % 1000000000ULL);
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
 /*
  * Remove a volume: it leaves the live table (no new NBD connection or
  * volume request can reach it) and the committed table, which in the same
@@ -2594,17 +2698,10 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
-	pthread_rwlock_wrlock(&v->vols_lock);
-	idx = vlmc_vol_find(v, name, strlen(name));
+	rc = vlmc_remove_idle(v, r, name, &idx);
+	if (rc)
+		return rc;
 	vol = idx >= 0 ? v->vols[idx] : NULL;
-	if (vol && (__atomic_load_n(&vol->refs, __ATOMIC_ACQUIRE) > 1 ||
-		    __atomic_load_n(&vol->nbd_conns, __ATOMIC_ACQUIRE))) {
-		pthread_rwlock_unlock(&v->vols_lock);
-		CTL_ERR(r, EBUSY,
-			"volume %s is in use (open NBD connection "
-			"or I/O in flight)",
-			name);
-	}
 	if (vol) {
 		/* the table's reference is now ours */
 		v->vols[idx] = v->vols[--v->nr_vols];
@@ -3177,6 +3274,16 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 		__atomic_add_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
 		pthread_mutex_lock(&v->ctl_lock);
 		__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
+			/* waited for ctl_lock while vlmc began to stop:
+			 * start nothing (R9-6: nothing would be rolled
+			 * back) */
+			fprintf(r->f,
+				"error %d %.32s: not run, vlmc is stopping\n",
+				ESHUTDOWN, argv[0]);
+			pthread_mutex_unlock(&v->ctl_lock);
+			return;
+		}
 	}
 	if (vlmc_ctl_changes(argv[0]) && strcmp(argv[0], "remove") &&
 	    (rc = vlmc_meta_settle(v))) {
@@ -3225,39 +3332,105 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 }
 
 /*
- * A control client has this long to send its command line, and each
- * write of the answer this long to go out. Operators' tools send the line
- * at once; a client that connects and sends nothing (or stops reading)
- * must not hold the control thread, which serves one client at a time,
- * nor vlmc's stop, which joins it (vlmc_stop also shuts the reading side
- * of the client being served, so a stop does not wait for the timeout).
+ * Control socket. VLMC_CTL_THREADS threads all wait in accept() on the
+ * listening socket, each serving one client at a time (review15 F2: with
+ * one thread, a snapshot waiting for its drain or a create waiting for the
+ * store held every other client, list included, and an operator debugging
+ * a stuck stack could not even list the volumes). A fixed pool, not a
+ * thread per client: nothing to create, reap or count per connection, and
+ * the bound is the one a thread per client would need anyway. Mutating
+ * commands still run one at a time (ctl_lock), so more threads than a
+ * few only queue more commands on it; 8 lets list and info answer while
+ * up to 7 commands run or wait. With every thread busy, a new client
+ * waits in the listen queue, as every client did before.
+ *
+ * A client has VLMC_CTL_IO_TIMEOUT_S from its accept to send its whole
+ * command line, and each write of the answer this long to go out:
+ * operators' tools send the line at once; a client that connects and
+ * sends nothing, trickles its line (a receive timeout, restarted by each
+ * byte, let one byte every few seconds hold a thread for over an hour),
+ * or stops reading must not hold a control thread for long, nor vlmc's
+ * stop, which joins them all (vlmc_stop also shuts the reading side of
+ * every client being served, so a stop does not wait for the deadline).
  */
 #define VLMC_CTL_IO_TIMEOUT_S 10
 
-/* Take fd as the client being served; false (fd closed) when stopping. */
-static bool vlmc_ctl_client_begin(struct vlmc *v, int fd)
+/* Read a client's command line, its '\n' included, into line (size
+ * bytes, NUL-terminated; anything sent after the '\n' is dropped) by
+ * the deadline (CLOCK_MONOTONIC ns). Returns 1 for a line; 0 when the
+ * client closed its side first (or vlmc_stop shut it): line holds what
+ * came; -ETIMEDOUT when the deadline passed first, -EMSGSIZE for a line
+ * that does not fit, or another negative errno; *got: bytes received. */
+static int vlmc_ctl_read_line(int fd, char *line, size_t size,
+			      uint64_t deadline, size_t *got)
 {
+	size_t n = 0;
+
+	line[0] = '\0';
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		uint64_t now = peer_now_ns();
+		char *nl;
+		ssize_t k;
+		int rc;
+
+		*got = n;
+		if (n + 1 >= size)
+			return -EMSGSIZE;
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		rc = poll(&pfd, 1,
+			  (int)((deadline - now + 999999ULL) / 1000000ULL));
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (rc <= 0)
+			continue;
+		k = recv(fd, line + n, size - 1 - n, MSG_DONTWAIT);
+		if (k < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		*got = n + (size_t)k;
+		if (!k)
+			return 0;
+		line[n + (size_t)k] = '\0';
+		nl = memchr(line + n, '\n', (size_t)k);
+		n += (size_t)k;
+		if (nl) {
+			nl[1] = '\0';
+			return 1;
+		}
+	}
+}
+
+/* Take fd as t's client; false (fd closed) when stopping. */
+static bool vlmc_ctl_client_begin(struct vlmc_ctl_thread *t, int fd)
+{
+	struct vlmc *v = t->v;
 	bool stopping;
 
 	pthread_mutex_lock(&v->ctl_client_lock);
 	stopping = __atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE);
 	if (!stopping)
-		v->ctl_client_fd = fd;
+		t->client_fd = fd;
 	pthread_mutex_unlock(&v->ctl_client_lock);
 	if (stopping)
 		close(fd);
 	return !stopping;
 }
 
-/* Done with the client: closes f, or fd if there is no f (under the lock,
- * so vlmc_stop never shuts a descriptor number reused meanwhile). */
-static void vlmc_ctl_client_end(struct vlmc *v, FILE *f, int fd)
+/* Done with t's client: closes f, or fd if there is no f (under the
+ * lock, so vlmc_stop never shuts a descriptor number reused meanwhile). */
+static void vlmc_ctl_client_end(struct vlmc_ctl_thread *t, FILE *f, int fd)
 {
+	struct vlmc *v = t->v;
+
 	if (f)
 		fflush(f); /* may take up to the send timeout: not under the
 			      lock vlmc_stop takes */
 	pthread_mutex_lock(&v->ctl_client_lock);
-	v->ctl_client_fd = -1;
+	t->client_fd = -1;
 	if (f)
 		fclose(f);
 	else
@@ -3265,44 +3438,59 @@ static void vlmc_ctl_client_end(struct vlmc *v, FILE *f, int fd)
 	pthread_mutex_unlock(&v->ctl_client_lock);
 }
 
+/* One control thread: accept a client, serve its one command, again,
+ * until vlmc_stop shuts the listening socket (which ends the accept()
+ * of every thread). */
 static void *vlmc_ctl_main(void *arg)
 {
 	static const struct timeval io_timeout = {.tv_sec =
 						      VLMC_CTL_IO_TIMEOUT_S};
-	struct vlmc *v = arg;
+	const uint64_t io_timeout_ns = VLMC_CTL_IO_TIMEOUT_S * 1000000000ULL;
+	struct vlmc_ctl_thread *t = arg;
+	struct vlmc *v = t->v;
 
 	for (;;) {
 		char line[1024];
 		struct vlmc_reply r;
-		int fd = accept(v->ctl_fd, NULL, NULL);
+		size_t got;
+		int rc, fd = accept(v->ctl_fd, NULL, NULL);
 
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			int e = errno;
+
+			if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE))
+				break; /* shut down by vlmc_stop */
+			if (e == EINTR || e == ECONNABORTED)
 				continue;
-			break; /* shut down by vlmc_stop */
-		}
-		if (!vlmc_ctl_client_begin(v, fd))
-			break;
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io_timeout,
-			   sizeof(io_timeout));
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io_timeout,
-			   sizeof(io_timeout));
-		r.f = fdopen(fd, "r+");
-		if (!r.f) {
-			vlmc_ctl_client_end(v, NULL, fd);
+			/* out of descriptors or memory: this thread must
+			 * not end (the others may meet the same) */
+			peer_err("control socket %s: accept: %s (retried in "
+				 "1 s)",
+				 v->ctl_socket, strerror(e));
+			sleep(1);
 			continue;
 		}
-		if (!fgets(line, sizeof(line), r.f)) {
-			if (ferror(r.f))
-				peer_warn("control client sent no command "
-					  "within %d s: closed",
-					  VLMC_CTL_IO_TIMEOUT_S);
-		} else if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
+		if (!vlmc_ctl_client_begin(t, fd))
+			break;
+		rc = vlmc_ctl_read_line(fd, line, sizeof(line),
+					peer_now_ns() + io_timeout_ns, &got);
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io_timeout,
+			   sizeof(io_timeout));
+		r.f = fdopen(fd, "w");
+		if (!r.f) {
+			vlmc_ctl_client_end(t, NULL, fd);
+			continue;
+		}
+		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
 			/* stopping: the line may be cut short, and nothing
 			 * new would be started anyway */
-		} else if (!strchr(line, '\n') && ferror(r.f)) {
-			/* cut by the timeout: never run part of a command
-			 * ("resize v 1" of "resize v 10G") */
+		} else if (rc == -ETIMEDOUT && !got) {
+			peer_warn("control client sent no command within %d "
+				  "s: closed",
+				  VLMC_CTL_IO_TIMEOUT_S);
+		} else if (rc == -ETIMEDOUT) {
+			/* never run part of a command ("resize v 1" of
+			 * "resize v 10G") */
 			peer_warn("control client sent no complete command "
 				  "line within %d s: closed",
 				  VLMC_CTL_IO_TIMEOUT_S);
@@ -3310,10 +3498,20 @@ static void *vlmc_ctl_main(void *arg)
 				"error %d no complete command line within "
 				"%d s\n",
 				ETIMEDOUT, VLMC_CTL_IO_TIMEOUT_S);
-		} else {
+		} else if (rc == -EMSGSIZE) {
+			peer_warn("control client sent a command line longer "
+				  "than %zu bytes: refused",
+				  sizeof(line) - 1);
+			fprintf(r.f,
+				"error %d command line longer than %zu "
+				"bytes\n",
+				EINVAL, sizeof(line) - 1);
+		} else if (rc > 0 || (!rc && got)) {
+			/* a line, or one ended by the client closing its
+			 * side */
 			vlmc_ctl_command(v, line, &r);
 		}
-		vlmc_ctl_client_end(v, r.f, fd);
+		vlmc_ctl_client_end(t, r.f, fd);
 	}
 	return NULL;
 }
@@ -3450,10 +3648,14 @@ static int vlmc_init_steps(struct peer *p)
 		peer_err("control socket %s: %s", v->ctl_socket, strerror(-rc));
 		return rc;
 	}
-	rc = pthread_create(&v->ctl_thread, NULL, vlmc_ctl_main, v);
-	if (rc)
-		return -rc;
-	v->ctl_started = true;
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
+		struct vlmc_ctl_thread *t = &v->ctl_threads[i];
+
+		rc = pthread_create(&t->thread, NULL, vlmc_ctl_main, t);
+		if (rc)
+			return -rc;
+		t->started = true;
+	}
 	rc = pthread_create(&v->reclaim_thread, NULL, vlmc_reclaim_main, v);
 	if (rc)
 		return -rc;
@@ -3471,23 +3673,31 @@ static void vlmc_stop(struct peer *p)
 {
 	struct vlmc *v = peer_priv(p);
 
-	/* first the control thread: a volume operation waiting for the
+	/* first the control threads: a volume operation waiting for the
 	 * store, or for a frozen volume's drain, stops waiting (without
 	 * rolling back: R9-6), so it cannot hold the exit, and it thaws
-	 * the volume NBD readers may wait on */
+	 * the volume NBD readers may wait on; a command waiting for
+	 * ctl_lock then starts nothing (vlmc_ctl_command) */
 	__atomic_store_n(&v->ctl_stop, true, __ATOMIC_RELEASE);
 	if (v->have_ctl_port)
 		xseg_kick(v->seg, v->ctl_port);
-	if (v->ctl_started) {
-		shutdown(v->ctl_fd, SHUT_RDWR);
-		/* a client that sent no line yet: its read ends now (the
-		 * answer, if a command runs, can still be written) */
-		pthread_mutex_lock(&v->ctl_client_lock);
-		if (v->ctl_client_fd >= 0)
-			shutdown(v->ctl_client_fd, SHUT_RD);
-		pthread_mutex_unlock(&v->ctl_client_lock);
-		pthread_join(v->ctl_thread, NULL);
-		v->ctl_started = false;
+	if (v->ctl_fd >= 0)
+		shutdown(v->ctl_fd, SHUT_RDWR); /* every accept() ends */
+	/* clients that sent no line yet: their reads end now (the answer,
+	 * if a command runs, can still be written); a thread that accepts
+	 * after this sees ctl_stop (vlmc_ctl_client_begin) */
+	pthread_mutex_lock(&v->ctl_client_lock);
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++)
+		if (v->ctl_threads[i].client_fd >= 0)
+			shutdown(v->ctl_threads[i].client_fd, SHUT_RD);
+	pthread_mutex_unlock(&v->ctl_client_lock);
+	for (unsigned i = 0; i < VLMC_CTL_THREADS; i++) {
+		struct vlmc_ctl_thread *t = &v->ctl_threads[i];
+
+		if (t->started) {
+			pthread_join(t->thread, NULL);
+			t->started = false;
+		}
 	}
 	/* the reclaimer: a window in progress ends at once (ESHUTDOWN from
 	 * its wait, nothing rolled back); asleep, it is woken here (under

@@ -8,13 +8,17 @@
  * Threads and locking
  * - vols_lock (rwlock) protects the volume table; lookups take it shared
  *   and return a referenced volume (vlmc_vol_get / vlmc_vol_put).
- * - ctl_lock serialises control operations (create, remove, snapshot, ...)
- *   and every write of the metadata object; only the control thread, the
- *   reclaimer thread (one window at a time, under ctl_lock) and init use
- *   ctl_port, synchronously. The reclaim records (v->reclaims) change
- *   under ctl_lock and reclaim_mu. list and info take no ctl_lock
- *   (they send nothing below): they answer while another operation or
- *   the reclaimer waits for the store.
+ * - VLMC_CTL_THREADS control threads accept clients on the control
+ *   socket, each serving one at a time. ctl_lock serialises control
+ *   operations (create, remove, snapshot, ...) and every write of the
+ *   metadata object; only a control thread holding it, the reclaimer
+ *   thread (one window at a time, under ctl_lock) and init use ctl_port,
+ *   synchronously. The reclaim records (v->reclaims) change under
+ *   ctl_lock and reclaim_mu. list and info take no ctl_lock (they send
+ *   nothing below): on other control threads they answer while an
+ *   operation or the reclaimer waits for the store, reading the live
+ *   table under vols_lock and each volume's mu, the records under
+ *   reclaim_mu, and nothing else that ctl_lock guards.
  * - Each volume's mu protects inflight / frozen / pending: a snapshot
  *   freezes the volume, waits for its in-flight I/O to drain, copies the
  *   objects, and thaws it. NBD readers block while a volume is frozen;
@@ -78,6 +82,14 @@ struct vlmc_nbd;
 #define VLMC_DEFAULT_RECLAIM_RETRY_MAX_NS (60ULL * 1000000000ULL)
 #define VLMC_RETRY_MIN_NS		  (10ULL * 1000000ULL)
 #define VLMC_RETRY_MAX_NS		  (500ULL * 1000000ULL)
+/* Control threads, all accepting on the control socket: list and info
+ * answer while up to VLMC_CTL_THREADS - 1 commands run or wait for
+ * ctl_lock (vlmc.c, "Control socket") */
+#define VLMC_CTL_THREADS 8
+/* --remove-busy-wait: remove of a volume still referenced (an NBD
+ * connection being torn down, I/O in flight) waits this long for it to
+ * be let go before it answers EBUSY */
+#define VLMC_DEFAULT_REMOVE_BUSY_NS (2ULL * 1000000000ULL)
 
 struct vlmc_volume {
 	struct vlmc_volume_meta m; /* size changes only under ctl_lock and
@@ -124,6 +136,19 @@ struct vlmc_retry {
 	pthread_t thread;
 };
 
+struct vlmc;
+
+/* One control thread and the client it serves. */
+struct vlmc_ctl_thread {
+	struct vlmc *v;
+	pthread_t thread;
+	bool started;
+	/* the client being served (-1: none), under v->ctl_client_lock:
+	 * vlmc_stop shuts its reading side so a silent client cannot hold
+	 * the stop */
+	int client_fd;
+};
+
 struct vlmc {
 	/* options */
 	uint32_t next_port;
@@ -155,6 +180,7 @@ struct vlmc {
 	uint64_t reclaim_window;       /* --reclaim-window */
 	uint64_t reclaim_save;	       /* --reclaim-save */
 	uint64_t reclaim_retry_max_ns; /* --reclaim-retry-max */
+	uint64_t remove_busy_ns;       /* --remove-busy-wait */
 
 	struct peer *p;
 	struct xseg *seg;
@@ -167,13 +193,8 @@ struct vlmc {
 	uint32_t ctl_port;
 	bool have_ctl_port;
 	int ctl_fd;
-	/* the control client being served (-1: none), under ctl_client_lock:
-	 * vlmc_stop shuts its reading side so a silent client cannot hold
-	 * the stop */
-	pthread_mutex_t ctl_client_lock;
-	int ctl_client_fd;
-	pthread_t ctl_thread;
-	bool ctl_started;
+	pthread_mutex_t ctl_client_lock; /* the threads' client_fd */
+	struct vlmc_ctl_thread ctl_threads[VLMC_CTL_THREADS];
 	/* __atomic: vlmc_stop began; a waiting control operation returns
 	 * -ESHUTDOWN and rolls nothing back (vlmc.c, R9-6) */
 	bool ctl_stop;

@@ -110,11 +110,15 @@ struct vlmc_conn {
 	 * the reader, their only writer, reads tqueued without the lock.
 	 * tgranted (reader only): the head command passed; the connection
 	 * stays in the queue, its claim standing, until the command's
-	 * bytes are in nbd_total_inflight (nbd_tq_leave). */
+	 * bytes are in nbd_total_inflight, or (a WRITE, a refusal) until
+	 * before anything that can block on its own client (nbd_submit
+	 * calls nbd_tq_leave). tlapse_logged (under tlock): this head's
+	 * lapsed claim was logged. */
 	struct vlmc_conn *tnext, *tprev;
 	uint64_t tcost;
 	bool tqueued;
 	bool tgranted;
+	bool tlapse_logged;
 	pthread_cond_t tcond;
 	/* when an ENOMEM was last logged (xseg_now_ns, __atomic; 0: never):
 	 * one line per connection per NBD_ENOMEM_LOG_NS */
@@ -180,10 +184,14 @@ struct vlmc_nbd {
 	 * guards the queue (thead, ttail, the connections' t* fields); it
 	 * is taken after a connection's lock, never before. claim is
 	 * thead's tcost, 0 when nobody waits: __atomic (seq_cst), the one
-	 * load admissions and replies pay when nobody waits. */
+	 * load admissions and replies pay when nobody waits. claim_ns
+	 * (xseg_now_ns, __atomic, stored under tlock with claim): when the
+	 * head's claim began; it holds for NBD_CLAIM_HOLD_NS, then lapses
+	 * for NBD_CLAIM_LAPSE_NS, and so on (nbd_claim_holds). */
 	pthread_mutex_t tlock;
 	struct vlmc_conn *thead, *ttail;
 	uint64_t claim;
+	uint64_t claim_ns;
 };
 
 /* ------------------------------------------------------------------ */
@@ -1054,6 +1062,38 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
 	}
 }
 
+/* A claim that cannot be met (clients that do not read their replies pin
+ * more of the total than the head could ever go with) must not lock the
+ * others out for good (review-nbdfair F2): it holds for
+ * NBD_CLAIM_HOLD_NS, then lapses for NBD_CLAIM_LAPSE_NS (the others go
+ * as if nobody waited: as before the queue), then holds again, and so on
+ * while the head waits. A total that can drain does so within
+ * milliseconds while the claim holds, so the head still gets through;
+ * a command the old rule admits waits at most NBD_CLAIM_HOLD_NS plus a
+ * waiter's 1 s look behind a claim that cannot be met. The lapse is
+ * long enough for a waiter looking once a second to see it. */
+#define NBD_CLAIM_HOLD_NS  (2ULL * 1000000000ULL)
+#define NBD_CLAIM_LAPSE_NS (2ULL * 1000000000ULL)
+
+/* Whether the standing claim (claim non-zero) holds now, or lapses. Any
+ * thread. */
+static bool nbd_claim_holds(struct vlmc_nbd *nbd)
+{
+	uint64_t since = __atomic_load_n(&nbd->claim_ns, __ATOMIC_SEQ_CST);
+
+	return (xseg_now_ns() - since) %
+		   (NBD_CLAIM_HOLD_NS + NBD_CLAIM_LAPSE_NS) <
+	       NBD_CLAIM_HOLD_NS;
+}
+
+/* A new head claims (or the queue empties: claim 0); under tlock. */
+static void nbd_tq_claim(struct vlmc_nbd *nbd)
+{
+	__atomic_store_n(&nbd->claim_ns, xseg_now_ns(), __ATOMIC_SEQ_CST);
+	__atomic_store_n(&nbd->claim, nbd->thead ? nbd->thead->tcost : 0,
+			 __ATOMIC_SEQ_CST);
+}
+
 /* The queue of connections waiting for the total budget (see
  * nbd_admit). Whether c's head command may go, c in the queue (it joins
  * at the tail if not yet in it); under nbd->tlock, reader only.
@@ -1064,12 +1104,15 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
  * claim and signals, under tlock (which c holds from here until it
  * sleeps: nbd_tq_wait), the head, and c itself if the reply was its own
  * (nbd_tq_wake). A waiter behind the head goes on its share, on its own
- * replies, or when its turn comes (nbd_tq_leave signals it). */
+ * replies, when its turn comes (nbd_tq_leave signals it), or while the
+ * claim lapses as the old rule lets it (replies then wake every waiter;
+ * a lapse that begins is seen at the waiter's next 1 s look). */
 static bool nbd_tq_check(struct vlmc_conn *c)
 {
 	struct vlmc *v = c->v;
 	struct vlmc_nbd *nbd = v->nbd;
 	uint64_t bytes, total, share, room;
+	bool head;
 
 	if (!c->tqueued) {
 		c->tcost = c->head_cost;
@@ -1081,19 +1124,34 @@ static bool nbd_tq_check(struct vlmc_conn *c)
 			nbd->thead = c;
 		nbd->ttail = c;
 		c->tqueued = true;
+		c->tlapse_logged = false;
 		if (nbd->thead == c)
-			__atomic_store_n(&nbd->claim, c->tcost,
-					 __ATOMIC_SEQ_CST);
+			nbd_tq_claim(nbd);
+		__atomic_add_fetch(&v->st_nbd_total_waits, 1, __ATOMIC_RELAXED);
 	}
 	bytes = __atomic_load_n(&c->inflight_bytes, __ATOMIC_SEQ_CST);
 	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
 	share = v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
-	/* the head's claim is its own room */
-	room = nbd->thead == c ? 0 : nbd->thead->tcost;
+	head = nbd->thead == c;
+	/* the head's claim is its own room; a lapsed claim leaves none */
+	room = head || !nbd_claim_holds(nbd) ? 0 : nbd->thead->tcost;
 	if (bytes + c->tcost <= share ||
 	    total + c->tcost + room <= v->nbd_total_bytes ||
-	    (!room && total <= v->nbd_total_bytes / 2))
+	    (head && total <= v->nbd_total_bytes / 2) || (!room && !total))
 		c->tgranted = true;
+	if (head && !c->tgranted && !c->tlapse_logged &&
+	    !nbd_claim_holds(nbd)) {
+		c->tlapse_logged = true;
+		peer_warn("nbd: %s: a command of %" PRIu64
+			  " bytes has waited %llu s for the budget of all "
+			  "connections (%" PRIu64 " of %" PRIu64
+			  " bytes in flight, pinned by clients that do not "
+			  "read their replies?): its claim lapses now and "
+			  "then, the others go as if nobody waited",
+			  c->vol->m.name, c->tcost,
+			  NBD_CLAIM_HOLD_NS / 1000000000ULL, total,
+			  v->nbd_total_bytes);
+	}
 	return c->tgranted;
 }
 
@@ -1116,10 +1174,16 @@ static void nbd_tq_wake(struct vlmc_conn *c)
 	struct vlmc_nbd *nbd = c->v->nbd;
 
 	pthread_mutex_lock(&nbd->tlock);
-	if (nbd->thead)
-		pthread_cond_signal(&nbd->thead->tcond);
-	if (c->tqueued && nbd->thead != c)
-		pthread_cond_signal(&c->tcond);
+	if (nbd->thead && !nbd_claim_holds(nbd)) {
+		/* the claim lapses: any waiter may go by the old rule */
+		for (struct vlmc_conn *w = nbd->thead; w; w = w->tnext)
+			pthread_cond_signal(&w->tcond);
+	} else {
+		if (nbd->thead)
+			pthread_cond_signal(&nbd->thead->tcond);
+		if (c->tqueued && nbd->thead != c)
+			pthread_cond_signal(&c->tcond);
+	}
 	pthread_mutex_unlock(&nbd->tlock);
 }
 
@@ -1141,9 +1205,7 @@ static void nbd_tq_leave(struct vlmc_conn *c)
 	else
 		nbd->ttail = c->tprev;
 	if (!c->tprev) {
-		__atomic_store_n(&nbd->claim,
-				 nbd->thead ? nbd->thead->tcost : 0,
-				 __ATOMIC_SEQ_CST);
+		nbd_tq_claim(nbd);
 		if (nbd->thead)
 			pthread_cond_signal(&nbd->thead->tcond);
 	}
@@ -1198,10 +1260,15 @@ static void nbd_tq_wait(struct vlmc_conn *c, const struct timespec *deadline)
  * their shares for ever): its own replies wake it, and once they bring it
  * within its share it queues like the others. The heap NBD can pin stays
  * within 1.5 x T, or T plus one command larger than T / 2 (it goes once
- * the total is half full, and the shares come on top). A head whose
+ * the total is half full, and the shares come on top), plus at most one
+ * WRITE between its grant and its accounting (nbd_submit). The head
+ * gives its claim up as soon as its bytes are counted, and before
+ * anything that can block on its own client (nbd_submit). A head whose
  * total never drains (clients that do not read their replies pin it)
- * keeps holding the others to their shares and to what the total has
- * left beyond its claim: they are slowed, never locked out. */
+ * holds the others to their shares and to what the total has left
+ * beyond its claim only while its claim holds: it lapses every
+ * NBD_CLAIM_HOLD_NS for NBD_CLAIM_LAPSE_NS (nbd_claim_holds), and the
+ * others then go by the old rule. */
 static bool nbd_admit(struct vlmc_conn *c)
 {
 	struct vlmc *v = c->v;
@@ -1222,6 +1289,8 @@ static bool nbd_admit(struct vlmc_conn *c)
 		return true;
 	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
 	claim = __atomic_load_n(&v->nbd->claim, __ATOMIC_SEQ_CST);
+	if (claim && !nbd_claim_holds(v->nbd))
+		claim = 0; /* it lapses: the old rule */
 	if (!claim ? !total || total + c->head_cost <= v->nbd_total_bytes
 		   : total + c->head_cost + claim <= v->nbd_total_bytes)
 		return true;
@@ -1284,10 +1353,23 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		op = VLMC_IO_ZERO;
 		break;
 	}
+	/* A command granted at the head of the queue for the total
+	 * (nbd_admit) keeps its claim until its bytes are in the total,
+	 * below, but never while it may block on its own client
+	 * (review-nbdfair F1: a payload the client stalls, an error reply
+	 * it does not read would keep the claim, and every command larger
+	 * than its share waiting, for as long as the client likes). So a
+	 * refusal leaves the queue first, and so does a WRITE, whose thaw
+	 * wait and payload come before its bytes are counted: between the
+	 * two the total can go over by that one WRITE, as before the
+	 * queue. */
+	if (op == VLMC_IO_WRITE)
+		nbd_tq_leave(c);
 	/* fenced after a write-back loss: this connection only gets EIO
 	 * (one relaxed load of a word of the volume) */
 	if (vlmc_wbloss_fenced(&c->vol->wb, c->fence_gen)) {
 		__atomic_add_fetch(&v->wb.cmds_eio, 1, __ATOMIC_RELAXED);
+		nbd_tq_leave(c);
 		if (r->type == NBD_CMD_WRITE &&
 		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
@@ -1296,8 +1378,10 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	/* With NO_HOLE zeroes must be written, which is never fast: fail
 	 * at once, as FAST_ZERO asks, having changed nothing. */
 	if ((r->flags & NBD_CMD_FLAG_FAST_ZERO) &&
-	    (r->flags & NBD_CMD_FLAG_NO_HOLE))
+	    (r->flags & NBD_CMD_FLAG_NO_HOLE)) {
+		nbd_tq_leave(c);
 		return nbd_error_reply(c, r->type, NBD_ENOTSUP, r->cookie, sb);
+	}
 	/* CACHE is advisory: warm at most one maximal read's worth. A
 	 * status reply may cover less than asked (the client asks again
 	 * from where it ends): look at a bounded number of objects. */
@@ -1366,6 +1450,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 			io->window = NBD_ZERO_WINDOW;
 	}
 	if (!io) {
+		nbd_tq_leave(c);
 		if (r->type == NBD_CMD_WRITE &&
 		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
@@ -1389,6 +1474,9 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	io->arg2 = r->cookie;
 	__atomic_add_fetch(&c->inflight_bytes, cost, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&v->nbd_total_inflight, cost, __ATOMIC_SEQ_CST);
+	/* counted: the claim goes to the next in the queue, before the
+	 * volume's freeze can hold this command */
+	nbd_tq_leave(c);
 	/* reap_max is the reader's own: this thread writes it */
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
 		c->reap_max + 1 &&
@@ -1576,8 +1664,9 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 			if (r.type == NBD_CMD_DISC)
 				return;
 			rc = nbd_submit(c, &r, cost, sb);
-			/* its bytes are in the total now (or it was refused):
-			 * the claim goes to the next in the queue */
+			/* nbd_submit left the queue (its bytes counted, a
+			 * WRITE, a refusal); any path it returns by without
+			 * leaving passes the claim on here */
 			nbd_tq_leave(c);
 			if (rc)
 				return;

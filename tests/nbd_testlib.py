@@ -6,8 +6,13 @@ replies (the NBD protocol document's structures, nothing negotiated beyond
 what vlmc needs). Shell tests put this directory on PYTHONPATH and import
 it from their heredocs.
 """
+import fcntl
+import os
 import socket
 import struct
+import subprocess
+import termios
+import time
 
 OPT_MAGIC = 0x49484156454F5054  # "IHAVEOPT"
 OPT_REPLY_MAGIC = 0x3E889045565A9
@@ -81,3 +86,34 @@ def command(s, typ, cookie, off, length, data=b"", flags=0):
     if err == 0 and typ == CMD_READ:
         return err, recvn(s, length)
     return err, b""
+
+
+def unread(s):
+    """How many bytes wait in s's receive queue, unread (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD,
+                                          b"\0\0\0\0"))[0]
+
+
+def peer_stat(seg, port, name):
+    """A peer's statistic NAME (`$X stats SEG PORT`; the shell tests export
+    X), as an int."""
+    out = subprocess.run([os.environ["X"], "stats", seg, str(port)],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0] == name:
+            return int(f[1])
+    raise KeyError("no statistic %s on port %d of %s" % (name, port, seg))
+
+
+def wait_stat_above(seg, port, name, base, bound):
+    """Wait until statistic NAME exceeds base; a hang detector, bound
+    seconds, raises. Returns the value."""
+    t0 = time.monotonic()
+    while True:
+        n = peer_stat(seg, port, name)
+        if n > base:
+            return n
+        if time.monotonic() - t0 > bound:
+            raise TimeoutError("%s stayed at %d for %d s" % (name, n, bound))
+        time.sleep(0.05)

@@ -103,9 +103,23 @@ struct vlmc_conn {
 	 * of rbuf that waits for them to drop (reader only; 0: none). */
 	uint64_t inflight_bytes;
 	uint64_t head_cost;
-	/* the head command waits for the budget of all connections
-	 * (v->nbd_total_bytes), not its own: reader only */
-	bool total_waiting;
+	/* The queue of connections waiting for the budget of all
+	 * connections (struct vlmc_nbd, nbd_admit): tnext, tprev, tcost
+	 * (head_cost when it joined) and tqueued under nbd->tlock, which
+	 * tcond goes with (its turn came, or its own replies freed budget);
+	 * the reader, their only writer, reads tqueued without the lock.
+	 * tgranted (reader only): the head command passed; the connection
+	 * stays in the queue, its claim standing, until the command's
+	 * bytes are in nbd_total_inflight, or (a WRITE, a refusal) until
+	 * before anything that can block on its own client (nbd_submit
+	 * calls nbd_tq_leave). tlapse_logged (under tlock): this head's
+	 * lapsed claim was logged. */
+	struct vlmc_conn *tnext, *tprev;
+	uint64_t tcost;
+	bool tqueued;
+	bool tgranted;
+	bool tlapse_logged;
+	pthread_cond_t tcond;
 	/* when an ENOMEM was last logged (xseg_now_ns, __atomic; 0: never):
 	 * one line per connection per NBD_ENOMEM_LOG_NS */
 	uint64_t enomem_logged_ns;
@@ -164,6 +178,20 @@ struct vlmc_nbd {
 	struct vlmc_conn *conns;
 	unsigned nr_conns;  /* sockets open (handshake or transmission) */
 	unsigned nr_active; /* in transmission (or entering it) */
+	/* Connections whose next command waits for the budget of all
+	 * connections, first come first served (nbd_admit): the head
+	 * claims its command's bytes, and the others leave it room. tlock
+	 * guards the queue (thead, ttail, the connections' t* fields); it
+	 * is taken after a connection's lock, never before. claim is
+	 * thead's tcost, 0 when nobody waits: __atomic (seq_cst), the one
+	 * load admissions and replies pay when nobody waits. claim_ns
+	 * (xseg_now_ns, __atomic, stored under tlock with claim): when the
+	 * head's claim began; it holds for NBD_CLAIM_HOLD_NS, then lapses
+	 * for NBD_CLAIM_LAPSE_NS, and so on (nbd_claim_holds). */
+	pthread_mutex_t tlock;
+	struct vlmc_conn *thead, *ttail;
+	uint64_t claim;
+	uint64_t claim_ns;
 };
 
 /* ------------------------------------------------------------------ */
@@ -703,6 +731,8 @@ static void nbd_io_done(struct vlmc_io *io)
 	pthread_mutex_unlock(&c->olock);
 }
 
+static void nbd_tq_wake(struct vlmc_conn *c);
+
 #define NBD_IOV_MAX 1024
 
 /* iovecs io's reply needs. */
@@ -775,6 +805,10 @@ static void nbd_send_replies(struct vlmc_conn *c)
 			pthread_cond_broadcast(&c->cond);
 			pthread_mutex_unlock(&c->lock);
 		}
+		/* after the decrements (seq_cst), as nbd_tq_check loads
+		 * them after its claim: one of the two sees the other */
+		if (__atomic_load_n(&c->v->nbd->claim, __ATOMIC_SEQ_CST))
+			nbd_tq_wake(c);
 	}
 }
 
@@ -1028,6 +1062,176 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
 	}
 }
 
+/* A claim that cannot be met (clients that do not read their replies pin
+ * more of the total than the head could ever go with) must not lock the
+ * others out for good (review-nbdfair F2): it holds for
+ * NBD_CLAIM_HOLD_NS, then lapses for NBD_CLAIM_LAPSE_NS (the others go
+ * as if nobody waited: as before the queue), then holds again, and so on
+ * while the head waits. A total that can drain does so within
+ * milliseconds while the claim holds, so the head still gets through;
+ * a command the old rule admits waits at most NBD_CLAIM_HOLD_NS plus a
+ * waiter's 1 s look behind a claim that cannot be met. The lapse is
+ * long enough for a waiter looking once a second to see it. */
+#define NBD_CLAIM_HOLD_NS  (2ULL * 1000000000ULL)
+#define NBD_CLAIM_LAPSE_NS (2ULL * 1000000000ULL)
+
+/* Whether the standing claim (claim non-zero) holds now, or lapses. Any
+ * thread. */
+static bool nbd_claim_holds(struct vlmc_nbd *nbd)
+{
+	uint64_t since = __atomic_load_n(&nbd->claim_ns, __ATOMIC_SEQ_CST);
+
+	return (xseg_now_ns() - since) %
+		   (NBD_CLAIM_HOLD_NS + NBD_CLAIM_LAPSE_NS) <
+	       NBD_CLAIM_HOLD_NS;
+}
+
+/* A new head claims (or the queue empties: claim 0); under tlock. */
+static void nbd_tq_claim(struct vlmc_nbd *nbd)
+{
+	__atomic_store_n(&nbd->claim_ns, xseg_now_ns(), __ATOMIC_SEQ_CST);
+	__atomic_store_n(&nbd->claim, nbd->thead ? nbd->thead->tcost : 0,
+			 __ATOMIC_SEQ_CST);
+}
+
+/* The queue of connections waiting for the total budget (see
+ * nbd_admit). Whether c's head command may go, c in the queue (it joins
+ * at the tail if not yet in it); under nbd->tlock, reader only.
+ * No lost wake-up: claim is non-zero from the first join (which stores
+ * it) until the queue empties, and this looks at the counters after that
+ * store; replies decrement them before they load claim (all seq_cst;
+ * nbd_send_replies). So a reply is either seen here, or it sees the
+ * claim and signals, under tlock (which c holds from here until it
+ * sleeps: nbd_tq_wait), the head, and c itself if the reply was its own
+ * (nbd_tq_wake). A waiter behind the head goes on its share, on its own
+ * replies, when its turn comes (nbd_tq_leave signals it), or while the
+ * claim lapses as the old rule lets it (replies then wake every waiter;
+ * a lapse that begins is seen at the waiter's next 1 s look). */
+static bool nbd_tq_check(struct vlmc_conn *c)
+{
+	struct vlmc *v = c->v;
+	struct vlmc_nbd *nbd = v->nbd;
+	uint64_t bytes, total, share, room;
+	bool head;
+
+	if (!c->tqueued) {
+		c->tcost = c->head_cost;
+		c->tnext = NULL;
+		c->tprev = nbd->ttail;
+		if (nbd->ttail)
+			nbd->ttail->tnext = c;
+		else
+			nbd->thead = c;
+		nbd->ttail = c;
+		c->tqueued = true;
+		c->tlapse_logged = false;
+		if (nbd->thead == c)
+			nbd_tq_claim(nbd);
+		__atomic_add_fetch(&v->st_nbd_total_waits, 1, __ATOMIC_RELAXED);
+	}
+	bytes = __atomic_load_n(&c->inflight_bytes, __ATOMIC_SEQ_CST);
+	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
+	share = v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
+	head = nbd->thead == c;
+	/* the head's claim is its own room; a lapsed claim leaves none */
+	room = head || !nbd_claim_holds(nbd) ? 0 : nbd->thead->tcost;
+	if (bytes + c->tcost <= share ||
+	    total + c->tcost + room <= v->nbd_total_bytes ||
+	    (head && total <= v->nbd_total_bytes / 2) || (!room && !total))
+		c->tgranted = true;
+	if (head && !c->tgranted && !c->tlapse_logged &&
+	    !nbd_claim_holds(nbd)) {
+		c->tlapse_logged = true;
+		peer_warn("nbd: %s: a command of %" PRIu64
+			  " bytes has waited %llu s for the budget of all "
+			  "connections (%" PRIu64 " of %" PRIu64
+			  " bytes in flight, pinned by clients that do not "
+			  "read their replies?): its claim lapses now and "
+			  "then, the others go as if nobody waited",
+			  c->vol->m.name, c->tcost,
+			  NBD_CLAIM_HOLD_NS / 1000000000ULL, total,
+			  v->nbd_total_bytes);
+	}
+	return c->tgranted;
+}
+
+static bool nbd_tq_admit(struct vlmc_conn *c)
+{
+	struct vlmc_nbd *nbd = c->v->nbd;
+	bool ok;
+
+	pthread_mutex_lock(&nbd->tlock);
+	ok = nbd_tq_check(c);
+	pthread_mutex_unlock(&nbd->tlock);
+	return ok;
+}
+
+/* c's replies freed budget while someone waits for the total: wake the
+ * head of the queue, and c's reader if it is in the queue (its own
+ * bytes went down: its share may let it go). Any thread. */
+static void nbd_tq_wake(struct vlmc_conn *c)
+{
+	struct vlmc_nbd *nbd = c->v->nbd;
+
+	pthread_mutex_lock(&nbd->tlock);
+	if (nbd->thead && !nbd_claim_holds(nbd)) {
+		/* the claim lapses: any waiter may go by the old rule */
+		for (struct vlmc_conn *w = nbd->thead; w; w = w->tnext)
+			pthread_cond_signal(&w->tcond);
+	} else {
+		if (nbd->thead)
+			pthread_cond_signal(&nbd->thead->tcond);
+		if (c->tqueued && nbd->thead != c)
+			pthread_cond_signal(&c->tcond);
+	}
+	pthread_mutex_unlock(&nbd->tlock);
+}
+
+/* c leaves the queue: its granted command is in flight (or refused), or
+ * the connection closes; the next one claims and is woken. Reader only. */
+static void nbd_tq_leave(struct vlmc_conn *c)
+{
+	struct vlmc_nbd *nbd = c->v->nbd;
+
+	if (!c->tqueued)
+		return;
+	pthread_mutex_lock(&nbd->tlock);
+	if (c->tprev)
+		c->tprev->tnext = c->tnext;
+	else
+		nbd->thead = c->tnext;
+	if (c->tnext)
+		c->tnext->tprev = c->tprev;
+	else
+		nbd->ttail = c->tprev;
+	if (!c->tprev) {
+		nbd_tq_claim(nbd);
+		if (nbd->thead)
+			pthread_cond_signal(&nbd->thead->tcond);
+	}
+	c->tqueued = false;
+	c->tgranted = false;
+	pthread_mutex_unlock(&nbd->tlock);
+}
+
+/* The reader, in the queue, sleeps until its command may go or until
+ * deadline (to notice vlmc's stop): woken on tcond by replies that free
+ * the total while it is the head, its own replies (bytes and slots), and
+ * its turn coming (nbd_tq_leave). */
+static void nbd_tq_wait(struct vlmc_conn *c, const struct timespec *deadline)
+{
+	struct vlmc_nbd *nbd = c->v->nbd;
+
+	pthread_mutex_lock(&nbd->tlock);
+	/* the slot looked at again under tlock: a reply that frees it
+	 * after this look signals tcond once we sleep */
+	if (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) >=
+		c->v->nbd_max_inflight ||
+	    !nbd_tq_check(c))
+		pthread_cond_timedwait(&c->tcond, &nbd->tlock, deadline);
+	pthread_mutex_unlock(&nbd->tlock);
+}
+
 /* Whether the reader may take another command: a slot is free and, when
  * the command at the head of rbuf waits for the byte budget (head_cost),
  * it fits, or nothing is in flight (one command alone larger than the
@@ -1035,36 +1239,64 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
  *
  * The per-connection budgets add up to more than the segment heap
  * (32 x 64 MiB > 1 GiB; review12 F2), so the command must also fit in
- * the budget of all connections (v->nbd_total_bytes, half the heap by
+ * the budget of all connections (v->nbd_total_bytes, T: half the heap by
  * default), where clients that do not read their replies could pin it
  * all. So that they cannot lock the others out, a connection may always
- * have its fair share in flight, nbd_total_bytes / (2 * nbd_max_conns),
- * over the total: the heap NBD can pin stays within 1.5 x the total
- * budget (3/4 of the heap by default). A command alone in the whole
- * server always passes (a maximal command never deadlocks); a larger
- * one waits (back-pressure through its socket) for other connections'
- * replies. */
+ * have its fair share in flight, share = T / (2 * nbd_max_conns), over
+ * the total.
+ *
+ * A command larger than the share could still wait for ever while other
+ * connections keep the total full with a steady stream of commands, each
+ * taking what a reply just freed. So a connection whose command does not
+ * fit the total, with at most its share in flight itself, joins a queue
+ * (nbd_tq_check); the queue's head claims its command's bytes
+ * (nbd->claim), and every other command then passes only within its
+ * share or with room left for the claim (total + cost + claim <= T): the
+ * total drains until the head fits (total + cost <= T), or, for a command
+ * larger than T / 2, until it is at most half full (the shares alone can
+ * keep it there: the N connections' shares add up to T / 2). Heads are
+ * served in the order they came. A connection over its share does not
+ * queue (the waiter's own unread replies could then hold the others to
+ * their shares for ever): its own replies wake it, and once they bring it
+ * within its share it queues like the others. The heap NBD can pin stays
+ * within 1.5 x T, or T plus one command larger than T / 2 (it goes once
+ * the total is half full, and the shares come on top), plus at most one
+ * WRITE between its grant and its accounting (nbd_submit). The head
+ * gives its claim up as soon as its bytes are counted, and before
+ * anything that can block on its own client (nbd_submit). A head whose
+ * total never drains (clients that do not read their replies pin it)
+ * holds the others to their shares and to what the total has left
+ * beyond its claim only while its claim holds: it lapses every
+ * NBD_CLAIM_HOLD_NS for NBD_CLAIM_LAPSE_NS (nbd_claim_holds), and the
+ * others then go by the old rule. */
 static bool nbd_admit(struct vlmc_conn *c)
 {
 	struct vlmc *v = c->v;
-	uint64_t bytes, total, share;
+	uint64_t bytes, total, share, claim;
 
 	if (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) >=
 	    v->nbd_max_inflight)
 		return false;
-	c->total_waiting = false;
-	if (!c->head_cost)
+	if (!c->head_cost || c->tgranted)
 		return true;
 	bytes = __atomic_load_n(&c->inflight_bytes, __ATOMIC_SEQ_CST);
 	if (bytes && bytes + c->head_cost > v->nbd_inflight_bytes)
 		return false;
-	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
+	if (c->tqueued)
+		return nbd_tq_admit(c);
 	share = v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
-	if (!total || total + c->head_cost <= v->nbd_total_bytes ||
-	    bytes + c->head_cost <= share)
+	if (bytes + c->head_cost <= share)
 		return true;
-	c->total_waiting = true;
-	return false;
+	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
+	claim = __atomic_load_n(&v->nbd->claim, __ATOMIC_SEQ_CST);
+	if (claim && !nbd_claim_holds(v->nbd))
+		claim = 0; /* it lapses: the old rule */
+	if (!claim ? !total || total + c->head_cost <= v->nbd_total_bytes
+		   : total + c->head_cost + claim <= v->nbd_total_bytes)
+		return true;
+	if (bytes > share)
+		return false; /* its own replies wake it */
+	return nbd_tq_admit(c);
 }
 
 /* How long between two ENOMEM lines of one connection. */
@@ -1121,10 +1353,23 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		op = VLMC_IO_ZERO;
 		break;
 	}
+	/* A command granted at the head of the queue for the total
+	 * (nbd_admit) keeps its claim until its bytes are in the total,
+	 * below, but never while it may block on its own client
+	 * (review-nbdfair F1: a payload the client stalls, an error reply
+	 * it does not read would keep the claim, and every command larger
+	 * than its share waiting, for as long as the client likes). So a
+	 * refusal leaves the queue first, and so does a WRITE, whose thaw
+	 * wait and payload come before its bytes are counted: between the
+	 * two the total can go over by that one WRITE, as before the
+	 * queue. */
+	if (op == VLMC_IO_WRITE)
+		nbd_tq_leave(c);
 	/* fenced after a write-back loss: this connection only gets EIO
 	 * (one relaxed load of a word of the volume) */
 	if (vlmc_wbloss_fenced(&c->vol->wb, c->fence_gen)) {
 		__atomic_add_fetch(&v->wb.cmds_eio, 1, __ATOMIC_RELAXED);
+		nbd_tq_leave(c);
 		if (r->type == NBD_CMD_WRITE &&
 		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
@@ -1133,8 +1378,10 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	/* With NO_HOLE zeroes must be written, which is never fast: fail
 	 * at once, as FAST_ZERO asks, having changed nothing. */
 	if ((r->flags & NBD_CMD_FLAG_FAST_ZERO) &&
-	    (r->flags & NBD_CMD_FLAG_NO_HOLE))
+	    (r->flags & NBD_CMD_FLAG_NO_HOLE)) {
+		nbd_tq_leave(c);
 		return nbd_error_reply(c, r->type, NBD_ENOTSUP, r->cookie, sb);
+	}
 	/* CACHE is advisory: warm at most one maximal read's worth. A
 	 * status reply may cover less than asked (the client asks again
 	 * from where it ends): look at a bounded number of objects. */
@@ -1203,6 +1450,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 			io->window = NBD_ZERO_WINDOW;
 	}
 	if (!io) {
+		nbd_tq_leave(c);
 		if (r->type == NBD_CMD_WRITE &&
 		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
@@ -1226,6 +1474,9 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	io->arg2 = r->cookie;
 	__atomic_add_fetch(&c->inflight_bytes, cost, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&v->nbd_total_inflight, cost, __ATOMIC_SEQ_CST);
+	/* counted: the claim goes to the next in the queue, before the
+	 * volume's freeze can hold this command */
+	nbd_tq_leave(c);
 	/* reap_max is the reader's own: this thread writes it */
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
 		c->reap_max + 1 &&
@@ -1412,7 +1663,12 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 			}
 			if (r.type == NBD_CMD_DISC)
 				return;
-			if (nbd_submit(c, &r, cost, sb))
+			rc = nbd_submit(c, &r, cost, sb);
+			/* nbd_submit left the queue (its bytes counted, a
+			 * WRITE, a refusal); any path it returns by without
+			 * leaving passes the claim on here */
+			nbd_tq_leave(c);
+			if (rc)
 				return;
 		}
 		/* The buffered commands are submitted: one wake-up of the
@@ -1440,19 +1696,18 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 							 __ATOMIC_ACQUIRE)) {
 			struct timespec ts;
 
-			/* Other connections' replies free the total budget
-			 * without waking this one: look again soon. */
 			clock_gettime(CLOCK_REALTIME, &ts);
-			if (c->total_waiting) {
-				ts.tv_nsec += 10000000;
-				if (ts.tv_nsec >= 1000000000) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000;
-				}
-			} else {
-				ts.tv_sec += 1;
+			ts.tv_sec += 1;
+			if (!c->tqueued) {
+				pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+				continue;
 			}
-			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+			/* in the queue for the total: what frees it signals
+			 * tcond, under nbd->tlock (not taken under c->lock
+			 * by wakers) */
+			pthread_mutex_unlock(&c->lock);
+			nbd_tq_wait(c, &ts);
+			pthread_mutex_lock(&c->lock);
 		}
 		__atomic_store_n(&c->slot_waiting, false, __ATOMIC_RELAXED);
 		if (!nbd_admit(c)) { /* stopping */
@@ -1486,6 +1741,9 @@ static void nbd_transmission(struct vlmc_conn *c)
 	xseg_sigbatch_init(&sb);
 	vlmc_set_wait_hook(nbd_reader_wait, c);
 	nbd_serve(c, &sb);
+	/* a connection that closes while it waits for the total lets the
+	 * next one claim it */
+	nbd_tq_leave(c);
 	vlmc_set_wait_hook(NULL, NULL);
 	/* the connection closes: nbd_conn_close waits for every reply */
 	xseg_sigbatch_flush(c->v->seg, &sb);
@@ -1575,6 +1833,7 @@ static void nbd_conn_close(struct vlmc_conn *c)
 	pthread_mutex_destroy(&c->olock);
 	pthread_cond_destroy(&c->cond);
 	pthread_cond_destroy(&c->ccond);
+	pthread_cond_destroy(&c->tcond);
 	free(c->rbuf);
 	free(c);
 }
@@ -1729,6 +1988,7 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	pthread_mutex_init(&c->olock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	pthread_cond_init(&c->ccond, NULL);
+	pthread_cond_init(&c->tcond, NULL);
 	c->in_hs = true;
 	c->hs_deadline_ns = xseg_now_ns() + NBD_HANDSHAKE_NS;
 	pthread_mutex_lock(&nbd->lock);
@@ -1823,6 +2083,7 @@ int vlmc_nbd_start(struct vlmc *v)
 	nbd->unix_fd = nbd->tcp_fd = -1;
 	pthread_mutex_init(&nbd->lock, NULL);
 	pthread_cond_init(&nbd->cond, NULL);
+	pthread_mutex_init(&nbd->tlock, NULL);
 	v->nbd = nbd;
 	if (!v->nbd_total_bytes) {
 		struct xseg_info info;
@@ -1884,6 +2145,7 @@ void vlmc_nbd_stop(struct vlmc *v)
 		close(nbd->tcp_fd);
 	pthread_mutex_destroy(&nbd->lock);
 	pthread_cond_destroy(&nbd->cond);
+	pthread_mutex_destroy(&nbd->tlock);
 	free(nbd);
 	v->nbd = NULL;
 }

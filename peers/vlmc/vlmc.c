@@ -3850,6 +3850,8 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 	    __atomic_load_n(&v->st_nbd_completer_caught, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "nbd_thaw_waits",
 		  __atomic_load_n(&v->st_nbd_thaw_waits, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "nbd_total_waits",
+		  __atomic_load_n(&v->st_nbd_total_waits, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "writeback_losses_seen",
 		  vlmc_wbloss_seen(&v->wb));
 	peer_stat(st, &n, max, "volumes_fenced",

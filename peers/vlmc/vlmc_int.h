@@ -257,6 +257,8 @@ struct vlmc {
 	uint64_t st_nbd_completer_spins;
 	uint64_t st_nbd_completer_caught;
 	uint64_t st_nbd_thaw_waits;   /* NBD commands that waited for a thaw */
+	uint64_t st_nbd_total_waits;  /* NBD commands that queued for the
+					 total budget (nbd.c nbd_admit) */
 	uint64_t st_ctl_waits_logged; /* "still waiting" lines of volume
 					 operations (--ctl-wait-log) */
 	uint64_t st_parts_retried;    /* parts resent after a dead peer */

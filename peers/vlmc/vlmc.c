@@ -158,6 +158,27 @@ static void vlmc_defaults(struct peer *p)
 	}
 }
 
+/* Bounds of the waits set in seconds by default (--nbd-stop-timeout,
+ * --dead-peer-wait, --snapshot-drain-wait, ...): at most an hour; those
+ * that must not be 0 at least 1 ms. */
+#define VLMC_WAIT_MIN_NS 1000000ULL
+#define VLMC_WAIT_MAX_NS (3600ULL * 1000000000ULL)
+
+/* A duration option (bare number = seconds) within [min_ns, an hour]
+ * into *out; -ERANGE outside, *out unchanged on any error. */
+static int vlmc_parse_wait(const char *arg, uint64_t min_ns, uint64_t *out)
+{
+	uint64_t x;
+	int rc = peer_parse_duration(arg, 1000000000ULL, &x);
+
+	if (rc)
+		return rc;
+	if (x < min_ns || x > VLMC_WAIT_MAX_NS)
+		return -ERANGE;
+	*out = x;
+	return 0;
+}
+
 static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 {
 	struct vlmc *v = peer_priv(p);
@@ -229,29 +250,15 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		v->nbd_total_bytes = x;
 		return 0;
 	case VLMC_OPT_NBD_STOP_TIMEOUT:
-		rc = peer_parse_duration(arg, 1000000000ULL, &x);
-		if (rc || x > 3600ULL * 1000000000ULL)
-			return rc ? rc : -ERANGE;
-		v->nbd_stop_ns = x;
-		return 0;
+		return vlmc_parse_wait(arg, 0, &v->nbd_stop_ns);
 	case VLMC_OPT_DEAD_PEER_WAIT:
-		rc = peer_parse_duration(arg, 1000000000ULL, &x);
-		if (rc || x > 3600ULL * 1000000000ULL)
-			return rc ? rc : -ERANGE;
-		v->dead_peer_wait_ns = x;
-		return 0;
+		return vlmc_parse_wait(arg, 0, &v->dead_peer_wait_ns);
 	case VLMC_OPT_SNAP_DRAIN_WAIT:
-		rc = peer_parse_duration(arg, 1000000000ULL, &x);
-		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
-			return rc ? rc : -ERANGE;
-		v->snap_drain_ns = x;
-		return 0;
+		return vlmc_parse_wait(arg, VLMC_WAIT_MIN_NS,
+				       &v->snap_drain_ns);
 	case VLMC_OPT_CTL_WAIT_LOG:
-		rc = peer_parse_duration(arg, 1000000000ULL, &x);
-		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
-			return rc ? rc : -ERANGE;
-		v->ctl_wait_log_ns = x;
-		return 0;
+		return vlmc_parse_wait(arg, VLMC_WAIT_MIN_NS,
+				       &v->ctl_wait_log_ns);
 	case VLMC_OPT_RECLAIM_WINDOW:
 		rc = peer_parse_u64(arg, &x);
 		if (rc || x == 0 || x > (1ULL << 20))
@@ -265,17 +272,10 @@ static int vlmc_parse_opt(struct peer *p, int val, const char *arg)
 		v->reclaim_save = x;
 		return 0;
 	case VLMC_OPT_RECLAIM_RETRY_MAX:
-		rc = peer_parse_duration(arg, 1000000000ULL, &x);
-		if (rc || x < 1000000ULL || x > 3600ULL * 1000000000ULL)
-			return rc ? rc : -ERANGE;
-		v->reclaim_retry_max_ns = x;
-		return 0;
+		return vlmc_parse_wait(arg, VLMC_WAIT_MIN_NS,
+				       &v->reclaim_retry_max_ns);
 	case VLMC_OPT_REMOVE_BUSY_WAIT:
-		rc = peer_parse_duration(arg, 1000000000ULL, &x);
-		if (rc || x > 3600ULL * 1000000000ULL)
-			return rc ? rc : -ERANGE;
-		v->remove_busy_ns = x;
-		return 0;
+		return vlmc_parse_wait(arg, 0, &v->remove_busy_ns);
 	}
 	return -EINVAL;
 }

@@ -111,6 +111,20 @@ stop_wait() {
 	untrack_pid $1
 	return $rc
 }
+# stop_bounded PID: SIGTERM to a child of this shell; sets status to its
+# exit status once it exits, or to "" if it still runs after 120 s (a hang
+# detector, not a timing check)
+stop_bounded() {
+	local i
+	status=
+	kill -TERM $1
+	for i in $(seq 1200); do
+		if ! kill -0 $1 2>/dev/null; then wait $1; status=$?; break; fi
+		sleep 0.1
+	done
+	[ -n "$status" ] && untrack_pid $1
+	return 0
+}
 # seg_create NAME SIZE REQUESTS [DYNAMIC_PORTS]: a segment with 4 static
 # ports (16 dynamic by default), destroyed at exit; dies if it cannot
 seg_create() {

@@ -250,13 +250,7 @@ PY
 CLIENT=$!
 track_pid $CLIENT
 wait_until 600 grep -q sent $T/client.out || die "client: $(cat $T/client.out)"
-kill -TERM $VLMC
-status=
-for _ in $(seq 1200); do # a hang detector: vlmc leaves waits within 1 s
-	if ! kill -0 $VLMC 2>/dev/null; then wait $VLMC; status=$?; break; fi
-	sleep 0.1
-done
-[ -n "$status" ] && untrack_pid $VLMC
+stop_bounded $VLMC # vlmc leaves its waits within seconds
 [ "$status" = 0 ] && ok "vlmc stopped while a READ waited in the queue" ||
 	fail "vlmc did not exit cleanly (status '${status:-still running}')"
 wait $CLIENT

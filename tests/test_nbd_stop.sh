@@ -49,13 +49,7 @@ CLIENT=$!
 track_pid $CLIENT
 wait_until 600 grep -q sent $T/client.out || die "client: $(cat $T/client.out)"
 
-kill -TERM $VLMC
-status=
-for _ in $(seq 1200); do  # vlmc's own bound is 2 s (+ the drain)
-	if ! kill -0 $VLMC 2>/dev/null; then wait $VLMC; status=$?; break; fi
-	sleep 0.1
-done
-[ -n "$status" ] && untrack_pid $VLMC
+stop_bounded $VLMC # vlmc leaves its waits within seconds
 [ "$status" = 0 ] && ok "vlmc exited 0 with a command never answered" ||
 	fail "vlmc did not exit cleanly (status '${status:-still running}')"
 grep -q "never answered by port 1" $T/vlmc.log && ok "vlmc says why" ||

@@ -1077,6 +1077,24 @@ static uint64_t nbd_cost(const struct vlmc_conn *c, const struct nbd_request *r)
 
 /* Whether the standing claim (claim non-zero) holds now, or lapses. Any
  * thread. */
+/* A connection's fair share of the budget of all connections: it may
+ * always have this much in flight (nbd_admit). */
+static uint64_t nbd_share(const struct vlmc *v)
+{
+	return v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
+}
+
+/* Whether cost more bytes fit in the budget of all connections with
+ * total in flight, leaving room bytes for a waiting head's claim (0: no
+ * claim, or it lapses); with no claim a command alone always fits. */
+static bool nbd_total_fits(const struct vlmc *v, uint64_t total, uint64_t cost,
+			   uint64_t room)
+{
+	if (!room)
+		return !total || total + cost <= v->nbd_total_bytes;
+	return total + cost + room <= v->nbd_total_bytes;
+}
+
 static bool nbd_claim_holds(struct vlmc_nbd *nbd)
 {
 	uint64_t since = __atomic_load_n(&nbd->claim_ns, __ATOMIC_SEQ_CST);
@@ -1131,13 +1149,13 @@ static bool nbd_tq_check(struct vlmc_conn *c)
 	}
 	bytes = __atomic_load_n(&c->inflight_bytes, __ATOMIC_SEQ_CST);
 	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
-	share = v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
+	share = nbd_share(v);
 	head = nbd->thead == c;
 	/* the head's claim is its own room; a lapsed claim leaves none */
 	room = head || !nbd_claim_holds(nbd) ? 0 : nbd->thead->tcost;
 	if (bytes + c->tcost <= share ||
-	    total + c->tcost + room <= v->nbd_total_bytes ||
-	    (head && total <= v->nbd_total_bytes / 2) || (!room && !total))
+	    nbd_total_fits(v, total, c->tcost, room) ||
+	    (head && total <= v->nbd_total_bytes / 2))
 		c->tgranted = true;
 	if (head && !c->tgranted && !c->tlapse_logged &&
 	    !nbd_claim_holds(nbd)) {
@@ -1284,15 +1302,14 @@ static bool nbd_admit(struct vlmc_conn *c)
 		return false;
 	if (c->tqueued)
 		return nbd_tq_admit(c);
-	share = v->nbd_total_bytes / (2 * (uint64_t)v->nbd_max_conns);
+	share = nbd_share(v);
 	if (bytes + c->head_cost <= share)
 		return true;
 	total = __atomic_load_n(&v->nbd_total_inflight, __ATOMIC_SEQ_CST);
 	claim = __atomic_load_n(&v->nbd->claim, __ATOMIC_SEQ_CST);
 	if (claim && !nbd_claim_holds(v->nbd))
 		claim = 0; /* it lapses: the old rule */
-	if (!claim ? !total || total + c->head_cost <= v->nbd_total_bytes
-		   : total + c->head_cost + claim <= v->nbd_total_bytes)
+	if (nbd_total_fits(v, total, c->head_cost, claim))
 		return true;
 	if (bytes > share)
 		return false; /* its own replies wake it */

@@ -8,13 +8,14 @@
  *   buffer (many per recv); each valid command becomes a vlmc_io split
  *   into object requests submitted from the connection's own dynamic xseg
  *   port (WRITE payloads are read straight into those requests' buffers);
- * - with at most NBD_READER_REAP_MAX (1) commands in flight and nothing
- *   more on the socket, the reader polls the port for their replies for
- *   up to --nbd-spin and sends them itself, the completer asleep on a
- *   condition (one wake-up per command less at queue depth 1);
- * - otherwise (deeper, the spin ran out, the reader blocked) the
- *   completer thread receives the replies on that port in batches (with
- *   --nbd-spin 0 it always does; see docs/vlmc.md);
+ * - the completer thread receives the replies on that port in batches
+ *   and sends them; but while the reader runs with at most NBD_PARK_MAX
+ *   (1) commands in flight the completer is parked on a condition, not
+ *   on the port: the reader wakes it when a second command goes out or
+ *   before it blocks (a hand-off from a thread going to sleep instead of
+ *   a wake-up from the store's process: 1.2x randread qd16, see
+ *   docs/vlmc.md); with --nbd-spin set the reader meanwhile polls the
+ *   port for that reply for up to that long and sends it itself;
  * - a completed I/O queues its reply (olock); whoever completed it sends
  *   the queue with one writev (wlock serialises socket writes); replies
  *   may go out of order, as the protocol allows; READ data goes out from
@@ -126,13 +127,15 @@ struct vlmc_conn {
 	bool slot_waiting;     /* __atomic */
 	bool completer_on;     /* the reader is (about to be) blocked */
 	bool completer_was_on; /* before nbd_reader_wait turned it on */
-	/* At most this many commands in flight, the reader waits for their
-	 * replies itself while it runs (nbd_poll): NBD_READER_REAP_MAX, or 0
-	 * (the completer takes every reply) with --nbd-spin 0 and while
-	 * spinning is backed off. __atomic: written by the reader only;
-	 * set to 0 under lock with a ccond signal, so a completer asleep on
-	 * ccond goes back to the port. */
-	unsigned reap_max;
+	/* With at most this many commands in flight, the reader answers for
+	 * their replies while it runs: the completer is parked on ccond
+	 * until the reader hands them over (nbd_completer_on, or a second
+	 * command in flight), and with --nbd-spin the reader polls for them
+	 * itself (nbd_poll). NBD_PARK_MAX, or 0 (the completer waits on the
+	 * port for every reply) while the reader's spinning is backed off.
+	 * __atomic: written by the reader only; set to 0 under lock with a
+	 * ccond signal, so a parked completer goes back to the port. */
+	unsigned park_max;
 	/* reader only: polls left before spinning is tried again after a
 	 * spin ran out (spin_backoff), 0: not backed off */
 	unsigned spin_backoff;
@@ -147,12 +150,13 @@ struct vlmc_conn {
  * requests' buffers in the segment (one iovec each); larger ones are
  * gathered into a buffer first. */
 #define NBD_KEEP_MAX_PARTS 64
-/* With at most this many commands in flight, and --nbd-spin not 0, the
- * reader polls for their replies itself before it sleeps (nbd_poll);
- * above, the completer takes them while the reader reads commands, the
- * two working in parallel (the reader taking replies at any depth gave
- * 0.7-0.8x randread qd16 IOPS). */
-#define NBD_READER_REAP_MAX 1
+/* With at most this many commands in flight the completer is parked
+ * while the reader runs (park_max), and with --nbd-spin not 0 the reader
+ * polls for their replies itself before it sleeps (nbd_poll); above, the
+ * completer takes them while the reader reads commands, the two working
+ * in parallel (the reader taking replies at any depth gave 0.7-0.8x
+ * randread qd16 IOPS). */
+#define NBD_PARK_MAX 1
 /* BLOCK_STATUS looks at most at this many objects per command. */
 #define NBD_STATUS_MAX_OBJECTS 64
 
@@ -881,7 +885,7 @@ static bool nbd_completer_busy(struct vlmc_conn *c)
 	unsigned n = __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST);
 
 	return n && (c->completer_on ||
-		     n > __atomic_load_n(&c->reap_max, __ATOMIC_RELAXED));
+		     n > __atomic_load_n(&c->park_max, __ATOMIC_RELAXED));
 }
 
 /* Add what the completer's spin state counted since *seen to vlmc's
@@ -917,13 +921,19 @@ static void *nbd_completer_main(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&c->lock);
-		/* With reap_max 0 (--nbd-spin 0) the completer always
-		 * waits on the port, woken by the store's reply itself.
-		 * Otherwise it sleeps here while the reader runs with at
-		 * most reap_max commands in flight: a completer waiting on
-		 * the port would be woken by every reply the reader polls
-		 * for (a wasted wake-up, paid by the store's respond). */
-		while (__atomic_load_n(&c->reap_max, __ATOMIC_RELAXED) &&
+		/* Parked here while the reader runs with at most park_max
+		 * commands in flight: the reader wakes it when a second
+		 * command goes out or before it blocks, so the reply of the
+		 * last command of a burst is taken by a completer woken by
+		 * the reader going to sleep (a hand-off on its CPU), not by
+		 * the store's respond from another process; and with
+		 * --nbd-spin a completer waiting on the port would be woken
+		 * by every reply the reader polls for. With park_max 0
+		 * (the reader's spin backed off) it always waits on the
+		 * port, woken by the store's reply itself. Measured: the
+		 * completer's port wake-ups per command at randread qd16
+		 * fell from 0.3 to 0.1 (docs/vlmc.md). */
+		while (__atomic_load_n(&c->park_max, __ATOMIC_RELAXED) &&
 		       !c->stop_completer && !nbd_completer_busy(c))
 			pthread_cond_wait(&c->ccond, &c->lock);
 		stop = c->stop_completer;
@@ -1494,10 +1504,10 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	/* counted: the claim goes to the next in the queue, before the
 	 * volume's freeze can hold this command */
 	nbd_tq_leave(c);
-	/* reap_max is the reader's own: this thread writes it */
+	/* park_max is the reader's own: this thread writes it */
 	if (__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) ==
-		c->reap_max + 1 &&
-	    c->reap_max) {
+		c->park_max + 1 &&
+	    c->park_max) {
 		pthread_mutex_lock(&c->lock);
 		pthread_cond_signal(&c->ccond);
 		pthread_mutex_unlock(&c->lock);
@@ -1524,18 +1534,20 @@ static void nbd_spin_back_off(struct vlmc_conn *c)
 {
 	c->spin_backoff = NBD_SPIN_BACKOFF;
 	pthread_mutex_lock(&c->lock);
-	__atomic_store_n(&c->reap_max, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->park_max, 0, __ATOMIC_RELAXED);
 	pthread_cond_signal(&c->ccond);
 	pthread_mutex_unlock(&c->lock);
 }
 
 /* Poll for replies and for more commands, without sleeping. With at most
- * reap_max commands in flight (queue depth 1) the reader waits for their
- * replies itself, polling the port for up to spin_ns: it is awake anyway,
+ * park_max commands in flight (queue depth 1) and --nbd-spin set, the
+ * reader waits for their replies itself, polling the port for up to
+ * spin_ns (with --nbd-spin 0 it hands them to the parked completer before
+ * it blocks, nbd_serve): it is awake anyway,
  * and a reply caught this way is sent without waking the completer (one
  * sleep and wake-up per command less). With nothing in flight, or more
- * than reap_max, it does not spin: the next command is the client's,
- * which needs the CPU to send it, and above reap_max the completer takes
+ * than park_max, it does not spin: the next command is the client's,
+ * which needs the CPU to send it, and above park_max the completer takes
  * the replies. While it polls the port it looks at the socket every
  * NBD_POLL_SOCKET_EVERY polls (a recv is a system call; a command that
  * arrives meanwhile waits at most that long; at queue depth 1 none
@@ -1546,7 +1558,7 @@ static void nbd_spin_back_off(struct vlmc_conn *c)
  * within the spin, a failed spin costs more than it saves (the completer
  * is woken on top). With nothing in flight it returns at once (the
  * blocking recv that follows sees what is there); otherwise, and with
- * reap_max 0, the socket is looked at once more before the reader
+ * park_max 0, the socket is looked at once more before the reader
  * sleeps. Returns 1 when a command may be buffered (process it), 0 when
  * the reader should block, -1 when the connection must close. */
 #define NBD_POLL_SOCKET_EVERY 64
@@ -1554,20 +1566,19 @@ static int nbd_poll(struct vlmc_conn *c)
 {
 	uint64_t spin = c->v->nbd_spin_ns;
 	uint64_t deadline = 0;
-	unsigned polls = 0, reap_max;
+	unsigned polls = 0, park_max;
 
 	if (c->spin_backoff && !--c->spin_backoff)
-		__atomic_store_n(&c->reap_max, NBD_READER_REAP_MAX,
-				 __ATOMIC_RELAXED);
-	reap_max = __atomic_load_n(&c->reap_max, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->park_max, NBD_PARK_MAX, __ATOMIC_RELAXED);
+	park_max = __atomic_load_n(&c->park_max, __ATOMIC_RELAXED);
 	for (;;) {
 		unsigned inflight;
 		bool slot, spinning, look;
 
 		inflight = __atomic_load_n(&c->inflight, __ATOMIC_RELAXED);
-		/* above reap_max the completer reaps and sends: the reader
-		 * stays off its locks */
-		spinning = inflight && inflight <= reap_max;
+		/* above park_max the completer reaps and sends: the reader
+		 * stays off its locks; with --nbd-spin 0 it never polls */
+		spinning = spin && inflight && inflight <= park_max;
 		if (spinning) {
 			unsigned got = nbd_reap(c);
 
@@ -1576,7 +1587,7 @@ static int nbd_poll(struct vlmc_conn *c)
 						   got, __ATOMIC_RELAXED);
 				inflight = __atomic_load_n(&c->inflight,
 							   __ATOMIC_RELAXED);
-				spinning = inflight && inflight <= reap_max;
+				spinning = inflight && inflight <= park_max;
 			}
 		}
 		if (__atomic_load_n(&c->wdead, __ATOMIC_RELAXED))
@@ -1589,7 +1600,7 @@ static int nbd_poll(struct vlmc_conn *c)
 		if (spinning)
 			look = ++polls % NBD_POLL_SOCKET_EVERY == 0;
 		else
-			look = inflight || !reap_max;
+			look = inflight || !park_max;
 		if (slot && look) {
 			ssize_t n = nbd_fill(c, false);
 
@@ -1998,7 +2009,7 @@ static void nbd_accept(struct vlmc *v, int lfd)
 		return;
 	}
 	c->v = v;
-	c->reap_max = v->nbd_spin_ns ? NBD_READER_REAP_MAX : 0;
+	c->park_max = NBD_PARK_MAX;
 	c->fd = fd;
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->lock, NULL);

@@ -4,8 +4,12 @@
 # timed: for fio 4 KiB randread and randwrite at iodepth 1 and 16 through
 # vlmc -> cached (write-back) -> store (as bench/bench_nbd.sh starts it),
 # the signals and FUTEX_WAKE syscalls of the cached port (vlmc's next
-# port), the store port and vlmc's port (xseg_port_info: signals, wakes),
-# read before and after each job and divided by the I/Os fio completed.
+# port), the store port, vlmc's port and the NBD connection's own dynamic
+# port (conn_port: the replies its completer or reader receive;
+# xseg_port_info: signals, wakes), read 1 s into each job and 1 s before
+# its end (the connection's port exists only while fio is connected) and
+# divided by the object requests the connection received meanwhile (one
+# per 4 KiB command).
 # Signals and wake-ups per command do not depend on how loaded the machine
 # is the way IOPS do; IOPS are printed too, but on a shared machine they
 # are only indicative.
@@ -22,7 +26,7 @@
 #                for the counter reader compiled on the fly
 #   --old BIN    programs of the reference build (optional)
 #   --mib N      volume size in MiB (default 256)
-#   --runtime S  seconds per fio job (default 5)
+#   --runtime S  seconds per fio job (default 5, at least 3)
 #   --rounds N   rounds per build (default 1; counts are summed)
 #   --jobs LIST  some of randread-qd1 randread-qd16 randwrite-qd1
 #                randwrite-qd16 (default: all four)
@@ -58,16 +62,16 @@ cleanup() {
 	rm -rf $T
 }
 trap cleanup EXIT
+[ "$RUNTIME" -ge 3 ] 2>/dev/null || { echo "nbd_wakes.sh: --runtime must be at least 3" >&2; exit 2; }
 for job in $JOBS; do
 	case $job in
 	rand*-qd*) ;;
 	*) echo "nbd_wakes.sh: unknown job $job" >&2; exit 2 ;;
 	esac
 done
-# the ports xsegctl stack binds (xseg/xsegctl_stack.h)
-PORTS="1 2 3"
-
-# The counter reader: port signals wakes, one line per port.
+# The counter reader: "port dynamic signals wakes received", one line per
+# bound port (the stack's static ports 1 store, 2 cached, 3 vlmc, and
+# the NBD connections' dynamic ports).
 LIBS=$(find "$NEW/.." -name 'libxseg.a' -o -name 'libxq.a' -o \
 	-name 'libxobj.a' -o -name 'libxheap.a' -o -name 'libxlock.a' |
 	sort | tr '\n' ' ')
@@ -81,18 +85,19 @@ int main(int argc, char **argv)
 	struct xseg *seg;
 	char err[256];
 
-	if (argc < 3 || xseg_join(argv[1], &seg, err, sizeof(err))) {
-		fprintf(stderr, "portctr: %s\n", argc < 3 ? "usage" : err);
+	if (argc != 2 || xseg_join(argv[1], &seg, err, sizeof(err))) {
+		fprintf(stderr, "portctr: %s\n", argc != 2 ? "usage" : err);
 		return 1;
 	}
-	for (int i = 2; i < argc; i++) {
+	for (uint32_t port = 0;; port++) {
 		struct xseg_port_info pi;
-		uint32_t port = (uint32_t)strtoul(argv[i], NULL, 10);
 
 		if (xseg_port_info(seg, port, &pi))
-			return 1;
-		printf("%" PRIu32 " %" PRIu64 " %" PRIu64 "\n", port,
-		       pi.signals, pi.wakes);
+			break; /* past the last port */
+		if (!pi.bound)
+			continue;
+		printf("%" PRIu32 " %d %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+		       port, pi.dynamic, pi.signals, pi.wakes, pi.received);
 	}
 	xseg_leave(seg);
 	return 0;
@@ -122,13 +127,16 @@ CONF
 	for job in $JOBS; do
 		rw=${job%-qd*}
 		depth=${job#*-qd}
-		$T/portctr "$seg" $PORTS > $T/$name.$round.$job.before
 		fio --name=$job --ioengine=nbd --uri="$uri" --rw=$rw --bs=4k \
 			--iodepth=$depth --size=${MIB}m --time_based=1 \
 			--runtime=$RUNTIME --randrepeat=0 --output-format=json \
-			--output=$T/$name.$round.$job.json >&2 ||
-			echo "nbd_wakes.sh: $name $job failed" >&2
-		$T/portctr "$seg" $PORTS > $T/$name.$round.$job.after
+			--output=$T/$name.$round.$job.json >&2 &
+		fpid=$!
+		sleep 1
+		$T/portctr "$seg" > $T/$name.$round.$job.before
+		sleep $((RUNTIME - 2))
+		$T/portctr "$seg" > $T/$name.$round.$job.after
+		wait $fpid || echo "nbd_wakes.sh: $name $job failed" >&2
 	done
 	$bin/xsegctl stack stop --dir $T/stack >&2
 	CUR=
@@ -150,19 +158,29 @@ d, mib, runtime, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(s
 bins = {"new": sys.argv[5], "old": sys.argv[6]}
 builds, jobs = sys.argv[7].split(), sys.argv[8:]
 names = {1: "store_port", 2: "cached_port", 3: "vlmc_port"}
+CONN = "conn_port"
 
 def counters(p):
+    """port -> (signals, wakes, received, dynamic)"""
     out = {}
     for line in open(p):
-        port, sig, wak = (int(x) for x in line.split())
-        out[port] = (sig, wak)
+        port, dyn, sig, wak, rcv = (int(x) for x in line.split())
+        out[port] = (sig, wak, rcv, dyn)
     return out
+
+def delta(before, after, port):
+    a, b = after.get(port), before.get(port)
+    if not a or not b:
+        return (0, 0, 0)
+    # signals wrap at 2^32 (xseg.h)
+    return ((a[0] - b[0]) % (1 << 32), a[1] - b[1], a[2] - b[2])
 
 res = {}
 for b in builds:
     res[b] = {"bin": bins[b], "jobs": {}}
     for j in jobs:
-        ios = 0; iops = []; cnt = {n: [0, 0] for n in names.values()}
+        ios = 0; iops = []
+        cnt = {n: [0, 0] for n in list(names.values()) + [CONN]}
         ok = True
         for r in range(1, rounds + 1):
             base = os.path.join(d, f"{b}.{r}.{j}")
@@ -173,12 +191,19 @@ for b in builds:
                 ok = False
                 break
             side = js["write"] if "write" in j else js["read"]
-            ios += side["total_ios"]
             iops.append(round(side["iops"], 1))
             for port, n in names.items():
-                # signals wrap at 2^32 (xseg.h)
-                cnt[n][0] += (after[port][0] - before[port][0]) % (1 << 32)
-                cnt[n][1] += after[port][1] - before[port][1]
+                sig, wak, _ = delta(before, after, port)
+                cnt[n][0] += sig
+                cnt[n][1] += wak
+            # the connection's dynamic port (bound in both readings):
+            # the replies it received are the commands of the window
+            for port, v in after.items():
+                if v[3] and port in before:
+                    sig, wak, rcv = delta(before, after, port)
+                    cnt[CONN][0] += sig
+                    cnt[CONN][1] += wak
+                    ios += rcv
         if not ok or not ios:
             res[b]["jobs"][j] = None
             continue
@@ -195,8 +220,11 @@ out = {
     "rounds": rounds,
     "jobs": jobs,
     "results": res,
-    "note": "signals/wakes per fio I/O are counts (independent of load); "
-            "iops on a shared, loaded machine are indicative only",
+    "note": "signals/wakes per command are counts (independent of load) "
+            "over the middle of each job (1 s in to 1 s before the end), "
+            "per object request the NBD connection received (one per "
+            "4 KiB command); iops on a shared, loaded machine are "
+            "indicative only",
 }
 if "old" in res:
     out["reference"] = "old"
@@ -210,6 +238,7 @@ if "old" in res:
             return round(x / y, 3) if y else None
         ratio[j] = {
             "cached_port_wakes_per_io": r(a["cached_port"]["wakes_per_io"], b["cached_port"]["wakes_per_io"]),
+            "conn_port_wakes_per_io": r(a[CONN]["wakes_per_io"], b[CONN]["wakes_per_io"]),
             "cached_port_signals_per_io": r(a["cached_port"]["signals_per_io"], b["cached_port"]["signals_per_io"]),
             "iops": r(sum(a["iops"]) / len(a["iops"]), sum(b["iops"]) / len(b["iops"])),
         }

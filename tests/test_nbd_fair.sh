@@ -185,6 +185,77 @@ d.close()
 c.close()
 PY
 
+# A granted WRITE passes its claim on before its payload, which the
+# client may stall (review-nbdfair scenario B). h's 12 MiB READ is in
+# flight and h reads none of it; w's 30 MiB WRITE then does not fit the
+# total (12 + 30 > 32): it queues and, the head with the total at most
+# half full, is granted. w sends 8 MiB of its payload and stalls: vlmc
+# takes them all (more than the reader's buffer and the socket hold, so
+# w's reader is in the payload) and waits for the rest. h reads its
+# reply. d's 4 MiB READ (over the 2 MiB share, nothing else in flight)
+# must be answered while w stays connected, stalled and unanswered, and
+# go without queueing for the total: nbd_total_waits, fresh before h and
+# after d's reply, went up by w's wait alone. Before the fix w kept its
+# 30 MiB claim until its payload was all in: d queued behind it
+# (0 + 4 + 30 > 32) and went when the claim lapsed (2 s after w came).
+# Counted events; the bound is a hang detector.
+python3 - "$T/nbd.sock" $SEG "${NBD_FAIR_BOUND:-60}" <<'PY' || fail "a stalled WRITE payload kept its claim (review-nbdfair scenario B)"
+import fcntl, os, select, struct, sys, termios, time
+from nbd_testlib import *
+from shell_checks import fresh_counters
+path, seg, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
+M = 1 << 20
+
+def unsent(s):
+    """Bytes s sent that the peer has not read yet (TIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ,
+                                          b"\0\0\0\0"))[0]
+
+def total_waits():
+    return fresh_counters(os.environ["X"], seg, 2)["nbd_total_waits"]
+
+h = connect(path, "v")
+w = connect(path, "v")
+d = connect(path, "v")
+waits = total_waits()
+h.sendall(request(CMD_READ, 1, 0, 12 * M))
+if not select.select([h], [], [], bound)[0]:
+    sys.exit("FAIL: h's 12 MiB READ alone not answered in %d s" % bound)
+w.settimeout(bound)
+w.sendall(request(CMD_WRITE, 2, 128 * M, 30 * M) + bytes(8 * M))
+t0 = time.monotonic()
+while unsent(w):
+    if time.monotonic() - t0 > bound:
+        sys.exit("FAIL: vlmc did not take the first 8 MiB of w's 30 MiB "
+                 "WRITE in %d s (%d bytes unread)" % (bound, unsent(w)))
+    time.sleep(0.01)
+print("h pins its 12 MiB READ; w's 30 MiB WRITE went, 8 MiB of its "
+      "payload taken, the rest stalls")
+err, got = simple_reply(h)
+if err or got != 1 or len(recvn(h, 12 * M)) != 12 * M:
+    sys.exit("FAIL: h's 12 MiB READ: err %d cookie %d" % (err, got))
+d.sendall(request(CMD_READ, 3, 0, 4 * M))
+if not select.select([d], [], [], bound)[0]:
+    sys.exit("FAIL: d's 4 MiB READ not answered in %d s while w stalls "
+             "mid-payload (hang)" % bound)
+err, got = simple_reply(d)
+if err or got != 3 or len(recvn(d, 4 * M)) != 4 * M:
+    sys.exit("FAIL: d's 4 MiB READ: err %d cookie %d" % (err, got))
+if select.select([w], [], [], 0)[0]:
+    sys.exit("FAIL: w, its payload stalled, got a reply or was closed")
+queued = total_waits() - waits
+if queued == 0:
+    sys.exit("FAIL: w's 30 MiB WRITE did not queue for the total behind "
+             "h's 12 MiB (nbd_total_waits unchanged): nothing tested")
+if queued > 1:
+    sys.exit("FAIL: d's 4 MiB READ queued for the total with nothing in "
+             "flight (nbd_total_waits +%d, w's wait and d's): w's WRITE, "
+             "stalled mid-payload, kept its claim" % queued)
+print("d: 4 MiB READ answered without queueing while w's payload stalls")
+for s in (d, w, h):
+    s.close()
+PY
+
 # A claim that cannot be met does not lock the others out (review-nbdfair
 # F2). x's 20 MiB READ goes alone and x reads none of its reply (more than
 # the socket holds: the 20 MiB stay in flight); y's 16 MiB READ then

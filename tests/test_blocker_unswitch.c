@@ -231,8 +231,10 @@ int main(void)
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_set_fork_status(sr, CK_NOFORK);
+	tb_base_init();
 	srunner_run_all(sr, CK_NORMAL);
 	nf = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	tb_base_cleanup();
 	return nf ? 1 : 0;
 }

@@ -28,29 +28,46 @@ static inline void tb_rmtree(const char *dir)
 }
 
 /*
- * Every scratch directory lives under one base directory that main()
- * creates before running the suite and removes afterwards: Check runs each
- * test in a forked child and skips its teardown when an assertion fails,
- * so only the parent can guarantee the cleanup.
+ * Every scratch directory lives under one base directory,
+ * $TMPDIR/blocker-test-XXXXXX, that main() creates before running the
+ * suite (or the first tb_mkdtemp, lazily) and removes afterwards: Check
+ * runs each test in a forked child and skips its teardown when an
+ * assertion fails, so only the process that made the base can guarantee
+ * the cleanup. It does so at exit too (atexit), for a main() that returns
+ * or exits without tb_base_cleanup; only that process: a forked child
+ * that exits (Check's, a test's own) leaves the base to its parent.
  */
 static char tb_base[256];
+static pid_t tb_base_pid;
+
+static inline void tb_base_cleanup(void)
+{
+	if (!tb_base[0] || getpid() != tb_base_pid)
+		return;
+	tb_rmtree(tb_base);
+	if (access(tb_base, F_OK) == 0)
+		fprintf(stderr,
+			"blocker test: scratch directory %s could not "
+			"be removed\n",
+			tb_base);
+	tb_base[0] = 0;
+}
 
 static inline void tb_base_init(void)
 {
 	const char *t = getenv("TMPDIR");
 
+	if (tb_base[0])
+		return; /* made already, here or in the parent */
 	snprintf(tb_base, sizeof(tb_base), "%s/blocker-test-XXXXXX",
 		 t ? t : "/tmp");
 	if (!mkdtemp(tb_base)) {
 		perror("mkdtemp");
 		abort();
 	}
-}
-
-static inline void tb_base_cleanup(void)
-{
-	if (tb_base[0])
-		tb_rmtree(tb_base);
+	if (!tb_base_pid)
+		atexit(tb_base_cleanup);
+	tb_base_pid = getpid();
 }
 
 /* A fresh directory under the base; path in out (>= 64 bytes). */

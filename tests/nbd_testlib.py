@@ -8,9 +8,11 @@ it from their heredocs.
 """
 import fcntl
 import os
+import select
 import socket
 import struct
 import subprocess
+import sys
 import termios
 import time
 
@@ -86,6 +88,20 @@ def command(s, typ, cookie, off, length, data=b"", flags=0):
     if err == 0 and typ == CMD_READ:
         return err, recvn(s, length)
     return err, b""
+
+
+def expect_read_reply(s, cookie, length, bound, what, during):
+    """A READ's reply must come: wait up to bound seconds for s (a hang
+    detector, no timing check), then read the reply and its data. Exits
+    the test with FAIL naming what (e.g. "d's 4 MiB READ") and during
+    (the situation it must be answered in) when no reply comes, and when
+    it has an error, another cookie or short data."""
+    if not select.select([s], [], [], bound)[0]:
+        sys.exit("FAIL: %s not answered in %g s %s (hang)" %
+                 (what, bound, during))
+    err, got = simple_reply(s)
+    if err or got != cookie or len(recvn(s, length)) != length:
+        sys.exit("FAIL: %s: err %d cookie %d" % (what, err, got))
 
 
 def unread(s):

@@ -174,12 +174,8 @@ wait_stat_above(seg, 2, "nbd_total_waits", waits, bound)
 print("c: the 40 MiB WRITE_ZEROES NO_HOLE|FAST_ZERO queued for the total")
 d = connect(path, "v")
 d.sendall(request(CMD_READ, 300, 0, 4 * M))
-if not select.select([d], [], [], bound)[0]:
-    sys.exit("FAIL: d's 4 MiB READ not answered in %d s while c's refused "
-             "command holds the claim (hang)" % bound)
-err, got = simple_reply(d)
-if err or got != 300 or len(recvn(d, 4 * M)) != 4 * M:
-    sys.exit("FAIL: d's 4 MiB READ: err %d cookie %d" % (err, got))
+expect_read_reply(d, 300, 4 * M, bound, "d's 4 MiB READ",
+                  "while c's refused command holds the claim")
 print("d: 4 MiB READ answered while c's reply write stays blocked")
 d.close()
 c.close()
@@ -235,12 +231,8 @@ err, got = simple_reply(h)
 if err or got != 1 or len(recvn(h, 12 * M)) != 12 * M:
     sys.exit("FAIL: h's 12 MiB READ: err %d cookie %d" % (err, got))
 d.sendall(request(CMD_READ, 3, 0, 4 * M))
-if not select.select([d], [], [], bound)[0]:
-    sys.exit("FAIL: d's 4 MiB READ not answered in %d s while w stalls "
-             "mid-payload (hang)" % bound)
-err, got = simple_reply(d)
-if err or got != 3 or len(recvn(d, 4 * M)) != 4 * M:
-    sys.exit("FAIL: d's 4 MiB READ: err %d cookie %d" % (err, got))
+expect_read_reply(d, 3, 4 * M, bound, "d's 4 MiB READ",
+                  "while w stalls mid-payload")
 if select.select([w], [], [], 0)[0]:
     sys.exit("FAIL: w, its payload stalled, got a reply or was closed")
 queued = total_waits() - waits
@@ -279,12 +271,8 @@ wait_stat_above(seg, 2, "nbd_total_waits", waits, bound)
 print("x pins its 20 MiB READ, y's 16 MiB READ queued for the total")
 w = connect(path, "v")
 w.sendall(request(CMD_READ, 3, 0, 4 * M))
-if not select.select([w], [], [], bound)[0]:
-    sys.exit("FAIL: w's 4 MiB READ not answered in %d s behind a claim "
-             "that cannot be met (hang)" % bound)
-err, got = simple_reply(w)
-if err or got != 3 or len(recvn(w, 4 * M)) != 4 * M:
-    sys.exit("FAIL: w's 4 MiB READ: err %d cookie %d" % (err, got))
+expect_read_reply(w, 3, 4 * M, bound, "w's 4 MiB READ",
+                  "behind a claim that cannot be met")
 if select.select([y], [], [], 0)[0]:
     sys.exit("FAIL: y's 16 MiB READ answered while 20 MiB are pinned")
 print("w: 4 MiB READ answered while x pins the total and y waits")

@@ -60,9 +60,9 @@ struct env {
 	const char *name;
 	struct xseg *seg;
 	pid_t store, vlmc;
-	char *store_log, *vlmc_log, *ctl;
-	char *nbd;  /* vlmc's NBD socket; NULL: none */
-	bool spin0; /* store and vlmc sleep as soon as they are idle */
+	const char *store_log, *vlmc_log, *ctl; /* tpr_tmpfile's: not freed */
+	const char *nbd; /* vlmc's NBD socket; NULL: none */
+	bool spin0;	 /* store and vlmc sleep as soon as they are idle */
 	const char *dead_peer_wait; /* vlmc's --dead-peer-wait, or NULL */
 	const char *ctl_wait_log;   /* vlmc's --ctl-wait-log, or NULL */
 	const char *max_obj;	    /* vlmc's --max-object-size, or NULL */
@@ -510,7 +510,8 @@ END_TEST
 START_TEST(snapshot_under_load)
 {
 	struct env e = {0};
-	char *out = NULL, *err = NULL, *blog = tpr_tmpfile("bench");
+	char *out = NULL, *err = NULL;
+	const char *blog = tpr_tmpfile("bench");
 	const char *w[] = {"bench_xseg",
 			   "-g",
 			   NULL,
@@ -1653,7 +1654,7 @@ START_TEST(remove_in_background)
 	unsigned char *a = malloc(len), *b = malloc(len), *r = malloc(len),
 		      *z = calloc(1, len);
 	char *out = NULL, *err = NULL, *log, want[128];
-	char *rmlog = tpr_tmpfile("rm"), *crlog = tpr_tmpfile("cr");
+	const char *rmlog = tpr_tmpfile("rm"), *crlog = tpr_tmpfile("cr");
 	uint64_t id0, id1;
 	pid_t pid;
 
@@ -1767,8 +1768,6 @@ START_TEST(remove_in_background)
 	free(b);
 	free(r);
 	free(z);
-	free(rmlog);
-	free(crlog);
 }
 END_TEST
 
@@ -2000,7 +1999,8 @@ START_TEST(stop_during_ctl_op)
 			    "snapshot", "s",	  "s@1",   NULL};
 	unsigned char *a = malloc(65536), *r = malloc(65536),
 		      *z = calloc(1, 65536);
-	char *out = NULL, *snlog = tpr_tmpfile("snap");
+	char *out = NULL;
+	const char *snlog = tpr_tmpfile("snap");
 	pid_t pid;
 
 	pattern(a, 65536, 6);
@@ -2044,7 +2044,6 @@ START_TEST(stop_during_ctl_op)
 	free(a);
 	free(r);
 	free(z);
-	free(snlog);
 }
 END_TEST
 
@@ -2427,7 +2426,7 @@ START_TEST(max_object_size)
 	{
 		static const char *const conns[] = {"--nbd-max-conns", "8",
 						    NULL};
-		char *nbd = tpr_tmpfile("nbd");
+		const char *nbd = tpr_tmpfile("nbd");
 
 		e.extra = conns;
 		e.nbd = nbd;
@@ -2553,7 +2552,8 @@ static bool ctl_none_accepted(void *arg)
  * receive timeout). Exits 0 then (a send fails), 1 after 100 s. */
 static int ctl_trickle_main(void *arg)
 {
-	const char *path = arg;
+	const struct env *e = arg;
+	const char *path = e->ctl;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
@@ -2594,7 +2594,7 @@ START_TEST(ctl_silent_client)
 	fd = unix_connect(e.ctl);
 	ck_assert_int_eq(write(fd, "create x 1", 10), 10);
 	/* a line sent a byte at a time */
-	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	trickle = xtu_fork(ctl_trickle_main, &e);
 	ck_assert_int_gt(trickle, 0);
 	/* a line longer than vlmc reads: refused, not cut and run */
 	memset(big, 'x', sizeof(big));
@@ -3066,7 +3066,7 @@ START_TEST(nbd_write_waits_thaw)
 	struct xseg_request *rd;
 	unsigned char *buf = malloc(LEN), *want = malloc(LEN),
 		      *z = calloc(1, LEN);
-	char *snlog = tpr_tmpfile("snap");
+	const char *snlog = tpr_tmpfile("snap");
 	uint32_t free0, free1;
 	uint64_t size;
 	pid_t pw[W], snap;
@@ -3124,7 +3124,6 @@ START_TEST(nbd_write_waits_thaw)
 	free(buf);
 	free(want);
 	free(z);
-	free(snlog);
 }
 END_TEST
 
@@ -3203,8 +3202,9 @@ START_TEST(ctl_parallel_clients)
 	struct stat_wait waiting = {&e, "ctl_waiting", 1};
 	struct ctl_count_wait three = {&e, 3};
 	unsigned char *a = malloc(65536);
-	char *snlog = tpr_tmpfile("snap"), *crlog = tpr_tmpfile("cr");
-	char *lslog[3], *out = NULL, *err = NULL;
+	const char *snlog = tpr_tmpfile("snap"), *crlog = tpr_tmpfile("cr");
+	const char *lslog[3];
+	char *out = NULL, *err = NULL;
 	pid_t sn, cr, ls[3], trickle;
 
 	pattern(a, 65536, 13);
@@ -3244,8 +3244,6 @@ START_TEST(ctl_parallel_clients)
 	waiting.atleast = 0;
 	ck_assert_int_eq(xtu_wait_until(store_holds_none, &e, 30000), 0);
 	ck_assert_int_eq(xtu_wait_until(stat_zero, &waiting, 30000), 0);
-	free(snlog);
-	free(crlog);
 	snlog = tpr_tmpfile("snap2");
 	crlog = tpr_tmpfile("cr2");
 	sn = vol_start(&e, snlog, "snapshot", "s", "s@2");
@@ -3253,7 +3251,7 @@ START_TEST(ctl_parallel_clients)
 	cr = vol_start(&e, crlog, "create", "d", "64k");
 	waiting.atleast = 1;
 	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
-	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	trickle = xtu_fork(ctl_trickle_main, &e);
 	ck_assert_int_gt(trickle, 0);
 	ck_assert_int_eq(xtu_wait_until(ctl_count_reached, &three, 30000), 0);
 	ck_assert_int_eq(xtu_kill(e.vlmc, SIGTERM), 0);
@@ -3270,10 +3268,6 @@ START_TEST(ctl_parallel_clients)
 	vlmc_start(&e);
 	list_is(&e, after);
 	env_stop(&e);
-	for (unsigned i = 0; i < 3; i++)
-		free(lslog[i]);
-	free(snlog);
-	free(crlog);
 	free(a);
 }
 END_TEST
@@ -3299,8 +3293,8 @@ START_TEST(ctl_mutating_capped)
 	struct port_stat_wait held = {&e, 1, "held", 1};
 	struct stat_wait waiting = {&e, "ctl_waiting", WAITING};
 	unsigned char *a = malloc(65536);
-	char *snlog = tpr_tmpfile("snap"), *crlog[WAITING], *out = NULL,
-	     *err = NULL, name[16], want[64];
+	const char *snlog = tpr_tmpfile("snap"), *crlog[WAITING];
+	char *out = NULL, *err = NULL, name[16], want[64];
 	pid_t sn, cr[WAITING];
 
 	pattern(a, 65536, 15);
@@ -3326,7 +3320,6 @@ START_TEST(ctl_mutating_capped)
 	ck_assert_int_eq(vol_wait(sn, snlog, NULL), 0);
 	for (unsigned i = 0; i < WAITING; i++) {
 		ck_assert_int_eq(vol_wait(cr[i], crlog[i], NULL), 0);
-		free(crlog[i]);
 	}
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 	for (unsigned i = 0; i < WAITING; i++) {
@@ -3336,7 +3329,6 @@ START_TEST(ctl_mutating_capped)
 	ck_assert_msg(!strstr(out, "late"), "%s", out);
 	free(out);
 	env_stop(&e);
-	free(snlog);
 	free(a);
 }
 END_TEST
@@ -3365,7 +3357,8 @@ START_TEST(remove_after_disconnect)
 	struct log_wait waits = {NULL, "remove n: in use (1 NBD connection(s)",
 				 2};
 	unsigned char *w = malloc(4096), h[28];
-	char *rmlog = tpr_tmpfile("rm"), *out = NULL, *err = NULL;
+	const char *rmlog = tpr_tmpfile("rm");
+	char *out = NULL, *err = NULL;
 	uint64_t size;
 	pid_t rm;
 	int fd;
@@ -3409,7 +3402,6 @@ START_TEST(remove_after_disconnect)
 	free(err);
 	ck_assert_int_eq(log_count(e.vlmc_log, "remove n: let go after "), 1);
 	env_stop(&e);
-	free(rmlog);
 	free(w);
 }
 END_TEST

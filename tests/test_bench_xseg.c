@@ -21,7 +21,7 @@ struct env {
 	struct xseg *seg;
 	const char *name;
 	pid_t peer;
-	char *log;
+	const char *log; /* tpr_tmpfile's: not freed */
 };
 
 /*
@@ -310,7 +310,7 @@ START_TEST(peer_killed)
 	struct xseg_port_info pi;
 
 	env_start(&e, "killed", extra);
-	char *blog = tpr_tmpfile("benchlog");
+	const char *blog = tpr_tmpfile("benchlog");
 	const char *argv[] = {"bench_xseg", "-g",	 e.name, "-p", "1",
 			      "-o",	    "read",	 "-q",	 "8",  "-c",
 			      "8",	    "--timeout", "60s",	 NULL};

@@ -27,8 +27,8 @@
 struct bp_env {
 	const char *segname;
 	struct xseg *seg;
-	char dir[128]; /* store directory */
-	char *log;     /* peer log file */
+	char dir[128];	 /* store directory */
+	const char *log; /* peer log file (tpr_tmpfile's: not freed) */
 	pid_t peer;
 	struct tpr_client client;
 };

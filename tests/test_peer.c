@@ -38,7 +38,7 @@ struct env {
 	const char *name;
 	struct tpr_client cli;
 	pid_t peer;
-	char *log;
+	const char *log; /* tpr_tmpfile's: not freed */
 };
 
 /* Create a segment and start noop on static port 1 with extra options. */
@@ -479,7 +479,7 @@ START_TEST(dynamic_port)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("dyn", &seg);
-	char *log = tpr_tmpfile("dyn");
+	const char *log = tpr_tmpfile("dyn");
 	const char *argv[] = {"noop", "-g", name, "-p", "dynamic", NULL};
 	pid_t pid = tpr_start(argv, log);
 	struct xseg_port_info pi;
@@ -548,7 +548,7 @@ START_TEST(daemon_pidfile)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("daemon", &seg);
-	char *pidfile = tpr_tmpfile("pid");
+	const char *pidfile = tpr_tmpfile("pid");
 	const char *argv[] = {"noop",	  "-g",	       name,	"-p", "2",
 			      "--daemon", "--pidfile", pidfile, NULL};
 	char *err = NULL;

@@ -103,7 +103,7 @@ START_TEST(test_restart_waits_then_binds)
 	struct xseg_port_info pi;
 	const char *name;
 	struct xseg *seg = draining_segment("pfence", &name, &held);
-	char *log = tpr_tmpfile("pfence.log");
+	const char *log = tpr_tmpfile("pfence.log");
 	const char *argv[] = {"noop", "-g", name, "-p", "1", NULL};
 	struct log_wait w = {log, waiting_line};
 	pid_t pid = tpr_start(argv, log);
@@ -125,7 +125,6 @@ START_TEST(test_restart_waits_then_binds)
 	ck_assert_int_eq(xtu_wait(pid, 30000), 0);
 	ck_assert_int_eq(xseg_release_port(seg, SERVER_PORT), 0);
 	xseg_leave(seg);
-	free(log);
 }
 END_TEST
 
@@ -134,7 +133,7 @@ START_TEST(test_sigterm_while_waiting)
 	struct xseg_request *held;
 	const char *name;
 	struct xseg *seg = draining_segment("pfterm", &name, &held);
-	char *log = tpr_tmpfile("pfterm.log");
+	const char *log = tpr_tmpfile("pfterm.log");
 	const char *argv[] = {"noop", "-g", name, "-p", "1", NULL};
 	struct log_wait w = {log, waiting_line};
 	pid_t pid = tpr_start(argv, log);
@@ -150,7 +149,6 @@ START_TEST(test_sigterm_while_waiting)
 	ck_assert_int_eq(xseg_respond(seg, held, 0), 0);
 	ck_assert_int_eq(xseg_release_port(seg, SERVER_PORT), 0);
 	xseg_leave(seg);
-	free(log);
 }
 END_TEST
 

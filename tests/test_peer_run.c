@@ -197,37 +197,52 @@ char *tpr_slurp(const char *path)
 	return b.data;
 }
 
-static char *tpr_tmp_names[64];
-static pid_t tpr_tmp_owner;
+/* Every name tpr_tmpfile handed out, with the process that made it (a
+ * forked child inherits the parent's names and must not remove them):
+ * the strings are this table's, never the callers' (review-ctlpar F5:
+ * callers freed names the table still held, so the cleanup read freed
+ * memory and unlinked whatever name reused the block, leaving files in
+ * /tmp). Never freed: reachable until exit, after the cleanup. */
+struct tpr_tmp_name {
+	char *path;
+	pid_t owner;
+};
+static struct tpr_tmp_name *tpr_tmp_names;
+static size_t tpr_tmp_nr, tpr_tmp_cap;
+static bool tpr_tmp_registered; /* atexit: inherited by a fork */
 
 static void tpr_tmp_cleanup(void)
 {
-	if (tpr_tmp_owner != getpid())
-		return;
-	for (int i = 0; i < 64; i++)
-		if (tpr_tmp_names[i])
-			unlink(tpr_tmp_names[i]);
+	for (size_t i = 0; i < tpr_tmp_nr; i++)
+		if (tpr_tmp_names[i].owner == getpid())
+			unlink(tpr_tmp_names[i].path);
 }
 
-char *tpr_tmpfile(const char *tag)
+const char *tpr_tmpfile(const char *tag)
 {
 	static unsigned seq;
 	char *path;
 
-	if (tpr_tmp_owner != getpid()) {
-		memset(tpr_tmp_names, 0, sizeof(tpr_tmp_names));
-		tpr_tmp_owner = getpid();
+	/* once per process: a child inherits its parent's handler, but
+	 * a child of a process that had none must register its own */
+	if (!tpr_tmp_registered) {
+		tpr_tmp_registered = true;
 		atexit(tpr_tmp_cleanup);
+	}
+	if (tpr_tmp_nr == tpr_tmp_cap) {
+		tpr_tmp_cap = tpr_tmp_cap ? 2 * tpr_tmp_cap : 64;
+		tpr_tmp_names = realloc(tpr_tmp_names,
+					tpr_tmp_cap * sizeof(*tpr_tmp_names));
+		if (!tpr_tmp_names)
+			abort();
 	}
 	if (asprintf(&path, "/tmp/tpr-%s-%ld-%u", tag, (long)getpid(), seq++) <
 	    0)
 		abort();
 	unlink(path);
-	for (int i = 0; i < 64; i++)
-		if (!tpr_tmp_names[i]) {
-			tpr_tmp_names[i] = path;
-			break;
-		}
+	tpr_tmp_names[tpr_tmp_nr].path = path;
+	tpr_tmp_names[tpr_tmp_nr].owner = getpid();
+	tpr_tmp_nr++;
 	return path;
 }
 

@@ -60,9 +60,9 @@ struct env {
 	const char *name;
 	struct xseg *seg;
 	pid_t store, vlmc;
-	char *store_log, *vlmc_log, *ctl;
-	char *nbd;  /* vlmc's NBD socket; NULL: none */
-	bool spin0; /* store and vlmc sleep as soon as they are idle */
+	const char *store_log, *vlmc_log, *ctl; /* tpr_tmpfile's: not freed */
+	const char *nbd; /* vlmc's NBD socket; NULL: none */
+	bool spin0;	 /* store and vlmc sleep as soon as they are idle */
 	const char *dead_peer_wait; /* vlmc's --dead-peer-wait, or NULL */
 	const char *ctl_wait_log;   /* vlmc's --ctl-wait-log, or NULL */
 	const char *max_obj;	    /* vlmc's --max-object-size, or NULL */
@@ -510,7 +510,8 @@ END_TEST
 START_TEST(snapshot_under_load)
 {
 	struct env e = {0};
-	char *out = NULL, *err = NULL, *blog = tpr_tmpfile("bench");
+	char *out = NULL, *err = NULL;
+	const char *blog = tpr_tmpfile("bench");
 	const char *w[] = {"bench_xseg",
 			   "-g",
 			   NULL,
@@ -1653,7 +1654,7 @@ START_TEST(remove_in_background)
 	unsigned char *a = malloc(len), *b = malloc(len), *r = malloc(len),
 		      *z = calloc(1, len);
 	char *out = NULL, *err = NULL, *log, want[128];
-	char *rmlog = tpr_tmpfile("rm"), *crlog = tpr_tmpfile("cr");
+	const char *rmlog = tpr_tmpfile("rm"), *crlog = tpr_tmpfile("cr");
 	uint64_t id0, id1;
 	pid_t pid;
 
@@ -1767,8 +1768,6 @@ START_TEST(remove_in_background)
 	free(b);
 	free(r);
 	free(z);
-	free(rmlog);
-	free(crlog);
 }
 END_TEST
 
@@ -1843,7 +1842,8 @@ START_TEST(r15_remove_on_full_store)
 	/* listed still; removing it again does the same (no refusal for
 	 * the failed table write) */
 	vol(&e, &out, NULL, "list", NULL);
-	ck_assert_msg(out && strstr(out, "v "), "list: '%s'", out ? out : "");
+	ck_assert_msg(out && strstr(out, "v ") && !strstr(out, "# removing"),
+		      "list: '%s'", out ? out : "");
 	free(out);
 	out = NULL;
 	rc = vol(&e, &out, &err, "remove", "v", NULL);
@@ -2000,7 +2000,8 @@ START_TEST(stop_during_ctl_op)
 			    "snapshot", "s",	  "s@1",   NULL};
 	unsigned char *a = malloc(65536), *r = malloc(65536),
 		      *z = calloc(1, 65536);
-	char *out = NULL, *snlog = tpr_tmpfile("snap");
+	char *out = NULL;
+	const char *snlog = tpr_tmpfile("snap");
 	pid_t pid;
 
 	pattern(a, 65536, 6);
@@ -2044,7 +2045,6 @@ START_TEST(stop_during_ctl_op)
 	free(a);
 	free(r);
 	free(z);
-	free(snlog);
 }
 END_TEST
 
@@ -2427,7 +2427,7 @@ START_TEST(max_object_size)
 	{
 		static const char *const conns[] = {"--nbd-max-conns", "8",
 						    NULL};
-		char *nbd = tpr_tmpfile("nbd");
+		const char *nbd = tpr_tmpfile("nbd");
 
 		e.extra = conns;
 		e.nbd = nbd;
@@ -2553,7 +2553,8 @@ static bool ctl_none_accepted(void *arg)
  * receive timeout). Exits 0 then (a send fails), 1 after 100 s. */
 static int ctl_trickle_main(void *arg)
 {
-	const char *path = arg;
+	const struct env *e = arg;
+	const char *path = e->ctl;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
@@ -2594,7 +2595,7 @@ START_TEST(ctl_silent_client)
 	fd = unix_connect(e.ctl);
 	ck_assert_int_eq(write(fd, "create x 1", 10), 10);
 	/* a line sent a byte at a time */
-	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	trickle = xtu_fork(ctl_trickle_main, &e);
 	ck_assert_int_gt(trickle, 0);
 	/* a line longer than vlmc reads: refused, not cut and run */
 	memset(big, 'x', sizeof(big));
@@ -3066,7 +3067,7 @@ START_TEST(nbd_write_waits_thaw)
 	struct xseg_request *rd;
 	unsigned char *buf = malloc(LEN), *want = malloc(LEN),
 		      *z = calloc(1, LEN);
-	char *snlog = tpr_tmpfile("snap");
+	const char *snlog = tpr_tmpfile("snap");
 	uint32_t free0, free1;
 	uint64_t size;
 	pid_t pw[W], snap;
@@ -3124,7 +3125,6 @@ START_TEST(nbd_write_waits_thaw)
 	free(buf);
 	free(want);
 	free(z);
-	free(snlog);
 }
 END_TEST
 
@@ -3203,8 +3203,9 @@ START_TEST(ctl_parallel_clients)
 	struct stat_wait waiting = {&e, "ctl_waiting", 1};
 	struct ctl_count_wait three = {&e, 3};
 	unsigned char *a = malloc(65536);
-	char *snlog = tpr_tmpfile("snap"), *crlog = tpr_tmpfile("cr");
-	char *lslog[3], *out = NULL, *err = NULL;
+	const char *snlog = tpr_tmpfile("snap"), *crlog = tpr_tmpfile("cr");
+	const char *lslog[3];
+	char *out = NULL, *err = NULL;
 	pid_t sn, cr, ls[3], trickle;
 
 	pattern(a, 65536, 13);
@@ -3244,8 +3245,6 @@ START_TEST(ctl_parallel_clients)
 	waiting.atleast = 0;
 	ck_assert_int_eq(xtu_wait_until(store_holds_none, &e, 30000), 0);
 	ck_assert_int_eq(xtu_wait_until(stat_zero, &waiting, 30000), 0);
-	free(snlog);
-	free(crlog);
 	snlog = tpr_tmpfile("snap2");
 	crlog = tpr_tmpfile("cr2");
 	sn = vol_start(&e, snlog, "snapshot", "s", "s@2");
@@ -3253,7 +3252,7 @@ START_TEST(ctl_parallel_clients)
 	cr = vol_start(&e, crlog, "create", "d", "64k");
 	waiting.atleast = 1;
 	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
-	trickle = xtu_fork(ctl_trickle_main, e.ctl);
+	trickle = xtu_fork(ctl_trickle_main, &e);
 	ck_assert_int_gt(trickle, 0);
 	ck_assert_int_eq(xtu_wait_until(ctl_count_reached, &three, 30000), 0);
 	ck_assert_int_eq(xtu_kill(e.vlmc, SIGTERM), 0);
@@ -3270,10 +3269,6 @@ START_TEST(ctl_parallel_clients)
 	vlmc_start(&e);
 	list_is(&e, after);
 	env_stop(&e);
-	for (unsigned i = 0; i < 3; i++)
-		free(lslog[i]);
-	free(snlog);
-	free(crlog);
 	free(a);
 }
 END_TEST
@@ -3299,8 +3294,8 @@ START_TEST(ctl_mutating_capped)
 	struct port_stat_wait held = {&e, 1, "held", 1};
 	struct stat_wait waiting = {&e, "ctl_waiting", WAITING};
 	unsigned char *a = malloc(65536);
-	char *snlog = tpr_tmpfile("snap"), *crlog[WAITING], *out = NULL,
-	     *err = NULL, name[16], want[64];
+	const char *snlog = tpr_tmpfile("snap"), *crlog[WAITING];
+	char *out = NULL, *err = NULL, name[16], want[64];
 	pid_t sn, cr[WAITING];
 
 	pattern(a, 65536, 15);
@@ -3326,7 +3321,6 @@ START_TEST(ctl_mutating_capped)
 	ck_assert_int_eq(vol_wait(sn, snlog, NULL), 0);
 	for (unsigned i = 0; i < WAITING; i++) {
 		ck_assert_int_eq(vol_wait(cr[i], crlog[i], NULL), 0);
-		free(crlog[i]);
 	}
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 	for (unsigned i = 0; i < WAITING; i++) {
@@ -3336,7 +3330,6 @@ START_TEST(ctl_mutating_capped)
 	ck_assert_msg(!strstr(out, "late"), "%s", out);
 	free(out);
 	env_stop(&e);
-	free(snlog);
 	free(a);
 }
 END_TEST
@@ -3365,7 +3358,8 @@ START_TEST(remove_after_disconnect)
 	struct log_wait waits = {NULL, "remove n: in use (1 NBD connection(s)",
 				 2};
 	unsigned char *w = malloc(4096), h[28];
-	char *rmlog = tpr_tmpfile("rm"), *out = NULL, *err = NULL;
+	const char *rmlog = tpr_tmpfile("rm");
+	char *out = NULL, *err = NULL;
 	uint64_t size;
 	pid_t rm;
 	int fd;
@@ -3409,8 +3403,322 @@ START_TEST(remove_after_disconnect)
 	free(err);
 	ck_assert_int_eq(log_count(e.vlmc_log, "remove n: let go after "), 1);
 	env_stop(&e);
-	free(rmlog);
 	free(w);
+}
+END_TEST
+
+/* One control command on its own connection, without ck_assert (for
+ * forked children): the answer in buf (NUL-terminated, cut to size);
+ * the bytes received, or -1 if vlmc could not be reached. */
+static ssize_t ctl_roundtrip(const char *path, const char *line, char *buf,
+			     size_t size)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len = strlen(line), n = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ssize_t k;
+
+	if (fd < 0)
+		return -1;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		close(fd);
+		return -1;
+	}
+	while (n + 1 < size && (k = read(fd, buf + n, size - 1 - n)) > 0)
+		n += (size_t)k;
+	buf[n] = '\0';
+	close(fd);
+	return (ssize_t)n;
+}
+
+/*
+ * review-ctlpar F3: a volume being removed is listed all along, never in
+ * neither the volumes nor the reclaims. The store loses the first table
+ * write (test_vlmc_store "lost 1": the remove falls back to deleting the
+ * objects in place, review15 F1) and holds the DELETEs: meanwhile list
+ * shows "# removing v (id ID): writing the volume table failed (...): 0
+ * of 4 objects deleted in place ..." after the volume lines and info v
+ * says the volume is being removed (the vlmc before listed v nowhere and
+ * info said "no volume v" for as long as the deletes took). Released, the
+ * table is written, the remove answers ok and v is a reclaim record. A
+ * remove whose second write fails too ("lost 3": the write, the rewrite
+ * after it and the rewrite before the second write) shows w as being
+ * removed while its deletes are held, and then lists it again as a volume.
+ */
+START_TEST(remove_listed_while_removing)
+{
+	static const char *const fault[] = {"--hold", "delete", NULL};
+	struct env e = {0};
+	struct port_stat_wait held = {&e, 1, "held", 1};
+	const char *rmlog = tpr_tmpfile("rm");
+	char *out = NULL, *err = NULL, want[256];
+	uint64_t id, wid;
+	pid_t rm;
+
+	env_start_store(&e, "vrmlisted", fault);
+	vol_ok(&e, "create", "v", "256k", NULL); /* 4 objects */
+	vol_ok(&e, "create", "w", "64k", NULL);
+	id = vol_id(&e, "v");
+	wid = vol_id(&e, "w");
+	store_fault(&e, "lost 1");
+	rm = vol_start(&e, rmlog, "remove", "v", NULL);
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	snprintf(want, sizeof(want),
+		 "w 65536 65536 rw -\n# removing v (id %016" PRIx64
+		 "): writing the volume table failed (",
+		 id);
+	ck_assert_msg(!strncmp(out, want, strlen(want)) &&
+			  strstr(out, "): 0 of 4 objects deleted in place, "
+				      "then the table is written again") &&
+			  !strstr(out, "reclaiming"),
+		      "list while v is removed: '%s'", out);
+	free(out);
+	ck_assert_int_eq(vol(&e, NULL, &err, "info", "v", NULL), 1);
+	snprintf(want, sizeof(want),
+		 "volume v (id %016" PRIx64 ") is being removed: writing the "
+		 "volume table failed (",
+		 id);
+	ck_assert_msg(strstr(err, want), "info while v is removed: '%s'", err);
+	free(err);
+	err = NULL;
+	ck_assert_int_eq(xtu_try_wait(rm), -EAGAIN);
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(rm, rmlog, &out), 0);
+	ck_assert_msg(strstr(out, "its objects were deleted in place") &&
+			  strstr(out, "removed v;"),
+		      "%s", out);
+	free(out);
+	/* the reclaimer sends the DELETEs again (held): a record now */
+	snprintf(want, sizeof(want),
+		 "w 65536 65536 rw -\n# reclaiming removed v (id %016" PRIx64
+		 "): 0 of 4 objects deleted\n",
+		 id);
+	list_is(&e, want);
+	{
+		struct release_wait rw = {&e, NULL, 0, -1};
+
+		ck_assert_int_eq(xtu_wait_until(released_until, &rw, 60000), 0);
+	}
+	list_is(&e, "w 65536 65536 rw -\n");
+
+	/* the second write fails too: w is listed again, not removing */
+	ck_assert_int_eq(xtu_wait_until(store_holds_none, &e, 30000), 0);
+	store_fault(&e, "lost 3");
+	rm = vol_start(&e, rmlog, "remove", "w", NULL);
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	snprintf(want, sizeof(want),
+		 "# removing w (id %016" PRIx64
+		 "): writing the volume table failed (",
+		 wid);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_msg(!strncmp(out, want, strlen(want)), "%s", out);
+	free(out);
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(rm, rmlog, &out), 1);
+	ck_assert_msg(strstr(out, "still listed"), "%s", out);
+	free(out);
+	list_is(&e, "w 65536 65536 rw -\n");
+	ck_assert_int_eq(vol(&e, &out, NULL, "info", "w", NULL), 0);
+	ck_assert_msg(strstr(out, "name=w\n"), "%s", out);
+	free(out);
+	env_stop(&e);
+}
+END_TEST
+
+/* A forked client looping 'info x' until the stop file exists (at most
+ * 200000 times); writes how many answers found x to fd, returns 0, or 1
+ * if an answer was neither x's fields nor "no volume x" nor its
+ * reclaim. */
+struct info_loop {
+	const char *ctl, *stop;
+	int fd;
+};
+
+static int info_loop_main(void *arg)
+{
+	const struct info_loop *a = arg;
+	uint64_t found = 0;
+	char buf[1024];
+	int rc = 0;
+
+	for (unsigned i = 0; i < 200000 && access(a->stop, F_OK); i++) {
+		if (ctl_roundtrip(a->ctl, "info x\n", buf, sizeof(buf)) < 0)
+			continue; /* not listening yet */
+		if (strstr(buf, "name=x\n"))
+			found++;
+		else if (!strstr(buf, "no volume x") &&
+			 !strstr(buf, "volume x (id "))
+			rc = 1;
+	}
+	if (write(a->fd, &found, sizeof(found)) != sizeof(found))
+		rc = 1;
+	return rc;
+}
+
+/*
+ * review-ctlpar F4: info takes no reference on the volume. With
+ * --remove-busy-wait 0 (a volume in use is refused at once), three
+ * clients loop 'info x' while the test creates and removes x ROUNDS
+ * times: no remove of the idle x may fail. The vlmc before took a
+ * reference for each info, and a remove that came while one was held
+ * failed EBUSY "in use" (the count of those is the failure). The infos
+ * that found x are counted: the loops must have met x (no timing: the
+ * number of rounds bounds the test).
+ */
+START_TEST(info_no_reference)
+{
+	static const char *const extra[] = {"--remove-busy-wait", "0", NULL};
+	enum { LOOPS = 3, ROUNDS = 300 };
+	struct env e = {.extra = extra};
+	struct info_loop il;
+	const char *stop = tpr_tmpfile("stop");
+	unsigned busy = 0;
+	uint64_t found = 0;
+	char buf[1024], first[1024] = "";
+	pid_t loop[LOOPS];
+	int pfd[2];
+
+	env_start(&e, "vinforef");
+	ck_assert_int_eq(pipe(pfd), 0);
+	il = (struct info_loop){e.ctl, stop, pfd[1]};
+	for (unsigned i = 0; i < LOOPS; i++) {
+		loop[i] = xtu_fork(info_loop_main, &il);
+		ck_assert_int_gt(loop[i], 0);
+	}
+	for (unsigned n = 0; n < ROUNDS; n++) {
+		ck_assert_int_gt(
+		    ctl_roundtrip(e.ctl, "create x 64k\n", buf, sizeof(buf)),
+		    0);
+		ck_assert_msg(!strcmp(buf, "ok\n"), "create x: %s", buf);
+		for (;;) {
+			ck_assert_int_gt(ctl_roundtrip(e.ctl, "remove x\n", buf,
+						       sizeof(buf)),
+					 0);
+			if (strstr(buf, "\nok\n"))
+				break;
+			ck_assert_msg(strstr(buf, "volume x is in use"),
+				      "remove x: %s", buf);
+			if (!busy++)
+				snprintf(first, sizeof(first), "%s", buf);
+		}
+	}
+	{
+		FILE *f = fopen(stop, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fclose(f);
+	}
+	for (unsigned i = 0; i < LOOPS; i++) {
+		uint64_t one = 0;
+
+		ck_assert_int_eq(xtu_wait(loop[i], 60000), 0);
+		ck_assert_int_eq(read(pfd[0], &one, sizeof(one)),
+				 (ssize_t)sizeof(one));
+		found += one;
+	}
+	close(pfd[0]);
+	close(pfd[1]);
+	fprintf(stderr,
+		"info_no_reference: %u of %u removes refused, %" PRIu64
+		" infos found x\n",
+		busy, (unsigned)ROUNDS, found);
+	ck_assert_msg(busy == 0,
+		      "%u of %u removes of an idle x refused while infos ran; "
+		      "the first: %s",
+		      busy, (unsigned)ROUNDS, first);
+	ck_assert_uint_gt(found, 0);
+	env_stop(&e);
+}
+END_TEST
+
+/* A control command sent on its own connection, the answer not read:
+ * the socket. half: shut the sending side after the line, as `nc -N`
+ * does (the client still waits for the answer). */
+static int ctl_send(struct env *e, const char *line, bool half)
+{
+	int fd = unix_connect(e->ctl);
+	size_t len = strlen(line);
+
+	ck_assert_int_eq(send(fd, line, len, MSG_NOSIGNAL), (ssize_t)len);
+	if (half)
+		ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+	return fd;
+}
+
+/* The whole answer on fd, until vlmc closes it (30 s at most); fd is
+ * closed. */
+static void ctl_answer(int fd, char *buf, size_t size)
+{
+	struct timeval tv = {.tv_sec = 30};
+	size_t n = 0;
+	ssize_t k;
+
+	ck_assert_int_eq(
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	while (n + 1 < size && (k = read(fd, buf + n, size - 1 - n)) > 0)
+		n += (size_t)k;
+	buf[n] = '\0';
+	close(fd);
+}
+
+/*
+ * A volume command whose client has gone before it could start is not
+ * run. A snapshot waits for its COPY (the store holds it); its client
+ * leaves: a started command runs on, and is taken. Two creates wait for
+ * the control lock behind it: the client of 'create gone' closes its
+ * connection, and the command is dropped while the snapshot still waits
+ * (counted in ctl_dropped, logged with the command); the client of
+ * 'create stays' has only shut its sending side (`nc -N`) and gets its
+ * answer. Once the store answers: s@1 and stays are in the table, gone
+ * is not. The vlmc before ran 'create gone' once the snapshot was done,
+ * for nobody (and had no ctl_dropped: the wait for it fails, 30 s).
+ */
+START_TEST(ctl_client_left)
+{
+	static const char *const fault[] = {"--hold", "copy", NULL};
+	struct env e = {0};
+	struct port_stat_wait held = {&e, 1, "held", 1};
+	struct stat_wait waiting = {&e, "ctl_waiting", 1};
+	struct stat_wait dropped = {&e, "ctl_dropped", 1};
+	unsigned char *a = malloc(65536);
+	char buf[4096];
+	int sn, gone, stays;
+
+	pattern(a, 65536, 17);
+	env_start_store(&e, "vctlleft", fault);
+	vol_ok(&e, "create", "s", "64k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 0, 65536, a), 0);
+	sn = ctl_send(&e, "snapshot s s@1\n", false);
+	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	close(sn); /* started: runs on */
+	gone = ctl_send(&e, "create gone 64k\n", false);
+	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
+	stays = ctl_send(&e, "create stays 64k\n", true);
+	waiting.atleast = 2;
+	ck_assert_int_eq(xtu_wait_until(stat_reached, &waiting, 30000), 0);
+	close(gone);
+	ck_assert_msg(xtu_wait_until(stat_reached, &dropped, 30000) == 0,
+		      "the create whose client left was not dropped: %s",
+		      tpr_slurp(e.vlmc_log));
+	/* while the snapshot still waits for the store */
+	ck_assert_int_eq(port_stat(&e, 1, "held"), 1);
+	ck_assert_int_eq(log_count(e.vlmc_log,
+				   "control command 'create gone': not run: "
+				   "its client closed the connection"),
+			 1);
+	store_release(&e);
+	ctl_answer(stays, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "ok\n");
+	list_is(&e, "s 65536 65536 rw -\n"
+		    "s@1 65536 65536 ro s\n"
+		    "stays 65536 65536 rw -\n");
+	ck_assert_int_eq(vlmc_stat(&e, "ctl_dropped"), 1);
+	ck_assert_int_eq(log_count(e.vlmc_log, "not run: its client"), 1);
+	env_stop(&e);
+	free(a);
 }
 END_TEST
 
@@ -3477,6 +3785,9 @@ int main(void)
 	ADD_TEST(tc, ctl_parallel_clients);
 	ADD_TEST(tc, ctl_mutating_capped);
 	ADD_TEST(tc, remove_after_disconnect);
+	ADD_TEST(tc, remove_listed_while_removing);
+	ADD_TEST(tc, info_no_reference);
+	ADD_TEST(tc, ctl_client_left);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -142,7 +142,7 @@ START_TEST(list_redirect_stats)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("ctllist", &seg);
-	char *log = tpr_tmpfile("ctllist");
+	const char *log = tpr_tmpfile("ctllist");
 	const char *argv[] = {"noop", "-g", name, "-p", "1", NULL};
 	pid_t peer = tpr_start(argv, log);
 	char *out, *err;
@@ -613,7 +613,7 @@ START_TEST(reap_dead_peer)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("ctlreap", &seg);
-	char *log = tpr_tmpfile("ctlreap");
+	const char *log = tpr_tmpfile("ctlreap");
 	const char *argv[] = {"noop", "-g", name, "-p", "2", NULL};
 	pid_t peer = tpr_start(argv, log);
 	char *out, *err;

@@ -2252,6 +2252,8 @@ struct vlmc_objs {
 	bool quiet;
 	int err;
 	uint64_t err_lo, err_hi;
+	bool removing; /* a remove deleting in place: count the objects
+			  deleted in v->removing (list and info show it) */
 };
 
 static int vlmc_delete_start(struct vlmc *v, void *arg, uint64_t idx,
@@ -2274,9 +2276,15 @@ static int vlmc_delete_done(struct vlmc *v, void *arg, uint64_t idx,
 	struct vlmc_objs *o = arg;
 	char obj[VLMC_OBJNAME_MAX + 1];
 
-	(void)v, (void)op, (void)stopping, (void)sb, (void)reqp;
-	if (!rc || rc == -ENOENT)
+	(void)op, (void)stopping, (void)sb, (void)reqp;
+	if (!rc || rc == -ENOENT) {
+		if (o->removing) {
+			pthread_mutex_lock(&v->reclaim_mu);
+			v->removing.deleted++;
+			pthread_mutex_unlock(&v->reclaim_mu);
+		}
 		return 0;
+	}
 	if (o->quiet) {
 		if (!o->err) {
 			o->err = rc;
@@ -2302,18 +2310,23 @@ static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t id,
 {
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
-	struct vlmc_objs o = {name, id, false, 0, 0, 0};
+	struct vlmc_objs o = {name, id, false, 0, 0, 0, true};
 	char what[VLMC_OBJNAME_MAX + 32];
 
 	snprintf(what, sizeof(what), "delete objects of %s", name);
 	return vlmc_ctl_window(v, from, to, &ops, &o, what);
 }
 
-/* Put vol (taken out of the table by a remove that failed) back. */
+/* Put vol (taken out of the table by a remove that failed) back; it is
+ * no longer being removed, in the same hold (list and info see it in
+ * one or the other). */
 static void vlmc_vol_reinsert(struct vlmc *v, struct vlmc_volume *vol)
 {
 	pthread_rwlock_wrlock(&v->vols_lock);
 	v->vols[v->nr_vols++] = vol; /* its slot is free: ctl_lock held */
+	pthread_mutex_lock(&v->reclaim_mu);
+	memset(&v->removing, 0, sizeof(v->removing));
+	pthread_mutex_unlock(&v->reclaim_mu);
 	pthread_rwlock_unlock(&v->vols_lock);
 }
 
@@ -2446,7 +2459,7 @@ static int vlmc_reclaim_turn(struct vlmc *v, size_t i)
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
 	struct vlmc_reclaim *r = &v->reclaims[i];
-	struct vlmc_objs o = {r->m.name, r->m.id, true, 0, 0, 0};
+	struct vlmc_objs o = {r->m.name, r->m.id, true, 0, 0, 0, false};
 	uint64_t from, to, now, done;
 	char what[VLMC_OBJNAME_MAX + 48];
 	bool finished;
@@ -2711,9 +2724,19 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 		return rc;
 	vol = idx >= 0 ? v->vols[idx] : NULL;
 	if (vol) {
-		/* the table's reference is now ours */
+		/* the table's reference is now ours; list and info show it
+		 * as being removed until its record is in or it is back
+		 * (review-ctlpar F3: in neither, 'info' said "no volume"
+		 * for as long as an in-place delete took) */
 		v->vols[idx] = v->vols[--v->nr_vols];
 		v->vols[v->nr_vols] = NULL;
+		pthread_mutex_lock(&v->reclaim_mu);
+		v->removing.m = vol->m; /* ctl_lock held: m does not change */
+		v->removing.objects =
+		    vlmc_nr_objects(vol->m.size, vol->m.obj_size);
+		v->removing.table_err = 0;
+		v->removing.deleted = 0;
+		pthread_mutex_unlock(&v->reclaim_mu);
 	}
 	pthread_rwlock_unlock(&v->vols_lock);
 	if (!vol)
@@ -2742,9 +2765,14 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 		int wrc = rc;
 
 		peer_warn("remove %s: writing the volume table failed: %s; "
-			  "deleting its %" PRIu64 " objects in place (the "
-			  "volume stays listed until the table is written)",
-			  name, strerror(-wrc), recs[nr].objects);
+			  "deleting its %" PRIu64 " objects in place, then "
+			  "writing the table again (meanwhile 'list' shows "
+			  "'# removing %s', and if that write fails too the "
+			  "volume is listed again)",
+			  name, strerror(-wrc), recs[nr].objects, name);
+		pthread_mutex_lock(&v->reclaim_mu);
+		v->removing.table_err = -wrc;
+		pthread_mutex_unlock(&v->reclaim_mu);
 		drc = vlmc_delete_objects(v, name, vol->m.id, 0,
 					  recs[nr].objects);
 		if (drc == -ESHUTDOWN)
@@ -2764,6 +2792,9 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	if (rc == -ESHUTDOWN) {
 		/* R9-6: no roll-back when stopping */
 		free(recs);
+		pthread_mutex_lock(&v->reclaim_mu);
+		memset(&v->removing, 0, sizeof(v->removing));
+		pthread_mutex_unlock(&v->reclaim_mu);
 		vlmc_vol_put(vol);
 		CTL_ERR(r, ESHUTDOWN,
 			"remove %s: interrupted, vlmc is stopping (the table "
@@ -2792,12 +2823,14 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			"it again once the store takes writes%s",
 			name, strerror(-rc), objects, vlmc_meta_note(v));
 	}
+	/* the record replaces the removing entry in one hold */
 	pthread_mutex_lock(&v->reclaim_mu);
 	rc_new = &v->reclaims[v->nr_reclaims++];
 	memset(rc_new, 0, sizeof(*rc_new));
 	rc_new->m = recs[nr];
 	rc_new->end = rc_new->m.objects;
 	rc_new->saved_ns = peer_now_ns();
+	memset(&v->removing, 0, sizeof(v->removing));
 	pthread_mutex_unlock(&v->reclaim_mu);
 	free(recs);
 	__atomic_add_fetch(&v->st_reclaims_pending, 1, __ATOMIC_RELAXED);
@@ -2872,69 +2905,118 @@ static void vlmc_print_meta(FILE *f, const struct vlmc_volume_meta *m)
 		m->parent[0] ? m->parent : "-");
 }
 
+/* What a remove in progress is doing (list's "# removing" line, info's
+ * answer) into buf. */
+static void vlmc_removing_str(const struct vlmc_removing *rm, char *buf,
+			      size_t size)
+{
+	if (!rm->table_err)
+		snprintf(buf, size, "writing the volume table without it");
+	else
+		snprintf(buf, size,
+			 "writing the volume table failed (%s): %" PRIu64
+			 " of %" PRIu64 " objects deleted in place, then the "
+			 "table is written again (the volume is listed again "
+			 "if that fails)",
+			 strerror(rm->table_err), rm->deleted, rm->objects);
+}
+
+/* info NAME: the fields are copied under vols_lock (read) and the
+ * volume's mu, as list copies them, and written out after: no reference
+ * is taken (review-ctlpar F4: one made a remove with --remove-busy-wait 0
+ * of an idle volume fail EBUSY when an info came at the same time). A
+ * name being removed or reclaimed is looked up under reclaim_mu in the
+ * same hold of vols_lock, so the name is found in one of the three. */
 static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 {
-	struct vlmc_volume *vol;
+	struct vlmc_volume_meta m = {0};
+	struct vlmc_removing rm = {0};
+	uint64_t inflight = 0, done = 0, objects = 0;
+	uint32_t conns = 0;
+	bool found = false, removing = false, reclaiming = false;
+	char what[256];
+	long i;
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
-	vol = vlmc_vol_get(v, name, strlen(name));
-	if (!vol) {
-		uint64_t done = 0, objects = 0;
-		bool found = false;
+	pthread_rwlock_rdlock(&v->vols_lock);
+	i = vlmc_vol_find(v, name, strlen(name));
+	if (i >= 0) {
+		struct vlmc_volume *vol = v->vols[i];
 
+		pthread_mutex_lock(&vol->mu);
+		m = vol->m;
+		inflight = vol->inflight;
+		pthread_mutex_unlock(&vol->mu);
+		conns = __atomic_load_n(&vol->nbd_conns, __ATOMIC_RELAXED);
+		found = true;
+	} else {
 		pthread_mutex_lock(&v->reclaim_mu);
-		for (size_t i = 0; i < v->nr_reclaims && !found; i++) {
-			found = !strcmp(v->reclaims[i].m.name, name);
-			done = v->reclaims[i].done;
-			objects = v->reclaims[i].m.objects;
+		removing = !strcmp(v->removing.m.name, name);
+		if (removing)
+			rm = v->removing;
+		for (size_t k = 0; k < v->nr_reclaims && !reclaiming; k++) {
+			reclaiming = !strcmp(v->reclaims[k].m.name, name);
+			done = v->reclaims[k].done;
+			objects = v->reclaims[k].m.objects;
 		}
 		pthread_mutex_unlock(&v->reclaim_mu);
-		if (found)
-			CTL_ERR(r, ENOENT,
-				"no volume %s (a removed volume of that name "
-				"is being reclaimed: %" PRIu64 " of %" PRIu64
-				" objects deleted)",
-				name, done, objects);
-		CTL_ERR(r, ENOENT, "no volume %s", name);
 	}
-	pthread_mutex_lock(&vol->mu);
+	pthread_rwlock_unlock(&v->vols_lock);
+	if (removing) {
+		vlmc_removing_str(&rm, what, sizeof(what));
+		CTL_ERR(r, EBUSY,
+			"volume %s (id %016" PRIx64 ") is being removed: %s",
+			name, rm.m.id, what);
+	}
+	if (reclaiming)
+		CTL_ERR(r, ENOENT,
+			"no volume %s (a removed volume of that name is being "
+			"reclaimed: %" PRIu64 " of %" PRIu64
+			" objects deleted)",
+			name, done, objects);
+	if (!found)
+		CTL_ERR(r, ENOENT, "no volume %s", name);
 	fprintf(r->f,
 		"name=%s\nsize=%" PRIu64 "\nobject_size=%" PRIu32
 		"\nobjects=%" PRIu64 "\nreadonly=%d\nparent=%s\n"
 		"nbd_connections=%" PRIu32 "\ninflight=%" PRIu64
 		"\nid=%016" PRIx64 "\n",
-		vol->m.name, vol->m.size, vol->m.obj_size,
-		vlmc_nr_objects(vol->m.size, vol->m.obj_size), vol->m.readonly,
-		vol->m.parent[0] ? vol->m.parent : "-",
-		__atomic_load_n(&vol->nbd_conns, __ATOMIC_RELAXED),
-		vol->inflight, vol->m.id);
-	pthread_mutex_unlock(&vol->mu);
-	vlmc_vol_put(vol);
+		m.name, m.size, m.obj_size, vlmc_nr_objects(m.size, m.obj_size),
+		m.readonly, m.parent[0] ? m.parent : "-", conns, inflight,
+		m.id);
 	return 0;
 }
 
+/* list: the volumes, then a volume being removed and the removed volumes
+ * still being reclaimed, all copied in one hold of vols_lock (read; each
+ * volume's mu, then reclaim_mu) and written to the client after: a
+ * volume a remove takes out of the table is in one of the three
+ * (review-ctlpar F3). */
 static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 {
-	struct vlmc_reclaim *rcs;
-	size_t n, nr;
-	struct vlmc_volume_meta *m = vlmc_meta_snapshot(v, &n);
+	struct vlmc_volume_meta *m = calloc(VLMC_MAX_VOLUMES, sizeof(*m));
+	struct vlmc_reclaim *rcs = calloc(VLMC_MAX_VOLUMES, sizeof(*rcs));
+	struct vlmc_removing rm;
+	size_t n = 0, nr;
+	char what[256];
 
-	if (!m)
-		CTL_ERR(r, ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		vlmc_print_meta(r->f, &m[i]);
-	free(m);
-	/* then the removed volumes still being reclaimed: '#' starts no
-	 * volume name, so a reader of volume lines can skip these (copied
-	 * under reclaim_mu, written to the client after) */
-	rcs = calloc(VLMC_MAX_VOLUMES, sizeof(*rcs));
-	if (!rcs)
-		CTL_ERR(r, ENOMEM, "out of memory");
-	/* only what reclaim_mu guards (m, done, err): the sweep's fields
-	 * (cursor, retry times...) belong to the reclaimer alone, which
-	 * writes them without the lock */
+	if (!m || !rcs) {
+		free(m);
+		free(rcs);
+		CTL_ERR(r, ENOMEM, "list: out of memory");
+	}
+	pthread_rwlock_rdlock(&v->vols_lock);
+	for (size_t i = 0; i < v->nr_vols && n < VLMC_MAX_VOLUMES; i++) {
+		pthread_mutex_lock(&v->vols[i]->mu);
+		m[n++] = v->vols[i]->m;
+		pthread_mutex_unlock(&v->vols[i]->mu);
+	}
+	/* of the records only what reclaim_mu guards (m, done, err): the
+	 * sweep's fields (cursor, retry times...) belong to the reclaimer
+	 * alone, which writes them without the lock */
 	pthread_mutex_lock(&v->reclaim_mu);
+	rm = v->removing;
 	nr = v->nr_reclaims;
 	for (size_t i = 0; i < nr; i++) {
 		rcs[i].m = v->reclaims[i].m;
@@ -2942,6 +3024,16 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 		rcs[i].err = v->reclaims[i].err;
 	}
 	pthread_mutex_unlock(&v->reclaim_mu);
+	pthread_rwlock_unlock(&v->vols_lock);
+	for (size_t i = 0; i < n; i++)
+		vlmc_print_meta(r->f, &m[i]);
+	/* '#' starts no volume name, so a reader of volume lines can skip
+	 * these */
+	if (rm.m.name[0]) {
+		vlmc_removing_str(&rm, what, sizeof(what));
+		fprintf(r->f, "# removing %s (id %016" PRIx64 "): %s\n",
+			rm.m.name, rm.m.id, what);
+	}
 	for (size_t i = 0; i < nr; i++) {
 		const struct vlmc_reclaim *rc = &rcs[i];
 
@@ -2954,6 +3046,7 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 				strerror(rc->err));
 		fputc('\n', r->f);
 	}
+	free(m);
 	free(rcs);
 	return 0;
 }
@@ -3267,6 +3360,96 @@ static void vlmc_ctl_unlock(struct vlmc *v)
 	__atomic_sub_fetch(&v->ctl_mutating, 1, __ATOMIC_ACQ_REL);
 }
 
+/* How often a command waiting for ctl_lock looks whether its client is
+ * still there */
+#define VLMC_CTL_CLIENT_POLL_NS (100ULL * 1000000ULL)
+
+/* The client of r closed its connection (both ways: POLLHUP; a client
+ * that only shut its sending side after its line, as `nc -N` does, still
+ * waits for the answer), or it failed: nobody will read an answer. */
+static bool vlmc_ctl_client_gone(struct vlmc_reply *r)
+{
+	struct pollfd pfd = {.fd = fileno(r->f), .events = 0};
+
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
+}
+
+/* A mutating command not started because its client left (logged). */
+static void vlmc_ctl_dropped(struct vlmc *v, int argc, char **argv,
+			     uint64_t start)
+{
+	__atomic_add_fetch(&v->st_ctl_dropped, 1, __ATOMIC_RELAXED);
+	peer_warn("control command '%.32s%s%.64s': not run: its client closed "
+		  "the connection before it could start (nobody would see "
+		  "the answer; it had waited %" PRIu64
+		  " ms for the control lock)",
+		  argv[0], argc > 1 ? " " : "", argc > 1 ? argv[1] : "",
+		  (uint64_t)((peer_now_ns() - start) / 1000000ULL));
+}
+
+/*
+ * Take ctl_lock for a mutating command: 0 (held), or -ESHUTDOWN (vlmc
+ * stops, answered) or -ECONNRESET (the client left, logged) with
+ * ctl_lock not held. Waited for in slices, between which the client is
+ * looked at (review-ctlpar F1): a command whose client gave up (a
+ * script's timeout, an operator's ^C) frees its control thread and its
+ * place among the VLMC_CTL_MUTATING_MAX at once instead of running later
+ * for nobody. It is looked at once more with the lock held, right before
+ * the command starts; from then on the command runs to its end whatever
+ * the client does (a started command is never cut short: R9-6).
+ */
+static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
+			 struct vlmc_reply *r)
+{
+	uint64_t start = peer_now_ns();
+	int rc;
+
+	/* the reclaimer lets a waiting command in between its windows */
+	__atomic_add_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+	for (;;) {
+		struct timespec ts;
+
+		/* timedlock takes CLOCK_REALTIME: a clock step only makes
+		 * one slice longer or shorter */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)VLMC_CTL_CLIENT_POLL_NS;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		rc = pthread_mutex_timedlock(&v->ctl_lock, &ts);
+		if (rc != ETIMEDOUT) {
+			if (rc) /* not for a valid timeout: wait as before */
+				pthread_mutex_lock(&v->ctl_lock);
+			break;
+		}
+		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE) ||
+		    !vlmc_ctl_client_gone(r))
+			continue; /* stop: answered once the lock is ours */
+		__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&v->ctl_mutating, 1, __ATOMIC_ACQ_REL);
+		/* the reclaimer may have yielded to this one */
+		pthread_cond_broadcast(&v->reclaim_cond);
+		vlmc_ctl_dropped(v, argc, argv, start);
+		return -ECONNRESET;
+	}
+	__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
+	if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
+		/* waited for ctl_lock while vlmc began to stop: start
+		 * nothing (R9-6: nothing would be rolled back) */
+		fprintf(r->f, "error %d %.32s: not run, vlmc is stopping\n",
+			ESHUTDOWN, argv[0]);
+		vlmc_ctl_unlock(v);
+		return -ESHUTDOWN;
+	}
+	if (vlmc_ctl_client_gone(r)) {
+		vlmc_ctl_dropped(v, argc, argv, start);
+		vlmc_ctl_unlock(v);
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
 /* One control command line; answers on r. */
 static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 {
@@ -3303,21 +3486,8 @@ static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 				EBUSY, argv[0], busy - 1);
 			return;
 		}
-		/* the reclaimer lets a waiting command in between its
-		 * windows */
-		__atomic_add_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
-		pthread_mutex_lock(&v->ctl_lock);
-		__atomic_sub_fetch(&v->ctl_wanted, 1, __ATOMIC_ACQ_REL);
-		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE)) {
-			/* waited for ctl_lock while vlmc began to stop:
-			 * start nothing (R9-6: nothing would be rolled
-			 * back) */
-			fprintf(r->f,
-				"error %d %.32s: not run, vlmc is stopping\n",
-				ESHUTDOWN, argv[0]);
-			vlmc_ctl_unlock(v);
+		if (vlmc_ctl_lock(v, argc, argv, r))
 			return;
-		}
 	}
 	if (vlmc_ctl_changes(argv[0]) && strcmp(argv[0], "remove") &&
 	    (rc = vlmc_meta_settle(v))) {
@@ -3867,6 +4037,8 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 	    __atomic_load_n(&v->st_cmds_failed_dead_peer, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "ctl_waiting",
 		  __atomic_load_n(&v->ctl_wanted, __ATOMIC_RELAXED));
+	peer_stat(st, &n, max, "ctl_dropped",
+		  __atomic_load_n(&v->st_ctl_dropped, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "reclaims_pending",
 		  __atomic_load_n(&v->st_reclaims_pending, __ATOMIC_RELAXED));
 	peer_stat(

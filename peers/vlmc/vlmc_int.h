@@ -17,8 +17,12 @@
  *   ctl_lock and reclaim_mu. list and info take no ctl_lock (they send
  *   nothing below): on other control threads they answer while an
  *   operation or the reclaimer waits for the store, reading the live
- *   table under vols_lock and each volume's mu, the records under
- *   reclaim_mu, and nothing else that ctl_lock guards.
+ *   table under vols_lock and each volume's mu, the records and the
+ *   volume being removed under reclaim_mu (taken inside vols_lock, so a
+ *   volume a remove takes out is seen in the one or the other), and
+ *   nothing else that ctl_lock guards; they take no volume reference.
+ *   A mutating command waits for ctl_lock in slices and is dropped if
+ *   its client closes meanwhile (vlmc.c vlmc_ctl_lock).
  * - Each volume's mu protects inflight / frozen / pending: a snapshot
  *   freezes the volume, waits for its in-flight I/O to drain, copies the
  *   objects, and thaws it. NBD readers block while a volume is frozen;
@@ -126,6 +130,24 @@ struct vlmc_reclaim {
 	int err;	      /* errno of the last failure logged, 0: none */
 };
 
+/* The volume a remove has taken out of the live table and neither
+ * replaced by its reclaim record nor put back yet (review-ctlpar F3):
+ * list and info show it, so that it is never in neither. Set and
+ * cleared under reclaim_mu inside the same hold of vols_lock (write) as
+ * the volume leaves or re-enters the table, and the record goes in under
+ * the same reclaim_mu hold that clears it; list and info take vols_lock
+ * (read) then reclaim_mu. One at a time (remove holds ctl_lock).
+ * m.name[0] == '\0': none. */
+struct vlmc_removing {
+	struct vlmc_volume_meta m;
+	uint64_t objects;
+	/* 0: the table without it is being written; else that write
+	 * failed with this errno, and its objects are being deleted in
+	 * place (deleted so far) before the table is written again */
+	int table_err;
+	uint64_t deleted;
+};
+
 struct vlmc_part;
 
 /* Parts waiting to be resent after a dead peer below failed them back
@@ -227,6 +249,7 @@ struct vlmc {
 	/* changes to reclaims / nr_reclaims take ctl_lock and this; list
 	 * and info read them under this alone (they take no ctl_lock) */
 	pthread_mutex_t reclaim_mu;
+	struct vlmc_removing removing; /* under reclaim_mu, see its type */
 	pthread_cond_t reclaim_cond;
 	bool reclaim_cond_inited;
 	pthread_t reclaim_thread;
@@ -235,6 +258,9 @@ struct vlmc {
 	/* (__atomic) mutating commands running or waiting for ctl_lock
 	 * (at most VLMC_CTL_MUTATING_MAX) */
 	uint32_t ctl_mutating;
+	/* (__atomic) mutating commands not run because their client had
+	 * closed its connection before they could start */
+	uint64_t st_ctl_dropped;
 
 	struct vlmc_nbd *nbd;
 	struct vlmc_wbloss wb; /* write-back losses (wbloss.h) */

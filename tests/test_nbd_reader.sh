@@ -15,6 +15,9 @@
 #   completer goes back to the port, then spinning is tried again) the
 #   same traffic is right;
 #   bad --nbd-spin values are refused at start;
+#   with --nbd-spin 0 (the completer parked at depth 1), a client whose
+#   refused commands fill the socket while one READ is in flight: the
+#   READ's reply is still received (a snapshot of the volume drains);
 #   with --nbd-spin 1s on a segment whose heap holds a 4 MiB READ's
 #   buffers but not a 4 MiB WRITE's too, READ at 0 and WRITE at 64M sent
 #   in one go both succeed and the write reads back (review7 M1: the
@@ -127,6 +130,61 @@ traffic 0 || die "traffic with --nbd-spin 0"
 stop_pids $VLMC
 spin_vlmc spin1us 1us
 traffic 1us || die "traffic with --nbd-spin 1us"
+stop_pids $VLMC
+
+# Refused commands are answered by the reader itself. With one command in
+# flight the completer is parked (the default, --nbd-spin 0), so around
+# each such reply's socket write the reader hands it the replies
+# (review-park F1, F2). A client sends a READ, then READs past the end
+# (refused, EINVAL) and reads nothing: vlmc's error replies fill the
+# socket and the reader blocks writing one. The READ's reply must still be
+# received from the port: a snapshot of the volume, which waits until
+# every I/O on it has ended (here for at most 10 s, then it fails), is
+# taken. Before the fix the reply stayed in the port and the snapshot
+# failed after its drain wait.
+V=$T/refused
+start_vlmc $V $SEG -t 2 --snapshot-drain-wait 10s
+python3 - "$V/nbd.sock" "$X" "$V/ctl" <<'PY' || die "a reply left in the port while the reader writes refusals"
+import os, signal, subprocess, sys, time
+from nbd_testlib import connect, request, command, unread
+from shell_checks import Checks
+check = Checks("[refusals, reader blocked] ")
+path, xsegctl, ctl = sys.argv[1:4]
+K = 4096
+s = connect(path, "v")
+check(command(s, 1, 9, 0, K, b"x" * K)[0] == 0, "a WRITE answered")
+bad = request(0, 2, 1 << 40, K) * 4096     # READs past the end
+pid = os.fork()
+if pid == 0:   # sends until the socket is full both ways, never reads
+    try:
+        s.sendall(request(0, 1, 0, K) + bad * 8)
+        while True:
+            s.sendall(bad)
+    finally:
+        os._exit(0)
+# vlmc has stopped writing replies (the socket is full) when the unread
+# count stays the same over three looks; a hang detector bounds it
+last, same = -1, 0
+for _ in range(600):
+    time.sleep(0.2)
+    n = unread(s)
+    same = same + 1 if n == last else 0
+    last = n
+    if same == 3:
+        break
+check(same == 3 and last > 0,
+      f"vlmc's error replies fill the client's socket ({last} bytes unread)")
+p = subprocess.run([xsegctl, "volume", "--ctl", ctl, "snapshot", "v",
+                    "refused-snap"], capture_output=True, text=True,
+                   timeout=120)
+check(p.returncode == 0,
+      "the READ's reply was received: the snapshot drained the volume "
+      f"({(p.stdout + p.stderr).strip()[:160]})")
+os.kill(pid, signal.SIGKILL)
+os.waitpid(pid, 0)
+s.close()
+sys.exit(check.exit_status())
+PY
 stop_pids $VLMC
 
 # M1: a READ holding the heap, then a WRITE needing it, on an 8 MiB

@@ -2364,6 +2364,10 @@ static void vlmc_vol_reinsert(struct vlmc *v, struct vlmc_volume *vol)
 /* How long the reclaimer sleeps with nothing to do (a remove, a control
  * command or stop wakes it earlier). */
 #define VLMC_RECLAIM_IDLE_NS (10ULL * 1000000000ULL)
+/* How long it yields to a waiting control command at most: the command,
+ * once in, holds ctl_lock (the sleep ends only when it lets go); the
+ * bound matters only when the waiter was dropped unseen. */
+#define VLMC_RECLAIM_YIELD_NS (200ULL * 1000000ULL)
 
 /* Record r failed with rc (a negative errno) in what (idx: the first
  * object that failed, UINT64_MAX: none): back off, log once per errno. */
@@ -2569,8 +2573,11 @@ static void *vlmc_reclaim_main(void *arg)
 			 * eight control threads a command nearly always
 			 * waits, and yielding to every one slowed a
 			 * reclaim 10-20 times (review-ctlpar F2); a
-			 * command waits at most one window */
-			vlmc_reclaim_sleep(v, wake);
+			 * command waits at most one window. Not for the
+			 * idle time: a waiter that is dropped (its client
+			 * left) wakes us without ctl_lock, so the wake-up
+			 * can come before this sleep (review-ctl R2) */
+			vlmc_reclaim_sleep(v, now + VLMC_RECLAIM_YIELD_NS);
 			yielded = true;
 			continue;
 		}
@@ -3394,14 +3401,18 @@ static void vlmc_ctl_dropped(struct vlmc *v, int argc, char **argv,
  * looked at (review-ctlpar F1): a command whose client gave up (a
  * script's timeout, an operator's ^C) frees its control thread and its
  * place among the VLMC_CTL_MUTATING_MAX at once instead of running later
- * for nobody. It is looked at once more with the lock held, right before
- * the command starts; from then on the command runs to its end whatever
- * the client does (a started command is never cut short: R9-6).
+ * for nobody. A command that had to wait is looked at once more with the
+ * lock held, right before it starts; one that got the lock at once is
+ * not (a client that sends its line and closes at once still has it run,
+ * as before: review-ctl R1, where 29 of 40 such creates were dropped at
+ * random). From then on the command runs to its end whatever the client
+ * does (a started command is never cut short: R9-6).
  */
 static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 			 struct vlmc_reply *r)
 {
 	uint64_t start = peer_now_ns();
+	bool waited = false;
 	int rc;
 
 	/* the reclaimer lets a waiting command in between its windows */
@@ -3423,6 +3434,7 @@ static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 				pthread_mutex_lock(&v->ctl_lock);
 			break;
 		}
+		waited = true;
 		if (__atomic_load_n(&v->ctl_stop, __ATOMIC_ACQUIRE) ||
 		    !vlmc_ctl_client_gone(r))
 			continue; /* stop: answered once the lock is ours */
@@ -3442,7 +3454,7 @@ static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 		vlmc_ctl_unlock(v);
 		return -ESHUTDOWN;
 	}
-	if (vlmc_ctl_client_gone(r)) {
+	if (waited && vlmc_ctl_client_gone(r)) {
 		vlmc_ctl_dropped(v, argc, argv, start);
 		vlmc_ctl_unlock(v);
 		return -ECONNRESET;

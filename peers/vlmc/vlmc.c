@@ -2303,14 +2303,15 @@ static int vlmc_delete_done(struct vlmc *v, void *arg, uint64_t idx,
 
 /* Delete objects [from, to) of incarnation id of volume name; ENOENT is
  * fine. After an error some objects are deleted, others not: the caller
- * keeps the volume, and a later call finishes the job. Caller holds
- * ctl_lock. */
+ * keeps the volume, and a later call finishes the job. removing: for the
+ * remove in progress (its deletes are counted in v->removing; not for a
+ * snapshot's roll-back, review-ctl N1). Caller holds ctl_lock. */
 static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t id,
-			       uint64_t from, uint64_t to)
+			       uint64_t from, uint64_t to, bool removing)
 {
 	static const struct vlmc_window_ops ops = {vlmc_delete_start,
 						   vlmc_delete_done};
-	struct vlmc_objs o = {name, id, false, 0, 0, 0, true};
+	struct vlmc_objs o = {name, id, false, 0, 0, 0, removing};
 	char what[VLMC_OBJNAME_MAX + 32];
 
 	snprintf(what, sizeof(what), "delete objects of %s", name);
@@ -2781,7 +2782,7 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 		v->removing.table_err = -wrc;
 		pthread_mutex_unlock(&v->reclaim_mu);
 		drc = vlmc_delete_objects(v, name, vol->m.id, 0,
-					  recs[nr].objects);
+					  recs[nr].objects, true);
 		if (drc == -ESHUTDOWN)
 			rc = drc;
 		else
@@ -3310,7 +3311,7 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 		if (copied && rc != -ESHUTDOWN)
 			vlmc_delete_objects(
 			    v, dst, nm.id, 0,
-			    vlmc_nr_objects(nm.size, nm.obj_size));
+			    vlmc_nr_objects(nm.size, nm.obj_size), false);
 		vlmc_vol_put(vol);
 		if (undrained) {
 			/* nothing sent: thawed above, nothing to undo */

@@ -350,18 +350,46 @@ struct vlmc_volume *vlmc_vol_get(struct vlmc *v, const char *name, size_t len)
 	return vol;
 }
 
-size_t vlmc_vol_list(struct vlmc *v, struct vlmc_volume_meta *out, size_t max)
+/* vlmc_vol_list with vols_lock held by the caller (read or write): list
+ * copies the volumes and the ones being removed in one hold. */
+static size_t vlmc_vol_list_locked(struct vlmc *v, struct vlmc_volume_meta *out,
+				   size_t max)
 {
 	size_t n = 0;
 
-	pthread_rwlock_rdlock(&v->vols_lock);
 	for (size_t i = 0; i < v->nr_vols && n < max; i++) {
 		pthread_mutex_lock(&v->vols[i]->mu);
 		out[n++] = v->vols[i]->m;
 		pthread_mutex_unlock(&v->vols[i]->mu);
 	}
+	return n;
+}
+
+size_t vlmc_vol_list(struct vlmc *v, struct vlmc_volume_meta *out, size_t max)
+{
+	size_t n;
+
+	pthread_rwlock_rdlock(&v->vols_lock);
+	n = vlmc_vol_list_locked(v, out, max);
 	pthread_rwlock_unlock(&v->vols_lock);
 	return n;
+}
+
+/* CLOCK_REALTIME now plus ns, for the timed waits that take that clock
+ * (pthread_mutex_timedlock, conditions initialised with the default
+ * clock). */
+static struct timespec vlmc_realtime_in(uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ULL);
+	ts.tv_nsec += (long)(ns % 1000000000ULL);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
 }
 
 void vlmc_vol_enter(struct vlmc_volume *vol)
@@ -3006,7 +3034,7 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 	struct vlmc_volume_meta *m = calloc(VLMC_MAX_VOLUMES, sizeof(*m));
 	struct vlmc_reclaim *rcs = calloc(VLMC_MAX_VOLUMES, sizeof(*rcs));
 	struct vlmc_removing rm;
-	size_t n = 0, nr;
+	size_t n, nr;
 	char what[256];
 
 	if (!m || !rcs) {
@@ -3015,11 +3043,7 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 		CTL_ERR(r, ENOMEM, "list: out of memory");
 	}
 	pthread_rwlock_rdlock(&v->vols_lock);
-	for (size_t i = 0; i < v->nr_vols && n < VLMC_MAX_VOLUMES; i++) {
-		pthread_mutex_lock(&v->vols[i]->mu);
-		m[n++] = v->vols[i]->m;
-		pthread_mutex_unlock(&v->vols[i]->mu);
-	}
+	n = vlmc_vol_list_locked(v, m, VLMC_MAX_VOLUMES);
 	/* of the records only what reclaim_mu guards (m, done, err): the
 	 * sweep's fields (cursor, retry times...) belong to the reclaimer
 	 * alone, which writes them without the lock */
@@ -3131,13 +3155,7 @@ static int vlmc_freeze(struct vlmc *v, struct vlmc_volume *vol,
 			slice = start + limit - now;
 		/* the cond's clock is CLOCK_REALTIME; a jump only changes
 		 * when the stop, the log and the deadline are looked at */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)(slice / 1000000000ULL);
-		ts.tv_nsec += (long)(slice % 1000000000ULL);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = vlmc_realtime_in(slice);
 		pthread_cond_timedwait(&vol->cond, &vol->mu, &ts);
 	}
 	pthread_mutex_unlock(&vol->mu);
@@ -3423,12 +3441,7 @@ static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 
 		/* timedlock takes CLOCK_REALTIME: a clock step only makes
 		 * one slice longer or shorter */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)VLMC_CTL_CLIENT_POLL_NS;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = vlmc_realtime_in(VLMC_CTL_CLIENT_POLL_NS);
 		rc = pthread_mutex_timedlock(&v->ctl_lock, &ts);
 		if (rc != ETIMEDOUT) {
 			if (rc) /* not for a valid timeout: wait as before */

@@ -3371,8 +3371,8 @@ START_TEST(remove_after_disconnect)
 	fd = nbd_connect(e.nbd, "n", &size);
 	ck_assert_int_eq(vol(&e, NULL, &err, "remove", "n", NULL), 1);
 	ck_assert_msg(strstr(err, "volume n is in use (1 open NBD "
-				  "connection(s), 0 xseg request(s) or "
-				  "command(s) holding it; waited ") &&
+				  "connection(s), 0 xseg request(s) in "
+				  "flight; waited ") &&
 			  strstr(err, "--remove-busy-wait"),
 		      "%s", err);
 	free(err);

@@ -2678,7 +2678,9 @@ static int vlmc_remove_idle(struct vlmc *v, struct vlmc_reply *r,
 		pthread_rwlock_unlock(&v->vols_lock);
 		/* the table holds one reference and each NBD connection one
 		 * (its I/O uses it); the others are xseg requests in flight
-		 * and control commands (info) */
+		 * (an NBD handshake's look-up holds one for a moment); no
+		 * control command holds a volume while a remove runs
+		 * (ctl_lock; info takes no reference) */
 		others = refs > 1 + conns ? refs - 1 - conns : 0;
 		if (vlmc_ctl_stopping(v))
 			CTL_ERR(r, ESHUTDOWN,
@@ -2695,16 +2697,16 @@ static int vlmc_remove_idle(struct vlmc *v, struct vlmc_reply *r,
 			CTL_ERR(r, EBUSY,
 				"volume %s is in use (%" PRIu32
 				" open NBD connection(s), %" PRIu32
-				" xseg request(s) or command(s) holding it; "
-				"waited %" PRIu64 " ms, --remove-busy-wait)",
+				" xseg request(s) in flight; waited %" PRIu64
+				" ms, --remove-busy-wait)",
 				name, conns, others,
 				(uint64_t)((now - start) / 1000000ULL));
 		}
 		if (!logged) {
 			peer_info("remove %s: in use (%" PRIu32
 				  " NBD connection(s), %" PRIu32
-				  " other holder(s)): waiting up to %" PRIu64
-				  " ms for it to be let go",
+				  " xseg request(s) in flight): waiting up "
+				  "to %" PRIu64 " ms for it to be let go",
 				  name, conns, others,
 				  (uint64_t)(v->remove_busy_ns / 1000000ULL));
 			logged = true;

@@ -3690,9 +3690,14 @@ static void ctl_answer(int fd, char *buf, size_t size)
  * connection, and the command is dropped while the snapshot still waits
  * (counted in ctl_dropped, logged with the command); the client of
  * 'create stays' has only shut its sending side (`nc -N`) and gets its
- * answer. Once the store answers: s@1 and stays are in the table, gone
- * is not. The vlmc before ran 'create gone' once the snapshot was done,
- * for nobody (and had no ctl_dropped: the wait for it fails, 30 s).
+ * answer. The dropped command frees its place among the six at once
+ * (review-ctl T3): ctl_waiting falls back to 1, and four more commands
+ * ('remove nxN' of no volume: they change nothing) wait beside the
+ * snapshot and stays, a fifth is refused (EBUSY, six already run or
+ * wait). Once the store answers: s@1 and stays are in the table, gone
+ * is not, and the four waiting removes are answered. The vlmc before ran
+ * 'create gone' once the snapshot was done, for nobody (and had no
+ * ctl_dropped: the wait for it fails, 30 s).
  */
 START_TEST(ctl_client_left)
 {
@@ -3703,7 +3708,7 @@ START_TEST(ctl_client_left)
 	struct stat_wait dropped = {&e, "ctl_dropped", 1};
 	unsigned char *a = malloc(65536);
 	char buf[4096];
-	int sn, gone, stays;
+	int sn, gone, stays, nx[4], over;
 
 	pattern(a, 65536, 17);
 	env_start_store(&e, "vctlleft", fault);
@@ -3727,9 +3732,35 @@ START_TEST(ctl_client_left)
 				   "control command 'create gone': not run: "
 				   "its client closed the connection"),
 			 1);
+	/* its place is free: only stays waits, and four more fit in */
+	ck_assert_int_eq(vlmc_stat(&e, "ctl_waiting"), 1);
+	for (int i = 0; i < 4; i++) {
+		char line[32];
+
+		snprintf(line, sizeof(line), "remove nx%d\n", i);
+		nx[i] = ctl_send(&e, line, true);
+	}
+	waiting.atleast = 5;
+	ck_assert_msg(xtu_wait_until(stat_reached, &waiting, 30000) == 0,
+		      "the dropped command kept its place: %" PRId64
+		      " commands wait: %s",
+		      vlmc_stat(&e, "ctl_waiting"), tpr_slurp(e.vlmc_log));
+	over = ctl_send(&e, "remove nx4\n", true);
+	ctl_answer(over, buf, sizeof(buf));
+	ck_assert_msg(strstr(buf, "error 16 remove: not run: 6 volume commands "
+				  "already run or wait"),
+		      "a seventh command: '%s'", buf);
+	ck_assert_int_eq(port_stat(&e, 1, "held"), 1);
 	store_release(&e);
 	ctl_answer(stays, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "ok\n");
+	for (int i = 0; i < 4; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "error 2 no volume nx%d\n", i);
+		ctl_answer(nx[i], buf, sizeof(buf));
+		ck_assert_str_eq(buf, want);
+	}
 	list_is(&e, "s 65536 65536 rw -\n"
 		    "s@1 65536 65536 ro s\n"
 		    "stays 65536 65536 rw -\n");

@@ -31,6 +31,10 @@
 
 #include "vlmc_int.h"
 
+#if defined(AC_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 enum {
 	VLMC_OPT_NEXT = 256,
 	VLMC_OPT_OBJ_SIZE,
@@ -304,13 +308,19 @@ static const char *vlmc_size_str(uint64_t size, char buf[24])
 static struct vlmc_volume *vlmc_vol_new(const struct vlmc_volume_meta *m)
 {
 	struct vlmc_volume *vol = calloc(1, sizeof(*vol));
+	pthread_condattr_t ca;
 
 	if (!vol)
 		return NULL;
 	vol->m = *m;
 	vol->refs = 1;
 	pthread_mutex_init(&vol->mu, NULL);
-	pthread_cond_init(&vol->cond, NULL);
+	/* CLOCK_MONOTONIC: the snapshot's drain waits on it with a timeout
+	 * (vlmc_freeze, vlmc_monotonic_in) */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&vol->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	vlmc_wbloss_vol_init(&vol->wb);
 	return vol;
 }
@@ -375,14 +385,14 @@ size_t vlmc_vol_list(struct vlmc *v, struct vlmc_volume_meta *out, size_t max)
 	return n;
 }
 
-/* CLOCK_REALTIME now plus ns, for the timed waits that take that clock
- * (pthread_mutex_timedlock, conditions initialised with the default
- * clock). */
-static struct timespec vlmc_realtime_in(uint64_t ns)
+/* CLOCK_MONOTONIC now plus ns, for the timed waits on that clock
+ * (vlmc_mutex_clocklock, vol->cond): a step of the wall clock (NTP, an
+ * operator's `date -s`) changes none of them (review-ctl N3). */
+static struct timespec vlmc_monotonic_in(uint64_t ns)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += (time_t)(ns / 1000000000ULL);
 	ts.tv_nsec += (long)(ns % 1000000000ULL);
 	if (ts.tv_nsec >= 1000000000L) {
@@ -3155,9 +3165,7 @@ static int vlmc_freeze(struct vlmc *v, struct vlmc_volume *vol,
 			slice = next_log - now;
 		if (slice > start + limit - now)
 			slice = start + limit - now;
-		/* the cond's clock is CLOCK_REALTIME; a jump only changes
-		 * when the stop, the log and the deadline are looked at */
-		ts = vlmc_realtime_in(slice);
+		ts = vlmc_monotonic_in(slice); /* vol->cond's clock */
 		pthread_cond_timedwait(&vol->cond, &vol->mu, &ts);
 	}
 	pthread_mutex_unlock(&vol->mu);
@@ -3415,6 +3423,26 @@ static void vlmc_ctl_dropped(struct vlmc *v, int argc, char **argv,
 		  (uint64_t)((peer_now_ns() - start) / 1000000ULL));
 }
 
+/* pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, ts), told to
+ * ThreadSanitizer: its runtime (GCC 12's libtsan) intercepts
+ * pthread_mutex_timedlock but not clocklock, so it would not see the lock
+ * taken (and would report its unlock and every access under it). */
+static int vlmc_mutex_clocklock(pthread_mutex_t *mu, const struct timespec *ts)
+{
+	int rc;
+
+#if defined(AC_TSAN)
+	__tsan_mutex_pre_lock(mu, __tsan_mutex_try_lock);
+#endif
+	rc = pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, ts);
+#if defined(AC_TSAN)
+	__tsan_mutex_post_lock(
+	    mu, __tsan_mutex_try_lock | (rc ? __tsan_mutex_try_lock_failed : 0),
+	    0);
+#endif
+	return rc;
+}
+
 /*
  * Take ctl_lock for a mutating command: 0 (held), or -ESHUTDOWN (vlmc
  * stops, answered) or -ECONNRESET (the client left, logged) with
@@ -3441,10 +3469,12 @@ static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 	for (;;) {
 		struct timespec ts;
 
-		/* timedlock takes CLOCK_REALTIME: a clock step only makes
-		 * one slice longer or shorter */
-		ts = vlmc_realtime_in(VLMC_CTL_CLIENT_POLL_NS);
-		rc = pthread_mutex_timedlock(&v->ctl_lock, &ts);
+		/* CLOCK_MONOTONIC: a step of the wall clock does not delay
+		 * the look at the client (review-ctl N3: with
+		 * pthread_mutex_timedlock, CLOCK_REALTIME, a step back of T
+		 * made one slice T longer) */
+		ts = vlmc_monotonic_in(VLMC_CTL_CLIENT_POLL_NS);
+		rc = vlmc_mutex_clocklock(&v->ctl_lock, &ts);
 		if (rc != ETIMEDOUT) {
 			if (rc) /* not for a valid timeout: wait as before */
 				pthread_mutex_lock(&v->ctl_lock);

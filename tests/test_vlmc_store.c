@@ -32,10 +32,16 @@
  *   "lost N"    the next N such WRITEs are answered ENOSPC, not stored
  *   "flush N"   the next N FLUSHes fail with EIO (the write before
  *               them did land)
+ *   "hold N"    the next N such WRITEs are held as --hold holds (until
+ *               "ts:release"; a failure set above applies when they are
+ *               served): a table write in progress, for as long as the
+ *               test wants
  *   "off"       none of these
  * Counters: SIGUSR1 logs them, and the port's statistics area has
  * "objects" (live objects), "deletes", "copies", "held" (requests held
  * now) and "table_faults" (table writes and FLUSHes failed on purpose).
+ * The statistics are published at the peer's tick and may lag; an INFO
+ * of the object "ts:held" answers the number of requests held now.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -76,6 +82,7 @@ struct ts {
 	 * whether they land; FLUSHes left to fail; faults so far */
 	uint64_t table_fail_left, flush_fail_left, table_faults;
 	bool table_fail_lands;
+	uint64_t table_hold_left; /* table writes left to hold */
 	/* held requests, oldest first (under lock) */
 	struct xseg_request **held;
 	uint64_t nr_held, cap_held;
@@ -208,6 +215,7 @@ static int ts_table_fault(struct peer *p, struct xseg_request *req)
 	pthread_mutex_lock(&t->lock);
 	if (!strcmp(cmd, "off")) {
 		t->table_fail_left = t->flush_fail_left = 0;
+		t->table_hold_left = 0;
 	} else if (sscanf(cmd, "%15s %llu", what, &n) != 2) {
 		err = EINVAL;
 	} else if (!strcmp(what, "landed") || !strcmp(what, "lost")) {
@@ -215,6 +223,8 @@ static int ts_table_fault(struct peer *p, struct xseg_request *req)
 		t->table_fail_lands = !strcmp(what, "landed");
 	} else if (!strcmp(what, "flush")) {
 		t->flush_fail_left = n;
+	} else if (!strcmp(what, "hold")) {
+		t->table_hold_left = n;
 	} else {
 		err = EINVAL;
 	}
@@ -223,15 +233,20 @@ static int ts_table_fault(struct peer *p, struct xseg_request *req)
 	return peer_complete(p, req, err);
 }
 
-/* Hold req (taken: answered by ts_release) if its op is held. */
+/* Hold req (taken: answered by ts_release) if its op is held, or if it
+ * is a table write and "hold N" has some left. */
 static bool ts_hold(struct ts *t, struct xseg_request *req)
 {
-	bool held = false;
+	bool held = false, table = req->op == XSEG_OP_WRITE && ts_is_table(req);
 
-	if (!(t->hold_ops & (1u << req->op)) || !ts_faulty(req) ||
-	    ts_is(req, "ts:release"))
+	if (!table && (!(t->hold_ops & (1u << req->op)) || !ts_faulty(req) ||
+		       ts_is(req, "ts:release")))
 		return false;
 	pthread_mutex_lock(&t->lock);
+	if (table && !t->table_hold_left) {
+		pthread_mutex_unlock(&t->lock);
+		return false;
+	}
 	if (t->nr_held == t->cap_held) {
 		uint64_t cap = t->cap_held ? 2 * t->cap_held : 64;
 		struct xseg_request **h = realloc(t->held, cap * sizeof(*h));
@@ -244,6 +259,8 @@ static bool ts_hold(struct ts *t, struct xseg_request *req)
 	if (t->nr_held < t->cap_held) {
 		t->held[t->nr_held++] = req;
 		held = true;
+		if (table)
+			t->table_hold_left--;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return held; /* (no room: served at once) */
@@ -406,6 +423,12 @@ static int ts_info(struct peer *p, struct xseg_request *req)
 
 	if (!info)
 		return -EINVAL;
+	if (ts_is(req, "ts:held")) {
+		pthread_mutex_lock(&t->lock);
+		info->size = t->nr_held;
+		pthread_mutex_unlock(&t->lock);
+		return peer_complete(p, req, 0);
+	}
 	pthread_mutex_lock(&t->lock);
 	o = *ts_find(t, req->target, req->targetlen);
 	info->size = o ? o->size : 0;
@@ -578,8 +601,9 @@ static const struct peer_ops ts_ops = {
 		    "      --hang-reads      never answer a read\n"
 		    "      --hold OPS        hold copy,delete,write,read "
 		    "requests until a write to ts:release\n"
-		    "  (a write of 'landed N', 'lost N', 'flush N' or 'off' "
-		    "to ts:table-fault fails table writes or flushes)\n",
+		    "  (a write of 'landed N', 'lost N', 'flush N', 'hold N' "
+		    "or 'off' to ts:table-fault fails or holds table writes "
+		    "or fails flushes)\n",
     .parse_opt = ts_parse,
     .init = ts_init,
     .fini = ts_fini,

@@ -2764,6 +2764,7 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	size_t n, nr, k = 0;
 	long idx;
 	int rc, drc = 0;
+	bool in_place = false; /* every object deleted in place */
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
@@ -2827,6 +2828,7 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 			rc = drc;
 		else
 			rc = vlmc_meta_store_r(v, m, k, recs, nr + 1);
+		in_place = !drc;
 		if (!rc)
 			fprintf(r->f,
 				"# remove %s: the first table write failed "
@@ -2877,15 +2879,37 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 	memset(rc_new, 0, sizeof(*rc_new));
 	rc_new->m = recs[nr];
 	rc_new->end = rc_new->m.objects;
+	if (in_place) {
+		/* every object was deleted in place (ENOENT counts): the
+		 * record starts done, list goes on from "N of N deleted in
+		 * place" to "N of N deleted", not back to 0 (review-ctl
+		 * R3), and the reclaimer drops it at its next turn, behind
+		 * the FLUSH of vlmc_reclaim_save, without sending the
+		 * DELETEs again. Its next stays 0 in the table until then:
+		 * a restart before the drop deletes them all again. */
+		rc_new->done = rc_new->cursor = rc_new->m.objects;
+	}
 	rc_new->saved_ns = peer_now_ns();
 	memset(&v->removing, 0, sizeof(v->removing));
 	pthread_mutex_unlock(&v->reclaim_mu);
 	free(recs);
 	__atomic_add_fetch(&v->st_reclaims_pending, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&v->st_reclaim_objects_left, rc_new->m.objects,
-			   __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->st_reclaim_objects_left,
+			   rc_new->m.objects - rc_new->done, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&v->reclaim_cond);
 	vlmc_vol_put(vol);
+	if (in_place) {
+		peer_info("removed volume %s (id %016" PRIx64 "); its %" PRIu64
+			  " objects were deleted in place, its reclaim record "
+			  "is dropped in the background",
+			  name, rc_new->m.id, rc_new->m.objects);
+		fprintf(r->f,
+			"removed %s; its %" PRIu64 " objects were deleted in "
+			"place (its reclaim record is dropped in the "
+			"background)\n",
+			name, rc_new->m.objects);
+		return 0;
+	}
 	peer_info("removed volume %s (id %016" PRIx64 "); its %" PRIu64
 		  " objects are deleted in the background",
 		  name, rc_new->m.id, rc_new->m.objects);

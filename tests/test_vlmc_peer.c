@@ -3561,6 +3561,71 @@ START_TEST(remove_listed_while_removing)
 }
 END_TEST
 
+/*
+ * review-ctl T1: the normal path of a remove, listed. The store holds the
+ * remove's one table write (test_vlmc_store "hold 1"): meanwhile list
+ * shows "# removing v (id ID): writing the volume table without it" after
+ * the volume lines, info v answers that v is being removed, and the
+ * remove has not answered. Released, the remove answers and v is a
+ * reclaim record at 0 of 4 while its DELETEs are held (--hold delete),
+ * gone once they are released. (Before fe7aa31 v was listed nowhere
+ * during the write; until now no test held that write.)
+ */
+START_TEST(remove_table_write_listed)
+{
+	static const char *const fault[] = {"--hold", "delete", NULL};
+	struct env e = {0};
+	const char *rmlog = tpr_tmpfile("rm");
+	char *out = NULL, *err = NULL, want[256];
+	uint64_t id;
+	pid_t rm;
+
+	env_start_store(&e, "vrmtable", fault);
+	vol_ok(&e, "create", "v", "256k", NULL); /* 4 objects */
+	vol_ok(&e, "create", "w", "64k", NULL);
+	id = vol_id(&e, "v");
+	store_fault(&e, "hold 1");
+	rm = vol_start(&e, rmlog, "remove", "v", NULL);
+	ck_assert_int_eq(xtu_wait_until(store_holds_some, &e, 30000), 0);
+	snprintf(want, sizeof(want),
+		 "w 65536 65536 rw -\n# removing v (id %016" PRIx64
+		 "): writing the volume table without it\n",
+		 id);
+	list_is(&e, want);
+	ck_assert_int_eq(vol(&e, NULL, &err, "info", "v", NULL), 1);
+	snprintf(want, sizeof(want),
+		 "volume v (id %016" PRIx64 ") is being removed: writing the "
+		 "volume table without it",
+		 id);
+	ck_assert_msg(strstr(err, want),
+		      "info while v's table is written: '%s'", err);
+	free(err);
+	ck_assert_int_eq(xtu_try_wait(rm), -EAGAIN);
+	ck_assert_int_eq(store_held(&e), 1);
+	store_release(&e);
+	ck_assert_int_eq(vol_wait(rm, rmlog, &out), 0);
+	ck_assert_msg(strstr(out, "removed v; its 4 objects are deleted in the "
+				  "background"),
+		      "%s", out);
+	free(out);
+	/* a record now, its DELETEs held */
+	ck_assert_int_eq(xtu_wait_until(store_holds_some, &e, 30000), 0);
+	snprintf(want, sizeof(want),
+		 "w 65536 65536 rw -\n# reclaiming removed v (id %016" PRIx64
+		 "): 0 of 4 objects deleted\n",
+		 id);
+	list_is(&e, want);
+	{
+		struct release_wait rw = {&e, NULL, 0, -1};
+
+		ck_assert_int_eq(xtu_wait_until(released_until, &rw, 60000), 0);
+	}
+	list_is(&e, "w 65536 65536 rw -\n");
+	ck_assert_uint_eq(objects_present(&e, "v", id, 4), 0);
+	env_stop(&e);
+}
+END_TEST
+
 /* A forked client looping 'info x' until the stop file exists (at most
  * 200000 times); writes how many answers found x to fd, returns 0, or 1
  * if an answer was neither x's fields nor "no volume x" nor its
@@ -3885,6 +3950,7 @@ int main(void)
 	ADD_TEST(tc, ctl_mutating_capped);
 	ADD_TEST(tc, remove_after_disconnect);
 	ADD_TEST(tc, remove_listed_while_removing);
+	ADD_TEST(tc, remove_table_write_listed);
 	ADD_TEST(tc, info_no_reference);
 	ADD_TEST(tc, ctl_client_left);
 	suite_add_tcase(s, tc);

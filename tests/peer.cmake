@@ -2,10 +2,11 @@
 # the built programs from $AC_BIN_DIR: they depend on those targets.
 ac_test(test_bench_xseg_util SOURCES test_bench_xseg_util.c
         DEPS bench_xseg_util TIMEOUT 120)
-ac_test(test_peer_util SOURCES test_peer_util.c DEPS peer_util TIMEOUT 60)
+ac_test(test_peer_util SOURCES test_peer_util.c DEPS peer_util test_tmp
+        TIMEOUT 60)
 
 ac_library(test_peer_run SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_peer_run.c
-           DEPS xseg xseg_testutil)
+           DEPS xseg xseg_testutil test_tmp)
 ac_test(test_peer SOURCES test_peer.c DEPS test_peer_run xseg_testutil xseg
         LABELS concurrent TIMEOUT 300)
 add_dependencies(test_peer noop xsegctl)

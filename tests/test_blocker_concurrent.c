@@ -20,12 +20,12 @@ static struct blocker_store *st;
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 }
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 static void open_store(const struct blocker_io_ops *io, uint32_t chunk)
@@ -364,11 +364,9 @@ int main(void)
 	tcase_add_test(tc, test_dedup_race);
 	tcase_add_test(tc, test_copy_delete_checkpoint_race);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

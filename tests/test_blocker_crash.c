@@ -262,7 +262,7 @@ static bool same(const struct model *a, const struct model *b)
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(sh, MAP_FAILED);
@@ -277,7 +277,7 @@ static void teardown(void)
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
 	}
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 	munmap(sh, sizeof(*sh));
 	free(base);
 	free(cur);
@@ -384,11 +384,9 @@ int main(void)
 	tcase_set_timeout(tc, 500);
 	tcase_add_test(tc, test_crash_loop);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

@@ -292,11 +292,9 @@ int main(void)
 	tcase_add_test(tc, test_index_partial_collisions);
 	tcase_add_test(tc, test_index_presized_walk);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

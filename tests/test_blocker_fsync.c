@@ -230,7 +230,7 @@ static void read_record(char *buf, size_t len)
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 	pthread_mutex_lock(&io.lock);
 	io.armed = false;
@@ -239,7 +239,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 static int write_seed(struct blocker_store *s, const char *name, size_t len,
@@ -581,7 +581,6 @@ int main(void)
 	SRunner *sr;
 	int failed;
 
-	tb_base_init();
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_segment_switch_fsync_error_is_sticky);
@@ -595,6 +594,5 @@ int main(void)
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

@@ -33,12 +33,12 @@
 #define MIB	 (1ULL << 20)
 #define OBJ_SIZE (256u << 10)
 
-/* A fresh tmpfs of size_mib under the base directory; its path in out. */
+/* A fresh tmpfs of size_mib under the scratch root; its path in out. */
 static void mount_tmpfs(char *out, size_t len, unsigned size_mib)
 {
 	char opt[64];
 
-	tb_mkdtemp(out, len);
+	ttmp_mkdtemp(out, len, "tmpfs");
 	snprintf(opt, sizeof(opt), "size=%um,mode=0700", size_mib);
 	ck_assert_msg(mount("tmpfs", out, "tmpfs", 0, opt) == 0,
 		      "mount tmpfs on %s: %s", out, strerror(errno));
@@ -448,9 +448,11 @@ START_TEST(test_small_disk_create)
 }
 END_TEST
 
+/* The tmpfs mounts failed tests left under the scratch root: unmounted
+ * before the runner removes the root at exit. */
 static void unmount_all(void)
 {
-	DIR *d = opendir(tb_base);
+	DIR *d = opendir(ttmp_root());
 	struct dirent *e;
 	char path[600];
 
@@ -459,7 +461,7 @@ static void unmount_all(void)
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", tb_base, e->d_name);
+		snprintf(path, sizeof(path), "%s/%s", ttmp_root(), e->d_name);
 		umount2(path, MNT_DETACH);
 	}
 	closedir(d);
@@ -480,14 +482,12 @@ int main(void)
 		       strerror(errno));
 		return 77;
 	}
-	tb_base_init();
 	{
 		char probe[256];
-		tb_mkdtemp(probe, sizeof(probe));
+		ttmp_mkdtemp(probe, sizeof(probe), "probe");
 		if (mount("tmpfs", probe, "tmpfs", 0, "size=1m") < 0) {
 			printf("skip: cannot mount a tmpfs: %s\n",
 			       strerror(errno));
-			tb_base_cleanup();
 			return 77;
 		}
 		umount2(probe, MNT_DETACH);
@@ -505,6 +505,5 @@ int main(void)
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	unmount_all();
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

@@ -68,7 +68,7 @@ static struct blocker_store *mk(void)
 {
 	struct blocker_opts o;
 
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	opts(&o);
 	ck_assert_int_eq(blocker_create(dir, &o), 0);
 	memset(m, 0, sizeof(*m));
@@ -784,7 +784,7 @@ START_TEST(test_gc_unreadable_victim)
 	uint8_t *buf = calloc(240, CS);
 
 	ck_assert_ptr_nonnull(buf);
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 	opts(&o);
 	o.mmap_reads = false; /* the backend injects the errors */
@@ -829,7 +829,7 @@ START_TEST(test_gc_unreadable_victim)
 	}
 	free(buf);
 	ck_assert_int_eq(blocker_close(s), 0);
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 END_TEST
 
@@ -958,7 +958,7 @@ START_TEST(test_gc_missing_vs_removed)
 		snprintf(cp, sizeof(cp), "%s.copy", dir);
 		ck_assert_int_eq(blocker_open(cp, &oo, &t), 0);
 		ck_assert_int_eq(blocker_close(t), 0);
-		tb_rmtree(cp);
+		ttmp_rmtree(cp);
 	}
 	ck_assert_int_eq(rename(q, p), 0);
 
@@ -1299,12 +1299,10 @@ int main(void)
 	int failed;
 
 	m = malloc(sizeof(*m));
-	tb_base_init();
 	sr = srunner_create(suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	free(m);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -186,7 +186,7 @@ static void run(const struct blocker_io_ops *io, bool mmap_reads)
 	uint8_t *buf = malloc(OBJ_SIZE);
 	char n[32];
 
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	blocker_opts_init(&o);
 	o.chunk_size = CS;
 	o.segment_size = SEG;
@@ -275,11 +275,9 @@ int main(void)
 	tcase_add_test(tc, test_gc_concurrent_uring);
 	tcase_add_test(tc, test_gc_concurrent_mmap);
 	suite_add_tcase(su, tc);
-	tb_base_init();
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

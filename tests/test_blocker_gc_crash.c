@@ -168,7 +168,7 @@ START_TEST(test_gc_crash)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(sh, MAP_FAILED);
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	opts(&o, 1);
 	ck_assert_int_eq(blocker_create(dir, &o), 0);
 	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
@@ -254,11 +254,9 @@ int main(void)
 	tcase_set_timeout(tc, 280);
 	tcase_add_test(tc, test_gc_crash);
 	suite_add_tcase(su, tc);
-	tb_base_init();
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -70,13 +70,13 @@ static int space_hook(void *arg, int event, uint64_t bytes)
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 }
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 static void opts(struct blocker_opts *o)
@@ -722,7 +722,7 @@ START_TEST(test_full_disk_kill_points)
 		int point = points[n], status;
 		pid_t pid;
 
-		tb_rmtree(dir);
+		ttmp_rmtree(dir);
 		ck_assert_int_eq(mkdir(dir, 0700), 0);
 		memset(&logbuf, 0, sizeof(logbuf));
 		pid = fork();
@@ -809,11 +809,9 @@ int main(void)
 	tcase_add_test(tc, test_reserve_file_open);
 	tcase_add_test(tc, test_full_disk_kill_points);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

@@ -32,13 +32,13 @@ static struct tb_log logbuf;
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 }
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 static void opts(struct blocker_opts *o)
@@ -263,8 +263,8 @@ static void dedup_unreadable_case(bool mmap, const struct blocker_io_ops *io,
 	struct blocker_stats st0, st;
 	uint8_t buf[4 * CS], b[2 * CS];
 
-	tb_rmtree(dir);
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_rmtree(dir);
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	opts(&o);
 	o.mmap_reads = mmap;
 	o.verify_reads = verify;
@@ -326,8 +326,8 @@ START_TEST(test_dedup_skips_damaged_payload)
 		struct blocker_stats st0, st;
 		uint8_t buf[2 * CS];
 
-		tb_rmtree(dir);
-		tb_mkdtemp(dir, sizeof(dir));
+		ttmp_rmtree(dir);
+		ttmp_mkdtemp(dir, sizeof(dir), "store");
 		opts(&o);
 		o.mmap_reads = i == 0;
 		o.io = ios[i == 2];
@@ -558,7 +558,7 @@ END_TEST
 START_TEST(test_foreign_sigbus_kills)
 {
 	expect_killed(in_child(raise_bus));
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
 	expect_killed(in_child(foreign_fault));
 }
@@ -764,11 +764,9 @@ int main(void)
 	tcase_add_test(tc, test_check_truncated);
 	tcase_add_test(tc, test_open_maps_cached_pages_only);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

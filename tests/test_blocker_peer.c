@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "test_peer_run.h"
+#include "test_tmp.h"
 #include "xseg.h"
 #include "xseg_testutil.h"
 
@@ -32,15 +33,6 @@ struct bp_env {
 	pid_t peer;
 	struct tpr_client client;
 };
-
-static void bp_rmtree(const char *dir)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "warning: could not remove %s\n", dir);
-}
 
 /* tests that set it run the peer with --mmap-reads (Check forks each) */
 static bool bp_mmap;
@@ -105,9 +97,7 @@ static void bp_setup(struct bp_env *e, const char *tag)
 {
 	memset(e, 0, sizeof(*e));
 	e->segname = tpr_segment(tag, &e->seg);
-	snprintf(e->dir, sizeof(e->dir), "/tmp/test-blocker-peer-%d-XXXXXX",
-		 (int)getpid());
-	ck_assert_ptr_nonnull(mkdtemp(e->dir));
+	ttmp_mkdtemp(e->dir, sizeof(e->dir), "bpeer");
 	e->log = tpr_tmpfile(tag);
 	bp_start(e, true);
 	ck_assert_int_eq(tpr_client_open(&e->client, e->segname), 0);
@@ -121,7 +111,7 @@ static void bp_teardown(struct bp_env *e)
 		xtu_wait(e->peer, BP_TIMEOUT);
 	}
 	xseg_leave(e->seg);
-	bp_rmtree(e->dir);
+	ttmp_rmtree(e->dir);
 }
 
 /*

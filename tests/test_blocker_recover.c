@@ -35,13 +35,13 @@ static struct tb_log logbuf;
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 }
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 static void opts(struct blocker_opts *o)
@@ -850,11 +850,9 @@ int main(void)
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

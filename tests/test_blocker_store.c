@@ -21,13 +21,13 @@ static bool use_mmap; /* the "mmap" case: reads through mappings */
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 }
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 static void setup_mmap(void)
@@ -1338,11 +1338,9 @@ int main(void)
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill_flushed);
 	suite_add_tcase(s, tc);
-	tb_base_init();
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return failed ? 1 : 0;
 }

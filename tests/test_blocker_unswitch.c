@@ -209,13 +209,13 @@ END_TEST
 
 static void setup(void)
 {
-	tb_mkdtemp(dir, sizeof(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
 	memset(&logbuf, 0, sizeof(logbuf));
 }
 
 static void teardown(void)
 {
-	tb_rmtree(dir);
+	ttmp_rmtree(dir);
 }
 
 int main(void)
@@ -231,10 +231,8 @@ int main(void)
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_set_fork_status(sr, CK_NOFORK);
-	tb_base_init();
 	srunner_run_all(sr, CK_NORMAL);
 	nf = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	tb_base_cleanup();
 	return nf ? 1 : 0;
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the blocker tests: scratch store directories. */
+/* Helpers shared by the blocker tests. Their scratch store directories
+ * are made with ttmp_mkdtemp (test_tmp.h): removed by the test runner
+ * whatever the test's outcome. */
 #ifndef TEST_BLOCKER_UTIL_H
 #define TEST_BLOCKER_UTIL_H
 #include <errno.h>
@@ -11,76 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "store.h"
-
-static inline int tb_rm_one(const char *p, const struct stat *sb, int flag,
-			    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
-/* rm -rf */
-static inline void tb_rmtree(const char *dir)
-{
-	nftw(dir, tb_rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/*
- * Every scratch directory lives under one base directory,
- * $TMPDIR/blocker-test-XXXXXX, that main() creates before running the
- * suite (or the first tb_mkdtemp, lazily) and removes afterwards: Check
- * runs each test in a forked child and skips its teardown when an
- * assertion fails, so only the process that made the base can guarantee
- * the cleanup. It does so at exit too (atexit), for a main() that returns
- * or exits without tb_base_cleanup; only that process: a forked child
- * that exits (Check's, a test's own) leaves the base to its parent.
- */
-static char tb_base[256];
-static pid_t tb_base_pid;
-
-static inline void tb_base_cleanup(void)
-{
-	if (!tb_base[0] || getpid() != tb_base_pid)
-		return;
-	tb_rmtree(tb_base);
-	if (access(tb_base, F_OK) == 0)
-		fprintf(stderr,
-			"blocker test: scratch directory %s could not "
-			"be removed\n",
-			tb_base);
-	tb_base[0] = 0;
-}
-
-static inline void tb_base_init(void)
-{
-	const char *t = getenv("TMPDIR");
-
-	if (tb_base[0])
-		return; /* made already, here or in the parent */
-	snprintf(tb_base, sizeof(tb_base), "%s/blocker-test-XXXXXX",
-		 t ? t : "/tmp");
-	if (!mkdtemp(tb_base)) {
-		perror("mkdtemp");
-		abort();
-	}
-	if (!tb_base_pid)
-		atexit(tb_base_cleanup);
-	tb_base_pid = getpid();
-}
-
-/* A fresh directory under the base; path in out (>= 64 bytes). */
-static inline void tb_mkdtemp(char *out, size_t len)
-{
-	if (!tb_base[0])
-		tb_base_init();
-	int n = snprintf(out, len, "%s/t-XXXXXX", tb_base);
-	if (n < 0 || (size_t)n >= len || !mkdtemp(out)) {
-		perror("mkdtemp");
-		abort();
-	}
-}
+#include "test_tmp.h"
 
 /* Messages from the store, kept so tests can assert what was reported. */
 struct tb_log {

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_tmp.h"
 #include "xseg_testutil.h"
 
 char *tpr_bin(const char *name)
@@ -197,38 +198,19 @@ char *tpr_slurp(const char *path)
 	return b.data;
 }
 
-/* Every name tpr_tmpfile handed out, with the process that made it (a
- * forked child inherits the parent's names and must not remove them):
- * the strings are this table's, never the callers' (review-ctlpar F5:
- * callers freed names the table still held, so the cleanup read freed
- * memory and unlinked whatever name reused the block, leaving files in
- * /tmp). Never freed: reachable until exit, after the cleanup. */
-struct tpr_tmp_name {
-	char *path;
-	pid_t owner;
-};
-static struct tpr_tmp_name *tpr_tmp_names;
+/* Every name tpr_tmpfile handed out: the strings are this table's, never
+ * the callers' (review-ctlpar F5: callers freed names the table still
+ * held). Never freed: reachable until exit. The files themselves are
+ * removed with the scratch root (test_tmp.h), whatever the outcome of the
+ * test that made them. */
+static char **tpr_tmp_names;
 static size_t tpr_tmp_nr, tpr_tmp_cap;
-static bool tpr_tmp_registered; /* atexit: inherited by a fork */
-
-static void tpr_tmp_cleanup(void)
-{
-	for (size_t i = 0; i < tpr_tmp_nr; i++)
-		if (tpr_tmp_names[i].owner == getpid())
-			unlink(tpr_tmp_names[i].path);
-}
 
 const char *tpr_tmpfile(const char *tag)
 {
 	static unsigned seq;
 	char *path;
 
-	/* once per process: a child inherits its parent's handler, but
-	 * a child of a process that had none must register its own */
-	if (!tpr_tmp_registered) {
-		tpr_tmp_registered = true;
-		atexit(tpr_tmp_cleanup);
-	}
 	if (tpr_tmp_nr == tpr_tmp_cap) {
 		tpr_tmp_cap = tpr_tmp_cap ? 2 * tpr_tmp_cap : 64;
 		tpr_tmp_names = realloc(tpr_tmp_names,
@@ -236,13 +218,11 @@ const char *tpr_tmpfile(const char *tag)
 		if (!tpr_tmp_names)
 			abort();
 	}
-	if (asprintf(&path, "/tmp/tpr-%s-%ld-%u", tag, (long)getpid(), seq++) <
-	    0)
+	/* pid and sequence: a forked child inherits seq, not the pid */
+	if (asprintf(&path, "%s/tpr-%s-%ld-%u", ttmp_root(), tag,
+		     (long)getpid(), seq++) < 0)
 		abort();
-	unlink(path);
-	tpr_tmp_names[tpr_tmp_nr].path = path;
-	tpr_tmp_names[tpr_tmp_nr].owner = getpid();
-	tpr_tmp_nr++;
+	tpr_tmp_names[tpr_tmp_nr++] = path;
 	return path;
 }
 

@@ -33,9 +33,10 @@ pid_t tpr_start(const char *const argv[], const char *log_path);
 /* Whole file as a NUL-terminated string (malloc'd; "" if missing). */
 char *tpr_slurp(const char *path);
 
-/* A temporary file name unique to this process, removed at the exit of
- * the process that asked for it. The string belongs to tpr_tmpfile's
- * table (kept until exit): the caller must NOT free it. */
+/* A temporary file name (nothing is created) unique to this process,
+ * under the program's scratch root: removed when the test runner exits,
+ * also after a failed test (test_tmp.h). The string belongs to
+ * tpr_tmpfile's table (kept until exit): the caller must NOT free it. */
 const char *tpr_tmpfile(const char *tag);
 
 /* Wait until port of segment is bound to a live owner (or timeout). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "peer_util.h"
+#include "test_tmp.h"
 
 START_TEST(parse_u64)
 {
@@ -158,11 +159,13 @@ END_TEST
 /* A second holder of the pid file is refused; removal unlinks it. */
 START_TEST(pidfile_lock)
 {
-	char path[] = "/tmp/test_peer_util_pid_XXXXXX";
-	int tmp = mkstemp(path), fd, st;
+	char path[PATH_MAX];
+	int tmp, fd, st;
 	char buf[32] = {0};
 	pid_t pid;
 
+	snprintf(path, sizeof(path), "%s/pid-XXXXXX", ttmp_root());
+	tmp = mkstemp(path);
 	ck_assert_int_ge(tmp, 0);
 	close(tmp);
 	fd = peer_pidfile_create(path);
@@ -192,11 +195,11 @@ END_TEST
  */
 START_TEST(fsync_parent)
 {
-	char dir[] = "/tmp/test_peer_util_dir_XXXXXX", file[PATH_MAX];
+	char dir[PATH_MAX], file[PATH_MAX + 8];
 	char p[PATH_MAX + 16];
 	static char longp[PATH_MAX + 8];
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ttmp_mkdtemp(dir, sizeof(dir), "fsync");
 	snprintf(file, sizeof(file), "%s/f", dir);
 	close(open(file, O_WRONLY | O_CREAT, 0600));
 	snprintf(p, sizeof(p), "%s/new", dir);

@@ -6,7 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "test_peer_run.h"
+#include "test_tmp.h"
 #include "xseg_testutil.h"
 
 /* Run xsegctl with args; returns the status, output in *out / *err. */
@@ -305,28 +306,14 @@ END_TEST
 /* xsegctl stack: what is refused or answered without starting a peer   */
 /* ------------------------------------------------------------------ */
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_rf(const char *dir)
-{
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A new temporary directory (malloc'd); tag may hold a space. */
+/* A new directory under the scratch root (malloc'd); tag may hold a
+ * space. */
 static char *tmp_dir(const char *tag)
 {
-	char *d;
+	char d[PATH_MAX];
 
-	ck_assert_int_gt(asprintf(&d, "/tmp/test-xsegctl-%s-XXXXXX", tag), 0);
-	ck_assert_ptr_nonnull(mkdtemp(d));
-	return d;
+	ttmp_mkdtemp(d, sizeof(d), tag);
+	return strdup(d);
 }
 
 static void write_file(const char *path, const char *text)
@@ -431,7 +418,7 @@ START_TEST(stack_config_errors)
 	ck_assert_msg(strstr(err, "--dir: empty directory name"), "%s", err);
 	free(out);
 	free(err);
-	rm_rf(t);
+	ttmp_rmtree(t);
 	free(conf);
 	free(d);
 	free(t);
@@ -539,7 +526,7 @@ START_TEST(stack_not_running)
 	ck_assert_msg(access(path, F_OK), "%s written", path);
 	free(path);
 	free(text);
-	rm_rf(t);
+	ttmp_rmtree(t);
 	free(run);
 	free(d);
 	free(t);
@@ -591,9 +578,14 @@ START_TEST(stack_segment_no_peers)
 	ck_assert_int_eq(ctl(st, &out, &err), 1); /* no peer: unhealthy */
 	close(busy);
 	ck_assert_msg(strstr(out, "did not answer within 5 s"), "%s", out);
-	ck_assert_msg(strstr(out, "NBD: nbd+unix:///VOLUME?socket=/tmp/"
-				  "test-xsegctl-sp%20ace%25-"),
-		      "%s", out);
+	char *uri;
+	ck_assert_int_gt(asprintf(&uri,
+				  "NBD: nbd+unix:///VOLUME?socket=%s/"
+				  "sp%%20ace%%25-",
+				  ttmp_root()),
+			 0);
+	ck_assert_msg(strstr(out, uri), "%s", out);
+	free(uri);
 	/* one URI: no blank up to the end of its line */
 	char *nbd = strstr(out, "NBD: ") + 5;
 	ck_assert_msg(strcspn(nbd, " \n") == strcspn(nbd, "\n"), "%s", out);
@@ -601,7 +593,7 @@ START_TEST(stack_segment_no_peers)
 	free(err);
 	CTL_OK("destroy", seg);
 	xtu_forget_segname(seg);
-	rm_rf(t);
+	ttmp_rmtree(t);
 	free(run);
 	free(d);
 	free(t);

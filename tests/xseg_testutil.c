@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,8 +75,43 @@ static void xtu_on_signal(int sig)
 	raise(sig);
 }
 
+/* Segments of runs whose runner was killed before its xtu_finish (by
+ * ctest's timeout, SIGKILL): named xtu-<runner>-..., that pid gone, owned
+ * by this user. (A live runner in another pid namespace sharing /dev/shm
+ * would look gone: the tests do not run that way.) */
+static void xtu_sweep_dead_runs(void)
+{
+	struct dirent *de;
+	DIR *d = opendir("/dev/shm");
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char path[300], *end;
+		struct stat st;
+		long pid;
+
+		if (strncmp(de->d_name, "xtu-", 4) != 0)
+			continue;
+		pid = strtol(de->d_name + 4, &end, 10);
+		if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 ||
+		    errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		if (stat(path, &st) < 0 || st.st_uid != geteuid())
+			continue;
+		fprintf(stderr,
+			"xseg_testutil: removing segment /%s, left by test "
+			"process %ld (killed before its cleanup)\n",
+			de->d_name, pid);
+		shm_unlink(path + strlen("/dev/shm"));
+	}
+	closedir(d);
+}
+
 void xtu_init(void)
 {
+	xtu_sweep_dead_runs();
 	xtu_runner = getpid();
 	atexit(xtu_atexit);
 	signal(SIGINT, xtu_on_signal);

@@ -15,7 +15,11 @@
  * - segment names carry the pid of the process that called xtu_init
  *   ("/xtu-<runner>-<tag>-<pid>-<n>"), and xtu_finish (call it in main after
  *   srunner_run_all) unlinks every /dev/shm/xtu-<runner>-* left behind by
- *   test processes that were killed outright.
+ *   test processes that were killed outright (or _exited by a failing
+ *   assertion);
+ * - xtu_init unlinks the segments of earlier runs whose runner was killed
+ *   before its xtu_finish (ctest's timeout): those of this user whose
+ *   <runner> pid no longer exists.
  *
  * Typical main:
  *	xtu_init();

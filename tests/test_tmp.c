@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Scratch files of a test program under one root that the runner removes:
+ * see test_tmp.h.
+ */
+#include "test_tmp.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TTMP_PREFIX "actest-"
+
+static char ttmp_root_path[256];
+static pid_t ttmp_runner;  /* the process that made the root */
+static int ttmp_lock = -1; /* the root, open and flock'ed by the runner */
+
+static int ttmp_rm_one(const char *p, const struct stat *sb, int flag,
+		       struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	if (remove(p) < 0 && errno != ENOENT)
+		fprintf(stderr, "test_tmp: cannot remove %s: %s\n", p,
+			strerror(errno));
+	return 0; /* go on with the rest */
+}
+
+void ttmp_rmtree(const char *path)
+{
+	nftw(path, ttmp_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *ttmp_root(void)
+{
+	return ttmp_root_path;
+}
+
+void ttmp_mkdtemp(char *out, size_t len, const char *tag)
+{
+	int n = snprintf(out, len, "%s/%s-XXXXXX", ttmp_root_path, tag);
+
+	if (n < 0 || (size_t)n >= len) {
+		fprintf(stderr,
+			"test_tmp: %s/%s-XXXXXX: path longer than the %zu "
+			"bytes given\n",
+			ttmp_root_path, tag, len);
+		abort();
+	}
+	if (!mkdtemp(out)) {
+		fprintf(stderr, "test_tmp: cannot make directory %s: %s\n", out,
+			strerror(errno));
+		abort();
+	}
+}
+
+/* A root left by a runner that did not reach its exit handlers: ours,
+ * named actest-<pid>-..., its runner pid gone, and nobody (a forked child
+ * of that runner) holding its lock. */
+static void ttmp_sweep_one(const char *tmp, const char *name)
+{
+	char path[PATH_MAX], *end;
+	struct stat st;
+	long pid;
+	int fd;
+
+	if (strncmp(name, TTMP_PREFIX, strlen(TTMP_PREFIX)) != 0)
+		return;
+	pid = strtol(name + strlen(TTMP_PREFIX), &end, 10);
+	if (pid <= 0 || *end != '-' || strlen(end) != 7)
+		return;
+	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		return;
+	if (snprintf(path, sizeof(path), "%s/%s", tmp, name) >=
+	    (int)sizeof(path))
+		return;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+	    flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		fprintf(stderr,
+			"test_tmp: removing %s, left by test process %ld "
+			"(killed before its cleanup)\n",
+			path, pid);
+		ttmp_rmtree(path);
+	}
+	close(fd);
+}
+
+static void ttmp_sweep(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL)
+		ttmp_sweep_one(tmp, de->d_name);
+	closedir(d);
+}
+
+static void ttmp_cleanup(void)
+{
+	if (getpid() != ttmp_runner || !ttmp_root_path[0])
+		return; /* a forked child: the root is the runner's */
+	ttmp_rmtree(ttmp_root_path);
+	if (access(ttmp_root_path, F_OK) == 0)
+		fprintf(stderr,
+			"test_tmp: scratch directory %s could not be "
+			"removed\n",
+			ttmp_root_path);
+	close(ttmp_lock);
+	ttmp_lock = -1;
+}
+
+/*
+ * Before main(), in the process that will run the tests: every test
+ * process is forked from it afterwards and inherits the root's path.
+ * Registered first, ttmp_cleanup runs after the exit handlers main()
+ * registers (xtu_init's, which kill the peers that write there).
+ */
+__attribute__((constructor)) static void ttmp_init(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	int n;
+
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	ttmp_sweep(tmp);
+	n = snprintf(ttmp_root_path, sizeof(ttmp_root_path),
+		     "%s/" TTMP_PREFIX "%ld-XXXXXX", tmp, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(ttmp_root_path) ||
+	    !mkdtemp(ttmp_root_path)) {
+		fprintf(stderr,
+			"test_tmp: cannot make the scratch directory in %s: "
+			"%s\n",
+			tmp,
+			n < 0 || (size_t)n >= sizeof(ttmp_root_path)
+			    ? "path too long"
+			    : strerror(errno));
+		abort();
+	}
+	ttmp_lock = open(ttmp_root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ttmp_lock < 0 || flock(ttmp_lock, LOCK_EX | LOCK_NB) < 0) {
+		fprintf(stderr, "test_tmp: cannot lock %s: %s\n",
+			ttmp_root_path, strerror(errno));
+		rmdir(ttmp_root_path);
+		abort();
+	}
+	ttmp_runner = getpid();
+	atexit(ttmp_cleanup);
+}

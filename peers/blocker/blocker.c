@@ -37,6 +37,7 @@
 
 #include "peer.h"
 #include "store.h"
+#include "xtime.h"
 
 enum {
 	BLOCKER_OPT_STORE = 256,
@@ -416,16 +417,14 @@ static void blocker_complete_chain(struct peer *p, struct xseg_request *req,
 static void blocker_gather(struct blocker_syncer *y, uint64_t expect,
 			   uint64_t flush_ns)
 {
-	uint64_t wait = flush_ns / 2, deadline;
+	uint64_t wait = flush_ns / 2;
 	struct timespec ts;
 
 	if (y->n >= expect || y->stop)
 		return;
 	if (wait > BLOCKER_GATHER_MAX_NS)
 		wait = BLOCKER_GATHER_MAX_NS;
-	deadline = peer_now_ns() + wait;
-	ts.tv_sec = (time_t)(deadline / 1000000000ULL);
-	ts.tv_nsec = (long)(deadline % 1000000000ULL);
+	ts = xtime_in(CLOCK_MONOTONIC, wait); /* y->cond's clock */
 	__atomic_add_fetch(&y->gathers, 1, __ATOMIC_RELAXED);
 	while (y->n < expect && !y->stop &&
 	       pthread_cond_timedwait(&y->cond, &y->lock, &ts) != ETIMEDOUT)

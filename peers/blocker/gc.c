@@ -46,6 +46,7 @@
 #include <unistd.h>
 #include "peer_util.h"
 #include "store_int.h"
+#include "xtime.h"
 
 /* test hook points (struct blocker_store.gc_hook) */
 enum {
@@ -1192,13 +1193,7 @@ static void *gc_main(void *arg)
 	while (!stopping(s)) {
 		struct timespec ts;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = xtime_in(CLOCK_MONOTONIC, ms * 1000000ULL);
 		pthread_cond_timedwait(&s->bg_cond, &s->bg_lock, &ts);
 		if (stopping(s))
 			break;

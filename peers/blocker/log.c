@@ -27,6 +27,7 @@
 #include <urcu/urcu-bp.h>
 #include "peer_util.h"
 #include "store_int.h"
+#include "xtime.h"
 
 #if defined(AC_TSAN)
 #include <sanitizer/tsan_interface.h>
@@ -1210,15 +1211,13 @@ void blog_fua_abort(struct blocker_store *s)
 static void gather_locked(struct blocker_store *s)
 {
 	struct timespec ts;
-	uint64_t wait = s->fsync_ns / 2, deadline;
+	uint64_t wait = s->fsync_ns / 2;
 
 	if (!gather_more(s))
 		return;
 	if (wait > GATHER_MAX_NS)
 		wait = GATHER_MAX_NS;
-	deadline = peer_now_ns() + wait;
-	ts.tv_sec = deadline / 1000000000u;
-	ts.tv_nsec = deadline % 1000000000u;
+	ts = xtime_in(CLOCK_MONOTONIC, wait); /* gather_cond's clock */
 	s->gathering = true;
 	while (gather_more(s) &&
 	       pthread_cond_timedwait(&s->gather_cond, &s->sync_lock, &ts) !=

@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 #include "peer_util.h"
 #include "store_int.h"
+#include "xtime.h"
 
 void blocker_opts_init(struct blocker_opts *o)
 {
@@ -1319,13 +1320,7 @@ static void *bg_main(void *arg)
 	while (!s->bg_stop) {
 		struct timespec ts;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = xtime_in(CLOCK_MONOTONIC, ms * 1000000ULL);
 		pthread_cond_timedwait(&s->bg_cond, &s->bg_lock, &ts);
 		if (s->bg_stop)
 			break;

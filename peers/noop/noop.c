@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "peer.h"
+#include "xtime.h"
 
 enum {
 	NOOP_OPT_INFO_SIZE = 256,
@@ -335,15 +336,9 @@ static void *noop_delay_main(void *arg)
 		}
 		now = peer_now_ns();
 		if (d->due_ns > now) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t wait = d->due_ns - now;
-			ts.tv_sec += (time_t)(wait / 1000000000ULL);
-			ts.tv_nsec += (long)(wait % 1000000000ULL);
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			/* delay_cond's clock */
+			struct timespec ts =
+			    xtime_in(CLOCK_MONOTONIC, d->due_ns - now);
 			pthread_cond_timedwait(&n->delay_cond, &n->delay_lock,
 					       &ts);
 			continue;

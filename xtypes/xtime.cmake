@@ -1,0 +1,3 @@
+# xtime: "clock now plus ns" as a timed wait's deadline (header only).
+add_library(xtime INTERFACE)
+target_include_directories(xtime INTERFACE ${CMAKE_CURRENT_SOURCE_DIR})

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef XTIME_H
+#define XTIME_H
+/*
+ * xtime: the absolute deadline "now plus ns" on a given clock, as the
+ * struct timespec that the timed waits take (pthread_cond_timedwait,
+ * pthread_mutex_timedlock, sem_timedwait).
+ *
+ * Contract
+ * - The clock must be the one the wait measures against: a condition
+ *   variable initialised with pthread_condattr_setclock(CLOCK_MONOTONIC)
+ *   needs xtime_in(CLOCK_MONOTONIC, ...); one with default attributes,
+ *   pthread_mutex_timedlock and sem_timedwait need CLOCK_REALTIME. A
+ *   deadline on the wrong clock is off by the clocks' difference (decades
+ *   early or late), not by a little.
+ * - tv_nsec is normalised to 0 .. 999999999; no overflow for any ns below
+ *   2^63 on a 64-bit time_t.
+ * - Header only, no state: thread-safe.
+ */
+#include <stdint.h>
+#include <time.h>
+
+static inline struct timespec xtime_in(clockid_t clock, uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ULL);
+	ts.tv_nsec += (long)(ns % 1000000000ULL);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+#endif /* XTIME_H */

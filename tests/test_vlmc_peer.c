@@ -2296,6 +2296,56 @@ START_TEST(failed_op_changes_nothing)
 }
 END_TEST
 
+/*
+ * review-safety F1: a snapshot or clone whose table commit fails with its
+ * bytes there ("landed"), and whose rewrite over it is lost, is undecided:
+ * the failed table names the new volume and is the newest that verifies,
+ * so a vlmc started after a crash lists it. Its objects must then be
+ * there. The old vlmc rolled the copies back (DELETEs) whatever the
+ * outcome: after a restart a@1 and c were listed and read zeroes.
+ */
+START_TEST(failed_copy_undecided_keeps_data)
+{
+	static const char *const no_fault[] = {NULL};
+	const char *const names[] = {"a@1", "c"};
+	struct env e = {0};
+	unsigned char *a = malloc(131072), *b = malloc(131072);
+	char *out = NULL;
+
+	ck_assert(a && b);
+	pattern(a, 131072, 5);
+	env_start_store(&e, "vundec", no_fault);
+	vol_ok(&e, "create", "a", "128k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "a", 0, 131072, a), 0);
+	for (int i = 0; i < 2; i++) {
+		store_fault(&e, "landlost 2");
+		if (i == 0)
+			vol_fails(&e, "No space left on device", "snapshot",
+				  "a", names[i]);
+		else
+			vol_fails(&e, "No space left on device", "clone", "a@1",
+				  names[i]);
+		vlmc_restart(&e, true);
+		ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+		ck_assert_msg(out && strstr(out, names[i]),
+			      "%s not listed after the restart: %s", names[i],
+			      out ? out : "");
+		free(out);
+		out = NULL;
+		memset(b, 0x55, 131072);
+		ck_assert_int_eq(io(&e, XSEG_OP_READ, names[i], 0, 131072, b),
+				 0);
+		ck_assert_msg(!memcmp(a, b, 131072),
+			      "%s listed after the restart but reads %02x %02x "
+			      "where a has %02x %02x",
+			      names[i], b[0], b[1], a[0], a[1]);
+	}
+	env_stop(&e);
+	free(a);
+	free(b);
+}
+END_TEST
+
 /* A reclaimer whose progress saves fail (the FLUSH before the first two,
  * then the table write of the third, which lands and is rewritten over):
  * the record is kept and retried, each errno logged once, the deletes go
@@ -3942,6 +3992,7 @@ int main(void)
 	ADD_TEST(tc, table_torn);
 	ADD_TEST(tc, max_object_size);
 	ADD_TEST(tc, failed_op_changes_nothing);
+	ADD_TEST(tc, failed_copy_undecided_keeps_data);
 	ADD_TEST(tc, ctl_silent_client);
 	ADD_TEST(tc, nbd_port_draining);
 	ADD_TEST(tc, snapshot_drain_bounded);

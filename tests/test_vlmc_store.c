@@ -30,6 +30,9 @@
  *               does with a write-through/FUA write the store refused:
  *               it keeps the bytes dirty and serves them)
  *   "lost N"    the next N such WRITEs are answered ENOSPC, not stored
+ *   "landlost N" as "landed" for the first of the next N such WRITEs,
+ *               "lost" for the others: a failed commit whose bytes are
+ *               there, and a rewrite over it that never got there
  *   "flush N"   the next N FLUSHes fail with EIO (the write before
  *               them did land)
  *   "hold N"    the next N such WRITEs are held as --hold holds (until
@@ -82,6 +85,8 @@ struct ts {
 	 * whether they land; FLUSHes left to fail; faults so far */
 	uint64_t table_fail_left, flush_fail_left, table_faults;
 	bool table_fail_lands;
+	/* "landlost N": only the first of the N failing writes lands */
+	bool table_land_first;
 	uint64_t table_hold_left; /* table writes left to hold */
 	/* held requests, oldest first (under lock) */
 	struct xseg_request **held;
@@ -218,9 +223,11 @@ static int ts_table_fault(struct peer *p, struct xseg_request *req)
 		t->table_hold_left = 0;
 	} else if (sscanf(cmd, "%15s %llu", what, &n) != 2) {
 		err = EINVAL;
-	} else if (!strcmp(what, "landed") || !strcmp(what, "lost")) {
+	} else if (!strcmp(what, "landed") || !strcmp(what, "lost") ||
+		   !strcmp(what, "landlost")) {
 		t->table_fail_left = n;
-		t->table_fail_lands = !strcmp(what, "landed");
+		t->table_fail_lands = strcmp(what, "lost") != 0;
+		t->table_land_first = !strcmp(what, "landlost");
 	} else if (!strcmp(what, "flush")) {
 		t->flush_fail_left = n;
 	} else if (!strcmp(what, "hold")) {
@@ -345,6 +352,8 @@ static int ts_write(struct peer *p, struct xseg_request *req)
 			pthread_mutex_unlock(&t->lock);
 			return peer_complete(p, req, ENOSPC);
 		}
+		if (t->table_land_first) /* this one lands, the rest not */
+			t->table_land_first = t->table_fail_lands = false;
 	}
 	pp = ts_find(t, req->target, req->targetlen);
 	o = *pp;

@@ -3359,8 +3359,15 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 		 * back: objects of this id that stay (a failed delete, a
 		 * crash) are never addressed again. Not when stopping
 		 * (R9-6): COPYs may still be out there, nothing is rolled
-		 * back, the table decides at the next start. */
-		if (copied && rc != -ESHUTDOWN)
+		 * back, the table decides at the next start. Not while the
+		 * table is undecided (the commit failed and so did the
+		 * rewrite over it, meta_uncertain): the failed table, which
+		 * names the new volume, may have landed and be taken at the
+		 * next start, and the volume must then have its data
+		 * (review-safety F1: it read zeroes). If the committed table
+		 * wins instead, the copies are unaddressed objects of a
+		 * fresh id: space only. */
+		if (copied && rc != -ESHUTDOWN && !v->meta_uncertain)
 			vlmc_delete_objects(
 			    v, dst, nm.id, 0,
 			    vlmc_nr_objects(nm.size, nm.obj_size), false);

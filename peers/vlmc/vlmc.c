@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "vlmc_int.h"
+#include "xtime.h"
 
 #if defined(AC_TSAN)
 #include <sanitizer/tsan_interface.h>
@@ -316,7 +317,7 @@ static struct vlmc_volume *vlmc_vol_new(const struct vlmc_volume_meta *m)
 	vol->refs = 1;
 	pthread_mutex_init(&vol->mu, NULL);
 	/* CLOCK_MONOTONIC: the snapshot's drain waits on it with a timeout
-	 * (vlmc_freeze, vlmc_monotonic_in) */
+	 * (vlmc_freeze, xtime_in) */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&vol->cond, &ca);
@@ -383,23 +384,6 @@ size_t vlmc_vol_list(struct vlmc *v, struct vlmc_volume_meta *out, size_t max)
 	n = vlmc_vol_list_locked(v, out, max);
 	pthread_rwlock_unlock(&v->vols_lock);
 	return n;
-}
-
-/* CLOCK_MONOTONIC now plus ns, for the timed waits on that clock
- * (vlmc_mutex_clocklock, vol->cond): a step of the wall clock (NTP, an
- * operator's `date -s`) changes none of them (review-ctl N3). */
-static struct timespec vlmc_monotonic_in(uint64_t ns)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000ULL);
-	ts.tv_nsec += (long)(ns % 1000000000ULL);
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
 }
 
 void vlmc_vol_enter(struct vlmc_volume *vol)
@@ -3189,7 +3173,7 @@ static int vlmc_freeze(struct vlmc *v, struct vlmc_volume *vol,
 			slice = next_log - now;
 		if (slice > start + limit - now)
 			slice = start + limit - now;
-		ts = vlmc_monotonic_in(slice); /* vol->cond's clock */
+		ts = xtime_in(CLOCK_MONOTONIC, slice); /* vol->cond's clock */
 		pthread_cond_timedwait(&vol->cond, &vol->mu, &ts);
 	}
 	pthread_mutex_unlock(&vol->mu);
@@ -3504,7 +3488,7 @@ static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 		 * the look at the client (review-ctl N3: with
 		 * pthread_mutex_timedlock, CLOCK_REALTIME, a step back of T
 		 * made one slice T longer) */
-		ts = vlmc_monotonic_in(VLMC_CTL_CLIENT_POLL_NS);
+		ts = xtime_in(CLOCK_MONOTONIC, VLMC_CTL_CLIENT_POLL_NS);
 		rc = vlmc_mutex_clocklock(&v->ctl_lock, &ts);
 		if (rc != ETIMEDOUT) {
 			if (rc) /* not for a valid timeout: wait as before */

@@ -25,6 +25,15 @@ $X volume --ctl $T/ctl create v 128M || die "create v"
 # bad option values are refused at start
 vlmc_refuses $SEG "--nbd-max-conns 0" "--nbd-max-conns x" \
 	"--nbd-inflight-bytes 0" "--nbd-inflight-bytes 3Q"
+# a port below that cannot hold the volume table objects (before: vlmc
+# started, then failed reading its table with EINVAL, cryptically)
+# (exit 1 at its initialisation, saying why)
+timeout 60 $BIN/vlmc -g $SEG -p 3 --next-port 1 --nbd-socket none --ctl-socket $T/ctl2 \
+	--object-size 4k --max-object-size 256k >$T/bad.log 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "below the volume table object" $T/bad.log &&
+	echo "ok: vlmc --max-object-size 256k refused" ||
+	die "vlmc --max-object-size 256k: rc $rc: $(cat $T/bad.log)"
 
 python3 - "$T/nbd.sock" "$X" "$SEG" <<'PY'
 import os, shutil, socket, struct, subprocess, sys, threading, time

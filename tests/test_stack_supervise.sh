@@ -32,7 +32,8 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	"dead_peer_wait = 3601s" "dead_peer_wait = 2h" "dead_peer_wait = soon" \
 	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
 	"cpus = 0," "cpus = " "snapshot_drain_wait = 0" \
-	"snapshot_drain_wait = 2h" "snapshot_drain_wait = soon"; do
+	"snapshot_drain_wait = 2h" "snapshot_drain_wait = soon" \
+	"object_size = 256k" "object_size = 4k"; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||

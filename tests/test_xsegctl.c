@@ -363,10 +363,13 @@ START_TEST(stack_config_errors)
 	    {"dir = \n", "line 1: bad value '' for dir (a directory, not "
 			 "empty)"},
 	    {"dir = @D\nobject_size = 3M\n",
-	     "line 2: bad value '3M' for object_size (a power of two, 4k .. "
-	     "64M)"},
+	     "line 2: bad value '3M' for object_size (a power of two, 512k "
+	     ".. 64M)"},
 	    {"dir = @D\nobject_size = 128M\n", "for object_size"},
 	    {"dir = @D\nobject_size = 2k\n", "for object_size"},
+	    /* below vlmc's table objects: the stack used to start, then
+	     * vlmc failed reading its table */
+	    {"dir = @D\nobject_size = 256k\n", "for object_size"},
 	    {"dir = @D\ncache_size = 1M\n",
 	     "cache_size 1M must hold at least two objects of object_size 4M "
 	     "(at least 8 MiB)"},

@@ -41,6 +41,10 @@
 #include "xseg.h"
 #include "xsegctl_cmds.h"
 #include "xsegctl_stack.h"
+#include "volume.h" /* VLMC_TABLE_MAX */
+
+_Static_assert(STACK_MIN_OBJECT_SIZE >= VLMC_TABLE_MAX,
+	       "the smallest stack object_size must hold vlmc's table");
 
 static const char stack_default_conf[] =
     "# embedded default stack (xsegctl stack start without CONFIG)\n"
@@ -246,7 +250,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"verify_reads", "on|off"},
 	    {"supervise", "on|off"},
 	    {"cache_size", "a size, e.g. 256M"},
-	    {"object_size", "a power of two, 4k .. 64M"},
+	    {"object_size", "a power of two, 512k .. 64M"},
 	    {"write_policy", "writeback|writethrough"},
 	    {"store_threads", "a number"},
 	    {"cached_threads", "a number"},

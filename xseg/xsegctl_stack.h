@@ -20,8 +20,14 @@
 #define STACK_CACHED_PORT 2
 #define STACK_VLMC_PORT	  3
 
-/* vlmc's object sizes (vlmc_obj_size_valid): a power of two in between */
-#define STACK_MIN_OBJECT_SIZE (4ULL << 10)
+/* The stack's object_size (vlmc's object sizes, vlmc_obj_size_valid: a
+ * power of two in between). It is also cached's largest object, and
+ * vlmc's volume table objects (vlmc:meta.*, up to VLMC_TABLE_MAX, about
+ * 464 KiB) go through cached: below 512K vlmc could not read its table
+ * and the stack never started (xsegctl_stack.c checks the bound against
+ * VLMC_TABLE_MAX). Volumes may still use smaller objects (volume create
+ * NAME SIZE OBJSIZE). */
+#define STACK_MIN_OBJECT_SIZE (512ULL << 10)
 #define STACK_MAX_OBJECT_SIZE (64ULL << 20)
 /* cached's bucket size (its default; the stack does not set it) */
 #define STACK_CACHED_BUCKET_SIZE 4096ULL

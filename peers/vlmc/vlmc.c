@@ -88,7 +88,8 @@ static const char vlmc_options_help[] =
     "      --object-size SIZE  object size of new volumes (default 4M)\n"
     "      --max-object-size SIZE  largest object size the stack below\n"
     "                          serves (a cache's --object-size): larger\n"
-    "                          volumes are refused (default 64M)\n"
+    "                          volumes are refused (default 64M; at\n"
+    "                          least 512K: the volume table objects)\n"
     "      --nbd-socket PATH   NBD Unix socket (default "
     "/tmp/vlmc-SEGMENT.nbd;\n"
     "                          'none' disables it)\n"
@@ -3858,6 +3859,19 @@ static int vlmc_init_steps(struct peer *p)
 		peer_err("--object-size %s above --max-object-size %s",
 			 vlmc_size_str(v->obj_size, a),
 			 vlmc_size_str(v->max_obj_size, b));
+		return -EINVAL;
+	}
+	if (v->max_obj_size < VLMC_TABLE_MAX) {
+		char b[24];
+
+		/* the table objects go through the same ports as the data:
+		 * below this, reading the table failed EINVAL at start */
+		peer_err("--max-object-size %s is below the volume table "
+			 "object (up to %u bytes, vlmc:meta.*), which the "
+			 "port below must hold: at least 512K (volumes may "
+			 "still use smaller objects)",
+			 vlmc_size_str(v->max_obj_size, b),
+			 (unsigned)VLMC_TABLE_MAX);
 		return -EINVAL;
 	}
 	v->meta_buf = malloc(VLMC_TABLE_MAX);

@@ -2408,65 +2408,68 @@ END_TEST
  * --object-size above it, or a bad value, stops vlmc at start. */
 START_TEST(max_object_size)
 {
-	struct env e = {.max_obj = "64k"};
+	struct env e = {.max_obj = "1M"};
 	char *out = NULL, *err = NULL, *log;
-	const char *const list0 = "ok 1048576 65536 rw -\n"
-				  "ok@s 1048576 65536 ro ok\n";
+	/* (limits of at least 512K: vlmc's table objects go to the same
+	 * port, a --max-object-size below them is refused at start) */
+	const char *const list0 = "ok 4194304 1048576 rw -\n"
+				  "ok@s 4194304 1048576 ro ok\n";
 	pid_t pid;
 
 	env_start(&e, "vmaxobj");
-	ck_assert_int_eq(
-	    vol(&e, NULL, &err, "create", "big", "1M", "128k", NULL), 1);
-	ck_assert_msg(strstr(err, "object size 128k above this stack's limit "
-				  "64k (the cache's object size"),
+	ck_assert_int_eq(vol(&e, NULL, &err, "create", "big", "4M", "2M", NULL),
+			 1);
+	ck_assert_msg(strstr(err, "object size 2M above this stack's limit "
+				  "1M (the cache's object size"),
 		      "%s", err);
 	free(err);
 	err = NULL;
 	list_is(&e, "");
-	vol_ok(&e, "create", "ok", "1M", "64k");
+	vol_ok(&e, "create", "ok", "4M", "1M");
 	vol_ok(&e, "snapshot", "ok", "ok@s", NULL);
 	list_is(&e, list0);
 	vlmc_stop(&e);
 
 	/* a smaller limit: the loaded volumes are logged, snapshot and
 	 * clone of them refused, nothing changed */
-	e.max_obj = "32k";
+	e.max_obj = "512k";
+	e.obj_size = "1M";
 	e.vlmc_log = tpr_tmpfile("vlmc2");
 	unlink(e.ctl);
-	/* (--object-size 64k of the test's vlmc is above 32k: refused) */
+	/* (--object-size 1M above 512k: refused) */
 	pid = vlmc_spawn(&e);
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_ne(xtu_wait(pid, 60000), 0);
 	log = tpr_slurp(e.vlmc_log);
-	ck_assert_msg(strstr(log, "--object-size 64k above --max-object-size "
-				  "32k"),
+	ck_assert_msg(strstr(log, "--object-size 1M above --max-object-size "
+				  "512k"),
 		      "%s", log);
 	free(log);
-	e.obj_size = "32k";
+	e.obj_size = "512k";
 	unlink(e.ctl);
 	vlmc_start(&e);
 	log = tpr_slurp(e.vlmc_log);
-	ck_assert_msg(strstr(log, "volume ok: object size 64k above this "
-				  "stack's limit 32k"),
+	ck_assert_msg(strstr(log, "volume ok: object size 1M above this "
+				  "stack's limit 512k"),
 		      "%s", log);
-	ck_assert_msg(strstr(log, "volume ok@s: object size 64k above"), "%s",
+	ck_assert_msg(strstr(log, "volume ok@s: object size 1M above"), "%s",
 		      log);
 	free(log);
 	ck_assert_int_eq(vol(&e, NULL, &err, "snapshot", "ok", "ok@t", NULL),
 			 1);
-	ck_assert_msg(strstr(err, "object size 64k above this stack's limit "
-				  "32k"),
+	ck_assert_msg(strstr(err, "object size 1M above this stack's limit "
+				  "512k"),
 		      "%s", err);
 	free(err);
 	err = NULL;
 	ck_assert_int_eq(vol(&e, NULL, &err, "clone", "ok@s", "c", NULL), 1);
-	ck_assert_msg(strstr(err, "object size 64k above"), "%s", err);
+	ck_assert_msg(strstr(err, "object size 1M above"), "%s", err);
 	free(err);
 	list_is(&e, list0);
-	/* the default object size (now 32k) is fine */
+	/* the default object size (now 512k) is fine */
 	vol_ok(&e, "create", "small", "1M", NULL);
 	ck_assert_int_eq(vol(&e, &out, NULL, "info", "small", NULL), 0);
-	ck_assert_msg(strstr(out, "object_size=32768\n"), "%s", out);
+	ck_assert_msg(strstr(out, "object_size=524288\n"), "%s", out);
 	free(out);
 	env_stop(&e);
 

@@ -3502,6 +3502,19 @@ static bool store_holds_some(void *arg)
 	return store_held(arg) > 0;
 }
 
+/* list shows volume w (64k) and the reclaim record of removed v (id) with
+ * done of its 4 objects deleted */
+static void list_w_reclaiming_v(struct env *e, uint64_t id, unsigned done)
+{
+	char want[256];
+
+	snprintf(want, sizeof(want),
+		 "w 65536 65536 rw -\n# reclaiming removed v (id %016" PRIx64
+		 "): %u of 4 objects deleted\n",
+		 id, done);
+	list_is(e, want);
+}
+
 /*
  * review-ctlpar F3: a volume being removed is listed all along, never in
  * neither the volumes nor the reclaims. The store loses the first table
@@ -3579,11 +3592,7 @@ START_TEST(remove_listed_while_removing)
 	/* a record now, every object deleted: the table write dropping it
 	 * is held (the vlmc before: the 4 DELETEs sent again) */
 	ck_assert_int_eq(xtu_wait_until(store_holds_some, &e, 30000), 0);
-	snprintf(want, sizeof(want),
-		 "w 65536 65536 rw -\n# reclaiming removed v (id %016" PRIx64
-		 "): 4 of 4 objects deleted\n",
-		 id);
-	list_is(&e, want);
+	list_w_reclaiming_v(&e, id, 4);
 	ck_assert_int_eq(store_held(&e), 1);
 	store_release(&e);
 	reclaim_wait(&e); /* with no DELETE released */
@@ -3663,11 +3672,7 @@ START_TEST(remove_table_write_listed)
 	free(out);
 	/* a record now, its DELETEs held */
 	ck_assert_int_eq(xtu_wait_until(store_holds_some, &e, 30000), 0);
-	snprintf(want, sizeof(want),
-		 "w 65536 65536 rw -\n# reclaiming removed v (id %016" PRIx64
-		 "): 0 of 4 objects deleted\n",
-		 id);
-	list_is(&e, want);
+	list_w_reclaiming_v(&e, id, 0);
 	{
 		struct release_wait rw = {&e, NULL, 0, -1};
 

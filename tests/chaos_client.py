@@ -67,6 +67,40 @@ of cached while it plugs (its start-up). What is accepted:
     run again (up to 5 times) until cached serves plugged, or the
     supervisor has brought back a cached that had plugged;
   - after an unplug, status says cached_plugged false and no cached runs.
+CHAOS_VOLOPS=N (default 0, at most 8) adds N rounds of volume operations
+(class VolOps) at random instants between the kills, and one more after
+the load, with no kill, in which every command must succeed. A round:
+`volume snapshot vol vol@i`; an acknowledged snapshot read whole; `clone`
+of it, 3 batches of writes (a quarter FUA) to the clone, each followed by
+a FLUSH and read back with 8 random blocks; `remove` of the clone; part
+of the snapshot read again. Half of the commands (while the killer has
+kills left and is not busy with one) have vlmc, the store or cached
+SIGKILLed 0..0.3 s into them, counted as one of CHAOS_KILLS; the peer
+serves again before the next kill. The model:
+  - a snapshot may hold, per block, a version at or above the durable
+    floor when the command was sent (and at or above the newest version
+    acknowledged then, on any connection, when no cached kill came
+    between its sending and the snapshot's answer: every write
+    acknowledged before a snapshot is in it, docs/vlmc.md) and not above
+    the newest version issued when it was answered (a zero sector: the newest TRIM/
+    WRITE_ZEROES issued up to then, or version 0); once read, it must read
+    the same sector versions ever after;
+  - an acknowledged snapshot is listed ever after (at the end and after a
+    stop and start, "verify"); a failed one may be listed or not
+    (docs/vlmc.md, "If the rewrite fails too"), and read within its
+    bounds if it is;
+  - a clone writes versions from (k + 1) << 24 (never one of vol's): a
+    block reads the snapshot's versions until a write of the clone is
+    durable there (FUA, or acknowledged before an acknowledged FLUSH) or
+    acknowledged on the connection reading it, then a version of the
+    clone not older than that;
+  - a clone whose remove was acknowledged is never listed again; a clone
+    or remove that failed may leave it listed, reading as above.
+Error replies on these connections count with the clients' (EIO only with
+a write-back loss counted). CHAOS_BREAK=snapshot makes the model expect,
+at a snapshot's first read, the source's newest version wherever the load
+wrote a block after the snapshot was answered (a snapshot that follows
+its source): the checker must report it.
 The seed (CHAOS_SEED, else random) is printed; it fixes the kill schedule
 and the clients' commands, not the interleaving of them. CHAOS_BREAK=floor counts a write durable as soon
 as it is acknowledged (before its FLUSH): a deliberately wrong floor,
@@ -156,6 +190,10 @@ class Model:
         self.maxv = [0] * nblocks
         self.floor = [0] * nblocks
         self.zeros = {}  # block -> versions issued as TRIM / WRITE_ZEROES
+        # the newest version acknowledged on any connection, and the
+        # number of cached kills before it was sent (a snapshot's bound)
+        self.acked = [0] * nblocks
+        self.acked_ep = [0] * nblocks
         self.violations = []
         # floors and the connections' unflushed maps are changed by the
         # clients and the killer (an unplug's promotion)
@@ -389,6 +427,8 @@ class Client:
             with m.lock:
                 for b, ver in acked:
                     c.acked[b] = max(c.acked.get(b, 0), ver)
+                    if ver > m.acked[b]:
+                        m.acked[b], m.acked_ep[b] = ver, epoch
                     if (kind in ("fua", "zerofua") or self.run.break_floor or
                             self.run.writethrough):
                         m.raise_floor(b, ver)
@@ -548,6 +588,7 @@ class Run:
         self.writethrough = writethrough
         self.break_floor = break_floor == "floor"
         self.break_unplug = break_floor == "unplug"
+        self.break_snapshot = break_floor == "snapshot"
         # SIGKILLs of cached so far (raised after the kill: a write sent
         # with the count unchanged since cannot have been acknowledged by
         # a cached killed before it)
@@ -603,6 +644,9 @@ class Killer(threading.Thread):
         self.error = None
         self.done = threading.Event()
         self.stop = threading.Event()  # the client failed: no more kills
+        # held for each kill, unplug or plug, and by a volume operation
+        # that kills a peer during its command
+        self.lock = threading.Lock()
 
     def run(self):
         try:
@@ -651,37 +695,46 @@ class Killer(threading.Thread):
         while self.k < self.kills or self.u < self.unplugs or not self.plugged:
             if self.stop.wait(self.rng.uniform(0.1, 2.0)):
                 return
-            left_k, left_u = self.kills - self.k, self.unplugs - self.u
-            if not self.plugged and (left_k == 0 or self.rng.random() < 0.5):
-                self.plug()
-                continue
-            if self.plugged and left_u and (
-                    left_k == 0 or self.rng.random() < left_u / (left_u + left_k)):
-                self.unplug()
-                continue
-            roles = [r for r in ROLES if self.count[r] < KILLS_PER_ROLE and
-                     (self.plugged or r != "cached")]
-            if not left_k or not roles:
-                continue
-            role = self.rng.choice(roles)
-            pid = pid_of(d, role)
-            if not pid or not is_peer(d, pid):
-                raise Fail("kill %d: no live %s (pid file says %d)" %
-                           (self.k + 1, role, pid))
-            self.kill(role, pid, "")
-            # its successor killed again as soon as it runs, most often
-            # before it serves (replaying the store's log, plugging cached)
-            while (self.k < self.kills and self.count[role] < KILLS_PER_ROLE and
-                   self.rng.random() < self.startup):
-                new = self.wait_pid(role, pid, False)
-                if self.stop.wait(self.rng.uniform(0, 0.3)):
+            # a kill by the volume operations (VolOps.run_killing) is
+            # over, its peer serving again, before this one starts
+            with self.lock:
+                if self.step(d):
                     return
-                up = serving(d, role, new)
-                self.kill(role, new, " (serving already)" if up else
-                          " during its start-up")
-                pid = new
-            new = self.wait_pid(role, pid, True)
-            log("kill %d: %s back as pid %d" % (self.k, role, new))
+
+    def step(self, d):
+        """One kill, unplug or plug (self.lock held); True: stop."""
+        left_k, left_u = self.kills - self.k, self.unplugs - self.u
+        if not self.plugged and (left_k == 0 or self.rng.random() < 0.5):
+            self.plug()
+            return False
+        if self.plugged and left_u and (
+                left_k == 0 or self.rng.random() < left_u / (left_u + left_k)):
+            self.unplug()
+            return False
+        roles = [r for r in ROLES if self.count[r] < KILLS_PER_ROLE and
+                 (self.plugged or r != "cached")]
+        if not left_k or not roles:
+            return False
+        role = self.rng.choice(roles)
+        pid = pid_of(d, role)
+        if not pid or not is_peer(d, pid):
+            raise Fail("kill %d: no live %s (pid file says %d)" %
+                       (self.k + 1, role, pid))
+        self.kill(role, pid, "")
+        # its successor killed again as soon as it runs, most often
+        # before it serves (replaying the store's log, plugging cached)
+        while (self.k < self.kills and self.count[role] < KILLS_PER_ROLE and
+               self.rng.random() < self.startup):
+            new = self.wait_pid(role, pid, False)
+            if self.stop.wait(self.rng.uniform(0, 0.3)):
+                return True
+            up = serving(d, role, new)
+            self.kill(role, new, " (serving already)" if up else
+                      " during its start-up")
+            pid = new
+        new = self.wait_pid(role, pid, True)
+        log("kill %d: %s back as pid %d" % (self.k, role, new))
+        return False
 
     # ---- unplug-cached and plug-cached ----
 
@@ -846,6 +899,537 @@ class Killer(threading.Thread):
         log("%s: cached serving plugged as pid %d" % (what, cpid))
 
 
+# ---- volume operations during the kills (CHAOS_VOLOPS) ----
+
+# clone k writes versions from (k + 1) << 24 on: never a version of vol,
+# so a clone block is told from the snapshot's data it started with
+CLONE_BASE = 1 << 24
+CTL_TIMEOUT = 420  # one volume command: a hang detector (drain 180 s, COPYs)
+
+
+def xvolume(d, *args):
+    """xsegctl volume --dir d ARGS: (exit status, stdout, all output on
+    one line)."""
+    x = os.environ.get("X")
+    if not x:
+        raise Fail("X (the xsegctl binary) not set: cannot run volume %s" %
+                   args[0])
+    try:
+        p = subprocess.run([x, "volume", "--dir", d] + list(args),
+                           capture_output=True, text=True, timeout=CTL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Fail("xsegctl volume %s did not exit within %d s (hang)" %
+                   (" ".join(args), CTL_TIMEOUT))
+    out = " / ".join(l for l in (p.stdout + p.stderr).splitlines() if l.strip())
+    return p.returncode, p.stdout, out
+
+
+def list_volumes(d):
+    """The names `volume list` shows (volume lines only), retried while
+    vlmc is down (bound: 180 s)."""
+    end = time.monotonic() + RECONNECT_DEADLINE
+    while True:
+        rc, so, out = xvolume(d, "list")
+        if rc == 0:
+            return set(l.split()[0] for l in so.splitlines()
+                       if l.strip() and not l.startswith("#"))
+        if time.monotonic() > end:
+            raise Fail("volume list failed for %d s: %s" %
+                       (RECONNECT_DEADLINE, out))
+        time.sleep(0.2)
+
+
+class Snap:
+    """A snapshot of vol and what it may hold: per block a version at or
+    above lo (the durable floor when the command was sent) and not above
+    hi (the newest version issued when it was answered); once read, the
+    versions first seen (a snapshot never changes)."""
+
+    def __init__(self, name, lo):
+        self.name = name
+        self.ok = None  # True: acknowledged; False: failed (undecided)
+        self.lo = lo
+        self.hi = None
+        self.seen = {}  # block -> the sector versions of its first read
+
+    def to_json(self):
+        return dict(name=self.name, ok=self.ok, lo=self.lo, hi=self.hi,
+                    seen={b: list(v) for b, v in self.seen.items()})
+
+    @classmethod
+    def from_json(cls, j):
+        s = cls(j["name"], j["lo"])
+        s.ok, s.hi = j["ok"], j["hi"]
+        s.seen = {int(b): tuple(v) for b, v in j["seen"].items()}
+        return s
+
+
+class Clone:
+    """A clone of a snapshot and the writes made to it (versions from
+    base on): a block reads the snapshot's versions until a write of the
+    clone is durable there (or acknowledged on the connection reading),
+    then a version of the clone not older than that. state: live,
+    removed (remove acknowledged: never listed again), failed (the clone
+    or its remove failed: may be listed, and then reads as above)."""
+
+    def __init__(self, name, snap, base):
+        self.name, self.snap, self.base = name, snap, base
+        self.next = base
+        self.issued = {}  # block -> versions issued
+        self.floor = {}  # block -> newest durable version
+        self.state = "live"
+
+    def to_json(self):
+        return dict(name=self.name, snap=self.snap.name, base=self.base,
+                    issued={b: sorted(v) for b, v in self.issued.items()},
+                    floor=self.floor, state=self.state)
+
+    @classmethod
+    def from_json(cls, j, snaps):
+        c = cls(j["name"], snaps[j["snap"]], j["base"])
+        c.issued = {int(b): set(v) for b, v in j["issued"].items()}
+        c.floor = {int(b): v for b, v in j["floor"].items()}
+        c.state = j["state"]
+        return c
+
+
+def decode_block(m, block, data, where):
+    """The 8 sector versions of a block read (0: zeroes), or None after
+    recording why a sector is not a valid one."""
+    vs = []
+    for i in range(SPB):
+        v, why = decode(block, i, data[i * SECT:(i + 1) * SECT])
+        if why is not None:
+            m.violations.append("%s: block %d sector %d: %s" %
+                                (where, block, i, why))
+            return None
+        vs.append(v)
+    return tuple(vs)
+
+
+def check_snap(m, s, block, data, where, brk=False):
+    """One block of snapshot s read: the versions first seen, if any;
+    else each sector within [lo, hi] (a zero sector: the newest zeroing
+    issued up to hi, or version 0). brk (CHAOS_BREAK=snapshot): the model
+    expects the source's newest version, as if the snapshot followed its
+    source."""
+    vs = decode_block(m, block, data, where)
+    if vs is None:
+        return
+    if block in s.seen:
+        if vs != s.seen[block]:
+            m.violations.append(
+                "%s: block %d: snapshot %s changed: sector versions %s, at "
+                "its first read %s" % (where, block, s.name, list(vs),
+                                       list(s.seen[block])))
+        return
+    lo, hi = s.lo[block], s.hi[block]
+    if brk and m.maxv[block] > hi:
+        lo = m.maxv[block]
+    zs = m.zeros.get(block, ())
+    for i, v in enumerate(vs):
+        why = None
+        if v == 0:
+            v = max((z for z in zs if z <= hi), default=0)
+        elif v in zs:
+            why = "data of version %d, which was a TRIM/WRITE_ZEROES" % v
+        if why is None and v > hi:
+            why = "version %d, issued after the snapshot was answered" % v
+        elif why is None and v < lo:
+            why = ("version %d older than the durable floor or the newest "
+                   "write acknowledged (no cached kill since) when the "
+                   "snapshot was sent" % v)
+        if why is not None:
+            m.violations.append(
+                "%s: block %d (offset %d) sector %d of snapshot %s (%s): %s; "
+                "lower bound v%d, newest issued when answered v%d" %
+                (where, block, block * BS, i, s.name,
+                 "acknowledged" if s.ok else "failed, listed", why, lo, hi))
+            return
+    s.seen[block] = vs
+
+
+def check_clone(m, c, block, data, conn_floor, where):
+    """One block of clone c read (see Clone)."""
+    vs = decode_block(m, block, data, where)
+    if vs is None:
+        return
+    floor = c.floor.get(block, 0)
+    lo = max(floor, conn_floor)
+    snapv = c.snap.seen.get(block)
+    for i, v in enumerate(vs):
+        why = None
+        if v >= c.base:
+            if v not in c.issued.get(block, ()):
+                why = "version %d never issued for this clone" % v
+            elif v < lo:
+                why = "version %d older than %s" % (
+                    v, "the clone's durable floor" if v < floor else
+                    "this connection's acknowledged write")
+        elif lo:
+            why = ("the snapshot's data (v%d) where the clone's own v%d is "
+                   "durable or acknowledged here" % (v, lo))
+        elif snapv is None:
+            why = "v%d, and the snapshot was never read (test bug)" % v
+        elif v != snapv[i]:
+            why = "v%d, where snapshot %s held v%d" % (v, c.snap.name, snapv[i])
+        if why is not None:
+            m.violations.append(
+                "%s: block %d (offset %d) sector %d of clone %s: %s; clone's "
+                "floor v%d, connection's acknowledged v%d" %
+                (where, block, block * BS, i, c.name, why, floor, conn_floor))
+            return
+
+
+class VolOps(threading.Thread):
+    """CHAOS_VOLOPS=N rounds at random instants during the kills, each:
+    snapshot vol vol@i (answered or not); the whole of an acknowledged
+    snapshot read and checked; a clone of it written (FUA, FLUSH) and read
+    back, then removed; the snapshot read again. After the load one more
+    round, which must succeed (no kill then); at the end and after a stop
+    and start (verify) every acknowledged snapshot is listed and reads
+    what it read first, no acknowledged remove's clone is listed, and a
+    failed snapshot or clone that is listed reads within its bounds."""
+
+    def __init__(self, run, killer, seed, rounds):
+        super().__init__(daemon=True)
+        self.sh = run
+        self.d = run.d
+        self.m = run.m
+        self.killer = killer
+        self.rounds = rounds
+        self.rng = random.Random(seed * 104729 + 3)
+        self.snaps, self.clones = [], []
+        self.errors = {}
+        self.history = []
+        self.error = None
+        self.i = 0
+        self.done = threading.Event()
+
+    def stopped(self):
+        return self.killer.stop.is_set() or self.sh.failed.is_set()
+
+    def run(self):
+        try:
+            while self.sh.total("acked") < 200 and not self.stopped():
+                time.sleep(0.05)
+            for _ in range(self.rounds):
+                if self.killer.stop.wait(self.rng.uniform(0.2, 2.0)):
+                    break
+                if self.stopped():
+                    break
+                self.round(False)
+        except Exception as e:  # reported by the main thread
+            self.error = e
+        self.done.set()
+
+    # ---- NBD on a snapshot or clone ----
+
+    def connect(self, name):
+        end = time.monotonic() + RECONNECT_DEADLINE
+        last = None
+        while time.monotonic() < end:
+            try:
+                return Conn(nbd.connect(self.d + "/run/nbd.sock", name,
+                                        timeout=IO_TIMEOUT))
+            except (OSError, EOFError, AssertionError, struct.error) as e:
+                last = e
+                time.sleep(0.1)
+        raise Fail("no NBD connection to %s within %d s: %r" %
+                   (name, RECONNECT_DEADLINE, last))
+
+    def note(self, err):
+        self.errors[err] = self.errors.get(err, 0) + 1
+
+    def command(self, *args):
+        """xsegctl volume ARGS, half the time (while the killer has kills
+        left and is not busy) with vlmc, the store or cached (plugged)
+        SIGKILLed 0..0.3 s into it, counted as one of the killer's kills;
+        the peer serves again before it returns. (exit status, output)."""
+        k = self.killer
+        role = None
+        if (k and self.rng.random() < 0.5 and k.k < k.kills and
+                k.lock.acquire(blocking=False)):
+            roles = [r for r in ("vlmc", "store", "cached")
+                     if k.count[r] < KILLS_PER_ROLE and
+                     (k.plugged or r != "cached")]
+            if k.k < k.kills and roles:
+                role = self.rng.choice(roles)
+            else:
+                k.lock.release()
+        if role is None:
+            rc, _, out = xvolume(self.d, *args)
+            return rc, out
+        what = "volume %s" % " ".join(args)
+        try:
+            x = os.environ.get("X")
+            p = subprocess.Popen([x, "volume", "--dir", self.d] + list(args),
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+            end = time.monotonic() + self.rng.uniform(0, 0.3)
+            while time.monotonic() < end and p.poll() is None:
+                time.sleep(0.005)
+            pid = pid_of(self.d, role)
+            if p.poll() is None and pid and is_peer(self.d, pid):
+                k.kill(role, pid, " during " + what)
+            else:
+                log("volops: %s over before the kill of %s planned during it"
+                    % (what, role))
+                pid = 0
+            out = k.finish(p, "volops: " + what)
+            if pid:
+                log("volops: %s back as pid %d" %
+                    (role, k.wait_pid(role, pid, True)))
+        finally:
+            k.lock.release()
+        return p.returncode, out
+
+    def read_all(self, name, check, where, blocks=None):
+        """Reads name (every block, or the 1 MiB objects holding blocks)
+        and calls check(block, data) on each block; a broken connection
+        or an error reply: a new connection, the read again."""
+        objs = sorted(set(b // OBJECT for b in blocks)) if blocks else \
+            range(self.m.n // OBJECT)
+        conn = self.connect(name)
+        try:
+            for o in objs:
+                for attempt in range(20):
+                    try:
+                        (err, data), = conn.batch(
+                            [(nbd.CMD_READ, o * OBJECT * BS, OBJECT * BS, b"", 0)])
+                    except Broken as e:
+                        log("volops: %s: connection broke reading %s: %s" %
+                            (where, name, e))
+                        conn.close()
+                        conn = self.connect(name)
+                        continue
+                    if err:
+                        self.note(err)
+                        log("volops: %s: read of %s answered %d" %
+                            (where, name, err))
+                        conn.close()
+                        conn = self.connect(name)
+                        continue
+                    for k in range(OBJECT):
+                        check(o * OBJECT + k, data[k * BS:(k + 1) * BS])
+                    break
+                else:
+                    raise Fail("%s: reading %s object %d failed 20 times" %
+                               (where, name, o))
+        finally:
+            conn.close()
+
+    def read_snap(self, s, where, blocks=None):
+        brk = self.sh.break_snapshot
+        self.read_all(s.name, lambda b, data: check_snap(
+            self.m, s, b, data, "%s, snapshot %s" % (where, s.name), brk),
+            where, blocks)
+
+    # ---- one round ----
+
+    def snapshot(self, name):
+        m, run = self.m, self.sh
+        with m.lock:
+            s = Snap(name, list(m.floor))
+            # every write acknowledged before the snapshot is in it
+            # (docs/vlmc.md "Snapshots and clones"), unless a cached that
+            # held it was killed: only if no cached kill came between its
+            # sending and the snapshot's answer
+            ep = run.cached_kills
+            acked = [max(f, a) if e == ep else f
+                     for f, a, e in zip(m.floor, m.acked, m.acked_ep)]
+        kills = self.killer.k
+        log("volops: xsegctl volume snapshot vol %s" % name)
+        rc, out = self.command("snapshot", "vol", name)
+        s.hi = list(m.maxv)
+        with m.lock:
+            if run.cached_kills == ep:
+                s.lo = acked
+        s.ok = rc == 0
+        log("volops: snapshot vol %s: exit %d: %s" % (name, rc, out))
+        self.history.append("snapshot %s %s%s" % (
+            name, "ok" if s.ok else "FAILED",
+            " (%d kill(s) during it)" % (self.killer.k - kills)
+            if self.killer.k > kills else ""))
+        self.snaps.append(s)
+        return s, out
+
+    def clone_round(self, s, final):
+        name = "%s-c%d" % (s.name, self.i)
+        base = (len(self.clones) + 1) * CLONE_BASE
+        c = Clone(name, s, base)
+        self.clones.append(c)
+        log("volops: xsegctl volume clone %s %s" % (s.name, name))
+        rc, out = self.command("clone", s.name, name)
+        log("volops: clone %s %s: exit %d: %s" % (s.name, name, rc, out))
+        if rc:
+            if final:
+                raise Fail("clone %s %s with no kill failed: %s" %
+                           (s.name, name, out))
+            c.state = "failed"
+            self.history.append("clone %s FAILED" % name)
+        else:
+            self.history.append("clone %s ok" % name)
+            self.write_clone(c)
+        self.remove(c, final)
+
+    def write_clone(self, c):
+        """3 batches of 8 writes (a quarter FUA) on c, each then a FLUSH
+        and a read of what was written plus 8 random blocks; reconnecting
+        after a broken connection or an error reply."""
+        r, m = self.rng, self.m
+        conn = self.connect(c.name)
+        acked, unflushed = {}, {}
+        try:
+            for _ in range(3):
+                blocks = set()
+                while len(blocks) < 8:
+                    blocks.add(r.randrange(HOT) if r.random() < 0.5 else
+                               r.randrange(m.n))
+                wire, vers = [], []
+                for b in sorted(blocks):
+                    v = c.next
+                    c.next += 1
+                    c.issued.setdefault(b, set()).add(v)
+                    fua = r.random() < 0.25
+                    wire.append((nbd.CMD_WRITE, b * BS, BS, block_data(b, v),
+                                 CMD_FLAG_FUA if fua else 0))
+                    vers.append((b, v, fua))
+                reads = sorted(blocks | set(r.randrange(m.n) for _ in range(8)))
+                try:
+                    res = conn.batch(wire)
+                    ok = True
+                    for (b, v, fua), (err, _) in zip(vers, res):
+                        if err:
+                            self.note(err)
+                            ok = False
+                            continue
+                        acked[b] = v
+                        if fua:
+                            c.floor[b] = max(c.floor.get(b, 0), v)
+                        else:
+                            unflushed[b] = v
+                    # the FLUSH once every write was answered: it covers them
+                    (err, _), = conn.batch([(nbd.CMD_FLUSH, 0, 0, b"", 0)])
+                    if err:
+                        self.note(err)
+                        ok = False
+                    elif ok:
+                        for b, v in unflushed.items():
+                            c.floor[b] = max(c.floor.get(b, 0), v)
+                        unflushed.clear()
+                    if ok:
+                        floors = {b: acked.get(b, 0) for b in reads}
+                        res = conn.batch([(nbd.CMD_READ, b * BS, BS, b"", 0)
+                                          for b in reads])
+                        for b, (err, data) in zip(reads, res):
+                            if err:
+                                self.note(err)
+                                ok = False
+                            else:
+                                check_clone(m, c, b, data, floors[b],
+                                            "clone %s, connection %d" %
+                                            (c.name, conn.id))
+                except Broken as e:
+                    log("volops: connection %d to %s broke: %s" %
+                        (conn.id, c.name, e))
+                    ok = False
+                if not ok:
+                    log("volops: %s: error replies or a broken connection "
+                        "(errors so far %s): a new connection" %
+                        (c.name, self.errors))
+                    conn.close()
+                    conn = self.connect(c.name)
+                    acked, unflushed = {}, {}
+        finally:
+            conn.close()
+
+    def remove(self, c, final):
+        for attempt in range(5):
+            log("volops: xsegctl volume remove %s" % c.name)
+            rc, out = self.command("remove", c.name)
+            log("volops: remove %s: exit %d: %s" % (c.name, rc, out))
+            if rc == 0:
+                c.state = "removed"
+                self.history.append("remove %s ok" % c.name)
+                if c.name in list_volumes(self.d):
+                    self.m.violations.append(
+                        "remove %s acknowledged, yet list shows it" % c.name)
+                return
+            if final and c.state == "live":
+                raise Fail("remove %s with no kill failed: %s" % (c.name, out))
+            if "no volume" in out:
+                # a failed clone, or a remove whose answer was lost: it
+                # may still be listed later (an undecided table)
+                c.state = "failed"
+                self.history.append("remove %s: no volume" % c.name)
+                return
+            time.sleep(1)
+        c.state = "failed"
+        self.history.append("remove %s FAILED 5 times" % c.name)
+
+    def round(self, final):
+        self.i += 1
+        name = "vol@%d" % self.i
+        s, out = self.snapshot(name)
+        if final and not s.ok:
+            n = losses(self.d)
+            if "write-back loss" not in out or not n:
+                raise Fail("snapshot %s with no kill failed: %s" % (name, out))
+            s, out = self.snapshot("vol@%d.1" % self.i)  # once more
+            if not s.ok:
+                raise Fail("snapshot of vol failed twice with no kill: %s" % out)
+        ok = [x for x in self.snaps if x.ok]
+        if not ok:
+            return
+        t = s if s.ok else self.rng.choice(ok)
+        self.read_snap(t, "round %d" % self.i)
+        self.clone_round(t, final)
+        # the snapshot unchanged by its clone's writes and remove
+        self.read_snap(t, "round %d, after the clone's remove" % self.i,
+                       blocks=range(2 * OBJECT))
+
+    def check_all(self, where):
+        """Every acknowledged snapshot listed, reading what it read first;
+        no clone whose remove was acknowledged listed; failed ones that
+        are listed read within their bounds."""
+        names = list_volumes(self.d)
+        for s in self.snaps:
+            if s.name in names:
+                self.read_snap(s, where)
+            elif s.ok:
+                self.m.violations.append(
+                    "%s: snapshot %s was acknowledged, yet list does not show "
+                    "it (%s)" % (where, s.name, " ".join(sorted(names))))
+        for c in self.clones:
+            if c.name not in names:
+                continue
+            if c.state == "removed":
+                self.m.violations.append(
+                    "%s: clone %s was removed (acknowledged), yet list shows "
+                    "it" % (where, c.name))
+                continue
+            self.read_all(c.name, lambda b, data: check_clone(
+                self.m, c, b, data, 0, "%s, clone %s" % (where, c.name)), where)
+        listed = sum(1 for s in self.snaps if s.name in names)
+        log("volops: %s: %d of %d snapshots listed (%d acknowledged), %d "
+            "clones listed, %d removed" %
+            (where, listed, len(self.snaps), sum(1 for s in self.snaps if s.ok),
+             sum(1 for c in self.clones if c.name in names),
+             sum(1 for c in self.clones if c.state == "removed")))
+
+    def to_json(self):
+        return dict(snaps=[s.to_json() for s in self.snaps],
+                    clones=[c.to_json() for c in self.clones],
+                    history=self.history)
+
+    def load(self, j):
+        self.snaps = [Snap.from_json(s) for s in j["snaps"]]
+        by = {s.name: s for s in self.snaps}
+        self.clones = [Clone.from_json(c, by) for c in j["clones"]]
+        self.history = j["history"]
+
+
 def losses(d):
     """The segment's write-back loss counter (None without $X)."""
     x = os.environ.get("X")
@@ -922,26 +1506,37 @@ def cmd_run(d, state, nblocks):
         print("chaos_client: CHAOS_CONNS=%d: 1 or 2 (and the volume whole "
               "objects, as many for each)" % nconns)
         return 2
+    volops = int(os.environ.get("CHAOS_VOLOPS", "0"))
+    if not 0 <= volops <= 8:
+        print("chaos_client: CHAOS_VOLOPS=%d: 0..8" % volops)
+        return 2
     brk = os.environ.get("CHAOS_BREAK", "")
-    if brk not in ("", "floor", "unplug") or (brk == "unplug" and not unplugs):
-        print("chaos_client: CHAOS_BREAK=%s: only 'floor', or 'unplug' with "
-              "CHAOS_UNPLUGS (or unset)" % brk)
+    if brk not in ("", "floor", "unplug", "snapshot") or (
+            brk == "unplug" and not unplugs) or (brk == "snapshot" and not volops):
+        print("chaos_client: CHAOS_BREAK=%s: only 'floor', 'unplug' with "
+              "CHAOS_UNPLUGS, 'snapshot' with CHAOS_VOLOPS (or unset)" % brk)
         return 2
     policy = write_policy(d)
     wt = policy == "writethrough"
     print("chaos: seed %d (CHAOS_SEED=%d reproduces the schedule), %d kills, "
-          "start-up kills %.2f, %d unplug(s), %d connection(s), cached %s%s" %
-          (seed, seed, kills, startup, unplugs, nconns, policy,
+          "start-up kills %.2f, %d unplug(s), %d volume op round(s), %d "
+          "connection(s), cached %s%s" %
+          (seed, seed, kills, startup, unplugs, volops, nconns, policy,
            ", BROKEN FLOOR (CHAOS_BREAK=floor)" if brk == "floor" else
+           ", BROKEN SNAPSHOT MODEL (CHAOS_BREAK=snapshot)"
+           if brk == "snapshot" else
            ", BROKEN UNPLUG (CHAOS_BREAK=unplug)" if brk else ""), flush=True)
     run = Run(d, nblocks, seed, nconns, wt, brk)
     killer = Killer(run, seed, kills, startup, unplugs)
+    vo = VolOps(run, killer, seed, volops) if volops else None
     threads = []
     try:
         for c in run.clients:
             c.error = None
             c.connect()
         killer.start()
+        if vo:
+            vo.start()
         threads = [threading.Thread(target=client_loop, args=(c, killer),
                                     daemon=True) for c in run.clients]
         for t in threads:
@@ -960,9 +1555,22 @@ def cmd_run(d, state, nblocks):
             raise Fail("the killer failed: %r" % killer.error)
         if not killer.done.is_set():
             raise Fail("the killer did not finish")
+        if vo:
+            # a hang detector: each command is bounded by CTL_TIMEOUT
+            if not vo.done.wait(1800):
+                raise Fail("the volume operations did not finish")
+            if isinstance(vo.error, Fail):
+                raise vo.error
+            if vo.error:
+                raise Fail("the volume operations failed: %r" % vo.error)
         for c in run.clients:
             c.final_flush()
         run.clients[0].final()
+        if vo:
+            vo.round(True)  # no kill now: every command must succeed
+            vo.check_all("end of the load")
+            if run.m.violations:
+                raise Fail("wrong data read from a snapshot or clone")
     except Fail as e:
         log("FAIL: %s" % e)
         killer.stop.set()
@@ -983,15 +1591,19 @@ def cmd_run(d, state, nblocks):
     for c in run.clients:
         for e, k in c.st["errors"].items():
             errors[e] = errors.get(e, 0) + k
+    for e, k in (vo.errors.items() if vo else ()):
+        errors[e] = errors.get(e, 0) + k
     log("seed %d: %d writes (%d FUA), %d TRIM/WRITE_ZEROES, %d acknowledged, "
         "%d FLUSHes, %d reads, %d reconnects (%d broken connections), error "
         "replies %s, samples %d; kills, unplugs, plugs: %s; write-back losses "
-        "counted %s" %
+        "counted %s%s" %
         (seed, tot["writes"], tot["fua"], tot["zeroes"], tot["acked"],
          tot["flushes"], tot["reads"], tot["reconnects"], tot["broken"], errors,
-         tot["samples"], "; ".join(killer.history), n))
+         tot["samples"], "; ".join(killer.history), n,
+         "; volume ops: " + "; ".join(vo.history) if vo else ""))
     run.m.save(state, dict(seed=seed, errors=errors, losses=n,
-                           kills=killer.history, policy=policy))
+                           kills=killer.history, policy=policy,
+                           volops=vo.to_json() if vo else None))
     rc = report(run.m, "seed %d" % seed)
     bad = {e: k for e, k in errors.items() if e != EIO}
     if bad:
@@ -1009,9 +1621,15 @@ def cmd_run(d, state, nblocks):
     if rc == 0:
         written = set().union(*(c.written for c in run.clients))
         print("ok: seed %d: every block read back right after %d kills, %d "
-              "unplug(s) (%d blocks written, %d with a durable version)" %
+              "unplug(s) (%d blocks written, %d with a durable version)%s" %
               (seed, killer.k, killer.u, len(written),
-               sum(1 for f in run.m.floor if f)))
+               sum(1 for f in run.m.floor if f),
+               "; %d snapshots (%d acknowledged), every one listed read the "
+               "same each time; %d clones, %d removed and not listed" %
+               (len(vo.snaps), sum(1 for x in vo.snaps if x.ok),
+                len(vo.clones),
+                sum(1 for x in vo.clones if x.state == "removed"))
+               if vo else ""))
     return rc
 
 
@@ -1025,6 +1643,14 @@ def cmd_verify(d, state):
             if not c.run_batch([("read", (off, min(1 << 20, m.n * BS - off)), None)],
                                "verify after restart"):
                 raise Fail("verify: read at %d failed: %s" % (off, c.st["errors"]))
+        if st.get("volops"):
+            # the snapshots and clones after the restart (no error allowed)
+            vo = VolOps(c.run, None, 0, 0)
+            vo.load(st["volops"])
+            vo.check_all("verify after restart")
+            if vo.errors:
+                raise Fail("verify: error replies reading snapshots or "
+                           "clones: %s" % vo.errors)
     except Fail as e:
         print("FAIL: %s" % e)
         return 1

@@ -48,7 +48,26 @@
 #       acknowledged since the last kill of cached durable (it is in the
 #       store): the floor rises;
 #   CHAOS_CONNS=2  two clients at once, each on its own connection,
-#       writing its own half of the objects, reading everything.
+#       writing its own half of the objects, reading everything;
+#   CHAOS_VOLOPS=N  N rounds of volume operations at random instants
+#       between the kills, half of the commands with vlmc, the store or
+#       cached SIGKILLed 0..0.3 s into them (one of the CHAOS_KILLS), and
+#       one round after the load, with no kill, which must succeed: a
+#       `volume snapshot vol vol@i`; the whole of an acknowledged snapshot
+#       read: every block a version at or above its durable floor when
+#       the snapshot was sent (and the newest write acknowledged then,
+#       unless cached was killed since it was sent) and not above the
+#       newest version issued when it was answered, and from then on
+#       exactly what it read
+#       first (across every kill, at the end, after the stop and start);
+#       a failed snapshot may be listed or not (docs/vlmc.md, "If the
+#       rewrite fails too"), and when listed reads within those bounds;
+#       `clone vol@i C`, writes to C (FUA, FLUSH) read back at or above
+#       C's floor (the snapshot's data where C has no durable write);
+#       `remove C`: once acknowledged, C is never listed again; the
+#       snapshot read again after it. CHAOS_BREAK=snapshot makes the model
+#       expect the source's newest version in a snapshot (as if it
+#       followed its source): the checker must report it.
 # The seed is printed (CHAOS_SEED=N reproduces the kill schedule and the
 # commands). Every wait is a bound on an event (a hang detector), never a
 # timing assertion. Exit 77 (skip) only when python3 is missing.

@@ -15,10 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define TTMP_PREFIX "actest-"
+/* The longest TMPDIR used: the root (TMPDIR/actest-<pid>-XXXXXX), a
+ * test's directory in it (<tag>-XXXXXX) and a socket name must fit the
+ * 108 bytes of sun_path (review-s13 F2: with a 78-byte TMPDIR every vlmc
+ * test waited 30 s for a socket it could not make) */
+#define TTMP_TMPDIR_MAX 48
 
 static char ttmp_root_path[256];
 static pid_t ttmp_runner;  /* the process that made the root */
@@ -36,9 +42,33 @@ static int ttmp_rm_one(const char *p, const struct stat *sb, int flag,
 	return 0; /* go on with the rest */
 }
 
+static dev_t ttmp_rm_dev; /* the file system of the tree being removed */
+
+/* A file system mounted inside the tree (test_blocker_full's tmpfs, left
+ * by a run killed before it unmounted it): detached, not emptied (review-s13
+ * F4: every later run emptied the mount and failed to remove it). */
+static int ttmp_umount_one(const char *p, const struct stat *sb, int flag,
+			   struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag != FTW_D || sb->st_dev == ttmp_rm_dev)
+		return FTW_CONTINUE;
+	if (umount2(p, MNT_DETACH) < 0)
+		fprintf(stderr, "test_tmp: cannot unmount %s: %s\n", p,
+			strerror(errno));
+	return FTW_SKIP_SUBTREE;
+}
+
 void ttmp_rmtree(const char *path)
 {
-	nftw(path, ttmp_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return;
+	ttmp_rm_dev = st.st_dev;
+	nftw(path, ttmp_umount_one, 16, FTW_PHYS | FTW_ACTIONRETVAL);
+	/* FTW_MOUNT: a mount that could not be detached is not emptied */
+	nftw(path, ttmp_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 const char *ttmp_root(void)
@@ -137,6 +167,14 @@ __attribute__((constructor)) static void ttmp_init(void)
 
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
+	if (strlen(tmp) > TTMP_TMPDIR_MAX) {
+		/* sockets go under the root: sun_path holds 108 bytes */
+		fprintf(stderr,
+			"test_tmp: TMPDIR %s is longer than %d bytes, too long "
+			"for the Unix sockets made under it; using /tmp\n",
+			tmp, TTMP_TMPDIR_MAX);
+		tmp = "/tmp";
+	}
 	ttmp_sweep(tmp);
 	n = snprintf(ttmp_root_path, sizeof(ttmp_root_path),
 		     "%s/" TTMP_PREFIX "%ld-XXXXXX", tmp, (long)getpid());

@@ -41,6 +41,7 @@
 
 #include "nbd_proto.h"
 #include "vlmc_int.h"
+#include "xtime.h"
 
 int vlmc_listen_unix(const char *path, int *fdp);
 
@@ -1737,10 +1738,11 @@ static void nbd_serve(struct vlmc_conn *c, struct xseg_sigbatch *sb)
 		 * nbd_conn_close's bounded drain runs (review 5, R5-2). */
 		while (!nbd_admit(c) && !__atomic_load_n(&c->v->nbd->stopping,
 							 __ATOMIC_ACQUIRE)) {
-			struct timespec ts;
+			/* c->cond and tcond run on CLOCK_MONOTONIC: a step of
+			 * the wall clock does not delay the look at the stop */
+			struct timespec ts =
+			    xtime_in(CLOCK_MONOTONIC, 1000000000ULL);
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
 			if (!c->tqueued) {
 				pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 				continue;
@@ -1809,9 +1811,9 @@ static bool nbd_drain(struct vlmc_conn *c)
 			deadline = now + c->v->nbd_stop_ns;
 		if (deadline && now >= deadline)
 			return false;
-		/* wake up now and then to notice the stop */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
+		/* wake up now and then to notice the stop (c->cond runs
+		 * on CLOCK_MONOTONIC) */
+		ts = xtime_in(CLOCK_MONOTONIC, 1000000000ULL);
 		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
 	return true;
@@ -1979,6 +1981,7 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	struct vlmc_nbd *nbd = v->nbd;
 	struct vlmc_conn *c;
 	pthread_attr_t attr;
+	pthread_condattr_t ca;
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
 	int bufsz = NBD_SOCKBUF_SIZE;
 
@@ -2029,9 +2032,14 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->olock, NULL);
-	pthread_cond_init(&c->cond, NULL);
+	/* the timed waits on cond and tcond take CLOCK_MONOTONIC
+	 * deadlines (xtime_in) */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
 	pthread_cond_init(&c->ccond, NULL);
-	pthread_cond_init(&c->tcond, NULL);
+	pthread_cond_init(&c->tcond, &ca);
+	pthread_condattr_destroy(&ca);
 	c->in_hs = true;
 	c->hs_deadline_ns = xseg_now_ns() + NBD_HANDSHAKE_NS;
 	pthread_mutex_lock(&nbd->lock);

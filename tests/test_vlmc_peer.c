@@ -48,6 +48,7 @@
 #include <sys/un.h>
 
 #include "test_peer_run.h"
+#include "volume.h" /* vlmc_object_name */
 #include "xseg_testutil.h"
 
 #ifdef AC_TSAN
@@ -2349,6 +2350,36 @@ START_TEST(failed_copy_undecided_keeps_data)
 			      "where a has %02x %02x",
 			      names[i], b[0], b[1], a[0], a[1]);
 	}
+	/* the other outcome: the next operation's rewrite succeeds, the
+	 * committed table wins, and the copies kept for the failed table
+	 * are deleted then (not left as garbage) */
+	store_fault(&e, "landlost 2");
+	vol_fails(&e, "No space left on device", "snapshot", "a", "a@2");
+	vol_ok(&e, "create", "x", "64k", NULL);
+	{
+		char *log = tpr_slurp(e.vlmc_log), obj[VLMC_OBJNAME_MAX + 1];
+		const char *at = strstr(log, "volume a@2 (id ");
+		unsigned long long id = 0;
+		uint64_t size;
+
+		ck_assert_msg(
+		    at && sscanf(at, "volume a@2 (id %llx)", &id) == 1 &&
+			strstr(at, "was not taken: deleting the 2 "
+				   "objects it copied"),
+		    "%s", log);
+		free(log);
+		for (unsigned idx = 0; idx < 2; idx++) {
+			vlmc_object_name(obj, "a@2", id, idx);
+			ck_assert_int_eq(
+			    io_port(&e, 1, XSEG_OP_INFO, obj, 0, 0, &size),
+			    ENOENT);
+		}
+	}
+	vlmc_restart(&e, true);
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_msg(out && !strstr(out, "a@2") && strstr(out, "\nx "), "%s",
+		      out ? out : "");
+	free(out);
 	env_stop(&e);
 	free(a);
 	free(b);

@@ -9,7 +9,8 @@ target_link_libraries(test_vlmc_store PRIVATE peer Threads::Threads)
 set_target_properties(test_vlmc_store PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                       ${CMAKE_BINARY_DIR}/bin)
 ac_test(test_vlmc_peer SOURCES test_vlmc_peer.c
-        DEPS test_peer_run xseg_testutil xseg LABELS concurrent TIMEOUT 300)
+        DEPS test_peer_run xseg_testutil xseg vlmc_core LABELS concurrent
+        TIMEOUT 300)
 if(TARGET test_vlmc_peer)
   add_dependencies(test_vlmc_peer vlmc noop xsegctl bench_xseg
                    test_vlmc_store cached_testpeer)

@@ -1701,11 +1701,33 @@ static int vlmc_meta_rewrite(struct vlmc *v)
 	return 0;
 }
 
+static int vlmc_delete_objects(struct vlmc *v, const char *name, uint64_t id,
+			       uint64_t from, uint64_t to, bool removing);
+
 /* Before a volume operation: 0, or the rewrite's negative errno when a
- * failed table write may still be the newest (nothing must be changed). */
+ * failed table write may still be the newest (nothing must be changed).
+ * A rewrite that succeeds here decides an undecided snapshot or clone
+ * against it: its copies are unaddressed now, deleted (only for the space:
+ * a failed delete or a crash leaves garbage of an id never used again).
+ * Caller holds ctl_lock. */
 static int vlmc_meta_settle(struct vlmc *v)
 {
-	return v->meta_uncertain ? vlmc_meta_rewrite(v) : 0;
+	int rc;
+
+	if (!v->meta_uncertain)
+		return 0;
+	rc = vlmc_meta_rewrite(v);
+	if (!rc && v->undecided_copy.objects) {
+		peer_info("volume %s (id %016" PRIx64 ") was not taken: "
+			  "deleting the %" PRIu64 " objects it copied",
+			  v->undecided_copy.name, v->undecided_copy.id,
+			  v->undecided_copy.objects);
+		vlmc_delete_objects(v, v->undecided_copy.name,
+				    v->undecided_copy.id, 0,
+				    v->undecided_copy.objects, false);
+		v->undecided_copy.objects = 0;
+	}
+	return rc;
 }
 
 /* Commit table (m, n) with reclaim records (r, nr): 0 once it is the
@@ -3346,12 +3368,21 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 		 * names the new volume, may have landed and be taken at the
 		 * next start, and the volume must then have its data
 		 * (review-safety F1: it read zeroes). If the committed table
-		 * wins instead, the copies are unaddressed objects of a
-		 * fresh id: space only. */
+		 * wins instead (the next rewrite succeeds, vlmc_meta_settle),
+		 * they are deleted then; a stop or crash before that leaves
+		 * them as unaddressed objects of a fresh id: space only. */
 		if (copied && rc != -ESHUTDOWN && !v->meta_uncertain)
 			vlmc_delete_objects(
 			    v, dst, nm.id, 0,
 			    vlmc_nr_objects(nm.size, nm.obj_size), false);
+		else if (copied && rc != -ESHUTDOWN) {
+			/* deleted by the rewrite that decides against them */
+			snprintf(v->undecided_copy.name,
+				 sizeof(v->undecided_copy.name), "%s", dst);
+			v->undecided_copy.id = nm.id;
+			v->undecided_copy.objects =
+			    vlmc_nr_objects(nm.size, nm.obj_size);
+		}
 		vlmc_vol_put(vol);
 		if (undrained) {
 			/* nothing sent: thawed above, nothing to undo */

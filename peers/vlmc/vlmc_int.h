@@ -238,6 +238,14 @@ struct vlmc {
 	 * and no rewrite of meta_committed has superseded it yet: volume
 	 * operations are refused until one does (review11 N-C) */
 	bool meta_uncertain;
+	/* The objects a snapshot or clone copied before its commit failed
+	 * with meta_uncertain (kept, not rolled back: the failed table may
+	 * win, review-safety F1): deleted once a rewrite decides against
+	 * them (vlmc_meta_settle); objects 0: none. Under ctl_lock. */
+	struct {
+		char name[VLMC_NAME_MAX + 1];
+		uint64_t id, objects;
+	} undecided_copy;
 	/* Reclaim records (nr_reclaims of VLMC_MAX_VOLUMES entries, in
 	 * table order; nr_vols + nr_reclaims <= VLMC_MAX_VOLUMES), the
 	 * thread deleting their objects, and its wake-up (with ctl_lock,

@@ -2311,8 +2311,11 @@ END_TEST
  * bytes there ("landed"), and whose rewrite over it is lost, is undecided:
  * the failed table names the new volume and is the newest that verifies,
  * so a vlmc started after a crash lists it. Its objects must then be
- * there. The old vlmc rolled the copies back (DELETEs) whatever the
- * outcome: after a restart a@1 and c were listed and read zeroes.
+ * there, also after the next operation's rewrite failed again (that
+ * operation refused). The old vlmc rolled the copies back (DELETEs)
+ * whatever the outcome: after a restart a@1 and c were listed and read
+ * zeroes. Then the other outcome: the next rewrite succeeds, and the
+ * copies are deleted at the store.
  */
 START_TEST(failed_copy_undecided_keeps_data)
 {
@@ -2328,13 +2331,18 @@ START_TEST(failed_copy_undecided_keeps_data)
 	vol_ok(&e, "create", "a", "128k", NULL);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "a", 0, 131072, a), 0);
 	for (int i = 0; i < 2; i++) {
-		store_fault(&e, "landlost 2");
+		store_fault(&e, "landlost 3");
 		if (i == 0)
 			vol_fails(&e, "No space left on device", "snapshot",
 				  "a", names[i]);
 		else
 			vol_fails(&e, "No space left on device", "clone", "a@1",
 				  names[i]);
+		/* the next operation's rewrite is lost too: still undecided,
+		 * the copies must stay (review-s13b F1: a vlmc deleting them
+		 * whatever the rewrite's outcome passed the test before) */
+		vol_fails(&e, "rewriting the table failed", "create", "y",
+			  "64k");
 		vlmc_restart(&e, true);
 		ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
 		ck_assert_msg(out && strstr(out, names[i]),

@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,32 +43,85 @@ static int ttmp_rm_one(const char *p, const struct stat *sb, int flag,
 	return 0; /* go on with the rest */
 }
 
-static dev_t ttmp_rm_dev; /* the file system of the tree being removed */
-
-/* A file system mounted inside the tree (test_blocker_full's tmpfs, left
- * by a run killed before it unmounted it): detached, not emptied (review-s13
- * F4: every later run emptied the mount and failed to remove it). */
-static int ttmp_umount_one(const char *p, const struct stat *sb, int flag,
-			   struct FTW *ftw)
+/* The deepest mount point strictly under dir (a canonical path) in out,
+ * from /proc/self/mountinfo (its 5th field, with \ooo escapes): 1, or 0
+ * when there is none. */
+static int ttmp_mount_under(const char *dir, char *out, size_t len)
 {
-	(void)ftw;
-	if (flag != FTW_D || sb->st_dev == ttmp_rm_dev)
-		return FTW_CONTINUE;
-	if (umount2(p, MNT_DETACH) < 0)
-		fprintf(stderr, "test_tmp: cannot unmount %s: %s\n", p,
-			strerror(errno));
-	return FTW_SKIP_SUBTREE;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	size_t dlen = strlen(dir), best = 0;
+	char line[4096];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX], *p = line;
+		size_t n = 0;
+
+		for (int field = 0; field < 4 && p; field++) {
+			p = strchr(p, ' ');
+			p = p ? p + 1 : NULL;
+		}
+		if (!p)
+			continue;
+		while (*p && *p != ' ' && n + 1 < sizeof(mp)) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '7' &&
+			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+			    p[3] <= '7') {
+				mp[n++] =
+				    (char)((p[1] - '0') * 64 +
+					   (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 4;
+			} else {
+				mp[n++] = *p++;
+			}
+		}
+		mp[n] = '\0';
+		if (n > dlen && n > best && n < len &&
+		    !strncmp(mp, dir, dlen) && mp[dlen] == '/') {
+			memcpy(out, mp, n + 1);
+			best = n;
+		}
+	}
+	fclose(f);
+	return best > 0;
+}
+
+/* Detach every file system mounted under path (test_blocker_full's
+ * tmpfs, left by a run killed before it unmounted it; or a bind mount,
+ * which st_dev does not tell): false when one stays, and then nothing
+ * may be removed under path (review-s13 F4, review-s13b F2: every later
+ * run emptied the tmpfs and failed to remove it; removing through a bind
+ * mount deletes files outside the root). */
+static bool ttmp_detach_mounts(const char *path)
+{
+	char dir[PATH_MAX], mp[PATH_MAX];
+
+	if (!realpath(path, dir))
+		return true; /* gone, or nothing to walk */
+	for (int tries = 0; ttmp_mount_under(dir, mp, sizeof(mp)); tries++) {
+		if (tries == 64) { /* stacked mounts: each try detaches one */
+			fprintf(stderr,
+				"test_tmp: not removing %s: %s stays mounted\n",
+				path, mp);
+			return false;
+		}
+		if (umount2(mp, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+			fprintf(stderr,
+				"test_tmp: not removing %s: %s is mounted in "
+				"it and cannot be unmounted: %s\n",
+				path, mp, strerror(errno));
+			return false;
+		}
+	}
+	return true;
 }
 
 void ttmp_rmtree(const char *path)
 {
-	struct stat st;
-
-	if (lstat(path, &st) < 0)
+	if (!ttmp_detach_mounts(path))
 		return;
-	ttmp_rm_dev = st.st_dev;
-	nftw(path, ttmp_umount_one, 16, FTW_PHYS | FTW_ACTIONRETVAL);
-	/* FTW_MOUNT: a mount that could not be detached is not emptied */
+	/* FTW_MOUNT: never across a mount come meanwhile */
 	nftw(path, ttmp_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 

@@ -317,6 +317,21 @@ T0 = time.monotonic()
 LOG_LOCK = threading.Lock()
 
 
+def connect_retry(sock_path, name):
+    """A new NBD connection to export name, retried until the deadline
+    (a peer may be restarting)."""
+    end = time.monotonic() + RECONNECT_DEADLINE
+    last = None
+    while time.monotonic() < end:
+        try:
+            return Conn(nbd.connect(sock_path, name, timeout=IO_TIMEOUT))
+        except (OSError, EOFError, AssertionError, struct.error) as e:
+            last = e
+            time.sleep(0.1)
+    raise Fail("no NBD connection to %s within %d s: %r" %
+               (name, RECONNECT_DEADLINE, last))
+
+
 def log(msg):
     with LOG_LOCK:
         print("[%6.2f] %s" % (time.monotonic() - T0, msg), flush=True)
@@ -358,18 +373,8 @@ class Client:
         if self.conn:
             self.conn.close()
             self.conn = None
-        end = time.monotonic() + RECONNECT_DEADLINE
-        last = None
-        while time.monotonic() < end:
-            try:
-                self.conn = Conn(nbd.connect(self.sock_path, EXPORT,
-                                             timeout=IO_TIMEOUT))
-                return self.conn
-            except (OSError, EOFError, AssertionError, struct.error) as e:
-                last = e
-                time.sleep(0.1)
-        raise Fail("no NBD connection to %s within %d s: %r" %
-                   (EXPORT, RECONNECT_DEADLINE, last))
+        self.conn = connect_retry(self.sock_path, EXPORT)
+        return self.conn
 
     def note_error(self, err):
         self.st["errors"][err] = self.st["errors"].get(err, 0) + 1
@@ -1126,17 +1131,7 @@ class VolOps(threading.Thread):
     # ---- NBD on a snapshot or clone ----
 
     def connect(self, name):
-        end = time.monotonic() + RECONNECT_DEADLINE
-        last = None
-        while time.monotonic() < end:
-            try:
-                return Conn(nbd.connect(self.d + "/run/nbd.sock", name,
-                                        timeout=IO_TIMEOUT))
-            except (OSError, EOFError, AssertionError, struct.error) as e:
-                last = e
-                time.sleep(0.1)
-        raise Fail("no NBD connection to %s within %d s: %r" %
-                   (name, RECONNECT_DEADLINE, last))
+        return connect_retry(self.d + "/run/nbd.sock", name)
 
     def note(self, err):
         self.errors[err] = self.errors.get(err, 0) + 1

@@ -45,15 +45,19 @@ static int ttmp_rm_one(const char *p, const struct stat *sb, int flag,
 
 /* The deepest mount point strictly under dir (a canonical path) in out,
  * from /proc/self/mountinfo (its 5th field, with \ooo escapes): 1, or 0
- * when there is none. */
+ * when there is none, or -1 when mountinfo cannot be read or dir itself
+ * is a mount point (out: "", or dir). */
 static int ttmp_mount_under(const char *dir, char *out, size_t len)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	size_t dlen = strlen(dir), best = 0;
 	char line[4096];
 
-	if (!f)
-		return 0;
+	if (!f) {
+		if (len)
+			out[0] = '\0';
+		return -1;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		char mp[PATH_MAX], *p = line;
 		size_t n = 0;
@@ -77,6 +81,12 @@ static int ttmp_mount_under(const char *dir, char *out, size_t len)
 			}
 		}
 		mp[n] = '\0';
+		if (n == dlen && !strcmp(mp, dir)) {
+			/* mounted on dir itself: not ours to empty */
+			snprintf(out, len, "%s", mp);
+			fclose(f);
+			return -1;
+		}
 		if (n > dlen && n > best && n < len &&
 		    !strncmp(mp, dir, dlen) && mp[dlen] == '/') {
 			memcpy(out, mp, n + 1);
@@ -95,11 +105,23 @@ static int ttmp_mount_under(const char *dir, char *out, size_t len)
  * mount deletes files outside the root). */
 static bool ttmp_detach_mounts(const char *path)
 {
-	char dir[PATH_MAX], mp[PATH_MAX];
+	char dir[PATH_MAX], mp[PATH_MAX] = "";
+	struct stat st;
+	int found;
 
+	/* a symbolic link is removed, not followed (review-s13c F1) */
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return true;
 	if (!realpath(path, dir))
-		return true; /* gone, or nothing to walk */
-	for (int tries = 0; ttmp_mount_under(dir, mp, sizeof(mp)); tries++) {
+		return true; /* gone meanwhile */
+	for (int tries = 0; (found = ttmp_mount_under(dir, mp, sizeof(mp)));
+	     tries++) {
+		if (found < 0) { /* review-s13c F2 */
+			fprintf(stderr, "test_tmp: not removing %s: %s\n", path,
+				mp[0] ? "a file system is mounted on it"
+				      : "cannot read /proc/self/mountinfo");
+			return false;
+		}
 		if (tries == 64) { /* stacked mounts: each try detaches one */
 			fprintf(stderr,
 				"test_tmp: not removing %s: %s stays mounted\n",

@@ -23,7 +23,7 @@ testlib_init supervise nbdcopy
 
 stack_conf s "segment_size = 256M" "requests = 2048" "cache_size = 32M" \
 	"nbd_spin = 10us" "spin_policy = fixed" "cpus = 0" \
-	"snapshot_drain_wait = 90s"
+	"snapshot_drain_wait = 90s" "cache_max_objects = 5000"
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
@@ -33,7 +33,8 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
 	"cpus = 0," "cpus = " "snapshot_drain_wait = 0" \
 	"snapshot_drain_wait = 2h" "snapshot_drain_wait = soon" \
-	"object_size = 256k" "object_size = 4k"; do
+	"object_size = 256k" "object_size = 4k" "cache_max_objects = 0" \
+	"cache_max_objects = x" "cache_max_objects = 2000000000"; do
 	printf 'dir = %s\n%s\n' $D "$bad" > $T/bad.conf
 	$X stack start $T/bad.conf 2>/dev/null; rc=$?
 	[ $rc -eq 2 ] && [ ! -e $D/run/stack.conf ] && ok "config '$bad' refused" ||
@@ -62,6 +63,9 @@ cmdline_of $D vlmc | grep -q -- '--max-object-size=4M' &&
 	fail "max object size: $(cat $T/bigobj.err)"
 cmdline_of $D vlmc | grep -q -- '--nbd-spin=10us' &&
 	ok "nbd_spin passed to vlmc" || fail "nbd_spin not on vlmc's command line"
+cmdline_of $D cached | grep -q -- '--max-objects=5000' &&
+	ok "cache_max_objects passed to cached" ||
+	fail "cache_max_objects not on cached's command line"
 cmdline_of $D vlmc | grep -q -- '--snapshot-drain-wait=90s' &&
 	ok "snapshot_drain_wait passed to vlmc" ||
 	fail "snapshot_drain_wait not on vlmc's command line"

@@ -212,6 +212,11 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->nbd_total_inflight,
 				       sizeof(st->nbd_total_inflight), v);
+	if (!strcmp(k, "cache_max_objects"))
+		return peer_parse_u64(v, &x) || x == 0 || x > (1ULL << 30)
+			   ? -EINVAL
+			   : stack_str(st->cache_max_objects,
+				       sizeof(st->cache_max_objects), v);
 	if (!strcmp(k, "nbd_spin"))
 		return peer_parse_duration(v, 1000, &x) || x > 1000000000ULL
 			   ? -EINVAL
@@ -265,6 +270,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"nbd_inflight_bytes", "a size, 1 .. 1T"},
 	    {"nbd_total_inflight", "a size, 1 .. 1T"},
 	    {"nbd_spin", "a duration, at most 1s"},
+	    {"cache_max_objects", "a number, 1 .. 1073741824"},
 	    {"dead_peer_wait", "a duration, at most 1h"},
 	    {"snapshot_drain_wait", "a duration, 1ms .. 1h"},
 	    {"nbd_tcp", "a TCP port, 1 .. 65535, or 0 for none"},
@@ -528,6 +534,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "nbd_total_inflight = %s\n", st->nbd_total_inflight);
 	if (st->nbd_spin[0])
 		fprintf(f, "nbd_spin = %s\n", st->nbd_spin);
+	if (st->cache_max_objects[0])
+		fprintf(f, "cache_max_objects = %s\n", st->cache_max_objects);
 	if (st->spin_policy[0])
 		fprintf(f, "spin_policy = %s\n", st->spin_policy);
 	if (st->dead_peer_wait[0])
@@ -968,6 +976,8 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		stack_arg(a, "--cache-size=%s", st->cache_size);
 		stack_arg(a, "--write-policy=%s", st->write_policy);
 		stack_arg(a, "--object-size=%s", st->object_size);
+		if (st->cache_max_objects[0])
+			stack_arg(a, "--max-objects=%s", st->cache_max_objects);
 		stack_arg(a, "--plug");
 		break;
 	case STACK_ROLE_VLMC:

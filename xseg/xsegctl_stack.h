@@ -54,6 +54,9 @@ struct stack {
 	char cpus[64];	      /* peers' --cpus; "" = no affinity set */
 	/* vlmc's NBD limits; "" = vlmc's default */
 	char nbd_max_conns[32], nbd_inflight_bytes[32], nbd_spin[32];
+	/* cached's --max-objects; "" = cached's default (4 x cache_size /
+	 * object_size) */
+	char cache_max_objects[24];
 	/* vlmc's --nbd-total-inflight-bytes; "" = vlmc's default (half
 	 * the segment heap) */
 	char nbd_total_inflight[32];

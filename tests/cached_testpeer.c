@@ -8,6 +8,8 @@
  *   --fail-writes    fail every WRITE with EIO
  *   --full-after N   serve N WRITEs, then fail every WRITE with ENOSPC
  *                    (a store out of space: reads still served)
+ *   --write-delay MS each WRITE takes MS ms (a slow store: the handler
+ *                    sleeps, so its threads bound the rate)
  * It counts FLUSH requests; SIGUSR1 logs its counters. HASH answers an
  * FNV-1a digest of the object's size and contents (as the blocker's HASH,
  * it changes with the size), so a test can compare objects written
@@ -18,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "peer.h"
 
@@ -26,6 +29,7 @@ enum {
 	TP_OPT_ZERO_WRITES,
 	TP_OPT_FAIL_WRITES,
 	TP_OPT_FULL_AFTER,
+	TP_OPT_WRITE_DELAY,
 };
 
 struct tp_obj {
@@ -43,6 +47,7 @@ struct tp {
 	bool fail_writes;
 	bool full_set;
 	uint64_t full_after; /* --full-after: WRITEs served before ENOSPC */
+	uint64_t write_delay_ms;
 	pthread_mutex_t lock;
 	struct tp_obj *objs[TP_HASH];
 	uint64_t counter, failed, flushes, writes, reads;
@@ -53,6 +58,7 @@ static const struct option tp_options[] = {
     {"zero-writes", no_argument, NULL, TP_OPT_ZERO_WRITES},
     {"fail-writes", no_argument, NULL, TP_OPT_FAIL_WRITES},
     {"full-after", required_argument, NULL, TP_OPT_FULL_AFTER},
+    {"write-delay", required_argument, NULL, TP_OPT_WRITE_DELAY},
     {NULL, 0, NULL, 0},
 };
 
@@ -76,6 +82,8 @@ static int tp_parse(struct peer *p, int val, const char *arg)
 	case TP_OPT_FULL_AFTER:
 		t->full_set = true;
 		return peer_parse_u64(arg, &t->full_after);
+	case TP_OPT_WRITE_DELAY:
+		return peer_parse_u64(arg, &t->write_delay_ms);
 	}
 	return -EINVAL;
 }
@@ -130,6 +138,14 @@ static int tp_rw(struct peer *p, struct xseg_request *req)
 	if (tp_inject(t)) {
 		__atomic_add_fetch(&t->failed, 1, __ATOMIC_RELAXED);
 		return -EIO;
+	}
+	if (req->op == XSEG_OP_WRITE && t->write_delay_ms) {
+		struct timespec d = {(time_t)(t->write_delay_ms / 1000),
+				     (long)(t->write_delay_ms % 1000) *
+					 1000000L};
+
+		while (nanosleep(&d, &d) && errno == EINTR)
+			;
 	}
 	pthread_mutex_lock(&t->lock);
 	if (req->op == XSEG_OP_READ) {

@@ -101,8 +101,11 @@ static const char cached_options_help[] =
     "                          remove the redirect at shutdown (after "
     "flushing)\n"
     "      --no-prefault         do not touch the cache memory at start\n"
-    "      --flush-timeout TIME  at shutdown give up flushing after TIME\n"
-    "                          (default 60s, bare number = s)\n"
+    "      --flush-timeout TIME  at shutdown give up flushing when no dirty "
+    "data\n"
+    "                          reached the next port for TIME (default "
+    "60s,\n"
+    "                          bare number = s)\n"
     "      --space-wait TIME     while the next port refuses writes with "
     "an error\n"
     "                          other than ENOSPC/EDQUOT/EROFS, requests "
@@ -681,6 +684,10 @@ static uint64_t cached_stop_acked(struct cached_peer *cp)
 	return pi.unflushed;
 }
 
+/* cached_stop: retry pace while the flush stalls, and progress log pace */
+#define CACHED_STOP_KICK_NS   100000000ULL
+#define CACHED_STOP_REPORT_NS 10000000000ULL
+
 /*
  * Shutdown = unplug: switch to write-through, write every dirty bucket to
  * the next port (at most max_inflight requests at a time), remove our
@@ -694,6 +701,7 @@ static void cached_stop(struct peer *p)
 	struct cached *c = &cp->c;
 	struct cached_held hold = {0};
 	uint64_t start = peer_now_ns(), last_kick = 0, quiet_since;
+	uint64_t lowest = UINT64_MAX, progress_at = start, report_at;
 	bool plugged, lost = false, dropping = false;
 	unsigned kicks = 0;
 
@@ -706,6 +714,7 @@ static void cached_stop(struct peer *p)
 		  " dirty bytes%s",
 		  cached_unclean(c) * cp->cfg.bucket_size,
 		  plugged ? ", then unplugging" : "");
+	report_at = start + CACHED_STOP_REPORT_NS;
 	for (;;) {
 		uint64_t now = peer_now_ns();
 
@@ -724,7 +733,23 @@ static void cached_stop(struct peer *p)
 		 * m2); else decide on the next pass, 1 ms later. */
 		if (cached_unclean(c) != unclean)
 			failed = 0;
-		if (now - start > cp->flush_timeout_ns) {
+		/* Progress = the unclean count reaches a new low. The timeout
+		 * counts from the last progress, not from the start: a large
+		 * cache of small objects flushing at its store's pace must
+		 * not be cut off while it still drains (3.68 GB of 4 KiB
+		 * objects lost 2.18 GB to a 60 s total bound, session 13). */
+		if (unclean < lowest) {
+			lowest = unclean;
+			progress_at = now;
+		}
+		if (now >= report_at) {
+			peer_info("cached: flushing: %" PRIu64
+				  " dirty bytes left after %.0f s",
+				  unclean * cp->cfg.bucket_size,
+				  (double)(now - start) / 1e9);
+			report_at = now + CACHED_STOP_REPORT_NS;
+		}
+		if (now - progress_at > cp->flush_timeout_ns) {
 			uint64_t acked = cached_stop_acked(cp);
 
 			if (!acked) {
@@ -771,8 +796,14 @@ static void cached_stop(struct peer *p)
 			dropping = true;
 			cached_drop_failed(c);
 		}
-		if (now - last_kick > 100000000ULL) {
-			/* also retries objects whose last round failed */
+		/* Kick every dirty object once, then again only while
+		 * nothing drains: a kick visits every cached object, and
+		 * with a million of them queued 100 ms apart the kicks took
+		 * the CPU the flush needed. A kick also retries objects
+		 * whose last round failed; those drain nothing, so they
+		 * are retried every 100 ms as before. */
+		if (!kicks || (now - last_kick > CACHED_STOP_KICK_NS &&
+			       now - progress_at > CACHED_STOP_KICK_NS)) {
 			cached_flush_all(c);
 			last_kick = now;
 			kicks++;

@@ -1037,12 +1037,36 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 	return rc;
 }
 
-/* SIGTERM the live owner of port and wait (up to timeout_s) for it to
- * exit. 0 also when nothing was running there. */
-static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
-			   unsigned timeout_s)
+/* What a stopping peer has left to do, in bytes, for stop's patience;
+ * UINT64_MAX when unknown. */
+typedef uint64_t (*stack_work_left_fn)(struct xseg *seg, uint32_t port);
+
+/* cached: its acknowledged write-back data not yet at the store (its
+ * port's unflushed count, in the stack's 4 KiB buckets) */
+static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
 {
 	struct xseg_port_info pi;
+
+	if (xseg_port_info(seg, port, &pi))
+		return UINT64_MAX;
+	return pi.unflushed * 4096;
+}
+
+/*
+ * SIGTERM the live owner of port and wait for it to exit: up to timeout_s,
+ * or, with work_left, up to timeout_s without progress (what is left
+ * falling to a new low), saying every 10 s how much is left. 0 also when
+ * nothing was running there. A cached flushing gigabytes of small objects
+ * at its store's pace needs longer than any fixed bound, and was cut off
+ * by one (session 13); it gives up by itself when its flush stalls
+ * (--flush-timeout), before this timeout.
+ */
+static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
+			   unsigned timeout_s, stack_work_left_fn work_left)
+{
+	struct xseg_port_info pi;
+	uint64_t lowest = UINT64_MAX;
+	unsigned ticks = 0, idle = 0; /* 20 ms each */
 	pid_t pid;
 
 	if (xseg_port_info(seg, port, &pi) || !pi.alive)
@@ -1050,7 +1074,7 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	pid = pi.owner_pid;
 	if (kill(pid, SIGTERM))
 		return errno == ESRCH ? 0 : -errno;
-	for (unsigned i = 0; i < timeout_s * 50; i++) {
+	for (; idle < timeout_s * 50; ticks++, idle++) {
 		if (kill(pid, 0) && errno == ESRCH)
 			return 0;
 		if (xseg_port_alive(seg, port) != 1) {
@@ -1059,10 +1083,25 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			if (kill(pid, 0) && errno == ESRCH)
 				return 0;
 		}
+		if (work_left) {
+			uint64_t left = work_left(seg, port);
+
+			if (left < lowest) {
+				lowest = left;
+				idle = 0;
+			}
+			if (ticks && ticks % 500 == 0 && left &&
+			    left != UINT64_MAX) {
+				printf(
+				    "%s: %.1f MiB left to flush after %u s\n",
+				    name, left / 1048576.0, ticks / 50);
+				fflush(stdout);
+			}
+		}
 		stack_sleep_ms(20);
 	}
-	stack_err("%s (pid %d) did not exit within %u s", name, (int)pid,
-		  timeout_s);
+	stack_err("%s (pid %d) did not exit within %u s%s", name, (int)pid,
+		  timeout_s, work_left ? " without progress" : "");
 	return -ETIMEDOUT;
 }
 
@@ -1551,12 +1590,14 @@ static int stack_stop(struct stack *st)
 	 * checkpoints; the store must be up while the others stop (checked
 	 * again before cached: it may have died while vlmc drained) */
 	stack_stop_revive_store(st, seg, &revive_failed);
-	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60))
+	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL))
 		rc = 1;
 	if (!rc)
 		stack_stop_revive_store(st, seg, &revive_failed);
-	if (rc || stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300) ||
-	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120))
+	if (rc ||
+	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300,
+			    stack_cached_work_left) ||
+	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL))
 		rc = 1;
 	if (!rc && stack_any_alive(seg))
 		rc = 1;
@@ -1955,7 +1996,7 @@ static int stack_plug(struct stack *st, bool plug)
 			 * redirect, pass on what is still queued, exit
 			 * (docs/cached.md) */
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
-					     300);
+					     300, stack_cached_work_left);
 			if (!rc && stack_plugged(seg)) {
 				/* it exited (killed?) before its unplug
 				 * removed the redirect */

@@ -15,8 +15,12 @@
  *   early or late), not by a little.
  * - tv_nsec is normalised to 0 .. 999999999; no overflow for any ns below
  *   2^63 on a 64-bit time_t.
+ * - xtime_cond_init_monotonic initialises a condition variable whose
+ *   timed waits take CLOCK_MONOTONIC deadlines (immune to steps of the
+ *   wall clock); it returns 0 or an errno value, as pthread_cond_init.
  * - Header only, no state: thread-safe.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -32,6 +36,20 @@ static inline struct timespec xtime_in(clockid_t clock, uint64_t ns)
 		ts.tv_nsec -= 1000000000L;
 	}
 	return ts;
+}
+
+static inline int xtime_cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t ca;
+	int rc = pthread_condattr_init(&ca);
+
+	if (rc)
+		return rc;
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pthread_cond_init(cond, &ca);
+	pthread_condattr_destroy(&ca);
+	return rc;
 }
 
 #endif /* XTIME_H */

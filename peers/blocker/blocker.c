@@ -513,20 +513,13 @@ static int blocker_syncer_start(struct peer *p)
 {
 	struct blocker_peer *b = peer_priv(p);
 	struct blocker_syncer *y = &b->sync;
-	pthread_condattr_t ca;
 	int rc;
 
 	rc = pthread_mutex_init(&y->lock, NULL);
 	if (rc)
 		return -rc;
 	/* the gather's deadline is on CLOCK_MONOTONIC */
-	rc = pthread_condattr_init(&ca);
-	if (!rc) {
-		rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		if (!rc)
-			rc = pthread_cond_init(&y->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	rc = xtime_cond_init_monotonic(&y->cond);
 	if (rc) {
 		pthread_mutex_destroy(&y->lock);
 		return -rc;

@@ -1486,7 +1486,6 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	struct blocker_store *s;
 	uint64_t idx_pos = 0, maps_pos = 0;
 	uint32_t version = 0;
-	pthread_condattr_t ca;
 	int r;
 
 	s = calloc(1, sizeof(*s));
@@ -1507,11 +1506,8 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	pthread_mutex_init(&s->gc_mutex, NULL);
 	pthread_mutex_init(&s->reserve_lock, NULL);
 	pthread_mutex_init(&s->syncrec_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->bg_cond, &ca);
-	pthread_cond_init(&s->gather_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	xtime_cond_init_monotonic(&s->bg_cond);
+	xtime_cond_init_monotonic(&s->gather_cond);
 	s->io = s->o.io ? s->o.io : &blocker_io_sync;
 	s->io_ctx = s->o.io_ctx;
 	s->dir = strdup(dir);

@@ -488,11 +488,7 @@ static int noop_init(struct peer *p)
 
 	pthread_mutex_init(&n->store_lock, NULL);
 	pthread_mutex_init(&n->delay_lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&n->delay_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	xtime_cond_init_monotonic(&n->delay_cond);
 	if (n->store) {
 		n->nr_buckets = 4096;
 		n->buckets = calloc(n->nr_buckets, sizeof(*n->buckets));

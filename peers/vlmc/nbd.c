@@ -1981,7 +1981,6 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	struct vlmc_nbd *nbd = v->nbd;
 	struct vlmc_conn *c;
 	pthread_attr_t attr;
-	pthread_condattr_t ca;
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
 	int bufsz = NBD_SOCKBUF_SIZE;
 
@@ -2034,12 +2033,9 @@ static void nbd_accept(struct vlmc *v, int lfd)
 	pthread_mutex_init(&c->olock, NULL);
 	/* the timed waits on cond and tcond take CLOCK_MONOTONIC
 	 * deadlines (xtime_in) */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
+	xtime_cond_init_monotonic(&c->cond);
 	pthread_cond_init(&c->ccond, NULL);
-	pthread_cond_init(&c->tcond, &ca);
-	pthread_condattr_destroy(&ca);
+	xtime_cond_init_monotonic(&c->tcond);
 	c->in_hs = true;
 	c->hs_deadline_ns = xseg_now_ns() + NBD_HANDSHAKE_NS;
 	pthread_mutex_lock(&nbd->lock);

@@ -306,7 +306,6 @@ static const char *vlmc_size_str(uint64_t size, char buf[24])
 static struct vlmc_volume *vlmc_vol_new(const struct vlmc_volume_meta *m)
 {
 	struct vlmc_volume *vol = calloc(1, sizeof(*vol));
-	pthread_condattr_t ca;
 
 	if (!vol)
 		return NULL;
@@ -315,10 +314,7 @@ static struct vlmc_volume *vlmc_vol_new(const struct vlmc_volume_meta *m)
 	pthread_mutex_init(&vol->mu, NULL);
 	/* CLOCK_MONOTONIC: the snapshot's drain waits on it with a timeout
 	 * (vlmc_freeze, xtime_in) */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&vol->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	xtime_cond_init_monotonic(&vol->cond);
 	vlmc_wbloss_vol_init(&vol->wb);
 	return vol;
 }
@@ -1233,14 +1229,10 @@ static void *vlmc_retry_main(void *arg)
 static int vlmc_retry_start(struct vlmc *v)
 {
 	struct vlmc_retry *r = &v->retry;
-	pthread_condattr_t ca;
 	int rc;
 
 	pthread_mutex_init(&r->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	xtime_cond_init_monotonic(&r->cond);
 	r->inited = true;
 	rc = pthread_create(&r->thread, NULL, vlmc_retry_main, v);
 	if (rc)
@@ -3907,15 +3899,8 @@ static int vlmc_init_steps(struct peer *p)
 	if (!v->nbd_socket || !v->ctl_socket || !v->meta_buf ||
 	    !v->meta_committed || !v->reclaims)
 		return -ENOMEM;
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&v->reclaim_cond, &ca);
-		pthread_condattr_destroy(&ca);
-		v->reclaim_cond_inited = true;
-	}
+	xtime_cond_init_monotonic(&v->reclaim_cond);
+	v->reclaim_cond_inited = true;
 	rc = xseg_alloc_port(v->seg, "vlmc-ctl", &v->ctl_port);
 	if (rc) {
 		peer_err("no dynamic port for control requests: %s",

@@ -56,7 +56,7 @@ run() {
 	$B/xsegctl volume --dir $T/s create v $SIZE 4k >/dev/null || return 1
 	local uri="nbd+unix:///v?socket=$T/s/run/nbd.sock"
 	fio --name=w --ioengine=nbd --uri=$uri --size=$SIZE --rw=write --bs=64k \
-		--iodepth=4 --verify=crc32c --do_verify=0 >/dev/null || { echo "fio write failed" >&2; return 1; }
+		--iodepth=4 --verify=crc32c --do_verify=0 --verify_state_save=0 >/dev/null || { echo "fio write failed" >&2; return 1; }
 	sleep 1.2 # statistics are published once a second
 	local dirty
 	dirty=$($B/xsegctl stack status --dir $T/s --json | python3 -c \
@@ -84,7 +84,7 @@ dirty = int(dirty)
 print(json.dumps({"bin": b, "dirty_bytes_at_stop": dirty,
                   "stop_seconds": round(secs, 2), "stop_exit": int(rc),
                   "segment_kept": kept == "true",
-                  "stop_mb_per_s": round(dirty / secs / 1e6, 1) if dirty > 0 else None,
+                  "stop_mb_per_s": round(dirty / secs / 1e6, 1) if dirty > 0 and rc == "0" else None,
                   "verify_exit": int(vrc)}))
 PY
 }

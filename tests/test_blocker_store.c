@@ -411,6 +411,83 @@ START_TEST(test_copy_on_write)
 }
 END_TEST
 
+/* The stats' object and logical-byte counters, kept by every change
+ * (bobj_count), equal a walk over every object; returns the counters. */
+static struct blocker_stats counters_match(struct blocker_store *s)
+{
+	struct blocker_stats st;
+	uint64_t objects, logical;
+
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(bmaps_recount(s, &objects, &logical), 0);
+	ck_assert_uint_eq(st.objects, objects);
+	ck_assert_uint_eq(st.logical_bytes, logical * st.chunk_size);
+	return st;
+}
+
+/*
+ * The counters through every kind of change: new objects (data, all
+ * zeroes), an overwrite that turns chunks into holes, a copy to a new name
+ * and over an existing object, a delete and a re-create, a refused write;
+ * then the same after a reopen from the checkpoint
+ * and after a replay of the whole journal. Before, blocker_get_stats
+ * walked every object (each second, for the published statistics).
+ */
+START_TEST(test_stats_counters)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	uint8_t z[16384] = {0};
+	struct blocker_stats st;
+
+	wr(s, "a", 0, 65536, 1); /* 16 chunks */
+	wr(s, "b", 0, 32768, 2); /* 8 */
+	ck_assert_int_eq(blocker_write(s, "z", 1, 0, sizeof(z), z, 0), 0);
+	st = counters_match(s);
+	ck_assert_uint_eq(st.objects, 3);
+	ck_assert_uint_eq(st.logical_bytes, 24 * 4096);
+	/* 4 chunks of "a" become holes, one is rewritten */
+	ck_assert_int_eq(blocker_write(s, "a", 1, 8192, sizeof(z), z, 0), 0);
+	wr(s, "a", 0, 4096, 3);
+	st = counters_match(s);
+	ck_assert_uint_eq(st.logical_bytes, 20 * 4096);
+	/* a copy to a new name, and one over "b" */
+	ck_assert_int_eq(blocker_copy(s, "a", 1, "c", 1), 0);
+	ck_assert_int_eq(blocker_copy(s, "a", 1, "b", 1), 0);
+	st = counters_match(s);
+	ck_assert_uint_eq(st.objects, 4);
+	ck_assert_uint_eq(st.logical_bytes, 36 * 4096);
+	/* delete, delete again (refused), re-create smaller */
+	ck_assert_int_eq(blocker_delete(s, "c", 1), 0);
+	ck_assert_int_eq(blocker_delete(s, "c", 1), -ENOENT);
+	st = counters_match(s);
+	ck_assert_uint_eq(st.objects, 3);
+	ck_assert_uint_eq(st.logical_bytes, 24 * 4096);
+	wr(s, "c", 4096, 4096, 4);
+	/* a write refused for its range: nothing changes */
+	ck_assert_int_eq(
+	    blocker_write(s, "new", 3, BLOCKER_MAX_OBJECT_SIZE, 1, z, 0),
+	    -EINVAL);
+	st = counters_match(s);
+	ck_assert_uint_eq(st.objects, 4);
+	ck_assert_uint_eq(st.logical_bytes, 25 * 4096);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* from the checkpoint */
+	s = reopen();
+	st = counters_match(s);
+	ck_assert_uint_eq(st.objects, 4);
+	ck_assert_uint_eq(st.logical_bytes, 25 * 4096);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* from the whole journal */
+	ck_assert_int_eq(unlink(strcat(strcpy((char[300]){0}, dir), "/maps")),
+			 0);
+	s = reopen();
+	st = counters_match(s);
+	ck_assert_uint_eq(st.objects, 4);
+	ck_assert_uint_eq(st.logical_bytes, 25 * 4096);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 START_TEST(test_delete_recreate)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -1303,6 +1380,7 @@ int main(void)
 	tcase_add_test(tc, test_dedup_and_zero);
 	tcase_add_test(tc, test_copy_on_write);
 	tcase_add_test(tc, test_delete_recreate);
+	tcase_add_test(tc, test_stats_counters);
 	tcase_add_test(tc, test_hash_contract);
 	tcase_add_test(tc, test_replay_after_crash);
 	tcase_add_test(tc, test_torn_tail);

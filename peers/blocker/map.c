@@ -23,6 +23,8 @@ static uint64_t name_hash(const char *name, size_t len)
 
 int bmaps_init(struct blocker_store *s)
 {
+	s->nr_objects = 0;
+	s->nr_logical_chunks = 0;
 	s->objs_mask = 255;
 	s->objs = calloc(s->objs_mask + 1, sizeof(*s->objs));
 	if (!s->objs)
@@ -151,6 +153,81 @@ int bmaps_unlink(struct blocker_store *s, struct bobj *o)
 	return 0;
 }
 
+static bool bobj_counts(const struct bobj *o)
+{
+	return o->live && !o->deleted;
+}
+
+void bobj_uncount(struct blocker_store *s, const struct bobj *o)
+{
+	if (!bobj_counts(o))
+		return;
+	__atomic_sub_fetch(&s->nr_objects, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&s->nr_logical_chunks, o->nonzero, __ATOMIC_RELAXED);
+}
+
+void bobj_count(struct blocker_store *s, const struct bobj *o)
+{
+	if (!bobj_counts(o))
+		return;
+	__atomic_add_fetch(&s->nr_objects, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->nr_logical_chunks, o->nonzero, __ATOMIC_RELAXED);
+}
+
+void bobj_set_score(struct bobj *o, uint64_t idx,
+		    const uint8_t score[BLOCKER_SCORE_SIZE])
+{
+	bool was = !blocker_score_is_zero(o->scores[idx]);
+	bool is = !blocker_score_is_zero(score);
+
+	memcpy(o->scores[idx], score, BLOCKER_SCORE_SIZE);
+	if (is && !was)
+		o->nonzero++;
+	else if (was && !is)
+		o->nonzero--;
+}
+
+void bobj_recount(struct bobj *o)
+{
+	o->nonzero = 0;
+	for (uint64_t i = 0; i < o->nchunks; i++)
+		o->nonzero += !blocker_score_is_zero(o->scores[i]);
+}
+
+int bmaps_recount(struct blocker_store *s, uint64_t *objects,
+		  uint64_t *logical_chunks)
+{
+	struct bobj **all;
+	uint64_t n = 0;
+
+	*objects = *logical_chunks = 0;
+	/* take references under the table lock, look inside each object
+	 * after dropping it: delete holds an object's lock while it takes
+	 * the table lock */
+	pthread_rwlock_rdlock(&s->objs_lock);
+	all = malloc((s->nobjs + 1) * sizeof(*all));
+	for (uint64_t b = 0; all && b <= s->objs_mask; b++)
+		for (struct bobj *o = s->objs[b]; o; o = o->next) {
+			__atomic_fetch_add(&o->refs, 1, __ATOMIC_RELAXED);
+			all[n++] = o;
+		}
+	pthread_rwlock_unlock(&s->objs_lock);
+	if (!all)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < n; k++) {
+		struct bobj *o = all[k];
+
+		pthread_rwlock_rdlock(&o->lock);
+		*objects += bobj_counts(o);
+		for (uint64_t i = 0; i < o->nchunks && !o->deleted; i++)
+			*logical_chunks += !blocker_score_is_zero(o->scores[i]);
+		pthread_rwlock_unlock(&o->lock);
+		bobj_put(s, o);
+	}
+	free(all);
+	return 0;
+}
+
 int bobj_reserve(struct bobj *o, uint64_t n)
 {
 	uint64_t ncap;
@@ -192,6 +269,7 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 		o = bobj_get(s, n1, l1, true);
 		if (!o)
 			return -ENOMEM;
+		bobj_uncount(s, o);
 		r = bobj_reserve(o, (size + s->chunk_size - 1) / s->chunk_size);
 		for (uint32_t i = 0; i < n && !r; i++, u += BMAP_UPDATE_SIZE) {
 			uint64_t idx = get_le64(u);
@@ -199,11 +277,12 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 				r = -EBADMSG;
 				break;
 			}
-			memcpy(o->scores[idx], u + 8, BLOCKER_SCORE_SIZE);
+			bobj_set_score(o, idx, u + 8);
 		}
 		if (!r && size > o->size)
 			o->size = size;
 		o->live = true;
+		bobj_count(s, o);
 		bobj_put(s, o);
 		return r;
 	}
@@ -213,6 +292,7 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 			return r;
 		o = bobj_get(s, n1, l1, false);
 		if (o) {
+			bobj_uncount(s, o);
 			o->deleted = true;
 			bmaps_unlink(s, o);
 			bobj_put(s, o);
@@ -230,6 +310,7 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 			bobj_put(s, o);
 			return -ENOMEM;
 		}
+		bobj_uncount(s, d);
 		free(d->scores);
 		d->scores = NULL;
 		d->nchunks = 0;
@@ -237,8 +318,10 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 		if (!r && o->nchunks)
 			memcpy(d->scores, o->scores,
 			       o->nchunks * BLOCKER_SCORE_SIZE);
+		bobj_recount(d);
 		d->size = o->size;
 		d->live = true;
+		bobj_count(s, d);
 		bobj_put(s, d);
 		bobj_put(s, o);
 		return r;
@@ -505,6 +588,7 @@ int bmaps_load(struct blocker_store *s, uint64_t *pos)
 			free(p);
 			return -ENOMEM;
 		}
+		bobj_uncount(s, o);
 		o->size = size;
 		o->live = true;
 		r = bobj_reserve(o, (size + s->chunk_size - 1) / s->chunk_size);
@@ -514,8 +598,9 @@ int bmaps_load(struct blocker_store *s, uint64_t *pos)
 			if (idx >= o->nchunks)
 				r = -EBADMSG;
 			else
-				memcpy(o->scores[idx], p + off + 8, 32);
+				bobj_set_score(o, idx, p + off + 8);
 		}
+		bobj_count(s, o);
 		bobj_put(s, o);
 		if (r == -EBADMSG)
 			goto bad;

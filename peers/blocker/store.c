@@ -895,15 +895,17 @@ static int write_piece(struct blocker_store *s, struct bobj *o, uint64_t off,
 	 * index entry per chunk stored, a map entry per hole filled, the
 	 * object's header if it is new; overwrites add nothing */
 	uint64_t grown = 16ULL * (nrec - 1) + (o->live ? 0 : 18 + o->namelen);
+	bobj_uncount(s, o);
 	for (uint32_t k = 0; k < n; k++) {
-		uint8_t *dst = o->scores[w->u[k].index];
+		const uint8_t *dst = o->scores[w->u[k].index];
 		if (blocker_score_is_zero(dst) &&
 		    !blocker_score_is_zero(w->u[k].score))
 			grown += 40;
-		memcpy(dst, w->u[k].score, 32);
+		bobj_set_score(o, w->u[k].index, w->u[k].score);
 	}
 	o->size = size;
 	o->live = true;
+	bobj_count(s, o);
 	bres_note(s, grown);
 	return 0;
 }
@@ -1027,6 +1029,7 @@ int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
 	if (r == -ENOSPC && !bres_release(s))
 		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
 	if (!r) {
+		bobj_uncount(s, o);
 		o->deleted = true;
 		bmaps_unlink(s, o);
 		STAT_INC(s, deletes);
@@ -1116,19 +1119,18 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 		free(scores);
 		goto unlock;
 	}
+	bobj_uncount(s, d);
 	free(d->scores);
 	d->scores = scores;
 	d->nchunks = so->nchunks;
+	d->nonzero = so->nonzero;
 	d->size = so->size;
 	d->live = true;
+	bobj_count(s, d);
 	STAT_INC(s, copies);
 	/* (the copy's map entries; its old ones, if any, are not taken
 	 * back: an upper bound) */
-	uint64_t grown = 18 + d->namelen;
-	for (uint64_t i = 0; i < d->nchunks; i++)
-		if (!blocker_score_is_zero(d->scores[i]))
-			grown += 40;
-	bres_note(s, grown);
+	bres_note(s, 18 + d->namelen + 40 * d->nonzero);
 unlock:
 	pthread_rwlock_unlock(&so->lock);
 	pthread_rwlock_unlock(&d->lock);
@@ -1236,32 +1238,14 @@ out:
 
 int blocker_get_stats(struct blocker_store *s, struct blocker_stats *st)
 {
-	struct bobj **all = NULL;
-	uint64_t n = 0;
-
 	memset(st, 0, sizeof(*st));
-	/* take references under the table lock, look inside each object
-	 * after dropping it: delete holds an object's lock while it takes
-	 * the table lock */
-	pthread_rwlock_rdlock(&s->objs_lock);
-	all = malloc((s->nobjs + 1) * sizeof(*all));
-	for (uint64_t b = 0; all && b <= s->objs_mask; b++)
-		for (struct bobj *o = s->objs[b]; o; o = o->next) {
-			__atomic_fetch_add(&o->refs, 1, __ATOMIC_RELAXED);
-			all[n++] = o;
-		}
-	pthread_rwlock_unlock(&s->objs_lock);
-	for (uint64_t k = 0; k < n; k++) {
-		struct bobj *o = all[k];
-		pthread_rwlock_rdlock(&o->lock);
-		st->objects += o->live && !o->deleted;
-		for (uint64_t i = 0; i < o->nchunks && !o->deleted; i++)
-			if (!blocker_score_is_zero(o->scores[i]))
-				st->logical_bytes += s->chunk_size;
-		pthread_rwlock_unlock(&o->lock);
-		bobj_put(s, o);
-	}
-	free(all);
+	/* counters kept by every change (bobj_count): the peer publishes
+	 * these each second, and a walk over the objects cost 0.34-0.48 CPU
+	 * with 1 M of them */
+	st->objects = __atomic_load_n(&s->nr_objects, __ATOMIC_RELAXED);
+	st->logical_bytes =
+	    __atomic_load_n(&s->nr_logical_chunks, __ATOMIC_RELAXED) *
+	    s->chunk_size;
 	pthread_rwlock_rdlock(&s->index.lock);
 	st->chunks = s->index.count;
 	st->index_bytes = s->index.bytes;

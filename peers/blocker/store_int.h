@@ -222,6 +222,7 @@ struct bobj {
 	uint64_t size;
 	uint64_t nchunks; /* length of scores[] */
 	uint8_t (*scores)[BLOCKER_SCORE_SIZE];
+	uint64_t nonzero; /* scores[] that are not zero (bobj_set_score) */
 	uint16_t namelen;
 	char name[];
 };
@@ -334,6 +335,10 @@ struct blocker_store {
 	pthread_rwlock_t objs_lock;
 	struct bobj **objs;
 	uint64_t objs_mask, nobjs;
+	/* live, undeleted objects and their non-zero chunks, for the stats
+	 * (a walk over every object each second cost 0.34-0.48 CPU with 1 M
+	 * objects): bobj_uncount / bobj_count around every change; atomics */
+	uint64_t nr_objects, nr_logical_chunks;
 
 	/* mutating calls hold it shared; checkpoints exclusive */
 	pthread_rwlock_t ckpt_lock;
@@ -629,6 +634,23 @@ struct bobj *bobj_get(struct blocker_store *s, const char *name, size_t len,
 void bobj_put(struct blocker_store *s, struct bobj *o);
 /* resize the map to hold at least n chunks; under o->lock (write) */
 int bobj_reserve(struct bobj *o, uint64_t n);
+/*
+ * The store's object counters (nr_objects, nr_logical_chunks): an object
+ * counts once, with its non-zero chunks, while it is live and not deleted.
+ * Every change of live, deleted or scores[] is bracketed by bobj_uncount
+ * (its old share out) and bobj_count (its new share in), under o->lock
+ * (write) or in single-threaded replay; scores[] entries change through
+ * bobj_set_score, a whole scores[] replaced is followed by bobj_recount.
+ */
+void bobj_uncount(struct blocker_store *s, const struct bobj *o);
+void bobj_count(struct blocker_store *s, const struct bobj *o);
+void bobj_set_score(struct bobj *o, uint64_t idx,
+		    const uint8_t score[BLOCKER_SCORE_SIZE]);
+void bobj_recount(struct bobj *o);
+/* The counters recomputed by a walk over every object (tests compare);
+ * 0 or -ENOMEM. */
+int bmaps_recount(struct blocker_store *s, uint64_t *objects,
+		  uint64_t *logical_chunks);
 /* apply a replayed/decoded record to the in-memory maps (no locking) */
 int bmaps_apply(struct blocker_store *s, enum brec_type type,
 		const uint8_t *payload, uint32_t len);

@@ -16,7 +16,10 @@
 #   3. SIGKILLs the store and makes it impossible to restart (a stand-in
 #      blocker that exits 1): cached gives up flushing (--flush-timeout
 #      2s through a wrapper) and keeps its redirect; stop exits 1 naming
-#      the loss, the kept redirect and cached's log line.
+#      the loss, the kept redirect and cached's log line;
+#   4. (no loss) a store that opens refusing writes: start and status say so;
+#   5. SIGKILLs the store while cached flushes into it: stop restarts it
+#      during its wait for cached, which then flushes, and exits 0.
 # Also: the config key dead_peer_wait reaches vlmc's command line.
 # Every wait is a bound on an event, never a timing assertion.
 # Exit 77 (skip) only when nbdcopy or the blocker peer is missing.
@@ -152,6 +155,49 @@ grep -q "cached.log: .*flush timeout" $T/s3/err && ok "s3: stop points at cached
 	fail "s3: segment or processes"
 $X destroy $SEG3 >/dev/null && [ ! -e /dev/shm/$SEG3 ] && ok "s3: removed as the message says" ||
 	fail "s3: destroy"
+
+# ---- 5. the store dies during cached's flush: stop restarts it ----
+# The store is SIGSTOPped before the stop (cached's flush cannot drain)
+# and SIGKILLed once cached says it is flushing: stop must restart it
+# while it waits for cached (the supervisor is gone), so cached's retries
+# reach it. Before, stop restarted a dead store only before cached's
+# stop: cached gave up after its --flush-timeout (20 s through a wrapper)
+# and the stop exited 1 with the data lost.
+W5=$T/wrap5
+mkdir -p $W5
+printf '#!/bin/sh\nexec %s/cached --flush-timeout=20s "$@"\n' $BIN > $W5/cached
+chmod +x $W5/cached
+ln -s $BIN/vlmc $W5/vlmc
+ln -s $BIN/blocker $W5/blocker
+new_stack s5 "store = blocker"
+D5=$D
+AC_BIN_DIR=$W5 $X stack start $T/s5/stack.conf >/dev/null || die "start s5"
+SEG5=$(seg_of $D5)
+lossy_write $D5 || fail "s5: lossy write"
+sup=$(pid_of $D5 supervisor)
+kill $sup
+for _ in $(seq 100); do kill -0 $sup 2>/dev/null || break; sleep 0.1; done
+store5=$(pid_of $D5 store)
+kill -STOP $store5 || die "s5: SIGSTOP store"
+AC_BIN_DIR=$W5 $X stack stop --dir $D5 >$T/s5/out 2>$T/s5/err &
+stop5=$!
+for _ in $(seq 600); do
+	grep -q "stopping: write-through, flushing [1-9]" $D5/run/cached.log 2>/dev/null && break
+	sleep 0.1
+done
+grep -q "stopping: write-through, flushing [1-9]" $D5/run/cached.log &&
+	ok "s5: cached flushes into a stopped store" || fail "s5: cached did not start flushing"
+kill -9 $store5
+wait $stop5; rc=$?
+[ $rc -eq 0 ] && grep -q "^stack stopped" $T/s5/out && ! grep -q "LOSS" $T/s5/err &&
+	grep -q "store (port 1) is down; restarting it" $T/s5/err &&
+	ok "s5: the store killed during the flush is restarted; stop exits 0" ||
+	fail "s5: stop rc $rc: $(cat $T/s5/out $T/s5/err)"
+[ ! -e /dev/shm/$SEG5 ] && no_process_left $D5 && ok "s5: no segment, no process left" ||
+	fail "s5: segment or processes left"
+$X stack start $T/s5/stack.conf >/dev/null 2>&1 || die "restart s5"
+readback $D5 && ok "s5: the flushed writes are in the store after a restart" || fail "s5: data lost"
+$X stack stop --dir $D5 >/dev/null 2>&1 || fail "s5: last stop"
 
 # ---- 4. a store that opens refusing writes: start and status say so ----
 # (review11 N-F: the first sign used to be an ENOSPC at the first write.)

@@ -1041,6 +1041,18 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
  * UINT64_MAX when unknown. */
 typedef uint64_t (*stack_work_left_fn)(struct xseg *seg, uint32_t port);
 
+static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
+				    bool *failed);
+
+/* How stack_stop_port watches a peer that may take long to stop */
+struct stack_stop_watch {
+	stack_work_left_fn work_left; /* progress: a new low resets */
+	/* when set, the store is restarted if it dies meanwhile (stack
+	 * stop: the supervisor is gone, and cached's flush needs it) */
+	const struct stack *st;
+	bool *revive_failed;
+};
+
 /* cached: its acknowledged write-back data not yet at the store (its
  * port's unflushed count, in the stack's 4 KiB buckets) */
 static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
@@ -1049,7 +1061,7 @@ static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
 
 	if (xseg_port_info(seg, port, &pi))
 		return UINT64_MAX;
-	return pi.unflushed * 4096;
+	return pi.unflushed * STACK_CACHED_BUCKET_SIZE;
 }
 
 /*
@@ -1062,8 +1074,10 @@ static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
  * (--flush-timeout), before this timeout.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
-			   unsigned timeout_s, stack_work_left_fn work_left)
+			   unsigned timeout_s,
+			   const struct stack_stop_watch *watch)
 {
+	stack_work_left_fn work_left = watch ? watch->work_left : NULL;
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
 	unsigned ticks = 0, idle = 0; /* 20 ms each */
@@ -1083,6 +1097,9 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			if (kill(pid, 0) && errno == ESRCH)
 				return 0;
 		}
+		if (watch && watch->st && ticks % 50 == 0)
+			stack_stop_revive_store(watch->st, seg,
+						watch->revive_failed);
 		if (work_left) {
 			uint64_t left = work_left(seg, port);
 
@@ -1100,8 +1117,13 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 		}
 		stack_sleep_ms(20);
 	}
-	stack_err("%s (pid %d) did not exit within %u s%s", name, (int)pid,
-		  timeout_s, work_left ? " without progress" : "");
+	if (work_left)
+		stack_err("%s (pid %d) made no progress for %u s; not waiting "
+			  "for it any longer",
+			  name, (int)pid, timeout_s);
+	else
+		stack_err("%s (pid %d) did not exit within %u s", name,
+			  (int)pid, timeout_s);
 	return -ETIMEDOUT;
 }
 
@@ -1594,9 +1616,10 @@ static int stack_stop(struct stack *st)
 		rc = 1;
 	if (!rc)
 		stack_stop_revive_store(st, seg, &revive_failed);
+	struct stack_stop_watch flush = {stack_cached_work_left, st,
+					 &revive_failed};
 	if (rc ||
-	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300,
-			    stack_cached_work_left) ||
+	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush) ||
 	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL))
 		rc = 1;
 	if (!rc && stack_any_alive(seg))
@@ -1995,8 +2018,11 @@ static int stack_plug(struct stack *st, bool plug)
 			 * write-through, flush every dirty bucket, remove the
 			 * redirect, pass on what is still queued, exit
 			 * (docs/cached.md) */
+			struct stack_stop_watch flush = {stack_cached_work_left,
+							 NULL, NULL};
+
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
-					     300, stack_cached_work_left);
+					     300, &flush);
 			if (!rc && stack_plugged(seg)) {
 				/* it exited (killed?) before its unplug
 				 * removed the redirect */

@@ -866,8 +866,13 @@ static void cached_stop(struct peer *p)
 			cached_sleep_ms(1);
 		}
 	}
-	peer_info("cached: flushed in %.3f s",
-		  (double)(peer_now_ns() - start) / 1e9);
+	if (lost)
+		peer_err("cached: stopped after %.3f s without flushing "
+			 "everything (above)",
+			 (double)(peer_now_ns() - start) / 1e9);
+	else
+		peer_info("cached: flushed in %.3f s",
+			  (double)(peer_now_ns() - start) / 1e9);
 	if (lost)
 		peer_request_stop(p, 1);
 }

@@ -5,7 +5,7 @@
 # verify headers and no FLUSH at the end (everything acknowledged, nothing
 # flushed), then `xsegctl stack stop` flushes it all to the store; the
 # stack is started again and fio's verify pass reads every block back.
-# Prints JSON: dirty bytes at the stop (cached's statistics), the stop's
+# Prints JSON: dirty bytes at the stop (cached's log), the stop's
 # seconds and exit status, whether the segment was kept (a reported loss),
 # the flush rate, and fio's verify exit status (0 = every block right).
 #
@@ -34,11 +34,21 @@ done
 command -v fio >/dev/null || { echo "fio not found" >&2; exit 1; }
 T=$(mktemp -d /tmp/stopflush-XXXXXX)
 SEG=
+# peers still running after a failed stop are killed (their pid files),
+# then the segment is destroyed: nothing is left behind
+stop_all() {
+	local f
+	$B/xsegctl stack stop --dir $T/s >/dev/null 2>&1
+	for f in $T/s/run/*.pid; do
+		[ -e "$f" ] && [ -n "$SEG" ] &&
+			tr '\0' ' ' < /proc/$(cat "$f")/cmdline 2>/dev/null | grep -q -- "$SEG" &&
+			kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	[ -n "$SEG" ] && [ -e /dev/shm/$SEG ] && $B/xsegctl destroy $SEG >/dev/null 2>&1
+	SEG=
+}
 cleanup() {
-	[ -n "$SEG" ] && [ -e /dev/shm/$SEG ] && {
-		$B/xsegctl stack stop --dir $T/s >/dev/null 2>&1
-		[ -e /dev/shm/$SEG ] && $B/xsegctl destroy $SEG >/dev/null 2>&1
-	}
+	[ -d $T/s/run ] && stop_all
 	rm -rf $T
 }
 trap cleanup EXIT
@@ -57,30 +67,28 @@ run() {
 	local uri="nbd+unix:///v?socket=$T/s/run/nbd.sock"
 	fio --name=w --ioengine=nbd --uri=$uri --size=$SIZE --rw=write --bs=64k \
 		--iodepth=4 --verify=crc32c --do_verify=0 --verify_state_save=0 >/dev/null || { echo "fio write failed" >&2; return 1; }
-	sleep 1.2 # statistics are published once a second
-	local dirty
-	dirty=$($B/xsegctl stack status --dir $T/s --json | python3 -c \
-		'import json,sys; print(json.load(sys.stdin).get("cache_stats",{}).get("dirty_bytes",-1))')
-	local t0 t1 rc kept=false
+	local dirty t0 t1 rc kept=false
 	t0=$(date +%s.%N)
 	$B/xsegctl stack stop --dir $T/s > $T/stop.out 2>&1
 	rc=$?
 	t1=$(date +%s.%N)
+	# what cached had to flush when its stop began (its log)
+	dirty=$(sed -n 's/.*stopping: write-through, flushing \([0-9]*\) dirty bytes.*/\1/p' \
+		$T/s/run/cached.log | tail -1)
 	if [ -e /dev/shm/$SEG ]; then
 		kept=true
-		$B/xsegctl destroy $SEG >/dev/null 2>&1
+		stop_all # a stop that reported a loss keeps the segment
 	fi
 	$B/xsegctl stack start $T/s.conf >/dev/null || { echo "restart failed" >&2; return 1; }
 	fio --name=w --ioengine=nbd --uri=$uri --size=$SIZE --rw=read --bs=64k \
 		--iodepth=4 --verify=crc32c --verify_only=1 --verify_fatal=1 > $T/verify.out 2>&1
 	local vrc=$?
-	$B/xsegctl stack stop --dir $T/s >/dev/null 2>&1
-	SEG=
+	stop_all
 	python3 - "$B" "$dirty" "$t0" "$t1" "$rc" "$kept" "$vrc" <<'PY'
 import json, sys
 b, dirty, t0, t1, rc, kept, vrc = sys.argv[1:]
 secs = float(t1) - float(t0)
-dirty = int(dirty)
+dirty = int(dirty) if dirty else -1
 print(json.dumps({"bin": b, "dirty_bytes_at_stop": dirty,
                   "stop_seconds": round(secs, 2), "stop_exit": int(rc),
                   "segment_kept": kept == "true",

@@ -1176,6 +1176,19 @@ int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 
 /* ---- background GC ---- */
 
+/* blocker_gc_estimate started at t0, and the earliest time for the next
+ * one (9 times its duration later) */
+static int gc_estimate_paced(struct blocker_store *s, uint64_t *rec,
+			     uint64_t *closed, uint64_t t0,
+			     uint64_t *not_before)
+{
+	int r = blocker_gc_estimate(s, rec, closed);
+	uint64_t took = peer_now_ns() - t0;
+
+	*not_before = t0 + 10 * took;
+	return r;
+}
+
 static void *gc_main(void *arg)
 {
 	struct blocker_store *s = arg;
@@ -1188,6 +1201,12 @@ static void *gc_main(void *arg)
 	/* space comes back after each pass: keep passes short */
 	g.max_segments = 16;
 	bool again = false; /* the last pass removed: look again */
+	/* The estimate is a mark over all maps, so its cost grows with the
+	 * store (about 15 % of the blocker's CPU while 1 M objects of 4 KiB
+	 * were written, one mark a second): the next one waits 9 times as
+	 * long as the last took, a tenth of this thread at most. Not when
+	 * the store is full or the last pass removed segments. */
+	uint64_t not_before = 0;
 
 	pthread_mutex_lock(&s->bg_lock);
 	while (!stopping(s)) {
@@ -1208,13 +1227,17 @@ static void *gc_main(void *arg)
 			    s->segment_size / 8 ||
 		    __atomic_load_n(&s->st.deletes, __ATOMIC_RELAXED) !=
 			__atomic_load_n(&s->gc_est_deletes, __ATOMIC_RELAXED);
-		again = false;
 		/* a store that writes filled: any dead byte is worth it */
 		bool full = blocker_degraded_nospc(s);
+		uint64_t t0 = peer_now_ns();
+
+		if (changed && !again && !full && t0 < not_before)
+			changed = false; /* looked at again next tick */
+		again = false;
 		/* full: also dead bytes only in the segment being
 		 * appended to, which the pass seals (review11 N-E) */
 		if (changed && (!blocker_degraded(s) || full) &&
-		    !blocker_gc_estimate(s, &rec, &closed) &&
+		    !gc_estimate_paced(s, &rec, &closed, t0, &not_before) &&
 		    (full ? rec > 0 || __atomic_load_n(&s->gc_active_dead,
 						       __ATOMIC_RELAXED)
 			  : closed &&

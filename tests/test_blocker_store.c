@@ -478,12 +478,36 @@ START_TEST(test_stats_counters)
 	ck_assert_uint_eq(st.logical_bytes, 25 * 4096);
 	ck_assert_int_eq(blocker_close(s), 0);
 	/* from the whole journal */
-	ck_assert_int_eq(unlink(strcat(strcpy((char[300]){0}, dir), "/maps")),
-			 0);
+	ck_assert_int_eq(
+	    unlink(strcat(strcpy((char[300]){0}, dir), "/" BLOCKER_MAPS_FILE)),
+	    0);
 	s = reopen();
 	st = counters_match(s);
 	ck_assert_uint_eq(st.objects, 4);
 	ck_assert_uint_eq(st.logical_bytes, 25 * 4096);
+	/* a checkpoint beyond the end of a cut log is loaded, then dropped
+	 * for a replay of what is left: the counters restart with it
+	 * (review-counters: without the reset in bmaps_init they read the
+	 * load's share plus the replay's) */
+	{
+		struct blocker_opts o;
+		char log0[300];
+		struct stat sb;
+
+		wr(s, "d", 0, 16384, 5);
+		ck_assert_int_eq(blocker_flush(s), 0);
+		snprintf(log0, sizeof(log0), "%s/log.000000", dir);
+		ck_assert_int_eq(stat(log0, &sb), 0);
+		wr(s, "e", 0, 16384, 6);
+		ck_assert_int_eq(blocker_close(s), 0);
+		ck_assert_int_eq(truncate(log0, sb.st_size), 0);
+		opts(&o);
+		o.truncate_at_damage = true;
+		ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+		st = counters_match(s);
+		ck_assert_uint_eq(st.objects, 5);
+		ck_assert_uint_eq(st.logical_bytes, 29 * 4096);
+	}
 	ck_assert_int_eq(blocker_close(s), 0);
 }
 END_TEST

@@ -512,6 +512,35 @@ START_TEST(test_stats_counters)
 }
 END_TEST
 
+/*
+ * A COPY record naming one object as source and destination (blocker_copy
+ * refuses to write one; a buggy writer or an old tool could) changes
+ * nothing when the journal is replayed. Replay used to free the object's
+ * map as the destination's and copy it from itself: it read as zeroes.
+ */
+START_TEST(test_replayed_self_copy)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	size_t len = bnames_payload_size(1, 1);
+	uint8_t p[64], score[32];
+	uint64_t pos;
+
+	wr(s, "x", 0, 20000, 7);
+	ck_assert_uint_le(len, sizeof(p));
+	bnames_encode(p, "x", 1, "x", 1);
+	blocker_sha256(p, len, score);
+	ck_assert_int_eq(blog_append(s, BREC_COPY, score, p, len, &pos), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(
+	    unlink(strcat(strcpy((char[300]){0}, dir), "/" BLOCKER_MAPS_FILE)),
+	    0);
+	s = reopen();
+	expect(s, "x", 0, 20000, 7);
+	counters_match(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 START_TEST(test_delete_recreate)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -1405,6 +1434,7 @@ int main(void)
 	tcase_add_test(tc, test_copy_on_write);
 	tcase_add_test(tc, test_delete_recreate);
 	tcase_add_test(tc, test_stats_counters);
+	tcase_add_test(tc, test_replayed_self_copy);
 	tcase_add_test(tc, test_hash_contract);
 	tcase_add_test(tc, test_replay_after_crash);
 	tcase_add_test(tc, test_torn_tail);

@@ -20,52 +20,14 @@
 #   --size SIZE  the volume (default 1g; 4g is session 13's reproducer:
 #                it needs about 6 GiB of RAM and a few minutes)
 set -u
-BIN=${AC_BIN_DIR:-./build/bin}
-OLD=
-SIZE=1g
-while [ $# -gt 0 ]; do
-	case $1 in
-	--bin) BIN=$2; shift 2 ;;
-	--old) OLD=$2; shift 2 ;;
-	--size) SIZE=$2; shift 2 ;;
-	*) echo "usage: $0 [--bin BIN] [--old BIN] [--size SIZE]" >&2; exit 2 ;;
-	esac
-done
-command -v fio >/dev/null || { echo "fio not found" >&2; exit 1; }
-T=$(mktemp -d /tmp/stopflush-XXXXXX)
-SEG=
-# peers still running after a failed stop are killed (their pid files),
-# then the segment is destroyed: nothing is left behind
-stop_all() {
-	local f
-	$B/xsegctl stack stop --dir $T/s >/dev/null 2>&1
-	for f in $T/s/run/*.pid; do
-		[ -e "$f" ] && [ -n "$SEG" ] &&
-			tr '\0' ' ' < /proc/$(cat "$f")/cmdline 2>/dev/null | grep -q -- "$SEG" &&
-			kill -9 "$(cat "$f")" 2>/dev/null
-	done
-	[ -n "$SEG" ] && [ -e /dev/shm/$SEG ] && $B/xsegctl destroy $SEG >/dev/null 2>&1
-	SEG=
-}
-cleanup() {
-	[ -d $T/s/run ] && stop_all
-	rm -rf $T
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib_bigstack.sh"
+bigstack_args 1g "$@"
+bigstack_init stopflush
 
 # one run with the programs in $1; prints its JSON object
 run() {
-	B=$1
-	rm -rf $T/s
-	# a 5 GiB cache indexing 1.2 M objects holds a 4 GiB volume of 4 KiB
-	# objects whole: nothing is evicted before the stop
-	printf 'dir = %s/s\nsegment_size = 2G\ncache_size = 5G\ncache_max_objects = 1200000\n' \
-		$T > $T/s.conf
-	$B/xsegctl stack start $T/s.conf >/dev/null || { echo "start failed" >&2; return 1; }
-	SEG=$(sed -n 's/^segment = //p' $T/s/run/stack.conf)
-	$B/xsegctl volume --dir $T/s create v $SIZE 4k >/dev/null || return 1
-	local uri="nbd+unix:///v?socket=$T/s/run/nbd.sock"
-	fio --name=w --ioengine=nbd --uri=$uri --size=$SIZE --rw=write --bs=64k \
+	bigstack_start $1 || return 1
+	fio --name=w --ioengine=nbd --uri=$URI --size=$SIZE --rw=write --bs=64k \
 		--iodepth=4 --verify=crc32c --do_verify=0 --verify_state_save=0 >/dev/null || { echo "fio write failed" >&2; return 1; }
 	local dirty t0 t1 rc kept=false
 	t0=$(date +%s.%N)
@@ -77,13 +39,13 @@ run() {
 		$T/s/run/cached.log | tail -1)
 	if [ -e /dev/shm/$SEG ]; then
 		kept=true
-		stop_all # a stop that reported a loss keeps the segment
+		bigstack_stop # a stop that reported a loss keeps the segment
 	fi
 	$B/xsegctl stack start $T/s.conf >/dev/null || { echo "restart failed" >&2; return 1; }
-	fio --name=w --ioengine=nbd --uri=$uri --size=$SIZE --rw=read --bs=64k \
+	fio --name=w --ioengine=nbd --uri=$URI --size=$SIZE --rw=read --bs=64k \
 		--iodepth=4 --verify=crc32c --verify_only=1 --verify_fatal=1 > $T/verify.out 2>&1
 	local vrc=$?
-	stop_all
+	bigstack_stop
 	python3 - "$B" "$dirty" "$t0" "$t1" "$rc" "$kept" "$vrc" <<'PY'
 import json, sys
 b, dirty, t0, t1, rc, kept, vrc = sys.argv[1:]

@@ -42,13 +42,17 @@ readback() {
 	rm -f $T/back
 	nbdcopy "nbd+unix:///vol?socket=$1/run/nbd.sock" $T/back && cmp -s $T/pat $T/back
 }
-# stop the supervisor (nothing restarts what dies), then SIGKILL ROLE
-kill_role() {
+# stop the supervisor of stack DIR: nothing restarts what dies
+stop_supervisor() {
 	local sup
 	sup=$(pid_of $1 supervisor)
 	[ -n "$sup" ] && kill $sup
 	for _ in $(seq 100); do kill -0 $sup 2>/dev/null || break; sleep 0.1; done
-	kill -0 $sup 2>/dev/null && return 1
+	! kill -0 $sup 2>/dev/null
+}
+# stop the supervisor, then SIGKILL ROLE
+kill_role() {
+	stop_supervisor $1 || return 1
 	kill -9 $(pid_of $1 $2) || return 1
 	for _ in $(seq 100); do [ "$(alive $1 $2)" = false ] && return 0; sleep 0.1; done
 	return 1
@@ -174,9 +178,7 @@ D5=$D
 AC_BIN_DIR=$W5 $X stack start $T/s5/stack.conf >/dev/null || die "start s5"
 SEG5=$(seg_of $D5)
 lossy_write $D5 || fail "s5: lossy write"
-sup=$(pid_of $D5 supervisor)
-kill $sup
-for _ in $(seq 100); do kill -0 $sup 2>/dev/null || break; sleep 0.1; done
+stop_supervisor $D5 || die "s5: supervisor"
 store5=$(pid_of $D5 store)
 kill -STOP $store5 || die "s5: SIGSTOP store"
 AC_BIN_DIR=$W5 $X stack stop --dir $D5 >$T/s5/out 2>$T/s5/err &

@@ -258,33 +258,20 @@ static bool pset_has(const struct pset *p, uint64_t k)
  * own read locks; the caller decides whether mutating calls are excluded
  * (a pass) or not (an estimate).
  */
-static int mark(struct blocker_store *s, struct pset *live)
+static int mark_fn(void *arg, const struct bobj *o)
 {
-	struct bobj **all;
-	uint64_t n = 0;
+	struct pset *live = arg;
 	int r = 0;
 
-	pthread_rwlock_rdlock(&s->objs_lock);
-	all = malloc((s->nobjs + 1) * sizeof(*all));
-	for (uint64_t b = 0; all && b <= s->objs_mask; b++)
-		for (struct bobj *o = s->objs[b]; o; o = o->next) {
-			__atomic_fetch_add(&o->refs, 1, __ATOMIC_RELAXED);
-			all[n++] = o;
-		}
-	pthread_rwlock_unlock(&s->objs_lock);
-	if (!all)
-		return -ENOMEM;
-	for (uint64_t k = 0; k < n; k++) {
-		struct bobj *o = all[k];
-		pthread_rwlock_rdlock(&o->lock);
-		for (uint64_t i = 0; i < o->nchunks && !o->deleted && !r; i++)
-			if (!blocker_score_is_zero(o->scores[i]))
-				r = pset_add(live, score_key(o->scores[i]));
-		pthread_rwlock_unlock(&o->lock);
-		bobj_put(s, o);
-	}
-	free(all);
+	for (uint64_t i = 0; i < o->nchunks && !o->deleted && !r; i++)
+		if (!blocker_score_is_zero(o->scores[i]))
+			r = pset_add(live, score_key(o->scores[i]));
 	return r;
+}
+
+static int mark(struct blocker_store *s, struct pset *live)
+{
+	return bmaps_visit(s, mark_fn, live);
 }
 
 struct live_acc {

@@ -194,13 +194,12 @@ void bobj_recount(struct bobj *o)
 		o->nonzero += !blocker_score_is_zero(o->scores[i]);
 }
 
-int bmaps_recount(struct blocker_store *s, uint64_t *objects,
-		  uint64_t *logical_chunks)
+int bmaps_visit(struct blocker_store *s, bmaps_visit_fn fn, void *arg)
 {
 	struct bobj **all;
 	uint64_t n = 0;
+	int r = 0;
 
-	*objects = *logical_chunks = 0;
 	/* take references under the table lock, look inside each object
 	 * after dropping it: delete holds an object's lock while it takes
 	 * the table lock */
@@ -217,15 +216,40 @@ int bmaps_recount(struct blocker_store *s, uint64_t *objects,
 	for (uint64_t k = 0; k < n; k++) {
 		struct bobj *o = all[k];
 
-		pthread_rwlock_rdlock(&o->lock);
-		*objects += bobj_counts(o);
-		for (uint64_t i = 0; i < o->nchunks && !o->deleted; i++)
-			*logical_chunks += !blocker_score_is_zero(o->scores[i]);
-		pthread_rwlock_unlock(&o->lock);
+		if (!r) {
+			pthread_rwlock_rdlock(&o->lock);
+			r = fn(arg, o);
+			pthread_rwlock_unlock(&o->lock);
+		}
 		bobj_put(s, o);
 	}
 	free(all);
+	return r;
+}
+
+struct recount_acc {
+	uint64_t objects, logical_chunks;
+};
+
+static int recount_fn(void *arg, const struct bobj *o)
+{
+	struct recount_acc *a = arg;
+
+	a->objects += bobj_counts(o);
+	for (uint64_t i = 0; i < o->nchunks && !o->deleted; i++)
+		a->logical_chunks += !blocker_score_is_zero(o->scores[i]);
 	return 0;
+}
+
+int bmaps_recount(struct blocker_store *s, uint64_t *objects,
+		  uint64_t *logical_chunks)
+{
+	struct recount_acc a = {0, 0};
+	int r = bmaps_visit(s, recount_fn, &a);
+
+	*objects = a.objects;
+	*logical_chunks = a.logical_chunks;
+	return r;
 }
 
 int bobj_reserve(struct bobj *o, uint64_t n)

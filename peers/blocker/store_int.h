@@ -647,6 +647,15 @@ void bobj_count(struct blocker_store *s, const struct bobj *o);
 void bobj_set_score(struct bobj *o, uint64_t idx,
 		    const uint8_t score[BLOCKER_SCORE_SIZE]);
 void bobj_recount(struct bobj *o);
+/*
+ * Call fn for every object in the table, each under its own read lock
+ * (the table lock is not held meanwhile: delete takes it under an
+ * object's lock); objects created or deleted during the walk may be
+ * missed or seen. Stops at fn's first nonzero result and returns it;
+ * -ENOMEM when the list of objects cannot be allocated.
+ */
+typedef int (*bmaps_visit_fn)(void *arg, const struct bobj *o);
+int bmaps_visit(struct blocker_store *s, bmaps_visit_fn fn, void *arg);
 /* The counters recomputed by a walk over every object (tests compare);
  * 0 or -ENOMEM. */
 int bmaps_recount(struct blocker_store *s, uint64_t *objects,

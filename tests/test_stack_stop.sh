@@ -128,16 +128,24 @@ grep -q "records 1 write-back loss(es) since it was created" $T/s2/err2 &&
 $X stack stop --dir $D2 >/dev/null 2>$T/s2/err3 && [ ! -e /dev/shm/$SEG2 ] &&
 	ok "s2: the new stack stops cleanly" || fail "s2: last stop: $(cat $T/s2/err3)"
 
+# wrap_bin DIR TIMEOUT: a bin dir whose cached runs with --flush-timeout
+# TIMEOUT, the other peers the real ones
+wrap_bin() {
+	mkdir -p $1
+	printf '#!/bin/sh\nexec %s/cached --flush-timeout=%s "$@"\n' $BIN $2 > $1/cached
+	chmod +x $1/cached
+	ln -s $BIN/vlmc $1/vlmc
+	ln -s $BIN/blocker $1/blocker
+}
+
 # ---- 3. the store cannot come back: cached gives up, stop says so ----
 W=$T/wrap
 W2=$T/wrap-nostore
-mkdir -p $W $W2
-printf '#!/bin/sh\nexec %s/cached --flush-timeout=2s "$@"\n' $BIN > $W/cached
+wrap_bin $W 2s
+mkdir -p $W2
 # a store that cannot start: writes its pid file (so the wait sees it die)
 printf '#!/bin/sh\nfor a; do case $a in --pidfile=*) echo $$ > ${a#--pidfile=};; esac; done\necho "stand-in store: cannot start" >&2\nexit 1\n' > $W2/blocker
-chmod +x $W/cached $W2/blocker
-ln -s $BIN/vlmc $W/vlmc
-ln -s $BIN/blocker $W/blocker
+chmod +x $W2/blocker
 ln -s $W/cached $W2/cached
 ln -s $BIN/vlmc $W2/vlmc
 new_stack s3 "store = blocker"
@@ -168,11 +176,7 @@ $X destroy $SEG3 >/dev/null && [ ! -e /dev/shm/$SEG3 ] && ok "s3: removed as the
 # stop: cached gave up after its --flush-timeout (20 s through a wrapper)
 # and the stop exited 1 with the data lost.
 W5=$T/wrap5
-mkdir -p $W5
-printf '#!/bin/sh\nexec %s/cached --flush-timeout=20s "$@"\n' $BIN > $W5/cached
-chmod +x $W5/cached
-ln -s $BIN/vlmc $W5/vlmc
-ln -s $BIN/blocker $W5/blocker
+wrap_bin $W5 20s
 new_stack s5 "store = blocker"
 D5=$D
 AC_BIN_DIR=$W5 $X stack start $T/s5/stack.conf >/dev/null || die "start s5"

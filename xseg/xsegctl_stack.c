@@ -1041,8 +1041,10 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
  * UINT64_MAX when unknown. */
 typedef uint64_t (*stack_work_left_fn)(struct xseg *seg, uint32_t port);
 
-static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
+static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 				    bool *failed);
+static void stack_report(const struct stack *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* How stack_stop_port watches a peer that may take long to stop */
 struct stack_stop_watch {
@@ -1051,7 +1053,12 @@ struct stack_stop_watch {
 	 * stop: the supervisor is gone, and cached's flush needs it) */
 	const struct stack *st;
 	bool *revive_failed;
+	unsigned revived; /* at most STACK_STOP_REVIVALS */
 };
+
+/* a store that dies again and again on cached's flush writes is not
+ * restarted forever (review-s14b 1a): cached then gives up by itself */
+#define STACK_STOP_REVIVALS 3
 
 /* cached: its acknowledged write-back data not yet at the store (its
  * port's unflushed count, in the stack's 4 KiB buckets) */
@@ -1074,8 +1081,7 @@ static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
  * (--flush-timeout), before this timeout.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
-			   unsigned timeout_s,
-			   const struct stack_stop_watch *watch)
+			   unsigned timeout_s, struct stack_stop_watch *watch)
 {
 	stack_work_left_fn work_left = watch ? watch->work_left : NULL;
 	struct xseg_port_info pi;
@@ -1097,9 +1103,15 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			if (kill(pid, 0) && errno == ESRCH)
 				return 0;
 		}
-		if (watch && watch->st && ticks % 50 == 0)
-			stack_stop_revive_store(watch->st, seg,
-						watch->revive_failed);
+		if (watch && watch->st && ticks % 50 == 0 &&
+		    watch->revived < STACK_STOP_REVIVALS &&
+		    stack_stop_revive_store(watch->st, seg,
+					    watch->revive_failed) &&
+		    ++watch->revived == STACK_STOP_REVIVALS)
+			stack_report(watch->st,
+				     "the store died %u times during cached's "
+				     "flush; not restarting it again",
+				     STACK_STOP_REVIVALS);
 		if (work_left) {
 			uint64_t left = work_left(seg, port);
 
@@ -1385,9 +1397,9 @@ static bool stack_report_losses(const struct stack *st, struct xseg *seg,
  * shutdown would time out and drop acknowledged writes. So start it
  * again here. A store still starting (a restart the supervisor began) is
  * waited for instead. Failing that, the stop goes on: the loss is
- * reported at its end.
+ * reported at its end. True when it started a store.
  */
-static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
+static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 				    bool *failed)
 {
 	enum stack_role r = STACK_ROLE_STORE;
@@ -1398,7 +1410,7 @@ static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 	if (*failed || xseg_port_alive(seg, STACK_STORE_PORT) == 1 ||
 	    (xseg_port_alive(seg, STACK_CACHED_PORT) != 1 &&
 	     xseg_port_alive(seg, STACK_VLMC_PORT) != 1))
-		return;
+		return false;
 	if (stack_pid_runs(stack_pidfile(st, "store"),
 			   stack_role_prog(st, r))) {
 		stack_report(st, "the store is starting; waiting for it "
@@ -1407,7 +1419,7 @@ static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 				     NULL)) {
 			stack_report(st, "the store is up (pid %d)",
 				     (int)stack_pidfile(st, "store"));
-			return;
+			return false;
 		}
 	}
 	stack_report(st,
@@ -1427,6 +1439,7 @@ static void stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 	else
 		stack_report(st, "the store is back (pid %d)",
 			     (int)stack_pidfile(st, "store"));
+	return !rc;
 }
 
 static int stack_stop(struct stack *st);
@@ -1617,7 +1630,7 @@ static int stack_stop(struct stack *st)
 	if (!rc)
 		stack_stop_revive_store(st, seg, &revive_failed);
 	struct stack_stop_watch flush = {stack_cached_work_left, st,
-					 &revive_failed};
+					 &revive_failed, 0};
 	if (rc ||
 	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush) ||
 	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL))
@@ -2019,7 +2032,7 @@ static int stack_plug(struct stack *st, bool plug)
 			 * redirect, pass on what is still queued, exit
 			 * (docs/cached.md) */
 			struct stack_stop_watch flush = {stack_cached_work_left,
-							 NULL, NULL};
+							 NULL, NULL, 0};
 
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
 					     300, &flush);

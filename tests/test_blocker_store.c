@@ -541,6 +541,44 @@ START_TEST(test_replayed_self_copy)
 }
 END_TEST
 
+/*
+ * A maps checkpoint whose entry lies past its object's size (with a valid
+ * checksum: a buggy writer) is refused as a whole and the journal replayed.
+ * The load checked the index against the map's capacity only, which is
+ * rounded up to 16 chunks: the entry was taken, and the object read zeroes
+ * where its data was.
+ */
+START_TEST(test_maps_entry_past_size)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	char path[300];
+	uint8_t f[256];
+	int fd;
+	ssize_t n;
+
+	wr(s, "m", 0, 4096, 9);
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* header (72 bytes: its sha256 of the payload at 40), then "m":
+	 * le16 1, 'm', le64 size, le64 entries, le64 index at 19, score */
+	snprintf(path, sizeof(path), "%s/%s", dir, BLOCKER_MAPS_FILE);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	n = pread(fd, f, sizeof(f), 0);
+	ck_assert_int_eq(n, 72 + 19 + 8 + 32);
+	ck_assert_uint_eq(f[72 + 19], 0);
+	f[72 + 19] = 5; /* within the capacity of 16, past the size */
+	blocker_sha256(f + 72, (size_t)n - 72, f + 40);
+	ck_assert_int_eq(pwrite(fd, f, (size_t)n, 0), n);
+	close(fd);
+	s = reopen();
+	ck_assert_msg(strstr(logbuf.text, "unusable; replaying"), "%s",
+		      logbuf.text);
+	expect(s, "m", 0, 4096, 9);
+	ck_assert_uint_eq(counters_match(s).logical_bytes, 4096);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 START_TEST(test_delete_recreate)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -1435,6 +1473,7 @@ int main(void)
 	tcase_add_test(tc, test_delete_recreate);
 	tcase_add_test(tc, test_stats_counters);
 	tcase_add_test(tc, test_replayed_self_copy);
+	tcase_add_test(tc, test_maps_entry_past_size);
 	tcase_add_test(tc, test_hash_contract);
 	tcase_add_test(tc, test_replay_after_crash);
 	tcase_add_test(tc, test_torn_tail);

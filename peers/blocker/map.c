@@ -626,7 +626,10 @@ int bmaps_load(struct blocker_store *s, uint64_t *pos)
 		off += 18 + nl;
 		for (uint64_t i = 0; i < n && !r; i++, off += 40) {
 			uint64_t idx = get_le64(p + off);
-			if (idx >= o->nchunks)
+			/* past the object's size: the capacity is rounded
+			 * up, so idx < nchunks alone let such an entry in
+			 * (review-counters finding 3) */
+			if (idx >= o->nchunks || idx * s->chunk_size >= size)
 				r = -EBADMSG;
 			else
 				bobj_set_score(o, idx, p + off + 8);

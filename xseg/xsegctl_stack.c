@@ -1037,18 +1037,14 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 	return rc;
 }
 
-/* What a stopping peer has left to do, in bytes, for stop's patience;
- * UINT64_MAX when unknown. */
-typedef uint64_t (*stack_work_left_fn)(struct xseg *seg, uint32_t port);
-
 static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 				    bool *failed);
 static void stack_report(const struct stack *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* How stack_stop_port watches a peer that may take long to stop */
+/* How stack_stop_port watches cached flushing (its progress: its port's
+ * unflushed count reaching a new low) */
 struct stack_stop_watch {
-	stack_work_left_fn work_left; /* progress: a new low resets */
 	/* when set, the store is restarted if it dies meanwhile (stack
 	 * stop: the supervisor is gone, and cached's flush needs it) */
 	const struct stack *st;
@@ -1060,9 +1056,10 @@ struct stack_stop_watch {
  * restarted forever (review-s14b 1a): cached then gives up by itself */
 #define STACK_STOP_REVIVALS 3
 
-/* cached: its acknowledged write-back data not yet at the store (its
- * port's unflushed count, in the stack's 4 KiB buckets) */
-static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
+/* cached: its acknowledged write-back data not yet at the store, in bytes
+ * (its port's unflushed count, in the stack's 4 KiB buckets); UINT64_MAX
+ * when unknown */
+static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
 {
 	struct xseg_port_info pi;
 
@@ -1073,9 +1070,9 @@ static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
 
 /*
  * SIGTERM the live owner of port and wait for it to exit: up to timeout_s,
- * or, with work_left, up to timeout_s without progress (what is left
- * falling to a new low), saying every 10 s how much is left. 0 also when
- * nothing was running there. A cached flushing gigabytes of small objects
+ * or, with watch (cached), up to timeout_s without progress (what is left
+ * to flush falling to a new low), saying every 10 s how much is left. 0 also
+ * when nothing was running there. A cached flushing gigabytes of small objects
  * at its store's pace needs longer than any fixed bound, and was cut off
  * by one (session 13); it gives up by itself when its flush stalls
  * (--flush-timeout), before this timeout.
@@ -1083,7 +1080,6 @@ static uint64_t stack_cached_work_left(struct xseg *seg, uint32_t port)
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			   unsigned timeout_s, struct stack_stop_watch *watch)
 {
-	stack_work_left_fn work_left = watch ? watch->work_left : NULL;
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
 	unsigned ticks = 0, idle = 0; /* 20 ms each */
@@ -1112,8 +1108,8 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 				     "the store died %u times during cached's "
 				     "flush; not restarting it again",
 				     STACK_STOP_REVIVALS);
-		if (work_left) {
-			uint64_t left = work_left(seg, port);
+		if (watch) {
+			uint64_t left = stack_cached_flush_left(seg, port);
 
 			if (left < lowest) {
 				lowest = left;
@@ -1129,7 +1125,7 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 		}
 		stack_sleep_ms(20);
 	}
-	if (work_left)
+	if (watch)
 		stack_err("%s (pid %d) made no progress for %u s; not waiting "
 			  "for it any longer",
 			  name, (int)pid, timeout_s);
@@ -1629,8 +1625,7 @@ static int stack_stop(struct stack *st)
 		rc = 1;
 	if (!rc)
 		stack_stop_revive_store(st, seg, &revive_failed);
-	struct stack_stop_watch flush = {stack_cached_work_left, st,
-					 &revive_failed, 0};
+	struct stack_stop_watch flush = {st, &revive_failed, 0};
 	if (rc ||
 	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush) ||
 	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL))
@@ -2031,8 +2026,7 @@ static int stack_plug(struct stack *st, bool plug)
 			 * write-through, flush every dirty bucket, remove the
 			 * redirect, pass on what is still queued, exit
 			 * (docs/cached.md) */
-			struct stack_stop_watch flush = {stack_cached_work_left,
-							 NULL, NULL, 0};
+			struct stack_stop_watch flush = {NULL, NULL, 0};
 
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
 					     300, &flush);

@@ -187,13 +187,6 @@ void bobj_set_score(struct bobj *o, uint64_t idx,
 		o->nonzero--;
 }
 
-void bobj_recount(struct bobj *o)
-{
-	o->nonzero = 0;
-	for (uint64_t i = 0; i < o->nchunks; i++)
-		o->nonzero += !blocker_score_is_zero(o->scores[i]);
-}
-
 int bmaps_visit(struct blocker_store *s, bmaps_visit_fn fn, void *arg)
 {
 	struct bobj **all;
@@ -349,7 +342,7 @@ int bmaps_apply(struct blocker_store *s, enum brec_type type, const uint8_t *p,
 		if (!r && o->nchunks)
 			memcpy(d->scores, o->scores,
 			       o->nchunks * BLOCKER_SCORE_SIZE);
-		bobj_recount(d);
+		d->nonzero = r ? 0 : o->nonzero;
 		d->size = o->size;
 		d->live = true;
 		bobj_count(s, d);

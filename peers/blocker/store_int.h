@@ -640,13 +640,12 @@ int bobj_reserve(struct bobj *o, uint64_t n);
  * Every change of live, deleted or scores[] is bracketed by bobj_uncount
  * (its old share out) and bobj_count (its new share in), under o->lock
  * (write) or in single-threaded replay; scores[] entries change through
- * bobj_set_score, a whole scores[] replaced is followed by bobj_recount.
+ * bobj_set_score, a whole scores[] copied takes its source's nonzero.
  */
 void bobj_uncount(struct blocker_store *s, const struct bobj *o);
 void bobj_count(struct blocker_store *s, const struct bobj *o);
 void bobj_set_score(struct bobj *o, uint64_t idx,
 		    const uint8_t score[BLOCKER_SCORE_SIZE]);
-void bobj_recount(struct bobj *o);
 /*
  * Call fn for every object in the table, each under its own read lock
  * (the table lock is not held meanwhile: delete takes it under an

@@ -866,15 +866,15 @@ static void cached_stop(struct peer *p)
 			cached_sleep_ms(1);
 		}
 	}
-	if (lost)
+	if (lost) {
 		peer_err("cached: stopped after %.3f s without flushing "
 			 "everything (above)",
 			 (double)(peer_now_ns() - start) / 1e9);
-	else
+		peer_request_stop(p, 1);
+	} else {
 		peer_info("cached: flushed in %.3f s",
 			  (double)(peer_now_ns() - start) / 1e9);
-	if (lost)
-		peer_request_stop(p, 1);
+	}
 }
 
 static void cached_fini(struct peer *p)

@@ -31,6 +31,9 @@ static struct tb_log logbuf;
 struct disk {
 	struct blocker_io_fault f;
 	bool full; /* the model is in charge (else: no limits) */
+	/* refuse the next checkpoint whatever the budget (the room comes
+	 * back right after, as when a DELETE releases the reserve) */
+	bool refuse_ckpt_once;
 	uint64_t freed, reserve_freed, reserve_taken, ckpt_refused;
 };
 
@@ -58,8 +61,10 @@ static int space_hook(void *arg, int event, uint64_t bytes)
 		return 0;
 	case BLOCKER_SPACE_CHECKPOINT:
 		/* the new files are written before the old ones go */
-		if (__atomic_load_n(budget, __ATOMIC_RELAXED) <
-		    (int64_t)bytes) {
+		if (d->refuse_ckpt_once ||
+		    __atomic_load_n(budget, __ATOMIC_RELAXED) <
+			(int64_t)bytes) {
+			d->refuse_ckpt_once = false;
 			d->ckpt_refused++;
 			return -ENOSPC;
 		}
@@ -258,6 +263,113 @@ START_TEST(test_full_disk_gc_gives_space_back)
 	uint64_t problems = 1;
 	ck_assert_int_eq(blocker_check(dir, NULL, NULL, NULL, &problems), 0);
 	ck_assert_uint_eq(problems, 0);
+}
+END_TEST
+
+/*
+ * The race CI found (test_blocker_full test_background_gc): a DELETE's
+ * append fails on the full disk, and before the DELETE releases the
+ * reserve, GC releases it for its copies. The DELETE finds it gone, yet
+ * the room is there: it must try again, not fail with ENOSPC. The model
+ * disk's I/O layer does what GC did: its first failing write releases
+ * the reserve before it returns.
+ */
+static struct blocker_store *race_store;
+static int race_releases;
+
+static ssize_t race_pwritev(void *ctx, int fd, const struct iovec *iov, int cnt,
+			    uint64_t off)
+{
+	ssize_t w = blocker_io_fault_ops.pwritev(ctx, fd, iov, cnt, off);
+
+	if (w == -ENOSPC && !race_releases++)
+		ck_assert_int_eq(bres_release(race_store), 0);
+	return w;
+}
+
+START_TEST(test_delete_after_reserve_released_meanwhile)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up(&d);
+	struct blocker_io_ops race_io = blocker_io_fault_ops;
+	const struct blocker_io_ops *model_io = s->io;
+	uint64_t held = s->reserve_held;
+
+	ck_assert_uint_gt(held, 0);
+	race_io.pwritev = race_pwritev;
+	race_store = s;
+	race_releases = 0;
+	s->io = &race_io;
+	ck_assert_int_eq(blocker_delete(s, "obj0", 4), 0);
+	s->io = model_io;
+	/* released once, by the "GC"; the DELETE took the room it left */
+	ck_assert_int_eq(race_releases, 1);
+	ck_assert_uint_eq(d.reserve_freed, held);
+	ck_assert_int_eq(blocker_info(s, "obj0", 4, &(uint64_t){0}), -ENOENT);
+	/* with the reserve gone and the disk full again, a DELETE still
+	 * fails cleanly: nothing changed */
+	blocker_io_fault_arm(&d.f, 0, ENOSPC, 0);
+	ck_assert_int_eq(blocker_delete(s, "obj1", 4), -ENOSPC);
+	expect_obj(s, 1, 101);
+	close_on(&d, s);
+	/* the DELETE that landed is durable; the refused one left obj1 */
+	struct blocker_opts o;
+	opts(&o);
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_int_eq(blocker_info(s, "obj0", 4, &(uint64_t){0}), -ENOENT);
+	expect_obj(s, 1, 101);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * The mirror image in GC: the pass's checkpoint fails on the full disk,
+ * and the reserve it would release is already gone (a DELETE released
+ * it, here before the pass, in production maybe since the checkpoint
+ * failed), while the room is there again. The pass must try again, not
+ * fail with ENOSPC and keep its victims.
+ */
+static struct blocker_store *hooked_store;
+
+/* GC hook: once the pass has repointed, its checkpoint is refused once */
+static void refuse_next_ckpt(void *arg, int point)
+{
+	struct disk *d = arg;
+
+	if (point != 3) /* GC_HOOK_REPOINTED */
+		return;
+	d->refuse_ckpt_once = true;
+	/* no zeros past the log's tail: their room would let the
+	 * checkpoint succeed on its own second try (blocker_checkpoint) */
+	ck_assert_int_ge(blog_trim_tail(hooked_store), 0);
+}
+
+START_TEST(test_gc_checkpoint_after_reserve_released_elsewhere)
+{
+	struct disk d;
+	struct blocker_store *s = fill_up(&d);
+	struct blocker_gc_report rep;
+	struct blocker_stats st;
+
+	hooked_store = s;
+	/* the first DELETE releases the reserve */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(blocker_delete(s, oname(i), 4), 0);
+	ck_assert_uint_eq(s->reserve_held, 0);
+	s->gc_hook = refuse_next_ckpt;
+	s->gc_hook_arg = &d;
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), 0);
+	s->gc_hook = NULL;
+	ck_assert_uint_eq(d.ckpt_refused, 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "checkpoint failed"));
+	ck_assert_uint_gt(rep.segments_removed, 0);
+	ck_assert_int_eq(blocker_get_stats(s, &st), 0);
+	ck_assert_int_eq(st.degraded_errno, 0);
+	ck_assert_int_eq(owrite(s, 0, 500), 0);
+	expect_obj(s, 0, 500);
+	for (int i = 3; i < NOBJ; i++)
+		expect_obj(s, i, 100 + i);
+	close_on(&d, s);
 }
 END_TEST
 
@@ -796,6 +908,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_full_disk_gc_gives_space_back);
+	tcase_add_test(tc, test_delete_after_reserve_released_meanwhile);
+	tcase_add_test(tc, test_gc_checkpoint_after_reserve_released_elsewhere);
 	tcase_add_test(tc, test_full_disk_not_enough_freed);
 	tcase_add_test(tc, test_full_disk_without_reserve);
 	tcase_add_test(tc, test_eio_degraded_stays);

@@ -71,13 +71,19 @@ static void hook(struct blocker_store *s, int point)
 		fn(__atomic_load_n(&s->gc_hook_arg, __ATOMIC_RELAXED), point);
 }
 
-/* The disk is full: let the reserve go (reserve.c). True if it did. */
+/*
+ * A write of the pass met a full disk: let the reserve go (reserve.c).
+ * True if the write is worth trying again: released now, or already gone
+ * (a DELETE may have released it since the write failed, and its room is
+ * there now; the mirror of blocker_delete's retry).
+ */
 static bool release_reserve(struct blocker_store *s)
 {
-	if (bres_release(s))
-		return false;
-	hook(s, GC_HOOK_RESERVE_RELEASED);
-	return true;
+	int r = bres_release(s);
+
+	if (!r)
+		hook(s, GC_HOOK_RESERVE_RELEASED);
+	return r >= 0;
 }
 
 /* ---- DIR/gc ---- */

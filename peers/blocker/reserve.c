@@ -228,7 +228,7 @@ int bres_release(struct blocker_store *s)
 	held = s->reserve_held;
 	if (!held) {
 		pthread_mutex_unlock(&s->reserve_lock);
-		return -ENOENT;
+		return 1;
 	}
 	/*
 	 * Writes wait first (review6 F11): the freed blocks are for DELETEs,

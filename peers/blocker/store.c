@@ -1025,8 +1025,14 @@ int blocker_delete(struct blocker_store *s, const char *name, size_t namelen)
 		r = -ENOENT;
 	else
 		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
-	/* the disk is full: the reserve is there for this */
-	if (r == -ENOSPC && !bres_release(s))
+	/*
+	 * The disk is full: the reserve is there for this. If it is already
+	 * gone, try again all the same: GC may have released it for its
+	 * copies between the failed append and here (a full store's pass
+	 * does), and its room is there now. A disk still full fails the
+	 * same way, having changed nothing.
+	 */
+	if (r == -ENOSPC && bres_release(s) >= 0)
 		r = append_names(s, BREC_DELETE, name, namelen, NULL, 0);
 	if (!r) {
 		bobj_uncount(s, o);
@@ -1189,6 +1195,29 @@ int blocker_flush(struct blocker_store *s)
 	return blog_flush(s);
 }
 
+/*
+ * The two checkpoint files, each written whole under a temporary name and
+ * renamed over the old one, so the new ones take room before the old ones
+ * give theirs back. A failure leaves each file whole, old or new (a new
+ * maps file next to the old index is read as a checkpoint at the lower
+ * position).
+ */
+static int ckpt_save(struct blocker_store *s, uint64_t pos, const uint8_t *mp,
+		     size_t ml, uint64_t mc, const uint8_t *ip, size_t il,
+		     uint64_t ic)
+{
+	int r = 0;
+
+	if (s->space_hook)
+		r = s->space_hook(s->space_hook_arg, BLOCKER_SPACE_CHECKPOINT,
+				  ml + il);
+	if (!r)
+		r = bmaps_save_buf(s, pos, mp, ml, mc);
+	if (!r)
+		r = bidx_save_buf(s, pos, ip, il, ic);
+	return r;
+}
+
 int blocker_checkpoint(struct blocker_store *s)
 {
 	uint8_t *mp = NULL, *ip = NULL;
@@ -1215,13 +1244,14 @@ int blocker_checkpoint(struct blocker_store *s)
 	pthread_rwlock_unlock(&s->ckpt_lock);
 	if (!r)
 		r = blog_flush(s);
-	if (!r && s->space_hook)
-		r = s->space_hook(s->space_hook_arg, BLOCKER_SPACE_CHECKPOINT,
-				  ml + il);
-	if (!r)
-		r = bmaps_save_buf(s, pos, mp, ml, mc);
-	if (!r)
-		r = bidx_save_buf(s, pos, ip, il, ic);
+	if (!r) {
+		r = ckpt_save(s, pos, mp, ml, mc, ip, il, ic);
+		/* the log's zero-filled tail may hold the room the files
+		 * need (seen on a full tmpfs: 7 MiB of it, and 80 KiB
+		 * missing) */
+		if (r == -ENOSPC && blog_trim_tail(s) > 0)
+			r = ckpt_save(s, pos, mp, ml, mc, ip, il, ic);
+	}
 	if (!r) {
 		__atomic_store_n(&s->last_ckpt, pos, __ATOMIC_RELEASE);
 		bres_checkpointed(s, ml + il, growth);
@@ -1688,8 +1718,8 @@ int blocker_close(struct blocker_store *s)
 	else
 		r = blocker_checkpoint(s);
 	/* a cleanly closed store ends at its last record */
-	if (!r && !blocker_degraded(s))
-		r = blog_trim_tail(s);
+	if (!r && !blocker_degraded(s) && (r = blog_trim_tail(s)) > 0)
+		r = 0;
 	store_free(s);
 	return r;
 }

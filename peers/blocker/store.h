@@ -332,7 +332,9 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 /*
  * Delete an object (its chunks stay: other maps may share them). Works in
  * a store degraded by ENOSPC; on a full disk the first delete releases
- * the space reserve for its record. -ENOSPC if even that finds no room
+ * the space reserve for its record; one that finds no reserve to release
+ * (released before, e.g. by GC since this append failed, or none at all)
+ * tries once more all the same. -ENOSPC if even that finds no room
  * (nothing changed, the store is not degraded by it).
  */
 int blocker_delete(struct blocker_store *s, const char *name, size_t namelen);

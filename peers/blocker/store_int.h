@@ -478,8 +478,10 @@ void blog_fua_begin(struct blocker_store *s);
 int blog_flush_fua(struct blocker_store *s);
 void blog_fua_abort(struct blocker_store *s);
 /*
- * Clean close: cut the zero-filled part past the tail off the last
- * segment, so that a closed store ends at its last record.
+ * Cut the zero-filled part past the tail off the last segment: at a clean
+ * close, so that a closed store ends at its last record, and when a
+ * checkpoint finds no room. 1 if it cut something, 0 if there was
+ * nothing to cut, or a negative errno.
  */
 int blog_trim_tail(struct blocker_store *s);
 int blog_pread(struct blocker_store *s, uint64_t pos, void *buf, size_t len);
@@ -684,7 +686,9 @@ int bidx_load(struct blocker_store *s, uint64_t *pos);
 /*
  * reserve.c: DIR/reserve, space held back for DELETEs and GC on a full
  * disk. bres_open allocates it at open (logs if it cannot); bres_release
- * truncates it (0, or -ENOENT if nothing was held); bres_restore
+ * truncates it (0; 1 if nothing was held: released before, maybe by
+ * another thread since the caller's write failed, or never allocated; or
+ * a negative errno); bres_restore
  * allocates it again (0 or a negative errno, e.g. -ENOSPC); bres_full:
  * does it hold all it should?
  */

@@ -48,6 +48,11 @@ PY
 CLIENT=$!
 track_pid $CLIENT
 wait_until 600 grep -q sent $T/client.out || die "client: $(cat $T/client.out)"
+# "sent" means in the socket: the stop must come once the store holds the
+# READ (before, vlmc would drop it unread, have nothing in flight, and
+# exit without the message this test looks for)
+wait_until 600 grep -q "holding a READ" $T/store.log ||
+	die "the store never took the READ: $(cat $T/store.log)"
 
 stop_bounded $VLMC # vlmc leaves its waits within seconds
 [ "$status" = 0 ] && ok "vlmc exited 0 with a command never answered" ||

@@ -189,7 +189,9 @@ START_TEST(graceful_shutdown_inflight)
 		usleep(1000);
 	}
 	ck_assert_uint_eq(pi.accepted, N);
-	ck_assert_uint_eq(pi.served, 0);
+	/* some still held when the signal comes (not "none served": on a
+	 * loaded machine the first delay may end before the last accept) */
+	ck_assert_uint_lt(pi.served, N);
 	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
 	for (int i = 0; i < N; i++) {
 		ck_assert_int_eq(

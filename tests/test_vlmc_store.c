@@ -306,8 +306,14 @@ static int ts_read(struct peer *p, struct xseg_request *req)
 
 	if (req->size && !data)
 		return -EINVAL;
-	if (ts_faulty(req) && t->hang_reads)
-		return 0; /* taken, never answered */
+	if (ts_faulty(req) && t->hang_reads) {
+		/* taken, never answered; a test waits for this line before
+		 * it acts on the READ being in flight */
+		fprintf(stderr,
+			"teststore: holding a READ of %.*s unanswered\n",
+			(int)req->targetlen, req->target);
+		return 0;
+	}
 	pthread_mutex_lock(&t->lock);
 	o = *ts_find(t, req->target, req->targetlen);
 	if (!o) {

@@ -19,6 +19,7 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
+#include "xtime.h"
 
 /* ------------------------------------------------------------------ */
 /* Logging                                                             */
@@ -280,10 +281,7 @@ int peer_parse_percent(const char *s, unsigned *out)
 
 uint64_t peer_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return xtime_ns(CLOCK_MONOTONIC);
 }
 
 /* ------------------------------------------------------------------ */

@@ -330,11 +330,8 @@ static void ctl_port_json(const struct xseg_port_info *pi)
  * system-wide, so comparable across processes). */
 static double ctl_stats_age(const struct xseg_port_stats *ps)
 {
-	struct timespec ts;
-	uint64_t now;
+	uint64_t now = xseg_now_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	return now > ps->published_ns ? (double)(now - ps->published_ns) / 1e9
 				      : 0.0;
 }

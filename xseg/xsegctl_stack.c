@@ -1678,10 +1678,8 @@ static uint64_t stack_stat(const struct xseg_port_stats *ps, const char *name)
 
 static double stack_age_s(const struct xseg_port_stats *ps)
 {
-	struct timespec ts;
+	uint64_t now = xseg_now_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	return now > ps->published_ns ? (now - ps->published_ns) / 1e9 : 0;
 }
 

@@ -4,7 +4,7 @@
 /*
  * xtime: the absolute deadline "now plus ns" on a given clock, as the
  * struct timespec that the timed waits take (pthread_cond_timedwait,
- * pthread_mutex_timedlock, sem_timedwait).
+ * pthread_mutex_timedlock, sem_timedwait); and a clock's reading in ns.
  *
  * Contract
  * - The clock must be the one the wait measures against: a condition
@@ -18,6 +18,8 @@
  * - xtime_cond_init_monotonic initialises a condition variable whose
  *   timed waits take CLOCK_MONOTONIC deadlines (immune to steps of the
  *   wall clock); it returns 0 or an errno value, as pthread_cond_init.
+ * - xtime_ns(clock) is the clock's reading in ns (CLOCK_MONOTONIC for
+ *   intervals, CLOCK_THREAD_CPUTIME_ID for the calling thread's CPU time).
  * - Header only, no state: thread-safe.
  */
 #include <pthread.h>
@@ -36,6 +38,14 @@ static inline struct timespec xtime_in(clockid_t clock, uint64_t ns)
 		ts.tv_nsec -= 1000000000L;
 	}
 	return ts;
+}
+
+static inline uint64_t xtime_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static inline int xtime_cond_init_monotonic(pthread_cond_t *cond)

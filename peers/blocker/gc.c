@@ -1169,15 +1169,6 @@ int blocker_gc(struct blocker_store *s, const struct blocker_gc_opts *g,
 
 /* ---- background GC ---- */
 
-/* this thread's CPU time */
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 /*
  * blocker_gc_estimate started at t0, and the earliest time for the next
  * one: 9 times the CPU it took later. CPU, not wall time (review-s14b 2a):
@@ -1188,10 +1179,10 @@ static int gc_estimate_paced(struct blocker_store *s, uint64_t *rec,
 			     uint64_t *closed, uint64_t t0,
 			     uint64_t *not_before)
 {
-	uint64_t cpu0 = thread_cpu_ns();
+	uint64_t cpu0 = xtime_ns(CLOCK_THREAD_CPUTIME_ID);
 	int r = blocker_gc_estimate(s, rec, closed);
 
-	*not_before = t0 + 10 * (thread_cpu_ns() - cpu0);
+	*not_before = t0 + 10 * (xtime_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
 	return r;
 }
 

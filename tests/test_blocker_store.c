@@ -262,6 +262,46 @@ START_TEST(test_missing_objects)
 }
 END_TEST
 
+/* pwritev that fails with ENOSPC: a disk full at the next append */
+static ssize_t full_pwritev(void *ctx, int fd, const struct iovec *iov, int cnt,
+			    uint64_t off)
+{
+	(void)ctx, (void)fd, (void)iov, (void)cnt, (void)off;
+	return -ENOSPC;
+}
+
+/*
+ * A write or copy to a new name whose append fails leaves no entry for
+ * that name in the object table: repeated failures (a client retrying
+ * on a full disk) must not grow it, and the name stays unknown.
+ */
+START_TEST(test_failed_ops_forget_new_names)
+{
+	struct blocker_store *s = mk(4096, 1u << 20);
+	struct blocker_io_ops full_io = blocker_io_sync;
+	const struct blocker_io_ops *io = s->io;
+	uint8_t b[4096] = {5};
+	uint64_t size;
+
+	wr(s, "src", 0, 4096, 1);
+	ck_assert_uint_eq(s->nobjs, 1);
+	full_io.pwritev = full_pwritev;
+	s->io = &full_io;
+	ck_assert_int_eq(blocker_write(s, "new", 3, 0, sizeof(b), b, 0),
+			 -ENOSPC);
+	ck_assert_uint_eq(s->nobjs, 1);
+	/* as GC does once it has made room: the copy's append fails again */
+	blocker_undegrade_nospc(s, "test");
+	ck_assert_int_eq(blocker_copy(s, "src", 3, "dst", 3), -ENOSPC);
+	ck_assert_uint_eq(s->nobjs, 1);
+	s->io = io;
+	ck_assert_int_eq(blocker_info(s, "new", 3, &size), -ENOENT);
+	ck_assert_int_eq(blocker_info(s, "dst", 3, &size), -ENOENT);
+	expect(s, "src", 0, 4096, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 START_TEST(test_invalid_input)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -1468,6 +1508,7 @@ int main(void)
 	tcase_add_test(tc, test_rw_basic);
 	tcase_add_test(tc, test_missing_objects);
 	tcase_add_test(tc, test_invalid_input);
+	tcase_add_test(tc, test_failed_ops_forget_new_names);
 	tcase_add_test(tc, test_dedup_and_zero);
 	tcase_add_test(tc, test_copy_on_write);
 	tcase_add_test(tc, test_delete_recreate);

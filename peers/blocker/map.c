@@ -153,6 +153,14 @@ int bmaps_unlink(struct blocker_store *s, struct bobj *o)
 	return 0;
 }
 
+void bobj_forget_unborn(struct blocker_store *s, struct bobj *o)
+{
+	if (o->live)
+		return;
+	o->deleted = true;
+	bmaps_unlink(s, o);
+}
+
 static bool bobj_counts(const struct bobj *o)
 {
 	return o->live && !o->deleted;

@@ -953,11 +953,8 @@ int blocker_write(struct blocker_store *s, const char *name, size_t namelen,
 		r = write_piece(s, o, off, len, buf, p, pl < last ? pl : last,
 				w);
 	}
-	if (!o->live) {
-		/* created by this write, which failed: forget the name */
-		o->deleted = true;
-		bmaps_unlink(s, o);
-	}
+	/* created by this write, which failed: forget the name */
+	bobj_forget_unborn(s, o);
 	pthread_rwlock_unlock(&o->lock);
 	bobj_put(s, o);
 out:
@@ -1138,6 +1135,8 @@ int blocker_copy(struct blocker_store *s, const char *src, size_t srclen,
 	 * back: an upper bound) */
 	bres_note(s, 18 + d->namelen + 40 * d->nonzero);
 unlock:
+	/* created by this copy, which failed: forget the name */
+	bobj_forget_unborn(s, d);
 	pthread_rwlock_unlock(&so->lock);
 	pthread_rwlock_unlock(&d->lock);
 	bobj_put(s, d);

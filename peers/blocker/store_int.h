@@ -665,6 +665,12 @@ int bmaps_recount(struct blocker_store *s, uint64_t *objects,
 int bmaps_apply(struct blocker_store *s, enum brec_type type,
 		const uint8_t *payload, uint32_t len);
 int bmaps_unlink(struct blocker_store *s, struct bobj *o);
+/* An operation that created o (bobj_get with create) and failed before
+ * o became live forgets the name again: marked deleted (a waiter on its
+ * lock then looks the name up afresh) and unlinked, so failed writes and
+ * copies to new names do not pile up entries in the table. Nothing if o
+ * is live. Called with o's lock held for writing. */
+void bobj_forget_unborn(struct blocker_store *s, struct bobj *o);
 int bmaps_save(struct blocker_store *s, uint64_t pos);
 /* Bytes the maps file would have if written now (bres_open: the reserve
  * follows it). Takes objs_lock shared; no object may change meanwhile

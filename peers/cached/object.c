@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cached.h"
+#include "xtime.h"
 
 #define CACHED_CHECK(cond)                                                     \
 	do {                                                                   \
@@ -429,8 +430,6 @@ static bool claim_after_room(struct cached *c, struct cached_obj *o,
 	return cached_obj_claim(o, first, n) == 0;
 }
 
-static uint64_t mono_ns(void);
-
 /* Report a request failed by cio_space_fail through io->space_failed:
  * the first, then at most once per CACHED_FLUSH_ERROR_LOG_NS with the
  * number not reported in between. */
@@ -442,7 +441,7 @@ static void space_fail_report(struct cached *c, struct cached_cio *cio,
 
 	if (!c->io->space_failed)
 		return;
-	now = mono_ns();
+	now = xtime_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&c->ferr_lock);
 	if (!c->sfail_last_ns ||
 	    now - c->sfail_last_ns >= CACHED_FLUSH_ERROR_LOG_NS) {
@@ -1420,21 +1419,13 @@ static void nreq_done_job(void *arg)
 	obj_put(c, e); /* the nreq's reference; may release o */
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Report through io->flush_error once per errno per
  * CACHED_FLUSH_ERROR_LOG_NS (slot 0: "writes go through again"). */
 static void flush_error_report(struct cached *c, int error)
 {
 	unsigned slot = error < CACHED_FERR_SLOTS - 1 ? (unsigned)error
 						      : CACHED_FERR_SLOTS - 1;
-	uint64_t now = mono_ns(), suppressed = 0;
+	uint64_t now = xtime_ns(CLOCK_MONOTONIC), suppressed = 0;
 	bool report = false;
 
 	if (!c->io->flush_error)
@@ -1470,7 +1461,8 @@ static void flush_write_result(struct cached *c, int error)
 					 __ATOMIC_ACQ_REL)) {
 			/* the run of failures the space-wait bound counts
 			 * from (cached_space_expire) */
-			__atomic_store_n(&c->failing_since_ns, mono_ns(),
+			__atomic_store_n(&c->failing_since_ns,
+					 xtime_ns(CLOCK_MONOTONIC),
 					 __ATOMIC_RELEASE);
 			/* its jobs only queue restarts: safe from here */
 			xwaitq_signal(&c->space_rwaitq);
@@ -2170,7 +2162,7 @@ bool cached_space_expire(struct cached *c)
 	if (!c->cfg.space_wait_ns)
 		return false; /* wait as long as the store refuses */
 	since = __atomic_load_n(&c->failing_since_ns, __ATOMIC_ACQUIRE);
-	now = mono_ns();
+	now = xtime_ns(CLOCK_MONOTONIC);
 	if (now < since || now - since < c->cfg.space_wait_ns)
 		return false;
 	if (__atomic_exchange_n(&c->space_give_up, 1, __ATOMIC_ACQ_REL))

@@ -217,6 +217,16 @@ START_TEST(test_create_redone_after_cut)
 }
 END_TEST
 
+/* Remove the store's maps file (the checkpoint of the maps): the next
+ * open rebuilds them from the whole journal. */
+static void drop_maps_file(void)
+{
+	char path[sizeof(dir) + sizeof("/" BLOCKER_MAPS_FILE)];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, BLOCKER_MAPS_FILE);
+	ck_assert_int_eq(unlink(path), 0);
+}
+
 START_TEST(test_rw_basic)
 {
 	struct blocker_store *s = mk(4096, 1u << 20);
@@ -441,8 +451,7 @@ START_TEST(test_copy_on_write)
 	expect(s, "dst", 5100, 40000 - 5100, 1);
 	ck_assert_int_eq(blocker_info(s, "src", 3, &size), -ENOENT);
 	ck_assert_int_eq(blocker_close(s), 0);
-	ck_assert_int_eq(unlink(strcat(strcpy((char[300]){0}, dir), "/maps")),
-			 0);
+	drop_maps_file();
 	s = reopen();
 	expect(s, "third", 100, 5000, 2);
 	expect(s, "dst", 0, 100, 1);
@@ -518,9 +527,7 @@ START_TEST(test_stats_counters)
 	ck_assert_uint_eq(st.logical_bytes, 25 * 4096);
 	ck_assert_int_eq(blocker_close(s), 0);
 	/* from the whole journal */
-	ck_assert_int_eq(
-	    unlink(strcat(strcpy((char[300]){0}, dir), "/" BLOCKER_MAPS_FILE)),
-	    0);
+	drop_maps_file();
 	s = reopen();
 	st = counters_match(s);
 	ck_assert_uint_eq(st.objects, 4);
@@ -571,9 +578,7 @@ START_TEST(test_replayed_self_copy)
 	blocker_sha256(p, len, score);
 	ck_assert_int_eq(blog_append(s, BREC_COPY, score, p, len, &pos), 0);
 	ck_assert_int_eq(blocker_close(s), 0);
-	ck_assert_int_eq(
-	    unlink(strcat(strcpy((char[300]){0}, dir), "/" BLOCKER_MAPS_FILE)),
-	    0);
+	drop_maps_file();
 	s = reopen();
 	expect(s, "x", 0, 20000, 7);
 	counters_match(s);

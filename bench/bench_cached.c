@@ -74,6 +74,7 @@
 #include <unistd.h>
 
 #include "cached.h"
+#include "bench_args.h"
 
 static char bindir[PATH_MAX];
 static char segname[64];
@@ -1375,6 +1376,11 @@ out:
 	return rc;
 }
 
+#define BENCH_CACHED_USAGE                                                     \
+	"usage: bench_cached [--quick] [--duration S] [--wait poll|sleep]\n"   \
+	"                    [--only hits|scale|path|pathscale|workers]\n"     \
+	"                    [--rounds N]\n"
+
 int main(int argc, char **argv)
 {
 	static const char *const bss[] = {"4k", "16k", "64k"};
@@ -1388,7 +1394,11 @@ int main(int argc, char **argv)
 	unsigned big = 1000000;
 	int rounds = 3;
 	long long hkb = -1, cached_huge_kb = -1;
+	int asked =
+	    bench_help_version(argc, argv, "bench_cached", BENCH_CACHED_USAGE);
 
+	if (asked >= 0)
+		return asked;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			duration = 1;
@@ -1399,8 +1409,9 @@ int main(int argc, char **argv)
 			   atoi(argv[i + 1]) >= 1 &&
 			   atoi(argv[i + 1]) <= WK_MAX_ROUNDS) {
 			rounds = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--duration") && i + 1 < argc) {
-			duration = atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--duration") && i + 1 < argc &&
+			   bench_parse_seconds(argv[i + 1], &duration)) {
+			i++;
 		} else if (!strcmp(argv[i], "--wait") && i + 1 < argc &&
 			   (!strcmp(argv[i + 1], "poll") ||
 			    !strcmp(argv[i + 1], "sleep"))) {
@@ -1413,12 +1424,8 @@ int main(int argc, char **argv)
 			    !strcmp(argv[i + 1], "pathscale"))) {
 			only = argv[++i];
 		} else {
-			fprintf(stderr,
-				"usage: bench_cached [--quick] [--duration "
-				"S] [--wait poll|sleep] [--only "
-				"hits|scale|path|pathscale|workers] [--rounds "
-				"N]\n");
-			return 2;
+			return bench_usage_error("bench_cached", argv[i],
+						 BENCH_CACHED_USAGE);
 		}
 	}
 	if (only && !strcmp(only, "path")) {

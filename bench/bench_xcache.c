@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "xcache.h"
+#include "bench_args.h"
 
 #define HIT_ENTRIES 65536
 #define HOT_SET	    1024
@@ -340,6 +341,10 @@ static int run_scale(uint32_t entries, struct scale *out)
 	return 0;
 }
 
+#define BENCH_XCACHE_USAGE                                                     \
+	"usage: bench_xcache [--quick]\n"                                      \
+	"  --quick: a twentieth of the operations\n"
+
 int main(int argc, char **argv)
 {
 	static const uint32_t sizes[] = {1024, 65536, 1048576};
@@ -349,14 +354,20 @@ int main(int argc, char **argv)
 	char load[64] = "";
 	FILE *f;
 	unsigned long m1, m2, m3, m4, m5;
-	int i, err;
+	int i, err = bench_help_version(argc, argv, "bench_xcache",
+					BENCH_XCACHE_USAGE);
 
+	if (err >= 0)
+		return err;
+	if (argc > 2)
+		return bench_usage_error("bench_xcache", argv[2],
+					 BENCH_XCACHE_USAGE);
 	if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
 		g_hit_ops /= 20;
 		g_scale_ops /= 20;
 	} else if (argc > 1) {
-		fprintf(stderr, "usage: bench_xcache [--quick]\n");
-		return 2;
+		return bench_usage_error("bench_xcache", argv[1],
+					 BENCH_XCACHE_USAGE);
 	}
 	xcache_thread_register();
 

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "xhash.h"
+#include "bench_args.h"
 
 #define NAME_STRIDE 40
 #define REPEATS	    3
@@ -342,17 +343,28 @@ static void print_result(const char *label, const struct result *r, bool last)
 	       (unsigned long)r->st.dense_bytes, last ? "" : ",");
 }
 
+#define BENCH_XHASH_USAGE                                                      \
+	"usage: bench_xhash [QUERIES [MAX_ENTRIES]]\n"                         \
+	"  QUERIES: lookups per measurement (default 4194304)\n"               \
+	"  MAX_ENTRIES: skip the table sizes above it (default: all three)\n"
+
 int main(int argc, char **argv)
 {
 	uint64_t queries = UINT64_C(4) << 20, max_entries = UINT64_MAX;
-	for (int a = 1; a < argc && a < 3; a++) {
+	int rc =
+	    bench_help_version(argc, argv, "bench_xhash", BENCH_XHASH_USAGE);
+
+	if (rc >= 0)
+		return rc;
+	if (argc > 3)
+		return bench_usage_error("bench_xhash", argv[3],
+					 BENCH_XHASH_USAGE);
+	for (int a = 1; a < argc; a++) {
 		char *end;
 		uint64_t v = strtoull(argv[a], &end, 0);
-		if (*end || v == 0 || argc > 3) {
-			fprintf(stderr,
-				"usage: bench_xhash [queries [max_entries]]\n");
-			return 2;
-		}
+		if (end == argv[a] || *end || v == 0)
+			return bench_usage_error("bench_xhash", argv[a],
+						 BENCH_XHASH_USAGE);
 		if (a == 1)
 			queries = v;
 		else

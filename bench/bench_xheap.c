@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include "bench_args.h"
 
 #define BATCH	    16
 #define NSIZES	    4096
@@ -173,6 +174,10 @@ static double measure(struct bench *b, double *per_cpu)
 	return (double)total / (t1 - t0);
 }
 
+#define BENCH_XHEAP_USAGE                                                      \
+	"usage: bench_xheap [SECONDS]\n"                                       \
+	"  SECONDS: length of each measurement (default 0.5)\n"
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -186,15 +191,17 @@ int main(int argc, char **argv)
 	    {"malloc_large", T_MALLOC, 2},
 	};
 	uint64_t n4m = 0, n4k = 0;
-	double seconds = argc > 1 ? atof(argv[1]) : 0.5;
+	double seconds = 0.5;
 	struct bench b = {0};
 	size_t pool_bytes = xobj_pool_size(POOL_COUNT, OBJ_BYTES);
 	const char *ref = dlsym(RTLD_DEFAULT, "mallctl") ? "jemalloc" : "libc";
 	unsigned i, t, seed = 1;
 	void *heap_mem, *pool_mem;
+	int rc = bench_seconds_args(argc, argv, "bench_xheap",
+				    BENCH_XHEAP_USAGE, &seconds);
 
-	if (seconds <= 0)
-		seconds = 0.5;
+	if (rc >= 0)
+		return rc;
 	/* Log-uniform 64 B .. 64 KiB, not all powers of two. */
 	for (i = 0; i < NSIZES; i++) {
 		unsigned cls;

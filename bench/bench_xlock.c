@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "xlock.h"
+#include "bench_args.h"
 
 enum kind { K_XLOCK, K_TAS, K_PSPIN, K_MUTEX, K_COUNT };
 
@@ -179,13 +180,19 @@ static double contended(enum kind kind, double seconds)
 	return (double)total / elapsed;
 }
 
+#define BENCH_XLOCK_USAGE                                                      \
+	"usage: bench_xlock [SECONDS]\n"                                       \
+	"  SECONDS: length of each measurement (default 1)\n"
+
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 1.0;
 	double one[K_COUNT], three[K_COUNT];
+	double seconds = 1.0;
+	int rc = bench_seconds_args(argc, argv, "bench_xlock",
+				    BENCH_XLOCK_USAGE, &seconds);
 
-	if (seconds <= 0)
-		seconds = 1.0;
+	if (rc >= 0)
+		return rc;
 	for (int k = 0; k < K_COUNT; k++) {
 		one[k] = single((enum kind)k, seconds);
 		three[k] = contended((enum kind)k, seconds);

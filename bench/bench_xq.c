@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "xq.h"
+#include "bench_args.h"
 
 #define CAPACITY 1024u
 
@@ -412,12 +413,18 @@ static void compare(const char *name, const char *unit, bench_fn fn,
 	printf("}%s\n", last ? "" : ",");
 }
 
+#define BENCH_XQ_USAGE                                                         \
+	"usage: bench_xq [SECONDS]\n"                                          \
+	"  SECONDS: length of each measurement (default 1.5)\n"
+
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 1.5;
+	double seconds = 1.5;
+	int rc = bench_seconds_args(argc, argv, "bench_xq", BENCH_XQ_USAGE,
+				    &seconds);
 
-	if (seconds <= 0)
-		seconds = 1.5;
+	if (rc >= 0)
+		return rc;
 	printf("{\n  \"bench\": \"xq\",\n  \"capacity\": %u,\n"
 	       "  \"seconds_per_measurement\": %.2f,\n  \"rounds\": %u,\n"
 	       "  \"cpus_online\": %ld,\n"

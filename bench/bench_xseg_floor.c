@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 {
 	uint64_t rounds = 1000000, elapsed;
 	struct floor_shm *m;
-	struct bench_hist *h = malloc(sizeof(*h));
+	struct bench_hist *h;
 
 	if (argc == 2 && !strcmp(argv[1], "--help")) {
 		printf(
@@ -129,6 +129,8 @@ int main(int argc, char **argv)
 				"--help' for more information.\n");
 		return 2;
 	}
+	/* after the arguments: an early return must not leak it */
+	h = malloc(sizeof(*h));
 	m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED || !h) {

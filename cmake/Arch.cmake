@@ -92,6 +92,8 @@ function(ac_bench name)
   endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_DEPS} Threads::Threads)
+  # bench_args.h prints it for --version
+  target_compile_definitions(${name} PRIVATE AC_VERSION="${PROJECT_VERSION}")
   ac_link_allocator(${name})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/bin)

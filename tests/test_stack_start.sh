@@ -18,6 +18,16 @@
 #      time naming the key, the line and the range, nothing started; 24M
 #      is on vlmc's command line and in its "nbd on ... bytes in flight"
 #      line, also after the supervisor restarted a killed vlmc.
+#   4. the key start_timeout: a start waits for a peer as long as its
+#      process makes progress (CPU time, I/O), failing after start_timeout
+#      without. 0, 0s, 500ms, 1500ms, x, 3601 and 2h are refused at parse
+#      time; with start_timeout = 3 a store that burns CPU for 9 s before
+#      it starts is waited for (stack.conf keeps the key, for the
+#      supervisor's restarts), and a cached that sleeps 20 s first fails
+#      the start with the no-progress message, killed (its sleep too),
+#      leaving no process and no segment. Before, the wait was 30 s to
+#      bind whatever the peer did, so the sleeper was waited for and a
+#      store burning CPU longer than that failed.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -110,6 +120,54 @@ wait_until 600 eval '[ -n "$(pid_of $D3 vlmc)" ] && [ "$(pid_of $D3 vlmc)" != $o
 	vlmc_has_total && ok "3: a restarted vlmc keeps nbd_total_inflight" ||
 	fail "3: restarted vlmc: $(cmdline_of $D3 vlmc 2>&1)"
 $X stack stop --dir $D3 >/dev/null 2>$T/s3/stop.err || fail "3: stop: $(cat $T/s3/stop.err)"
+
+# ---- 4. start_timeout: waited for while progressing, not longer ----
+for v in 0 0s 500ms 1500ms x 3601 2h; do
+	printf 'dir = %s\nstart_timeout = %s\n' $T/bad "$v" >$T/bad.conf
+	$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
+	[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
+		grep -q "bad.conf: line 2: bad value '$v' for start_timeout (a duration in whole seconds, 1s .. 1h)" $T/bad.err &&
+		ok "4: start_timeout = '$v' refused with the key, line and range" ||
+		fail "4: start_timeout = '$v': rc $rc: $(cat $T/bad.err)"
+done
+# a store that burns CPU (bash builtins: in its own process) for three
+# times the bound before it starts
+W4=$T/wrap-burn
+mkdir -p $W4
+printf '#!/bin/bash\nwhile [ $SECONDS -lt 9 ]; do :; done\nexec %s/blocker "$@"\n' $BIN >$W4/blocker
+chmod +x $W4/blocker
+ln -s $BIN/cached $W4/cached
+ln -s $BIN/vlmc $W4/vlmc
+new_stack s4 "store = blocker" "start_timeout = 3"
+D4=$D
+AC_BIN_DIR=$W4 $X stack start $T/s4/stack.conf >$T/s4/out 2>$T/s4/err; rc=$?
+[ $rc -eq 0 ] && grep -q "^stack started" $T/s4/out &&
+	ok "4: a store busy (CPU) for 3 x start_timeout before it starts is waited for" ||
+	fail "4: burning store: start rc $rc: $(cat $T/s4/out $T/s4/err)"
+grep -qx "start_timeout = 3" $D4/run/stack.conf &&
+	ok "4: start_timeout kept in run/stack.conf (supervised restarts)" ||
+	fail "4: run/stack.conf: $(cat $D4/run/stack.conf)"
+AC_BIN_DIR=$W4 $X stack stop --dir $D4 >/dev/null 2>$T/s4/stop.err ||
+	fail "4: stop: $(cat $T/s4/stop.err)"
+# a cached that sleeps (no CPU, no I/O) longer than the bound, in a child
+# whose pid it records, before it starts
+W5=$T/wrap-sleep
+mkdir -p $W5
+printf '#!/bin/sh\nsleep 20 &\necho $! >%s/sleeper\nwait $!\nexec %s/cached "$@"\n' $T $BIN >$W5/cached
+chmod +x $W5/cached
+ln -s $BIN/blocker $W5/blocker
+ln -s $BIN/vlmc $W5/vlmc
+new_stack s5 "store = blocker" "start_timeout = 3"
+D5=$D
+AC_BIN_DIR=$W5 $X stack start $T/s5/stack.conf >$T/s5/out 2>$T/s5/err; rc=$?
+SEG5=$(seg_of $D5)
+[ $rc -eq 1 ] && ! grep -q "stack started" $T/s5/out &&
+	grep -q "cached did not come up on port 2: it (pid [0-9]*) made no progress (no CPU time, no I/O) for 3 s, after [0-9]* s in all; killed it (start_timeout)" $T/s5/err &&
+	ok "4: a cached making no progress for start_timeout fails the start, saying so" ||
+	fail "4: sleeping cached: start rc $rc: $(cat $T/s5/out $T/s5/err)"
+nothing_left $D5 $SEG5 && ! kill -0 "$(cat $T/sleeper)" 2>/dev/null &&
+	ok "4: the stalled cached (and its child) killed, the store stopped, no segment left" ||
+	fail "4: left: $(pgrep -af -- "$D5/run|--dir=$D5") sleeper $(cat $T/sleeper) $(ls /dev/shm | grep "$SEG5")"
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack start test passed"

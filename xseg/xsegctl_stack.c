@@ -233,6 +233,16 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->snapshot_drain_wait,
 				       sizeof(st->snapshot_drain_wait), v);
+	/* a duration (bare number = seconds), whole seconds, 1s .. 1h:
+	 * the stall bound of a peer's start (stack_wait_port) */
+	if (!strcmp(k, "start_timeout"))
+		return peer_parse_duration(v, 1000000000ULL, &x) ||
+			       x < 1000000000ULL ||
+			       x > STACK_START_TIMEOUT_MAX_S * 1000000000ULL ||
+			       x % 1000000000ULL
+			   ? -EINVAL
+			   : stack_str(st->start_timeout,
+				       sizeof(st->start_timeout), v);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL
@@ -273,6 +283,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"cache_max_objects", "a number, 1 .. 1073741824"},
 	    {"dead_peer_wait", "a duration, at most 1h"},
 	    {"snapshot_drain_wait", "a duration, 1ms .. 1h"},
+	    {"start_timeout", "a duration in whole seconds, 1s .. 1h"},
 	    {"nbd_tcp", "a TCP port, 1 .. 65535, or 0 for none"},
 	    {"store_segment_size", "auto, or a multiple of 1M"},
 	    {"store_reserve", "auto, 0 for none, or a size of at least 1M"},
@@ -549,6 +560,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "store_segment_size = %s\n", st->store_segment_size);
 	if (st->store_reserve[0])
 		fprintf(f, "store_reserve = %s\n", st->store_reserve);
+	if (st->start_timeout[0])
+		fprintf(f, "start_timeout = %s\n", st->start_timeout);
 	return fclose(f) ? -errno : 0;
 }
 
@@ -768,10 +781,152 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
 	return ready;
 }
 
-/* Bounds of stack_wait_port, in 20 ms steps: to bind the port, and then
- * to finish starting (a store recovering a large log takes a while). */
-#define STACK_BIND_STEPS  1500 /* 30 s */
-#define STACK_READY_STEPS 6000 /* 120 s */
+/*
+ * How a start waits for a peer: as long as the peer's process makes
+ * progress, failing only after start_timeout (default 120 s) without.
+ * Fixed bounds (30 s to bind, 120 s to finish) failed legitimate slow
+ * starts: cached pre-faulting a 5G cache on a loaded machine, a blocker
+ * replaying a large journal. Progress is what a working start cannot
+ * help showing: CPU time (utime + stime of all its threads) or I/O
+ * (rchar + wchar, the read() and write() bytes, and read_bytes +
+ * write_bytes, which also count the page faults of a replay reading its
+ * log through mmap). No overall bound, as stack stop's wait for cached's
+ * flush has none: any fixed one cuts off some legitimate start, which is
+ * what this replaces. A peer spinning in a bug would hold the wait
+ * forever; the line printed every 10 s shows the operator what it waits
+ * for (and that only CPU time grows), who can interrupt it and run
+ * `stack stop`. The supervisor's restarts wait the same way: a peer that
+ * hangs without dying was never detected there (docs/operations.md).
+ */
+#define STACK_WAIT_SAMPLE_NS 1000000000ULL  /* progress read once a second */
+#define STACK_WAIT_SAY_NS    10000000000ULL /* what it waits for, each 10 s */
+
+struct stack_progress {
+	uint64_t start_ns, sampled_ns, progress_ns; /* 0: not yet */
+	uint64_t said_ns;			    /* last line printed */
+	double cpu_s; /* the first pid's CPU time at the last reading */
+	unsigned npids;
+	pid_t pid[STACK_NR_ROLES];
+	uint64_t cpu_ticks[STACK_NR_ROLES], io_bytes[STACK_NR_ROLES];
+	bool known[STACK_NR_ROLES];
+};
+
+/* The stall bound of st's peers' start, in ns (key start_timeout). */
+static uint64_t stack_start_timeout_ns(const struct stack *st)
+{
+	uint64_t ns;
+
+	if (!st->start_timeout[0] ||
+	    peer_parse_duration(st->start_timeout, 1000000000ULL, &ns))
+		return STACK_START_TIMEOUT_S * 1000000000ULL;
+	return ns;
+}
+
+/* pid's CPU time (utime + stime of all its threads, clock ticks) and I/O
+ * (bytes); false when it cannot be read (no such process). The I/O is 0
+ * when /proc/PID/io is not readable (another user's process). */
+static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
+{
+	char path[64], line[512], *end;
+	unsigned long long utime, stime, v;
+	FILE *f;
+
+	*io_bytes = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	/* the name in parentheses may hold spaces: fields after the last
+	 * ')', from the state (3) to stime (15) */
+	end = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	if (!end || sscanf(end + 1,
+			   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			   "%llu %llu",
+			   &utime, &stime) != 2)
+		return false;
+	*cpu_ticks = utime + stime;
+	snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f))
+		if ((!strncmp(line, "rchar:", 6) ||
+		     !strncmp(line, "wchar:", 6) ||
+		     !strncmp(line, "read_bytes:", 11) ||
+		     !strncmp(line, "write_bytes:", 12)) &&
+		    sscanf(strchr(line, ':') + 1, "%llu", &v) == 1)
+			*io_bytes += v;
+	fclose(f);
+	return true;
+}
+
+/*
+ * Read the usage of pids (npids of them, 0 for none) once a second, and
+ * record when one of them grew. A pid not watched at the last reading
+ * (a new process) only gives its baseline: a restarted process is not
+ * progress by itself.
+ */
+static void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
+				  unsigned npids)
+{
+	uint64_t now = xseg_now_ns(), cpu, io;
+	struct stack_progress old = *pg;
+
+	if (!pg->start_ns)
+		pg->start_ns = pg->progress_ns = pg->said_ns = now;
+	if (pg->sampled_ns && now - pg->sampled_ns < STACK_WAIT_SAMPLE_NS)
+		return;
+	pg->sampled_ns = now;
+	pg->npids = npids;
+	for (unsigned i = 0; i < npids; i++) {
+		pg->pid[i] = pids[i];
+		pg->known[i] =
+		    pids[i] > 0 && stack_proc_usage(pids[i], &cpu, &io);
+		if (!pg->known[i])
+			continue;
+		pg->cpu_ticks[i] = cpu;
+		pg->io_bytes[i] = io;
+		for (unsigned j = 0; j < old.npids; j++)
+			if (old.known[j] && old.pid[j] == pids[i] &&
+			    (cpu > old.cpu_ticks[j] || io > old.io_bytes[j]))
+				pg->progress_ns = now;
+	}
+	pg->cpu_s = npids && pg->known[0] ? (double)pg->cpu_ticks[0] /
+						(double)sysconf(_SC_CLK_TCK)
+					  : 0;
+}
+
+static unsigned stack_ns_s(uint64_t ns)
+{
+	return (unsigned)(ns / 1000000000ULL);
+}
+
+/* The wait of pg has gone on for limit_ns without progress. */
+static bool stack_progress_stalled(const struct stack_progress *pg,
+				   uint64_t limit_ns)
+{
+	return pg->sampled_ns && pg->sampled_ns - pg->progress_ns >= limit_ns;
+}
+
+/* Every 10 s of the wait of pg: "xsegctl: waiting for WHAT: T s, still
+ * progressing (CPU C s)", or how long it has not. */
+static void stack_progress_say(struct stack_progress *pg, const char *what)
+{
+	uint64_t idle = pg->sampled_ns - pg->progress_ns;
+
+	if (pg->sampled_ns - pg->said_ns < STACK_WAIT_SAY_NS)
+		return;
+	pg->said_ns = pg->sampled_ns;
+	printf("xsegctl: waiting for %s: %u s, ", what,
+	       stack_ns_s(pg->sampled_ns - pg->start_ns));
+	if (idle < 2 * STACK_WAIT_SAMPLE_NS)
+		printf("still progressing (CPU %.1f s)\n", pg->cpu_s);
+	else
+		printf("no progress for %u s (CPU %.1f s)\n", stack_ns_s(idle),
+		       pg->cpu_s);
+	fflush(stdout);
+}
 
 /*
  * Wait for the peer on port to be up (stack_port_ready; and for cond_fn
@@ -803,21 +958,44 @@ static bool stack_pid_gone(pid_t pid)
 	return gone;
 }
 
+/*
+ * A spawned peer whose start made no progress for start_timeout: SIGKILL
+ * it, so that no half-started process is left behind (the supervisor
+ * would take one still running for a peer still starting, and leave it
+ * be). Its whole process group when that is the session
+ * stack_spawn_detached made for it alone (a wrapper's children too),
+ * never our own. SIGKILL, not SIGTERM: a peer stuck in its start-up
+ * does not get to where it would act on a SIGTERM. Waits (up to 5 s)
+ * until it is gone.
+ */
+static void stack_kill_stalled(pid_t pid)
+{
+	pid_t pgid = getpgid(pid);
+
+	if (pgid > 0 && pgid == getsid(pid) && pgid != getpgid(0))
+		kill(-pgid, SIGKILL);
+	else
+		kill(pid, SIGKILL);
+	for (int i = 0; i < 250 && !stack_pid_gone(pid); i++)
+		stack_sleep_ms(20);
+}
+
 static int stack_wait_port(const struct stack *st, struct xseg *seg,
 			   uint32_t port, const char *name, pid_t spawned,
 			   off_t log_from, bool (*cond_fn)(struct xseg *seg))
 {
-	pid_t seen = 0;
+	uint64_t limit_ns = stack_start_timeout_ns(st);
+	struct stack_progress pg = {0};
+	pid_t seen = 0, watched = 0;
 	bool bound = false;
+	char what[128];
 
-	for (int i = 0; i < STACK_READY_STEPS; i++) {
+	for (int i = 0;; i++) {
 		pid_t pid;
 
 		if (stack_port_ready(seg, port) && (!cond_fn || cond_fn(seg)))
 			return 0;
 		bound = xseg_port_alive(seg, port) == 1;
-		if (!bound && i >= STACK_BIND_STEPS)
-			break;
 		/* a zombie counts as exited: it is reparented, nobody here
 		 * reaps it. Not stack_pid_runs: its name check fails for a
 		 * moment after the spawn returns (the exec closes the spawn's
@@ -837,16 +1015,46 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 		if (pid)
 			seen = pid;
 		if (i > 25 && seen &&
-		    (!pid || (kill(pid, 0) && errno == ESRCH)))
+		    (!pid || (kill(pid, 0) && errno == ESRCH))) {
+			if (bound)
+				stack_err("%s bound port %u but did not finish "
+					  "starting: its process exited",
+					  name, port);
+			else
+				stack_err("%s did not come up on port %u", name,
+					  port);
+			stack_log_tail(st, name, log_from);
+			return -ETIMEDOUT;
+		}
+		/* the spawned pid, not the pid file's: the file may be
+		 * an earlier peer's until this one writes it */
+		watched = spawned ? spawned : seen;
+		stack_progress_sample(&pg, &watched, 1);
+		if (stack_progress_stalled(&pg, limit_ns))
 			break;
+		snprintf(what, sizeof(what), "%s (pid %d) to %s", name,
+			 (int)watched,
+			 bound ? "finish starting" : "bind its port");
+		stack_progress_say(&pg, what);
 		stack_sleep_ms(20);
 	}
 	if (bound)
-		stack_err("%s bound port %u but did not finish starting "
-			  "within %d s",
-			  name, port, STACK_READY_STEPS / 50);
+		stack_err("%s bound port %u but did not finish starting: it "
+			  "(pid %d) made no progress (no CPU time, no I/O) for "
+			  "%u s, after %u s in all%s "
+			  "(start_timeout)",
+			  name, port, (int)watched, stack_ns_s(limit_ns),
+			  stack_ns_s(pg.sampled_ns - pg.start_ns),
+			  spawned ? "; killed it" : "");
 	else
-		stack_err("%s did not come up on port %u", name, port);
+		stack_err("%s did not come up on port %u: it (pid %d) made no "
+			  "progress (no CPU time, no I/O) for %u s, after %u "
+			  "s in all%s (start_timeout)",
+			  name, port, (int)watched, stack_ns_s(limit_ns),
+			  stack_ns_s(pg.sampled_ns - pg.start_ns),
+			  spawned ? "; killed it" : "");
+	if (spawned)
+		stack_kill_stalled(spawned);
 	stack_log_tail(st, name, log_from);
 	return -ETIMEDOUT;
 }
@@ -2075,18 +2283,48 @@ static bool stack_role_ready(struct xseg *seg, enum stack_role r)
 	       (r != STACK_ROLE_CACHED || stack_plugged(seg));
 }
 
+/* restart-peer's waits on the supervisor end after its start_timeout
+ * without progress, and this much more: the supervisor's own wait on
+ * the same process, begun earlier, ends first and says why in its log */
+#define STACK_RESTART_SLACK_NS 10000000000ULL
+
+/* The pid-file processes of the roles that are not up (of their program:
+ * a stale file may name a reused pid): what a supervisor busy restarting
+ * one of them waits for. Their number. */
+static unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
+				    pid_t *pids)
+{
+	unsigned n = 0;
+
+	for (int r = 0; r < STACK_NR_ROLES; r++) {
+		pid_t pid = stack_pidfile(st, stack_role_name(r));
+
+		if (!stack_role_ready(seg, r) &&
+		    stack_pid_runs(pid, stack_role_prog(st, r)))
+			pids[n++] = pid;
+	}
+	return n;
+}
+
 /*
  * restart-peer with a supervisor: ask it (stack_request_restart) and
  * follow what happens until the peer is up or given up on again.
  * log_from: the peer's log size before, for the tail of a failure.
+ * The supervisor waits for a starting peer as long as it progresses
+ * (stack_wait_port), so this follows the same rule: it gives up once
+ * what it waits for made no progress for start_timeout (and a slack).
  */
 static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
 				    enum stack_role r, pid_t sup)
 {
+	uint64_t limit_ns = stack_start_timeout_ns(st) + STACK_RESTART_SLACK_NS;
 	const char *name = stack_role_name(r);
 	off_t log_from = stack_log_size(st, name);
-	char path[PATH_MAX + 64];
-	int i, rc;
+	struct stack_progress pg = {0};
+	pid_t pids[STACK_NR_ROLES];
+	char path[PATH_MAX + 64], what[128];
+	unsigned n;
+	int rc;
 
 	rc = stack_request_restart(st, r, path, sizeof(path));
 	if (rc) {
@@ -2094,21 +2332,28 @@ static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
 		return 1;
 	}
 	/* the supervisor takes it within its poll, or after a restart it
-	 * is waiting for (as long as a peer's start may take) */
-	for (i = 0; !access(path, F_OK); i++) {
+	 * is waiting for: as long as a peer that is not up progresses */
+	while (!access(path, F_OK)) {
+		n = stack_starting_pids(st, seg, pids);
+		stack_progress_sample(&pg, pids, n);
 		if (!stack_pid_runs(sup, "xsegctl") ||
-		    i > STACK_READY_STEPS + STACK_BIND_STEPS) {
+		    stack_progress_stalled(&pg, limit_ns)) {
 			unlink(path);
 			stack_err("the supervisor (pid %d) did not take the "
 				  "request (see %s/run/supervisor.log)",
 				  (int)sup, st->dir);
 			return 1;
 		}
+		snprintf(what, sizeof(what),
+			 "the supervisor (pid %d) to take the request",
+			 (int)sup);
+		stack_progress_say(&pg, what);
 		stack_sleep_ms(20);
 	}
 	printf("the supervisor is restarting %s\n", name);
 	fflush(stdout);
-	for (i = 0;; i++) {
+	memset(&pg, 0, sizeof(pg));
+	for (;;) {
 		if (stack_role_ready(seg, r)) {
 			printf("%s is back (pid %d)\n", name,
 			       (int)stack_port_pid(seg, stack_role_port(r)));
@@ -2122,14 +2367,25 @@ static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
 			stack_log_tail(st, name, log_from);
 			return 1;
 		}
+		pids[0] = stack_pidfile(st, name);
+		stack_progress_sample(&pg, pids, 1);
 		if (!stack_pid_runs(sup, "xsegctl") ||
-		    i > STACK_READY_STEPS + STACK_BIND_STEPS) {
+		    stack_progress_stalled(&pg, limit_ns)) {
 			stack_err("%s did not come back (see %s/run/"
 				  "supervisor.log)",
 				  name, st->dir);
 			stack_log_tail(st, name, log_from);
 			return 1;
 		}
+		if (pids[0])
+			snprintf(what, sizeof(what),
+				 "%s (pid %d) to finish starting", name,
+				 (int)pids[0]);
+		else
+			snprintf(what, sizeof(what),
+				 "%s to start (it wrote no pid file yet)",
+				 name);
+		stack_progress_say(&pg, what);
 		stack_sleep_ms(20);
 	}
 }

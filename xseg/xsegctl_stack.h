@@ -29,6 +29,10 @@
  * NAME SIZE OBJSIZE). */
 #define STACK_MIN_OBJECT_SIZE (512ULL << 10)
 #define STACK_MAX_OBJECT_SIZE (64ULL << 20)
+/* The stall bound of a peer's start (key start_timeout), in seconds: its
+ * default and its largest value */
+#define STACK_START_TIMEOUT_S	  120
+#define STACK_START_TIMEOUT_MAX_S 3600
 /* cached's bucket size (its default; the stack does not set it) */
 #define STACK_CACHED_BUCKET_SIZE 4096ULL
 
@@ -67,6 +71,9 @@ struct stack {
 	/* blocker's --segment-size (at create only) and --reserve; "" =
 	 * the blocker's default (auto) */
 	char store_segment_size[32], store_reserve[32];
+	/* how long a starting peer may make no progress (no CPU time, no
+	 * I/O) before its start fails; "" = STACK_START_TIMEOUT_S */
+	char start_timeout[32];
 	bool json;
 };
 
@@ -103,10 +110,12 @@ bool stack_pid_runs(pid_t pid, const char *prog);
 bool stack_plugged(struct xseg *seg);
 /*
  * Start the peer of role r detached (log DIR/run/NAME.log) and wait until
- * it is up: its port bound (at most 30 s) and its statistics published
- * after its init (at most 120 s); cached: and plugged itself; vlmc: and
- * made its control socket. A peer that exits meanwhile fails it at once.
- * On failure what the peer logged during this start is printed.
+ * it is up: its port bound and its statistics published after its init;
+ * cached: and plugged itself; vlmc: and made its control socket. The wait
+ * lasts as long as the peer's process makes progress (CPU time or I/O),
+ * and fails after start_timeout without (the process is then killed). A
+ * peer that exits meanwhile fails it at once. On failure what the peer
+ * logged during this start is printed.
  */
 int stack_start_peer(const struct stack *st, struct xseg *seg,
 		     enum stack_role r);

@@ -801,18 +801,7 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
 #define STACK_WAIT_SAMPLE_NS 1000000000ULL  /* progress read once a second */
 #define STACK_WAIT_SAY_NS    10000000000ULL /* what it waits for, each 10 s */
 
-struct stack_progress {
-	uint64_t start_ns, sampled_ns, progress_ns; /* 0: not yet */
-	uint64_t said_ns;			    /* last line printed */
-	double cpu_s; /* the first pid's CPU time at the last reading */
-	unsigned npids;
-	pid_t pid[STACK_NR_ROLES];
-	uint64_t cpu_ticks[STACK_NR_ROLES], io_bytes[STACK_NR_ROLES];
-	bool known[STACK_NR_ROLES];
-};
-
-/* The stall bound of st's peers' start, in ns (key start_timeout). */
-static uint64_t stack_start_timeout_ns(const struct stack *st)
+uint64_t stack_start_timeout_ns(const struct stack *st)
 {
 	uint64_t ns;
 
@@ -861,14 +850,8 @@ static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
 	return true;
 }
 
-/*
- * Read the usage of pids (npids of them, 0 for none) once a second, and
- * record when one of them grew. A pid not watched at the last reading
- * (a new process) only gives its baseline: a restarted process is not
- * progress by itself.
- */
-static void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
-				  unsigned npids)
+void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
+			   unsigned npids)
 {
 	uint64_t now = xseg_now_ns(), cpu, io;
 	struct stack_progress old = *pg;
@@ -902,16 +885,12 @@ static unsigned stack_ns_s(uint64_t ns)
 	return (unsigned)(ns / 1000000000ULL);
 }
 
-/* The wait of pg has gone on for limit_ns without progress. */
-static bool stack_progress_stalled(const struct stack_progress *pg,
-				   uint64_t limit_ns)
+bool stack_progress_stalled(const struct stack_progress *pg, uint64_t limit_ns)
 {
 	return pg->sampled_ns && pg->sampled_ns - pg->progress_ns >= limit_ns;
 }
 
-/* Every 10 s of the wait of pg: "xsegctl: waiting for WHAT: T s, still
- * progressing (CPU C s)", or how long it has not. */
-static void stack_progress_say(struct stack_progress *pg, const char *what)
+void stack_progress_say(struct stack_progress *pg, const char *what)
 {
 	uint64_t idle = pg->sampled_ns - pg->progress_ns;
 
@@ -2283,16 +2262,8 @@ static bool stack_role_ready(struct xseg *seg, enum stack_role r)
 	       (r != STACK_ROLE_CACHED || stack_plugged(seg));
 }
 
-/* restart-peer's waits on the supervisor end after its start_timeout
- * without progress, and this much more: the supervisor's own wait on
- * the same process, begun earlier, ends first and says why in its log */
-#define STACK_RESTART_SLACK_NS 10000000000ULL
-
-/* The pid-file processes of the roles that are not up (of their program:
- * a stale file may name a reused pid): what a supervisor busy restarting
- * one of them waits for. Their number. */
-static unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
-				    pid_t *pids)
+unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
+			     pid_t *pids)
 {
 	unsigned n = 0;
 

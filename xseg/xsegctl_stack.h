@@ -120,6 +120,44 @@ bool stack_plugged(struct xseg *seg);
 int stack_start_peer(const struct stack *st, struct xseg *seg,
 		     enum stack_role r);
 /*
+ * Following a peer's start (stack_start_peer; restart-peer and stop
+ * following the supervisor's): is it making progress, i.e. did the CPU
+ * time (all threads) or the I/O of the processes watched grow?
+ */
+struct stack_progress {
+	uint64_t start_ns, sampled_ns, progress_ns; /* 0: not yet */
+	uint64_t said_ns;			    /* last line printed */
+	double cpu_s; /* the first pid's CPU time at the last reading */
+	unsigned npids;
+	pid_t pid[STACK_NR_ROLES];
+	uint64_t cpu_ticks[STACK_NR_ROLES], io_bytes[STACK_NR_ROLES];
+	bool known[STACK_NR_ROLES];
+};
+/* The stall bound of st's peers' start, in ns (key start_timeout). */
+uint64_t stack_start_timeout_ns(const struct stack *st);
+/* Waits that follow the supervisor's wait on a starting peer end after
+ * start_timeout without progress, and this much more: the supervisor's
+ * own wait on the same process, begun earlier, ends first (and its log
+ * says why) */
+#define STACK_RESTART_SLACK_NS 10000000000ULL
+/* Read the usage of pids (npids of them, at most STACK_NR_ROLES, 0 for
+ * none) at most once a second (pg zeroed at first), and record when one
+ * of them grew. A pid not watched at the last reading (a new process)
+ * only gives its baseline: a restarted process is not progress by
+ * itself. */
+void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
+			   unsigned npids);
+/* The wait of pg has gone on for limit_ns without progress. */
+bool stack_progress_stalled(const struct stack_progress *pg, uint64_t limit_ns);
+/* Every 10 s of the wait of pg, on stdout: "xsegctl: waiting for WHAT: T
+ * s, still progressing (CPU C s)", or how long it has not. */
+void stack_progress_say(struct stack_progress *pg, const char *what);
+/* The pid-file processes of the roles that are not up (of their program:
+ * a stale file may name a reused pid), in pids: what a supervisor busy
+ * restarting one of them waits for. Their number. */
+unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
+			     pid_t *pids);
+/*
  * The operator's wish that cached stays unplugged (DIR/run/cached.off,
  * written by unplug-cached, removed by plug-cached and start): the
  * supervisor does not restart a cached that is wished off.

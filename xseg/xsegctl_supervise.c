@@ -54,7 +54,9 @@
 #define SUP_POLL_MS  500
 #define SUP_BURST    5 /* restarts within SUP_WINDOW_S before giving up */
 #define SUP_WINDOW_S 60
-#define SUP_STOP_S   60 /* a restart in progress finishes before exit */
+/* a supervisor asked to stop exits within its poll, or once the restart
+ * it waits for ends (stack_stop_supervisor) */
+#define SUP_STOP_S 60
 
 struct sup_peer {
 	unsigned restarts;
@@ -460,22 +462,54 @@ int stack_start_supervisor(const struct stack *st)
 	return -ETIMEDOUT;
 }
 
+/*
+ * A restart in progress finishes before the supervisor exits. Its wait for
+ * the peer lasts as long as the peer progresses (stack_start_peer), so
+ * this one does too: it gives up after start_timeout (and a slack)
+ * without progress of a peer that is starting, or after SUP_STOP_S when
+ * none is (a fixed 60 s failed `stack stop` during any restart longer
+ * than that, such as a store replaying a large journal).
+ */
 int stack_stop_supervisor(const struct stack *st)
 {
-	pid_t pid = stack_pidfile(st, "supervisor");
+	uint64_t limit_ns = stack_start_timeout_ns(st) + STACK_RESTART_SLACK_NS;
+	pid_t pid = stack_pidfile(st, "supervisor"), pids[STACK_NR_ROLES];
+	char err[XSEG_ERRBUF_LEN], what[96];
+	struct stack_progress pg = {0};
+	struct xseg *seg;
+	unsigned n, none = 0; /* 20 ms steps in a row with nothing starting */
+	int rc = 0;
 
 	if (!stack_pid_runs(pid, "xsegctl"))
 		return 0;
 	if (kill(pid, SIGTERM))
 		return errno == ESRCH ? 0 : -errno;
-	for (int i = 0; i < SUP_STOP_S * 50; i++) {
-		if (kill(pid, 0) && errno == ESRCH)
-			return 0;
+	/* what is starting is read from the segment: none without one */
+	if (xseg_join(st->segment, &seg, err, sizeof(err)))
+		seg = NULL;
+	snprintf(what, sizeof(what),
+		 "the supervisor (pid %d) to finish a restart", (int)pid);
+	while (!(kill(pid, 0) && errno == ESRCH)) {
+		n = seg ? stack_starting_pids(st, seg, pids) : 0;
+		none = n ? 0 : none + 1;
+		stack_progress_sample(&pg, pids, n);
+		if (n ? stack_progress_stalled(&pg, limit_ns)
+		      : none >= SUP_STOP_S * 50) {
+			stack_err("the supervisor (pid %d) did not exit: %s",
+				  (int)pid,
+				  n ? "the peer it restarts made no progress "
+				      "(no CPU time, no I/O) for start_timeout"
+				    : "nothing it would wait for is starting");
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (n)
+			stack_progress_say(&pg, what);
 		stack_sleep_ms(20);
 	}
-	stack_err("the supervisor (pid %d) did not exit within %d s", (int)pid,
-		  SUP_STOP_S);
-	return -ETIMEDOUT;
+	if (seg)
+		xseg_leave(seg);
+	return rc;
 }
 
 struct sup_gave_up_arg {

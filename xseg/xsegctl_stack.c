@@ -907,14 +907,6 @@ void stack_progress_say(struct stack_progress *pg, const char *what)
 	fflush(stdout);
 }
 
-/*
- * Wait for the peer on port to be up (stack_port_ready; and for cond_fn
- * if given); fail early once its process is gone. spawned is the pid of
- * the peer just started (0: none, e.g. a start someone else began): its
- * exit fails the wait at once, also before it wrote its pid file (a peer
- * refusing its options used to cost the whole 30 s, review11 N-I). The
- * log tail printed on failure starts at log_from (stack_log_tail).
- */
 /* pid has exited (it no longer exists, or is a zombie). Unlike
  * stack_pid_runs it does not check the process name: for a pid this
  * xsegctl spawned a moment ago, the name may still be xsegctl's. */
@@ -959,6 +951,15 @@ static void stack_kill_stalled(pid_t pid)
 		stack_sleep_ms(20);
 }
 
+/*
+ * Wait for the peer on port to be up (stack_port_ready; and for cond_fn
+ * if given); fail early once its process is gone. spawned is the pid of
+ * the peer just started (0: none, e.g. a start someone else began): its
+ * exit fails the wait at once, also before it wrote its pid file (a peer
+ * refusing its options used to cost a fixed 30 s wait, review11 N-I);
+ * otherwise it lasts as long as the peer progresses (above). The log
+ * tail printed on failure starts at log_from (stack_log_tail).
+ */
 static int stack_wait_port(const struct stack *st, struct xseg *seg,
 			   uint32_t port, const char *name, pid_t spawned,
 			   off_t log_from, bool (*cond_fn)(struct xseg *seg))

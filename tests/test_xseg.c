@@ -1084,8 +1084,13 @@ END_TEST
 struct kick_arg {
 	const char *name;
 	uint32_t port;
+	uint32_t *woken; /* MAP_SHARED: set by the parent once its wait ended */
 };
 
+/* Kick every 50 ms until the parent's wait has ended. A kick is not
+ * remembered: one sent before the parent's wait took its starting point
+ * (a parent descheduled for 50 ms after the fork, on a loaded machine)
+ * would leave that wait to run into its timeout. */
 static int child_kick(void *arg)
 {
 	struct kick_arg *ka = arg;
@@ -1093,8 +1098,10 @@ static int child_kick(void *arg)
 
 	if (xseg_join(ka->name, &seg, NULL, 0))
 		return 1;
-	usleep(50 * 1000);
-	xseg_kick(seg, ka->port);
+	while (!__atomic_load_n(ka->woken, __ATOMIC_ACQUIRE)) {
+		usleep(50 * 1000);
+		xseg_kick(seg, ka->port);
+	}
 	xseg_leave(seg);
 	return 0;
 }
@@ -1103,7 +1110,7 @@ START_TEST(test_wait_timeout_kick)
 {
 	struct xseg_request *req, *rep;
 	struct kick_arg ka;
-	uint32_t client;
+	uint32_t client, *woken;
 	struct xseg *seg;
 	const char *name;
 	uint64_t t0;
@@ -1135,12 +1142,18 @@ START_TEST(test_wait_timeout_kick)
 	ck_assert_int_eq(xseg_put_request(seg, rep), 0);
 
 	/* A kick from another process ends an endless wait. */
-	ka = (struct kick_arg){name, 0};
+	woken = mmap(NULL, sizeof(*woken), PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(woken, MAP_FAILED);
+	*woken = 0;
+	ka = (struct kick_arg){name, 0, woken};
 	pid = xtu_fork(child_kick, &ka);
 	t0 = xtu_now_ms();
 	ck_assert_int_eq(xseg_wait(seg, 0, 30000 * MS), 0);
 	ck_assert_uint_lt(xtu_now_ms() - t0, 29000);
+	__atomic_store_n(woken, 1, __ATOMIC_RELEASE);
 	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	munmap(woken, sizeof(*woken));
 	xseg_leave(seg);
 }
 END_TEST

@@ -72,11 +72,24 @@ struct env {
 	struct tpr_client cl;
 };
 
-static bool vlmc_ctl_up(void *arg)
+/* vlmc's init is over: the live owner of port 2 has published its
+ * statistics, which the peer framework first does right after init (as
+ * the stack launcher's stack_port_ready waits). The control socket's file
+ * alone is not enough: it appears at vlmc's bind, a moment before its
+ * listen, and an xsegctl started in that moment is refused. */
+static bool vlmc_up(void *arg)
 {
 	const struct env *e = arg;
+	struct xseg_port_stats *ps = calloc(1, sizeof(*ps));
+	struct xseg_port_info pi;
+	bool up;
 
-	return access(e->ctl, F_OK) == 0;
+	ck_assert_ptr_nonnull(ps);
+	up = !xseg_port_info(e->seg, 2, &pi) && pi.alive &&
+	     !xseg_port_stats_read(e->seg, 2, ps) && ps->pid == pi.owner_pid &&
+	     ps->generation == pi.generation;
+	free(ps);
+	return up;
 }
 
 /* Start vlmc (not waiting for it). */
@@ -129,11 +142,12 @@ static void vlmc_start(struct env *e)
 	ck_assert_msg(tpr_wait_port(e->seg, 2, 20000) == 0,
 		      "vlmc did not bind port 2: %s", tpr_slurp(e->vlmc_log));
 	/* the port is bound before vlmc's init opens the control socket
-	 * (after loading the volume table from the store): wait for it too,
-	 * as the stack launcher does */
-	ck_assert_msg(xtu_wait_until(vlmc_ctl_up, e, 30000) == 0,
-		      "vlmc control socket %s never appeared: %s", e->ctl,
-		      tpr_slurp(e->vlmc_log));
+	 * (after loading the volume table from the store): wait for the
+	 * init's end too */
+	ck_assert_msg(xtu_wait_until(vlmc_up, e, 30000) == 0,
+		      "vlmc did not finish its start-up (control socket "
+		      "%s): %s",
+		      e->ctl, tpr_slurp(e->vlmc_log));
 }
 
 static void vlmc_stop(struct env *e)

@@ -20,23 +20,6 @@
 
 #ifndef AC_VERSION
 #define AC_VERSION "0.0.0"
-/* For a program whose one optional argument is SECONDS: -1 to go on
- * (*seconds parsed, or left at the caller's default), else the exit
- * status (help, version, or a refused argument). */
-static inline int bench_seconds_args(int argc, char **argv, const char *prog,
-				     const char *usage, double *seconds)
-{
-	int rc = bench_help_version(argc, argv, prog, usage);
-
-	if (rc >= 0)
-		return rc;
-	if (argc > 2)
-		return bench_usage_error(prog, argv[2], usage);
-	if (argc == 2 && !bench_parse_seconds(argv[1], seconds))
-		return bench_usage_error(prog, argv[1], usage);
-	return -1;
-}
-
 #endif
 
 /* -1 when argv holds neither --help nor --version (the caller goes on

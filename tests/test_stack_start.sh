@@ -87,17 +87,26 @@ $X stack start $T/s2/stack.conf >$T/s2/out 2>$T/s2/err; rc=$?
 nothing_left $D2 $SEG2 && ok "2: no process, no segment left" ||
 	fail "2: left: $(pgrep -af -- "$D2/run|--dir=$D2")"
 
+# expect_refused CASE KEY RANGE VALUE...: a config setting KEY to each
+# VALUE (on its line 2) is refused at parse time, exit 2, with the key,
+# the line and RANGE, nothing created
+expect_refused() {
+	local c=$1 key=$2 range=$3 v rc
+	shift 3
+	for v in "$@"; do
+		printf 'dir = %s\n%s = %s\n' $T/bad $key "$v" >$T/bad.conf
+		$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
+		[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
+			grep -q "bad.conf: line 2: bad value '$v' for $key ($range)" $T/bad.err &&
+			ok "$c: $key = '$v' refused with the key, line and range" ||
+			fail "$c: $key = '$v': rc $rc: $(cat $T/bad.err)"
+	done
+}
+
 # ---- 3. the key nbd_total_inflight: vlmc's bounds, and it reaches vlmc ----
 # refused at parse time with the key, the line and the range (a value vlmc
 # refuses would fail every start and restart), nothing started
-for v in 0 2T lots "" 16Q; do
-	printf 'dir = %s\n\nnbd_total_inflight = %s\n' $T/bad "$v" >$T/bad.conf
-	$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
-	[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
-		grep -q "bad.conf: line 3: bad value '$v' for nbd_total_inflight (a size, 1 .. 1T)" $T/bad.err &&
-		ok "3: nbd_total_inflight = '$v' refused with the key, line and range" ||
-		fail "3: nbd_total_inflight = '$v': rc $rc: $(cat $T/bad.err)"
-done
+expect_refused 3 nbd_total_inflight "a size, 1 .. 1T" 0 2T lots "" 16Q
 new_stack s3 "store = noop" "nbd_total_inflight = 24M"
 D3=$D
 $X stack start $T/s3/stack.conf >/dev/null || die "start s3"
@@ -122,14 +131,8 @@ wait_until 600 eval '[ -n "$(pid_of $D3 vlmc)" ] && [ "$(pid_of $D3 vlmc)" != $o
 $X stack stop --dir $D3 >/dev/null 2>$T/s3/stop.err || fail "3: stop: $(cat $T/s3/stop.err)"
 
 # ---- 4. start_timeout: waited for while progressing, not longer ----
-for v in 0 0s 500ms 1500ms x 3601 2h; do
-	printf 'dir = %s\nstart_timeout = %s\n' $T/bad "$v" >$T/bad.conf
-	$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
-	[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
-		grep -q "bad.conf: line 2: bad value '$v' for start_timeout (a duration in whole seconds, 1s .. 1h)" $T/bad.err &&
-		ok "4: start_timeout = '$v' refused with the key, line and range" ||
-		fail "4: start_timeout = '$v': rc $rc: $(cat $T/bad.err)"
-done
+expect_refused 4 start_timeout "a duration in whole seconds, 1s .. 1h" \
+	0 0s 500ms 1500ms x 3601 2h
 # a store that burns CPU (bash builtins: in its own process) for three
 # times the bound before it starts
 W4=$T/wrap-burn

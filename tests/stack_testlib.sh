@@ -208,6 +208,19 @@ new_stack() {
 	shift
 	stack_conf $name "segment_size = 128M" "requests = 1024" "cache_size = 16M" "$@"
 }
+# bin_with DIR PEER SCRIPT: a bin dir for AC_BIN_DIR whose PEER (blocker,
+# cached or vlmc) is the script SCRIPT (its #! line included) and whose
+# other peers are the built ones in $BIN
+bin_with() {
+	local p
+	mkdir -p "$1"
+	printf '%s\n' "$3" >"$1/$2"
+	chmod +x "$1/$2"
+	for p in blocker cached vlmc; do
+		[ "$p" = "$2" ] || ln -s "$BIN/$p" "$1/$p"
+	done
+}
+
 seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }
 # pid_of DIR ROLE: the pid of a stack's peer (or supervisor), from its file
 pid_of() { cat $1/run/$2.pid 2>/dev/null; }

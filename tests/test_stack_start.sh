@@ -136,11 +136,7 @@ expect_refused 4 start_timeout "a duration in whole seconds, 1s .. 1h" \
 # a store that burns CPU (bash builtins: in its own process) for three
 # times the bound before it starts
 W4=$T/wrap-burn
-mkdir -p $W4
-printf '#!/bin/bash\nwhile [ $SECONDS -lt 9 ]; do :; done\nexec %s/blocker "$@"\n' $BIN >$W4/blocker
-chmod +x $W4/blocker
-ln -s $BIN/cached $W4/cached
-ln -s $BIN/vlmc $W4/vlmc
+bin_with $W4 blocker "$(printf '#!/bin/bash\nwhile [ $SECONDS -lt 9 ]; do :; done\nexec %s/blocker "$@"' $BIN)"
 new_stack s4 "store = blocker" "start_timeout = 3"
 D4=$D
 AC_BIN_DIR=$W4 $X stack start $T/s4/stack.conf >$T/s4/out 2>$T/s4/err; rc=$?
@@ -155,11 +151,7 @@ AC_BIN_DIR=$W4 $X stack stop --dir $D4 >/dev/null 2>$T/s4/stop.err ||
 # a cached that sleeps (no CPU, no I/O) longer than the bound, in a child
 # whose pid it records, before it starts
 W5=$T/wrap-sleep
-mkdir -p $W5
-printf '#!/bin/sh\nsleep 20 &\necho $! >%s/sleeper\nwait $!\nexec %s/cached "$@"\n' $T $BIN >$W5/cached
-chmod +x $W5/cached
-ln -s $BIN/blocker $W5/blocker
-ln -s $BIN/vlmc $W5/vlmc
+bin_with $W5 cached "$(printf '#!/bin/sh\nsleep 20 &\necho $! >%s/sleeper\nwait $!\nexec %s/cached "$@"' $T $BIN)"
 new_stack s5 "store = blocker" "start_timeout = 3"
 D5=$D
 AC_BIN_DIR=$W5 $X stack start $T/s5/stack.conf >$T/s5/out 2>$T/s5/err; rc=$?

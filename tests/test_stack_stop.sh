@@ -131,11 +131,7 @@ $X stack stop --dir $D2 >/dev/null 2>$T/s2/err3 && [ ! -e /dev/shm/$SEG2 ] &&
 # wrap_bin DIR TIMEOUT: a bin dir whose cached runs with --flush-timeout
 # TIMEOUT, the other peers the real ones
 wrap_bin() {
-	mkdir -p $1
-	printf '#!/bin/sh\nexec %s/cached --flush-timeout=%s "$@"\n' $BIN $2 > $1/cached
-	chmod +x $1/cached
-	ln -s $BIN/vlmc $1/vlmc
-	ln -s $BIN/blocker $1/blocker
+	bin_with $1 cached "$(printf '#!/bin/sh\nexec %s/cached --flush-timeout=%s "$@"' $BIN $2)"
 }
 
 # ---- 3. the store cannot come back: cached gives up, stop says so ----

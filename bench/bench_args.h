@@ -49,7 +49,7 @@ static inline int bench_usage_error(const char *prog, const char *arg,
 	return 2;
 }
 
-/* A duration in seconds: a whole decimal number, > 0 and <= 1 day. */
+/* A duration in seconds: a decimal number (0.5 too), > 0 and <= 1 day. */
 static inline bool bench_parse_seconds(const char *arg, double *seconds)
 {
 	char *end;

@@ -222,6 +222,8 @@ bin_with() {
 }
 
 seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }
+# gone PID: no such process, or a zombie (killed, not reaped yet)
+gone() { ! kill -0 $1 2>/dev/null || grep -q ') Z' /proc/$1/stat 2>/dev/null; }
 # pid_of DIR ROLE: the pid of a stack's peer (or supervisor), from its file
 pid_of() { cat $1/run/$2.pid 2>/dev/null; }
 # cmdline_of DIR ROLE: that process's command line, words separated by

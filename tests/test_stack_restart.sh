@@ -13,6 +13,9 @@
 #   2. A peer that exits during its start-up fails `stack start` at once
 #      as that peer's exit (not "did not come up" after 30 s), and the
 #      log tail printed holds only this start's lines.
+#   3. restart-peer (no supervisor) trusts run/NAME.pid only for a process
+#      given this stack's --pidfile: a stranger with the same program name
+#      (a reused pid) is neither waited for nor killed.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -129,6 +132,30 @@ grep -q "refusing to start (run 2)" $T/f/err2 && ! grep -q "(run 1)" $T/f/err2 &
 	ok "2: the log tail holds only this start's lines" ||
 	fail "2: log tail: $(cat $T/f/err2)"
 [ ! -e /dev/shm/$(seg_of $DF) ] || fail "2: segment left"
+
+# ---- 3. a pid file is trusted only for this stack's peer ----
+# No supervisor; the store killed, and its pid file then names a process
+# of the same program name that is not this stack's store (its pid
+# reused, here a copy of sleep named blocker): restart-peer starts a new
+# store, neither waiting for that process nor killing it (before, it
+# waited for it as "starting" and, since start_timeout, killed it).
+new_stack p "store = blocker" "supervise = off" "start_timeout = 10"
+DP=$D
+$X stack start $T/p/stack.conf >/dev/null 2>$T/p/err || die "3: start: $(cat $T/p/err)"
+SP=$(pid_of $DP store)
+kill -KILL $SP
+wait_until 300 gone $SP || die "3: store $SP not gone"
+mkdir -p $T/imp && cp "$(command -v sleep)" $T/imp/blocker
+$T/imp/blocker 600 &
+IMP=$!
+echo $IMP >$DP/run/store.pid
+$X stack restart-peer store --dir $DP >$T/p/rp 2>&1; rc=$?
+[ $rc -eq 0 ] && ! grep -q "is starting" $T/p/rp &&
+	[ "$(pid_of $DP store)" != $IMP ] && kill -0 $IMP &&
+	ok "3: restart-peer started a new store, the stranger left alone" ||
+	fail "3: restart-peer rc $rc: $(cat $T/p/rp)"
+kill $IMP
+$X stack stop --dir $DP >/dev/null 2>$T/p/stop.err || fail "3: stop: $(cat $T/p/stop.err)"
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack restart test passed"

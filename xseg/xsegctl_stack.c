@@ -787,19 +787,25 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
  * Fixed bounds (30 s to bind, 120 s to finish) failed legitimate slow
  * starts: cached pre-faulting a 5G cache on a loaded machine, a blocker
  * replaying a large journal. Progress is what a working start cannot
- * help showing: CPU time (utime + stime of all its threads) or I/O
- * (rchar + wchar, the read() and write() bytes, and read_bytes +
- * write_bytes, which also count the page faults of a replay reading its
- * log through mmap). No overall bound, as stack stop's wait for cached's
- * flush has none: any fixed one cuts off some legitimate start, which is
- * what this replaces. A peer spinning in a bug would hold the wait
- * forever; the line printed every 10 s shows the operator what it waits
- * for (and that only CPU time grows), who can interrupt it and run
- * `stack stop`. The supervisor's restarts wait the same way: a peer that
- * hangs without dying was never detected there (docs/operations.md).
+ * help showing: CPU time (utime + stime of all its threads) at a rate of
+ * at least a tenth of a CPU (STACK_WAIT_MIN_CPU_PCT) between two
+ * readings, or block I/O (read_bytes + write_bytes of /proc/PID/io, which
+ * also count the page faults of a replay reading its log through mmap).
+ * Not less CPU, and not rchar/wchar: a peer that only polls for something
+ * else (peer_bind waiting for a draining port, about 1 % of a CPU, and a
+ * log line every 5 s) is waiting, not starting (review16). No overall
+ * bound, as stack stop's wait for cached's flush has none: any fixed one
+ * cuts off some legitimate start, which is what this replaces. A peer
+ * spinning in a bug would hold the wait as long as it spins; the line
+ * printed every 10 s shows the operator what it waits for, with its pid
+ * and CPU time: kill that pid, and the wait fails at once (the peer
+ * exited) and start stops what it started. The supervisor's restarts wait
+ * the same way: a peer that hangs without dying was never detected there
+ * (docs/operations.md).
  */
-#define STACK_WAIT_SAMPLE_NS 1000000000ULL  /* progress read once a second */
-#define STACK_WAIT_SAY_NS    10000000000ULL /* what it waits for, each 10 s */
+#define STACK_WAIT_SAMPLE_NS   1000000000ULL  /* progress read once a second */
+#define STACK_WAIT_SAY_NS      10000000000ULL /* what it waits for, each 10 s */
+#define STACK_WAIT_MIN_CPU_PCT 10	      /* CPU that counts as progress */
 
 uint64_t stack_start_timeout_ns(const struct stack *st)
 {
@@ -811,9 +817,9 @@ uint64_t stack_start_timeout_ns(const struct stack *st)
 	return ns;
 }
 
-/* pid's CPU time (utime + stime of all its threads, clock ticks) and I/O
- * (bytes); false when it cannot be read (no such process). The I/O is 0
- * when /proc/PID/io is not readable (another user's process). */
+/* pid's CPU time (utime + stime of all its threads, clock ticks) and block
+ * I/O (bytes); false when it cannot be read (no such process). The I/O is
+ * 0 when /proc/PID/io is not readable (another user's process). */
 static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
 {
 	char path[64], line[512], *end;
@@ -840,9 +846,7 @@ static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
 	if (!f)
 		return true;
 	while (fgets(line, sizeof(line), f))
-		if ((!strncmp(line, "rchar:", 6) ||
-		     !strncmp(line, "wchar:", 6) ||
-		     !strncmp(line, "read_bytes:", 11) ||
+		if ((!strncmp(line, "read_bytes:", 11) ||
 		     !strncmp(line, "write_bytes:", 12)) &&
 		    sscanf(strchr(line, ':') + 1, "%llu", &v) == 1)
 			*io_bytes += v;
@@ -853,13 +857,15 @@ static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
 void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
 			   unsigned npids)
 {
-	uint64_t now = xseg_now_ns(), cpu, io;
+	uint64_t now = xseg_now_ns(), cpu, io, span;
 	struct stack_progress old = *pg;
+	double tck = (double)sysconf(_SC_CLK_TCK);
 
 	if (!pg->start_ns)
 		pg->start_ns = pg->progress_ns = pg->said_ns = now;
 	if (pg->sampled_ns && now - pg->sampled_ns < STACK_WAIT_SAMPLE_NS)
 		return;
+	span = old.sampled_ns ? now - old.sampled_ns : 0;
 	pg->sampled_ns = now;
 	pg->npids = npids;
 	for (unsigned i = 0; i < npids; i++) {
@@ -870,14 +876,19 @@ void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
 			continue;
 		pg->cpu_ticks[i] = cpu;
 		pg->io_bytes[i] = io;
-		for (unsigned j = 0; j < old.npids; j++)
-			if (old.known[j] && old.pid[j] == pids[i] &&
-			    (cpu > old.cpu_ticks[j] || io > old.io_bytes[j]))
+		for (unsigned j = 0; j < old.npids; j++) {
+			double cpu_ns;
+
+			if (!old.known[j] || old.pid[j] != pids[i])
+				continue;
+			cpu_ns = (double)(cpu - old.cpu_ticks[j]) / tck * 1e9;
+			if (cpu_ns * 100 >=
+				(double)span * STACK_WAIT_MIN_CPU_PCT ||
+			    io > old.io_bytes[j])
 				pg->progress_ns = now;
+		}
 	}
-	pg->cpu_s = npids && pg->known[0] ? (double)pg->cpu_ticks[0] /
-						(double)sysconf(_SC_CLK_TCK)
-					  : 0;
+	pg->cpu_s = npids && pg->known[0] ? (double)pg->cpu_ticks[0] / tck : 0;
 }
 
 static unsigned stack_ns_s(uint64_t ns)
@@ -954,15 +965,18 @@ static void stack_kill_stalled(pid_t pid)
 /*
  * Wait for the peer on port to be up (stack_port_ready; and for cond_fn
  * if given); fail early once its process is gone. spawned is the pid of
- * the peer just started (0: none, e.g. a start someone else began): its
- * exit fails the wait at once, also before it wrote its pid file (a peer
- * refusing its options used to cost a fixed 30 s wait, review11 N-I);
- * otherwise it lasts as long as the peer progresses (above). The log
- * tail printed on failure starts at log_from (stack_log_tail).
+ * the peer to watch (0: none known yet, e.g. a start someone else
+ * began): its exit fails the wait at once, also before it wrote its pid
+ * file (a peer refusing its options used to cost a fixed 30 s wait,
+ * review11 N-I); otherwise it lasts as long as the peer progresses
+ * (above). ours: spawned was started by this command, so a stall kills
+ * it; a process someone else started is only given up on. The log tail
+ * printed on failure starts at log_from (stack_log_tail).
  */
 static int stack_wait_port(const struct stack *st, struct xseg *seg,
 			   uint32_t port, const char *name, pid_t spawned,
-			   off_t log_from, bool (*cond_fn)(struct xseg *seg))
+			   bool ours, off_t log_from,
+			   bool (*cond_fn)(struct xseg *seg))
 {
 	uint64_t limit_ns = stack_start_timeout_ns(st);
 	struct stack_progress pg = {0};
@@ -992,6 +1006,10 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 		 * is gone (a peer removes it when it exits; a failed start
 		 * used to cost the whole wait, per supervisor restart) */
 		pid = stack_pidfile(st, name);
+		/* a pid file naming a process that is not this stack's
+		 * NAME (its pid reused) names a peer that is gone */
+		if (pid && !stack_pid_is_peer(st, pid, name))
+			pid = 0;
 		if (pid)
 			seen = pid;
 		if (i > 25 && seen &&
@@ -1018,22 +1036,26 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 		stack_progress_say(&pg, what);
 		stack_sleep_ms(20);
 	}
-	if (bound)
-		stack_err("%s bound port %u but did not finish starting: it "
-			  "(pid %d) made no progress (no CPU time, no I/O) for "
-			  "%u s, after %u s in all%s "
-			  "(start_timeout)",
-			  name, port, (int)watched, stack_ns_s(limit_ns),
-			  stack_ns_s(pg.sampled_ns - pg.start_ns),
-			  spawned ? "; killed it" : "");
+	if (watched)
+		snprintf(what, sizeof(what),
+			 "it (pid %d) made no progress "
+			 "(under a tenth of a CPU, no block I/O)",
+			 (int)watched);
 	else
-		stack_err("%s did not come up on port %u: it (pid %d) made no "
-			  "progress (no CPU time, no I/O) for %u s, after %u "
-			  "s in all%s (start_timeout)",
-			  name, port, (int)watched, stack_ns_s(limit_ns),
+		snprintf(what, sizeof(what), "no process of it was seen");
+	if (bound)
+		stack_err("%s bound port %u but did not finish starting: %s "
+			  "for %u s, after %u s in all%s (start_timeout)",
+			  name, port, what, stack_ns_s(limit_ns),
 			  stack_ns_s(pg.sampled_ns - pg.start_ns),
-			  spawned ? "; killed it" : "");
-	if (spawned)
+			  ours && spawned ? "; killed it" : "");
+	else
+		stack_err("%s did not come up on port %u: %s for %u s, after "
+			  "%u s in all%s (start_timeout)",
+			  name, port, what, stack_ns_s(limit_ns),
+			  stack_ns_s(pg.sampled_ns - pg.start_ns),
+			  ours && spawned ? "; killed it" : "");
+	if (ours && spawned)
 		stack_kill_stalled(spawned);
 	stack_log_tail(st, name, log_from);
 	return -ETIMEDOUT;
@@ -1215,9 +1237,10 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 		stack_err("%s: cannot start it: %s", stack_roles[r].name,
 			  strerror(-rc));
 	if (!rc)
-		rc = stack_wait_port(
-		    st, seg, stack_roles[r].port, stack_roles[r].name, pid,
-		    log_from, r == STACK_ROLE_CACHED ? stack_plugged : NULL);
+		rc = stack_wait_port(st, seg, stack_roles[r].port,
+				     stack_roles[r].name, pid, true, log_from,
+				     r == STACK_ROLE_CACHED ? stack_plugged
+							    : NULL);
 	if (!rc && r == STACK_ROLE_VLMC && stack_ctl_up(st)) {
 		stack_err("vlmc: no control socket at %s", st->ctl_socket);
 		rc = -ETIMEDOUT;
@@ -1599,8 +1622,8 @@ static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 			   stack_role_prog(st, r))) {
 		stack_report(st, "the store is starting; waiting for it "
 				 "before cached flushes");
-		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store", 0, -1,
-				     NULL)) {
+		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store", 0,
+				     false, -1, NULL)) {
 			stack_report(st, "the store is up (pid %d)",
 				     (int)stack_pidfile(st, "store"));
 			return false;
@@ -2272,7 +2295,8 @@ unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
 		pid_t pid = stack_pidfile(st, stack_role_name(r));
 
 		if (!stack_role_ready(seg, r) &&
-		    stack_pid_runs(pid, stack_role_prog(st, r)))
+		    stack_pid_runs(pid, stack_role_prog(st, r)) &&
+		    stack_pid_is_peer(st, pid, stack_role_name(r)))
 			pids[n++] = pid;
 	}
 	return n;
@@ -2340,6 +2364,8 @@ static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
 			return 1;
 		}
 		pids[0] = stack_pidfile(st, name);
+		if (!stack_pid_is_peer(st, pids[0], name))
+			pids[0] = 0;
 		stack_progress_sample(&pg, pids, 1);
 		if (!stack_pid_runs(sup, "xsegctl") ||
 		    stack_progress_stalled(&pg, limit_ns)) {
@@ -2397,13 +2423,15 @@ static int stack_restart_peer(struct stack *st, const char *role)
 		return rc;
 	}
 	pid = stack_pidfile(st, name);
-	if (stack_pid_runs(pid, stack_role_prog(st, r))) {
-		/* still starting (or stopping): not ours to start twice */
+	if (stack_pid_runs(pid, stack_role_prog(st, r)) &&
+	    stack_pid_is_peer(st, pid, name)) {
+		/* still starting (or stopping): not ours to start twice,
+		 * nor to kill should it stall */
 		printf("%s (pid %d) is starting; waiting for it\n", name,
 		       (int)pid);
-		rc = stack_wait_port(st, seg, stack_role_port(r), name, pid, -1,
-				     r == STACK_ROLE_CACHED ? stack_plugged
-							    : NULL);
+		rc = stack_wait_port(
+		    st, seg, stack_role_port(r), name, pid, false, -1,
+		    r == STACK_ROLE_CACHED ? stack_plugged : NULL);
 	} else {
 		/* the dead peer's pid file and control socket would end
 		 * the start-up wait at once */

@@ -106,6 +106,12 @@ pid_t stack_pidfile(const struct stack *st, const char *name);
  * process, and the pid may have been reused by another program.) A
  * zombie is not. */
 bool stack_pid_runs(pid_t pid, const char *prog);
+/* Is pid a process started as st's peer NAME, i.e. given
+ * --pidfile=DIR/run/NAME.pid (stack_peer_args always passes it)? What a
+ * pid file names before anything is waited for or killed on its word: a
+ * pid reused by another stack's peer of the same program passes
+ * stack_pid_runs. */
+bool stack_pid_is_peer(const struct stack *st, pid_t pid, const char *name);
 /* True when the store's port is redirected to cached's (cached plugged). */
 bool stack_plugged(struct xseg *seg);
 /*

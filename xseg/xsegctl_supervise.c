@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,30 @@ bool stack_cached_off(const struct stack *st)
 
 	sup_path(path, sizeof(path), st, "cached.off");
 	return !access(path, F_OK);
+}
+
+bool stack_pid_is_peer(const struct stack *st, pid_t pid, const char *name)
+{
+	char path[64], want[PATH_MAX + 64], args[8192];
+	size_t n, wl;
+	FILE *f;
+
+	if (pid <= 0)
+		return false;
+	wl = (size_t)snprintf(want, sizeof(want), "--pidfile=%s/run/%s.pid",
+			      st->dir, name);
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(args, 1, sizeof(args) - 1, f);
+	fclose(f);
+	args[n] = 0;
+	/* NUL-separated arguments: compare each whole */
+	for (size_t i = 0; i < n; i += strlen(args + i) + 1)
+		if (strlen(args + i) == wl && !memcmp(args + i, want, wl))
+			return true;
+	return false;
 }
 
 bool stack_pid_runs(pid_t pid, const char *prog)
@@ -498,7 +523,8 @@ int stack_stop_supervisor(const struct stack *st)
 			stack_err("the supervisor (pid %d) did not exit: %s",
 				  (int)pid,
 				  n ? "the peer it restarts made no progress "
-				      "(no CPU time, no I/O) for start_timeout"
+				      "(under a tenth of a CPU, no block I/O) "
+				      "for start_timeout"
 				    : "nothing it would wait for is starting");
 			rc = -ETIMEDOUT;
 			break;

@@ -148,6 +148,10 @@ wait_until 300 gone $SP || die "3: store $SP not gone"
 mkdir -p $T/imp && cp "$(command -v sleep)" $T/imp/blocker
 $T/imp/blocker 600 &
 IMP=$!
+track_pid $IMP
+# until it has exec'd, its name is bash's: the build before would then
+# not take it for a store either, and pass
+wait_until 100 grep -qx blocker /proc/$IMP/comm || die "3: stranger not named blocker"
 echo $IMP >$DP/run/store.pid
 $X stack restart-peer store --dir $DP >$T/p/rp 2>&1; rc=$?
 [ $rc -eq 0 ] && ! grep -q "is starting" $T/p/rp &&
@@ -155,6 +159,7 @@ $X stack restart-peer store --dir $DP >$T/p/rp 2>&1; rc=$?
 	ok "3: restart-peer started a new store, the stranger left alone" ||
 	fail "3: restart-peer rc $rc: $(cat $T/p/rp)"
 kill $IMP
+untrack_pid $IMP
 $X stack stop --dir $DP >/dev/null 2>$T/p/stop.err || fail "3: stop: $(cat $T/p/stop.err)"
 
 check_sanitizers "a log" $T/*/data/run/*.log

@@ -789,23 +789,28 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
  * replaying a large journal. Progress is what a working start cannot
  * help showing: CPU time (utime + stime of all its threads) at a rate of
  * at least a tenth of a CPU (STACK_WAIT_MIN_CPU_PCT) between two
- * readings, or block I/O (read_bytes + write_bytes of /proc/PID/io, which
- * also count the page faults of a replay reading its log through mmap).
- * Not less CPU, and not rchar/wchar: a peer that only polls for something
- * else (peer_bind waiting for a draining port, about 1 % of a CPU, and a
- * log line every 5 s) is waiting, not starting (review16). No overall
+ * readings, or block I/O (read_bytes of /proc/PID/io, which also count
+ * the page faults of a replay reading its log through mmap, or
+ * write_bytes growing by at least STACK_WAIT_MIN_WRITE). Not less CPU,
+ * not rchar/wchar and not a few written bytes: a peer that only polls for
+ * something else (peer_bind waiting for a draining port: about 1 % of a
+ * CPU, and a log line every 5 s, whose page re-dirtied after writeback
+ * adds 4 KiB to write_bytes) is waiting, not starting (review16,
+ * review16b). No overall
  * bound, as stack stop's wait for cached's flush has none: any fixed one
  * cuts off some legitimate start, which is what this replaces. A peer
  * spinning in a bug would hold the wait as long as it spins; the line
  * printed every 10 s shows the operator what it waits for, with its pid
- * and CPU time: kill that pid, and the wait fails at once (the peer
- * exited) and start stops what it started. The supervisor's restarts wait
+ * and CPU time: `kill -KILL` that pid (a peer acts on SIGTERM only once
+ * its init is done), and the wait fails at once (the peer exited) and
+ * start stops what it started. The supervisor's restarts wait
  * the same way: a peer that hangs without dying was never detected there
  * (docs/operations.md).
  */
 #define STACK_WAIT_SAMPLE_NS   1000000000ULL  /* progress read once a second */
 #define STACK_WAIT_SAY_NS      10000000000ULL /* what it waits for, each 10 s */
 #define STACK_WAIT_MIN_CPU_PCT 10	      /* CPU that counts as progress */
+#define STACK_WAIT_MIN_WRITE   (64u << 10)    /* so do written bytes */
 
 uint64_t stack_start_timeout_ns(const struct stack *st)
 {
@@ -818,15 +823,17 @@ uint64_t stack_start_timeout_ns(const struct stack *st)
 }
 
 /* pid's CPU time (utime + stime of all its threads, clock ticks) and block
- * I/O (bytes); false when it cannot be read (no such process). The I/O is
- * 0 when /proc/PID/io is not readable (another user's process). */
-static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
+ * I/O (bytes read, written); false when it cannot be read (no such
+ * process). The I/O is 0 when /proc/PID/io is not readable (another
+ * user's process). */
+static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *rd,
+			     uint64_t *wr)
 {
 	char path[64], line[512], *end;
 	unsigned long long utime, stime, v;
 	FILE *f;
 
-	*io_bytes = 0;
+	*rd = *wr = 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -845,11 +852,12 @@ static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
 	f = fopen(path, "re");
 	if (!f)
 		return true;
-	while (fgets(line, sizeof(line), f))
-		if ((!strncmp(line, "read_bytes:", 11) ||
-		     !strncmp(line, "write_bytes:", 12)) &&
-		    sscanf(strchr(line, ':') + 1, "%llu", &v) == 1)
-			*io_bytes += v;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "read_bytes: %llu", &v) == 1)
+			*rd = v;
+		else if (sscanf(line, "write_bytes: %llu", &v) == 1)
+			*wr = v;
+	}
 	fclose(f);
 	return true;
 }
@@ -857,7 +865,7 @@ static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *io_bytes)
 void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
 			   unsigned npids)
 {
-	uint64_t now = xseg_now_ns(), cpu, io, span;
+	uint64_t now = xseg_now_ns(), cpu, rd, wr, span;
 	struct stack_progress old = *pg;
 	double tck = (double)sysconf(_SC_CLK_TCK);
 
@@ -871,11 +879,12 @@ void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
 	for (unsigned i = 0; i < npids; i++) {
 		pg->pid[i] = pids[i];
 		pg->known[i] =
-		    pids[i] > 0 && stack_proc_usage(pids[i], &cpu, &io);
+		    pids[i] > 0 && stack_proc_usage(pids[i], &cpu, &rd, &wr);
 		if (!pg->known[i])
 			continue;
 		pg->cpu_ticks[i] = cpu;
-		pg->io_bytes[i] = io;
+		pg->read_bytes[i] = rd;
+		pg->write_bytes[i] = wr;
 		for (unsigned j = 0; j < old.npids; j++) {
 			double cpu_ns;
 
@@ -884,7 +893,8 @@ void stack_progress_sample(struct stack_progress *pg, const pid_t *pids,
 			cpu_ns = (double)(cpu - old.cpu_ticks[j]) / tck * 1e9;
 			if (cpu_ns * 100 >=
 				(double)span * STACK_WAIT_MIN_CPU_PCT ||
-			    io > old.io_bytes[j])
+			    rd > old.read_bytes[j] ||
+			    wr - old.write_bytes[j] >= STACK_WAIT_MIN_WRITE)
 				pg->progress_ns = now;
 		}
 	}
@@ -1619,7 +1629,8 @@ static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 	     xseg_port_alive(seg, STACK_VLMC_PORT) != 1))
 		return false;
 	if (stack_pid_runs(stack_pidfile(st, "store"),
-			   stack_role_prog(st, r))) {
+			   stack_role_prog(st, r)) &&
+	    stack_pid_is_peer(st, stack_pidfile(st, "store"), "store")) {
 		stack_report(st, "the store is starting; waiting for it "
 				 "before cached flushes");
 		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store", 0,

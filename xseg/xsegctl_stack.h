@@ -136,7 +136,8 @@ struct stack_progress {
 	double cpu_s; /* the first pid's CPU time at the last reading */
 	unsigned npids;
 	pid_t pid[STACK_NR_ROLES];
-	uint64_t cpu_ticks[STACK_NR_ROLES], io_bytes[STACK_NR_ROLES];
+	uint64_t cpu_ticks[STACK_NR_ROLES];
+	uint64_t read_bytes[STACK_NR_ROLES], write_bytes[STACK_NR_ROLES];
 	bool known[STACK_NR_ROLES];
 };
 /* The stall bound of st's peers' start, in ns (key start_timeout). */

@@ -183,10 +183,14 @@ bool stack_pid_runs(pid_t pid, const char *prog)
 static bool sup_down(const struct stack *st, struct xseg *seg,
 		     enum stack_role r)
 {
+	pid_t pid;
+
 	if (xseg_port_alive(seg, stack_role_port(r)) == 1)
 		return false;
-	return !stack_pid_runs(stack_pidfile(st, stack_role_name(r)),
-			       stack_role_prog(st, r));
+	pid = stack_pidfile(st, stack_role_name(r));
+	/* a pid reused by a stranger of the same program is no peer */
+	return !stack_pid_runs(pid, stack_role_prog(st, r)) ||
+	       !stack_pid_is_peer(st, pid, stack_role_name(r));
 }
 
 static void sup_write_state(const struct stack *st,

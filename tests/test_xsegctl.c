@@ -65,6 +65,24 @@ START_TEST(usage_errors)
 	     2,
 	     "bad number '-3' for --requests"},
 	    {{"--bogus", NULL}, 2, "unknown option '--bogus'"},
+	    /* a subcommand's usage error points at its own --help */
+	    {{"stack", "frob", NULL},
+	     2,
+	     "xsegctl stack: unknown command 'frob'\nTry 'xsegctl stack "
+	     "--help'"},
+	    {{"stack", "restart-peer", "nope", NULL},
+	     2,
+	     "restart-peer: unknown peer 'nope' (expected store, cached or "
+	     "vlmc)\nTry 'xsegctl stack --help'"},
+	    {{"volume", "frob", NULL},
+	     2,
+	     "xsegctl volume: unknown command 'frob'\nTry 'xsegctl volume "
+	     "--help'"},
+	    {{"volume", "--ctl", "/nonexistent", "create", "bad name", "1G",
+	      NULL},
+	     2,
+	     "create: bad argument 'bad name' (empty, with a blank, or too "
+	     "long)"},
 	    {{"info", "/tpr-ctl-missing", NULL}, 1, "tpr-ctl-missing"},
 	    {{"destroy", "/tpr-ctl-missing", NULL},
 	     1,

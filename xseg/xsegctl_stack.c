@@ -41,6 +41,10 @@
 #include "xseg.h"
 #include "xsegctl_cmds.h"
 #include "xsegctl_stack.h"
+
+/* usage errors name the subcommand, so that their hint points at its
+ * --help ("Try 'xsegctl stack --help'"), which lists its commands */
+#define STACK_PROG "xsegctl stack"
 #include "volume.h" /* VLMC_TABLE_MAX */
 
 _Static_assert(STACK_MIN_OBJECT_SIZE >= VLMC_TABLE_MAX,
@@ -2532,16 +2536,14 @@ int xsegctl_stack_main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		peer_usage_error("xsegctl", "stack: no command (try 'xsegctl "
-					    "stack --help')");
+		peer_usage_error(STACK_PROG, "no command");
 		goto out;
 	}
 	cmd = argv[optind++];
 	if (optind < argc)
 		config = argv[optind++];
 	if (optind < argc) {
-		peer_usage_error("xsegctl", "stack %s: too many arguments",
-				 cmd);
+		peer_usage_error(STACK_PROG, "%s: too many arguments", cmd);
 		goto out;
 	}
 	if (!strcmp(cmd, "default-config")) {
@@ -2553,7 +2555,7 @@ int xsegctl_stack_main(int argc, char **argv)
 	    strcmp(cmd, "status") && strcmp(cmd, "plug-cached") &&
 	    strcmp(cmd, "unplug-cached") && strcmp(cmd, "supervise") &&
 	    strcmp(cmd, "restart-peer")) {
-		peer_usage_error("xsegctl", "stack: unknown command '%s'", cmd);
+		peer_usage_error(STACK_PROG, "unknown command '%s'", cmd);
 		goto out;
 	}
 	if (!strcmp(cmd, "restart-peer")) {
@@ -2561,8 +2563,8 @@ int xsegctl_stack_main(int argc, char **argv)
 		role = config;
 		config = NULL;
 		if (!role || stack_role_by_name(role) < 0) {
-			peer_usage_error("xsegctl",
-					 "stack restart-peer: %s%s%s (expected "
+			peer_usage_error(STACK_PROG,
+					 "restart-peer: %s%s%s (expected "
 					 "store, cached or vlmc)",
 					 role ? "unknown peer '" : "no peer",
 					 role ? role : "", role ? "'" : "");
@@ -2572,12 +2574,11 @@ int xsegctl_stack_main(int argc, char **argv)
 	if (stack_parse(st, stack_default_conf, "default"))
 		goto out;
 	if (dir && !*dir) {
-		peer_usage_error("xsegctl", "stack: --dir: empty directory "
-					    "name");
+		peer_usage_error(STACK_PROG, "--dir: empty directory name");
 		goto out;
 	}
 	if (dir && stack_str(st->dir, sizeof(st->dir), dir)) {
-		peer_usage_error("xsegctl", "stack: --dir too long");
+		peer_usage_error(STACK_PROG, "--dir too long");
 		goto out;
 	}
 	if (config) {

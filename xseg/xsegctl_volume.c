@@ -19,6 +19,10 @@
 #include "peer_util.h"
 #include "xsegctl_cmds.h"
 
+/* usage errors name the subcommand, so that their hint points at its
+ * --help ("Try 'xsegctl volume --help'"), which lists its commands */
+#define VOLUME_PROG "xsegctl volume"
+
 #define PROG "xsegctl volume"
 
 int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
@@ -161,24 +165,20 @@ int xsegctl_volume_main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		peer_usage_error("xsegctl", "volume: no command (try "
-					    "'xsegctl volume --help')");
+		peer_usage_error(VOLUME_PROG, "no command");
 		return 2;
 	}
 	for (k = 0; k < sizeof(volume_cmds) / sizeof(volume_cmds[0]); k++)
 		if (!strcmp(argv[optind], volume_cmds[k].name))
 			break;
 	if (k == sizeof(volume_cmds) / sizeof(volume_cmds[0])) {
-		peer_usage_error("xsegctl", "volume: unknown command '%s'",
+		peer_usage_error(VOLUME_PROG, "unknown command '%s'",
 				 argv[optind]);
 		return 2;
 	}
 	if (argc - optind - 1 < volume_cmds[k].min ||
 	    argc - optind - 1 > volume_cmds[k].max) {
-		peer_usage_error("xsegctl",
-				 "volume %s: wrong number of "
-				 "arguments (try 'xsegctl volume "
-				 "--help')",
+		peer_usage_error(VOLUME_PROG, "%s: wrong number of arguments",
 				 volume_cmds[k].name);
 		return 2;
 	}
@@ -187,9 +187,9 @@ int xsegctl_volume_main(int argc, char **argv)
 		/* the line protocol splits on blanks: refuse them here */
 		if (strpbrk(argv[i], " \t\r\n") || !argv[i][0] ||
 		    strlen(argv[i]) + 1 >= sizeof(line) - pos) {
-			peer_usage_error("xsegctl",
-					 "volume %s: bad argument "
-					 "'%.64s'",
+			peer_usage_error(VOLUME_PROG,
+					 "%s: bad argument '%.64s' (empty, "
+					 "with a blank, or too long)",
 					 volume_cmds[k].name, argv[i]);
 			return 2;
 		}

@@ -1057,18 +1057,12 @@ static int stack_wait_port(const struct stack *st, struct xseg *seg,
 			 (int)watched);
 	else
 		snprintf(what, sizeof(what), "no process of it was seen");
-	if (bound)
-		stack_err("%s bound port %u but did not finish starting: %s "
-			  "for %u s, after %u s in all%s (start_timeout)",
-			  name, port, what, stack_ns_s(limit_ns),
-			  stack_ns_s(pg.sampled_ns - pg.start_ns),
-			  ours && spawned ? "; killed it" : "");
-	else
-		stack_err("%s did not come up on port %u: %s for %u s, after "
-			  "%u s in all%s (start_timeout)",
-			  name, port, what, stack_ns_s(limit_ns),
-			  stack_ns_s(pg.sampled_ns - pg.start_ns),
-			  ours && spawned ? "; killed it" : "");
+	stack_err("%s %s port %u%s: %s for %u s, after %u s in all%s "
+		  "(start_timeout)",
+		  name, bound ? "bound" : "did not come up on", port,
+		  bound ? " but did not finish starting" : "", what,
+		  stack_ns_s(limit_ns), stack_ns_s(pg.sampled_ns - pg.start_ns),
+		  ours && spawned ? "; killed it" : "");
 	if (ours && spawned)
 		stack_kill_stalled(spawned);
 	stack_log_tail(st, name, log_from);
@@ -1632,9 +1626,7 @@ static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 	    (xseg_port_alive(seg, STACK_CACHED_PORT) != 1 &&
 	     xseg_port_alive(seg, STACK_VLMC_PORT) != 1))
 		return false;
-	if (stack_pid_runs(stack_pidfile(st, "store"),
-			   stack_role_prog(st, r)) &&
-	    stack_pid_is_peer(st, stack_pidfile(st, "store"), "store")) {
+	if (stack_role_pid_runs(st, stack_pidfile(st, "store"), r)) {
 		stack_report(st, "the store is starting; waiting for it "
 				 "before cached flushes");
 		if (!stack_wait_port(st, seg, STACK_STORE_PORT, "store", 0,
@@ -2310,8 +2302,7 @@ unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
 		pid_t pid = stack_pidfile(st, stack_role_name(r));
 
 		if (!stack_role_ready(seg, r) &&
-		    stack_pid_runs(pid, stack_role_prog(st, r)) &&
-		    stack_pid_is_peer(st, pid, stack_role_name(r)))
+		    stack_role_pid_runs(st, pid, r))
 			pids[n++] = pid;
 	}
 	return n;
@@ -2438,8 +2429,7 @@ static int stack_restart_peer(struct stack *st, const char *role)
 		return rc;
 	}
 	pid = stack_pidfile(st, name);
-	if (stack_pid_runs(pid, stack_role_prog(st, r)) &&
-	    stack_pid_is_peer(st, pid, name)) {
+	if (stack_role_pid_runs(st, pid, r)) {
 		/* still starting (or stopping): not ours to start twice,
 		 * nor to kill should it stall */
 		printf("%s (pid %d) is starting; waiting for it\n", name,

@@ -112,6 +112,9 @@ bool stack_pid_runs(pid_t pid, const char *prog);
  * pid reused by another stack's peer of the same program passes
  * stack_pid_runs. */
 bool stack_pid_is_peer(const struct stack *st, pid_t pid, const char *name);
+/* pid (from role r's pid file) is that peer of st, alive: a live process
+ * of r's program (stack_pid_runs) given r's --pidfile (stack_pid_is_peer) */
+bool stack_role_pid_runs(const struct stack *st, pid_t pid, enum stack_role r);
 /* True when the store's port is redirected to cached's (cached plugged). */
 bool stack_plugged(struct xseg *seg);
 /*

@@ -150,6 +150,12 @@ bool stack_pid_is_peer(const struct stack *st, pid_t pid, const char *name)
 	return false;
 }
 
+bool stack_role_pid_runs(const struct stack *st, pid_t pid, enum stack_role r)
+{
+	return stack_pid_runs(pid, stack_role_prog(st, r)) &&
+	       stack_pid_is_peer(st, pid, stack_role_name(r));
+}
+
 bool stack_pid_runs(pid_t pid, const char *prog)
 {
 	char path[64], comm[32], stat[512], *end;
@@ -189,8 +195,7 @@ static bool sup_down(const struct stack *st, struct xseg *seg,
 		return false;
 	pid = stack_pidfile(st, stack_role_name(r));
 	/* a pid reused by a stranger of the same program is no peer */
-	return !stack_pid_runs(pid, stack_role_prog(st, r)) ||
-	       !stack_pid_is_peer(st, pid, stack_role_name(r));
+	return !stack_role_pid_runs(st, pid, r);
 }
 
 static void sup_write_state(const struct stack *st,

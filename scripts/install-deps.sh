@@ -10,6 +10,8 @@ packages=(
 	fio python3
 	# real NBD clients and the nbdkit reference, for tests and benchmarks
 	libnbd-bin nbdkit qemu-utils
+	# libFuzzer (scripts/fuzz.sh; its runtime is checked below)
+	clang
 )
 
 missing=()
@@ -19,14 +21,27 @@ for p in "${packages[@]}"; do
 	fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-	echo "install-deps: all ${#packages[@]} packages already installed"
-	exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+updated=false
+install() {
+	echo "install-deps: installing: $*"
+	if ! $updated; then
+		$SUDO apt-get update -qq
+		updated=true
+	fi
+	$SUDO apt-get install -y -qq --no-install-recommends "$@"
+}
+
+if [ ${#missing[@]} -gt 0 ]; then
+	install "${missing[@]}"
+fi
+
+# libFuzzer's runtime comes in a package named after clang's major version
+# (libclang-rt-14-dev on Debian 12), which --no-install-recommends may skip
+if [ ! -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" ]; then
+	install "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+elif [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#packages[@]} packages already installed"
+fi

@@ -34,14 +34,3 @@ foreach(_t test_nbd_clients test_vlmc_e2e test_vlmc_fua test_nbd_limits test_nbd
                          ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
   endif()
 endforeach()
-
-# libFuzzer target of the NBD parser: only with clang (optional).
-if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND TARGET vlmc_core)
-  # the parser is compiled in, so it gets the fuzzer's coverage
-  add_executable(fuzz_nbd_proto ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_nbd_proto.c
-                 ${CMAKE_SOURCE_DIR}/peers/vlmc/nbd_proto.c)
-  target_include_directories(fuzz_nbd_proto PRIVATE
-                             ${CMAKE_SOURCE_DIR}/peers/vlmc)
-  target_compile_options(fuzz_nbd_proto PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_options(fuzz_nbd_proto PRIVATE -fsanitize=fuzzer,address,undefined)
-endif()

@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: the blocker store's recovery (blocker_open: checkpoint
+ * files, log replay, torn tails, damage below the durable mark) and its
+ * offline check (blocker_check), on store directories built from the
+ * input.
+ *
+ * Structure-aware: random bytes would almost never get past a record's
+ * header CRC and payload SHA-256, so the input is a script of items that
+ * the target encodes into a well-formed log (right CRC, position and
+ * score), with items that then break it in chosen ways. Byte 0 holds
+ * flags, then items follow until the input ends; each item is an op byte
+ * (op % 10) and its operands (missing bytes read as 0):
+ *   0 CHUNK   u16 n, n bytes: a chunk record (4 KiB, zero padded)
+ *   1 MAP     name, u24 size, u8 count, count x (u8 index, u8 ref): a map
+ *             update; ref picks an earlier chunk's score, a hole, or a
+ *             score no chunk has
+ *   2 DELETE  name            3 COPY  name, name
+ *   4 RAW     u8 type, u16 len, len bytes: any type and payload under a
+ *             valid header (the decoders' checks, not the CRC's)
+ *   5 GARBAGE u16 n, n raw bytes (unaligned junk, a torn record)
+ *   6 ZEROS   u16 n zero bytes (a zero tail, or zeros inside the log)
+ *   7 CORRUPT u8 file, u32 offset, u8 xor: flip bits in the log, maps,
+ *             index, durable mark, super block or gc file (applied last)
+ *   8 CKPT    u8 which, u8 count, entries: a maps or index checkpoint
+ *             file with a valid header and SHA-256 over the entries
+ *   9 CUT     u16 n: drop the log's last n bytes
+ * Names are "o0".."o7" (a name byte % 8), so items meet the same objects.
+ * Flag bit 0: open and close the store once before the CORRUPT items (a
+ * clean close writes the checkpoint files and moves the durable mark to
+ * the log's end, so corruption then lies below it); bit 1: the final open
+ * uses the operator override truncate_at_damage.
+ *
+ * Invariants: nothing crashes or leaks, every call returns 0 or a negative
+ * errno; a read that succeeds returns, chunk by chunk, the zero chunk or
+ * one of the chunks the input wrote (never other bytes: the store
+ * verifies what it reads); a store that opens takes a new write, which
+ * reads back identical after a close and a reopen.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store_int.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHUNK	  4096u
+#define SEG_SIZE  (1u << 20)
+#define MAX_CHUNK 256 /* chunks whose scores items may refer to */
+#define NNAMES	  8
+#define MAX_FIX	  16 /* CORRUPT items kept */
+#define READ_MAX  (64u << 10)
+#define CKPT_HDR  72
+
+static char dir[256];
+
+struct reader {
+	const uint8_t *p;
+	size_t left;
+};
+
+static uint64_t take(struct reader *r, unsigned bytes)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < bytes; i++) {
+		uint64_t b = 0;
+		if (r->left) {
+			b = *r->p++;
+			r->left--;
+		}
+		v |= b << (8 * i);
+	}
+	return v;
+}
+
+/* the log being built, and what the invariants need to know of it */
+struct script {
+	uint8_t *log;
+	size_t len;
+	uint8_t scores[MAX_CHUNK][BLOCKER_SCORE_SIZE];
+	unsigned nchunks;
+	/* scores of every chunk-sized chunk record, for the read check */
+	uint8_t (*allowed)[BLOCKER_SCORE_SIZE];
+	unsigned nallowed, cap_allowed;
+	struct {
+		uint8_t file, xor;
+		uint32_t off;
+	} fix[MAX_FIX];
+	unsigned nfix;
+};
+
+/* Recovery's reports are expected: quiet, unless FUZZ_VERBOSE is set (to
+ * see what the store made of an input being replayed). */
+static void on_log(void *arg, enum blocker_log_level level, const char *msg)
+{
+	static int verbose = -1;
+
+	if (verbose < 0)
+		verbose = getenv("FUZZ_VERBOSE") != NULL;
+	if (verbose)
+		fprintf(stderr, "store: %s\n", msg);
+}
+
+static void opts(struct blocker_opts *o, bool override)
+{
+	blocker_opts_init(o);
+	o->chunk_size = CHUNK;
+	o->segment_size = SEG_SIZE;
+	o->reserve_bytes = BLOCKER_RESERVE_NONE;
+	o->sync_interval_ms = 0;
+	o->checkpoint_bytes = 0;
+	o->truncate_at_damage = override;
+	o->log = on_log;
+}
+
+static void name_of(char out[3], uint64_t b)
+{
+	out[0] = 'o';
+	out[1] = (char)('0' + b % NNAMES);
+	out[2] = '\0';
+}
+
+static void allow(struct script *s, const uint8_t score[32])
+{
+	if (s->nallowed == s->cap_allowed) {
+		s->cap_allowed = s->cap_allowed ? 2 * s->cap_allowed : 64;
+		s->allowed =
+		    realloc(s->allowed, s->cap_allowed * sizeof(*s->allowed));
+		if (!s->allowed)
+			abort();
+	}
+	memcpy(s->allowed[s->nallowed++], score, 32);
+}
+
+/* Append one record: header with the right CRC, position and score. */
+static void put_record(struct script *s, unsigned type, const uint8_t *p,
+		       uint32_t len)
+{
+	uint8_t score[32];
+	uint64_t need = brec_size(len);
+
+	if (s->len + need > SEG_SIZE)
+		return;
+	blocker_sha256(p, len, score);
+	brec_encode(s->log + s->len, (enum brec_type)type, len, s->len, score);
+	memcpy(s->log + s->len + BREC_HDR_SIZE, p, len);
+	memset(s->log + s->len + BREC_HDR_SIZE + len, 0,
+	       need - BREC_HDR_SIZE - len);
+	s->len += need;
+	if (type == BREC_CHUNK && len == CHUNK) {
+		allow(s, score);
+		if (s->nchunks < MAX_CHUNK)
+			memcpy(s->scores[s->nchunks++], score, 32);
+	}
+}
+
+static void put_raw(struct script *s, const uint8_t *p, size_t n, bool zero)
+{
+	if (s->len + n > SEG_SIZE)
+		n = SEG_SIZE - s->len;
+	if (zero)
+		memset(s->log + s->len, 0, n);
+	else
+		memcpy(s->log + s->len, p, n);
+	s->len += n;
+}
+
+/* The score a MAP or checkpoint entry refers to by ref. */
+static void score_ref(const struct script *s, uint64_t ref, uint8_t out[32])
+{
+	ref %= s->nchunks + 2;
+	if (ref < s->nchunks)
+		memcpy(out, s->scores[ref], 32);
+	else if (ref == s->nchunks)
+		memset(out, 0, 32); /* a hole */
+	else
+		blocker_sha256(&ref, sizeof(ref), out); /* no such chunk */
+}
+
+static void put_map(struct script *s, struct reader *r)
+{
+	struct bmap_update u[16];
+	char name[3];
+	uint64_t size;
+	uint32_t n;
+	uint8_t *p;
+	size_t len;
+
+	name_of(name, take(r, 1));
+	size = take(r, 3); /* up to 16 MiB: larger ones cost time only */
+	n = (uint32_t)(take(r, 1) % 17);
+	for (uint32_t i = 0; i < n; i++) {
+		u[i].index = take(r, 1);
+		score_ref(s, take(r, 1), u[i].score);
+	}
+	len = bmap_payload_size(2, n);
+	p = malloc(len);
+	if (!p)
+		abort();
+	bmap_encode(p, name, 2, size, u, n);
+	put_record(s, BREC_MAP, p, (uint32_t)len);
+	free(p);
+}
+
+static void put_names(struct script *s, struct reader *r, int count)
+{
+	char a[3], b[3];
+	uint8_t p[16];
+
+	name_of(a, take(r, 1));
+	name_of(b, count == 2 ? take(r, 1) : 0);
+	bnames_encode(p, a, 2, b, count == 2 ? 2 : 0);
+	put_record(s, count == 2 ? BREC_COPY : BREC_DELETE, p,
+		   (uint32_t)bnames_payload_size(2, count == 2 ? 2 : 0));
+}
+
+static void write_file(const char *name, const uint8_t *p, size_t len)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, p, len) != (ssize_t)len)
+		abort();
+	close(fd);
+}
+
+/* A checkpoint file (docs/on-disk-format.md "Checkpoint header") over
+ * entries the input describes: maps (name, size, chunk entries) or index
+ * (score prefix, position). */
+static void put_ckpt(struct script *s, struct reader *r)
+{
+	bool maps = take(r, 1) & 1;
+	unsigned count = (unsigned)(take(r, 1) % 9);
+	uint8_t *buf = calloc(1, CKPT_HDR + 9 * (2 + 2 + 16 + 8 * 40));
+	size_t off = CKPT_HDR;
+	uint64_t pos = s->len;
+
+	if (!buf)
+		abort();
+	for (unsigned k = 0; k < count; k++) {
+		uint8_t score[32];
+
+		if (maps) {
+			char name[3];
+			unsigned n = (unsigned)(take(r, 1) % 9);
+
+			name_of(name, take(r, 1));
+			put_le16(buf + off, 2);
+			memcpy(buf + off + 2, name, 2);
+			put_le64(buf + off + 4, take(r, 3));
+			put_le64(buf + off + 12, n);
+			off += 20;
+			for (unsigned i = 0; i < n; i++, off += 40) {
+				put_le64(buf + off, take(r, 1));
+				score_ref(s, take(r, 1), score);
+				memcpy(buf + off + 8, score, 32);
+			}
+		} else {
+			score_ref(s, take(r, 1), score);
+			put_le64(buf + off, get_be64(score));
+			put_le64(buf + off + 8, take(r, 2) * 16);
+			off += 16;
+		}
+	}
+	if (take(r, 1) & 1) /* a position other than the log's end */
+		pos = take(r, 3) * 16;
+	memcpy(buf, maps ? "BLKMAPS1" : "BLKIDX01", 8);
+	put_le32(buf + 8, 1);
+	put_le64(buf + 16, pos);
+	put_le64(buf + 24, count);
+	put_le64(buf + 32, off - CKPT_HDR);
+	blocker_sha256(buf + CKPT_HDR, off - CKPT_HDR, buf + 40);
+	write_file(maps ? BLOCKER_MAPS_FILE : BLOCKER_INDEX_FILE, buf, off);
+	free(buf);
+}
+
+static void build(struct script *s, struct reader *r)
+{
+	while (r->left) {
+		uint64_t op = take(r, 1) % 10;
+		uint8_t tmp[CHUNK];
+		size_t n;
+
+		switch (op) {
+		case 0:
+			n = take(r, 2) % (CHUNK + 1);
+			memset(tmp, 0, sizeof(tmp));
+			for (size_t i = 0; i < n; i++)
+				tmp[i] = (uint8_t)take(r, 1);
+			put_record(s, BREC_CHUNK, tmp, CHUNK);
+			break;
+		case 1:
+			put_map(s, r);
+			break;
+		case 2:
+		case 3:
+			put_names(s, r, (int)op - 1);
+			break;
+		case 4: {
+			unsigned type = (unsigned)take(r, 1);
+			n = 1 + take(r, 2) % CHUNK;
+			for (size_t i = 0; i < n; i++)
+				tmp[i] = (uint8_t)take(r, 1);
+			put_record(s, type, tmp, (uint32_t)n);
+			break;
+		}
+		case 5:
+			n = take(r, 2) % 513;
+			for (size_t i = 0; i < n; i++)
+				tmp[i] = (uint8_t)take(r, 1);
+			put_raw(s, tmp, n, false);
+			break;
+		case 6:
+			put_raw(s, NULL, take(r, 2), true);
+			break;
+		case 7:
+			if (s->nfix < MAX_FIX) {
+				s->fix[s->nfix].file = (uint8_t)take(r, 1);
+				s->fix[s->nfix].off = (uint32_t)take(r, 4);
+				s->fix[s->nfix++].xor
+				    = (uint8_t)(take(r, 1) | 1);
+			} else {
+				take(r, 6);
+			}
+			break;
+		case 8:
+			put_ckpt(s, r);
+			break;
+		default:
+			n = take(r, 2);
+			s->len -= n < s->len ? n : s->len;
+			break;
+		}
+	}
+}
+
+/* Flip bits of one file of the store (an offset past its end wraps). */
+static void corrupt(const char *file, uint32_t off, uint8_t xor)
+{
+	char path[300];
+	struct stat sb;
+	uint8_t b;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!fstat(fd, &sb) && sb.st_size > 0) {
+		off_t at = (off_t)(off % (uint64_t)sb.st_size);
+		if (pread(fd, &b, 1, at) == 1) {
+			b ^= xor;
+			if (pwrite(fd, &b, 1, at) != 1)
+				abort();
+		}
+	}
+	close(fd);
+}
+
+static bool allowed(const struct script *s, const uint8_t *chunk)
+{
+	uint8_t score[32];
+
+	if (blocker_mem_is_zero(chunk, CHUNK))
+		return true;
+	blocker_sha256(chunk, CHUNK, score);
+	for (unsigned i = 0; i < s->nallowed; i++)
+		if (!memcmp(s->allowed[i], score, 32))
+			return true;
+	return false;
+}
+
+static void check_rc(int rc)
+{
+	if (rc > 0 || rc < -4095)
+		abort();
+}
+
+/* Read what recovery made of every name: chunk-aligned pieces only. */
+static void read_all(const struct script *s, struct blocker_store *st,
+		     uint8_t *buf)
+{
+	for (unsigned k = 0; k < NNAMES; k++) {
+		char name[3];
+		uint64_t size, offs[2];
+
+		name_of(name, k);
+		if (blocker_info(st, name, 2, &size))
+			continue;
+		offs[0] = 0;
+		offs[1] = size > READ_MAX ? (size - 1) / CHUNK * CHUNK : 0;
+		for (int i = 0; i < (offs[1] ? 2 : 1); i++) {
+			size_t len = READ_MAX;
+			int rc = blocker_read(st, name, 2, offs[i], len, buf);
+
+			check_rc(rc);
+			if (rc)
+				continue;
+			for (size_t c = 0; c < len; c += CHUNK)
+				if (!allowed(s, buf + c))
+					abort();
+		}
+	}
+}
+
+/* A store that opened must take a write and keep it across a reopen. */
+static void write_and_reopen(struct blocker_store *st, bool override)
+{
+	static uint8_t pattern[CHUNK], back[CHUNK];
+	struct blocker_opts o;
+	int rc;
+
+	for (unsigned i = 0; i < CHUNK; i++)
+		pattern[i] = (uint8_t)(i * 7 + 1);
+	rc = blocker_write(st, "new", 3, 0, CHUNK, pattern, 0);
+	check_rc(rc);
+	check_rc(blocker_close(st));
+	if (rc)
+		return; /* e.g. a store degraded by what recovery found */
+	opts(&o, override);
+	rc = blocker_open(dir, &o, &st);
+	check_rc(rc);
+	if (rc) {
+		/* it opened a moment ago and was closed cleanly */
+		fprintf(stderr, "fuzz_blocker_log: reopen: %s\n", strerror(-rc));
+		abort();
+	}
+	if (blocker_read(st, "new", 3, 0, CHUNK, back) ||
+	    memcmp(back, pattern, CHUNK))
+		abort();
+	check_rc(blocker_close(st));
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	return remove(path) && errno != ENOENT ? -1 : 0;
+}
+
+static void cleanup(void)
+{
+	if (dir[0])
+		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void fuzz_init(void)
+{
+	const char *base = "/dev/shm"; /* tmpfs: no disk flush per input */
+	struct stat sb;
+
+	if (stat(base, &sb) || !S_ISDIR(sb.st_mode))
+		base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	snprintf(dir, sizeof(dir), "%s/xtu-%d-fuzzstore-XXXXXX", base,
+		 (int)getpid());
+	if (!mkdtemp(dir)) {
+		perror(dir);
+		abort();
+	}
+	atexit(cleanup);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char *const files[] = {
+	    "log.000000",      BLOCKER_MAPS_FILE,  BLOCKER_INDEX_FILE,
+	    BLOCKER_MARK_FILE, BLOCKER_SUPER_FILE, BLOCKER_GC_FILE};
+	struct reader r = {data, size};
+	struct script s = {0};
+	struct blocker_opts o;
+	struct blocker_store *st;
+	uint64_t problems;
+	uint8_t flags;
+	uint8_t *buf;
+	int rc;
+
+	if (!dir[0])
+		fuzz_init();
+	cleanup(); /* the directory too: blocker_create makes it */
+	opts(&o, false);
+	if (blocker_create(dir, &o))
+		abort();
+	flags = (uint8_t)take(&r, 1);
+	s.log = malloc(SEG_SIZE);
+	buf = malloc(READ_MAX);
+	if (!s.log || !buf)
+		abort();
+	build(&s, &r);
+	write_file("log.000000", s.log, s.len);
+
+	if (flags & 1) {
+		rc = blocker_open(dir, &o, &st);
+		check_rc(rc);
+		if (!rc)
+			check_rc(blocker_close(st));
+	}
+	for (unsigned i = 0; i < s.nfix; i++)
+		corrupt(files[s.fix[i].file % 6], s.fix[i].off, s.fix[i].xor);
+
+	check_rc(blocker_check(dir, &o, NULL, NULL, &problems));
+	opts(&o, flags & 2);
+	rc = blocker_open(dir, &o, &st);
+	check_rc(rc);
+	if (!rc) {
+		read_all(&s, st, buf);
+		write_and_reopen(st, flags & 2);
+	}
+	free(buf);
+	free(s.log);
+	free(s.allowed);
+	return 0;
+}

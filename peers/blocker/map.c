@@ -620,6 +620,16 @@ int bmaps_load(struct blocker_store *s, uint64_t *pos)
 			free(p);
 			return -ENOMEM;
 		}
+		/* Each object once (the table is empty before the load): a
+		 * second entry of a name set its size over the first's
+		 * chunks, e.g. size 0 with chunks, a map the next checkpoint
+		 * wrote and no load accepted, so a store that opened and
+		 * closed cleanly then failed to open (fuzz_blocker_log,
+		 * tests/fuzz/corpus/fuzz_blocker_log/crash-maps-name-twice) */
+		if (o->live) {
+			bobj_put(s, o);
+			goto bad;
+		}
 		bobj_uncount(s, o);
 		o->size = size;
 		o->live = true;

@@ -8,7 +8,7 @@
 #   --build DIR  clang build tree (default build-fuzz): configured with
 #                -DAC_FUZZ=ON -DSANITIZE=address,undefined
 #   TARGET       fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record
-#                fuzz_blocker_log (default: all)
+#                fuzz_blocker_log fuzz_vlmc_meta (default: all)
 #
 # Each target starts from its seeds in tests/fuzz/corpus/TARGET (read
 # only) and a working corpus DIR/corpus/TARGET that grows and is kept
@@ -54,7 +54,8 @@ while [ $# -gt 0 ]; do
 		;;
 	esac
 done
-all=(fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record fuzz_blocker_log)
+all=(fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record fuzz_blocker_log
+	fuzz_vlmc_meta)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
 	[[ " ${all[*]} " == *" $t "* ]] || {
@@ -90,8 +91,8 @@ for t in "${targets[@]}"; do
 	seeds=()
 	[ -d "tests/fuzz/corpus/$t" ] && seeds=("$PWD/tests/fuzz/corpus/$t")
 	log="$build/fuzz-$t.log"
-	# the blocker target makes its store in /dev/shm (or $TMPDIR)
-	if ! (cd "$build" && "./fuzz/$t" -max_total_time="$seconds" \
+	# scratch files (the blocker target's store) on tmpfs, as in ctest
+	if ! (cd "$build" && TMPDIR=/dev/shm "./fuzz/$t" -max_total_time="$seconds" \
 		-max_len=4096 -timeout=30 -print_final_stats=1 \
 		-artifact_prefix="crash/$t/" "corpus/$t" \
 		"${seeds[@]}") >"$log" 2>&1; then

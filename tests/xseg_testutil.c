@@ -98,7 +98,11 @@ static void xtu_sweep_dead_runs(void)
 		    errno != ESRCH)
 			continue;
 		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
-		if (stat(path, &st) < 0 || st.st_uid != geteuid())
+		/* a segment is a regular file (a directory here is not
+		 * ours: saying "removing segment" of it on every start was
+		 * wrong, and shm_unlink cannot remove it anyway) */
+		if (stat(path, &st) < 0 || st.st_uid != geteuid() ||
+		    !S_ISREG(st.st_mode))
 			continue;
 		fprintf(stderr,
 			"xseg_testutil: removing segment /%s, left by test "

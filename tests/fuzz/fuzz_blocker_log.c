@@ -39,7 +39,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +46,7 @@
 #include <unistd.h>
 
 #include "store_int.h"
+#include "test_tmp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -431,7 +431,8 @@ static void write_and_reopen(struct blocker_store *st, bool override)
 	check_rc(rc);
 	if (rc) {
 		/* it opened a moment ago and was closed cleanly */
-		fprintf(stderr, "fuzz_blocker_log: reopen: %s\n", strerror(-rc));
+		fprintf(stderr, "fuzz_blocker_log: reopen: %s\n",
+			strerror(-rc));
 		abort();
 	}
 	if (blocker_read(st, "new", 3, 0, CHUNK, back) ||
@@ -440,32 +441,13 @@ static void write_and_reopen(struct blocker_store *st, bool override)
 	check_rc(blocker_close(st));
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	return remove(path) && errno != ENOENT ? -1 : 0;
-}
-
-static void cleanup(void)
-{
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void fuzz_init(void)
 {
-	const char *base = "/dev/shm"; /* tmpfs: no disk flush per input */
-	struct stat sb;
-
-	if (stat(base, &sb) || !S_ISDIR(sb.st_mode))
-		base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	snprintf(dir, sizeof(dir), "%s/xtu-%d-fuzzstore-XXXXXX", base,
-		 (int)getpid());
-	if (!mkdtemp(dir)) {
-		perror(dir);
-		abort();
-	}
-	atexit(cleanup);
+	/* under the test program's scratch root (tests/test_tmp.h: removed
+	 * at exit, and by the next test program when a crash left it);
+	 * ctest and scripts/fuzz.sh set TMPDIR=/dev/shm, tmpfs, so that an
+	 * input does not wait for the disk's flushes */
+	ttmp_mkdtemp(dir, sizeof(dir), "fuzzstore");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -484,7 +466,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!dir[0])
 		fuzz_init();
-	cleanup(); /* the directory too: blocker_create makes it */
+	ttmp_rmtree(dir); /* the directory too: blocker_create makes it */
 	opts(&o, false);
 	if (blocker_create(dir, &o))
 		abort();

@@ -14,9 +14,10 @@
  * more inputs made from them, or from nothing, by seeded mutations: fresh
  * random bytes, bit flips, bytes set to boundary values, inserted, deleted
  * or duplicated ranges, splices of two inputs, truncation. The same seed
- * gives the same inputs. Each input generated is kept in a bounded pool,
- * so the walk can grow inputs step by step (no coverage feedback: that is
- * libFuzzer's job).
+ * gives the same inputs. Half of the inputs start from one of the files,
+ * the others from any input so far (kept in a bounded pool), so the walk
+ * stays near the well-formed inputs and can also grow away from them step
+ * by step (no coverage feedback: that is libFuzzer's job).
  *
  * A target reports a broken invariant by abort() (or the sanitizer does,
  * with abort_on_error=1): the driver's signal handler then writes the
@@ -365,7 +366,14 @@ int main(int argc, char **argv)
 			for (size_t k = 0; k < len; k++)
 				buf[k] = (uint8_t)rnd();
 		} else {
-			const struct input *base = &pool[rnd_below(pool_n)];
+			/* half the time one of the files: without coverage
+			 * feedback a walk drifts away from the well-formed
+			 * inputs, and most cases worth finding lie a mutation
+			 * or two from one */
+			const struct input *base =
+			    pool_pinned && rnd_below(2)
+				? &pool[rnd_below(pool_pinned)]
+				: &pool[rnd_below(pool_n)];
 			len = base->len;
 			memcpy(buf, base->data, len);
 			for (unsigned m = 1 + rnd_below(4); m; m--)

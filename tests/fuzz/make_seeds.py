@@ -9,6 +9,8 @@ seed is a small, meaningful store.
 fuzz_blocker_record: random payloads seldom pass a decoder's first checks
 (a name length, valid name bytes), so its canonical-form checks would
 never run. The seeds are well-formed records.
+fuzz_vlmc_meta: likewise for the volume table's text: tables of each
+version (legacy without ids, with ids, with reclaim records).
 
 The driver's mutations and libFuzzer start from these. Run it again after
 a change of an input format; inputs that once crashed a target are kept
@@ -128,6 +130,36 @@ RECORD_SEEDS = {
 }
 
 
+TABLE_V2 = (b"vlmc-meta 2 3\n"
+            b"disk0 10737418240 4194304 rw - 00000000000000a1\n"
+            b"disk0.snap1 10737418240 4194304 ro disk0 00000000000000a2\n"
+            b"clone1 10737418240 4194304 rw disk0.snap1 00000000000000a3\n"
+            b"end\n")
+TABLE_V3 = (b"vlmc-meta 3 1 2\n"
+            b"disk1 1073741824 65536 rw - 00000000000000b1\n"
+            b"reclaim disk0 00000000000000a1 2560 17\n"
+            b"reclaim old - 10 10\n"
+            b"end\n")
+TABLE_V1 = (b"vlmc-meta 1 2\n"
+            b"legacy 4096 4096 rw -\n"
+            b"legacy.s 4096 4096 ro legacy\n"
+            b"end\n")
+
+# fuzz_vlmc_meta: byte 0 mode (bit 0: seal it as a table object, gen in
+# byte 1, bit 1: flip the byte byte 2 picks), then the table text
+VLMC_META_SEEDS = {
+    "v2": bytes([0]) + TABLE_V2,
+    "v3-reclaim": bytes([0]) + TABLE_V3,
+    "v1-legacy": bytes([0]) + TABLE_V1,
+    # two names one bit apart (a duplicate is one flip away)
+    "v2-near-duplicate": bytes([0]) + b"vlmc-meta 2 2\n"
+    b"disk0 4096 4096 rw - 00000000000000c1\n"
+    b"disk1 4096 4096 rw - 00000000000000c2\nend\n",
+    "sealed-v2": bytes([1, 7, 0]) + TABLE_V2,
+    "sealed-v3-flipped": bytes([3, 200, 90]) + TABLE_V3,
+}
+
+
 def write(target, seeds):
     out = os.path.join(CORPUS, target)
     os.makedirs(out, exist_ok=True)
@@ -138,3 +170,4 @@ def write(target, seeds):
 
 write("fuzz_blocker_log", SEEDS)
 write("fuzz_blocker_record", RECORD_SEEDS)
+write("fuzz_vlmc_meta", VLMC_META_SEEDS)

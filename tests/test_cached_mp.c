@@ -1378,6 +1378,180 @@ START_TEST(test_plug_waits_for_store)
 }
 END_TEST
 
+static bool store_has_request(void *arg)
+{
+	struct env *e = arg;
+	struct xseg_port_info pi;
+
+	return !xseg_port_info(e->seg, STORE_PORT, &pi) && pi.request_depth;
+}
+
+static bool store_unredirected(void *arg)
+{
+	struct env *e = arg;
+
+	return xseg_get_path_next(e->seg, STORE_PORT) == XSEG_NOPORT;
+}
+
+/* A WRITE of size bytes at off to the store's port (wherever it is
+ * redirected), not waited for. */
+static struct xseg_request *write_async_at(struct env *e, const char *target,
+					   uint64_t off, const void *buf,
+					   uint64_t size)
+{
+	struct xseg_request *req;
+	size_t tl = strlen(target);
+
+	ck_assert_int_eq(xseg_get_request(e->seg, e->port, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(e->seg, req, (uint32_t)tl, size), 0);
+	req->op = XSEG_OP_WRITE;
+	req->flags = 0;
+	req->offset = off;
+	req->size = size;
+	memcpy(xseg_request_target(req), target, tl);
+	memcpy(xseg_request_data(e->seg, req), buf, size);
+	ck_assert_int_eq(xseg_submit(e->seg, req, STORE_PORT), 0);
+	return req;
+}
+
+/*
+ * safety17: an unplug must not let a write still in flight in cached land
+ * after a write that reached the store directly. W_old writes the second
+ * half of an 8 KiB bucket: cached fetches the bucket first, and the store
+ * is stopped (SIGSTOP) holding that fetch. cached is told to stop. W_new,
+ * sent after that to the store's port, writes the first half. The two do
+ * not overlap and both are acknowledged, so the store must end with
+ * W_new's bytes, then W_old's, whatever the order. A cached that removes
+ * its redirect while W_old is in flight lets W_new reach the store first;
+ * W_old, written through afterwards as the whole bucket (fetched old
+ * first half + its own), puts the old bytes back over W_new.
+ */
+START_TEST(test_unplug_inflight_write)
+{
+	struct env e;
+	unsigned char a[2 * BLK], b[BLK], n[BLK], r[2 * BLK];
+	const char *opts[] = {"--plug", "--cache-size",	 "1M", "--object-size",
+			      "128k",	"--bucket-size", "8k", NULL};
+	char *store_argv[] = {"cached_testpeer",
+			      "-g",
+			      NULL,
+			      "-p",
+			      "1",
+			      "-v",
+			      "warn",
+			      "-t",
+			      "1",
+			      NULL};
+	struct xseg_request *w_old, *w_new, *rep;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	memset(n, 0xc3, sizeof(n));
+	env_up(&e, "ui", 256);
+	/* one worker: the store answers in the order requests arrive */
+	store_argv[2] = (char *)e.name;
+	e.store = spawn(store_argv);
+	wait_alive(&e, STORE_PORT);
+	/* the object's old contents, straight to the store */
+	ck_assert_int_eq(
+	    io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, sizeof(a)), 0);
+	start_cached(&e, opts);
+	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
+	stop_store(&e);
+	w_old = write_async_at(&e, "o", BLK, b, BLK);
+	/* cached's fetch of the bucket waits at the store */
+	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
+	ck_assert_int_eq(xtu_kill(e.cached, SIGTERM), 0);
+	/* A cached that unplugs with W_old in flight takes its redirect back
+	 * at once; one that waits for W_old keeps it until the store answers,
+	 * and W_new then waits in cached. Either way W_new goes after the
+	 * stop began: the outcome asserted below is the same. */
+	(void)xtu_wait_until(store_unredirected, &e, 5000);
+	w_new = write_async_at(&e, "o", 0, n, BLK);
+	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
+		ck_assert(rep == w_old || rep == w_new);
+		ck_assert_int_eq(rep->error, 0);
+		ck_assert_uint_eq(rep->serviced, BLK);
+		xseg_put_request(e.seg, rep);
+	}
+	ck_assert_int_eq(xtu_wait(e.cached, 60000), 0);
+	e.cached = 0;
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
+			 0);
+	ck_assert_msg(
+	    !memcmp(r, n, BLK),
+	    "W_new (acknowledged) was overwritten: first byte 0x%02x, "
+	    "expected 0x%02x (0xa1: the bucket's old contents)",
+	    r[0], n[0]);
+	ck_assert_mem_eq(r + BLK, b, BLK);
+	env_down(&e);
+}
+END_TEST
+
+/*
+ * The same stop with a next port that never answers cached's fetch within
+ * the flush timeout: cached must not unplug (W_old could still be written
+ * through after newer writes), so it keeps the redirect, exits 1, and W_old
+ * is failed back to its client once cached is gone. After the operator's
+ * unredirect the store holds the old contents, untouched.
+ */
+START_TEST(test_unplug_stuck_keeps_path)
+{
+	struct env e;
+	unsigned char a[2 * BLK], b[BLK], r[2 * BLK];
+	const char *opts[] = {"--plug", "--cache-size",
+			      "1M",	"--object-size",
+			      "128k",	"--bucket-size",
+			      "8k",	"--flush-timeout",
+			      "2s",	NULL};
+	char *store_argv[] = {"cached_testpeer",
+			      "-g",
+			      NULL,
+			      "-p",
+			      "1",
+			      "-v",
+			      "warn",
+			      "-t",
+			      "1",
+			      NULL};
+	struct xseg_request *w_old, *rep;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	env_up(&e, "us", 256);
+	store_argv[2] = (char *)e.name;
+	e.store = spawn(store_argv);
+	wait_alive(&e, STORE_PORT);
+	ck_assert_int_eq(
+	    io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, sizeof(a)), 0);
+	start_cached(&e, opts);
+	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
+	stop_store(&e);
+	w_old = write_async_at(&e, "o", BLK, b, BLK);
+	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
+	ck_assert_int_eq(xtu_kill(e.cached, SIGTERM), 0);
+	/* the flush timeout passes with W_old in flight: exit status 1 */
+	ck_assert_int_eq(xtu_wait(e.cached, 60000), 1);
+	e.cached = 0;
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), CACHED_PORT);
+	/* W_old is not acknowledged: failed back by the reaper */
+	ck_assert_int_eq(xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
+	ck_assert_ptr_eq(rep, w_old);
+	ck_assert_int_ne(rep->error, 0);
+	xseg_put_request(e.seg, rep);
+	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+	xseg_clear_path_next(e.seg, STORE_PORT);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
+			 0);
+	ck_assert_mem_eq(r, a, sizeof(r));
+	env_down(&e);
+}
+END_TEST
+
 /* A child process: keeps PL_DEPTH requests in flight to the store's port
  * (wherever it is redirected), writes new versions and checks that every
  * read returns exactly the last acknowledged version. */
@@ -1614,6 +1788,11 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_plug_unplug_under_load);
 	tcase_add_test(tc, test_plug_waits_for_store);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("unplug_inflight");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_unplug_inflight_write);
+	tcase_add_test(tc, test_unplug_stuck_keeps_path);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -690,10 +690,19 @@ static uint64_t cached_stop_acked(struct cached_peer *cp)
 
 /*
  * Shutdown = unplug: switch to write-through, write every dirty bucket to
- * the next port (at most max_inflight requests at a time), remove our
- * redirect, then pass whatever is still queued on our port straight to the
- * next port. The framework has stopped handing us new requests; requests
- * already accepted finish in its drain (written through now).
+ * the next port (at most max_inflight requests at a time), and while in
+ * the path also wait for every request already accepted to finish, then
+ * remove our redirect and pass whatever is still queued on our port
+ * straight to the next port. The framework has stopped handing us new
+ * requests (they wait on our port, pumped into hold).
+ *
+ * Why the wait for accepted requests: a write waiting for its bucket's
+ * fetch (a partial bucket), parked, or queued on its object has no dirty
+ * bucket yet, so the cache looks clean; written through after the unplug,
+ * as the whole bucket, it put the fetched old bytes over a newer write
+ * that had reached the next port directly meanwhile: an acknowledged,
+ * even flushed, write silently lost (safety17 F1, test_cached_mp case
+ * unplug_inflight).
  */
 static void cached_stop(struct peer *p)
 {
@@ -702,7 +711,8 @@ static void cached_stop(struct peer *p)
 	struct cached_held hold = {0};
 	uint64_t start = peer_now_ns(), last_kick = 0, quiet_since;
 	uint64_t lowest = UINT64_MAX, progress_at = start, report_at;
-	bool plugged, lost = false, dropping = false;
+	uint64_t inflight = 0;
+	bool plugged, lost = false, stuck = false, dropping = false;
 	unsigned kicks = 0;
 
 	if (!cp->initialised)
@@ -723,7 +733,10 @@ static void cached_stop(struct peer *p)
 		if (plugged)
 			cached_pump(cp, &hold);
 		unclean = cached_unclean(c);
-		if (!unclean)
+		/* read after unclean: a write that finishes in between has
+		 * made its bucket dirty first (or is still counted here) */
+		inflight = plugged ? peer_inflight(p) : 0;
+		if (!unclean && !inflight)
 			break;
 		failed = cached_failed_only(c);
 		/* The drop test compares two counters: decide only when
@@ -738,16 +751,34 @@ static void cached_stop(struct peer *p)
 		 * cache of small objects flushing at its store's pace must
 		 * not be cut off while it still drains (3.68 GB of 4 KiB
 		 * objects lost 2.18 GB to a 60 s total bound, session 13). */
-		if (unclean < lowest) {
-			lowest = unclean;
+		if (unclean + inflight < lowest) {
+			lowest = unclean + inflight;
 			progress_at = now;
 		}
 		if (now >= report_at) {
 			peer_info("cached: flushing: %" PRIu64
-				  " dirty bytes left after %.0f s",
-				  unclean * cp->cfg.bucket_size,
+				  " dirty bytes and %" PRIu64
+				  " request(s) in flight left after %.0f s",
+				  unclean * cp->cfg.bucket_size, inflight,
 				  (double)(now - start) / 1e9);
 			report_at = now + CACHED_STOP_REPORT_NS;
+		}
+		if (now - progress_at > cp->flush_timeout_ns && !unclean) {
+			/* Only accepted requests are left, and the next port
+			 * has not answered them for the flush timeout.
+			 * Unplugging now would let them be written through
+			 * after newer writes (above): stay in the path and
+			 * exit; the reaper fails them back to their clients
+			 * once we are gone, and they resend. */
+			peer_err("cached: %" PRIu64
+				 " request(s) still in flight "
+				 "to port %" PRIu32 " after the flush timeout "
+				 "(it does not answer): not unplugging, so "
+				 "that none of them is written through after "
+				 "newer writes reach port %" PRIu32 " directly",
+				 inflight, cp->next_port, cp->next_port);
+			stuck = true;
+			break;
 		}
 		if (now - progress_at > cp->flush_timeout_ns) {
 			uint64_t acked = cached_stop_acked(cp);
@@ -810,18 +841,20 @@ static void cached_stop(struct peer *p)
 		}
 		cached_sleep_ms(1);
 	}
-	if (lost && plugged &&
+	if ((lost || stuck) && plugged &&
 	    xseg_get_path_next(cp->seg, cp->next_port) == cp->port) {
 		/* Unplugging now would let clients read the store, which
-		 * lacks acknowledged writes: stay in the path. Requests for
-		 * the store fail (ECONNRESET once we are gone) until the
-		 * operator removes the redirect. */
+		 * lacks acknowledged writes, or let our late writes land
+		 * over newer ones: stay in the path. Requests for the store
+		 * fail (ECONNRESET once we are gone) until the operator
+		 * removes the redirect. */
 		peer_err("cached: port %" PRIu32 " stays redirected to port "
-			 "%" PRIu32 " (dead after exit): its store lacks "
-			 "acknowledged writes; `xsegctl unredirect %s %" PRIu32
-			 "` once that is dealt with",
-			 cp->next_port, cp->port, xseg_name(cp->seg),
-			 cp->next_port);
+			 "%" PRIu32 " (dead after exit): %s; `xsegctl "
+			 "unredirect %s %" PRIu32 "` once that is dealt with",
+			 cp->next_port, cp->port,
+			 lost ? "its store lacks acknowledged writes"
+			      : "it does not answer requests of ours",
+			 xseg_name(cp->seg), cp->next_port);
 		cp->keep_redirect = true;
 		for (size_t i = 0; i < hold.nr; i++)
 			xseg_respond(cp->seg, hold.reqs[i], EIO);

@@ -36,6 +36,16 @@
  * one of the chunks the input wrote (never other bytes: the store
  * verifies what it reads); a store that opens takes a new write, which
  * reads back identical after a close and a reopen.
+ *
+ * And a model: when the input holds only CHUNK, MAP, DELETE and COPY items
+ * (a log as the store itself writes it, whole), the target replays them on
+ * a model of the maps (docs/on-disk-format.md "Payloads"): a map update
+ * sets chunks and grows the size, a delete drops the name, a copy replaces
+ * the destination with the source. Then the store must open exactly when
+ * every record applies (a map update past its own size, a copy from a name
+ * that does not exist: refused), and hold exactly the model's objects,
+ * sizes and chunks: a chunk no record stored must fail the read, never
+ * read as zeros.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +90,15 @@ static uint64_t take(struct reader *r, unsigned bytes)
 	return v;
 }
 
+/* An object of the model: its size and a score per chunk (all zero: a
+ * hole). */
+struct mobj {
+	bool exists;
+	uint64_t size;
+	uint64_t nchunks;
+	uint8_t (*scores)[BLOCKER_SCORE_SIZE];
+};
+
 /* the log being built, and what the invariants need to know of it */
 struct script {
 	uint8_t *log;
@@ -94,6 +113,11 @@ struct script {
 		uint32_t off;
 	} fix[MAX_FIX];
 	unsigned nfix;
+	/* the model: valid while the input is pure (only records the store
+	 * could have written, all in the log); bad once a record would not
+	 * apply */
+	bool pure, bad, full;
+	struct mobj objs[NNAMES];
 };
 
 /* Recovery's reports are expected: quiet, unless FUZZ_VERBOSE is set (to
@@ -139,15 +163,19 @@ static void allow(struct script *s, const uint8_t score[32])
 	memcpy(s->allowed[s->nallowed++], score, 32);
 }
 
-/* Append one record: header with the right CRC, position and score. */
-static void put_record(struct script *s, unsigned type, const uint8_t *p,
+/* Append one record: header with the right CRC, position and score.
+ * false when the segment is full (then no later record is written either,
+ * so the log stays a prefix of the script). */
+static bool put_record(struct script *s, unsigned type, const uint8_t *p,
 		       uint32_t len)
 {
 	uint8_t score[32];
 	uint64_t need = brec_size(len);
 
-	if (s->len + need > SEG_SIZE)
-		return;
+	if (s->full || s->len + need > SEG_SIZE) {
+		s->full = true;
+		return false;
+	}
 	blocker_sha256(p, len, score);
 	brec_encode(s->log + s->len, (enum brec_type)type, len, s->len, score);
 	memcpy(s->log + s->len + BREC_HDR_SIZE, p, len);
@@ -159,6 +187,7 @@ static void put_record(struct script *s, unsigned type, const uint8_t *p,
 		if (s->nchunks < MAX_CHUNK)
 			memcpy(s->scores[s->nchunks++], score, 32);
 	}
+	return true;
 }
 
 static void put_raw(struct script *s, const uint8_t *p, size_t n, bool zero)
@@ -184,6 +213,62 @@ static void score_ref(const struct script *s, uint64_t ref, uint8_t out[32])
 		blocker_sha256(&ref, sizeof(ref), out); /* no such chunk */
 }
 
+static void model_grow(struct mobj *o, uint64_t n)
+{
+	if (n <= o->nchunks)
+		return;
+	o->scores = realloc(o->scores, n * BLOCKER_SCORE_SIZE);
+	if (!o->scores)
+		abort();
+	memset(o->scores[o->nchunks], 0, (n - o->nchunks) * BLOCKER_SCORE_SIZE);
+	o->nchunks = n;
+}
+
+static void model_map(struct script *s, unsigned k, uint64_t size,
+		      const struct bmap_update *u, uint32_t n)
+{
+	struct mobj *o = &s->objs[k];
+
+	for (uint32_t i = 0; i < n; i++)
+		if (u[i].index * CHUNK >= size) {
+			s->bad = true; /* the store refuses such a record */
+			return;
+		}
+	if (!o->exists) {
+		o->exists = true;
+		o->size = 0;
+		o->nchunks = 0;
+	}
+	model_grow(o, (size + CHUNK - 1) / CHUNK);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(o->scores[u[i].index], u[i].score, BLOCKER_SCORE_SIZE);
+	if (size > o->size)
+		o->size = size;
+}
+
+static void model_names(struct script *s, unsigned a, unsigned b, int count)
+{
+	struct mobj *src = &s->objs[a], *dst = &s->objs[b];
+
+	if (count == 1) {
+		src->exists = false;
+		return;
+	}
+	if (!src->exists) {
+		s->bad = true; /* a copy from nothing: refused */
+		return;
+	}
+	if (a == b)
+		return;
+	dst->exists = true;
+	dst->size = src->size;
+	dst->nchunks = 0;
+	model_grow(dst, src->nchunks);
+	if (src->nchunks)
+		memcpy(dst->scores, src->scores,
+		       src->nchunks * BLOCKER_SCORE_SIZE);
+}
+
 static void put_map(struct script *s, struct reader *r)
 {
 	struct bmap_update u[16];
@@ -193,7 +278,9 @@ static void put_map(struct script *s, struct reader *r)
 	uint8_t *p;
 	size_t len;
 
-	name_of(name, take(r, 1));
+	uint64_t k = take(r, 1) % NNAMES;
+
+	name_of(name, k);
 	size = take(r, 3); /* up to 16 MiB: larger ones cost time only */
 	n = (uint32_t)(take(r, 1) % 17);
 	for (uint32_t i = 0; i < n; i++) {
@@ -205,7 +292,8 @@ static void put_map(struct script *s, struct reader *r)
 	if (!p)
 		abort();
 	bmap_encode(p, name, 2, size, u, n);
-	put_record(s, BREC_MAP, p, (uint32_t)len);
+	if (put_record(s, BREC_MAP, p, (uint32_t)len))
+		model_map(s, (unsigned)k, size, u, n);
 	free(p);
 }
 
@@ -213,12 +301,15 @@ static void put_names(struct script *s, struct reader *r, int count)
 {
 	char a[3], b[3];
 	uint8_t p[16];
+	unsigned ka = (unsigned)(take(r, 1) % NNAMES);
+	unsigned kb = count == 2 ? (unsigned)(take(r, 1) % NNAMES) : 0;
 
-	name_of(a, take(r, 1));
-	name_of(b, count == 2 ? take(r, 1) : 0);
+	name_of(a, ka);
+	name_of(b, kb);
 	bnames_encode(p, a, 2, b, count == 2 ? 2 : 0);
-	put_record(s, count == 2 ? BREC_COPY : BREC_DELETE, p,
-		   (uint32_t)bnames_payload_size(2, count == 2 ? 2 : 0));
+	if (put_record(s, count == 2 ? BREC_COPY : BREC_DELETE, p,
+		       (uint32_t)bnames_payload_size(2, count == 2 ? 2 : 0)))
+		model_names(s, ka, kb, count);
 }
 
 static void write_file(const char *name, const uint8_t *p, size_t len)
@@ -290,6 +381,8 @@ static void build(struct script *s, struct reader *r)
 		uint8_t tmp[CHUNK];
 		size_t n;
 
+		if (op > 3)
+			s->pure = false; /* no model for these */
 		switch (op) {
 		case 0:
 			n = take(r, 2) % (CHUNK + 1);
@@ -385,29 +478,74 @@ static void check_rc(int rc)
 		abort();
 }
 
-/* Read what recovery made of every name: chunk-aligned pieces only. */
+/* The model's chunk idx of o: 0 zeros (a hole, or past the size), 1 the
+ * stored chunk of score *sc, -1 a score no record stored (reads fail). */
+static int model_chunk(const struct script *s, const struct mobj *o,
+		       uint64_t idx, const uint8_t **sc)
+{
+	if (idx >= o->nchunks || idx * CHUNK >= o->size ||
+	    blocker_score_is_zero(o->scores[idx]))
+		return 0;
+	*sc = o->scores[idx];
+	for (unsigned i = 0; i < s->nallowed; i++)
+		if (!memcmp(s->allowed[i], *sc, 32))
+			return 1;
+	return -1;
+}
+
+/* Read what recovery made of every name, chunk-aligned pieces only, and
+ * with a pure input compare it with the model. */
 static void read_all(const struct script *s, struct blocker_store *st,
 		     uint8_t *buf)
 {
 	for (unsigned k = 0; k < NNAMES; k++) {
+		const struct mobj *o = &s->objs[k];
 		char name[3];
 		uint64_t size, offs[2];
+		const uint8_t *sc;
+		uint8_t sum[32];
+		int rc;
 
 		name_of(name, k);
-		if (blocker_info(st, name, 2, &size))
+		rc = blocker_info(st, name, 2, &size);
+		check_rc(rc);
+		if (s->pure &&
+		    ((rc == 0) != o->exists || (!rc && size != o->size)))
+			abort();
+		if (rc)
 			continue;
 		offs[0] = 0;
 		offs[1] = size > READ_MAX ? (size - 1) / CHUNK * CHUNK : 0;
 		for (int i = 0; i < (offs[1] ? 2 : 1); i++) {
 			size_t len = READ_MAX;
-			int rc = blocker_read(st, name, 2, offs[i], len, buf);
+			bool missing = false;
 
+			rc = blocker_read(st, name, 2, offs[i], len, buf);
 			check_rc(rc);
+			for (size_t c = 0; s->pure && c < len; c += CHUNK)
+				if (model_chunk(s, o, (offs[i] + c) / CHUNK,
+						&sc) < 0)
+					missing = true;
+			if (s->pure && missing != (rc != 0))
+				abort();
 			if (rc)
 				continue;
-			for (size_t c = 0; c < len; c += CHUNK)
+			for (size_t c = 0; c < len; c += CHUNK) {
 				if (!allowed(s, buf + c))
 					abort();
+				if (!s->pure)
+					continue;
+				if (!model_chunk(s, o, (offs[i] + c) / CHUNK,
+						 &sc)) {
+					if (!blocker_mem_is_zero(buf + c,
+								 CHUNK))
+						abort();
+					continue;
+				}
+				blocker_sha256(buf + c, CHUNK, sum);
+				if (memcmp(sum, sc, 32))
+					abort();
+			}
 		}
 	}
 }
@@ -456,7 +594,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    "log.000000",      BLOCKER_MAPS_FILE,  BLOCKER_INDEX_FILE,
 	    BLOCKER_MARK_FILE, BLOCKER_SUPER_FILE, BLOCKER_GC_FILE};
 	struct reader r = {data, size};
-	struct script s = {0};
+	struct script s = {.pure = true};
 	struct blocker_opts o;
 	struct blocker_store *st;
 	uint64_t problems;
@@ -481,6 +619,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (flags & 1) {
 		rc = blocker_open(dir, &o, &st);
 		check_rc(rc);
+		if (s.pure && (rc != 0) != s.bad)
+			abort();
 		if (!rc)
 			check_rc(blocker_close(st));
 	}
@@ -491,6 +631,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	opts(&o, flags & 2);
 	rc = blocker_open(dir, &o, &st);
 	check_rc(rc);
+	/* a pure log opens exactly when every record applies */
+	if (s.pure && (rc != 0) != s.bad)
+		abort();
 	if (!rc) {
 		read_all(&s, st, buf);
 		write_and_reopen(st, flags & 2);
@@ -498,5 +641,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(buf);
 	free(s.log);
 	free(s.allowed);
+	for (unsigned k = 0; k < NNAMES; k++)
+		free(s.objs[k].scores);
 	return 0;
 }

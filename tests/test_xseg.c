@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1815,6 +1816,62 @@ START_TEST(test_segment_3gib)
 }
 END_TEST
 
+/* A command name that looks like the fields after it: ") Z" as if a
+ * zombie, and more ")" and numbers. */
+#define TRICKY_COMM "x) Z 1 (y) 2 3"
+
+static int child_tricky_name(void *arg)
+{
+	(void)arg;
+	if (prctl(PR_SET_NAME, TRICKY_COMM))
+		return 1;
+	for (;;)
+		pause();
+	return 0;
+}
+
+static bool comm_is_tricky(void *arg)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", *(pid_t *)arg);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
+	fclose(f);
+	return !strcmp(comm, TRICKY_COMM "\n");
+}
+
+/*
+ * xseg_proc_stat_read's contract: the fields after the LAST ')' of
+ * /proc/PID/stat, whatever the command name holds (a parser that counts
+ * from the first ')' reads this sleeping child as a zombie); -ESRCH once
+ * the process is gone.
+ */
+START_TEST(test_proc_stat_tricky_comm)
+{
+	struct xseg_proc_stat self, ps;
+	pid_t pid = xtu_fork(child_tricky_name, NULL);
+
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xseg_proc_stat_read(getpid(), &self), 0);
+	ck_assert_int_eq(self.state, 'R'); /* reading its own stat */
+	ck_assert_int_eq(xtu_wait_until(comm_is_tricky, &pid, 10000), 0);
+	ck_assert_int_eq(xseg_proc_stat_read(pid, &ps), 0);
+	ck_assert_msg(ps.state == 'S', "state '%c'", ps.state);
+	/* started after this process; only named itself and paused (under
+	 * a second of CPU: fields 14, 15 read, not others) */
+	ck_assert_uint_ge(ps.start_time, self.start_time);
+	ck_assert_uint_lt(ps.utime + ps.stime, sysconf(_SC_CLK_TCK));
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_proc_stat_read(pid, &ps), -ESRCH);
+}
+END_TEST
+
 static Suite *xseg_suite(void)
 {
 	Suite *s = suite_create("xseg");
@@ -1852,6 +1909,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_reap_submit_race);
 	tcase_add_test(tc, test_answer_race_cas);
 	tcase_add_test(tc, test_segment_3gib);
+	tcase_add_test(tc, test_proc_stat_tricky_comm);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -69,8 +69,7 @@
 int xseg_owner_alive(uint64_t owner)
 {
 	pid_t pid = xseg_owner_pid(owner);
-	uint64_t start;
-	char state;
+	struct xseg_proc_stat ps;
 	int rc;
 
 	if (pid <= 0)
@@ -83,16 +82,16 @@ int xseg_owner_alive(uint64_t owner)
 	/* Dead only on proof (no such process); an unreadable /proc entry
 	 * (EMFILE, EACCES, ...) means "unknown", and unknown is alive: a
 	 * false "dead" would take a live peer's port and requests away. */
-	rc = xseg_proc_stat(pid, &start, &state);
+	rc = xseg_proc_stat_read(pid, &ps);
 	if (rc == -ESRCH)
 		return 0;
 	if (rc < 0)
 		return 1;
 	/* A zombie has stopped serving even if its parent has not reaped
 	 * it yet; a different start time means a recycled pid. */
-	if (state == 'Z' || state == 'X')
+	if (ps.state == 'Z' || ps.state == 'X')
 		return 0;
-	return (uint32_t)start == xseg_owner_start(owner);
+	return (uint32_t)ps.start_time == xseg_owner_start(owner);
 }
 
 /* Fail req back if its word is still w (the word this reaper read).

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ uint64_t xseg_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-int xseg_proc_stat(pid_t pid, uint64_t *start, char *state)
+int xseg_proc_stat_read(pid_t pid, struct xseg_proc_stat *ps)
 {
 	char path[64], buf[1024];
 	const char *p;
@@ -194,34 +195,33 @@ int xseg_proc_stat(pid_t pid, uint64_t *start, char *state)
 	if (n < 0)
 		return (int)n;
 	buf[n] = '\0';
-	/* comm (field 2) may hold spaces and parentheses: parse after the
-	 * last ')'. Then field 3 is the state and field 22 the start time. */
+	/* the kernel writes "PID (COMM) STATE ...": after the last ')',
+	 * one blank, then fields 3 .. 52 separated by one blank each */
 	p = strrchr(buf, ')');
 	if (!p || p[1] != ' ')
 		return -EIO;
-	p += 2;
-	*state = *p;
-	for (int field = 3; field < 22; field++) {
-		p = strchr(p, ' ');
-		if (!p)
-			return -EIO;
-		p++;
-	}
-	*start = strtoull(p, NULL, 10);
+	/* 3 state; 4-8 ppid pgrp session tty_nr tpgid; 9-13 flags minflt
+	 * cminflt majflt cmajflt; 14-15 utime stime; 16-21 cutime cstime
+	 * priority nice num_threads itrealvalue; 22 starttime */
+	if (sscanf(p + 2,
+		   "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %" SCNu64
+		   " %" SCNu64 " %*d %*d %*d %*d %*d %*d %" SCNu64,
+		   &ps->state, &ps->utime, &ps->stime, &ps->start_time) != 4)
+		return -EIO;
 	return 0;
 }
 
 int xseg_self_identity(struct xseg *seg)
 {
 	pid_t pid = getpid();
-	uint64_t start = 0;
-	char state;
-
+	struct xseg_proc_stat ps = {0};
+	uint64_t start;
 	int rc;
 
 	if (seg->self_owner && seg->self_pid == pid)
 		return 0;
-	rc = xseg_proc_stat(pid, &start, &state);
+	rc = xseg_proc_stat_read(pid, &ps);
+	start = ps.start_time;
 	/* No /proc at all: liveness falls back to kill(pid, 0). A transient
 	 * failure (EMFILE...) must not be recorded as start time 0, which
 	 * would keep a recycled pid "alive" forever: fail, retry later. */

@@ -289,6 +289,28 @@ void xseg_info(const struct xseg *seg, struct xseg_info *info);
 /* Current CLOCK_MONOTONIC time in ns (vDSO, no syscall). */
 uint64_t xseg_now_ns(void);
 
+/* The fields of /proc/PID/stat that xseg and its tools use (numbered as
+ * in proc(5)). */
+struct xseg_proc_stat {
+	char state;	     /* 3: R, S, D, Z (zombie), X (dead)... */
+	uint64_t utime;	     /* 14: user CPU time, clock ticks */
+	uint64_t stime;	     /* 15: system CPU time, clock ticks */
+	uint64_t start_time; /* 22: clock ticks after boot */
+};
+/*
+ * Read pid's /proc/PID/stat into *ps: the one parser of that file. The
+ * command name (field 2) is in parentheses and may itself hold blanks
+ * and ')' (a process names itself as it likes, prctl PR_SET_NAME): the
+ * fields are read after the LAST ')' of the line, never by counting
+ * blanks from its start. Returns 0; -ESRCH only when the process does
+ * not exist (no such file, as also without /proc, or nothing read: it
+ * exited between the open and the read); -EIO when the line does not
+ * parse; any other negative errno (EMFILE, EACCES...) means "could not
+ * tell", never "gone". A zombie has a stat: state 'Z'. Reentrant; one
+ * open and one read, no allocation.
+ */
+int xseg_proc_stat_read(pid_t pid, struct xseg_proc_stat *ps);
+
 /* ------------------------------------------------------------------------
  * Ports
  */

@@ -218,11 +218,6 @@ int xseg_compute_layout(const struct xseg_config *cfg, struct xseg_layout *lay);
 uint64_t xseg_header_checksum(const struct xseg_shared_header *hdr);
 int xseg_self_identity(struct xseg *seg);
 uint32_t xseg_new_generation(struct xseg *seg);
-/* Start time (field 22 of /proc/PID/stat) and state (field 3). Returns 0;
- * -ESRCH only if the process does not exist (or /proc is absent: ENOENT);
- * any other negative errno (EMFILE, EACCES, EIO for an unparsable file)
- * means "could not tell", never "dead". */
-int xseg_proc_stat(pid_t pid, uint64_t *start, char *state);
 
 /* reaper.c */
 /* 1 alive, 0 dead (owner word, flags ignored). Dead only on proof

@@ -833,25 +833,15 @@ uint64_t stack_start_timeout_ns(const struct stack *st)
 static bool stack_proc_usage(pid_t pid, uint64_t *cpu_ticks, uint64_t *rd,
 			     uint64_t *wr)
 {
-	char path[64], line[512], *end;
-	unsigned long long utime, stime, v;
+	char path[64], line[512];
+	struct xseg_proc_stat ps;
+	unsigned long long v;
 	FILE *f;
 
 	*rd = *wr = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (xseg_proc_stat_read(pid, &ps))
 		return false;
-	/* the name in parentheses may hold spaces: fields after the last
-	 * ')', from the state (3) to stime (15) */
-	end = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
-	fclose(f);
-	if (!end || sscanf(end + 1,
-			   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-			   "%llu %llu",
-			   &utime, &stime) != 2)
-		return false;
-	*cpu_ticks = utime + stime;
+	*cpu_ticks = ps.utime + ps.stime;
 	snprintf(path, sizeof(path), "/proc/%d/io", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -937,21 +927,15 @@ void stack_progress_say(struct stack_progress *pg, const char *what)
  * xsegctl spawned a moment ago, the name may still be xsegctl's. */
 static bool stack_pid_gone(pid_t pid)
 {
-	char path[64], stat[512], *end;
-	bool gone = false;
-	FILE *f;
+	struct xseg_proc_stat ps;
+	int rc;
 
 	if (kill(pid, 0) && errno == ESRCH)
 		return true;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT;
-	if (fgets(stat, sizeof(stat), f) && (end = strrchr(stat, ')')) &&
-	    end[1] == ' ')
-		gone = end[2] == 'Z' || end[2] == 'X';
-	fclose(f);
-	return gone;
+	rc = xseg_proc_stat_read(pid, &ps);
+	if (rc)
+		return rc == -ESRCH;
+	return ps.state == 'Z' || ps.state == 'X';
 }
 
 /*

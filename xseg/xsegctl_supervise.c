@@ -158,7 +158,8 @@ bool stack_role_pid_runs(const struct stack *st, pid_t pid, enum stack_role r)
 
 bool stack_pid_runs(pid_t pid, const char *prog)
 {
-	char path[64], comm[32], stat[512], *end;
+	char path[64], comm[32];
+	struct xseg_proc_stat ps;
 	FILE *f;
 	bool same;
 
@@ -175,15 +176,9 @@ bool stack_pid_runs(pid_t pid, const char *prog)
 		return false;
 	/* A peer SIGKILLed a moment ago stays a zombie until init reaps
 	 * it (slowly on a loaded machine): it is not starting, it is
-	 * dead. The state follows the last ')' of "pid (comm) S ...". */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	same = fgets(stat, sizeof(stat), f) && (end = strrchr(stat, ')')) &&
-	       end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
-	fclose(f);
-	return same;
+	 * dead. */
+	return !xseg_proc_stat_read(pid, &ps) && ps.state != 'Z' &&
+	       ps.state != 'X';
 }
 
 static bool sup_down(const struct stack *st, struct xseg *seg,

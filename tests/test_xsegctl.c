@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -621,6 +622,102 @@ START_TEST(stack_segment_no_peers)
 }
 END_TEST
 
+/*
+ * `xsegctl volume` while vlmc starts or restarts: a control socket that
+ * refuses connections (made, not listened on yet) or does not exist yet
+ * is tried again; the command goes through, sent once, when vlmc listens
+ * (the build before failed at once). One that keeps refusing fails saying
+ * what was tried and for how long; another error (a path through a file)
+ * fails without retrying. The second before the listener appears is the
+ * fixture's, not asserted: what is checked is that the command still
+ * waited then, and succeeded after.
+ */
+START_TEST(volume_waits_for_vlmc)
+{
+	char *t = tmp_dir("volwait"), *path, *out, *err, line[64];
+	static const char *const tags[] = {"volrefused", "volmissing"};
+
+	for (int c = 0; c < 2; c++) { /* 0: refusing first; 1: no socket */
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), conn;
+		const char *log = tpr_tmpfile(tags[c]);
+		struct pollfd pfd = {.events = POLLIN};
+		FILE *f;
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_gt(asprintf(&path, "%s/ctl%d", t, c), 0);
+		ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+		strcpy(sa.sun_path, path);
+		if (c == 0)
+			ck_assert_int_eq(
+			    bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		const char *argv[] = {"xsegctl", "volume", "--ctl",
+				      path,	 "list",   NULL};
+		pid_t pid = tpr_start(argv, log);
+
+		usleep(1000 * 1000);
+		ck_assert_msg(xtu_try_wait(pid) == -EAGAIN,
+			      "%s: volume list did not wait: %s", tags[c],
+			      tpr_slurp(log));
+		if (c == 1)
+			ck_assert_int_eq(
+			    bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		ck_assert_int_eq(listen(fd, 1), 0);
+		pfd.fd = fd;
+		ck_assert_msg(poll(&pfd, 1, 30000) == 1,
+			      "%s: no connection: %s", tags[c], tpr_slurp(log));
+		conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+		ck_assert_int_ge(conn, 0);
+		f = fdopen(conn, "r+");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+		ck_assert_str_eq(line, "list\n");
+		fputs("vol1 1048576 4194304 rw -\nok\n", f);
+		fclose(f);
+		ck_assert_int_eq(xtu_wait(pid, 30000), 0);
+		out = tpr_slurp(log);
+		ck_assert_msg(strstr(out, "vol1 1048576") &&
+				  !strstr(out, "tried"),
+			      "%s: %s", tags[c], out);
+		free(out);
+		/* vlmc answered one command: nobody connects again */
+		ck_assert_int_eq(poll(&pfd, 1, 0), 0);
+		close(fd);
+		free(path);
+	}
+
+	/* made and never listened on: refused to the end */
+	ck_assert_int_gt(asprintf(&path, "%s/ctl-refusing", t), 0);
+	unix_socket(path, false);
+	const char *refused[] = {"volume", "--ctl", path, "list", NULL};
+	ck_assert_int_eq(ctl(refused, &out, &err), 1);
+	ck_assert_msg(
+	    strstr(err, "xsegctl: volume list: cannot reach vlmc at ") &&
+		strstr(err, "Connection refused (tried every 50 ms "
+			    "for 5 s); is the stack running?"),
+	    "%s", err);
+	free(out);
+	free(err);
+	free(path);
+
+	/* a path through a regular file: not vlmc starting, no retry */
+	ck_assert_int_gt(asprintf(&path, "%s/file", t), 0);
+	write_file(path, "not a directory\n");
+	free(path);
+	ck_assert_int_gt(asprintf(&path, "%s/file/ctl", t), 0);
+	const char *notdir[] = {"volume", "--ctl", path, "list", NULL};
+	ck_assert_int_eq(ctl(notdir, &out, &err), 1);
+	ck_assert_msg(strstr(err, "Not a directory") && !strstr(err, "tried") &&
+			  !strstr(err, "is the stack running"),
+		      "%s", err);
+	free(out);
+	free(err);
+	free(path);
+	ttmp_rmtree(t);
+	free(t);
+}
+END_TEST
+
 /* A peer killed with SIGKILL is listed dead; reap frees its port. */
 START_TEST(reap_dead_peer)
 {
@@ -672,6 +769,7 @@ int main(void)
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);
+	tcase_add_test(tc, volume_waits_for_vlmc);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

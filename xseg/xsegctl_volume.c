@@ -14,9 +14,11 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "peer_util.h"
+#include "xseg.h"
 #include "xsegctl_cmds.h"
 
 /* usage errors name the subcommand, so that their hint points at its
@@ -24,6 +26,24 @@
 #define VOLUME_PROG "xsegctl volume"
 
 #define PROG "xsegctl volume"
+
+/* How long a volume command keeps trying a control socket nobody listens
+ * on yet (volume_vlmc_absent), and how often. vlmc makes the socket a
+ * moment before it listens on it, and a restart of vlmc (the
+ * supervisor's, restart-peer) removes it until the new vlmc is up: a
+ * command sent then used to fail at once. Long enough for a restart
+ * under load, short enough that a command where no stack runs at all
+ * still fails soon. */
+#define VOLUME_CONNECT_WAIT_MS	5000
+#define VOLUME_CONNECT_RETRY_MS 50
+
+/* xsegctl_vlmc_command's rc says nobody listens at the control socket
+ * (yet): no socket file there, or nobody accepting on it. The one rule
+ * for both the retry and the hint that no stack may be running. */
+static bool volume_vlmc_absent(int rc)
+{
+	return rc == -ENOENT || rc == -ECONNREFUSED;
+}
 
 int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
 			 char *err, size_t errlen, unsigned timeout_s)
@@ -92,6 +112,36 @@ int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
 		rc = -ETIMEDOUT;
 	}
 	fclose(f);
+	return rc;
+}
+
+/*
+ * xsegctl_vlmc_command, retried while vlmc is absent
+ * (volume_vlmc_absent) for up to VOLUME_CONNECT_WAIT_MS. The retry
+ * cannot run a command twice: the connect failed, so nothing was sent.
+ * Any other failure, and vlmc's own answer, returns at once. When vlmc
+ * stays absent, err says so and for how long it was tried.
+ */
+static int volume_command(const char *path, const char *line, char *err,
+			  size_t errlen)
+{
+	uint64_t until =
+	    xseg_now_ns() + VOLUME_CONNECT_WAIT_MS * (uint64_t)1000000;
+	const struct timespec pause = {.tv_nsec =
+					   VOLUME_CONNECT_RETRY_MS * 1000000L};
+	size_t len;
+	int rc;
+
+	while (
+	    (rc = xsegctl_vlmc_command(path, line, stdout, err, errlen, 0)) &&
+	    volume_vlmc_absent(rc) && xseg_now_ns() < until)
+		nanosleep(&pause, NULL);
+	if (volume_vlmc_absent(rc)) {
+		len = strlen(err);
+		snprintf(
+		    err + len, errlen - len, " (tried every %d ms for %d s)",
+		    VOLUME_CONNECT_RETRY_MS, VOLUME_CONNECT_WAIT_MS / 1000);
+	}
 	return rc;
 }
 
@@ -204,13 +254,13 @@ int xsegctl_volume_main(int argc, char **argv)
 	else
 		snprintf(path, sizeof(path), "%s/run/vlmc.ctl",
 			 dir ? dir : XSEGCTL_STACK_DIR);
-	rc = xsegctl_vlmc_command(path, line, stdout, err, sizeof(err), 0);
+	rc = volume_command(path, line, err, sizeof(err));
 	if (rc) {
 		/* nobody listens there: most likely no stack runs (review11
 		 * N-I), so say what starts one */
 		fprintf(stderr, "xsegctl: volume %s: %s%s\n",
 			volume_cmds[k].name, err,
-			rc == -ENOENT || rc == -ECONNREFUSED
+			volume_vlmc_absent(rc)
 			    ? "; is the stack running? (xsegctl stack start)"
 			    : "");
 		return 1;

@@ -3,13 +3,14 @@
 # Bringing peers back, and start failures that are quick and clear
 # (review11 N-I, N-F):
 #   1. `xsegctl stack restart-peer store` brings back a store the
-#      supervisor gave up on ("store died 5 times within 60 s"): while the
-#      cause is still there it fails again with the store's own lines and
-#      exit 1; once fixed, the store is back, supervised again, and the
-#      volume written before reads back identical. restart-peer of a
-#      running peer leaves it alone; restart-peer cached after an unplug
-#      plugs it again. The stack keys store_segment_size and
-#      store_reserve reach the blocker (its published statistics).
+#      supervisor gave up on ("store failed to start 3 times in a row",
+#      each start failing at once): while the cause is still there it
+#      fails again with the store's own lines and exit 1; once fixed,
+#      the store is back, supervised again, and the volume written before
+#      reads back identical. restart-peer of a running peer leaves it
+#      alone; restart-peer cached after an unplug plugs it again. The
+#      stack keys store_segment_size and store_reserve reach the blocker
+#      (its published statistics).
 #   2. A peer that exits during its start-up fails `stack start` at once
 #      as that peer's exit (not "did not come up" after 30 s), and the
 #      log tail printed holds only this start's lines.
@@ -53,7 +54,7 @@ nbdcopy $T/pat "$URI" || die "nbdcopy in"
 mv $DR/store $DR/store.real
 touch $DR/store
 kill -9 "$(cat $DR/run/store.pid)"
-wait_sup_state $DR store gave-up && grep -q "store died 5 times" $DR/run/supervisor.log &&
+wait_sup_state $DR store gave-up && grep -q "store failed to start 3 times in a row" $DR/run/supervisor.log &&
 	ok "1: the supervisor gave up on a store that keeps failing" ||
 	die "1: no give-up: $(tail -5 $DR/run/supervisor.log)"
 $X stack status --dir $DR | grep -q "store [0-9]* (gave up)" ||

@@ -15,7 +15,12 @@
 #     (status shows it, the supervisor logs that the restart followed a
 #     loss); an unplug of a dead cached holding writes counts it too;
 #   - stack stop stops the supervisor too: no process left; the losses
-#     above make it exit 1 and keep the segment (review9 R9-3).
+#     above make it exit 1 and keep the segment (review9 R9-3);
+#   - starts that fail (cached through a wrapper): a start that succeeds
+#     ends a run of failed ones; 3 in a row (each stalling until
+#     start_timeout kills it, so the burst rule never fires) are given up
+#     on like a burst (log, state, status, cached unplugged); restart-peer
+#     supervises it afresh, a new run of 3 before the next give-up.
 # Exit 77 (skip) only when nbdcopy is missing.
 set -u
 . "$(dirname "$0")/stack_testlib.sh"
@@ -243,5 +248,95 @@ no_process_left $D && ok "stop leaves no process" ||
 	fail "after stop: $(pgrep -f -- "$D/run|--dir=$D" | wc -l) processes"
 $X destroy $SEG >/dev/null && [ ! -e /dev/shm/$SEG ] &&
 	ok "the kept segment removed with xsegctl destroy" || fail "destroy $SEG"
-check_sanitizers "a log" $D/run/*.log
+# ---- starts that fail: a run of STACK_SUP_FAILED_STARTS (3) ends it ----
+# cached through a wrapper that fails its start at once while $T/fail
+# holds a count above 0 (counting it down), and otherwise, while
+# $T/stall exists, stalls (a sleep: no CPU, no I/O) until start_timeout
+# kills it. Before, only the burst rule (5 deaths within 60 s) gave up,
+# and a start that stalls lasts start_timeout: with the default 120 s,
+# restarted forever. The test's start_timeout = 3 keeps it short; the
+# burst rule would then give up too, after the 5th restart: the count
+# (3) and the log line tell the rules apart.
+W=$T/wrap-fail
+bin_with $W cached "$(printf '#!/bin/sh
+n=$(cat %s/fail 2>/dev/null || echo 0)
+if [ "$n" -gt 0 ]; then
+	echo $((n - 1)) >%s/fail
+	echo "wrapper: this start of cached fails"
+	exit 1
+fi
+if [ -e %s/stall ]; then
+	sleep 600 &
+	echo $! >>%s/sleepers
+	wait $!
+fi
+exec %s/cached "$@"' $T $T $T $T $BIN)"
+sup_state() { sed -n "s/^$2 //p" $1/run/supervisor.state 2>/dev/null; }
+# a: a start that succeeds ends the run. One failed start, then back; two
+# more, then back: still supervised (counted on from the first, the
+# second failure in a row would have been the third)
+new_stack fa "start_timeout = 3"
+AC_BIN_DIR=$W $X stack start $T/fa/stack.conf >/dev/null 2>$T/fa/err ||
+	die "start fa: $(cat $T/fa/err)"
+for n in 1 2; do
+	echo $n >$T/fail
+	old=$(pid_of $D cached)
+	kill -9 $old
+	wait_back cached $old && plugged && [ "$(cat $T/fail)" = 0 ] ||
+		fail "a: cached not back after $n failed start(s): $(tail -3 $D/run/supervisor.log)"
+done
+[ "$(sup_state $D cached)" = "5 ok" ] &&
+	[ "$(grep -c 'cached did not come back: it exited during its start-up (retrying)' $D/run/supervisor.log)" = 3 ] &&
+	ok "a: 1, then 2 failed starts, each run ended by a start that succeeded: supervised" ||
+	fail "a: state '$(sup_state $D cached)': $(tail -5 $D/run/supervisor.log)"
+AC_BIN_DIR=$W $X stack stop --dir $D >/dev/null 2>$T/fa/stop.err ||
+	fail "a: stop: $(cat $T/fa/stop.err)"
+
+# b: every start stalls: given up on after 3, with the burst rule's
+# consequences (log, state, status, cached unplugged, volumes served)
+new_stack fb "start_timeout = 3"
+AC_BIN_DIR=$W $X stack start $T/fb/stack.conf >/dev/null 2>$T/fb/err ||
+	die "start fb: $(cat $T/fb/err)"
+U="nbd+unix:///vol?socket=$D/run/nbd.sock"
+$X volume --dir $D create vol 4M || die "b: volume create"
+head -c 4M /dev/urandom >$T/pat
+nbdcopy --flush $T/pat "$U" || die "b: nbdcopy write"
+touch $T/stall
+kill -9 $(pid_of $D cached)
+# bounded (3 stalls take about 3 x 4 s)
+wait_until 1200 eval '[ "$(sup_state $D cached)" = "3 gave-up" ]' &&
+	grep -q "cached failed to start 3 times in a row: giving up on it" $D/run/supervisor.log &&
+	[ "$(grep -c 'cached did not come up on port 2: .* killed it (start_timeout)' $D/run/supervisor.log)" = 3 ] &&
+	ok "b: cached whose starts stall: given up on after 3 failed starts" ||
+	fail "b: no give-up: state '$(sup_state $D cached)': $(tail -5 $D/run/supervisor.log)"
+$X stack status --dir $D | grep -q "cached 3 (gave up)" && ! plugged &&
+	ok "b: status shows the give-up; cached unplugged" ||
+	fail "b: status: $($X stack status --dir $D | tail -2)"
+readback && ok "b: volume served after giving up on cached" || fail "b: read after give-up"
+for p in $(cat $T/sleepers); do
+	wait_until 100 gone $p || fail "b: the stalled start's sleep $p left running"
+done
+
+# c: restart-peer supervises it afresh, the run too: still stalling, it
+# fails 3 times again (not once) before the supervisor gives up, and
+# restart-peer waits for that and says so (exit 1)
+$X stack restart-peer cached --dir $D >$T/fb/rp1 2>&1; rc=$?
+n=$(awk '/restart-peer cached: asked again/ { n = 0 }
+	/cached did not come up on port 2: .* killed it \(start_timeout\)/ { n++ }
+	END { print n }' $D/run/supervisor.log)
+[ $rc -eq 1 ] && grep -q "cached failed again and the supervisor gave up" $T/fb/rp1 &&
+	[ "$n" = 3 ] && [ "$(sup_state $D cached)" = "6 gave-up" ] &&
+	ok "c: restart-peer while it still stalls: 3 more failed starts, given up, exit 1" ||
+	fail "c: rc $rc, $n failed starts, state '$(sup_state $D cached)': $(cat $T/fb/rp1)"
+# fixed: back, plugged, supervised
+rm $T/stall
+$X stack restart-peer cached --dir $D >$T/fb/rp2 2>&1 && grep -q "cached is back" $T/fb/rp2 &&
+	plugged && [ "$(sup_state $D cached)" = "7 ok" ] &&
+	ok "c: restart-peer after the fix: cached back, plugged, supervised" ||
+	fail "c: restart-peer fixed: $(cat $T/fb/rp2); state '$(sup_state $D cached)'"
+readback && ok "c: volume reads back identical through cached" || fail "c: read back"
+AC_BIN_DIR=$W $X stack stop --dir $D >/dev/null 2>$T/fb/stop.err ||
+	fail "c: stop: $(cat $T/fb/stop.err)"
+
+check_sanitizers "a log" $T/*/data/run/*.log
 finish "supervisor test passed"

@@ -2298,12 +2298,19 @@ unsigned stack_starting_pids(const struct stack *st, struct xseg *seg,
  * log_from: the peer's log size before, for the tail of a failure.
  * The supervisor waits for a starting peer as long as it progresses
  * (stack_wait_port), so this follows the same rule: it gives up once
- * what it waits for made no progress for start_timeout (and a slack).
+ * what it waits for made no progress for start_timeout (and a slack)
+ * until the supervisor took the request; then for as long as the
+ * supervisor's run of failed starts before it gives up lasts
+ * (STACK_SUP_FAILED_STARTS stalls of start_timeout each), so that a
+ * peer whose starts stall is reported as given up on, with its log,
+ * rather than left to a supervisor still trying.
  */
 static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
 				    enum stack_role r, pid_t sup)
 {
 	uint64_t limit_ns = stack_start_timeout_ns(st) + STACK_RESTART_SLACK_NS;
+	uint64_t run_ns = STACK_SUP_FAILED_STARTS * stack_start_timeout_ns(st) +
+			  STACK_RESTART_SLACK_NS;
 	const char *name = stack_role_name(r);
 	off_t log_from = stack_log_size(st, name);
 	struct stack_progress pg = {0};
@@ -2358,7 +2365,7 @@ static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
 			pids[0] = 0;
 		stack_progress_sample(&pg, pids, 1);
 		if (!stack_pid_runs(sup, "xsegctl") ||
-		    stack_progress_stalled(&pg, limit_ns)) {
+		    stack_progress_stalled(&pg, run_ns)) {
 			stack_err("%s did not come back (see %s/run/"
 				  "supervisor.log)",
 				  name, st->dir);

@@ -150,6 +150,16 @@ uint64_t stack_start_timeout_ns(const struct stack *st);
  * own wait on the same process, begun earlier, ends first (and its log
  * says why) */
 #define STACK_RESTART_SLACK_NS 10000000000ULL
+/* The supervisor gives up on a peer whose last this many restarts all
+ * failed to start (xsegctl_supervise.c). Not 1: a start can fail by
+ * chance (the peer killed during its start-up, a moment without memory),
+ * and the next one then succeeds. Not more: a start that stalls lasts
+ * start_timeout (120 s by default) before it fails, so each one more
+ * leaves a dead peer (and a cached still plugged) that long; three in a
+ * row with the peer never up between them point at a cause an operator
+ * has to fix. restart-peer's wait (stack_restart_supervised) lasts as
+ * long as such a run. */
+#define STACK_SUP_FAILED_STARTS 3
 /* Read the usage of pids (npids of them, at most STACK_NR_ROLES, 0 for
  * none) at most once a second (pg zeroed at first), and record when one
  * of them grew. A pid not watched at the last reading (a new process)

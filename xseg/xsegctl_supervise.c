@@ -18,9 +18,14 @@
  *           exits.
  * A peer that dies more than SUP_BURST times within SUP_WINDOW_S seconds
  * is given up on (logged, shown by `stack status`): restarting it again
- * would only flap. Giving up on cached also unplugs it, so volumes keep
- * working against the store alone. A peer given up on and then started
- * by hand (plug-cached) is supervised again.
+ * would only flap. So is one whose last STACK_SUP_FAILED_STARTS restarts
+ * all failed (stack_start_peer), a start that succeeds ending the run:
+ * a start that stalls lasts start_timeout before it fails, so such a
+ * peer never dies SUP_BURST times within SUP_WINDOW_S. Giving up on
+ * cached also unplugs it, so volumes keep working against the store
+ * alone. A peer given up on and then started by hand (plug-cached) or
+ * asked for again (restart-peer) is supervised afresh, both counts
+ * cleared.
  *
  * What a restart does not change: acknowledged writes that a write-back
  * cached held unflushed die with it (as they would without a
@@ -62,6 +67,9 @@
 struct sup_peer {
 	unsigned restarts;
 	time_t recent[SUP_BURST]; /* times of the last SUP_BURST restarts */
+	/* restarts in a row whose start failed (stack_start_peer); 0 after
+	 * one that succeeded */
+	unsigned failed_starts;
 	bool given_up;
 	pid_t given_up_pid; /* its pid file's pid when given up on */
 	/* restart-peer asked for it: start cached even though unplugged
@@ -271,12 +279,38 @@ static void sup_unplug_dead_cached(struct xseg *seg, struct sup_peer *p,
 	}
 }
 
+/* Supervise p again as if it had never died: a peer given up on that
+ * came back by hand, or that restart-peer asked for. */
+static void sup_afresh(struct sup_peer *p)
+{
+	memset(p->recent, 0, sizeof(p->recent));
+	p->failed_starts = 0;
+	p->given_up = false;
+	p->unplug_pending = false;
+}
+
+/* Stop restarting r (why: the rule that fired, for the log); cached is
+ * taken out of the path too, so that volumes go to the store. */
+static void sup_give_up(const struct stack *st, struct xseg *seg,
+			enum stack_role r, struct sup_peer *p,
+			uint64_t *losses_seen, const char *why)
+{
+	const char *name = stack_role_name(r);
+
+	p->given_up = true;
+	p->wanted = false;
+	p->given_up_pid = stack_pidfile(st, name);
+	sup_log("%s %s: giving up on it", name, why);
+	if (r == STACK_ROLE_CACHED)
+		sup_unplug_dead_cached(seg, p, losses_seen);
+}
+
 static void sup_restart(const struct stack *st, struct xseg *seg,
 			enum stack_role r, struct sup_peer *p,
 			uint64_t *losses_seen)
 {
 	const char *name = stack_role_name(r);
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 32], why[64];
 	struct xseg_reap_stats rs = {0};
 	struct stat sb;
 	bool lost;
@@ -290,14 +324,9 @@ static void sup_restart(const struct stack *st, struct xseg *seg,
 			rs.ports_reclaimed, rs.requests_failed);
 	lost = sup_check_losses(seg, losses_seen);
 	if (!sup_may_restart(p, time(NULL))) {
-		p->given_up = true;
-		p->wanted = false;
-		p->given_up_pid = stack_pidfile(st, name);
-		sup_log("%s died %d times within %d s: giving up on it", name,
-			SUP_BURST, SUP_WINDOW_S);
-		if (r != STACK_ROLE_CACHED)
-			return;
-		sup_unplug_dead_cached(seg, p, losses_seen);
+		snprintf(why, sizeof(why), "died %d times within %d s",
+			 SUP_BURST, SUP_WINDOW_S);
+		sup_give_up(st, seg, r, p, losses_seen, why);
 		return;
 	}
 	sup_log("%s (port %u) is down; restart %u%s", name, stack_role_port(r),
@@ -310,13 +339,22 @@ static void sup_restart(const struct stack *st, struct xseg *seg,
 	    S_ISSOCK(sb.st_mode))
 		unlink(st->ctl_socket);
 	rc = stack_start_peer(st, seg, r);
-	if (rc)
-		sup_log("%s did not come back: %s (retrying)", name,
-			rc == -ECHILD ? "it exited during its start-up"
-				      : strerror(-rc));
-	else
+	if (!rc) {
+		p->failed_starts = 0;
 		sup_log("%s is back (pid %d)", name,
 			(int)stack_pidfile(st, name));
+		return;
+	}
+	p->failed_starts++;
+	sup_log("%s did not come back: %s%s", name,
+		rc == -ECHILD ? "it exited during its start-up" : strerror(-rc),
+		p->failed_starts < STACK_SUP_FAILED_STARTS ? " (retrying)"
+							   : "");
+	if (p->failed_starts >= STACK_SUP_FAILED_STARTS) {
+		snprintf(why, sizeof(why), "failed to start %d times in a row",
+			 STACK_SUP_FAILED_STARTS);
+		sup_give_up(st, seg, r, p, losses_seen, why);
+	}
 }
 
 static void sup_request_path(char *out, size_t cap, const struct stack *st,
@@ -353,9 +391,7 @@ static void sup_take_request(const struct stack *st, enum stack_role r,
 	sup_log("restart-peer %s: asked again by the operator%s; supervising "
 		"it afresh",
 		stack_role_name(r), p->given_up ? " after the give-up" : "");
-	memset(p->recent, 0, sizeof(p->recent));
-	p->given_up = false;
-	p->unplug_pending = false;
+	sup_afresh(p);
 	p->given_up_pid = 0;
 	p->wanted = true;
 	sup_write_state(st, peers);
@@ -414,10 +450,7 @@ int stack_supervise(struct stack *st)
 				/* started again by hand (plug-cached):
 				 * supervise it afresh */
 				if (peers[r].given_up) {
-					memset(peers[r].recent, 0,
-					       sizeof(peers[r].recent));
-					peers[r].given_up = false;
-					peers[r].unplug_pending = false;
+					sup_afresh(&peers[r]);
 					sup_write_state(st, peers);
 				}
 				continue;
@@ -437,10 +470,7 @@ int stack_supervise(struct stack *st)
 						    &losses_seen);
 					continue;
 				}
-				memset(peers[r].recent, 0,
-				       sizeof(peers[r].recent));
-				peers[r].given_up = false;
-				peers[r].unplug_pending = false;
+				sup_afresh(&peers[r]);
 				sup_write_state(st, peers);
 			}
 			/* read after the death was seen: an unplug removes

@@ -625,17 +625,35 @@ END_TEST
 /*
  * `xsegctl volume` while vlmc starts or restarts: a control socket that
  * refuses connections (made, not listened on yet) or does not exist yet
- * is tried again; the command goes through, sent once, when vlmc listens
- * (the build before failed at once). One that keeps refusing fails saying
- * what was tried and for how long; another error (a path through a file)
+ * is tried again while the stack lives (a live supervisor.pid next to it;
+ * without, it fails at once); the command goes through, sent once, when vlmc
+ * listens (the build before failed at once). One that keeps refusing fails
+ * saying what was tried and for how long; another error (a path through a file)
  * fails without retrying. The second before the listener appears is the
  * fixture's, not asserted: what is checked is that the command still
  * waited then, and succeeded after.
  */
 START_TEST(volume_waits_for_vlmc)
 {
-	char *t = tmp_dir("volwait"), *path, *out, *err, line[64];
+	char *t = tmp_dir("volwait"), *path, *out, *err, line[64], pidline[32];
 	static const char *const tags[] = {"volrefused", "volmissing"};
+
+	/* no stack lives there (no vlmc.pid, no supervisor.pid): a refused
+	 * socket fails at once, without waiting */
+	ck_assert_int_gt(asprintf(&path, "%s/ctl-nostack", t), 0);
+	unix_socket(path, false);
+	const char *nostack[] = {"volume", "--ctl", path, "list", NULL};
+	ck_assert_int_eq(ctl(nostack, &out, &err), 1);
+	ck_assert_msg(strstr(err, "Connection refused; is the stack running?"),
+		      "%s", err);
+	free(out);
+	free(err);
+	free(path);
+	/* from here the stack's supervisor "lives": this process */
+	snprintf(pidline, sizeof(pidline), "%d\n", (int)getpid());
+	ck_assert_int_gt(asprintf(&path, "%s/supervisor.pid", t), 0);
+	write_file(path, pidline);
+	free(path);
 
 	for (int c = 0; c < 2; c++) { /* 0: refusing first; 1: no socket */
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};

@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,12 +117,43 @@ int xsegctl_vlmc_command(const char *path, const char *line, FILE *out,
 	return rc;
 }
 
+/* Does the pid file NAME next to the control socket at path name a live
+ * process? */
+static bool volume_pidfile_live(const char *path, const char *name)
+{
+	char pf[PATH_MAX + 64];
+	const char *slash = strrchr(path, '/');
+	int dirlen = slash ? (int)(slash - path) : 1;
+	long pid = 0;
+	FILE *f;
+
+	snprintf(pf, sizeof(pf), "%.*s/%s", dirlen, slash ? path : ".", name);
+	f = fopen(pf, "re");
+	if (!f)
+		return false;
+	if (fscanf(f, "%ld", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* A stack lives where the socket is: its vlmc or its supervisor (which
+ * restarts vlmc) runs, by their pid files in the socket's directory
+ * (DIR/run/vlmc.pid, DIR/run/supervisor.pid). Without either nobody will
+ * listen there soon: a command fails at once rather than after the wait. */
+static bool volume_stack_lives(const char *path)
+{
+	return volume_pidfile_live(path, "vlmc.pid") ||
+	       volume_pidfile_live(path, "supervisor.pid");
+}
+
 /*
  * xsegctl_vlmc_command, retried while vlmc is absent
- * (volume_vlmc_absent) for up to VOLUME_CONNECT_WAIT_MS. The retry
- * cannot run a command twice: the connect failed, so nothing was sent.
- * Any other failure, and vlmc's own answer, returns at once. When vlmc
- * stays absent, err says so and for how long it was tried.
+ * (volume_vlmc_absent) but its stack lives (volume_stack_lives), for up
+ * to VOLUME_CONNECT_WAIT_MS. The retry cannot run a command twice: the
+ * connect failed, so nothing was sent. Any other failure, and vlmc's own
+ * answer, returns at once. When vlmc stays absent, err says so and for
+ * how long it was tried.
  */
 static int volume_command(const char *path, const char *line, char *err,
 			  size_t errlen)
@@ -129,14 +162,18 @@ static int volume_command(const char *path, const char *line, char *err,
 	    xseg_now_ns() + VOLUME_CONNECT_WAIT_MS * (uint64_t)1000000;
 	const struct timespec pause = {.tv_nsec =
 					   VOLUME_CONNECT_RETRY_MS * 1000000L};
+	bool tried = false;
 	size_t len;
 	int rc;
 
 	while (
 	    (rc = xsegctl_vlmc_command(path, line, stdout, err, errlen, 0)) &&
-	    volume_vlmc_absent(rc) && xseg_now_ns() < until)
+	    volume_vlmc_absent(rc) && xseg_now_ns() < until &&
+	    volume_stack_lives(path)) {
+		tried = true;
 		nanosleep(&pause, NULL);
-	if (volume_vlmc_absent(rc)) {
+	}
+	if (volume_vlmc_absent(rc) && tried) {
 		len = strlen(err);
 		snprintf(
 		    err + len, errlen - len, " (tried every %d ms for %d s)",

@@ -1415,6 +1415,50 @@ static struct xseg_request *write_async_at(struct env *e, const char *target,
 }
 
 /*
+ * The stage of the two unplug_inflight tests: object "o" holds a|a (two
+ * BLK halves of one 8 KiB bucket) on a one-worker store; cached is plugged
+ * in front of it with opts (the first is --plug); the store is stopped;
+ * W_old writes b over the second half through cached, which sends the
+ * bucket's fetch to the store and waits; then cached is told to stop.
+ * Returns W_old (not waited for).
+ */
+static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
+						      const char *tag,
+						      const char *const *opts,
+						      unsigned char *a,
+						      const unsigned char *b)
+{
+	char *store_argv[] = {"cached_testpeer",
+			      "-g",
+			      NULL,
+			      "-p",
+			      "1",
+			      "-v",
+			      "warn",
+			      "-t",
+			      "1",
+			      NULL};
+	struct xseg_request *w_old;
+
+	env_up(e, tag, 256);
+	/* one worker: the store answers in the order requests arrive */
+	store_argv[2] = (char *)e->name;
+	e->store = spawn(store_argv);
+	wait_alive(e, STORE_PORT);
+	/* the object's old contents, straight to the store */
+	ck_assert_int_eq(io(e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, 2 * BLK),
+			 0);
+	start_cached(e, (const char **)opts);
+	ck_assert_int_eq(xtu_wait_until(cached_serving, e, 20000), 0);
+	stop_store(e);
+	w_old = write_async_at(e, "o", BLK, b, BLK);
+	/* cached's fetch of the bucket waits at the store */
+	ck_assert_int_eq(xtu_wait_until(store_has_request, e, 20000), 0);
+	ck_assert_int_eq(xtu_kill(e->cached, SIGTERM), 0);
+	return w_old;
+}
+
+/*
  * safety17: an unplug must not let a write still in flight in cached land
  * after a write that reached the store directly. W_old writes the second
  * half of an 8 KiB bucket: cached fetches the bucket first, and the store
@@ -1430,38 +1474,15 @@ START_TEST(test_unplug_inflight_write)
 {
 	struct env e;
 	unsigned char a[2 * BLK], b[BLK], n[BLK], r[2 * BLK];
-	const char *opts[] = {"--plug", "--cache-size",	 "1M", "--object-size",
-			      "128k",	"--bucket-size", "8k", NULL};
-	char *store_argv[] = {"cached_testpeer",
-			      "-g",
-			      NULL,
-			      "-p",
-			      "1",
-			      "-v",
-			      "warn",
-			      "-t",
-			      "1",
-			      NULL};
+	static const char *const opts[] = {
+	    "--plug", "--cache-size",  "1M", "--object-size",
+	    "128k",   "--bucket-size", "8k", NULL};
 	struct xseg_request *w_old, *w_new, *rep;
 
 	memset(a, 0xa1, sizeof(a));
 	memset(b, 0xb2, sizeof(b));
 	memset(n, 0xc3, sizeof(n));
-	env_up(&e, "ui", 256);
-	/* one worker: the store answers in the order requests arrive */
-	store_argv[2] = (char *)e.name;
-	e.store = spawn(store_argv);
-	wait_alive(&e, STORE_PORT);
-	/* the object's old contents, straight to the store */
-	ck_assert_int_eq(
-	    io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, sizeof(a)), 0);
-	start_cached(&e, opts);
-	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
-	stop_store(&e);
-	w_old = write_async_at(&e, "o", BLK, b, BLK);
-	/* cached's fetch of the bucket waits at the store */
-	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
-	ck_assert_int_eq(xtu_kill(e.cached, SIGTERM), 0);
+	w_old = unplug_with_fetch_waiting(&e, "ui", opts, a, b);
 	/* A cached that unplugs with W_old in flight takes its redirect back
 	 * at once; one that waits for W_old keeps it until the store answers,
 	 * and W_new then waits in cached. Either way W_new goes after the
@@ -1503,37 +1524,16 @@ START_TEST(test_unplug_stuck_keeps_path)
 {
 	struct env e;
 	unsigned char a[2 * BLK], b[BLK], r[2 * BLK];
-	const char *opts[] = {"--plug", "--cache-size",
-			      "1M",	"--object-size",
-			      "128k",	"--bucket-size",
-			      "8k",	"--flush-timeout",
-			      "2s",	NULL};
-	char *store_argv[] = {"cached_testpeer",
-			      "-g",
-			      NULL,
-			      "-p",
-			      "1",
-			      "-v",
-			      "warn",
-			      "-t",
-			      "1",
-			      NULL};
+	static const char *const opts[] = {"--plug", "--cache-size",
+					   "1M",     "--object-size",
+					   "128k",   "--bucket-size",
+					   "8k",     "--flush-timeout",
+					   "2s",     NULL};
 	struct xseg_request *w_old, *rep;
 
 	memset(a, 0xa1, sizeof(a));
 	memset(b, 0xb2, sizeof(b));
-	env_up(&e, "us", 256);
-	store_argv[2] = (char *)e.name;
-	e.store = spawn(store_argv);
-	wait_alive(&e, STORE_PORT);
-	ck_assert_int_eq(
-	    io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, sizeof(a)), 0);
-	start_cached(&e, opts);
-	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
-	stop_store(&e);
-	w_old = write_async_at(&e, "o", BLK, b, BLK);
-	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
-	ck_assert_int_eq(xtu_kill(e.cached, SIGTERM), 0);
+	w_old = unplug_with_fetch_waiting(&e, "us", opts, a, b);
 	/* the flush timeout passes with W_old in flight: exit status 1 */
 	ck_assert_int_eq(xtu_wait(e.cached, 60000), 1);
 	e.cached = 0;

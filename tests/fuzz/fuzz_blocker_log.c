@@ -55,8 +55,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_reader.h"
 #include "store_int.h"
-#include "test_tmp.h"
+#include "test_blocker_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -69,26 +70,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define CKPT_HDR  72
 
 static char dir[256];
-
-struct reader {
-	const uint8_t *p;
-	size_t left;
-};
-
-static uint64_t take(struct reader *r, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++) {
-		uint64_t b = 0;
-		if (r->left) {
-			b = *r->p++;
-			r->left--;
-		}
-		v |= b << (8 * i);
-	}
-	return v;
-}
 
 /* An object of the model: its size and a score per chunk (all zero: a
  * hole). */
@@ -134,12 +115,8 @@ static void on_log(void *arg, enum blocker_log_level level, const char *msg)
 
 static void opts(struct blocker_opts *o, bool override)
 {
-	blocker_opts_init(o);
-	o->chunk_size = CHUNK;
-	o->segment_size = SEG_SIZE;
+	tb_opts_manual(o, CHUNK, SEG_SIZE, NULL);
 	o->reserve_bytes = BLOCKER_RESERVE_NONE;
-	o->sync_interval_ms = 0;
-	o->checkpoint_bytes = 0;
 	o->truncate_at_damage = override;
 	o->log = on_log;
 }
@@ -269,7 +246,7 @@ static void model_names(struct script *s, unsigned a, unsigned b, int count)
 		       src->nchunks * BLOCKER_SCORE_SIZE);
 }
 
-static void put_map(struct script *s, struct reader *r)
+static void put_map(struct script *s, struct fuzz_reader *r)
 {
 	struct bmap_update u[16];
 	char name[3];
@@ -278,14 +255,14 @@ static void put_map(struct script *s, struct reader *r)
 	uint8_t *p;
 	size_t len;
 
-	uint64_t k = take(r, 1) % NNAMES;
+	uint64_t k = fuzz_take(r, 1) % NNAMES;
 
 	name_of(name, k);
-	size = take(r, 3); /* up to 16 MiB: larger ones cost time only */
-	n = (uint32_t)(take(r, 1) % 17);
+	size = fuzz_take(r, 3); /* up to 16 MiB: larger ones cost time only */
+	n = (uint32_t)(fuzz_take(r, 1) % 17);
 	for (uint32_t i = 0; i < n; i++) {
-		u[i].index = take(r, 1);
-		score_ref(s, take(r, 1), u[i].score);
+		u[i].index = fuzz_take(r, 1);
+		score_ref(s, fuzz_take(r, 1), u[i].score);
 	}
 	len = bmap_payload_size(2, n);
 	p = malloc(len);
@@ -297,12 +274,12 @@ static void put_map(struct script *s, struct reader *r)
 	free(p);
 }
 
-static void put_names(struct script *s, struct reader *r, int count)
+static void put_names(struct script *s, struct fuzz_reader *r, int count)
 {
 	char a[3], b[3];
 	uint8_t p[16];
-	unsigned ka = (unsigned)(take(r, 1) % NNAMES);
-	unsigned kb = count == 2 ? (unsigned)(take(r, 1) % NNAMES) : 0;
+	unsigned ka = (unsigned)(fuzz_take(r, 1) % NNAMES);
+	unsigned kb = count == 2 ? (unsigned)(fuzz_take(r, 1) % NNAMES) : 0;
 
 	name_of(a, ka);
 	name_of(b, kb);
@@ -327,10 +304,10 @@ static void write_file(const char *name, const uint8_t *p, size_t len)
 /* A checkpoint file (docs/on-disk-format.md "Checkpoint header") over
  * entries the input describes: maps (name, size, chunk entries) or index
  * (score prefix, position). */
-static void put_ckpt(struct script *s, struct reader *r)
+static void put_ckpt(struct script *s, struct fuzz_reader *r)
 {
-	bool maps = take(r, 1) & 1;
-	unsigned count = (unsigned)(take(r, 1) % 9);
+	bool maps = fuzz_take(r, 1) & 1;
+	unsigned count = (unsigned)(fuzz_take(r, 1) % 9);
 	uint8_t *buf = calloc(1, CKPT_HDR + 9 * (2 + 2 + 16 + 8 * 40));
 	size_t off = CKPT_HDR;
 	uint64_t pos = s->len;
@@ -342,28 +319,28 @@ static void put_ckpt(struct script *s, struct reader *r)
 
 		if (maps) {
 			char name[3];
-			unsigned n = (unsigned)(take(r, 1) % 9);
+			unsigned n = (unsigned)(fuzz_take(r, 1) % 9);
 
-			name_of(name, take(r, 1));
+			name_of(name, fuzz_take(r, 1));
 			put_le16(buf + off, 2);
 			memcpy(buf + off + 2, name, 2);
-			put_le64(buf + off + 4, take(r, 3));
+			put_le64(buf + off + 4, fuzz_take(r, 3));
 			put_le64(buf + off + 12, n);
 			off += 20;
 			for (unsigned i = 0; i < n; i++, off += 40) {
-				put_le64(buf + off, take(r, 1));
-				score_ref(s, take(r, 1), score);
+				put_le64(buf + off, fuzz_take(r, 1));
+				score_ref(s, fuzz_take(r, 1), score);
 				memcpy(buf + off + 8, score, 32);
 			}
 		} else {
-			score_ref(s, take(r, 1), score);
+			score_ref(s, fuzz_take(r, 1), score);
 			put_le64(buf + off, get_be64(score));
-			put_le64(buf + off + 8, take(r, 2) * 16);
+			put_le64(buf + off + 8, fuzz_take(r, 2) * 16);
 			off += 16;
 		}
 	}
-	if (take(r, 1) & 1) /* a position other than the log's end */
-		pos = take(r, 3) * 16;
+	if (fuzz_take(r, 1) & 1) /* a position other than the log's end */
+		pos = fuzz_take(r, 3) * 16;
 	memcpy(buf, maps ? "BLKMAPS1" : "BLKIDX01", 8);
 	put_le32(buf + 8, 1);
 	put_le64(buf + 16, pos);
@@ -374,10 +351,10 @@ static void put_ckpt(struct script *s, struct reader *r)
 	free(buf);
 }
 
-static void build(struct script *s, struct reader *r)
+static void build(struct script *s, struct fuzz_reader *r)
 {
 	while (r->left) {
-		uint64_t op = take(r, 1) % 10;
+		uint64_t op = fuzz_take(r, 1) % 10;
 		uint8_t tmp[CHUNK];
 		size_t n;
 
@@ -385,10 +362,10 @@ static void build(struct script *s, struct reader *r)
 			s->pure = false; /* no model for these */
 		switch (op) {
 		case 0:
-			n = take(r, 2) % (CHUNK + 1);
+			n = fuzz_take(r, 2) % (CHUNK + 1);
 			memset(tmp, 0, sizeof(tmp));
 			for (size_t i = 0; i < n; i++)
-				tmp[i] = (uint8_t)take(r, 1);
+				tmp[i] = (uint8_t)fuzz_take(r, 1);
 			put_record(s, BREC_CHUNK, tmp, CHUNK);
 			break;
 		case 1:
@@ -399,37 +376,37 @@ static void build(struct script *s, struct reader *r)
 			put_names(s, r, (int)op - 1);
 			break;
 		case 4: {
-			unsigned type = (unsigned)take(r, 1);
-			n = 1 + take(r, 2) % CHUNK;
+			unsigned type = (unsigned)fuzz_take(r, 1);
+			n = 1 + fuzz_take(r, 2) % CHUNK;
 			for (size_t i = 0; i < n; i++)
-				tmp[i] = (uint8_t)take(r, 1);
+				tmp[i] = (uint8_t)fuzz_take(r, 1);
 			put_record(s, type, tmp, (uint32_t)n);
 			break;
 		}
 		case 5:
-			n = take(r, 2) % 513;
+			n = fuzz_take(r, 2) % 513;
 			for (size_t i = 0; i < n; i++)
-				tmp[i] = (uint8_t)take(r, 1);
+				tmp[i] = (uint8_t)fuzz_take(r, 1);
 			put_raw(s, tmp, n, false);
 			break;
 		case 6:
-			put_raw(s, NULL, take(r, 2), true);
+			put_raw(s, NULL, fuzz_take(r, 2), true);
 			break;
 		case 7:
 			if (s->nfix < MAX_FIX) {
-				s->fix[s->nfix].file = (uint8_t)take(r, 1);
-				s->fix[s->nfix].off = (uint32_t)take(r, 4);
+				s->fix[s->nfix].file = (uint8_t)fuzz_take(r, 1);
+				s->fix[s->nfix].off = (uint32_t)fuzz_take(r, 4);
 				s->fix[s->nfix++].xor
-				    = (uint8_t)(take(r, 1) | 1);
+				    = (uint8_t)(fuzz_take(r, 1) | 1);
 			} else {
-				take(r, 6);
+				fuzz_take(r, 6);
 			}
 			break;
 		case 8:
 			put_ckpt(s, r);
 			break;
 		default:
-			n = take(r, 2);
+			n = fuzz_take(r, 2);
 			s->len -= n < s->len ? n : s->len;
 			break;
 		}
@@ -593,7 +570,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const char *const files[] = {
 	    "log.000000",      BLOCKER_MAPS_FILE,  BLOCKER_INDEX_FILE,
 	    BLOCKER_MARK_FILE, BLOCKER_SUPER_FILE, BLOCKER_GC_FILE};
-	struct reader r = {data, size};
+	struct fuzz_reader r = {data, size};
 	struct script s = {.pure = true};
 	struct blocker_opts o;
 	struct blocker_store *st;
@@ -608,7 +585,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	opts(&o, false);
 	if (blocker_create(dir, &o))
 		abort();
-	flags = (uint8_t)take(&r, 1);
+	flags = (uint8_t)fuzz_take(&r, 1);
 	s.log = malloc(SEG_SIZE);
 	buf = malloc(READ_MAX);
 	if (!s.log || !buf)

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_reader.h"
 #include "xheap.h"
 #include "xseg.h"
 #include "xseg_internal.h"
@@ -86,39 +87,18 @@ static void fuzz_init(void)
 		abort();
 }
 
-/* Little-endian bytes of the input, zero past its end. */
-struct reader {
-	const uint8_t *p;
-	size_t left;
-};
-
-static uint64_t take(struct reader *r, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++) {
-		uint64_t b = 0;
-		if (r->left) {
-			b = *r->p++;
-			r->left--;
-		}
-		v |= b << (8 * i);
-	}
-	return v;
-}
-
 /* A value near a real one (most of the time) or raw. */
-static uint64_t near(struct reader *r, uint64_t real, uint64_t raw)
+static uint64_t near(struct fuzz_reader *r, uint64_t real, uint64_t raw)
 {
-	switch (take(r, 1) % 4) {
+	switch (fuzz_take(r, 1) % 4) {
 	case 0:
 		return raw;
 	case 1:
 		return real;
 	case 2:
-		return real + (uint64_t)(int64_t)(int8_t)take(r, 1);
+		return real + (uint64_t)(int64_t)(int8_t)fuzz_take(r, 1);
 	default:
-		return real + (uint64_t)(int64_t)(int16_t)take(r, 2) * 16;
+		return real + (uint64_t)(int64_t)(int16_t)fuzz_take(r, 2) * 16;
 	}
 }
 
@@ -132,7 +112,7 @@ static int live_buffer(uint64_t off)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct reader r = {data, size};
+	struct fuzz_reader r = {data, size};
 	struct xseg_request *req;
 	int rc, which;
 
@@ -143,30 +123,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	/* mostly in range: raw values would fail the first check and
 	 * never reach the data buffer's */
-	req->op = (uint16_t)near(&r, take(&r, 1) % XSEG_OP_COUNT, take(&r, 2));
+	req->op = (uint16_t)near(&r, fuzz_take(&r, 1) % XSEG_OP_COUNT,
+				 fuzz_take(&r, 2));
 	req->flags = (uint32_t)near(
-	    &r, take(&r, 4) & (XSEG_F_KNOWN | XSEG_F_PEER_MASK), take(&r, 4));
-	req->targetlen = (uint16_t)near(&r, 8, take(&r, 2));
-	req->offset = take(&r, 8);
-	req->src = (uint32_t)near(&r, 1, take(&r, 4));
+	    &r, fuzz_take(&r, 4) & (XSEG_F_KNOWN | XSEG_F_PEER_MASK),
+	    fuzz_take(&r, 4));
+	req->targetlen = (uint16_t)near(&r, 8, fuzz_take(&r, 2));
+	req->offset = fuzz_take(&r, 8);
+	req->src = (uint32_t)near(&r, 1, fuzz_take(&r, 4));
 	{
-		uint64_t real_dst = take(&r, 1) & 1 ? XSEG_NOPORT : 2;
-		req->dst = (uint32_t)near(&r, real_dst, take(&r, 4));
+		uint64_t real_dst = fuzz_take(&r, 1) & 1 ? XSEG_NOPORT : 2;
+		req->dst = (uint32_t)near(&r, real_dst, fuzz_take(&r, 4));
 	}
-	which = (int)(take(&r, 1) % (NBUF + 2)); /* NBUF + 1: no buffer */
+	which = (int)(fuzz_take(&r, 1) % (NBUF + 2)); /* NBUF + 1: no buffer */
 	if (which <= NBUF) {
-		req->data_off = near(&r, buf_off[which], take(&r, 8));
+		req->data_off = near(&r, buf_off[which], fuzz_take(&r, 8));
 		req->data_cap =
-		    near(&r, (uint64_t)buf_usable[which], take(&r, 8));
+		    near(&r, (uint64_t)buf_usable[which], fuzz_take(&r, 8));
 	} else {
 		req->data_off = 0;
-		req->data_cap = take(&r, 1) & 1 ? take(&r, 8) : 0;
+		req->data_cap = fuzz_take(&r, 1) & 1 ? fuzz_take(&r, 8) : 0;
 	}
-	req->size = near(&r, req->data_cap, take(&r, 8));
+	req->size = near(&r, req->data_cap, fuzz_take(&r, 8));
 	if (req->op == XSEG_OP_COPY && live_buffer(req->data_off) >= 0) {
 		struct xseg_request_copy *c =
 		    (void *)(seg->base + req->data_off);
-		c->src_targetlen = (uint32_t)near(&r, 8, take(&r, 4));
+		c->src_targetlen = (uint32_t)near(&r, 8, fuzz_take(&r, 4));
 	}
 
 	rc = xseg_validate_request(seg, req);

@@ -1275,10 +1275,11 @@ static void stop_store(struct env *e)
 	ck_assert_int_eq(xtu_wait_until(all_stopped, &e->store, 20000), 0);
 }
 
-/* Submit a request without waiting for its reply. */
-static struct xseg_request *submit_async(struct env *e, uint32_t dst,
-					 uint16_t op, const char *target,
-					 const void *buf, uint64_t size)
+/* Submit a request of size bytes at off without waiting for its reply. */
+static struct xseg_request *submit_async_at(struct env *e, uint32_t dst,
+					    uint16_t op, const char *target,
+					    uint64_t off, const void *buf,
+					    uint64_t size)
 {
 	struct xseg_request *req;
 	size_t tl = strlen(target);
@@ -1287,13 +1288,20 @@ static struct xseg_request *submit_async(struct env *e, uint32_t dst,
 	ck_assert_int_eq(xseg_prep_request(e->seg, req, (uint32_t)tl, size), 0);
 	req->op = op;
 	req->flags = 0;
-	req->offset = 0;
+	req->offset = off;
 	req->size = size;
 	memcpy(xseg_request_target(req), target, tl);
 	if (op == XSEG_OP_WRITE)
 		memcpy(xseg_request_data(e->seg, req), buf, size);
 	ck_assert_int_eq(xseg_submit(e->seg, req, dst), 0);
 	return req;
+}
+
+static struct xseg_request *submit_async(struct env *e, uint32_t dst,
+					 uint16_t op, const char *target,
+					 const void *buf, uint64_t size)
+{
+	return submit_async_at(e, dst, op, target, 0, buf, size);
 }
 
 static int reply_of(struct env *e, struct xseg_request *req)
@@ -1399,19 +1407,8 @@ static struct xseg_request *write_async_at(struct env *e, const char *target,
 					   uint64_t off, const void *buf,
 					   uint64_t size)
 {
-	struct xseg_request *req;
-	size_t tl = strlen(target);
-
-	ck_assert_int_eq(xseg_get_request(e->seg, e->port, &req), 0);
-	ck_assert_int_eq(xseg_prep_request(e->seg, req, (uint32_t)tl, size), 0);
-	req->op = XSEG_OP_WRITE;
-	req->flags = 0;
-	req->offset = off;
-	req->size = size;
-	memcpy(xseg_request_target(req), target, tl);
-	memcpy(xseg_request_data(e->seg, req), buf, size);
-	ck_assert_int_eq(xseg_submit(e->seg, req, STORE_PORT), 0);
-	return req;
+	return submit_async_at(e, STORE_PORT, XSEG_OP_WRITE, target, off, buf,
+			       size);
 }
 
 /*

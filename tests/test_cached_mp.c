@@ -1549,6 +1549,87 @@ START_TEST(test_unplug_stuck_keeps_path)
 }
 END_TEST
 
+/*
+ * review17: test_unplug_inflight_write's race through the flush timeout's
+ * "not a loss" branch. Write-through, so nothing is acknowledged: W1, a
+ * whole bucket, is written through and waits at the stopped store (its
+ * bucket is WRITING, unclean but not acknowledged); W_old waits for its
+ * fetch. At the flush timeout cached finds unclean > 0 with nothing
+ * acknowledged, drops it and unplugs while W_old is in flight. W_new then
+ * reaches the store directly; when the store resumes, W_old is written
+ * through as the whole bucket and must not put the old bytes over W_new.
+ */
+START_TEST(test_unplug_timeout_wt_inflight)
+{
+	struct env e;
+	unsigned char a[2 * BLK], b[BLK], n[BLK], w1[2 * BLK], r[2 * BLK];
+	const char *opts[] = {"--plug",		"--cache-size",
+			      "1M",		"--object-size",
+			      "128k",		"--bucket-size",
+			      "8k",		"--flush-timeout",
+			      "2s",		"--write-policy",
+			      "writethrough",	NULL};
+	char *store_argv[] = {"cached_testpeer",
+			      "-g",
+			      NULL,
+			      "-p",
+			      "1",
+			      "-v",
+			      "warn",
+			      "-t",
+			      "1",
+			      NULL};
+	struct xseg_request *w_old, *w_new, *w_1, *rep;
+	int status;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	memset(n, 0xc3, sizeof(n));
+	memset(w1, 0xd4, sizeof(w1));
+	env_up(&e, "uw", 256);
+	store_argv[2] = (char *)e.name;
+	e.store = spawn(store_argv);
+	wait_alive(&e, STORE_PORT);
+	ck_assert_int_eq(
+	    io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, sizeof(a)), 0);
+	start_cached(&e, opts);
+	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
+	stop_store(&e);
+	/* another object's whole bucket: written through, no fetch */
+	w_1 = write_async_at(&e, "p", 0, w1, sizeof(w1));
+	w_old = write_async_at(&e, "o", BLK, b, BLK);
+	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
+	usleep(200000); /* both of cached's requests queued at the store */
+	ck_assert_int_eq(xtu_kill(e.cached, SIGTERM), 0);
+	/* a cached that unplugs does so after the 2 s flush timeout */
+	if (xtu_wait_until(store_unredirected, &e, 10000) == 0) {
+		w_new = write_async_at(&e, "o", 0, n, BLK);
+		ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+		for (int i = 0; i < 3; i++) {
+			ck_assert_int_eq(
+			    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
+			ck_assert(rep == w_old || rep == w_new || rep == w_1);
+			xseg_put_request(e.seg, rep);
+		}
+		status = xtu_wait(e.cached, 60000);
+		e.cached = 0;
+		ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r,
+				    sizeof(r)),
+				 0);
+		ck_assert_msg(!memcmp(r, n, BLK),
+			      "W_new (acknowledged) was overwritten: first "
+			      "byte 0x%02x, expected 0x%02x (cached exit %d)",
+			      r[0], n[0], status);
+	} else {
+		/* kept the redirect: the fix's behaviour */
+		ck_assert_int_eq(xtu_wait(e.cached, 60000), 1);
+		e.cached = 0;
+		ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+	}
+	env_down(&e);
+}
+END_TEST
+
 /* A child process: keeps PL_DEPTH requests in flight to the store's port
  * (wherever it is redirected), writes new versions and checks that every
  * read returns exactly the last acknowledged version. */
@@ -1790,6 +1871,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_unplug_inflight_write);
 	tcase_add_test(tc, test_unplug_stuck_keeps_path);
+	tcase_add_test(tc, test_unplug_timeout_wt_inflight);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -763,8 +763,10 @@ static void cached_stop(struct peer *p)
 				  (double)(now - start) / 1e9);
 			report_at = now + CACHED_STOP_REPORT_NS;
 		}
-		if (now - progress_at > cp->flush_timeout_ns && !unclean) {
-			/* Only accepted requests are left, and the next port
+		if (now - progress_at > cp->flush_timeout_ns && inflight &&
+		    (!unclean || !cached_stop_acked(cp))) {
+			/* Accepted requests are left (with at most dirty data
+			 * nobody was told is written), and the next port
 			 * has not answered them for the flush timeout.
 			 * Unplugging now would let them be written through
 			 * after newer writes (above): stay in the path and

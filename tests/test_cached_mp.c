@@ -1549,6 +1549,15 @@ START_TEST(test_unplug_stuck_keeps_path)
 }
 END_TEST
 
+static bool store_has_two(void *arg)
+{
+	struct env *e = arg;
+	struct xseg_port_info pi;
+
+	return !xseg_port_info(e->seg, STORE_PORT, &pi) &&
+	       pi.request_depth >= 2;
+}
+
 /*
  * review17: test_unplug_inflight_write's race through the flush timeout's
  * "not a loss" branch. Write-through, so nothing is acknowledged: W1, a
@@ -1599,7 +1608,8 @@ START_TEST(test_unplug_timeout_wt_inflight)
 	w_1 = write_async_at(&e, "p", 0, w1, sizeof(w1));
 	w_old = write_async_at(&e, "o", BLK, b, BLK);
 	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
-	usleep(200000); /* both of cached's requests queued at the store */
+	/* both of cached's requests (W1's write, W_old's fetch) queued */
+	ck_assert_int_eq(xtu_wait_until(store_has_two, &e, 20000), 0);
 	ck_assert_int_eq(xtu_kill(e.cached, SIGTERM), 0);
 	/* a cached that unplugs does so after the 2 s flush timeout */
 	if (xtu_wait_until(store_unredirected, &e, 10000) == 0) {

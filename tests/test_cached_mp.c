@@ -1572,12 +1572,10 @@ START_TEST(test_unplug_timeout_wt_inflight)
 {
 	struct env e;
 	unsigned char a[2 * BLK], b[BLK], n[BLK], w1[2 * BLK], r[2 * BLK];
-	const char *opts[] = {"--plug",		"--cache-size",
-			      "1M",		"--object-size",
-			      "128k",		"--bucket-size",
-			      "8k",		"--flush-timeout",
-			      "2s",		"--write-policy",
-			      "writethrough",	NULL};
+	const char *opts[] = {
+	    "--plug", "--cache-size",	"1M",		"--object-size",
+	    "128k",   "--bucket-size",	"8k",		"--flush-timeout",
+	    "2s",     "--write-policy", "writethrough", NULL};
 	char *store_argv[] = {"cached_testpeer",
 			      "-g",
 			      NULL,
@@ -1617,15 +1615,15 @@ START_TEST(test_unplug_timeout_wt_inflight)
 		ck_assert_int_eq(kill(e.store, SIGCONT), 0);
 		for (int i = 0; i < 3; i++) {
 			ck_assert_int_eq(
-			    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
+			    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep),
+			    0);
 			ck_assert(rep == w_old || rep == w_new || rep == w_1);
 			xseg_put_request(e.seg, rep);
 		}
 		status = xtu_wait(e.cached, 60000);
 		e.cached = 0;
-		ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r,
-				    sizeof(r)),
-				 0);
+		ck_assert_int_eq(
+		    io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)), 0);
 		ck_assert_msg(!memcmp(r, n, BLK),
 			      "W_new (acknowledged) was overwritten: first "
 			      "byte 0x%02x, expected 0x%02x (cached exit %d)",

@@ -496,7 +496,8 @@ static void read_all(const struct script *s, struct blocker_store *st,
 	for (unsigned k = 0; k < NNAMES; k++) {
 		const struct mobj *o = &s->objs[k];
 		char name[3];
-		uint64_t size, offs[2];
+		uint64_t size, offs[256 * CHUNK / READ_MAX + 1];
+		unsigned nr_offs;
 		const uint8_t *sc;
 		uint8_t sum[32];
 		int rc;
@@ -509,9 +510,18 @@ static void read_all(const struct script *s, struct blocker_store *st,
 			abort();
 		if (rc)
 			continue;
-		offs[0] = 0;
-		offs[1] = size > READ_MAX ? (size - 1) / CHUNK * CHUNK : 0;
-		for (int i = 0; i < (offs[1] ? 2 : 1); i++) {
+		/* every chunk a MAP item can name (index < 256: the first
+		 * MiB), then the last one: reading only the first 64 KiB and
+		 * the last chunk left indexes 16..255 unchecked */
+		nr_offs = 0;
+		for (uint64_t at = 0; at < size && at < 256 * CHUNK;
+		     at += READ_MAX)
+			offs[nr_offs++] = at;
+		if (size > nr_offs * READ_MAX)
+			offs[nr_offs++] = (size - 1) / CHUNK * CHUNK;
+		if (!nr_offs)
+			offs[nr_offs++] = 0;
+		for (unsigned i = 0; i < nr_offs; i++) {
 			size_t len = READ_MAX;
 			bool missing = false;
 

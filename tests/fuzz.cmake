@@ -41,7 +41,7 @@ endfunction()
 
 # RUNS: 10-45 s each under ASan+UBSan on one core of this 2-core VM.
 ac_fuzz(fuzz_nbd_proto RUNS 1000000 DEPS vlmc_core)
-ac_fuzz(fuzz_xseg_request RUNS 500000 DEPS xseg)
+ac_fuzz(fuzz_xseg_request RUNS 500000 DEPS xseg xseg_testutil)
 ac_fuzz(fuzz_blocker_record RUNS 500000 DEPS blocker_store)
 ac_fuzz(fuzz_blocker_log RUNS 1500 DEPS blocker_store test_tmp)
 ac_fuzz(fuzz_vlmc_meta RUNS 500000 DEPS vlmc_core)

@@ -79,7 +79,7 @@ static void xtu_on_signal(int sig)
  * ctest's timeout, SIGKILL): named xtu-<runner>-..., that pid gone, owned
  * by this user. (A live runner in another pid namespace sharing /dev/shm
  * would look gone: the tests do not run that way.) */
-static void xtu_sweep_dead_runs(void)
+void xtu_sweep_dead_runs(void)
 {
 	struct dirent *de;
 	DIR *d = opendir("/dev/shm");

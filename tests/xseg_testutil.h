@@ -33,6 +33,10 @@
 #include <sys/types.h>
 
 /* Once, at the start of main: remember the runner pid, install handlers. */
+/* Remove the segments /dev/shm/xtu-<pid>-* of test processes that are gone
+ * (killed before their cleanup); xtu_init does it first. For programs
+ * that make such segments without xtu_init (the fuzz targets). */
+void xtu_sweep_dead_runs(void);
 void xtu_init(void);
 
 /* Unlink every segment of this run (any process); kill and reap registered

@@ -1579,8 +1579,11 @@ static bool stack_report_losses(const struct stack *st, struct xseg *seg,
 		stack_report(st,
 			     "port %u (store) is still redirected to port "
 			     "%" PRIu32 "%s: cached did not unplug itself (it "
-			     "died, or gave up flushing and kept the redirect "
-			     "so that nobody reads the stale store)",
+			     "died; or gave up flushing and kept the redirect "
+			     "so that nobody reads the stale store; or, with "
+			     "nothing lost, kept it because the store did not "
+			     "answer requests it had in flight: its log line "
+			     "below says which)",
 			     STACK_STORE_PORT, next,
 			     next == STACK_CACHED_PORT ? " (cached)" : "");
 	for (int r = 0; r < STACK_NR_ROLES; r++)

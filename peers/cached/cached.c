@@ -732,10 +732,14 @@ static void cached_stop(struct peer *p)
 
 		if (plugged)
 			cached_pump(cp, &hold);
-		unclean = cached_unclean(c);
-		/* read after unclean: a write that finishes in between has
-		 * made its bucket dirty first (or is still counted here) */
+		/* in flight first: once it reads 0, every accepted write has
+		 * completed, so its dirty bucket (write-back) is already in
+		 * the unclean count read next, or its data already at the
+		 * next port (write-through); the other order could miss a
+		 * write that dirtied its bucket after the unclean read and
+		 * completed before the in-flight one (review17 F6) */
 		inflight = plugged ? peer_inflight(p) : 0;
+		unclean = cached_unclean(c);
 		if (!unclean && !inflight)
 			break;
 		failed = cached_failed_only(c);
@@ -777,7 +781,8 @@ static void cached_stop(struct peer *p)
 				 "to port %" PRIu32 " after the flush timeout "
 				 "(it does not answer): not unplugging, so "
 				 "that none of them is written through after "
-				 "newer writes reach port %" PRIu32 " directly",
+				 "newer writes reach port %" PRIu32
+				 " directly (no acknowledged write is lost)",
 				 inflight, cp->next_port, cp->next_port);
 			stuck = true;
 			break;

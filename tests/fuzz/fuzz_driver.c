@@ -82,16 +82,20 @@ static size_t rnd_below(size_t n)
 	return n ? (size_t)(rnd() % n) : 0;
 }
 
-/* Write the input being run to crash_path: async-signal-safe. */
+/* Write the input being run to crash_path: async-signal-safe. Nothing
+ * when no input runs (a leak reported at exit belongs to none). */
 static void save_input(void)
 {
-	int fd = open(crash_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	int fd;
 
+	if (!cur_data)
+		return;
+	fd = open(crash_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd >= 0) {
 		const uint8_t *p = cur_data;
 		size_t left = cur_len;
 
-		while (p && left) {
+		while (left) {
 			ssize_t n = write(fd, p, left);
 			if (n <= 0)
 				break;
@@ -338,10 +342,18 @@ int main(int argc, char **argv)
 	 * must stay), and call this before the process dies */
 	__sanitizer_set_death_callback(save_input);
 #else
-	signal(SIGSEGV, on_crash);
-	signal(SIGBUS, on_crash);
-	signal(SIGILL, on_crash);
-	signal(SIGFPE, on_crash);
+	{
+		/* its own stack: a stack overflow must still save */
+		static char alt[1 << 16];
+		stack_t ss = {.ss_sp = alt, .ss_size = sizeof(alt)};
+		struct sigaction sa = {.sa_handler = on_crash,
+				       .sa_flags = SA_ONSTACK};
+		static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+
+		sigaltstack(&ss, NULL);
+		for (unsigned k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++)
+			sigaction(sigs[k], &sa, NULL);
+	}
 #endif
 	rng_state = seed * 0x9e3779b97f4a7c15ULL + 1;
 

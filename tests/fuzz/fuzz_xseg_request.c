@@ -6,8 +6,9 @@
  * anything in it; what validation passes, a peer then uses to find the
  * data buffer it reads from or writes into.
  *
- * The target keeps one private segment (named xtu-PID-fuzz, so a run
- * killed before its cleanup is removed by the next test program) with a
+ * The target keeps one private segment (named xtu-PID-fuzz, so the one of
+ * a run killed before its cleanup is removed by the next test program or
+ * run of this target: xtu_sweep_dead_runs) with a
  * few live data buffers of different sizes and one freed one. Each input
  * fills a request slot of the pool: op, flags, targetlen, offset, size,
  * src, dst, and a data_off / data_cap that are either raw bytes or a live
@@ -38,6 +39,7 @@
 #include "xheap.h"
 #include "xseg.h"
 #include "xseg_internal.h"
+#include "xseg_testutil.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -70,6 +72,9 @@ static void fuzz_init(void)
 	cfg.nr_static_ports = 4;
 	cfg.nr_dynamic_ports = 4;
 	cfg.nr_requests = 64;
+	/* the segments of earlier runs that crashed (this one's too, when
+	 * it crashes) */
+	xtu_sweep_dead_runs();
 	snprintf(seg_name, sizeof(seg_name), "xtu-%d-fuzz", (int)getpid());
 	xseg_destroy(seg_name); /* a leftover of a pid reused */
 	if (xseg_create(seg_name, &cfg, &seg, err, sizeof(err))) {

@@ -223,5 +223,24 @@ $X stack status --dir $D4 2>/dev/null | grep -q "^store: DEGRADED, writes refuse
 	ok "s4: status shows the degraded store (text and JSON)" || fail "s4: status: $($X stack status --dir $D4 2>&1)"
 $X stack stop --dir $D4 >/dev/null 2>&1 || fail "s4: second stop"
 
+# ---- 6. a write-through cached dead in the path: kept record, no loss ----
+# Its writes all reached the store, so nothing is lost; the redirect to the
+# dead cached is still the record to keep, but stop must not call it data
+# loss (review17 F5: it said WITH DATA LOSS whatever kept the segment).
+new_stack s6 "write_policy = writethrough"
+D6=$D
+$X stack start $T/s6/stack.conf >/dev/null || die "start s6"
+SEG6=$(seg_of $D6)
+$X volume --dir $D6 create vol 1M >/dev/null || die "s6: create vol"
+nbdcopy $T/pat "nbd+unix:///vol?socket=$D6/run/nbd.sock" || fail "s6: write"
+kill_role $D6 cached && ok "s6: supervisor stopped, write-through cached killed" || die "s6: kill cached"
+$X stack stop --dir $D6 >$T/s6/out 2>$T/s6/err; rc=$?
+[ $rc -eq 1 ] && grep -q "WITH THE STORE STILL REDIRECTED (no write-back loss counted)" $T/s6/err &&
+	! grep -q "DATA LOSS" $T/s6/err && grep -q "still redirected to port 2 (cached)" $T/s6/err &&
+	[ -e /dev/shm/$SEG6 ] &&
+	ok "s6: stop exits 1, keeps the segment, says redirected, not data loss" ||
+	fail "s6: stop rc $rc: $(cat $T/s6/out $T/s6/err)"
+$X destroy $SEG6 >/dev/null 2>&1 || fail "s6: destroy"
+
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack stop test passed"

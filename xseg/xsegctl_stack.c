@@ -1810,6 +1810,7 @@ static int stack_stop(struct stack *st)
 	struct xseg *seg;
 	char err[XSEG_ERRBUF_LEN];
 	bool lost, revive_failed = false;
+	uint64_t counted;
 	int rc = 0;
 
 	/* first the supervisor, or it would restart what we stop */
@@ -1848,14 +1849,22 @@ static int stack_stop(struct stack *st)
 	 * (its counter, a dead cached's count, cached's kept redirect):
 	 * keep it, say what was lost, and fail. */
 	lost = stack_report_losses(st, seg, false);
+	/* read after the report's reap, which counts a dead cached's
+	 * unflushed data: none counted with the redirect still there is a
+	 * cached that kept it with nothing lost (its requests in flight at
+	 * a store that did not answer), or a write-through one that died */
+	counted = xseg_writeback_losses(seg);
 	xseg_leave(seg);
 	if (lost) {
 		stack_report(st,
-			     "stack stopped WITH DATA LOSS: segment %s kept "
+			     "stack stopped %s: segment %s kept "
 			     "as the record ('xsegctl info %s', 'xsegctl "
 			     "stack status --dir %s'); remove it with "
 			     "'xsegctl destroy %s' (the next 'xsegctl stack "
 			     "start' reports it again and replaces it)",
+			     counted ? "WITH DATA LOSS"
+				     : "WITH THE STORE STILL REDIRECTED (no "
+				       "write-back loss counted)",
 			     st->segment, st->segment, st->dir, st->segment);
 		return 1;
 	}
@@ -2239,7 +2248,9 @@ static int stack_plug(struct stack *st, bool plug)
 				stack_err(
 				    "unplug failed: cached exited during "
 				    "its unplug without taking itself out "
-				    "of the path (killed?); run "
+				    "of the path (killed, or it kept the "
+				    "redirect on purpose: its log says "
+				    "why); run "
 				    "unplug-cached again: it takes the "
 				    "dead cached out and says whether a "
 				    "write-back loss was counted");

@@ -1412,18 +1412,12 @@ static struct xseg_request *write_async_at(struct env *e, const char *target,
 }
 
 /*
- * The stage of the two unplug_inflight tests: object "o" holds a|a (two
- * BLK halves of one 8 KiB bucket) on a one-worker store; cached is plugged
- * in front of it with opts (the first is --plug); the store is stopped;
- * W_old writes b over the second half through cached, which sends the
- * bucket's fetch to the store and waits; then cached is told to stop.
- * Returns W_old (not waited for).
+ * The stage of the unplug_inflight tests: object "o" holds a (two BLK
+ * halves of one 8 KiB bucket) on a one-worker store; cached is plugged in
+ * front of it with opts (the first is --plug); the store is stopped.
  */
-static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
-						      const char *tag,
-						      const char *const *opts,
-						      unsigned char *a,
-						      const unsigned char *b)
+static void unplug_stage(struct env *e, const char *tag,
+			 const char *const *opts, unsigned char *a)
 {
 	char *store_argv[] = {"cached_testpeer",
 			      "-g",
@@ -1435,7 +1429,6 @@ static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
 			      "-t",
 			      "1",
 			      NULL};
-	struct xseg_request *w_old;
 
 	env_up(e, tag, 256);
 	/* one worker: the store answers in the order requests arrive */
@@ -1448,6 +1441,22 @@ static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
 	start_cached(e, (const char **)opts);
 	ck_assert_int_eq(xtu_wait_until(cached_serving, e, 20000), 0);
 	stop_store(e);
+}
+
+/*
+ * unplug_stage, then W_old writes b over the second half through cached,
+ * which sends the bucket's fetch to the store and waits; then cached is
+ * told to stop. Returns W_old (not waited for).
+ */
+static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
+						      const char *tag,
+						      const char *const *opts,
+						      unsigned char *a,
+						      const unsigned char *b)
+{
+	struct xseg_request *w_old;
+
+	unplug_stage(e, tag, opts, a);
 	w_old = write_async_at(e, "o", BLK, b, BLK);
 	/* cached's fetch of the bucket waits at the store */
 	ck_assert_int_eq(xtu_wait_until(store_has_request, e, 20000), 0);
@@ -1572,20 +1581,10 @@ START_TEST(test_unplug_timeout_wt_inflight)
 {
 	struct env e;
 	unsigned char a[2 * BLK], b[BLK], n[BLK], w1[2 * BLK], r[2 * BLK];
-	const char *opts[] = {
+	static const char *const opts[] = {
 	    "--plug", "--cache-size",	"1M",		"--object-size",
 	    "128k",   "--bucket-size",	"8k",		"--flush-timeout",
 	    "2s",     "--write-policy", "writethrough", NULL};
-	char *store_argv[] = {"cached_testpeer",
-			      "-g",
-			      NULL,
-			      "-p",
-			      "1",
-			      "-v",
-			      "warn",
-			      "-t",
-			      "1",
-			      NULL};
 	struct xseg_request *w_old, *w_new, *w_1, *rep;
 	int status;
 
@@ -1593,15 +1592,7 @@ START_TEST(test_unplug_timeout_wt_inflight)
 	memset(b, 0xb2, sizeof(b));
 	memset(n, 0xc3, sizeof(n));
 	memset(w1, 0xd4, sizeof(w1));
-	env_up(&e, "uw", 256);
-	store_argv[2] = (char *)e.name;
-	e.store = spawn(store_argv);
-	wait_alive(&e, STORE_PORT);
-	ck_assert_int_eq(
-	    io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, sizeof(a)), 0);
-	start_cached(&e, opts);
-	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
-	stop_store(&e);
+	unplug_stage(&e, "uw", opts, a);
 	/* another object's whole bucket: written through, no fetch */
 	w_1 = write_async_at(&e, "p", 0, w1, sizeof(w1));
 	w_old = write_async_at(&e, "o", BLK, b, BLK);

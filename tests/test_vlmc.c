@@ -1021,22 +1021,144 @@ START_TEST(test_wbloss_attach_after_loss)
 {
 	struct vlmc_wbloss g;
 	struct vlmc_wbloss_vol w;
-	uint64_t old, gen;
+	struct vlmc_wbloss_sess old, s2, s3;
 
 	wb_setup(&g, &w, 0);
 	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &old), VLMC_WBLOSS_OK);
-	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, old, true, 0),
+	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, old.gen, true, 0),
 			 VLMC_WBLOSS_OK);
-	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &gen), VLMC_WBLOSS_OK);
-	ck_assert_uint_eq(gen, old); /* no loss: the same generation */
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &s2), VLMC_WBLOSS_OK);
+	ck_assert_uint_eq(s2.gen, old.gen); /* no loss: the same generation */
 	fake_losses = 1;
-	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &gen), VLMC_WBLOSS_LOST);
-	ck_assert_uint_ne(gen, old);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &s3), VLMC_WBLOSS_LOST);
+	ck_assert_uint_ne(s3.gen, old.gen);
 	ck_assert_uint_eq(g.cmds_eio, 0); /* no command failed by it */
-	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, gen, true, 1),
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &s3, true, 1),
 			 VLMC_WBLOSS_OK);
-	ck_assert_int_eq(vlmc_wbloss_complete(&g, &w, old, false, 0),
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &old, false, 0),
 			 VLMC_WBLOSS_FENCED);
+	vlmc_wbloss_detach(&w, &old);
+	vlmc_wbloss_detach(&w, &s2);
+	vlmc_wbloss_detach(&w, &s3);
+	ck_assert_ptr_null(w.sessions);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* Review safety17 F2: with CAN_MULTI_CONN a FLUSH on one connection
+ * covers the writes of all of them. Session A's acknowledged write is lost
+ * (the cache died); B opens after the fence: B's FLUSH must fail while A
+ * is open (A's write may be lost), and succeed once A has closed. A
+ * reader (C, never wrote) and a session whose writes a FLUSH covered
+ * before the loss (D) are not stale: they hold nothing back. */
+START_TEST(test_wbloss_stale_session_blocks_flush)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	struct vlmc_wbloss_sess a, b, c, d;
+	bool first;
+
+	wb_setup(&g, &w, 0);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &a), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &c), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &d), VLMC_WBLOSS_OK);
+	/* D writes and a FLUSH covers it: D's writes are durable */
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &d, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 0), VLMC_WBLOSS_OK);
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 0);
+	/* A writes (acknowledged, unflushed), C reads */
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &c, false, 0),
+			 VLMC_WBLOSS_OK);
+	fake_losses = 1; /* the cache holding A's write dies */
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &b), VLMC_WBLOSS_LOST);
+	ck_assert_uint_eq(w.stale, 1); /* A only */
+	ck_assert(a.stale && !c.stale && !d.stale && !b.stale);
+	/* B's FLUSH succeeds below but must not be reported done */
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 1), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_fenced(&w, b.gen));
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 1);
+	ck_assert(first); /* logged once... */
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 1);
+	ck_assert(!first); /* ...not on every FLUSH */
+	/* closing the reader and the covered writer changes nothing */
+	vlmc_wbloss_detach(&w, &c);
+	vlmc_wbloss_detach(&w, &d);
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 1);
+	/* A closes: the client has dropped the connection that lost writes */
+	vlmc_wbloss_detach(&w, &a);
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 0);
+	ck_assert(!first);
+	vlmc_wbloss_detach(&w, &a); /* twice: no-op */
+	ck_assert_uint_eq(w.stale, 0);
+	vlmc_wbloss_detach(&w, &b);
+	ck_assert_ptr_null(w.sessions);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* Staleness is judged at the fence that ends a session's generation:
+ * writes recorded in an earlier epoch that a later FLUSH covered do not
+ * count, a second fence does not count a session twice, and a session
+ * stale by the first fence stays stale (one count) until it closes; the
+ * next stale episode logs again. */
+START_TEST(test_wbloss_stale_epochs)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	struct vlmc_wbloss_sess a, b, e;
+	bool first;
+
+	wb_setup(&g, &w, 0);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &a), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_OK);
+	/* a FLUSH begun before a second write does not cover it */
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 0), VLMC_WBLOSS_OK);
+	ck_assert(vlmc_wbloss_marked(&w));
+	fake_losses = 1;
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, false, 0),
+			 VLMC_WBLOSS_LOST); /* a read of A finds it */
+	ck_assert(a.stale);
+	ck_assert_uint_eq(w.stale, 1);
+	/* B opens after, writes, a second loss fences again: B is stale
+	 * too, A is not counted twice */
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &b), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &b, true, 1),
+			 VLMC_WBLOSS_OK);
+	fake_losses = 2;
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &e), VLMC_WBLOSS_LOST);
+	ck_assert_uint_eq(w.stale, 2);
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 2);
+	ck_assert(first);
+	vlmc_wbloss_detach(&w, &a);
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 1);
+	ck_assert(!first);
+	vlmc_wbloss_detach(&w, &b);
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 0);
+	/* E writes, a FLUSH covers it, then a loss: E is not stale */
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &e, true, 2),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 2), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_marked(&w));
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &e, true, 2),
+			 VLMC_WBLOSS_OK);
+	fake_losses = 3;
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 3), VLMC_WBLOSS_LOST);
+	ck_assert(e.stale); /* its second write was uncovered */
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 1);
+	ck_assert(first); /* a new episode is logged again */
+	vlmc_wbloss_detach(&w, &e);
 	vlmc_wbloss_vol_destroy(&w);
 }
 END_TEST
@@ -1164,6 +1286,8 @@ int main(void)
 	tcase_add_test(tc, test_wbloss_loss_during_flush);
 	tcase_add_test(tc, test_wbloss_min_mark);
 	tcase_add_test(tc, test_wbloss_attach_after_loss);
+	tcase_add_test(tc, test_wbloss_stale_session_blocks_flush);
+	tcase_add_test(tc, test_wbloss_stale_epochs);
 	tcase_add_test(tc, test_wbloss_inherit);
 	tcase_add_test(tc, test_wbloss_check);
 	suite_add_tcase(s, tc);

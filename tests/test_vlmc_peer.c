@@ -18,7 +18,8 @@
  * wbloss_lossy_cache: a fake write-back cache (a child of the test plugged
  * in front of the store) acknowledges NBD writes without storing them and
  * dies; the reclaim counts a write-back loss: vlmc fails the FLUSH and a
- * read on that connection with EIO, a new connection works; a FLUSH that
+ * read on that connection with EIO, a new connection works (but its FLUSH
+ * fails while the connection that lost writes is open); a FLUSH that
  * covered everything before the death succeeds after it. And a read sent
  * while the cache is dead and still plugged waits (resent, not failed)
  * until the redirect is removed. xseg volume requests: the FLUSH after a
@@ -1268,11 +1269,23 @@ START_TEST(wbloss_lossy_cache)
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 5, 8192, 4096, NULL, r),
 			  0);
 	ck_assert_mem_eq(r, zero, sizeof(r));
-	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 6, 0, 0, NULL, NULL), 0);
+	/* review safety17 F2: a FLUSH covers every connection's writes
+	 * (CAN_MULTI_CONN), fd1's lost one too: it fails while fd1 is
+	 * open, also on the connection opened after the loss */
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 6, 0, 0, NULL, NULL), 5);
 	/* ...and the old one stays fenced */
 	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_READ, 7, 8192, 4096, NULL, r),
 			  5);
 	close(fd1);
+	{
+		/* vlmc has closed fd1's connection (counted after it let go
+		 * of the volume): fd2's FLUSH is done */
+		struct stat_wait sw = {&e, "nbd_connections", 1};
+
+		ck_assert_int_eq(xtu_wait_until(stat_equals, &sw, 30000), 0);
+	}
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 14, 0, 0, NULL, NULL),
+			  0);
 
 	/* 2. written and flushed before the cache dies: nothing lost */
 	cache = lossy_cache_start(&e, &o);

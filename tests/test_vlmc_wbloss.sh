@@ -144,6 +144,21 @@ print("ok: a new connection reads (the lost write reads %s)" %
 err, _ = nbd.command(c1, nbd.CMD_FLUSH, 5, 0, 0)
 assert err == EIO, err
 print("ok: the old connection stays fenced")
+# review safety17 F2: a FLUSH covers every connection's writes
+# (CAN_MULTI_CONN), c1's lost one too: EIO while c1 is open
+err, _ = nbd.command(c2, nbd.CMD_FLUSH, 10, 0, 0)
+assert err == EIO, f"new connection's FLUSH with c1 open answered {err}"
+print("ok: the new connection's FLUSH fails while the old one is open")
+c1.close()
+# vlmc closes c1's side when it reads the EOF: until then EIO (bounded)
+deadline = time.monotonic() + 30
+while True:
+    err, _ = nbd.command(c2, nbd.CMD_FLUSH, 11, 0, 0)
+    if err != EIO or time.monotonic() > deadline:
+        break
+    time.sleep(0.05)
+assert err == 0, f"FLUSH after the old connection closed answered {err}"
+print("ok: once the old connection is closed, the new one's FLUSH succeeds")
 
 # written and flushed before the kill: nothing lost
 err, _ = nbd.command(c2, nbd.CMD_WRITE, 6, 65536, len(data), data)

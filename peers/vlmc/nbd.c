@@ -55,10 +55,11 @@ struct vlmc_conn {
 	bool no_zeroes;
 
 	struct vlmc_volume *vol;
-	/* vol's fence generation when the connection attached: a fence
-	 * after that fails every command of this connection with EIO
-	 * (docs/vlmc.md, "Write-back loss") */
-	uint64_t fence_gen;
+	/* the connection's session on vol (wbloss.h): the fence generation
+	 * when it attached (a fence after that fails every command of this
+	 * connection with EIO) and whether it is stale (docs/vlmc.md,
+	 * "Write-back loss") */
+	struct vlmc_wbloss_sess wb;
 	uint64_t size;
 	bool readonly;
 	/* largest READ/WRITE/CACHE of the volume, nbd_max_payload */
@@ -347,14 +348,14 @@ static bool nbd_attach(struct vlmc_conn *c, const char *name, uint32_t len)
 	if (!vol)
 		return false;
 	if (c->vol) {
+		vlmc_wbloss_detach(&c->vol->wb, &c->wb);
 		__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
 		vlmc_vol_put(c->vol);
 	}
 	c->vol = vol;
 	/* a loss not yet noticed fences the connections opened before it,
 	 * not this one */
-	if (vlmc_wbloss_attach(&c->v->wb, &vol->wb, &c->fence_gen) ==
-	    VLMC_WBLOSS_LOST)
+	if (vlmc_wbloss_attach(&c->v->wb, &vol->wb, &c->wb) == VLMC_WBLOSS_LOST)
 		vlmc_wb_fenced(c->v, vol);
 	__atomic_add_fetch(&vol->nbd_conns, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&vol->mu);
@@ -371,6 +372,7 @@ static void nbd_detach(struct vlmc_conn *c)
 {
 	if (!c->vol)
 		return;
+	vlmc_wbloss_detach(&c->vol->wb, &c->wb);
 	__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
 	vlmc_vol_put(c->vol);
 	c->vol = NULL;
@@ -1409,7 +1411,7 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		nbd_tq_leave(c);
 	/* fenced after a write-back loss: this connection only gets EIO
 	 * (one relaxed load of a word of the volume) */
-	if (vlmc_wbloss_fenced(&c->vol->wb, c->fence_gen)) {
+	if (vlmc_wbloss_fenced(&c->vol->wb, c->wb.gen)) {
 		__atomic_add_fetch(&v->wb.cmds_eio, 1, __ATOMIC_RELAXED);
 		nbd_tq_leave(c);
 		if (r->type == NBD_CMD_WRITE &&
@@ -1461,7 +1463,8 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 		io->port = c->port;
 		/* the connection's volume and generation, FLUSH too */
 		io->fence_vol = c->vol;
-		io->fence_gen = c->fence_gen;
+		io->fence_gen = c->wb.gen;
+		io->fence_sess = &c->wb;
 	}
 	/* review14 m2: a WRITE takes its object requests (up to
 	 * NBD_MAX_PARTS) before it enters the volume, to receive its
@@ -1853,6 +1856,10 @@ static void nbd_conn_close(struct vlmc_conn *c)
 		xseg_release_port(c->v->seg, c->port);
 	}
 	if (c->vol) {
+		/* a stale session stops holding the volume's FLUSHes back
+		 * here, also when abandoned (its commands may still complete:
+		 * they no longer count) */
+		vlmc_wbloss_detach(&c->vol->wb, &c->wb);
 		__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
 		vlmc_vol_put(c->vol);
 	}

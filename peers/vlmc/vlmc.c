@@ -576,21 +576,59 @@ static bool vlmc_wb_flush_done(struct vlmc_io *io)
 	return lost;
 }
 
+/* A FLUSH succeeded below and found no loss: may it say so? Not while a
+ * session fenced with uncovered writes is open on its volume (any volume
+ * for a volume-less xseg FLUSH): the FLUSH covers those writes too, and
+ * they may be lost (wbloss.h, "Stale sessions"). Logs the first refusal
+ * per volume until its stale sessions are gone. */
+static bool vlmc_wb_vol_flush_stale(struct vlmc_volume *vol)
+{
+	bool first;
+	unsigned n = vlmc_wbloss_flush_stale(&vol->wb, &first);
+
+	if (first)
+		peer_err("volume %s: FLUSH fails with EIO while %u NBD "
+			 "connection(s) fenced with writes acknowledged since "
+			 "the last flush stay open (those writes may be "
+			 "lost); close them to go on",
+			 vol->m.name, n);
+	return n != 0;
+}
+
+static bool vlmc_wb_flush_stale(struct vlmc *v, struct vlmc_volume *only)
+{
+	bool refused = false;
+
+	if (only) /* its connection holds a reference */
+		return vlmc_wb_vol_flush_stale(only);
+	pthread_rwlock_rdlock(&v->vols_lock);
+	for (size_t i = 0; i < v->nr_vols; i++)
+		refused |= vlmc_wb_vol_flush_stale(v->vols[i]);
+	pthread_rwlock_unlock(&v->vols_lock);
+	return refused;
+}
+
 /* Every part of io is done: the write-back loss rules (docs/vlmc.md,
  * "Write-back loss"). Records a successful write's unflushed mark, fences
  * a volume whose marked writes may be lost, and fails io with EIO when its
- * session is fenced. */
+ * session is fenced, or it is a FLUSH and a stale session is open. */
 static void vlmc_io_wb_check(struct vlmc_io *io)
 {
 	struct vlmc *v = io->v;
 	struct vlmc_volume *vol = io->fence_vol;
 	int err = __atomic_load_n(&io->error, __ATOMIC_ACQUIRE);
 	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
+	bool wrote = false;
+	uint64_t loss = UINT64_MAX;
 
 	if (io->op == VLMC_IO_FLUSH) {
 		bool lost = !err && vlmc_wb_flush_done(io);
+		bool fail =
+		    vol ? vlmc_wbloss_fenced(&vol->wb, io->fence_gen) : lost;
 
-		if (vol ? vlmc_wbloss_fenced(&vol->wb, io->fence_gen) : lost) {
+		if (!err && !fail)
+			fail = vlmc_wb_flush_stale(v, vol);
+		if (fail) {
 			__atomic_add_fetch(&v->wb.cmds_eio, 1,
 					   __ATOMIC_RELAXED);
 			__atomic_store_n(&io->error, EIO, __ATOMIC_RELEASE);
@@ -604,21 +642,19 @@ static void vlmc_io_wb_check(struct vlmc_io *io)
 		/* acknowledged, not durable: unflushed since the smallest
 		 * counter read before its parts went out (FUA writes are
 		 * durable on completion: nothing to remember) */
-		uint64_t loss = UINT64_MAX;
-
 		for (uint64_t i = 0; i < io->nr_parts; i++)
 			if (io->parts[i].loss < loss)
 				loss = io->parts[i].loss;
-		if (loss != UINT64_MAX)
-			vd = vlmc_wbloss_complete(&v->wb, &vol->wb,
-						  io->fence_gen, true, loss);
-		else
-			vd = vlmc_wbloss_complete(&v->wb, &vol->wb,
-						  io->fence_gen, false, 0);
-	} else {
-		vd = vlmc_wbloss_complete(&v->wb, &vol->wb, io->fence_gen,
-					  false, 0);
+		wrote = loss != UINT64_MAX;
 	}
+	if (!wrote)
+		loss = 0;
+	if (io->fence_sess)
+		vd = vlmc_wbloss_complete_sess(&v->wb, &vol->wb, io->fence_sess,
+					       wrote, loss);
+	else
+		vd = vlmc_wbloss_complete(&v->wb, &vol->wb, io->fence_gen,
+					  wrote, loss);
 	if (vd == VLMC_WBLOSS_LOST)
 		vlmc_wb_fenced(v, vol);
 	if (vd != VLMC_WBLOSS_OK)

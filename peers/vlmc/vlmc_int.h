@@ -382,6 +382,10 @@ struct vlmc_io {
 	 * xseg FLUSH (it fails when it finds any volume lost). */
 	struct vlmc_volume *fence_vol;
 	uint64_t fence_gen;
+	/* the NBD connection's session on fence_vol (NULL: an xseg
+	 * request, which has none): its writes are recorded in it, so a
+	 * fence can tell it stale (wbloss.h) */
+	struct vlmc_wbloss_sess *fence_sess;
 	struct vlmc_wbloss_flush wbf;	 /* FLUSH: taken before submission */
 	bool dead_peer;			 /* __atomic: counted as failed by a
 					    dead peer below */

@@ -35,6 +35,10 @@ void vlmc_wbloss_vol_init(struct vlmc_wbloss_vol *w)
 	w->last_seq = 0;
 	w->gen = 0;
 	w->lost = 0;
+	w->epoch = 0;
+	w->sessions = NULL;
+	w->stale = 0;
+	w->stale_logged = false;
 }
 
 void vlmc_wbloss_vol_destroy(struct vlmc_wbloss_vol *w)
@@ -44,20 +48,28 @@ void vlmc_wbloss_vol_destroy(struct vlmc_wbloss_vol *w)
 
 /* Caller holds w->mu. The volume's unflushed writes may be gone: a new
  * generation fences every session opened before, and the mark goes (the
- * loss is reported; sessions opened from now on start clean). */
+ * loss is reported; sessions opened from now on start clean). Sessions of
+ * the ending generation with writes of this epoch (written since the mark
+ * was last cleared, so possibly among the lost) become stale. */
 static void wbloss_fence(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
 			 uint64_t now)
 {
+	for (struct vlmc_wbloss_sess *s = w->sessions; s; s = s->next)
+		if (s->gen == w->gen && s->wrote && s->epoch == w->epoch &&
+		    !s->stale) {
+			s->stale = true;
+			__atomic_add_fetch(&w->stale, 1, __ATOMIC_RELAXED);
+		}
+	w->epoch++;
 	w->lost = now > w->mark_loss ? now - w->mark_loss : 1;
 	__atomic_store_n(&w->marked, false, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&w->gen, 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&g->fences, 1, __ATOMIC_RELAXED);
 }
 
-enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
-					      struct vlmc_wbloss_vol *w,
-					      uint64_t gen, bool wrote,
-					      uint64_t loss)
+static enum vlmc_wbloss_verdict
+wbloss_complete(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w, uint64_t gen,
+		struct vlmc_wbloss_sess *s, bool wrote, uint64_t loss)
 {
 	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
 
@@ -74,6 +86,10 @@ enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
 			w->mark_loss = loss;
 		__atomic_store_n(&w->marked, true, __ATOMIC_RELAXED);
 		w->last_seq = __atomic_add_fetch(&g->seq, 1, __ATOMIC_SEQ_CST);
+		if (s) {
+			s->wrote = true;
+			s->epoch = w->epoch;
+		}
 	}
 	if (w->marked) {
 		uint64_t now = vlmc_wbloss_read(g);
@@ -89,6 +105,22 @@ out:
 	if (vd != VLMC_WBLOSS_OK)
 		__atomic_add_fetch(&g->cmds_eio, 1, __ATOMIC_RELAXED);
 	return vd;
+}
+
+enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
+					      struct vlmc_wbloss_vol *w,
+					      uint64_t gen, bool wrote,
+					      uint64_t loss)
+{
+	return wbloss_complete(g, w, gen, NULL, wrote, loss);
+}
+
+enum vlmc_wbloss_verdict vlmc_wbloss_complete_sess(struct vlmc_wbloss *g,
+						   struct vlmc_wbloss_vol *w,
+						   struct vlmc_wbloss_sess *s,
+						   bool wrote, uint64_t loss)
+{
+	return wbloss_complete(g, w, s->gen, s, wrote, loss);
 }
 
 void vlmc_wbloss_vol_inherit(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w)
@@ -125,14 +157,10 @@ bool vlmc_wbloss_marked(struct vlmc_wbloss_vol *w)
 
 enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
 					    struct vlmc_wbloss_vol *w,
-					    uint64_t *gen)
+					    struct vlmc_wbloss_sess *s)
 {
 	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
 
-	if (!__atomic_load_n(&w->marked, __ATOMIC_RELAXED)) {
-		*gen = vlmc_wbloss_gen(w);
-		return VLMC_WBLOSS_OK;
-	}
 	pthread_mutex_lock(&w->mu);
 	if (w->marked) {
 		uint64_t now = vlmc_wbloss_read(g);
@@ -143,9 +171,54 @@ enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
 			vd = VLMC_WBLOSS_LOST;
 		}
 	}
-	*gen = w->gen;
+	/* after the fence: s is of the new generation, never stale by it */
+	s->gen = w->gen;
+	s->wrote = false;
+	s->stale = false;
+	s->linked = true;
+	s->prev = NULL;
+	s->next = w->sessions;
+	if (w->sessions)
+		w->sessions->prev = s;
+	w->sessions = s;
 	pthread_mutex_unlock(&w->mu);
 	return vd;
+}
+
+void vlmc_wbloss_detach(struct vlmc_wbloss_vol *w, struct vlmc_wbloss_sess *s)
+{
+	pthread_mutex_lock(&w->mu);
+	if (s->linked) {
+		if (s->prev)
+			s->prev->next = s->next;
+		else
+			w->sessions = s->next;
+		if (s->next)
+			s->next->prev = s->prev;
+		s->linked = false;
+		if (s->stale &&
+		    __atomic_sub_fetch(&w->stale, 1, __ATOMIC_RELAXED) == 0)
+			w->stale_logged = false;
+		s->stale = false;
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+unsigned vlmc_wbloss_flush_stale(struct vlmc_wbloss_vol *w, bool *first)
+{
+	unsigned n;
+
+	*first = false;
+	if (!__atomic_load_n(&w->stale, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	n = w->stale;
+	if (n && !w->stale_logged) {
+		w->stale_logged = true;
+		*first = true;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return n;
 }
 
 void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g, struct vlmc_wbloss_flush *f)
@@ -173,6 +246,7 @@ vlmc_wbloss_flush_done(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
 			vd = VLMC_WBLOSS_LOST;
 		} else if (w->mark_loss == f->loss && w->last_seq <= f->seq) {
 			__atomic_store_n(&w->marked, false, __ATOMIC_RELAXED);
+			w->epoch++; /* every session's writes are covered */
 		}
 	}
 	pthread_mutex_unlock(&w->mu);

@@ -16,6 +16,16 @@
  * on), and every command of a session opened before the fence fails with
  * EIO. Sessions (NBD connections) remember the generation they started in.
  *
+ * Stale sessions (review safety17 F2). A FLUSH covers the writes completed
+ * on every session of its volume (NBD's CAN_MULTI_CONN), not only its own.
+ * A session fenced while it had acknowledged writes no FLUSH covered yet
+ * is "stale" for as long as it stays open: those writes may be lost, so
+ * every FLUSH of the volume fails with EIO until it closes, also a FLUSH
+ * on a session opened after the fence. Closing the stale sessions (the
+ * client reconnecting) accepts the loss, as a new session does for its
+ * own commands. Sessions are linked in their volume's list from attach to
+ * detach so that a fence can find the stale ones.
+ *
  * Locking: each volume's state has its own mutex, taken only on the slow
  * paths (a write completed, the volume is marked, a FLUSH looks at it);
  * the fast path of a read on an unmarked volume is two relaxed loads.
@@ -51,6 +61,17 @@ struct vlmc_wbloss {
 	uint64_t cmds_eio; /* __atomic: commands failed by a fence */
 };
 
+/* One session (an NBD connection) on a volume. Fields under the volume's
+ * mu, except gen, which only attach writes. */
+struct vlmc_wbloss_sess {
+	uint64_t gen;	/* the volume's fence generation at attach */
+	uint64_t epoch; /* the volume's epoch at its latest recorded write */
+	bool wrote;	/* it recorded a write (epoch is valid) */
+	bool stale;	/* fenced with uncovered writes: counted in stale */
+	bool linked;	/* in the volume's list (attach to detach) */
+	struct vlmc_wbloss_sess *next, *prev;
+};
+
 /* Per volume. */
 struct vlmc_wbloss_vol {
 	pthread_mutex_t mu;
@@ -59,6 +80,13 @@ struct vlmc_wbloss_vol {
 	uint64_t last_seq;  /* seq of the latest write recorded */
 	uint64_t gen;	    /* __atomic: fence generation, starts at 0 */
 	uint64_t lost;	    /* losses found by the latest fence */
+	/* moves on when the mark is cleared or dropped by a fence: a
+	 * session whose latest write is of an older epoch has every write
+	 * covered (by that FLUSH) or already judged (by that fence) */
+	uint64_t epoch;
+	struct vlmc_wbloss_sess *sessions; /* attached sessions */
+	unsigned stale;			   /* __atomic: open stale sessions */
+	bool stale_logged; /* a FLUSH refused for them was reported */
 };
 
 /* A FLUSH's view taken before it is submitted. */
@@ -109,16 +137,41 @@ enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
 					      uint64_t gen, bool wrote,
 					      uint64_t loss);
 
+/* vlmc_wbloss_complete for a command of session s (attached to w): a
+ * recorded write also makes s uncovered until the mark clears, so that a
+ * fence before then makes s stale. */
+enum vlmc_wbloss_verdict vlmc_wbloss_complete_sess(struct vlmc_wbloss *g,
+						   struct vlmc_wbloss_vol *w,
+						   struct vlmc_wbloss_sess *s,
+						   bool wrote, uint64_t loss);
+
 /*
- * A session opens on the volume: if its unflushed writes' L differs from
+ * Session s opens on the volume: if its unflushed writes' L differs from
  * the counter now (a loss nobody has looked at yet), the volume is fenced
  * first (LOST: the caller logs it), so that sessions opened before the
- * loss fail and this one, opened after it, does not. *gen: the generation
- * the new session records. Fast path (not marked): one relaxed load.
+ * loss fail and s, opened after it, does not. s records the generation
+ * and joins the volume's sessions until vlmc_wbloss_detach. Takes the
+ * volume's lock (once per connection).
  */
 enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
 					    struct vlmc_wbloss_vol *w,
-					    uint64_t *gen);
+					    struct vlmc_wbloss_sess *s);
+
+/* Session s closes (or moves to another volume): it leaves w's sessions,
+ * and if it was stale, FLUSHes of w no longer wait for it. No-op if s is
+ * not attached. Commands of s may still complete afterwards (an abandoned
+ * connection's): they change nothing of w's sessions. */
+void vlmc_wbloss_detach(struct vlmc_wbloss_vol *w, struct vlmc_wbloss_sess *s);
+
+/*
+ * A FLUSH of the volume succeeded below (and did not find a loss): may it
+ * be reported as done? Not while a stale session is open (their writes
+ * may be lost, and the FLUSH claims to cover them): returns the number of
+ * open stale sessions (the caller fails the FLUSH with EIO), 0 if none.
+ * *first: true for the first refusal since the volume had none (the caller
+ * logs that one). One relaxed load when there are none.
+ */
+unsigned vlmc_wbloss_flush_stale(struct vlmc_wbloss_vol *w, bool *first);
 
 /* Snapshot before a FLUSH is submitted. */
 void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g,

@@ -28,12 +28,14 @@ testlib_init supervise nbdcopy
 
 stack_conf s "segment_size = 256M" "requests = 2048" "cache_size = 32M" \
 	"nbd_spin = 10us" "spin_policy = fixed" "cpus = 0" \
-	"snapshot_drain_wait = 90s" "cache_max_objects = 5000"
+	"snapshot_drain_wait = 90s" "cache_max_objects = 5000" \
+	"cached_spin = 150us"
 # launcher keys with vlmc's and blocker's bounds: refused at parse time
 # (a value the peer refuses would fail every restart), nothing started
 for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" \
 	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x" \
 	"spin = x" "spin_policy = sometimes" "spin_policy = " \
+	"cached_spin = 2s" "cached_spin = x" "cached_spin = " \
 	"dead_peer_wait = 3601s" "dead_peer_wait = 2h" "dead_peer_wait = soon" \
 	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
 	"cpus = 0," "cpus = " "snapshot_drain_wait = 0" \
@@ -74,12 +76,16 @@ cmdline_of $D cached | grep -q -- '--max-objects=5000' &&
 cmdline_of $D vlmc | grep -q -- '--snapshot-drain-wait=90s' &&
 	ok "snapshot_drain_wait passed to vlmc" ||
 	fail "snapshot_drain_wait not on vlmc's command line"
-# the embedded default's spin = 0 reaches every peer (the config has none),
-# and the config's spin_policy too
+# the embedded default's spin = 0 reaches every peer (the config has none)
+# but cached, which gets cached_spin instead (poll mode), and the config's
+# spin_policy reaches every peer
 for r in store cached vlmc; do
-	cmdline_of $D $r | grep -q -- '--spin=0 ' &&
-		ok "$r started with the default --spin=0" ||
-		fail "$r: no --spin=0 on its command line"
+	want=0
+	[ $r = cached ] && want=150us
+	cmdline_of $D $r | grep -q -- "--spin=$want " &&
+		[ "$(cmdline_of $D $r | grep -o -- '--spin=[^ ]*' | wc -l)" = 1 ] &&
+		ok "$r started with --spin=$want only" ||
+		fail "$r: not --spin=$want alone: $(cmdline_of $D $r)"
 	cmdline_of $D $r | grep -q -- '--spin-policy=fixed ' &&
 		ok "$r started with --spin-policy=fixed" ||
 		fail "$r: no --spin-policy=fixed on its command line"
@@ -134,6 +140,9 @@ old=$(pid_of $D cached)
 kill -9 $old
 wait_back cached $old && plugged && ok "killed cached restarted and plugged again" ||
 	fail "cached not back: $(port_of cached)"
+cmdline_of $D cached | grep -q -- '--spin=150us ' &&
+	ok "the restarted cached keeps cached_spin" ||
+	fail "restarted cached: $(cmdline_of $D cached)"
 readback && ok "flushed data intact after cached restart" || fail "data after cached restart"
 [ "$(losses $D)" = 0 ] && ok "cached killed after a FLUSH: no write-back loss" ||
 	fail "write-back losses after a clean kill: $(losses $D)"

@@ -175,6 +175,11 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return peer_parse_duration(v, 1000, &x)
 			   ? -EINVAL
 			   : stack_str(st->spin, sizeof(st->spin), v);
+	if (!strcmp(k, "cached_spin"))
+		return peer_parse_duration(v, 1000, &x) || x > 1000000000ULL
+			   ? -EINVAL
+			   : stack_str(st->cached_spin, sizeof(st->cached_spin),
+				       v);
 	if (!strcmp(k, "spin_policy"))
 		return strcmp(v, "adaptive") && strcmp(v, "fixed")
 			   ? -EINVAL
@@ -276,6 +281,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"vlmc_threads", "a number"},
 	    {"spin", "a duration, e.g. 20us or 0"},
 	    {"spin_policy", "adaptive|fixed"},
+	    {"cached_spin", "a duration, at most 1s"},
 	    {"cpus", "a CPU list, e.g. 1 or 0-3 or 0,2-3"},
 	    {"nbd_socket", "a path"},
 	    {"ctl_socket", "a path"},
@@ -549,6 +555,8 @@ static int stack_write_state(const struct stack *st)
 		fprintf(f, "nbd_total_inflight = %s\n", st->nbd_total_inflight);
 	if (st->nbd_spin[0])
 		fprintf(f, "nbd_spin = %s\n", st->nbd_spin);
+	if (st->cached_spin[0])
+		fprintf(f, "cached_spin = %s\n", st->cached_spin);
 	if (st->cache_max_objects[0])
 		fprintf(f, "cache_max_objects = %s\n", st->cache_max_objects);
 	if (st->spin_policy[0])
@@ -1091,7 +1099,7 @@ static void stack_arg(struct stack_argv *a, const char *fmt, ...)
 
 static void stack_common_args(struct stack_argv *a, const struct stack *st,
 			      const char *prog, const char *name, uint32_t port,
-			      uint64_t threads)
+			      uint64_t threads, const char *spin)
 {
 	a->n = 0;
 	stack_arg(a, "%s", prog);
@@ -1099,8 +1107,8 @@ static void stack_common_args(struct stack_argv *a, const struct stack *st,
 	stack_arg(a, "--port=%u", port);
 	stack_arg(a, "--threads=%" PRIu64, threads ? threads : 1);
 	stack_arg(a, "--pidfile=%s/run/%s.pid", st->dir, name);
-	if (st->spin[0])
-		stack_arg(a, "--spin=%s", st->spin);
+	if (spin[0])
+		stack_arg(a, "--spin=%s", spin);
 	if (st->spin_policy[0])
 		stack_arg(a, "--spin-policy=%s", st->spin_policy);
 	if (st->cpus[0])
@@ -1150,8 +1158,13 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			   : r == STACK_ROLE_CACHED ? st->cached_threads
 						    : st->vlmc_threads;
 
+	/* cached_spin: cached alone polls (the others keep spin) */
+	const char *spin = r == STACK_ROLE_CACHED && st->cached_spin[0]
+			       ? st->cached_spin
+			       : st->spin;
+
 	stack_common_args(a, st, prog, stack_roles[r].name, stack_roles[r].port,
-			  threads);
+			  threads, spin);
 	switch (r) {
 	case STACK_ROLE_STORE:
 		if (!strcmp(prog, "blocker")) {

@@ -52,8 +52,11 @@ struct stack {
 	char ctl_socket[PATH_MAX];
 	uint64_t nbd_tcp;
 	bool verify_reads;
-	bool supervise;	      /* run a supervisor that restarts dead peers */
-	char spin[32];	      /* peers' --spin; "" = their default */
+	bool supervise; /* run a supervisor that restarts dead peers */
+	char spin[32];	/* peers' --spin; "" = their default */
+	/* cached's --spin instead of spin; "" = spin's. Poll mode: cached
+	 * busy-polls for the next request this long after each one */
+	char cached_spin[32];
 	char spin_policy[16]; /* peers' --spin-policy; "" = their default */
 	char cpus[64];	      /* peers' --cpus; "" = no affinity set */
 	/* vlmc's NBD limits; "" = vlmc's default */

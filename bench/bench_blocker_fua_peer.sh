@@ -19,6 +19,8 @@
 #   --dir DIR      where the stores go (default: a temporary directory
 #                  under /tmp; the disk measured is that one's)
 set -euo pipefail
+# proc_cpu_ticks PID: the peer's CPU time
+. "$(dirname "$0")/../scripts/lib_proc_stat.sh"
 
 bin=${AC_BIN_DIR:-./build/bin}
 bin_old=
@@ -73,10 +75,10 @@ one_run() {
 		-q 4 --json >/dev/null
 	sleep 1.2 # stats are published about once a second
 	w0=$(stat_of writes); f0=$(stat_of fsyncs)
-	c0=$(awk '{print $14+$15}' "/proc/$pid/stat")
+	c0=$(proc_cpu_ticks "$pid")
 	out=$("$bin/bench_xseg" -g "$seg" -p 1 -o write --fua -P rand -b 4k \
 		-O 4M -n 4 -q 16 -T "${secs}s" --json)
-	c1=$(awk '{print $14+$15}' "/proc/$pid/stat")
+	c1=$(proc_cpu_ticks "$pid")
 	sleep 1.2
 	w1=$(stat_of writes); f1=$(stat_of fsyncs)
 	kill -TERM "$pid"; wait "$pid" || true; pid=

@@ -16,11 +16,11 @@
 #                of RAM)
 set -u
 . "$(dirname "$0")/lib_bigstack.sh"
+. "$(dirname "$0")/../scripts/lib_proc_stat.sh"
 bigstack_args 4g "$@"
 bigstack_init idlecpu
 TICK=$(getconf CLK_TCK)
 
-cpu_ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
 
 # one run with the programs in $1; prints its JSON object
 run() {
@@ -37,12 +37,12 @@ import json, sys
 for p in json.load(sys.stdin)["peers"]:
     if p["role"] == sys.argv[1]:
         print(p.get("pid", 0))' $role)
-		before[$role]="$pid $(cpu_ticks $pid)"
+		before[$role]="$pid $(proc_cpu_ticks $pid)"
 	done
 	sleep 10
 	for role in store cached vlmc; do
 		set -- ${before[$role]}
-		out="$out\"${role}_cpu_ms_per_10s\": $(( ($(cpu_ticks $1) - $2) * 1000 / TICK )), "
+		out="$out\"${role}_cpu_ms_per_10s\": $(( ($(proc_cpu_ticks $1) - $2) * 1000 / TICK )), "
 	done
 	bigstack_stop
 	echo "{\"bin\": \"$name\", ${out%, }}"

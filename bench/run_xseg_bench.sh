@@ -117,6 +117,8 @@ EOF
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)
+# proc_cpu_ticks PID: user + system clock ticks consumed so far
+. "$here/../scripts/lib_proc_stat.sh"
 bin=${1:-${AC_BIN_DIR:-$here/../build/bin}}
 secs=${2:-2}
 for p in noop bench_xseg xsegctl bench_xseg_floor; do
@@ -161,10 +163,6 @@ start_noop() {
 	exit 1
 }
 
-# cpu_ticks PID: user + system clock ticks consumed so far.
-cpu_ticks() {
-	awk '{print $14 + $15}' "/proc/$1/stat"
-}
 
 results=""
 add() {
@@ -192,9 +190,9 @@ for mode in poll sleep; do
 	# (after a busy spin phase, if any, has expired for sleep mode).
 	if [ "$mode" = sleep ]; then
 		sleep 0.2
-		t0=$(cpu_ticks "$noop_pid")
+		t0=$(proc_cpu_ticks "$noop_pid")
 		sleep 1
-		t1=$(cpu_ticks "$noop_pid")
+		t1=$(proc_cpu_ticks "$noop_pid")
 		idle_ticks=$((t1 - t0))
 	fi
 done

@@ -68,3 +68,12 @@ add_test(NAME test_stack_chaos_wt
 set_tests_properties(test_stack_chaos_wt PROPERTIES TIMEOUT 600
                      SKIP_RETURN_CODE 77 LABELS nbd
                      ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin;CHAOS_POLICY=writethrough;CHAOS_CONNS=2;CHAOS_UNPLUGS=1;CHAOS_KILLS=6;CHAOS_VOLOPS=2")
+
+# The shell's /proc/PID/stat parser (scripts/lib_proc_stat.sh, used by the
+# testlib's gone() and the benchmarks' CPU times) reads the fields after
+# the last ')', whatever the process's name holds (a live process named
+# "x) Z y..." is not a zombie).
+add_test(NAME test_proc_stat
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_proc_stat.sh)
+set_tests_properties(test_proc_stat PROPERTIES TIMEOUT 120
+                     ENVIRONMENT "AC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")

@@ -38,6 +38,8 @@ testlib_init() {
 	FAILS=0
 }
 TESTLIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# proc_stat PID (/proc/PID/stat whatever the process's name holds)
+. "$TESTLIB_DIR/../scripts/lib_proc_stat.sh"
 
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 ok() { echo "ok: $*"; }
@@ -223,7 +225,10 @@ bin_with() {
 
 seg_of() { sed -n 's/^segment = //p' $1/run/stack.conf; }
 # gone PID: no such process, or a zombie (killed, not reaped yet)
-gone() { ! kill -0 $1 2>/dev/null || grep -q ') Z' /proc/$1/stat 2>/dev/null; }
+gone() {
+	! kill -0 $1 2>/dev/null ||
+		[ "$(proc_stat $1 2>/dev/null | awk '{ print $3 }')" = Z ]
+}
 # pid_of DIR ROLE: the pid of a stack's peer (or supervisor), from its file
 pid_of() { cat $1/run/$2.pid 2>/dev/null; }
 # cmdline_of DIR ROLE: that process's command line, words separated by

@@ -1113,6 +1113,23 @@ static void peer_join_workers(struct peer *p)
 	}
 }
 
+/*
+ * Who sent a stop signal that arrives during the shutdown, for the log:
+ * an operator's second SIGTERM/SIGINT, or this peer's own
+ * peer_request_stop (kill of itself: cached when it keeps its redirect
+ * after the flush timeout, a worker after a fatal error). Either cuts the
+ * wait short; only the message differs, so that the log does not claim a
+ * second signal nobody sent. Signals do not queue: with both pending, si
+ * names the first sender.
+ */
+static const char *peer_stop_sender(const siginfo_t *si)
+{
+	return si->si_code == SI_USER && si->si_pid == getpid()
+		   ? "stop requested by the peer itself, not a second "
+		     "signal"
+		   : "second stop signal";
+}
+
 /* After stopping is set: wait until no worker is inside its accept and
  * dispatch step, so every request accepted before the flag has been handed
  * to its handler (and counted in flight) before ops->stop runs. Handlers
@@ -1139,8 +1156,9 @@ static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 			if (sig == SIGUSR1)
 				peer_dump_stats(p);
 			else if (sig == SIGTERM || sig == SIGINT) {
-				peer_warn("second stop signal: not waiting "
-					  "for handlers to return");
+				peer_warn("%s: not waiting for handlers to "
+					  "return",
+					  peer_stop_sender(&si));
 				return;
 			}
 		}
@@ -1148,7 +1166,8 @@ static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 }
 
 /* Wait for the requests in flight to complete, serving SIGUSR1 meanwhile;
- * a second SIGTERM/SIGINT or the drain timeout cuts it short. */
+ * a second SIGTERM/SIGINT (or the peer's own peer_request_stop) or the
+ * drain timeout cuts it short. */
 static void peer_drain(struct peer *p, const sigset_t *sigs)
 {
 	uint64_t deadline = peer_now_ns() + p->drain_ns;
@@ -1168,9 +1187,9 @@ static void peer_drain(struct peer *p, const sigset_t *sigs)
 		if (sig == SIGUSR1)
 			peer_dump_stats(p);
 		else if (sig == SIGTERM || sig == SIGINT) {
-			peer_warn("second stop signal: not waiting for %" PRIu64
+			peer_warn("%s: not waiting for %" PRIu64
 				  " request(s) in flight",
-				  peer_inflight(p));
+				  peer_stop_sender(&si), peer_inflight(p));
 			return;
 		}
 	}

@@ -1536,13 +1536,28 @@ START_TEST(test_unplug_stuck_keeps_path)
 					   "8k",     "--flush-timeout",
 					   "2s",     NULL};
 	struct xseg_request *w_old, *rep;
+	struct xtu_captured cap;
+	char *log;
 
 	memset(a, 0xa1, sizeof(a));
 	memset(b, 0xb2, sizeof(b));
+	/* cached's log (its stderr is ours while it starts) */
+	xtu_capture_start(&cap);
 	w_old = unplug_with_fetch_waiting(&e, "us", opts, a, b);
 	/* the flush timeout passes with W_old in flight: exit status 1 */
 	ck_assert_int_eq(xtu_wait(e.cached, 60000), 1);
 	e.cached = 0;
+	log = xtu_capture_end(&cap);
+	/* Its own stop request (keeping the redirect) cuts the drain of
+	 * W_old short; it used to say "second stop signal", though the
+	 * test sent one SIGTERM. */
+	ck_assert_msg(strstr(log, "stays redirected"), "%s", log);
+	ck_assert_msg(strstr(log, "stop requested by the peer itself, not a "
+				  "second signal: not waiting for 1 "
+				  "request(s) in flight"),
+		      "%s", log);
+	ck_assert_msg(!strstr(log, "second stop signal"), "%s", log);
+	free(log);
 	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), CACHED_PORT);
 	/* W_old is not acknowledged: failed back by the reaper */
 	ck_assert_int_eq(xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);

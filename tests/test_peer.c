@@ -222,6 +222,44 @@ START_TEST(graceful_shutdown_inflight)
 }
 END_TEST
 
+/* N READs to noop's port 1, not waited for; returns once noop has
+ * accepted them all (held by its --delay). */
+static void submit_held(struct env *e, int n)
+{
+	struct xseg_request *req;
+	struct xseg_port_info pi;
+
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(
+		    xseg_get_request(e->cli.seg, e->cli.port, &req), 0);
+		ck_assert_int_eq(xseg_prep_request(e->cli.seg, req, 3, 512), 0);
+		memcpy(req->target, "obj", 3);
+		req->op = XSEG_OP_READ;
+		ck_assert_int_eq(xseg_submit(e->cli.seg, req, 1), 0);
+	}
+	for (int t = 0; t < 5000; t++) {
+		ck_assert_int_eq(xseg_port_info(e->seg, 1, &pi), 0);
+		if (pi.accepted >= (uint64_t)n)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_eq(pi.accepted, n);
+}
+
+/* The replies to n requests: each failed back with ECONNRESET. */
+static void replies_reset(struct env *e, int n)
+{
+	struct xseg_request *rep;
+
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(e->cli.seg, e->cli.port, 60 * SEC, &rep),
+		    0);
+		ck_assert_int_eq(rep->error, ECONNRESET);
+		xseg_put_request(e->cli.seg, rep);
+	}
+}
+
 /* Requests that outlive the drain timeout are failed back by the port
  * release (ECONNRESET): the senders never wait forever. */
 START_TEST(drain_timeout)
@@ -229,36 +267,58 @@ START_TEST(drain_timeout)
 	const char *extra[] = {"--delay", "1h", "--drain-timeout", "200ms",
 			       NULL};
 	enum { N = 4 };
-	struct xseg_request *req, *rep;
-	struct xseg_port_info pi;
 	struct env e;
 
 	env_start(&e, "draintmo", extra);
-	for (int i = 0; i < N; i++) {
-		ck_assert_int_eq(xseg_get_request(e.cli.seg, e.cli.port, &req),
-				 0);
-		ck_assert_int_eq(xseg_prep_request(e.cli.seg, req, 3, 512), 0);
-		memcpy(req->target, "obj", 3);
-		req->op = XSEG_OP_READ;
-		ck_assert_int_eq(xseg_submit(e.cli.seg, req, 1), 0);
-	}
-	for (int t = 0; t < 5000; t++) {
-		ck_assert_int_eq(xseg_port_info(e.seg, 1, &pi), 0);
-		if (pi.accepted >= N)
-			break;
-		usleep(1000);
-	}
-	ck_assert_uint_eq(pi.accepted, N);
+	submit_held(&e, N);
 	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
-	for (int i = 0; i < N; i++) {
-		ck_assert_int_eq(
-		    xseg_wait_reply(e.cli.seg, e.cli.port, 60 * SEC, &rep), 0);
-		ck_assert_int_eq(rep->error, ECONNRESET);
-		xseg_put_request(e.cli.seg, rep);
-	}
+	replies_reset(&e, N);
 	ck_assert_int_eq(xtu_wait(e.peer, 20000), 0);
 	char *log = tpr_slurp(e.log);
 	ck_assert_msg(strstr(log, "drain timeout: 4 request(s)"), "%s", log);
+	free(log);
+	ck_assert_int_eq(tpr_wait_port_free(e.seg, 1, 1000), 0);
+	tpr_client_close(&e.cli);
+	xseg_leave(e.seg);
+}
+END_TEST
+
+static bool shutting_down(void *arg)
+{
+	char *log = tpr_slurp(arg);
+	bool yes = strstr(log, "shutting down: ") != NULL;
+
+	free(log);
+	return yes;
+}
+
+/*
+ * An operator's second SIGTERM cuts the drain short, and the log names it
+ * "second stop signal": it came from another process. (A peer's own
+ * peer_request_stop cuts the drain short too but is named as such:
+ * test_cached_mp, test_unplug_stuck_keeps_path.)
+ */
+START_TEST(second_signal)
+{
+	/* the drain timeout only bounds a failure of this test */
+	const char *extra[] = {"--delay", "1h", "--drain-timeout", "60s", NULL};
+	enum { N = 4 };
+	struct env e;
+
+	env_start(&e, "second", extra);
+	submit_held(&e, N);
+	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
+	/* the first signal taken: the second is not merged with it */
+	ck_assert_int_eq(xtu_wait_until(shutting_down, (void *)e.log, 20000),
+			 0);
+	ck_assert_int_eq(xtu_kill(e.peer, SIGTERM), 0);
+	replies_reset(&e, N);
+	ck_assert_int_eq(xtu_wait(e.peer, 20000), 0);
+	char *log = tpr_slurp(e.log);
+	ck_assert_msg(strstr(log, "second stop signal: not waiting for 4 "
+				  "request(s) in flight"),
+		      "%s", log);
+	ck_assert_msg(!strstr(log, "peer itself"), "%s", log);
 	free(log);
 	ck_assert_int_eq(tpr_wait_port_free(e.seg, 1, 1000), 0);
 	tpr_client_close(&e.cli);
@@ -670,6 +730,7 @@ int main(void)
 	tcase_add_test(tc, invalid_refused);
 	tcase_add_test(tc, graceful_shutdown_inflight);
 	tcase_add_test(tc, drain_timeout);
+	tcase_add_test(tc, second_signal);
 	tcase_add_test(tc, sigusr1_stats);
 	tcase_add_test(tc, stats_area_published);
 	tcase_add_test(tc, stats_area_bad_input);

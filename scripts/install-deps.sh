@@ -39,8 +39,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # libFuzzer's runtime comes in a package named after clang's major version
-# (libclang-rt-14-dev on Debian 12), which --no-install-recommends may skip
-if [ ! -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" ]; then
+# (libclang-rt-14-dev on Debian 12), which --no-install-recommends may skip.
+# Its file name and directory depend on the architecture and on how LLVM
+# was built (lib/linux/libclang_rt.fuzzer-x86_64.a, -i386, -armhf...; or
+# lib/x86_64-pc-linux-gnu/libclang_rt.fuzzer.a): clang names its
+# compiler-rt builtins library, which the same package holds, and the
+# fuzzer runtime is that name with "builtins" replaced.
+builtins_rt=$(clang -print-libgcc-file-name --rtlib=compiler-rt)
+rt_name=${builtins_rt##*/}
+fuzzer_rt=${builtins_rt%/*}/${rt_name/builtins/fuzzer}
+if [ ! -f "$fuzzer_rt" ]; then
+	echo "install-deps: no libFuzzer runtime ($fuzzer_rt)"
 	install "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
 elif [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all ${#packages[@]} packages already installed"

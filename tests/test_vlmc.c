@@ -1163,6 +1163,66 @@ START_TEST(test_wbloss_stale_epochs)
 }
 END_TEST
 
+/* review18 M2: a's write is covered by a FLUSH that succeeded with no loss;
+ * a write of b completed while that FLUSH was in flight keeps the volume
+ * marked (correctly: it is not covered). A later loss must make b stale,
+ * not a, whose writes are durable (docs/vlmc.md: "a connection ... whose
+ * writes a FLUSH covered before the loss, is not stale"). */
+START_TEST(test_wbloss_stale_covered_writer)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	struct vlmc_wbloss_sess a, b, c;
+
+	wb_setup(&g, &w, 0);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &a), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &b), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f); /* covers a's write */
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &b, true, 0),
+			 VLMC_WBLOSS_OK); /* completes during the FLUSH */
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 0), VLMC_WBLOSS_OK);
+	fake_losses = 1;
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &c), VLMC_WBLOSS_LOST);
+	ck_assert(b.stale);
+	ck_assert_msg(!a.stale, "a's only write was covered by a successful "
+				"FLUSH, yet a is stale");
+	vlmc_wbloss_detach(&w, &a);
+	vlmc_wbloss_detach(&w, &b);
+	vlmc_wbloss_detach(&w, &c);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
+/* review18 L: a's writes are all covered; its next write was submitted
+ * before a loss and completes after it: that write finds the loss and
+ * fails with EIO (never acknowledged). It alone must not make a stale. */
+START_TEST(test_wbloss_stale_failed_write)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	struct vlmc_wbloss_sess a;
+
+	wb_setup(&g, &w, 0);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &a), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 0), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_marked(&w));
+	fake_losses = 1; /* another volume's data, say */
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_LOST); /* this write gets EIO */
+	ck_assert_msg(!a.stale, "a has no acknowledged uncovered write, yet "
+				"it is stale");
+	vlmc_wbloss_detach(&w, &a);
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
 /* R9-13: a volume loaded at start-up is marked unflushed since the base
  * counter: a loss before the first FLUSH fences it (a read on a session
  * opened before fails, the FLUSH too); without a loss the first FLUSH
@@ -1290,6 +1350,8 @@ int main(void)
 	tcase_add_test(tc, test_wbloss_stale_epochs);
 	tcase_add_test(tc, test_wbloss_inherit);
 	tcase_add_test(tc, test_wbloss_check);
+	tcase_add_test(tc, test_wbloss_stale_covered_writer);
+	tcase_add_test(tc, test_wbloss_stale_failed_write);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -35,7 +35,7 @@ void vlmc_wbloss_vol_init(struct vlmc_wbloss_vol *w)
 	w->last_seq = 0;
 	w->gen = 0;
 	w->lost = 0;
-	w->epoch = 0;
+	w->covered_seq = 0;
 	w->sessions = NULL;
 	w->stale = 0;
 	w->stale_logged = false;
@@ -49,18 +49,17 @@ void vlmc_wbloss_vol_destroy(struct vlmc_wbloss_vol *w)
 /* Caller holds w->mu. The volume's unflushed writes may be gone: a new
  * generation fences every session opened before, and the mark goes (the
  * loss is reported; sessions opened from now on start clean). Sessions of
- * the ending generation with writes of this epoch (written since the mark
- * was last cleared, so possibly among the lost) become stale. */
+ * the ending generation with an acknowledged write no successful FLUSH
+ * covered (possibly among the lost) become stale. */
 static void wbloss_fence(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
 			 uint64_t now)
 {
 	for (struct vlmc_wbloss_sess *s = w->sessions; s; s = s->next)
-		if (s->gen == w->gen && s->wrote && s->epoch == w->epoch &&
+		if (s->gen == w->gen && s->last_seq > w->covered_seq &&
 		    !s->stale) {
 			s->stale = true;
 			__atomic_add_fetch(&w->stale, 1, __ATOMIC_RELAXED);
 		}
-	w->epoch++;
 	w->lost = now > w->mark_loss ? now - w->mark_loss : 1;
 	__atomic_store_n(&w->marked, false, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&w->gen, 1, __ATOMIC_RELEASE);
@@ -72,6 +71,7 @@ wbloss_complete(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w, uint64_t gen,
 		struct vlmc_wbloss_sess *s, bool wrote, uint64_t loss)
 {
 	enum vlmc_wbloss_verdict vd = VLMC_WBLOSS_OK;
+	uint64_t seq = 0;
 
 	if (!wrote && !__atomic_load_n(&w->marked, __ATOMIC_RELAXED) &&
 	    !vlmc_wbloss_fenced(w, gen))
@@ -85,11 +85,8 @@ wbloss_complete(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w, uint64_t gen,
 		if (!w->marked || loss < w->mark_loss)
 			w->mark_loss = loss;
 		__atomic_store_n(&w->marked, true, __ATOMIC_RELAXED);
-		w->last_seq = __atomic_add_fetch(&g->seq, 1, __ATOMIC_SEQ_CST);
-		if (s) {
-			s->wrote = true;
-			s->epoch = w->epoch;
-		}
+		seq = __atomic_add_fetch(&g->seq, 1, __ATOMIC_SEQ_CST);
+		w->last_seq = seq;
 	}
 	if (w->marked) {
 		uint64_t now = vlmc_wbloss_read(g);
@@ -100,6 +97,10 @@ wbloss_complete(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w, uint64_t gen,
 			vd = VLMC_WBLOSS_LOST;
 		}
 	}
+	/* only now: a write that finds a loss fails with EIO (never
+	 * acknowledged) and does not make its own session stale */
+	if (s && seq && vd == VLMC_WBLOSS_OK)
+		s->last_seq = seq;
 out:
 	pthread_mutex_unlock(&w->mu);
 	if (vd != VLMC_WBLOSS_OK)
@@ -173,7 +174,7 @@ enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
 	}
 	/* after the fence: s is of the new generation, never stale by it */
 	s->gen = w->gen;
-	s->wrote = false;
+	s->last_seq = 0;
 	s->stale = false;
 	s->linked = true;
 	s->prev = NULL;
@@ -244,9 +245,15 @@ vlmc_wbloss_flush_done(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
 		if (w->mark_loss != now) {
 			wbloss_fence(g, w, now);
 			vd = VLMC_WBLOSS_LOST;
-		} else if (w->mark_loss == f->loss && w->last_seq <= f->seq) {
-			__atomic_store_n(&w->marked, false, __ATOMIC_RELAXED);
-			w->epoch++; /* every session's writes are covered */
+		} else {
+			/* no loss since the oldest unflushed write left:
+			 * every write recorded before f was taken is durable,
+			 * also while later ones keep the volume marked */
+			if (f->seq > w->covered_seq)
+				w->covered_seq = f->seq;
+			if (w->mark_loss == f->loss && w->last_seq <= f->seq)
+				__atomic_store_n(&w->marked, false,
+						 __ATOMIC_RELAXED);
 		}
 	}
 	pthread_mutex_unlock(&w->mu);

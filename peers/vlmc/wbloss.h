@@ -64,11 +64,12 @@ struct vlmc_wbloss {
 /* One session (an NBD connection) on a volume. Fields under the volume's
  * mu, except gen, which only attach writes. */
 struct vlmc_wbloss_sess {
-	uint64_t gen;	/* the volume's fence generation at attach */
-	uint64_t epoch; /* the volume's epoch at its latest recorded write */
-	bool wrote;	/* it recorded a write (epoch is valid) */
-	bool stale;	/* fenced with uncovered writes: counted in stale */
-	bool linked;	/* in the volume's list (attach to detach) */
+	uint64_t gen; /* the volume's fence generation at attach */
+	/* seq of its latest acknowledged write (0: none yet); uncovered
+	 * while above the volume's covered_seq */
+	uint64_t last_seq;
+	bool stale;  /* fenced with uncovered writes: counted in stale */
+	bool linked; /* in the volume's list (attach to detach) */
 	struct vlmc_wbloss_sess *next, *prev;
 };
 
@@ -80,10 +81,11 @@ struct vlmc_wbloss_vol {
 	uint64_t last_seq;  /* seq of the latest write recorded */
 	uint64_t gen;	    /* __atomic: fence generation, starts at 0 */
 	uint64_t lost;	    /* losses found by the latest fence */
-	/* moves on when the mark is cleared or dropped by a fence: a
-	 * session whose latest write is of an older epoch has every write
-	 * covered (by that FLUSH) or already judged (by that fence) */
-	uint64_t epoch;
+	/* every write recorded with a seq up to this one is durable: a
+	 * FLUSH that snapshot seq there succeeded with no loss since the
+	 * oldest unflushed write left (it need not have cleared the mark:
+	 * writes completed while it was in flight keep that) */
+	uint64_t covered_seq;
 	struct vlmc_wbloss_sess *sessions; /* attached sessions */
 	unsigned stale;			   /* __atomic: open stale sessions */
 	bool stale_logged; /* a FLUSH refused for them was reported */
@@ -137,9 +139,10 @@ enum vlmc_wbloss_verdict vlmc_wbloss_complete(struct vlmc_wbloss *g,
 					      uint64_t gen, bool wrote,
 					      uint64_t loss);
 
-/* vlmc_wbloss_complete for a command of session s (attached to w): a
- * recorded write also makes s uncovered until the mark clears, so that a
- * fence before then makes s stale. */
+/* vlmc_wbloss_complete for a command of session s (attached to w): an
+ * acknowledged write (OK) also makes s uncovered until a FLUSH covers it,
+ * so that a fence before then makes s stale. A write that finds the loss
+ * (LOST) is not acknowledged and does not count for s. */
 enum vlmc_wbloss_verdict vlmc_wbloss_complete_sess(struct vlmc_wbloss *g,
 						   struct vlmc_wbloss_vol *w,
 						   struct vlmc_wbloss_sess *s,
@@ -183,7 +186,9 @@ void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g,
  * whose L differs from now is fenced (LOST); one whose L equals f->loss
  * (so no loss since) and that recorded no write after f was taken is
  * clean: its mark is cleared. A write recorded after f keeps the volume
- * marked (the FLUSH does not cover it). Returns OK or LOST.
+ * marked (the FLUSH does not cover it); those recorded before f are
+ * covered all the same when no loss is seen (covered_seq: their sessions
+ * are no longer stale at a later fence). Returns OK or LOST.
  */
 enum vlmc_wbloss_verdict
 vlmc_wbloss_flush_done(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,

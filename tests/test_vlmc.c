@@ -1223,6 +1223,58 @@ START_TEST(test_wbloss_stale_failed_write)
 }
 END_TEST
 
+/* review18 H1: a session writes (acknowledged, unflushed) and closes; the
+ * cache dies; a session opened after it FLUSHes. With CAN_MULTI_CONN that
+ * FLUSH covers the closed session's write, which may be lost: no session
+ * is stale (the writer left before the fence), so the fence itself must
+ * be reported, to the first FLUSH after it, once; the next one succeeds.
+ * A fence found by a read reports to the next FLUSH the same way, and a
+ * FLUSH failing for its own fenced session takes the report. */
+START_TEST(test_wbloss_fence_reported_once)
+{
+	struct vlmc_wbloss g;
+	struct vlmc_wbloss_vol w;
+	struct vlmc_wbloss_flush f;
+	struct vlmc_wbloss_sess a, b, c;
+	bool first;
+
+	wb_setup(&g, &w, 0);
+	ck_assert(!vlmc_wbloss_flush_report(&w)); /* nothing yet */
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &a), VLMC_WBLOSS_OK);
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &a, true, 0),
+			 VLMC_WBLOSS_OK);
+	vlmc_wbloss_detach(&w, &a); /* closed without a FLUSH */
+	fake_losses = 1;	    /* the cache holding a's write dies */
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &b), VLMC_WBLOSS_LOST);
+	vlmc_wbloss_flush_begin(&g, &f);
+	ck_assert_int_eq(vlmc_wbloss_flush_done(&g, &w, &f, 1), VLMC_WBLOSS_OK);
+	ck_assert(!vlmc_wbloss_fenced(&w, b.gen));
+	ck_assert_uint_eq(vlmc_wbloss_flush_stale(&w, &first), 0);
+	ck_assert_msg(vlmc_wbloss_flush_report(&w),
+		      "FLUSH on b succeeds although a's acknowledged write "
+		      "may be lost");
+	ck_assert(!vlmc_wbloss_flush_report(&w)); /* once */
+	/* b writes; a read of b finds a loss (it fails: a read is not a
+	 * report); c attaches after it: the next FLUSH, c's, reports it */
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &b, true, 1),
+			 VLMC_WBLOSS_OK);
+	fake_losses = 2;
+	ck_assert_int_eq(vlmc_wbloss_complete_sess(&g, &w, &b, false, 0),
+			 VLMC_WBLOSS_LOST);
+	ck_assert_int_eq(vlmc_wbloss_attach(&g, &w, &c), VLMC_WBLOSS_OK);
+	ck_assert(vlmc_wbloss_flush_report(&w));
+	ck_assert(!vlmc_wbloss_flush_report(&w));
+	vlmc_wbloss_detach(&w, &b);
+	vlmc_wbloss_detach(&w, &c);
+	/* inherited writes (a previous vlmc's), no session at all */
+	vlmc_wbloss_vol_inherit(&g, &w);
+	fake_losses = 3;
+	ck_assert_int_eq(vlmc_wbloss_check(&g, &w, 3), VLMC_WBLOSS_LOST);
+	ck_assert(vlmc_wbloss_flush_report(&w));
+	vlmc_wbloss_vol_destroy(&w);
+}
+END_TEST
+
 /* R9-13: a volume loaded at start-up is marked unflushed since the base
  * counter: a loss before the first FLUSH fences it (a read on a session
  * opened before fails, the FLUSH too); without a loss the first FLUSH
@@ -1352,6 +1404,7 @@ int main(void)
 	tcase_add_test(tc, test_wbloss_check);
 	tcase_add_test(tc, test_wbloss_stale_covered_writer);
 	tcase_add_test(tc, test_wbloss_stale_failed_write);
+	tcase_add_test(tc, test_wbloss_fence_reported_once);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

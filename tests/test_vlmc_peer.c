@@ -1348,6 +1348,52 @@ START_TEST(wbloss_lossy_cache)
 }
 END_TEST
 
+/* review18 H1: with CAN_MULTI_CONN a FLUSH covers the writes completed on
+ * every connection before it was received, also on one since closed. A
+ * connection writes (acknowledged, unflushed) and closes; the cache dies;
+ * a new connection reads the old data (the write is gone) and FLUSHes: that
+ * FLUSH reports the loss (EIO), the next one succeeds. */
+START_TEST(wbloss_closed_writer_flush)
+{
+	struct env e = {0};
+	struct lossy_opts o = {0};
+	unsigned char w[4096], r[4096], zero[4096] = {0};
+	uint64_t size, losses0;
+	int fd1, fd2;
+	pid_t cache;
+
+	e.nbd = tpr_tmpfile("nbd");
+	env_start(&e, "vwbclosed");
+	vol_ok(&e, "create", "w", "1M", NULL);
+	losses0 = xseg_writeback_losses(e.seg);
+	cache = lossy_cache_start(&e, &o);
+	fd1 = nbd_connect(e.nbd, "w", &size);
+	pattern(w, sizeof(w), 5);
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_WRITE, 1, 8192, 4096, w, NULL),
+			  0);
+	close(fd1);
+	{
+		struct stat_wait sw = {&e, "nbd_connections", 0};
+
+		ck_assert_int_eq(xtu_wait_until(stat_equals, &sw, 30000), 0);
+	}
+	lossy_cache_kill(cache);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	fd2 = nbd_connect(e.nbd, "w", &size);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 2, 8192, 4096, NULL, r),
+			  0);
+	/* the acknowledged write is gone */
+	ck_assert_mem_eq(r, zero, sizeof(r));
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 3, 0, 0, NULL, NULL),
+			  5 /* NBD_EIO */);
+	/* reported once: the client knows */
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 4, 0, 0, NULL, NULL), 0);
+	close(fd2);
+	env_stop(&e);
+}
+END_TEST
+
 /* R9-4: a snapshot after a write-back loss. (1) The source holds
  * acknowledged unflushed writes when the cache dies: the snapshot is
  * refused before any COPY, naming the loss, and the source is fenced.
@@ -4076,6 +4122,7 @@ int main(void)
 	ADD_TEST(tc, reclaim_save_fails);
 	ADD_TEST(tc, nbd_sleeping_peers);
 	ADD_TEST(tc, wbloss_lossy_cache);
+	ADD_TEST(tc, wbloss_closed_writer_flush);
 	ADD_TEST(tc, wbloss_snapshot);
 	ADD_TEST(tc, dead_peer_wait_zero);
 	ADD_TEST(tc, leftovers_not_served);

@@ -1414,6 +1414,11 @@ static int nbd_submit(struct vlmc_conn *c, const struct nbd_request *r,
 	if (vlmc_wbloss_fenced(&c->vol->wb, c->wb.gen)) {
 		__atomic_add_fetch(&v->wb.cmds_eio, 1, __ATOMIC_RELAXED);
 		nbd_tq_leave(c);
+		/* a FLUSH that fails here reports the fence (wbloss.h,
+		 * vlmc_wbloss_flush_report): the next one, on any
+		 * connection, goes by the other rules */
+		if (r->type == NBD_CMD_FLUSH)
+			vlmc_wbloss_flush_report(&c->vol->wb);
 		if (r->type == NBD_CMD_WRITE &&
 		    nbd_take_payload(c, NULL, len, sb))
 			return -1;
@@ -1857,8 +1862,8 @@ static void nbd_conn_close(struct vlmc_conn *c)
 	}
 	if (c->vol) {
 		/* a stale session stops holding the volume's FLUSHes back
-		 * here, also when abandoned (its commands may still complete:
-		 * they no longer count) */
+		 * here, also when abandoned (its completer is joined: none
+		 * of its commands completes from now on) */
 		vlmc_wbloss_detach(&c->vol->wb, &c->wb);
 		__atomic_sub_fetch(&c->vol->nbd_conns, 1, __ATOMIC_RELAXED);
 		vlmc_vol_put(c->vol);

@@ -576,34 +576,44 @@ static bool vlmc_wb_flush_done(struct vlmc_io *io)
 	return lost;
 }
 
-/* A FLUSH succeeded below and found no loss: may it say so? Not while a
- * session fenced with uncovered writes is open on its volume (any volume
- * for a volume-less xseg FLUSH): the FLUSH covers those writes too, and
- * they may be lost (wbloss.h, "Stale sessions"). Logs the first refusal
- * per volume until its stale sessions are gone. */
-static bool vlmc_wb_vol_flush_stale(struct vlmc_volume *vol)
+/* A FLUSH of vol completed: must it fail although it succeeded below?
+ * (wbloss.h, "Stale sessions"): yes if it is the first FLUSH since the
+ * volume's latest fence (which it reports: writes of closed sessions, of a
+ * previous vlmc or of xseg requests may be among the lost), or while a
+ * session fenced with uncovered writes is open on the volume (the FLUSH
+ * covers those writes too). Called for every FLUSH, also one failing
+ * anyway, so that any failed FLUSH reports the fence. Logs the report and
+ * the first refusal per volume until its stale sessions are gone. */
+static bool vlmc_wb_vol_flush_refused(struct vlmc_volume *vol)
 {
-	bool first;
+	bool first, report = vlmc_wbloss_flush_report(&vol->wb);
 	unsigned n = vlmc_wbloss_flush_stale(&vol->wb, &first);
 
+	if (report)
+		peer_err("volume %s: the first FLUSH since its write-back "
+			 "loss fails with EIO (acknowledged writes, also of "
+			 "connections since closed, may be lost)",
+			 vol->m.name);
 	if (first)
 		peer_err("volume %s: FLUSH fails with EIO while %u NBD "
 			 "connection(s) fenced with writes acknowledged since "
 			 "the last flush stay open (those writes may be "
 			 "lost); close them to go on",
 			 vol->m.name, n);
-	return n != 0;
+	return report || n;
 }
 
-static bool vlmc_wb_flush_stale(struct vlmc *v, struct vlmc_volume *only)
+/* The same for a FLUSH of one volume (only) or of all (a volume-less xseg
+ * FLUSH: it covers every volume). */
+static bool vlmc_wb_flush_refused(struct vlmc *v, struct vlmc_volume *only)
 {
 	bool refused = false;
 
 	if (only) /* its connection holds a reference */
-		return vlmc_wb_vol_flush_stale(only);
+		return vlmc_wb_vol_flush_refused(only);
 	pthread_rwlock_rdlock(&v->vols_lock);
 	for (size_t i = 0; i < v->nr_vols; i++)
-		refused |= vlmc_wb_vol_flush_stale(v->vols[i]);
+		refused |= vlmc_wb_vol_flush_refused(v->vols[i]);
 	pthread_rwlock_unlock(&v->vols_lock);
 	return refused;
 }
@@ -611,7 +621,8 @@ static bool vlmc_wb_flush_stale(struct vlmc *v, struct vlmc_volume *only)
 /* Every part of io is done: the write-back loss rules (docs/vlmc.md,
  * "Write-back loss"). Records a successful write's unflushed mark, fences
  * a volume whose marked writes may be lost, and fails io with EIO when its
- * session is fenced, or it is a FLUSH and a stale session is open. */
+ * session is fenced, or it is a FLUSH that must report a fence or that a
+ * stale session holds back. */
 static void vlmc_io_wb_check(struct vlmc_io *io)
 {
 	struct vlmc *v = io->v;
@@ -626,8 +637,9 @@ static void vlmc_io_wb_check(struct vlmc_io *io)
 		bool fail =
 		    vol ? vlmc_wbloss_fenced(&vol->wb, io->fence_gen) : lost;
 
-		if (!err && !fail)
-			fail = vlmc_wb_flush_stale(v, vol);
+		/* every FLUSH, failed or not, takes an unreported fence */
+		if (vlmc_wb_flush_refused(v, vol))
+			fail = true;
 		if (fail) {
 			__atomic_add_fetch(&v->wb.cmds_eio, 1,
 					   __ATOMIC_RELAXED);

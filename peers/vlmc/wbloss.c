@@ -39,6 +39,7 @@ void vlmc_wbloss_vol_init(struct vlmc_wbloss_vol *w)
 	w->sessions = NULL;
 	w->stale = 0;
 	w->stale_logged = false;
+	w->unreported = false;
 }
 
 void vlmc_wbloss_vol_destroy(struct vlmc_wbloss_vol *w)
@@ -62,6 +63,7 @@ static void wbloss_fence(struct vlmc_wbloss *g, struct vlmc_wbloss_vol *w,
 		}
 	w->lost = now > w->mark_loss ? now - w->mark_loss : 1;
 	__atomic_store_n(&w->marked, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->unreported, true, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&w->gen, 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&g->fences, 1, __ATOMIC_RELAXED);
 }
@@ -220,6 +222,14 @@ unsigned vlmc_wbloss_flush_stale(struct vlmc_wbloss_vol *w, bool *first)
 	}
 	pthread_mutex_unlock(&w->mu);
 	return n;
+}
+
+bool vlmc_wbloss_flush_report(struct vlmc_wbloss_vol *w)
+{
+	if (!__atomic_load_n(&w->unreported, __ATOMIC_SEQ_CST))
+		return false;
+	/* one FLUSH takes it, also when several complete at once */
+	return __atomic_exchange_n(&w->unreported, false, __ATOMIC_SEQ_CST);
 }
 
 void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g, struct vlmc_wbloss_flush *f)

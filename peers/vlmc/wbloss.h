@@ -24,7 +24,9 @@
  * on a session opened after the fence. Closing the stale sessions (the
  * client reconnecting) accepts the loss, as a new session does for its
  * own commands. Sessions are linked in their volume's list from attach to
- * detach so that a fence can find the stale ones.
+ * detach so that a fence can find the stale ones. And the first FLUSH of
+ * the volume after a fence fails whatever its session (reporting the loss
+ * of writes whose sessions are gone: vlmc_wbloss_flush_report).
  *
  * Locking: each volume's state has its own mutex, taken only on the slow
  * paths (a write completed, the volume is marked, a FLUSH looks at it);
@@ -89,6 +91,9 @@ struct vlmc_wbloss_vol {
 	struct vlmc_wbloss_sess *sessions; /* attached sessions */
 	unsigned stale;			   /* __atomic: open stale sessions */
 	bool stale_logged; /* a FLUSH refused for them was reported */
+	/* __atomic: a fence no FLUSH has reported yet (set by the fence,
+	 * taken by the next FLUSH of the volume, which fails) */
+	bool unreported;
 };
 
 /* A FLUSH's view taken before it is submitted. */
@@ -162,8 +167,8 @@ enum vlmc_wbloss_verdict vlmc_wbloss_attach(struct vlmc_wbloss *g,
 
 /* Session s closes (or moves to another volume): it leaves w's sessions,
  * and if it was stale, FLUSHes of w no longer wait for it. No-op if s is
- * not attached. Commands of s may still complete afterwards (an abandoned
- * connection's): they change nothing of w's sessions. */
+ * not attached. Call it once no command of s can complete any more (an
+ * abandoned connection's replies are never received: nbd_conn_close). */
 void vlmc_wbloss_detach(struct vlmc_wbloss_vol *w, struct vlmc_wbloss_sess *s);
 
 /*
@@ -175,6 +180,20 @@ void vlmc_wbloss_detach(struct vlmc_wbloss_vol *w, struct vlmc_wbloss_sess *s);
  * logs that one). One relaxed load when there are none.
  */
 unsigned vlmc_wbloss_flush_stale(struct vlmc_wbloss_vol *w, bool *first);
+
+/*
+ * A FLUSH of the volume completed (whatever its result): whether it is the
+ * first since the volume's latest fence. Such a FLUSH fails with EIO, and
+ * the loss counts as reported (the next FLUSH goes by the other rules).
+ * Why (review18 H1): the lost writes may be those of sessions closed
+ * before the fence, of a previous vlmc (inherited), or of xseg requests:
+ * nobody open is stale for them, yet the FLUSH covers them. As Linux
+ * reports a writeback error to the first fsync after it even on a file
+ * opened since, one FLUSH reports the loss, on whichever session. A FLUSH
+ * that fails for another reason (its session fenced) reports it too. One
+ * relaxed load when there is nothing to report.
+ */
+bool vlmc_wbloss_flush_report(struct vlmc_wbloss_vol *w);
 
 /* Snapshot before a FLUSH is submitted. */
 void vlmc_wbloss_flush_begin(struct vlmc_wbloss *g,

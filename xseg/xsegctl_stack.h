@@ -11,7 +11,9 @@
  */
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "xseg.h"
@@ -79,6 +81,37 @@ struct stack {
 	char start_timeout[32];
 	bool json;
 };
+
+/* The embedded default configuration (`xsegctl stack default-config`);
+ * parsed first, a CONFIG's keys then override it. */
+extern const char stack_default_conf[];
+/* Copy v into dst (cap bytes): 0, or -ENAMETOOLONG when it does not fit. */
+int stack_str(char *dst, size_t cap, const char *v);
+/*
+ * Parse config text ("key = value" lines, '#' comments, blank lines) into
+ * st, over what st holds already; name is used in messages. Each key's
+ * value is checked against its bounds (docs/operations.md); the first bad
+ * line is said on stderr with its number and what the key accepts, and
+ * -EINVAL returned (st then holds the lines before it). 0, -EINVAL or
+ * -ENOMEM.
+ */
+int stack_parse(struct stack *st, const char *text, const char *name);
+/*
+ * What no single key can tell: the values of two keys that a peer
+ * refuses together (cached: the cache must hold two objects, its bucket
+ * count must fit 32 bits). Checked once the whole configuration is read,
+ * before anything starts: a peer refusing its options at start used to
+ * cost the 30 s wait for its port (review11 N-I). 0 or -EINVAL (said).
+ */
+int stack_check(const struct stack *st, const char *name);
+/*
+ * Print st as config text that stack_parse reads back to the same values
+ * (DIR/run/stack.conf, which stop, status, plug and unplug parse into a
+ * zeroed struct stack): every key with a value, the empty optional ones
+ * left out; store is the program the store runs (st->store with auto
+ * resolved). 0, or -EIO when writing f failed.
+ */
+int stack_print_conf(FILE *f, const struct stack *st, const char *store);
 
 /* The three peers of a stack, in start order (stop goes in reverse). */
 enum stack_role { STACK_ROLE_STORE, STACK_ROLE_CACHED, STACK_ROLE_VLMC };

@@ -28,6 +28,9 @@
 #      leaving no process and no segment. Before, the wait was 30 s to
 #      bind whatever the peer did, so the sleeper was waited for and a
 #      store burning CPU longer than that failed.
+#   5. a stack directory holding a '#' or white space at an end (given,
+#      or the realpath of a relative one) is refused: run/stack.conf
+#      could not name it, and stop would read back another directory.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -163,6 +166,26 @@ SEG5=$(seg_of $D5)
 nothing_left $D5 $SEG5 && wait_until 100 gone "$(cat $T/sleeper)" &&
 	ok "4: the stalled cached (and its child) killed, the store stopped, no segment left" ||
 	fail "4: left: $(pgrep -af -- "$D5/run|--dir=$D5") sleeper $(cat $T/sleeper) $(ls /dev/shm | grep "$SEG5")"
+
+# ---- 5. a stack directory run/stack.conf cannot name ----
+# stop, status, plug and unplug read the directory back from
+# run/stack.conf, whose parser ends a value at '#' and strips white space
+# at its ends: "dir = /x/a#b" read back as /x/a (found by fuzz_stack_conf).
+# Such a directory, given (--dir) or as the realpath of a relative one
+# (the current directory's name), is refused before anything starts.
+mkdir -p "$T/with#hash" "$T/s6"
+for d in "$T/with#hash/data" "$T/s6/data "; do
+	$X stack start --dir "$d" >$T/s6/out 2>$T/s6/err; rc=$?
+	[ $rc -eq 1 ] && [ ! -e "$d" ] &&
+		grep -qF "the stack directory '$d' holds a '#', a line break or white space at an end, which run/stack.conf cannot hold" $T/s6/err &&
+		ok "5: --dir '$d' refused, nothing made" ||
+		fail "5: --dir '$d': rc $rc, exists: $([ -e "$d" ] && echo yes), $(cat $T/s6/out $T/s6/err)"
+done
+(cd "$T/with#hash" && $X stack start --dir data) >$T/s6/out 2>$T/s6/err; rc=$?
+[ $rc -eq 1 ] && [ ! -e "$T/with#hash/data/run" ] &&
+	grep -qF "the stack directory 'data' is '$T/with#hash/data', which holds a '#'" $T/s6/err &&
+	ok "5: a relative dir whose realpath holds a '#' refused, nothing started" ||
+	fail "5: relative dir: rc $rc: $(cat $T/s6/out $T/s6/err)"
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack start test passed"

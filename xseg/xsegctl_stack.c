@@ -86,6 +86,15 @@ static int stack_resolve(struct stack *st)
 	char abs[PATH_MAX];
 	int r;
 
+	/* before anything is made: run/stack.conf must name the directory
+	 * (stop, status, plug and unplug read it back) */
+	if (!stack_conf_value_ok(st->dir)) {
+		stack_err("the stack directory '%s' holds a '#', a line break "
+			  "or white space at an end, which run/stack.conf "
+			  "cannot hold: choose another directory",
+			  st->dir);
+		return -EINVAL;
+	}
 	if (mkdir(st->dir, 0700) && errno != EEXIST) {
 		r = -errno;
 		stack_err("cannot make the stack directory '%s': %s", st->dir,
@@ -97,6 +106,16 @@ static int stack_resolve(struct stack *st)
 		stack_err("the stack directory '%s': %s", st->dir,
 			  strerror(-r));
 		return r;
+	}
+	if (!stack_conf_value_ok(abs)) {
+		/* a parent's name (the current directory's, or a symbolic
+		 * link's target) */
+		stack_err("the stack directory '%s' is '%s', which holds a "
+			  "'#', a line break or white space at an end, which "
+			  "run/stack.conf cannot hold: choose another "
+			  "directory",
+			  st->dir, abs);
+		return -EINVAL;
 	}
 	/* also when it existed: whoever made it may not have synced its
 	 * entry, and the store below it relies on the entry (as

@@ -105,11 +105,21 @@ int stack_parse(struct stack *st, const char *text, const char *name);
  */
 int stack_check(const struct stack *st, const char *name);
 /*
+ * A value a config line can hold: stack_parse ends a value at a '#' (a
+ * comment) or a line break and strips white space at its ends, so one
+ * holding them would read back as another (a stack directory
+ * "/srv/a#b" as "/srv/a").
+ */
+bool stack_conf_value_ok(const char *v);
+/*
  * Print st as config text that stack_parse reads back to the same values
  * (DIR/run/stack.conf, which stop, status, plug and unplug parse into a
  * zeroed struct stack): every key with a value, the empty optional ones
  * left out; store is the program the store runs (st->store with auto
- * resolved). 0, or -EIO when writing f failed.
+ * resolved). 0; -EINVAL (said, nothing printed) when a value set from
+ * outside the parser (dir, segment, the sockets: from --dir or the
+ * directory's realpath) fails stack_conf_value_ok; -EIO when writing f
+ * failed.
  */
 int stack_print_conf(FILE *f, const struct stack *st, const char *store);
 

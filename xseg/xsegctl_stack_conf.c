@@ -365,8 +365,34 @@ int stack_check(const struct stack *st, const char *name)
 	return 0;
 }
 
+bool stack_conf_value_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	return !strpbrk(v, "#\n") &&
+	       (!n || (!isspace((unsigned char)v[0]) &&
+		       !isspace((unsigned char)v[n - 1])));
+}
+
 int stack_print_conf(FILE *f, const struct stack *st, const char *store)
 {
+	/* the values a line could not hold; the others come from the
+	 * parser, which can give no such value */
+	const struct {
+		const char *key, *value;
+	} paths[] = {{"dir", st->dir},
+		     {"segment", st->segment},
+		     {"nbd_socket", st->nbd_socket},
+		     {"ctl_socket", st->ctl_socket}};
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		if (!stack_conf_value_ok(paths[i].value)) {
+			stack_err("%s '%s' holds a '#', a line break or "
+				  "white space at an end, which a config line "
+				  "cannot hold",
+				  paths[i].key, paths[i].value);
+			return -EINVAL;
+		}
 	fprintf(f,
 		"# written by xsegctl stack start: the running stack\n"
 		"dir = %s\nsegment = %s\nsegment_size = %" PRIu64

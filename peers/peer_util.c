@@ -140,8 +140,13 @@ static int peer_parse_prefix(const char *s, uint64_t *out, const char **end)
 
 	if (!s || !isdigit((unsigned char)s[0]))
 		return -EINVAL;
+	/* decimal, or hex after 0x; not strtoull's base 0, which read a
+	 * leading 0 as octal: "010G" was 8 GiB and "08" refused (found by
+	 * fuzz_vlmc_ctl) */
+	bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X') &&
+		   isxdigit((unsigned char)s[2]);
 	errno = 0;
-	v = strtoull(s, &e, 0);
+	v = strtoull(s, &e, hex ? 16 : 10);
 	if (errno == ERANGE)
 		return -ERANGE;
 	if (e == s)

@@ -68,12 +68,14 @@ void peer_vlog(enum peer_log_level level, const char *fmt, va_list ap);
 /* Command-line parsing                                                */
 /* ------------------------------------------------------------------ */
 
-/* Decimal (or 0x hex) unsigned integer, the whole string. 0 or -EINVAL
+/* Decimal (or 0x hex) unsigned integer, the whole string; a leading 0
+ * is decimal too (010 is ten, not octal eight). 0 or -EINVAL
  * (empty, trailing garbage, sign) / -ERANGE; *out unchanged on error. */
 int peer_parse_u64(const char *s, uint64_t *out);
 
 /* Size with an optional binary suffix: 4096, 4k, 4K, 4KiB, 1m, 2G, 1T,
- * 1P, 1E (k = 1024; case-insensitive; an optional "B"/"iB" after the
+ * 1P, 1E, 0x1000 (the number as peer_parse_u64 reads it; k = 1024;
+ * the letter case-insensitive; an optional "B"/"iB"/"ib" after the
  * letter). 0, -EINVAL or -ERANGE (overflow past 2^64 - 1, e.g. 16E);
  * *out unchanged on error. */
 int peer_parse_size(const char *s, uint64_t *out);

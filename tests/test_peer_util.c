@@ -27,6 +27,13 @@ START_TEST(parse_u64)
 	ck_assert_uint_eq(v, UINT64_MAX);
 	ck_assert_int_eq(peer_parse_u64("0x10", &v), 0);
 	ck_assert_uint_eq(v, 16);
+	/* a leading 0 is decimal, not octal (fuzz_vlmc_ctl) */
+	ck_assert_int_eq(peer_parse_u64("010", &v), 0);
+	ck_assert_uint_eq(v, 10);
+	ck_assert_int_eq(peer_parse_u64("08", &v), 0);
+	ck_assert_uint_eq(v, 8);
+	ck_assert_int_eq(peer_parse_u64("0X1f", &v), 0);
+	ck_assert_uint_eq(v, 31);
 	v = 7;
 	ck_assert_int_eq(peer_parse_u64("18446744073709551616", &v), -ERANGE);
 	ck_assert_int_eq(peer_parse_u64("", &v), -EINVAL);
@@ -42,6 +49,9 @@ START_TEST(parse_size)
 {
 	uint64_t v = 7;
 
+	ck_assert_int_eq(peer_parse_size("010G", &v), 0);
+	ck_assert_uint_eq(v, 10ULL << 30); /* not octal: 8G */
+	ck_assert_int_eq(peer_parse_size("0x", &v), -EINVAL);
 	ck_assert_int_eq(peer_parse_size("4096", &v), 0);
 	ck_assert_uint_eq(v, 4096);
 	ck_assert_int_eq(peer_parse_size("4k", &v), 0);

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctl_proto.h"
 #include "vlmc_int.h"
 #include "xtime.h"
 
@@ -2197,11 +2198,9 @@ static int vlmc_op_create(struct vlmc *v, struct vlmc_reply *r,
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
-	if (peer_parse_size(size_s, &size) || size == 0 ||
-	    size > VLMC_MAX_VOLUME_SIZE)
+	if (vlmc_ctl_volume_size(size_s, &size))
 		CTL_ERR(r, EINVAL, "bad size '%s' (1 .. 1P)", size_s);
-	if (osz_s &&
-	    (peer_parse_size(osz_s, &osz) || !vlmc_obj_size_valid(osz)))
+	if (osz_s && vlmc_ctl_obj_size(osz_s, &osz))
 		CTL_ERR(r, EINVAL,
 			"bad object size '%s' (power of two, 4k .. 64M)",
 			osz_s);
@@ -2974,8 +2973,7 @@ static int vlmc_op_resize(struct vlmc *v, struct vlmc_reply *r,
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
-	if (peer_parse_size(size_s, &size) || size == 0 ||
-	    size > VLMC_MAX_VOLUME_SIZE)
+	if (vlmc_ctl_volume_size(size_s, &size))
 		CTL_ERR(r, EINVAL, "bad size '%s' (1 .. 1P)", size_s);
 	vol = vlmc_vol_get(v, name, strlen(name));
 	if (!vol)
@@ -3593,13 +3591,10 @@ static int vlmc_ctl_lock(struct vlmc *v, int argc, char **argv,
 /* One control command line; answers on r. */
 static void vlmc_ctl_command(struct vlmc *v, char *line, struct vlmc_reply *r)
 {
-	char *argv[5], *save;
-	int argc = 0, rc = -EINVAL;
+	char *argv[VLMC_CTL_MAX_ARGS];
+	int argc = vlmc_ctl_split(line, argv, VLMC_CTL_MAX_ARGS), rc = -EINVAL;
 	bool readonly;
 
-	for (char *t = strtok_r(line, " \t\r\n", &save); t && argc < 5;
-	     t = strtok_r(NULL, " \t\r\n", &save))
-		argv[argc++] = t;
 	if (!argc) {
 		fprintf(r->f, "error %d empty command\n", EINVAL);
 		return;
@@ -3790,7 +3785,7 @@ static void *vlmc_ctl_main(void *arg)
 	struct vlmc *v = t->v;
 
 	for (;;) {
-		char line[1024];
+		char line[VLMC_CTL_LINE_MAX];
 		struct vlmc_reply r;
 		size_t got;
 		int rc, fd = accept(v->ctl_fd, NULL, NULL);

@@ -8,7 +8,8 @@
 #   --build DIR  clang build tree (default build-fuzz): configured with
 #                -DAC_FUZZ=ON -DSANITIZE=address,undefined
 #   TARGET       fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record
-#                fuzz_blocker_log fuzz_vlmc_meta (default: all)
+#                fuzz_blocker_log fuzz_vlmc_meta fuzz_stack_conf
+#                fuzz_vlmc_ctl (default: all)
 #
 # Each target starts from its seeds in tests/fuzz/corpus/TARGET (read
 # only) and a working corpus DIR/corpus/TARGET that grows and is kept
@@ -41,7 +42,8 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--help)
-		sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'
+		# the comment at the top, up to the first line of code
+		awk 'NR >= 3 && /^#/ { sub(/^# ?/, ""); print; next } NR >= 3 { exit }' "$0"
 		exit 0
 		;;
 	-*)
@@ -55,7 +57,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 all=(fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record fuzz_blocker_log
-	fuzz_vlmc_meta)
+	fuzz_vlmc_meta fuzz_stack_conf fuzz_vlmc_ctl)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
 	[[ " ${all[*]} " == *" $t "* ]] || {

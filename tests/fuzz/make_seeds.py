@@ -11,6 +11,12 @@ fuzz_blocker_record: random payloads seldom pass a decoder's first checks
 never run. The seeds are well-formed records.
 fuzz_vlmc_meta: likewise for the volume table's text: tables of each
 version (legacy without ids, with ids, with reclaim records).
+fuzz_vlmc_ctl: control command lines of every command, with names of
+every allowed character and at the length limit, and sizes of every
+syntax (suffixes, 0x, at and past the bounds and 2^64).
+fuzz_stack_conf: configs that set every key (in and at the edges of its
+bounds), a stack.conf as start writes it, and the refusals of each kind
+(unknown key, no '=', a bad value, a value too long, a bad pair of keys).
 
 The driver's mutations and libFuzzer start from these. Run it again after
 a change of an input format; inputs that once crashed a target are kept
@@ -160,6 +166,88 @@ VLMC_META_SEEDS = {
 }
 
 
+# every key of the stack config, each at or near an edge of its bounds
+STACK_ALL_KEYS = (b"# every key\n"
+                  b"dir = /srv/stack data\n"
+                  b"segment = mystack\n"
+                  b"segment_size = 2G\n"
+                  b"requests = 0x2000\n"
+                  b"store = noop\n"
+                  b"cached = yes\n"
+                  b"cache_size = 1GiB\n"
+                  b"write_policy = writethrough\n"
+                  b"object_size = 512k\n"
+                  b"store_threads = 4\n"
+                  b"cached_threads = 2\n"
+                  b"vlmc_threads = 1\n"
+                  b"\n"
+                  b"verify_reads = false\n"
+                  b"supervise = 0\n"
+                  b"spin = 20us\n"
+                  b"spin_policy = fixed\n"
+                  b"cpus = 0,2-3\n"
+                  b"nbd_socket = /tmp/n.sock\n"
+                  b"ctl_socket = /tmp/c.sock\n"
+                  b"nbd_tcp = 65535\n"
+                  b"gc_threshold = 100\n"
+                  b"nbd_max_conns = 32\n"
+                  b"nbd_inflight_bytes = 1T\n"
+                  b"nbd_total_inflight = 1\n"
+                  b"nbd_spin = 1s\n"
+                  b"cache_max_objects = 1073741824\n"
+                  b"dead_peer_wait = 3600\n"
+                  b"snapshot_drain_wait = 1ms\n"
+                  b"start_timeout = 60min\n"
+                  b"store_segment_size = 1M\n"
+                  b"store_reserve = 0\n")
+# what stack_print_conf writes (stop, status, plug read it)
+STACK_STATE = (b"# written by xsegctl stack start: the running stack\n"
+               b"dir = /work/archcache-data\nsegment = archcache-1234abcd\n"
+               b"segment_size = 1073741824\nrequests = 8192\n"
+               b"store = blocker\ncached = on\ncache_size = 256M\n"
+               b"write_policy = writeback\nobject_size = 4M\n"
+               b"store_threads = 2\ncached_threads = 1\nvlmc_threads = 2\n"
+               b"nbd_socket = /work/archcache-data/run/nbd.sock\n"
+               b"ctl_socket = /work/archcache-data/run/vlmc.ctl\n"
+               b"nbd_tcp = 0\nverify_reads = on\nsupervise = on\n"
+               b"spin = 0\nstart_timeout = 300\n")
+
+# fuzz_stack_conf: byte 0 mode (bit 0: over the default, checked, printed
+# and read back; bit 1: the first line is the stack's directory), then
+# the config text
+STACK_CONF_SEEDS = {
+    "all-keys": bytes([1]) + STACK_ALL_KEYS,
+    "state": bytes([0]) + STACK_STATE,
+    "empty": bytes([1]),
+    "dir-line": bytes([3]) + b"/home/op/stack dir\nspin = 0 # no spin\n"
+    b"store_reserve = auto\nstore_segment_size = auto\n",
+    "unknown-key": bytes([1]) + b"spin = 0\n\nobject-size = 4M\n",
+    "no-equals": bytes([0]) + b"requests 8192\n",
+    "bad-value": bytes([1]) + b"write_policy = write-back\n",
+    "too-long": bytes([1]) + b"segment = " + b"s" * 130 + b"\n",
+    "cache-too-small": bytes([1]) + b"cache_size = 8M\nobject_size = 8M\n",
+    "cache-too-large": bytes([1]) + b"cache_size = 16T\n",
+}
+
+# fuzz_vlmc_ctl: the bytes a client sends to vlmc's control socket
+VLMC_CTL_SEEDS = {
+    "create": b"create disk0 10G 4M\n",
+    "create-hex": b"create v.1 0x40000000 0x10000\n",
+    "create-edges": b"create A-Za-z0-9._@+=- 1P 64MiB\n",
+    "resize": b"resize disk0 1125899906842624\n",
+    "resize-suffixes": b"resize d 3tib 4kB 2gb 1e\n",
+    "overflow": b"create v 16E 18446744073709551616 18446744073709551615B\n",
+    "name-max": b"remove " + b"n" * 200 + b" " + b"m" * 201 + b"\n",
+    "snapshot": b"snapshot disk0 disk0.snap@1\n",
+    "clone": b"clone disk0.snap@1 clone+1=x\r\n",
+    "list": b"list\n",
+    "info-tabs": b" \tinfo\t\tv 0 4096 4095 512b\n",
+    "six-words": b"create a 1 2 3 4 5\n",
+    "no-newline": b"info v",
+    "nul": b"info v\0junk 1k\n",
+}
+
+
 def write(target, seeds):
     out = os.path.join(CORPUS, target)
     os.makedirs(out, exist_ok=True)
@@ -171,3 +259,5 @@ def write(target, seeds):
 write("fuzz_blocker_log", SEEDS)
 write("fuzz_blocker_record", RECORD_SEEDS)
 write("fuzz_vlmc_meta", VLMC_META_SEEDS)
+write("fuzz_stack_conf", STACK_CONF_SEEDS)
+write("fuzz_vlmc_ctl", VLMC_CTL_SEEDS)

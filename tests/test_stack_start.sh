@@ -31,6 +31,8 @@
 #   5. a stack directory holding a '#' or white space at an end (given,
 #      or the realpath of a relative one) is refused: run/stack.conf
 #      could not name it, and stop would read back another directory.
+#   6. requests past xseg_create's bounds (0, 1, 2^30 + 1, 2^32 + 2) are
+#      refused at parse time; 2^32 + 2 used to start a pool of 2.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -186,6 +188,10 @@ done
 	grep -qF "the stack directory 'data' is '$T/with#hash/data', which holds a '#'" $T/s6/err &&
 	ok "5: a relative dir whose realpath holds a '#' refused, nothing started" ||
 	fail "5: relative dir: rc $rc: $(cat $T/s6/out $T/s6/err)"
+
+# ---- 6. requests: xseg_create's bounds, at parse time ----
+# 4294967298 used to be cut to 32 bits, a stack with a pool of 2
+expect_refused 6 requests "a number, 2 .. 1073741824" 0 1 1073741825 4294967298
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack start test passed"

@@ -17,9 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define XSEG_MAX_PORTS	  65535u /* XSEG_NOMOVER (0xffff) is no port */
-#define XSEG_MAX_REQUESTS (1u << 30)
-#define XSEG_MAX_DATA	  (1ULL << 40)
+#define XSEG_MAX_PORTS 65535u /* XSEG_NOMOVER (0xffff) is no port */
+#define XSEG_MAX_DATA  (1ULL << 40)
 
 _Static_assert(sizeof(struct xseg_shared_header) <= XSEG_HEADER_SIZE,
 	       "header fits its page");

@@ -76,6 +76,9 @@
 #define XSEG_NOMOVER	   UINT16_MAX /* ports are 0 .. 65534 */
 #define XSEG_WAIT_FOREVER  UINT64_MAX
 #define XSEG_ERRBUF_LEN	   256 /* enough for any message of create/join */
+/* The largest request pool xseg_create takes (struct xseg_config
+ * nr_requests; the stack config checks its key against it). */
+#define XSEG_MAX_REQUESTS (1u << 30)
 
 /* ------------------------------------------------------------------------
  * Operations, flags, states
@@ -215,7 +218,8 @@ struct xseg_config {
 				       4 GiB (the shm object is sparse) */
 	uint32_t nr_static_ports;   /* ports 0 .. nr_static_ports-1 */
 	uint32_t nr_dynamic_ports;  /* the next nr_dynamic_ports ports */
-	uint32_t nr_requests;	    /* request pool size (>= 2) */
+	uint32_t nr_requests;	    /* request pool size, 2 ..
+				       XSEG_MAX_REQUESTS */
 	uint32_t free_cache;	    /* capacity of each port's free queue, a
 				       power of two >= 2, or 0 to disable the
 				       per-port cache */

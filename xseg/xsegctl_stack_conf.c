@@ -83,8 +83,15 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return stack_str(st->segment, sizeof(st->segment), v);
 	if (!strcmp(k, "segment_size"))
 		return peer_parse_size(v, &st->segment_size);
-	if (!strcmp(k, "requests"))
-		return peer_parse_u64(v, &st->requests);
+	if (!strcmp(k, "requests")) {
+		/* xseg_create's bounds, here: the pool size is 32 bits in
+		 * struct xseg_config, and 4294967298 was taken and cut to a
+		 * pool of 2 (found while writing fuzz_stack_conf) */
+		if (peer_parse_u64(v, &x) || x < 2 || x > XSEG_MAX_REQUESTS)
+			return -EINVAL;
+		st->requests = x;
+		return 0;
+	}
 	if (!strcmp(k, "store")) {
 		if (strcmp(v, "blocker") && strcmp(v, "noop") &&
 		    strcmp(v, "auto"))
@@ -237,7 +244,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"dir", "a directory, not empty"},
 	    {"segment", "a segment name"},
 	    {"segment_size", "a size, e.g. 1G"},
-	    {"requests", "a number, e.g. 8192"},
+	    {"requests", "a number, 2 .. 1073741824"},
 	    {"store", "blocker|noop|auto"},
 	    {"cached", "on|off"},
 	    {"verify_reads", "on|off"},

@@ -22,7 +22,8 @@
  *     "xsegctl: stack: NAME: line N: ..." with N a line of the input; one
  *     that succeeds says nothing;
  *   - a config that parses holds only values in the bounds the keys
- *     document (docs/operations.md, "Config file"), and no string value
+ *     document (docs/operations.md, "Config file"; requests: those of
+ *     xseg_create, struct xseg_config), and no string value
  *     with a '#', a line break or white space at an end (what the parser
  *     strips);
  *   - stack_check accepts only a cache of at least two objects with fewer
@@ -172,10 +173,13 @@ static void check_bounds(const struct stack *st, bool from_parser,
 		 !strcmp(st->store_reserve, "auto") ||
 		     size_in(st->store_reserve, 0, 0) ||
 		     size_in(st->store_reserve, 1ULL << 20, UINT64_MAX - 1)) ||
-	    st->nbd_tcp > 65535)
+	    st->nbd_tcp > 65535 ||
+	    (st->requests &&
+	     (st->requests < 2 || st->requests > XSEG_MAX_REQUESTS)))
 		abort();
-	/* dir: "dir =" is refused, so over the default it stays set */
-	if (over_default && !st->dir[0])
+	/* dir: "dir =" is refused, so over the default it stays set; so
+	 * does the request pool */
+	if (over_default && (!st->dir[0] || !st->requests))
 		abort();
 }
 

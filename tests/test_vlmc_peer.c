@@ -1235,6 +1235,27 @@ static uint32_t nbd_do(int fd, uint16_t type, uint64_t cookie, uint64_t off,
 	return err;
 }
 
+/* The start of the write-back loss tests: volume w (1 MiB) behind the
+ * lossy cache, and a connection that wrote pattern 5 (4 KiB at 8192),
+ * acknowledged and not flushed. Returns that connection. */
+static int lossy_written(struct env *e, const char *name, struct lossy_opts *o,
+			 pid_t *cache, uint64_t *losses0, unsigned char w[4096])
+{
+	uint64_t size;
+	int fd;
+
+	e->nbd = tpr_tmpfile("nbd");
+	env_start(e, name);
+	vol_ok(e, "create", "w", "1M", NULL);
+	*losses0 = xseg_writeback_losses(e->seg);
+	*cache = lossy_cache_start(e, o);
+	fd = nbd_connect(e->nbd, "w", &size);
+	pattern(w, 4096, 5);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_WRITE, 1, 8192, 4096, w, NULL),
+			  0);
+	return fd;
+}
+
 START_TEST(wbloss_lossy_cache)
 {
 	struct env e = {0};
@@ -1244,17 +1265,8 @@ START_TEST(wbloss_lossy_cache)
 	int fd1, fd2, fd3;
 	pid_t cache;
 
-	e.nbd = tpr_tmpfile("nbd");
-	env_start(&e, "vwbloss");
-	vol_ok(&e, "create", "w", "1M", NULL);
-	losses0 = xseg_writeback_losses(e.seg);
-
 	/* 1. acknowledged, never flushed, the cache dies: lost */
-	cache = lossy_cache_start(&e, &o);
-	fd1 = nbd_connect(e.nbd, "w", &size);
-	pattern(w, sizeof(w), 5);
-	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_WRITE, 1, 8192, 4096, w, NULL),
-			  0);
+	fd1 = lossy_written(&e, "vwbloss", &o, &cache, &losses0, w);
 	lossy_cache_kill(cache);
 	/* unplug: reclaims the dead cache's port first, counting the loss */
 	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
@@ -1362,15 +1374,7 @@ START_TEST(wbloss_closed_writer_flush)
 	int fd1, fd2;
 	pid_t cache;
 
-	e.nbd = tpr_tmpfile("nbd");
-	env_start(&e, "vwbclosed");
-	vol_ok(&e, "create", "w", "1M", NULL);
-	losses0 = xseg_writeback_losses(e.seg);
-	cache = lossy_cache_start(&e, &o);
-	fd1 = nbd_connect(e.nbd, "w", &size);
-	pattern(w, sizeof(w), 5);
-	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_WRITE, 1, 8192, 4096, w, NULL),
-			  0);
+	fd1 = lossy_written(&e, "vwbclosed", &o, &cache, &losses0, w);
 	close(fd1);
 	{
 		struct stat_wait sw = {&e, "nbd_connections", 0};

@@ -1380,6 +1380,22 @@ START_TEST(test_check_reports)
 			 bin, dir);
 		st = system(cmd);
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+		/* sizes are read as every peer reads them: 010k is ten
+		 * KiB (not a power of two: refused), not octal 8 KiB (the
+		 * old private parser made such a store); an overflow is a
+		 * bad size, not a wrapped one */
+		snprintf(cmd, sizeof(cmd),
+			 "%s/blockerctl create %s/o --chunk-size 010k "
+			 "2>/dev/null",
+			 bin, dir);
+		st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+		snprintf(cmd, sizeof(cmd),
+			 "%s/blockerctl create %s/o --segment-size "
+			 "17179869184G 2>/dev/null",
+			 bin, dir);
+		st = system(cmd);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
 		snprintf(cmd, sizeof(cmd), "%s/blockerctl frob 2>/dev/null",
 			 bin);
 		st = system(cmd);

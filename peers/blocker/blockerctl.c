@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "peer_util.h" /* peer_parse_size, peer_parse_u64 */
 #include "store.h"
 
 static void usage(FILE *f)
@@ -63,27 +64,6 @@ static void usage(FILE *f)
 	       "maps and index)\n");
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return -1;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	else if (*end == 'g' || *end == 'G')
-		v <<= 30, end++;
-	if (*end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 /* --reserve (blocker_reserve_opt): 0, or 2 after saying why */
 static int parse_reserve(const char *arg, uint64_t *reserve_bytes)
 {
@@ -93,7 +73,7 @@ static int parse_reserve(const char *arg, uint64_t *reserve_bytes)
 		*reserve_bytes = 0;
 		return 0;
 	}
-	if (parse_size(arg, &v) || blocker_reserve_opt(v, reserve_bytes)) {
+	if (peer_parse_size(arg, &v) || blocker_reserve_opt(v, reserve_bytes)) {
 		fprintf(stderr,
 			"blockerctl: bad --reserve '%s' (a size of at least "
 			"1M, 0 for none, or auto)\n",
@@ -165,7 +145,7 @@ static int cmd_create(int argc, char **argv)
 			o.segment_size = BLOCKER_SEGMENT_SIZE_AUTO;
 			continue;
 		}
-		if ((c == 'c' || c == 's') && parse_size(optarg, &v)) {
+		if ((c == 'c' || c == 's') && peer_parse_size(optarg, &v)) {
 			fprintf(stderr, "blockerctl: bad size '%s'\n", optarg);
 			return 2;
 		}
@@ -361,7 +341,7 @@ static int gc_opt(int c, void *arg)
 
 	if (c != 'm')
 		return -1;
-	if (parse_size(optarg, &v) || v > 100) {
+	if (peer_parse_u64(optarg, &v) || v > 100) {
 		fprintf(stderr, "blockerctl: bad --min-dead '%s' (0..100)\n",
 			optarg);
 		return -1;

@@ -36,6 +36,7 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x" \
 	"spin = x" "spin_policy = sometimes" "spin_policy = " \
 	"cached_spin = 2s" "cached_spin = x" "cached_spin = " \
+	"store_threads = 0" "cached_threads = 1025" "vlmc_threads = x" \
 	"dead_peer_wait = 3601s" "dead_peer_wait = 2h" "dead_peer_wait = soon" \
 	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
 	"cpus = 0," "cpus = " "snapshot_drain_wait = 0" \

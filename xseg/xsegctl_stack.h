@@ -39,6 +39,9 @@
 #define STACK_CACHED_BUCKET_SIZE 4096ULL
 
 /* The configuration of a stack (config file keys: docs/operations.md). */
+/* The most worker threads of a peer (its -t bound, peers/peer.c). */
+#define STACK_MAX_THREADS 1024
+
 struct stack {
 	char dir[PATH_MAX];
 	char segment[128];

@@ -73,6 +73,18 @@ int stack_str(char *dst, size_t cap, const char *v)
 }
 
 /* One "key = value" setting. */
+/* A *_threads key: the peers' -t bound (peer.c), so that a value they
+ * would refuse fails here, with the line number, not at every start. */
+static int stack_threads(const char *v, uint64_t *out)
+{
+	uint64_t x;
+
+	if (peer_parse_u64(v, &x) || x == 0 || x > STACK_MAX_THREADS)
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
 static int stack_set(struct stack *st, const char *k, const char *v)
 {
 	uint64_t x;
@@ -142,11 +154,11 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return stack_str(st->write_policy, sizeof(st->write_policy), v);
 	}
 	if (!strcmp(k, "store_threads"))
-		return peer_parse_u64(v, &st->store_threads);
+		return stack_threads(v, &st->store_threads);
 	if (!strcmp(k, "cached_threads"))
-		return peer_parse_u64(v, &st->cached_threads);
+		return stack_threads(v, &st->cached_threads);
 	if (!strcmp(k, "vlmc_threads"))
-		return peer_parse_u64(v, &st->vlmc_threads);
+		return stack_threads(v, &st->vlmc_threads);
 	if (!strcmp(k, "spin"))
 		return peer_parse_duration(v, 1000, &x)
 			   ? -EINVAL
@@ -252,9 +264,9 @@ static const char *stack_key_allowed(const char *k)
 	    {"cache_size", "a size, e.g. 256M"},
 	    {"object_size", "a power of two, 512k .. 64M"},
 	    {"write_policy", "writeback|writethrough"},
-	    {"store_threads", "a number"},
-	    {"cached_threads", "a number"},
-	    {"vlmc_threads", "a number"},
+	    {"store_threads", "1 .. 1024"},
+	    {"cached_threads", "1 .. 1024"},
+	    {"vlmc_threads", "1 .. 1024"},
 	    {"spin", "a duration, e.g. 20us or 0"},
 	    {"spin_policy", "adaptive|fixed"},
 	    {"cached_spin", "a duration, at most 1s"},

@@ -176,7 +176,9 @@ static void check_bounds(const struct stack *st, bool from_parser,
 		 !strcmp(st->store_reserve, "auto") ||
 		     size_in(st->store_reserve, 0, 0) ||
 		     size_in(st->store_reserve, 1ULL << 20, UINT64_MAX - 1)) ||
-	    st->nbd_tcp > 65535 ||
+	    st->nbd_tcp > 65535 || st->store_threads > STACK_MAX_THREADS ||
+	    st->cached_threads > STACK_MAX_THREADS ||
+	    st->vlmc_threads > STACK_MAX_THREADS ||
 	    (st->requests &&
 	     (st->requests < 2 || st->requests > XSEG_MAX_REQUESTS)))
 		abort();

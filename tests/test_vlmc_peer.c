@@ -39,6 +39,8 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1142,6 +1144,11 @@ struct lossy_opts {
 	 * segment (a port with an unflushed count released) before
 	 * forwarding it: a cache dying while a snapshot runs */
 	bool lose_at_copy;
+	/* hold the first FLUSH (creating held_path once it holds it) until
+	 * the next request arrives, then forward both: a FLUSH kept in
+	 * flight while the test changes what vlmc sees */
+	bool hold_flush;
+	const char *held_path;
 };
 
 /* Plugged in front of port 1 (the test sets the redirect): acknowledges
@@ -1156,6 +1163,8 @@ static int lossy_cache_main(void *arg)
 	struct xseg *seg;
 	int64_t unflushed = 0;
 	bool lost = false;
+	struct xseg_request *held = NULL; /* hold_flush */
+	bool did_hold = false;
 
 	if (xseg_join(o->segname, &seg, err, sizeof(err)))
 		return 1;
@@ -1174,6 +1183,18 @@ static int lossy_cache_main(void *arg)
 			req->serviced = req->size;
 			xseg_respond(seg, req, 0);
 			continue;
+		}
+		if (req->op == XSEG_OP_FLUSH && o->hold_flush && !did_hold) {
+			held = req;
+			did_hold = true;
+			if (close(open(o->held_path, O_CREAT | O_WRONLY, 0600)))
+				return 5;
+			continue;
+		}
+		if (held) {
+			if (xseg_forward(seg, held, 1))
+				xseg_respond(seg, held, EIO);
+			held = NULL;
 		}
 		if (req->op == XSEG_OP_FLUSH && unflushed) {
 			xseg_port_unflushed_add(seg, WB_CACHE_PORT, -unflushed);
@@ -1210,6 +1231,16 @@ static void lossy_cache_kill(pid_t pid)
 {
 	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+}
+
+/* Kill the lossy cache and remove its redirect (which reclaims its port
+ * first, counting its unflushed writes as a loss): the segment's loss
+ * counter is then losses. */
+static void lossy_unplug(struct env *e, pid_t cache, uint64_t losses)
+{
+	lossy_cache_kill(cache);
+	ck_assert_int_eq(xseg_clear_path_next(e->seg, 1), 0);
+	ck_assert_uint_eq(xseg_writeback_losses(e->seg), losses);
 }
 
 /* One NBD command with an optional payload out, its simple reply's error
@@ -1267,10 +1298,7 @@ START_TEST(wbloss_lossy_cache)
 
 	/* 1. acknowledged, never flushed, the cache dies: lost */
 	fd1 = lossy_written(&e, "vwbloss", &o, &cache, &losses0, w);
-	lossy_cache_kill(cache);
-	/* unplug: reclaims the dead cache's port first, counting the loss */
-	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
-	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	lossy_unplug(&e, cache, losses0 + 1);
 	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_FLUSH, 2, 0, 0, NULL, NULL),
 			  5 /* NBD_EIO */);
 	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_READ, 3, 8192, 4096, NULL, r),
@@ -1303,9 +1331,7 @@ START_TEST(wbloss_lossy_cache)
 	cache = lossy_cache_start(&e, &o);
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_WRITE, 8, 0, 4096, w, NULL), 0);
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 9, 0, 0, NULL, NULL), 0);
-	lossy_cache_kill(cache);
-	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
-	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	lossy_unplug(&e, cache, losses0 + 1);
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 10, 0, 0, NULL, NULL),
 			  0);
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 11, 8192, 4096, NULL, r),
@@ -1345,9 +1371,7 @@ START_TEST(wbloss_lossy_cache)
 	 * loss fails with EIO, a request after it is served */
 	cache = lossy_cache_start(&e, &o);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "w", 0, sizeof(w), w), 0);
-	lossy_cache_kill(cache);
-	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
-	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 2);
+	lossy_unplug(&e, cache, losses0 + 2);
 	ck_assert_int_eq(io(&e, XSEG_OP_FLUSH, "", 0, 0, NULL), EIO);
 	ck_assert_int_eq(io(&e, XSEG_OP_READ, "w", 0, sizeof(r), r), 0);
 	ck_assert_int_eq(io(&e, XSEG_OP_FLUSH, "", 0, 0, NULL), 0);
@@ -1381,9 +1405,7 @@ START_TEST(wbloss_closed_writer_flush)
 
 		ck_assert_int_eq(xtu_wait_until(stat_equals, &sw, 30000), 0);
 	}
-	lossy_cache_kill(cache);
-	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
-	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	lossy_unplug(&e, cache, losses0 + 1);
 	fd2 = nbd_connect(e.nbd, "w", &size);
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_READ, 2, 8192, 4096, NULL, r),
 			  0);
@@ -1394,6 +1416,65 @@ START_TEST(wbloss_closed_writer_flush)
 	/* reported once: the client knows */
 	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 4, 0, 0, NULL, NULL), 0);
 	close(fd2);
+	env_stop(&e);
+}
+END_TEST
+
+static bool file_exists(void *arg)
+{
+	return access(arg, F_OK) == 0;
+}
+
+/* review18 L2: a FLUSH submitted while a stale connection is open fails,
+ * even if that connection closes before the FLUSH completes. fd1 loses a
+ * write (its own FLUSH fails and reports the fence: fd1 is stale), fd2
+ * sends a FLUSH that a holding cache keeps in flight, fd1 closes and vlmc
+ * lets go of it, then the FLUSH is let through: it must fail (it covers
+ * fd1's lost write and was submitted while fd1 was open); the next FLUSH
+ * succeeds. */
+START_TEST(wbloss_flush_across_close)
+{
+	struct env e = {0};
+	struct lossy_opts o = {0}, hold = {0};
+	unsigned char w[4096], r[4096], h[28], rep[16];
+	char held[PATH_MAX];
+	uint64_t size, losses0;
+	uint32_t err;
+	int fd1, fd2;
+	pid_t cache;
+
+	fd1 = lossy_written(&e, "vwbl2", &o, &cache, &losses0, w);
+	lossy_unplug(&e, cache, losses0 + 1);
+	ck_assert_uint_eq(nbd_do(fd1, T_NBD_CMD_FLUSH, 2, 0, 0, NULL, NULL),
+			  5 /* NBD_EIO: fenced, and the report */);
+	fd2 = nbd_connect(e.nbd, "w", &size);
+	snprintf(held, sizeof(held), "%s.held", e.nbd);
+	hold.hold_flush = true;
+	hold.held_path = held;
+	cache = lossy_cache_start(&e, &hold);
+	nbd_cmd(h, T_NBD_CMD_FLUSH, 3, 0, 0);
+	nbd_io_all(fd2, h, sizeof(h), true);
+	/* vlmc received it (fd1 open) and sent it below: held */
+	ck_assert_int_eq(xtu_wait_until(file_exists, held, 30000), 0);
+	/* shutdown, not only close: the holding cache, forked after fd1
+	 * was opened, holds a copy of it */
+	shutdown(fd1, SHUT_RDWR);
+	close(fd1);
+	{
+		struct stat_wait sw = {&e, "nbd_connections", 1};
+
+		ck_assert_int_eq(xtu_wait_until(stat_equals, &sw, 30000), 0);
+	}
+	/* any request lets the held FLUSH through */
+	ck_assert_int_eq(io(&e, XSEG_OP_READ, "w", 0, sizeof(r), r), 0);
+	nbd_io_all(fd2, rep, sizeof(rep), false);
+	memcpy(&err, rep + 4, 4);
+	ck_assert_uint_eq(be64(rep + 8), 3);
+	ck_assert_uint_eq(ntohl(err), 5 /* NBD_EIO */);
+	ck_assert_uint_eq(nbd_do(fd2, T_NBD_CMD_FLUSH, 4, 0, 0, NULL, NULL), 0);
+	close(fd2);
+	lossy_unplug(&e, cache, losses0 + 1);
+	unlink(held);
 	env_stop(&e);
 }
 END_TEST
@@ -1423,9 +1504,7 @@ START_TEST(wbloss_snapshot)
 	/* 1 */
 	cache = lossy_cache_start(&e, &o);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "s", 4096, 4096, w + 8192), 0);
-	lossy_cache_kill(cache);
-	ck_assert_int_eq(xseg_clear_path_next(e.seg, 1), 0);
-	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 1);
+	lossy_unplug(&e, cache, losses0 + 1);
 	{
 		struct stat_wait sw = {&e, "volumes_fenced", 0};
 
@@ -4127,6 +4206,7 @@ int main(void)
 	ADD_TEST(tc, nbd_sleeping_peers);
 	ADD_TEST(tc, wbloss_lossy_cache);
 	ADD_TEST(tc, wbloss_closed_writer_flush);
+	ADD_TEST(tc, wbloss_flush_across_close);
 	ADD_TEST(tc, wbloss_snapshot);
 	ADD_TEST(tc, dead_peer_wait_zero);
 	ADD_TEST(tc, leftovers_not_served);

@@ -619,6 +619,20 @@ static bool vlmc_wb_flush_refused(struct vlmc *v, struct vlmc_volume *only)
 	return refused;
 }
 
+/* Whether a stale session is open on vol (on any volume if NULL). */
+static bool vlmc_wb_any_stale(struct vlmc *v, struct vlmc_volume *vol)
+{
+	bool any = false;
+
+	if (vol) /* its connection holds a reference */
+		return vlmc_wbloss_stale(&vol->wb) != 0;
+	pthread_rwlock_rdlock(&v->vols_lock);
+	for (size_t i = 0; i < v->nr_vols && !any; i++)
+		any = vlmc_wbloss_stale(&v->vols[i]->wb) != 0;
+	pthread_rwlock_unlock(&v->vols_lock);
+	return any;
+}
+
 /* Every part of io is done: the write-back loss rules (docs/vlmc.md,
  * "Write-back loss"). Records a successful write's unflushed mark, fences
  * a volume whose marked writes may be lost, and fails io with EIO when its
@@ -638,8 +652,10 @@ static void vlmc_io_wb_check(struct vlmc_io *io)
 		bool fail =
 		    vol ? vlmc_wbloss_fenced(&vol->wb, io->fence_gen) : lost;
 
-		/* every FLUSH, failed or not, takes an unreported fence */
-		if (vlmc_wb_flush_refused(v, vol))
+		/* every FLUSH, failed or not, takes an unreported fence;
+		 * one submitted while a stale session was open fails even
+		 * if that session has closed since (review18 L2) */
+		if (vlmc_wb_flush_refused(v, vol) || io->stale_at_submit)
 			fail = true;
 		if (fail) {
 			__atomic_add_fetch(&v->wb.cmds_eio, 1,
@@ -949,8 +965,10 @@ static void vlmc_io_start(struct vlmc_io *io, struct xseg_sigbatch *sb)
 void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb)
 {
 	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
-	if (io->op == VLMC_IO_FLUSH)
+	if (io->op == VLMC_IO_FLUSH) {
 		vlmc_wbloss_flush_begin(&io->v->wb, &io->wbf);
+		io->stale_at_submit = vlmc_wb_any_stale(io->v, io->fence_vol);
+	}
 	if (io->zero_check) {
 		/* first look at the partial objects only */
 		uint32_t osz = io->vol->m.obj_size;

@@ -386,7 +386,10 @@ struct vlmc_io {
 	 * request, which has none): its writes are recorded in it, so a
 	 * fence can tell it stale (wbloss.h) */
 	struct vlmc_wbloss_sess *fence_sess;
-	struct vlmc_wbloss_flush wbf;	 /* FLUSH: taken before submission */
+	struct vlmc_wbloss_flush wbf; /* FLUSH: taken before submission */
+	/* FLUSH: a stale session was open on its volume (any volume, for a
+	 * volume-less one) when it was submitted: it fails (wbloss.h) */
+	bool stale_at_submit;
 	bool dead_peer;			 /* __atomic: counted as failed by a
 					    dead peer below */
 	_Alignas(8) uint8_t scratch[48]; /* owner's (NBD: the reply header) */

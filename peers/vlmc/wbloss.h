@@ -181,6 +181,14 @@ void vlmc_wbloss_detach(struct vlmc_wbloss_vol *w, struct vlmc_wbloss_sess *s);
  */
 unsigned vlmc_wbloss_flush_stale(struct vlmc_wbloss_vol *w, bool *first);
 
+/* Open stale sessions now, without logging (a FLUSH notes it when it is
+ * submitted: one held back then stays held back, even if they close
+ * before it completes; review18 L2). */
+static inline unsigned vlmc_wbloss_stale(struct vlmc_wbloss_vol *w)
+{
+	return __atomic_load_n(&w->stale, __ATOMIC_SEQ_CST);
+}
+
 /*
  * A FLUSH of the volume completed (whatever its result): whether it is the
  * first since the volume's latest fence. Such a FLUSH fails with EIO, and

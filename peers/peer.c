@@ -1133,8 +1133,11 @@ static const char *peer_stop_sender(const siginfo_t *si)
 /* After stopping is set: wait until no worker is inside its accept and
  * dispatch step, so every request accepted before the flag has been handed
  * to its handler (and counted in flight) before ops->stop runs. Handlers
- * of a synchronous peer may take a while: SIGUSR1 is served meanwhile. */
-static void peer_quiesce(struct peer *p, const sigset_t *sigs)
+ * of a synchronous peer may take a while: SIGUSR1 is served meanwhile.
+ * Returns true if a second SIGTERM/SIGINT cut it short: the caller then
+ * skips the drain too (the signal meant "stop now"; taken here, the drain
+ * would not see it and wait its whole timeout). */
+static bool peer_quiesce(struct peer *p, const sigset_t *sigs)
 {
 	uint64_t deadline = peer_now_ns() + p->drain_ns;
 	struct timespec ts = {0, 1000 * 1000};
@@ -1149,7 +1152,7 @@ static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 			if (peer_now_ns() >= deadline) {
 				peer_warn("drain timeout: a worker is still "
 					  "in a handler; stopping anyway");
-				return;
+				return false;
 			}
 			sig = sigtimedwait(sigs, &si, &ts);
 			peer_periodic(p);
@@ -1157,12 +1160,15 @@ static void peer_quiesce(struct peer *p, const sigset_t *sigs)
 				peer_dump_stats(p);
 			else if (sig == SIGTERM || sig == SIGINT) {
 				peer_warn("%s: not waiting for handlers to "
-					  "return",
-					  peer_stop_sender(&si));
-				return;
+					  "return, nor for %" PRIu64
+					  " request(s) in flight",
+					  peer_stop_sender(&si),
+					  peer_inflight(p));
+				return true;
 			}
 		}
 	}
+	return false;
 }
 
 /* Wait for the requests in flight to complete, serving SIGUSR1 meanwhile;
@@ -1246,6 +1252,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	char errbuf[XSEG_ERRBUF_LEN];
 	struct peer *p;
 	sigset_t sigs;
+	bool cut;
 	int status, rc, ready_fd = -1, pid_fd = -1;
 	const char *slash;
 	char *pidfile_abs = NULL;
@@ -1424,10 +1431,13 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	/* Requests accepted before the flag are served (dispatched before
 	 * ops->stop); requests still queued are failed back with ECONNRESET
 	 * by the release at the end. */
-	peer_quiesce(p, &sigs);
+	/* a second stop signal during the quiesce means stop now: the
+	 * drain is skipped as it would have been cut short */
+	cut = peer_quiesce(p, &sigs);
 	if (ops->stop)
 		ops->stop(p);
-	peer_drain(p, &sigs);
+	if (!cut)
+		peer_drain(p, &sigs);
 	peer_join_workers(p);
 	peer_publish_stats(p); /* the last numbers outlive us */
 	status = __atomic_load_n(&p->exit_status, __ATOMIC_RELAXED);

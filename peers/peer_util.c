@@ -218,10 +218,15 @@ int peer_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	}
 	if (shift) {
+		/* after the letter an optional i and an optional b, either
+		 * case: 4k, 4K, 4kb, 4KB, 4ki, 4KiB, 4kib, 4KIB are all 4096.
+		 * Before, only "", "B", "iB" and "ib" were taken, and an
+		 * operator's 4kb or 4KIB was refused as a bad value */
 		end++;
-		if (!strcmp(end, "iB") || !strcmp(end, "B") ||
-		    !strcmp(end, "ib"))
-			end += strlen(end);
+		if (*end == 'i' || *end == 'I')
+			end++;
+		if (*end == 'b' || *end == 'B')
+			end++;
 		if (*end)
 			return -EINVAL;
 		if (v > (UINT64_MAX >> shift))

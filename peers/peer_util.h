@@ -73,11 +73,13 @@ void peer_vlog(enum peer_log_level level, const char *fmt, va_list ap);
  * (empty, trailing garbage, sign) / -ERANGE; *out unchanged on error. */
 int peer_parse_u64(const char *s, uint64_t *out);
 
-/* Size with an optional binary suffix: 4096, 4k, 4K, 4KiB, 1m, 2G, 1T,
- * 1P, 1E, 0x1000 (the number as peer_parse_u64 reads it; k = 1024;
- * the letter case-insensitive; an optional "B"/"iB"/"ib" after the
- * letter). 0, -EINVAL or -ERANGE (overflow past 2^64 - 1, e.g. 16E);
- * *out unchanged on error. */
+/* Size with an optional binary suffix: 4096, 4k, 4K, 4kb, 4KB, 4Ki,
+ * 4KiB, 4kib, 4KIB, 1m, 2G, 1T, 1P, 1E, 0x1000, 512B (the number as
+ * peer_parse_u64 reads it; k = 1024, never 1000; the suffix is
+ * case-insensitive: a letter k, m, g, t, p or e, then an optional i,
+ * then an optional b; or a lone b, bytes). 0, -EINVAL (anything else
+ * after the number, e.g. 4kbx, 4ik, 4X) or -ERANGE (overflow past
+ * 2^64 - 1, e.g. 16E); *out unchanged on error. */
 int peer_parse_size(const char *s, uint64_t *out);
 
 /* Duration into nanoseconds: a number with a unit ns, us, ms, s, m, h; a

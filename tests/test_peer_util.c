@@ -86,6 +86,56 @@ START_TEST(parse_size)
 }
 END_TEST
 
+/* The suffix after the number, in any case: a letter, an optional i, an
+ * optional b. Before, 4kb, 4KIB, 4Ki and 4kIB were refused while 4kB,
+ * 4KiB and 4kib were taken. */
+START_TEST(parse_size_suffix_case)
+{
+	static const char letters[] = "kmgtpe";
+	static const char *const is[] = {"", "i", "I"};
+	static const char *const bs[] = {"", "b", "B"};
+	char buf[32];
+	uint64_t v;
+
+	for (unsigned l = 0; letters[l]; l++)
+		for (unsigned up = 0; up < 2; up++)
+			for (unsigned i = 0; i < 3; i++)
+				for (unsigned b = 0; b < 3; b++) {
+					char c =
+					    up ? (char)(letters[l] - 'a' + 'A')
+					       : letters[l];
+
+					snprintf(buf, sizeof(buf), "3%c%s%s", c,
+						 is[i], bs[b]);
+					v = 7;
+					ck_assert_msg(!peer_parse_size(buf, &v),
+						      "%s refused", buf);
+					ck_assert_msg(
+					    v == 3ULL << (10 * (l + 1)),
+					    "%s read as %llu", buf,
+					    (unsigned long long)v);
+				}
+	ck_assert_int_eq(peer_parse_size("512b", &v), 0);
+	ck_assert_uint_eq(v, 512);
+	/* the overflow check holds for every spelling */
+	ck_assert_int_eq(peer_parse_size("16eib", &v), -ERANGE);
+	ck_assert_int_eq(peer_parse_size("16EIB", &v), -ERANGE);
+	ck_assert_int_eq(peer_parse_size("16384pb", &v), -ERANGE);
+	/* junk stays junk: a doubled or misplaced i or b, an i without a
+	 * letter, anything after the suffix, a sign, white space, empty */
+	v = 7;
+	static const char *const junk[] = {
+	    "4kbb", "4kii",  "4kbi", "4ik",   "4i",  "4ib",
+	    "4bb",  "4KIBB", "4kB ", " 4k",   "4 k", "-4k",
+	    "+4k",  "",	     "kib",  "4kiB2", "4Kx", "4KIBi",
+	};
+	for (size_t j = 0; j < sizeof(junk) / sizeof(junk[0]); j++)
+		ck_assert_msg(peer_parse_size(junk[j], &v) == -EINVAL,
+			      "'%s' not refused", junk[j]);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
 START_TEST(parse_duration)
 {
 	uint64_t v = 7;
@@ -301,6 +351,7 @@ int main(void)
 
 	tcase_add_test(tc, parse_u64);
 	tcase_add_test(tc, parse_size);
+	tcase_add_test(tc, parse_size_suffix_case);
 	tcase_add_test(tc, parse_duration);
 	tcase_add_test(tc, parse_percent_and_level);
 	tcase_add_test(tc, log_levels);

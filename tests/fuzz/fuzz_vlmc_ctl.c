@@ -21,8 +21,9 @@
  *   - a name is accepted exactly when it has 1 .. VLMC_NAME_MAX bytes,
  *     each from [A-Za-z0-9._@+=-];
  *   - a number or size is a decimal, or 0x and hex digits; a size then
- *     takes an optional k, m, g, t, p or e (either case, times 2^10 ..
- *     2^60) with an optional "B", "iB" or "ib", or a lone b or B. It is
+ *     takes an optional k, m, g, t, p or e (times 2^10 .. 2^60) then an
+ *     optional i then an optional b (each letter in either case: 4kb,
+ *     4KIB, 4Ki), or a lone b or B. It is
  *     accepted with exactly the value the reference computes, refused
  *     with -ERANGE when that value does not fit 64 bits (never wrapped),
  *     and refused when malformed; a volume size must be 1 .. 1P, an
@@ -120,8 +121,11 @@ static struct ref_num ref_size(const char *s)
 	l = strchr(letters, tolower((unsigned char)*end));
 	if (!l)
 		return n; /* not a suffix letter of either case */
-	if (strcmp(end + 1, "") && strcmp(end + 1, "B") &&
-	    strcmp(end + 1, "iB") && strcmp(end + 1, "ib"))
+	/* then an optional i and an optional b, either case, and nothing */
+	end++;
+	end += *end == 'i' || *end == 'I';
+	end += *end == 'b' || *end == 'B';
+	if (*end)
 		return n;
 	n.ok = true;
 	unsigned shift = 10 * (unsigned)(l - letters + 1);

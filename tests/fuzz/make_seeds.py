@@ -237,6 +237,7 @@ VLMC_CTL_SEEDS = {
     "create-edges": b"create A-Za-z0-9._@+=- 1P 64MiB\n",
     "resize": b"resize disk0 1125899906842624\n",
     "resize-suffixes": b"resize d 3tib 4kB 2gb 1e\n",
+    "resize-suffix-case": b"resize d 4KIB 2Ki 1mB 3TIb 5kbb\n",
     "overflow": b"create v 16E 18446744073709551616 18446744073709551615B\n",
     "name-max": b"remove " + b"n" * 200 + b" " + b"m" * 201 + b"\n",
     "snapshot": b"snapshot disk0 disk0.snap@1\n",

@@ -33,6 +33,13 @@
 #      could not name it, and stop would read back another directory.
 #   6. requests past xseg_create's bounds (0, 1, 2^30 + 1, 2^32 + 2) are
 #      refused at parse time; 2^32 + 2 used to start a pool of 2.
+#   7. segment_size: 0, 4097, 1E, 65T, x and empty are refused at parse
+#      time naming the key and the bound; one too small for the request
+#      pool (64k) names both keys and the least size, before anything is
+#      created or removed (a left-over segment is kept). A left-over
+#      segment of another geometry is made anew with the config's, start
+#      saying both; while the stack runs, a start asking another geometry
+#      is refused naming both, and status given such a config warns.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -192,6 +199,58 @@ done
 # ---- 6. requests: xseg_create's bounds, at parse time ----
 # 4294967298 used to be cut to 32 bits, a stack with a pool of 2
 expect_refused 6 requests "a number, 2 .. 1073741824" 0 1 1073741825 4294967298
+
+# ---- 7. segment_size, and a segment whose geometry differs ----
+# refused at parse time with the key, the line and the bound: 0, 4097 and
+# 64k used to be refused only by xseg_create (exit 1, after start removed
+# a left-over segment, in a message without the key), 1E by its mmap, and
+# 65T started a stack (so $T/bad is stopped at exit if one is taken)
+DIRS="$DIRS $T/bad"
+expect_refused 7 segment_size "a size, a multiple of 4k, at most 64T, e.g. 1G" \
+	0 4097 1E 65T x ""
+# a size too small for the pool: refused before anything is created or
+# removed, naming both keys and the least size; a left-over segment of
+# that name is kept (it used to be removed first)
+SEG7=stack-start7-$$
+seg_create $SEG7 64M 512
+printf 'dir = %s\nsegment = %s\nsegment_size = 64k\n' $T/bad $SEG7 >$T/bad.conf
+$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
+[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
+	grep -q "bad.conf: segment_size 65536 is too small for requests = 8192: the segment needs at least [0-9]* bytes" $T/bad.err &&
+	$X info $SEG7 | grep -q '^size: *67108864 bytes' &&
+	ok "7: segment_size below the pool's need refused, the left-over segment kept" ||
+	fail "7: segment_size 64k: rc $rc: $(cat $T/bad.err)"
+# a left-over segment of another geometry: made anew with the config's,
+# saying both
+new_stack s7 "store = noop" "cached = off" "supervise = off" "segment = $SEG7"
+D7=$D
+$X stack start $T/s7/stack.conf >/dev/null 2>$T/s7/err; rc=$?
+[ $rc -eq 0 ] &&
+	grep -q "segment $SEG7 left by an earlier stack has segment_size 67108864 and requests 512, not this config's segment_size 134217728 and requests 1024: removing it" $T/s7/err &&
+	$X info $SEG7 | grep -q '^size: *134217728 bytes' &&
+	$X info $SEG7 | grep -q '^requests: *1024 ' &&
+	ok "7: a left-over segment of another geometry made anew, saying both" ||
+	fail "7: left-over segment: rc $rc: $(cat $T/s7/err)"
+# while it runs: a start asking another geometry is refused naming both;
+# another command given that config warns naming both
+printf 'dir = %s\nsegment = %s\nsegment_size = 256M\n' $D7 $SEG7 >$T/s7/big.conf
+$X stack start $T/s7/big.conf >/dev/null 2>$T/s7/err; rc=$?
+[ $rc -eq 1 ] &&
+	grep -q "already running on segment $SEG7 .*; its segment has segment_size 134217728 and requests 1024, not this config's segment_size 268435456 and requests 8192" $T/s7/err &&
+	$X info $SEG7 | grep -q '^size: *134217728 bytes' &&
+	ok "7: a start with another geometry while running refused, naming both" ||
+	fail "7: start while running: rc $rc: $(cat $T/s7/err)"
+$X stack status $T/s7/big.conf >/dev/null 2>$T/s7/err; rc=$?
+[ $rc -eq 0 ] &&
+	grep -q "warning: $T/s7/big.conf: segment_size 268435456 and requests 8192 differ from the stack's in $D7 (segment_size 134217728 and requests 1024" $T/s7/err &&
+	ok "7: status given a config of another geometry warns, naming both" ||
+	fail "7: status: rc $rc: $(cat $T/s7/err)"
+$X stack status $T/s7/stack.conf >/dev/null 2>$T/s7/err; rc=$?
+[ $rc -eq 0 ] && [ ! -s $T/s7/err ] &&
+	ok "7: status given the stack's own config says nothing" ||
+	fail "7: status, own config: rc $rc: $(cat $T/s7/err)"
+$X stack stop --dir $D7 >/dev/null 2>$T/s7/err && nothing_left $D7 $SEG7 ||
+	fail "7: stop: $(cat $T/s7/err)"
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack start test passed"

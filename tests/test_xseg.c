@@ -183,6 +183,42 @@ START_TEST(test_create_errors)
 }
 END_TEST
 
+/* xseg_min_size is exactly xseg_create's bound: a segment of that size is
+ * made, one page less is refused; it does not read cfg->size; 0 for a
+ * configuration out of bounds. xsegctl stack checks segment_size with it
+ * before it removes or creates anything. */
+START_TEST(test_min_size)
+{
+	char err[XSEG_ERRBUF_LEN];
+	struct xseg_config cfg;
+	struct xseg *seg = NULL;
+	const char *name = xtu_segname("minsz");
+	uint64_t min;
+
+	xseg_config_default(&cfg);
+	cfg.nr_requests = 1000;
+	cfg.size = 0;
+	min = xseg_min_size(&cfg);
+	ck_assert_uint_gt(min, 0);
+	ck_assert_uint_eq(min % 4096, 0);
+	cfg.size = 1ULL << 40;
+	ck_assert_uint_eq(xseg_min_size(&cfg), min);
+	cfg.size = min - 4096;
+	ck_assert_int_eq(xseg_create(name, &cfg, &seg, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_null(seg);
+	cfg.size = min;
+	ck_assert_int_eq(xseg_create(name, &cfg, &seg, err, sizeof(err)), 0);
+	xseg_leave(seg);
+	ck_assert_int_eq(xseg_destroy(name), 0);
+	/* more requests need more room */
+	cfg.nr_requests = 2000;
+	ck_assert_uint_gt(xseg_min_size(&cfg), min);
+	cfg.nr_requests = 1;
+	ck_assert_uint_eq(xseg_min_size(&cfg), 0);
+}
+END_TEST
+
 /* Rewrite a header field and (optionally) its checksum, then join. */
 static int join_after(const char *name, void (*mut)(struct xseg *),
 		      bool fix_checksum, char *err, size_t errlen)
@@ -1880,6 +1916,7 @@ static Suite *xseg_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_create_join_leave);
 	tcase_add_test(tc, test_create_errors);
+	tcase_add_test(tc, test_min_size);
 	tcase_add_test(tc, test_join_checks);
 	suite_add_tcase(s, tc);
 

@@ -147,6 +147,19 @@ int xseg_compute_layout(const struct xseg_config *cfg, struct xseg_layout *lay)
 	return 0;
 }
 
+uint64_t xseg_min_size(const struct xseg_config *cfg)
+{
+	struct xseg_config c = *cfg;
+	struct xseg_layout lay;
+
+	/* the largest page multiple: the layout's only check on the size is
+	 * that it holds the fixed parts and a page of heap */
+	c.size = UINT64_MAX & ~4095ULL;
+	if (xseg_compute_layout(&c, &lay))
+		return 0;
+	return lay.heap_off + 4096;
+}
+
 uint64_t xseg_header_checksum(const struct xseg_shared_header *hdr)
 {
 	/* From the version on: the magic is written after the checksum, as

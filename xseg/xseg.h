@@ -267,6 +267,13 @@ void xseg_leave(struct xseg *seg);
  * they leave. Returns 0, -ENOENT or another errno of shm_unlink. */
 int xseg_destroy(const char *name);
 
+/* The smallest cfg->size xseg_create takes with cfg's other fields (the
+ * header, ports, queues and request pool, then a data heap of one page),
+ * whatever cfg->size holds; 0 when those other fields are out of bounds.
+ * For a launcher that checks a configured size before it destroys or
+ * creates anything, and says what the size must be. */
+uint64_t xseg_min_size(const struct xseg_config *cfg);
+
 /* The configuration recorded in the header. */
 void xseg_get_config(const struct xseg *seg, struct xseg_config *cfg);
 

@@ -1359,11 +1359,33 @@ static int stack_start(struct stack *st)
 		goto sys_err;
 	if (stack_running_in_dir(st))
 		return 1;
+	stack_xseg_config(st, &cfg);
 	if (!xseg_join(st->segment, &seg, err, sizeof(err))) {
+		struct xseg_config old;
+		char differs[256];
+
+		/* the segment's geometry is fixed when it is created: a
+		 * config that asks another one takes effect only through
+		 * a new segment, which an operator should not have to
+		 * guess from `xsegctl info` */
+		xseg_get_config(seg, &old);
+		differs[0] = '\0';
+		if (old.size != cfg.size || old.nr_requests != cfg.nr_requests)
+			snprintf(differs, sizeof(differs),
+				 "segment_size %" PRIu64 " and requests %u, "
+				 "not this config's segment_size %" PRIu64
+				 " and requests %u",
+				 (uint64_t)old.size, old.nr_requests,
+				 (uint64_t)cfg.size, cfg.nr_requests);
 		if (stack_any_alive(seg)) {
 			stack_err("a stack is already running on segment %s "
-				  "(xsegctl stack stop --dir %s)",
-				  st->segment, st->dir);
+				  "(xsegctl stack stop --dir %s)%s%s%s",
+				  st->segment, st->dir,
+				  differs[0] ? "; its segment has " : "",
+				  differs,
+				  differs[0] ? " (a stop and a start make the "
+					       "segment anew)"
+					     : "");
 			xseg_leave(seg);
 			return 1;
 		}
@@ -1374,13 +1396,16 @@ static int stack_start(struct stack *st)
 				     "removing segment %s (left by an "
 				     "earlier stack) and starting afresh",
 				     st->segment);
+		if (differs[0])
+			stack_report(st,
+				     "segment %s left by an earlier stack has "
+				     "%s: removing it and creating it with "
+				     "the config's",
+				     st->segment, differs);
 		xseg_leave(seg);
 		xseg_destroy(st->segment);
 		seg = NULL;
 	}
-	xseg_config_default(&cfg);
-	cfg.size = st->segment_size;
-	cfg.nr_requests = (uint32_t)st->requests;
 	rc = xseg_create(st->segment, &cfg, &seg, err, sizeof(err));
 	if (rc) {
 		stack_err("%s", err);
@@ -2236,6 +2261,8 @@ int xsegctl_stack_main(int argc, char **argv)
 	{
 		char d[PATH_MAX];
 		bool json = st->json;
+		uint64_t conf_size = st->segment_size;
+		uint64_t conf_requests = st->requests;
 
 		strcpy(d, st->dir);
 		memset(st, 0, sizeof(*st));
@@ -2254,6 +2281,21 @@ int xsegctl_stack_main(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
+		/* CONFIG only names the directory here: its geometry was
+		 * silently ignored, and an operator who changed it may
+		 * think a plug-cached or a restart applied it */
+		if (config && (conf_size != st->segment_size ||
+			       conf_requests != st->requests))
+			stack_err(
+			    "warning: %s: segment_size %" PRIu64
+			    " and requests %" PRIu64
+			    " differ from the stack's in %s (segment_size "
+			    "%" PRIu64 " and requests %" PRIu64
+			    ", run/stack.conf): the running segment "
+			    "keeps them; a start after a stop makes it "
+			    "anew with the config's",
+			    config, conf_size, conf_requests, d,
+			    st->segment_size, st->requests);
 	}
 	if (!strcmp(cmd, "stop"))
 		rc = stack_stop(st);

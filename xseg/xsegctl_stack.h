@@ -38,6 +38,14 @@
 /* cached's bucket size (its default; the stack does not set it) */
 #define STACK_CACHED_BUCKET_SIZE 4096ULL
 
+/* The largest segment_size: every peer maps the whole segment, and an
+ * x86-64 process has 128 TiB of address space (a 127T segment's mmap
+ * fails); half of it leaves the rest to the peer's own mappings, and 4
+ * times it (the noop store's --store-max) stays far from 2^64. The
+ * smallest is what xseg_create needs for `requests` (xseg_min_size),
+ * checked across keys by stack_check. */
+#define STACK_MAX_SEGMENT_SIZE (64ULL << 40)
+
 /* The configuration of a stack (config file keys: docs/operations.md). */
 /* The most worker threads of a peer (its -t bound, peers/peer.c). */
 #define STACK_MAX_THREADS 1024
@@ -102,11 +110,19 @@ int stack_parse(struct stack *st, const char *text, const char *name);
 /*
  * What no single key can tell: the values of two keys that a peer
  * refuses together (cached: the cache must hold two objects, its bucket
- * count must fit 32 bits). Checked once the whole configuration is read,
- * before anything starts: a peer refusing its options at start used to
- * cost the 30 s wait for its port (review11 N-I). 0 or -EINVAL (said).
+ * count must fit 32 bits), and a segment_size too small for the
+ * segment's fixed parts with `requests` requests (xseg_create's bound).
+ * Checked once the whole configuration is read, before anything starts: a
+ * peer refusing its options at start used to cost the 30 s wait for its
+ * port (review11 N-I). 0 or -EINVAL (said).
  */
 int stack_check(const struct stack *st, const char *name);
+
+/* The xseg_create configuration of st's segment: xseg's defaults with
+ * st's segment_size and requests (what stack_check checks and start
+ * creates). */
+void stack_xseg_config(const struct stack *st, struct xseg_config *cfg);
+
 /*
  * A value a config line can hold: stack_parse ends a value at a '#' (a
  * comment) or a line break and strips white space at its ends, so one

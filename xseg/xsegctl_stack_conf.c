@@ -93,8 +93,17 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 		return *v ? stack_str(st->dir, sizeof(st->dir), v) : -EINVAL;
 	if (!strcmp(k, "segment"))
 		return stack_str(st->segment, sizeof(st->segment), v);
-	if (!strcmp(k, "segment_size"))
-		return peer_parse_size(v, &st->segment_size);
+	if (!strcmp(k, "segment_size")) {
+		/* xseg_create's page multiple and a mappable size, here:
+		 * 64k or 4097 was taken and refused only by xseg_create,
+		 * after start had removed a left-over segment, in a message
+		 * that did not name the key; 1E failed mmap there */
+		if (peer_parse_size(v, &x) || !x || x % 4096 ||
+		    x > STACK_MAX_SEGMENT_SIZE)
+			return -EINVAL;
+		st->segment_size = x;
+		return 0;
+	}
 	if (!strcmp(k, "requests")) {
 		/* xseg_create's bounds, here: the pool size is 32 bits in
 		 * struct xseg_config, and 4294967298 was taken and cut to a
@@ -255,7 +264,7 @@ static const char *stack_key_allowed(const char *k)
 	} keys[] = {
 	    {"dir", "a directory, not empty"},
 	    {"segment", "a segment name"},
-	    {"segment_size", "a size, e.g. 1G"},
+	    {"segment_size", "a size, a multiple of 4k, at most 64T, e.g. 1G"},
 	    {"requests", "a number, 2 .. 1073741824"},
 	    {"store", "blocker|noop|auto"},
 	    {"cached", "on|off"},
@@ -358,13 +367,36 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 	return rc;
 }
 
+void stack_xseg_config(const struct stack *st, struct xseg_config *cfg)
+{
+	xseg_config_default(cfg);
+	cfg->size = st->segment_size;
+	cfg->nr_requests = (uint32_t)st->requests;
+}
+
 int stack_check(const struct stack *st, const char *name)
 {
-	uint64_t cache, object;
+	struct xseg_config cfg;
+	uint64_t cache, object, min;
 
 	if (peer_parse_size(st->cache_size, &cache) ||
 	    peer_parse_size(st->object_size, &object))
 		return -EINVAL; /* stack_set checked both */
+	/* the header, ports, queues and request pool come first: a size
+	 * that cannot hold them for this pool fails xseg_create, which
+	 * start reaches only after it removed a left-over segment */
+	stack_xseg_config(st, &cfg);
+	min = xseg_min_size(&cfg);
+	if (!min || st->segment_size < min) {
+		stack_err("%s: segment_size %" PRIu64 " is too small for "
+			  "requests = %" PRIu64 ": the segment needs at least "
+			  "%" PRIu64 " bytes (%" PRIu64 " MiB, rounded up) "
+			  "for its header, ports, queues and request pool and "
+			  "a page of data",
+			  name, st->segment_size, st->requests, min,
+			  (uint64_t)((min + (1ULL << 20) - 1) >> 20));
+		return -EINVAL;
+	}
 	if (cache / 2 < object) {
 		stack_err("%s: cache_size %s must hold at least two objects of "
 			  "object_size %s (at least %" PRIu64 " MiB)",

@@ -23,11 +23,14 @@
  *     that succeeds says nothing;
  *   - a config that parses holds only values in the bounds the keys
  *     document (docs/operations.md, "Config file"; requests: those of
- *     xseg_create, struct xseg_config), and no string value
+ *     xseg_create, struct xseg_config; segment_size: a multiple of 4k,
+ *     at most STACK_MAX_SEGMENT_SIZE), and no string value
  *     with a '#', a line break or white space at an end (what the parser
  *     strips);
  *   - stack_check accepts only a cache of at least two objects with fewer
- *     than 2^32 buckets, and says why when it refuses;
+ *     than 2^32 buckets and a segment_size that holds the segment's
+ *     fixed parts for `requests` (xseg_min_size), and says why when it
+ *     refuses;
  *   - what stack_print_conf prints parses back to the same values (a
  *     stopped stack is the one that was started); a config it cannot
  *     print so is refused with -EINVAL, and only then.
@@ -180,11 +183,13 @@ static void check_bounds(const struct stack *st, bool from_parser,
 	    st->cached_threads > STACK_MAX_THREADS ||
 	    st->vlmc_threads > STACK_MAX_THREADS ||
 	    (st->requests &&
-	     (st->requests < 2 || st->requests > XSEG_MAX_REQUESTS)))
+	     (st->requests < 2 || st->requests > XSEG_MAX_REQUESTS)) ||
+	    (st->segment_size && (st->segment_size % 4096 ||
+				  st->segment_size > STACK_MAX_SEGMENT_SIZE)))
 		abort();
 	/* dir: "dir =" is refused, so over the default it stays set; so
-	 * does the request pool */
-	if (over_default && (!st->dir[0] || !st->requests))
+	 * do the request pool and the segment size */
+	if (over_default && (!st->dir[0] || !st->requests || !st->segment_size))
 		abort();
 }
 
@@ -297,13 +302,19 @@ static void check_cross(const struct stack *st)
 	FILE *saved, *f = capture_begin(&s, &saved);
 	int rc = stack_check(st, "c.conf");
 	uint64_t cache, object;
+	struct xseg_config cfg;
 
 	capture_end(&s, f, saved);
 	check_said(&s, rc, "c.conf", "", false);
 	free(s.text);
+	/* the segment start would create: xseg's defaults, the two keys */
+	xseg_config_default(&cfg);
+	cfg.size = st->segment_size;
+	cfg.nr_requests = (uint32_t)st->requests;
 	if (!rc && (peer_parse_size(st->cache_size, &cache) ||
 		    peer_parse_size(st->object_size, &object) ||
-		    cache / 2 < object || cache / 4096 >= UINT32_MAX))
+		    cache / 2 < object || cache / 4096 >= UINT32_MAX ||
+		    st->segment_size < xseg_min_size(&cfg)))
 		abort();
 }
 

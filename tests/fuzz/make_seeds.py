@@ -228,6 +228,8 @@ STACK_CONF_SEEDS = {
     "too-long": bytes([1]) + b"segment = " + b"s" * 130 + b"\n",
     "cache-too-small": bytes([1]) + b"cache_size = 8M\nobject_size = 8M\n",
     "cache-too-large": bytes([1]) + b"cache_size = 16T\n",
+    "segment-too-small": bytes([1]) + b"segment_size = 64k\nrequests = 2\n",
+    "segment-size-bad": bytes([1]) + b"segment_size = 4097\n",
 }
 
 # fuzz_vlmc_ctl: the bytes a client sends to vlmc's control socket

@@ -40,7 +40,7 @@ function(ac_fuzz name)
 endfunction()
 
 # RUNS: 4-45 s each under ASan+UBSan on one core of this 2-core VM
-# (fuzz_blocker_gc: its 18 seeds and 20 mutations, 15-25 s: an input
+# (fuzz_blocker_gc: its 19 seeds and 20 mutations, 10-25 s: an input
 # writes, collects, copies and recovers stores of several MiB).
 ac_fuzz(fuzz_nbd_proto RUNS 1000000 DEPS vlmc_core)
 ac_fuzz(fuzz_xseg_request RUNS 500000 DEPS xseg xseg_testutil)

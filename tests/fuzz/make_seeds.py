@@ -303,6 +303,13 @@ GC_SEEDS = {
     "corrupt-lost-segment": GC_BASE + ggc(0, 1) + gcrash(0, 6 | 8, 0),
     "corrupt-gc-cut": GC_BASE + ggc(0, 1) + gcrash(0, 6, 30),
 }
+# a longer life: three rounds of overwrites with GC passes, deletes, a
+# copy and reopens between them (libFuzzer grows its inputs from the
+# seeds' length; with short seeds only, it seldom tried longer ones)
+GC_SEEDS["long-churn"] = (
+    GC_BASE + ggc(0, 0) + gfill(2, 100) + gdel(3) + gcopy(0, 3) +
+    ggc(30, 2) + G_REOPEN + gfill(2, 170) + gdel(1) + G_FLUSH + ggc(0, 0) +
+    G_CKPT + gw(2, 6, 2, 250) + gcrash(3, 1, 4000) + ggc(0, 0))
 # a crash at each event of a pass: marked, copied, repointed,
 # checkpointed, listed, then each victim's unlink
 for at in range(1, 10):

@@ -8,8 +8,8 @@
 #   --build DIR  clang build tree (default build-fuzz): configured with
 #                -DAC_FUZZ=ON -DSANITIZE=address,undefined
 #   TARGET       fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record
-#                fuzz_blocker_log fuzz_vlmc_meta fuzz_stack_conf
-#                fuzz_vlmc_ctl (default: all)
+#                fuzz_blocker_log fuzz_blocker_gc fuzz_vlmc_meta
+#                fuzz_stack_conf fuzz_vlmc_ctl (default: all)
 #
 # Each target starts from its seeds in tests/fuzz/corpus/TARGET (read
 # only) and a working corpus DIR/corpus/TARGET that grows and is kept
@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 all=(fuzz_nbd_proto fuzz_xseg_request fuzz_blocker_record fuzz_blocker_log
-	fuzz_vlmc_meta fuzz_stack_conf fuzz_vlmc_ctl)
+	fuzz_blocker_gc fuzz_vlmc_meta fuzz_stack_conf fuzz_vlmc_ctl)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
 	[[ " ${all[*]} " == *" $t "* ]] || {

@@ -6,6 +6,10 @@ tests/fuzz/corpus/TARGET/ (each target's source documents its input).
 fuzz_blocker_log: random bytes seldom make a chunk and a map that refers
 to it, so without seeds the target's reads would only ever see holes. Each
 seed is a small, meaningful store.
+fuzz_blocker_gc: stores that span several segments (dozens of distinct
+chunks) with most of them overwritten, then GC passes, crashes at each of
+a pass's crash points and each kind of damage: random bytes would seldom
+write enough distinct chunks to fill a second segment.
 fuzz_blocker_record: random payloads seldom pass a decoder's first checks
 (a name length, valid name bytes), so its canonical-form checks would
 never run. The seeds are well-formed records.
@@ -251,6 +255,70 @@ VLMC_CTL_SEEDS = {
     "nul": b"info v\0junk 1k\n",
 }
 
+# fuzz_blocker_gc: op bytes (tests/fuzz/fuzz_blocker_gc.c)
+def gw(name, idx, count, seed):
+    return bytes([0, name, idx, count - 1, seed])
+
+
+G_FLUSH, G_REOPEN, G_CKPT = bytes([3]), bytes([4]), bytes([6])
+
+
+def gdel(name):
+    return bytes([1, name])
+
+
+def gcopy(src, dst):
+    return bytes([2, src, dst])
+
+
+def ggc(pct, max_segments):
+    return bytes([5, pct, max_segments])
+
+
+def gcrash(at, how, cut):
+    return bytes([7, at, how]) + struct.pack("<H", cut)
+
+
+def gfill(rounds, seed=1):
+    """rounds x 4 objects x 8 chunks, each round overwriting the last:
+    96 distinct chunks (6.5 segments) for 3 rounds, two thirds dead"""
+    b = b""
+    for _ in range(rounds):
+        for k in range(4):
+            for idx in (0, 4):
+                b += gw(k, idx, 4, seed)
+                seed += 4
+    return b
+
+
+GC_BASE = gfill(3) + G_FLUSH
+GC_SEEDS = {
+    "fill-gc": GC_BASE + ggc(0, 0) + gw(0, 2, 2, 200) + G_FLUSH,
+    "fill-gc-reopen-gc": GC_BASE + ggc(50, 1) + G_REOPEN + gdel(1) +
+    gcopy(2, 3) + ggc(0, 0) + G_CKPT + gw(1, 7, 1, 9),
+    "unflushed-torn": GC_BASE + ggc(0, 2) + gw(3, 0, 4, 240) +
+    gw(2, 5, 3, 7) + gcrash(0, 1, 1234),
+    "unflushed-boundary": GC_BASE + gw(3, 0, 4, 240) + gcrash(0, 1, 0),
+    "copy-delete-gc": gfill(2) + gcopy(0, 1) + gdel(0) + gw(2, 0, 8, 0) +
+    G_FLUSH + ggc(0, 0) + G_REOPEN + gdel(1) + ggc(0, 0),
+    "gc-tmp": GC_BASE + gcrash(4, 2, 20) + ggc(0, 0),
+    "drop-listed": GC_BASE + gcrash(5, 4, 0) + ggc(0, 0),
+    "corrupt-lost-segment": GC_BASE + ggc(0, 1) + gcrash(0, 6 | 8, 0),
+    "corrupt-gc-cut": GC_BASE + ggc(0, 1) + gcrash(0, 6, 30),
+}
+# a longer life: three rounds of overwrites with GC passes, deletes, a
+# copy and reopens between them (libFuzzer grows its inputs from the
+# seeds' length; with short seeds only, it seldom tried longer ones)
+GC_SEEDS["long-churn"] = (
+    GC_BASE + ggc(0, 0) + gfill(2, 100) + gdel(3) + gcopy(0, 3) +
+    ggc(30, 2) + G_REOPEN + gfill(2, 170) + gdel(1) + G_FLUSH + ggc(0, 0) +
+    G_CKPT + gw(2, 6, 2, 250) + gcrash(3, 1, 4000) + ggc(0, 0))
+# a crash at each event of a pass: marked, copied, repointed,
+# checkpointed, listed, then each victim's unlink
+for at in range(1, 10):
+    GC_SEEDS["crash-at-%d" % at] = (GC_BASE + gcrash(at, 1, 777 * at) +
+                                    ggc(0, 0))
+
 
 def write(target, seeds):
     out = os.path.join(CORPUS, target)
@@ -261,6 +329,7 @@ def write(target, seeds):
 
 
 write("fuzz_blocker_log", SEEDS)
+write("fuzz_blocker_gc", GC_SEEDS)
 write("fuzz_blocker_record", RECORD_SEEDS)
 write("fuzz_vlmc_meta", VLMC_META_SEEDS)
 write("fuzz_stack_conf", STACK_CONF_SEEDS)

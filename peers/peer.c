@@ -693,7 +693,7 @@ int peer_publish_stats(struct peer *p)
 	uint64_t accepted = 0, replies = 0, failed = 0, inflight, forwarded;
 	uint64_t wakes_backlog = 0, wakes_slow = 0, wakes_suppressed = 0;
 	uint64_t long_turns = 0;
-	uint64_t spin_waits = 0, spins = 0, spin_caught = 0;
+	uint64_t spin_waits = 0, spins = 0, spin_caught = 0, spin_preempted = 0;
 	uint32_t n = 0;
 	int rc;
 
@@ -717,6 +717,8 @@ int peer_publish_stats(struct peer *p)
 					 __ATOMIC_RELAXED);
 		spin_caught += __atomic_load_n(&p->workers[t].spin.caught,
 					       __ATOMIC_RELAXED);
+		spin_preempted += __atomic_load_n(&p->workers[t].spin.preempted,
+						  __ATOMIC_RELAXED);
 	}
 	for (unsigned op = 1; op < XSEG_OP_COUNT; op++)
 		failed += __atomic_load_n(&p->failed[op], __ATOMIC_RELAXED);
@@ -750,12 +752,14 @@ int peer_publish_stats(struct peer *p)
 	if (n > XSEG_STATS_MAX)
 		n = XSEG_STATS_MAX; /* a hook that ignored max */
 	/* The workers' waits on the port that found nothing at once, how
-	 * many of them spun, how many spins caught work (xseg_spin). After
-	 * the peer's own table: where the table is full (the blocker's
-	 * fills it, cached's leaves room for two) these are the ones left
-	 * out, not the peer's, the least telling last. */
+	 * many of them spun, how many spins caught work, how many would
+	 * have spun but slept for a preemption (xseg_spin). After the
+	 * peer's own table: where the table is full (the blocker's fills
+	 * it; cached's, 37 rows after the 14 above, leaves room) these are
+	 * the ones left out, not the peer's, the least telling last. */
 	peer_stat(st, &n, XSEG_STATS_MAX, "spins", spins);
 	peer_stat(st, &n, XSEG_STATS_MAX, "spins_caught", spin_caught);
+	peer_stat(st, &n, XSEG_STATS_MAX, "spins_preempted", spin_preempted);
 	peer_stat(st, &n, XSEG_STATS_MAX, "spin_waits", spin_waits);
 	rc = xseg_port_stats_publish(p->seg, p->port, st, n);
 	p->stats_published_ns = peer_now_ns();

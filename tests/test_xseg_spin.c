@@ -42,8 +42,10 @@ START_TEST(test_init)
 	ck_assert(s.adaptive);
 	ck_assert_uint_eq(s.level, 0);
 	ck_assert_uint_eq(s.skip, 0);
-	ck_assert_uint_eq(s.waits + s.spins + s.caught + s.missed + s.hinted,
+	ck_assert_uint_eq(s.waits + s.spins + s.caught + s.missed + s.hinted +
+			      s.preempted,
 			  0);
+	ck_assert(!s.contended && !s.nivcsw_known);
 	/* a fresh state spins: nothing has been learnt yet */
 	ck_assert_uint_eq(xseg_spin_budget(&s), SPIN_NS);
 	xseg_spin_init(&s, 0, true);
@@ -197,6 +199,83 @@ START_TEST(test_sequence)
 }
 END_TEST
 
+/* The preemption check: the first count only sets the baseline; a
+ * changed count is a lost CPU, an unchanged one is not. */
+START_TEST(test_lost_cpu_compares_counts)
+{
+	struct xseg_spin s;
+
+	xseg_spin_init(&s, SPIN_NS, true);
+	ck_assert(!xseg_spin_lost_cpu(&s, 7));
+	ck_assert(!xseg_spin_lost_cpu(&s, 7));
+	ck_assert(xseg_spin_lost_cpu(&s, 8));
+	ck_assert(!xseg_spin_lost_cpu(&s, 8));
+	ck_assert(xseg_spin_lost_cpu(&s, 11));
+	/* the check itself is not an outcome: nothing counted */
+	ck_assert_uint_eq(s.waits + s.preempted, 0);
+	ck_assert_uint_eq(xseg_spin_budget(&s), SPIN_NS);
+}
+END_TEST
+
+/* A preemption backs off as a miss does (1, 2, 4 .. waits), and hints do
+ * not shorten that back-off (the sleep gave the CPU away: of course the
+ * work came soon) until a check finds no new preemption. */
+START_TEST(test_preempted_backs_off)
+{
+	struct xseg_spin s;
+
+	xseg_spin_init(&s, SPIN_NS, true);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_PREEMPTED), 0);
+	ck_assert_uint_eq(s.skip, 1);
+	ck_assert(s.contended);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_SLEPT_SHORT), SPIN_NS);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_PREEMPTED), 0);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_PREEMPTED), 0);
+	ck_assert_uint_eq(s.skip, 4);
+	/* one wait per hint, not halves: 4 -> 3 -> 2 -> 1 -> 0 */
+	for (unsigned left = 3;; left--) {
+		uint64_t b = xseg_spin_note(&s, XSEG_SPIN_SLEPT_SHORT);
+
+		ck_assert_uint_eq(s.skip, left);
+		ck_assert_uint_eq(b, left ? 0 : SPIN_NS);
+		if (!left)
+			break;
+	}
+	ck_assert_uint_eq(s.preempted, 3);
+	ck_assert_uint_eq(s.waits, 8);
+	ck_assert_uint_eq(s.hinted, 5);
+	ck_assert_uint_eq(s.spins + s.missed + s.caught, 0);
+	/* the probe's check finds the CPU kept: hints halve again */
+	ck_assert(!xseg_spin_lost_cpu(&s, 1));
+	ck_assert(!s.contended);
+	xseg_spin_note(&s, XSEG_SPIN_MISSED);
+	ck_assert_uint_eq(s.skip, 8);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_SLEPT_SHORT), 0);
+	ck_assert_uint_eq(s.skip, 3);
+	/* a catch ends it all */
+	xseg_spin_note(&s, XSEG_SPIN_PREEMPTED);
+	ck_assert(s.contended);
+	while (!xseg_spin_budget(&s))
+		xseg_spin_note(&s, XSEG_SPIN_SLEPT_LONG);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_CAUGHT), SPIN_NS);
+	ck_assert(!s.contended);
+	ck_assert_uint_eq(s.level, 0);
+}
+END_TEST
+
+/* A preemption under the fixed policy is counted, and changes nothing:
+ * the fixed spin spins at every wait (the waits do not even check). */
+START_TEST(test_preempted_fixed_spins_on)
+{
+	struct xseg_spin s;
+
+	xseg_spin_init(&s, SPIN_NS, false);
+	ck_assert_uint_eq(xseg_spin_note(&s, XSEG_SPIN_PREEMPTED), SPIN_NS);
+	ck_assert_uint_eq(s.preempted, 1);
+	ck_assert_uint_eq(s.skip, 0);
+}
+END_TEST
+
 /* Bad input to the waits: refused with EINVAL, the state untouched. */
 START_TEST(test_bad_input)
 {
@@ -243,6 +322,9 @@ static Suite *spin_suite(void)
 	tcase_add_test(tc, test_fixed_always_spins);
 	tcase_add_test(tc, test_short_sleep_halves);
 	tcase_add_test(tc, test_sequence);
+	tcase_add_test(tc, test_lost_cpu_compares_counts);
+	tcase_add_test(tc, test_preempted_backs_off);
+	tcase_add_test(tc, test_preempted_fixed_spins_on);
 	tcase_add_test(tc, test_bad_input);
 	suite_add_tcase(s, tc);
 	return s;

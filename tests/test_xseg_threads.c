@@ -10,9 +10,11 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "xseg.h"
 #include "xseg_testutil.h"
@@ -349,9 +351,16 @@ START_TEST(test_spin_never_catching_backs_off)
 	xseg_spin_init(&s, 20000, true);
 	xseg_spin_init(&model, 20000, true);
 	for (unsigned i = 0; i < n; i++) {
+		uint64_t preempted = s.preempted;
+
 		ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s),
 				 -ETIMEDOUT);
-		if (xseg_spin_budget(&model)) {
+		/* a wait that would spin sleeps instead if this thread
+		 * lost its CPU since (a loaded machine): the model follows */
+		if (s.preempted != preempted) {
+			ck_assert(xseg_spin_budget(&model));
+			xseg_spin_note(&model, XSEG_SPIN_PREEMPTED);
+		} else if (xseg_spin_budget(&model)) {
 			model_spins++;
 			xseg_spin_note(&model, XSEG_SPIN_MISSED);
 		} else {
@@ -365,6 +374,7 @@ START_TEST(test_spin_never_catching_backs_off)
 	ck_assert_uint_eq(s.missed, model_spins);
 	ck_assert_uint_lt(s.spins * 8, n);
 	ck_assert_uint_eq(s.skip, model.skip);
+	ck_assert_uint_eq(s.level, model.level);
 
 	xseg_spin_init(&s, 20000, false);
 	for (unsigned i = 0; i < 50; i++)
@@ -472,18 +482,100 @@ START_TEST(test_spin_catching_keeps_spinning)
 	pthread_join(ts, NULL);
 	ck_assert_msg(!cl.failure[0], "%s", cl.failure);
 	ck_assert_msg(!sv.failure[0], "%s", sv.failure);
-	/* every wait spun and every spin caught its work */
+	/* every wait spun and every spin caught its work; but a thread
+	 * preempted since its last spin (a loaded machine: others want
+	 * the CPU) sleeps instead, and the waits of its back-off sleep,
+	 * each woken with its work within the spin (hinted) */
 	ck_assert_uint_eq(sv.spin.missed, 0);
 	ck_assert_uint_eq(cl.spin.missed, 0);
-	ck_assert_uint_eq(sv.spin.spins, sv.spin.waits);
-	ck_assert_uint_eq(cl.spin.spins, cl.spin.waits);
+	ck_assert_uint_eq(sv.spin.spins + sv.spin.preempted + sv.spin.hinted,
+			  sv.spin.waits);
+	ck_assert_uint_eq(cl.spin.spins + cl.spin.preempted + cl.spin.hinted,
+			  cl.spin.waits);
 	ck_assert_uint_eq(sv.spin.caught, sv.spin.spins);
 	ck_assert_uint_eq(cl.spin.caught, cl.spin.spins);
 	/* the server waits for the first request at least (if it came
 	 * before the server looked, the client waited for its reply) */
 	ck_assert_uint_gt(sv.spin.waits + cl.spin.waits, 0);
-	ck_assert_uint_eq(sv.spin.skip + cl.spin.skip, 0);
+	if (!sv.spin.preempted)
+		ck_assert_uint_eq(sv.spin.skip + sv.spin.hinted, 0);
+	if (!cl.spin.preempted)
+		ck_assert_uint_eq(cl.spin.skip + cl.spin.hinted, 0);
 	ck_assert_uint_eq(xtu_free_requests(seg), 16);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* A thread that lost its CPU to another runnable thread since its last
+ * spin sleeps at once instead of spinning (xseg_spin_lost_cpu): the
+ * waiter and a busy thread share one CPU, and the waiter yields until the
+ * kernel counts an involuntary switch (sched_yield to a runnable thread
+ * is one), so the preemption is made, not waited for. */
+static bool hog_run;
+
+static void *cpu_hog(void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(&hog_run, __ATOMIC_ACQUIRE))
+		;
+	return NULL;
+}
+
+static uint64_t my_nivcsw(void)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_THREAD, &ru), 0);
+	return (uint64_t)ru.ru_nivcsw;
+}
+
+START_TEST(test_spin_preempted_sleeps)
+{
+	struct xseg *seg = mkseg("spinpre", 16);
+	struct xseg_spin s;
+	cpu_set_t all, one;
+	pthread_attr_t attr;
+	pthread_t hog;
+	uint64_t before;
+	int cpu = 0;
+
+	ck_assert_int_eq(xseg_bind_port(seg, 0, "server"), 0);
+	xseg_spin_init(&s, 20000, true);
+	/* the first wait spins, runs out, and sets the count's baseline;
+	 * the second sleeps (the miss's back-off) */
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s), -ETIMEDOUT);
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s), -ETIMEDOUT);
+	ck_assert_uint_eq(xseg_spin_budget(&s), 20000);
+	ck_assert_uint_eq(s.spins, 1);
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	while (!CPU_ISSET(cpu, &all))
+		cpu++;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	ck_assert_int_eq(
+	    pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+	ck_assert_int_eq(pthread_attr_init(&attr), 0);
+	ck_assert_int_eq(pthread_attr_setaffinity_np(&attr, sizeof(one), &one),
+			 0);
+	__atomic_store_n(&hog_run, true, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_create(&hog, &attr, cpu_hog, NULL), 0);
+	before = my_nivcsw();
+	while (my_nivcsw() == before)
+		sched_yield();
+	__atomic_store_n(&hog_run, false, __ATOMIC_RELEASE);
+	pthread_join(hog, NULL);
+	pthread_attr_destroy(&attr);
+	ck_assert_int_eq(
+	    pthread_setaffinity_np(pthread_self(), sizeof(all), &all), 0);
+
+	/* would spin (budget above), but slept: noted as preempted */
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s), -ETIMEDOUT);
+	ck_assert_uint_eq(s.preempted, 1);
+	ck_assert_uint_eq(s.spins, 1);
+	ck_assert_uint_eq(s.waits, 3);
+	ck_assert(s.contended);
+	ck_assert_uint_eq(s.skip, 1 << (s.level - 1));
 	xseg_leave(seg);
 }
 END_TEST
@@ -500,6 +592,7 @@ static Suite *threads_suite(void)
 	tcase_add_test(tc, test_concurrent_get_put);
 	tcase_add_test(tc, test_spin_never_catching_backs_off);
 	tcase_add_test(tc, test_spin_catching_keeps_spinning);
+	tcase_add_test(tc, test_spin_preempted_sleeps);
 	suite_add_tcase(s, tc);
 	return s;
 }

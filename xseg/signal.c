@@ -31,6 +31,7 @@
 #include <sched.h>
 #include <string.h>
 #include <linux/futex.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,6 +173,7 @@ uint64_t xseg_spin_note(struct xseg_spin *s, enum xseg_spin_outcome o)
 		spin_stat(&s->caught);
 		s->level = 0;
 		s->skip = 0;
+		s->contended = false;
 		break;
 	case XSEG_SPIN_MISSED:
 		spin_stat(&s->spins);
@@ -187,16 +189,52 @@ uint64_t xseg_spin_note(struct xseg_spin *s, enum xseg_spin_outcome o)
 		/* Work came within the spin's reach: try spinning again
 		 * soon, but not at once: on a core shared with the process
 		 * we wait for, sleeping may be what let the work come
-		 * soon, and a spin there would miss again. */
-		if (s->skip)
+		 * soon, and a spin there would miss again. Not while the
+		 * back-off is for a preemption: then it surely was. */
+		if (s->contended) {
+			if (s->skip)
+				s->skip--;
+		} else if (s->skip) {
 			s->skip = (s->skip - 1) / 2;
+		}
 		break;
 	case XSEG_SPIN_SLEPT_LONG:
 		if (s->skip)
 			s->skip--;
 		break;
+	case XSEG_SPIN_PREEMPTED:
+		spin_stat(&s->preempted);
+		if (!s->adaptive)
+			break;
+		s->contended = true;
+		s->skip = 1u << s->level;
+		if (s->level < XSEG_SPIN_LEVEL_MAX)
+			s->level++;
+		break;
 	}
 	return xseg_spin_budget(s);
+}
+
+bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw)
+{
+	bool lost = s->nivcsw_known && nivcsw != s->nivcsw;
+
+	s->nivcsw = nivcsw;
+	s->nivcsw_known = true;
+	if (!lost)
+		s->contended = false;
+	return lost;
+}
+
+/* The calling thread's involuntary context switches (it was preempted,
+ * or yielded the CPU to another runnable thread); 0 if unknown. */
+static uint64_t thread_nivcsw(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return 0;
+	return (uint64_t)ru.ru_nivcsw;
 }
 
 /* Wait for work in mask on port. spin_ns: the fixed spin when s is NULL;
@@ -209,7 +247,7 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 	struct xseg_port *p;
 	uint64_t now, start, deadline;
 	uint32_t seq0, v;
-	bool spun = false;
+	bool spun = false, noted = false;
 	int rc;
 
 	if (port >= seg->nr_ports)
@@ -226,8 +264,16 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 	if (s) {
 		spin_ns = xseg_spin_budget(s);
 		/* nothing to learn from a thread that never spins */
-		if (!s->max_ns)
+		if (!s->max_ns) {
 			s = NULL;
+		} else if (spin_ns && s->adaptive &&
+			   xseg_spin_lost_cpu(s, thread_nivcsw())) {
+			/* the CPUs have more work than this spin would
+			 * catch: sleep, and give the CPU to it */
+			xseg_spin_note(s, XSEG_SPIN_PREEMPTED);
+			spin_ns = 0;
+			noted = true;
+		}
 	}
 
 	if (spin_ns) {
@@ -262,6 +308,12 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 			if (now >= yield_at) {
 				sched_yield();
 				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;
+				/* a yield that let another thread run is
+				 * counted as involuntary, but it is the spin
+				 * giving way on purpose, not the CPUs being
+				 * short: it is not a preemption */
+				if (s && s->adaptive)
+					s->nivcsw = thread_nivcsw();
 			}
 		}
 		if (s && !cut)
@@ -271,7 +323,7 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 	}
 	/* A wait that slept at once tells s whether a spin would have
 	 * caught its work; one that spun has been noted already. */
-	if (spun)
+	if (spun || noted)
 		s = NULL;
 
 	for (;;) {

@@ -711,14 +711,32 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  *   have caught it), the waits left to skip are halved; otherwise one
  *   wait of the back-off is used up. After the back-off the next wait
  *   spins again (a probe); its outcome decides as above.
+ * - a thread that lost its CPU to another runnable thread since its
+ *   last spin decision (an involuntary context switch, counted by the
+ *   kernel: getrusage RUSAGE_THREAD, ru_nivcsw) sleeps at once instead of
+ *   spinning, backed off as after a miss: every CPU has more work than
+ *   threads to run it, and a spin would take a CPU the work needs (on 2
+ *   cores, a polling cached against vlmc and the client at queue depth
+ *   16). Until a later decision finds no new preemption the back-off is
+ *   not shortened by hints (a sleep that gave the CPU away is why the work
+ *   came soon). Counted in `preempted`. The spin's own sched_yield
+ *   (after each 20 us without work), when it lets another thread
+ *   run, is counted by the kernel as involuntary too, but is the spin
+ *   giving way on purpose: it is left out (the count is read again after
+ *   it). At queue depth 1 through NBD those were 16 % of cached's waits,
+ *   the real preemptions under 1 %; at queue depth 16, 2-4 %
+ *   (bench/spin_counts.sh). Adaptive
+ *   only; one getrusage per wait that would spin and per yield.
  * So a thread whose spins never catch work spins about once per
  * XSEG_SPIN_SKIP_MAX + 1 waits, and one whose spins catch work spins at
- * every wait. The spin itself is always max_ns long at most (the
- * configured spin: --spin of the peers, the stack's `spin`).
+ * every wait while it keeps its CPU. The spin itself is always max_ns
+ * long at most (the configured spin: --spin of the peers, the stack's
+ * `spin`).
  *
  * State kept (all in the struct, nothing in the segment, nothing global):
- * the configuration (max_ns, adaptive), the back-off (level, skip), and
- * statistics (waits, spins, caught, missed, hinted).
+ * the configuration (max_ns, adaptive), the back-off (level, skip,
+ * contended, the thread's preemption count last seen), and statistics
+ * (waits, spins, caught, missed, hinted, preempted).
  * Ownership and thread-safety: the struct belongs to the one thread that
  * waits with it (e.g. a peer worker, vlmc's completer of one connection)
  * and to one port; the wait and the policy functions update it without
@@ -733,17 +751,23 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
 #define XSEG_SPIN_SKIP_MAX 64u /* most waits skipped after a miss */
 
 struct xseg_spin {
-	uint64_t max_ns; /* the spin of a wait that spins; 0: never spin */
-	bool adaptive;	 /* false: every wait spins max_ns (fixed) */
-	uint32_t level;	 /* the next miss skips 2^level waits (capped) */
-	uint32_t skip;	 /* waits left that sleep at once */
+	uint64_t max_ns;   /* the spin of a wait that spins; 0: never spin */
+	bool adaptive;	   /* false: every wait spins max_ns (fixed) */
+	uint32_t level;	   /* the next miss skips 2^level waits (capped) */
+	uint32_t skip;	   /* waits left that sleep at once */
+	bool contended;	   /* backing off for a preemption: hints do not
+			      shorten the back-off */
+	bool nivcsw_known; /* nivcsw holds a count read by this thread */
+	uint64_t nivcsw;   /* its involuntary context switches, last read */
 	/* statistics (see above for reading them from another thread) */
-	uint64_t waits;	 /* waits that found no work at once (max_ns != 0) */
-	uint64_t spins;	 /* of those, the waits that spun */
-	uint64_t caught; /* spins that found work */
-	uint64_t missed; /* spins that ran out (or timed out) */
-	uint64_t hinted; /* waits that slept at once and were woken with work
-			    within max_ns (a spin would have caught it) */
+	uint64_t waits;	    /* waits that found no work at once (max_ns != 0) */
+	uint64_t spins;	    /* of those, the waits that spun */
+	uint64_t caught;    /* spins that found work */
+	uint64_t missed;    /* spins that ran out (or timed out) */
+	uint64_t hinted;    /* waits that slept at once and were woken with work
+			       within max_ns (a spin would have caught it) */
+	uint64_t preempted; /* waits that would have spun and slept at once:
+			       the thread had been preempted since */
 };
 
 /* What one wait of a thread did, for xseg_spin_note. */
@@ -752,6 +776,10 @@ enum xseg_spin_outcome {
 	XSEG_SPIN_MISSED,      /* it spun and the spin ran out or timed out */
 	XSEG_SPIN_SLEPT_SHORT, /* it slept at once, work came within max_ns */
 	XSEG_SPIN_SLEPT_LONG,  /* it slept at once, work came later or never */
+	XSEG_SPIN_PREEMPTED,   /* it would have spun, but the thread was
+				  preempted since its last decision: it
+				  sleeps at once (noted before the sleep; the
+				  sleep itself is not noted) */
 };
 
 /* Initialise s: max_ns the spin (0: never spin), adaptive false: spin
@@ -773,12 +801,23 @@ static inline uint64_t xseg_spin_budget(const struct xseg_spin *s)
  * is recorded as given. Owner thread only. */
 uint64_t xseg_spin_note(struct xseg_spin *s, enum xseg_spin_outcome o);
 
+/* The preemption check of a wait about to spin: nivcsw is the owner
+ * thread's count of involuntary context switches now. Returns true if
+ * it changed since the last call with s (the thread lost its CPU since
+ * its last decision: the wait notes XSEG_SPIN_PREEMPTED and sleeps);
+ * false on the first call, or when unchanged, which also ends the
+ * contended back-off. Pure apart from s, for tests; owner thread only. */
+bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw);
+
 /* As xseg_wait, but the spin before the sleep is chosen by s
  * (xseg_spin_budget) and the wait's outcome recorded in s
  * (xseg_spin_note). s NULL: sleep at once. Recorded: a spin that found
  * work (CAUGHT) or ran out its whole budget (MISSED); a sleep at once
  * that was woken with work (SLEPT_SHORT or _LONG by the time since the
- * wait began) or slept longer than max_ns without (SLEPT_LONG). Nothing
+ * wait began) or slept longer than max_ns without (SLEPT_LONG); with an
+ * adaptive s, a wait that would spin but whose thread was preempted
+ * since the last such check (PREEMPTED, xseg_spin_lost_cpu; it sleeps at
+ * once and its sleep is not recorded). Nothing
  * is recorded for a wait that finds work at once, a spin or sleep cut
  * short by timeout_ns before max_ns, or a wake-up without work (a kick).
  * Same returns as xseg_wait. s: see "Ownership" above (one thread, one

@@ -63,7 +63,10 @@ for j in jobs:
     a = json.load(open(f"{t}/{j}.before"))["cache_stats"]
     b = json.load(open(f"{t}/{j}.after"))["cache_stats"]
     f = json.load(open(f"{t}/{j}.fio"))["jobs"][0]
-    r = {k: b.get(k, 0) - a.get(k, 0) for k in keys}
+    missing = [k for k in keys if k not in a or k not in b]
+    if missing:
+        sys.exit(f"spin_counts.sh: cached publishes no {missing}")
+    r = {k: b[k] - a[k] for k in keys}
     w = r["spin_waits"] or 1
     r["iops"] = round(f["read"]["iops"] + f["write"]["iops"])
     r["preempted_share_of_waits"] = round(r["spins_preempted"] / w, 4)

@@ -754,8 +754,8 @@ int peer_publish_stats(struct peer *p)
 	/* The workers' waits on the port that found nothing at once, how
 	 * many of them spun, how many spins caught work, how many would
 	 * have spun but slept for a preemption (xseg_spin). After the
-	 * peer's own table: where the table is full (the blocker's fills
-	 * it; cached's, 37 rows after the 14 above, leaves room) these are
+	 * peer's own table: should a table fill the 64 rows (none does
+	 * today: cached's 37 after the 14 above are the most), these are
 	 * the ones left out, not the peer's, the least telling last. */
 	peer_stat(st, &n, XSEG_STATS_MAX, "spins", spins);
 	peer_stat(st, &n, XSEG_STATS_MAX, "spins_caught", spin_caught);

@@ -553,21 +553,27 @@ START_TEST(test_spin_preempted_sleeps)
 		cpu++;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
-	ck_assert_int_eq(
-	    pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+	ck_assert_msg(
+	    !pthread_setaffinity_np(pthread_self(), sizeof(one), &one),
+	    "cannot pin this thread to CPU %d", cpu);
 	ck_assert_int_eq(pthread_attr_init(&attr), 0);
 	ck_assert_int_eq(pthread_attr_setaffinity_np(&attr, sizeof(one), &one),
 			 0);
 	__atomic_store_n(&hog_run, true, __ATOMIC_RELEASE);
 	ck_assert_int_eq(pthread_create(&hog, &attr, cpu_hog, NULL), 0);
 	before = my_nivcsw();
-	while (my_nivcsw() == before)
+	for (int i = 0; i < 1000000 && my_nivcsw() == before; i++)
 		sched_yield();
 	__atomic_store_n(&hog_run, false, __ATOMIC_RELEASE);
 	pthread_join(hog, NULL);
 	pthread_attr_destroy(&attr);
 	ck_assert_int_eq(
 	    pthread_setaffinity_np(pthread_self(), sizeof(all), &all), 0);
+	ck_assert_msg(my_nivcsw() != before,
+		      "the kernel counted no involuntary switch in 1000000 "
+		      "yields to a busy thread on CPU %d (getrusage "
+		      "ru_nivcsw): the preemption check cannot work here",
+		      cpu);
 
 	/* would spin (budget above), but slept: noted as preempted */
 	ck_assert_int_eq(xseg_wait_spin(seg, 0, 100000, &s), -ETIMEDOUT);

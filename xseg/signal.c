@@ -227,14 +227,31 @@ bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw)
 }
 
 /* The calling thread's involuntary context switches (it was preempted,
- * or yielded the CPU to another runnable thread); 0 if unknown. */
-static uint64_t thread_nivcsw(void)
+ * or yielded the CPU to another runnable thread) in *n; false if the
+ * kernel does not say (then no preemption is judged). */
+static bool thread_nivcsw(uint64_t *n)
 {
 	struct rusage ru;
 
 	if (getrusage(RUSAGE_THREAD, &ru))
-		return 0;
-	return (uint64_t)ru.ru_nivcsw;
+		return false;
+	*n = (uint64_t)ru.ru_nivcsw;
+	return true;
+}
+
+/* A wait of s about to spin: was its thread preempted since the last
+ * such check? The window is the whole time since, a back-off included,
+ * on purpose: under lasting contention some preemption falls in it, and
+ * the thread stays backed off (up to XSEG_SPIN_SKIP_MAX waits) while
+ * the CPUs are short; that is what made queue depth 16 as fast as not
+ * polling (docs/performance.md, "Session 19"). */
+static bool spin_preempted(struct xseg_spin *s, uint64_t spin_ns)
+{
+	uint64_t n;
+
+	if (!spin_ns || !s->adaptive || !thread_nivcsw(&n))
+		return false;
+	return xseg_spin_lost_cpu(s, n);
 }
 
 /* Wait for work in mask on port. spin_ns: the fixed spin when s is NULL;
@@ -266,8 +283,7 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		/* nothing to learn from a thread that never spins */
 		if (!s->max_ns) {
 			s = NULL;
-		} else if (spin_ns && s->adaptive &&
-			   xseg_spin_lost_cpu(s, thread_nivcsw())) {
+		} else if (spin_preempted(s, spin_ns)) {
 			/* the CPUs have more work than this spin would
 			 * catch: sleep, and give the CPU to it */
 			xseg_spin_note(s, XSEG_SPIN_PREEMPTED);
@@ -306,14 +322,20 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 			 * cores). Let it run; when work keeps arriving
 			 * within the period this syscall never happens. */
 			if (now >= yield_at) {
-				sched_yield();
-				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;
+				uint64_t n0, n1;
 				/* a yield that let another thread run is
 				 * counted as involuntary, but it is the spin
 				 * giving way on purpose, not the CPUs being
-				 * short: it is not a preemption */
-				if (s && s->adaptive)
-					s->nivcsw = thread_nivcsw();
+				 * short: its switches (only) are not a
+				 * preemption */
+				bool counted = s && s->adaptive &&
+					       s->nivcsw_known &&
+					       thread_nivcsw(&n0);
+
+				sched_yield();
+				if (counted && thread_nivcsw(&n1))
+					s->nivcsw += n1 - n0;
+				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;
 			}
 		}
 		if (s && !cut)

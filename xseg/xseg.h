@@ -722,11 +722,14 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  *   came soon). Counted in `preempted`. The spin's own sched_yield
  *   (after each 20 us without work), when it lets another thread
  *   run, is counted by the kernel as involuntary too, but is the spin
- *   giving way on purpose: it is left out (the count is read again after
- *   it). At queue depth 1 through NBD those were 16 % of cached's waits,
- *   the real preemptions under 1 %; at queue depth 16, 2-4 %
- *   (bench/spin_counts.sh). Adaptive
- *   only; one getrusage per wait that would spin and per yield.
+ *   giving way on purpose: the switches counted across each yield are
+ *   left out (a preemption before it still counts). At queue depth 1
+ *   through NBD those were 16 % of cached's waits, the real preemptions
+ *   under 1 %; at queue depth 16, 2-4 % (bench/spin_counts.sh). The
+ *   window judged is the whole time since the last check, a back-off
+ *   included: under lasting contention the thread stays backed off.
+ *   Where getrusage fails nothing is judged. Adaptive only; one
+ *   getrusage per wait that would spin and two per yield.
  * So a thread whose spins never catch work spins about once per
  * XSEG_SPIN_SKIP_MAX + 1 waits, and one whose spins catch work spins at
  * every wait while it keeps its CPU. The spin itself is always max_ns
@@ -741,8 +744,11 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  * waits with it (e.g. a peer worker, vlmc's completer of one connection)
  * and to one port; the wait and the policy functions update it without
  * locks, so two threads must never wait with the same struct at the same
- * time. The statistics are written with relaxed atomic stores by that
- * thread only, so another thread may read them with relaxed atomic loads
+ * time; and since the preemption check compares counts of the calling
+ * thread, a struct that passes to another thread (not done today) must be
+ * initialised again first. The statistics are written with relaxed atomic
+ * stores by that thread only, so another thread may read them with relaxed
+ * atomic loads
  * (__atomic_load_n) at any time (e.g. a statistics dump); the values may
  * be a few waits old and need not be consistent with each other.
  * No memory ordering is implied by the struct: the wait's ordering

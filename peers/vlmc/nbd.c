@@ -919,6 +919,8 @@ static void nbd_spin_account(struct vlmc *v, const struct xseg_spin *s,
 			   __ATOMIC_RELAXED);
 	__atomic_add_fetch(&v->st_nbd_completer_caught,
 			   s->caught - seen->caught, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->st_nbd_completer_preempted,
+			   s->preempted - seen->preempted, __ATOMIC_RELAXED);
 	*seen = *s;
 }
 

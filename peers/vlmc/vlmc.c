@@ -4177,6 +4177,9 @@ static uint32_t vlmc_stats_table(struct peer *p, struct xseg_stat *st,
 	peer_stat(
 	    st, &n, max, "completer_caught",
 	    __atomic_load_n(&v->st_nbd_completer_caught, __ATOMIC_RELAXED));
+	peer_stat(
+	    st, &n, max, "completer_preempted",
+	    __atomic_load_n(&v->st_nbd_completer_preempted, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "nbd_thaw_waits",
 		  __atomic_load_n(&v->st_nbd_thaw_waits, __ATOMIC_RELAXED));
 	peer_stat(st, &n, max, "nbd_total_waits",

@@ -290,6 +290,7 @@ struct vlmc {
 	uint64_t st_nbd_completer_waits;
 	uint64_t st_nbd_completer_spins;
 	uint64_t st_nbd_completer_caught;
+	uint64_t st_nbd_completer_preempted;
 	uint64_t st_nbd_thaw_waits;   /* NBD commands that waited for a thaw */
 	uint64_t st_nbd_total_waits;  /* NBD commands that queued for the
 					 total budget (nbd.c nbd_admit) */

@@ -604,33 +604,28 @@ static bool vlmc_wb_vol_flush_refused(struct vlmc_volume *vol)
 	return report || n;
 }
 
-/* The same for a FLUSH of one volume (only) or of all (a volume-less xseg
- * FLUSH: it covers every volume). */
-static bool vlmc_wb_flush_refused(struct vlmc *v, struct vlmc_volume *only)
-{
-	bool refused = false;
-
-	if (only) /* its connection holds a reference */
-		return vlmc_wb_vol_flush_refused(only);
-	pthread_rwlock_rdlock(&v->vols_lock);
-	for (size_t i = 0; i < v->nr_vols; i++)
-		refused |= vlmc_wb_vol_flush_refused(v->vols[i]);
-	pthread_rwlock_unlock(&v->vols_lock);
-	return refused;
-}
-
-/* Whether a stale session is open on vol (on any volume if NULL). */
-static bool vlmc_wb_any_stale(struct vlmc *v, struct vlmc_volume *vol)
+/* fn on the one volume a FLUSH is for (only: its connection holds a
+ * reference) or, for a volume-less xseg FLUSH, which covers them all, on
+ * every volume (each one: fn may log and report); whether any said
+ * true. */
+static bool vlmc_wb_flush_vols(struct vlmc *v, struct vlmc_volume *only,
+			       bool (*fn)(struct vlmc_volume *))
 {
 	bool any = false;
 
-	if (vol) /* its connection holds a reference */
-		return vlmc_wbloss_stale(&vol->wb) != 0;
+	if (only)
+		return fn(only);
 	pthread_rwlock_rdlock(&v->vols_lock);
-	for (size_t i = 0; i < v->nr_vols && !any; i++)
-		any = vlmc_wbloss_stale(&v->vols[i]->wb) != 0;
+	for (size_t i = 0; i < v->nr_vols; i++)
+		any |= fn(v->vols[i]);
 	pthread_rwlock_unlock(&v->vols_lock);
 	return any;
+}
+
+/* Whether a stale session is open on vol. */
+static bool vlmc_wb_vol_stale(struct vlmc_volume *vol)
+{
+	return vlmc_wbloss_stale(&vol->wb) != 0;
 }
 
 /* Every part of io is done: the write-back loss rules (docs/vlmc.md,
@@ -655,7 +650,8 @@ static void vlmc_io_wb_check(struct vlmc_io *io)
 		/* every FLUSH, failed or not, takes an unreported fence;
 		 * one submitted while a stale session was open fails even
 		 * if that session has closed since (review18 L2) */
-		if (vlmc_wb_flush_refused(v, vol) || io->stale_at_submit)
+		if (vlmc_wb_flush_vols(v, vol, vlmc_wb_vol_flush_refused) ||
+		    io->stale_at_submit)
 			fail = true;
 		if (fail) {
 			__atomic_add_fetch(&v->wb.cmds_eio, 1,
@@ -967,7 +963,8 @@ void vlmc_io_submit(struct vlmc_io *io, struct xseg_sigbatch *sb)
 	__atomic_add_fetch(&io->v->st_ios, 1, __ATOMIC_RELAXED);
 	if (io->op == VLMC_IO_FLUSH) {
 		vlmc_wbloss_flush_begin(&io->v->wb, &io->wbf);
-		io->stale_at_submit = vlmc_wb_any_stale(io->v, io->fence_vol);
+		io->stale_at_submit =
+		    vlmc_wb_flush_vols(io->v, io->fence_vol, vlmc_wb_vol_stale);
 	}
 	if (io->zero_check) {
 		/* first look at the partial objects only */

@@ -33,3 +33,7 @@ ac_test(test_xseg_fence SOURCES test_xseg_fence.c DEPS xseg xseg_testutil
   TIMEOUT 300)
 ac_test(test_xseg_fence_threads SOURCES test_xseg_fence_threads.c
   DEPS xseg xseg_testutil LABELS concurrent TIMEOUT 300)
+# The adaptive spin's preemption check against its own yields, with the
+# count of involuntary switches and the yield replaced through the hooks.
+ac_test(test_xseg_spin_yield SOURCES test_xseg_spin_yield.c DEPS xseg_hooked
+  TIMEOUT 60)

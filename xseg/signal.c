@@ -229,14 +229,35 @@ bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw)
 /* The calling thread's involuntary context switches (it was preempted,
  * or yielded the CPU to another runnable thread) in *n; false if the
  * kernel does not say (then no preemption is judged). */
+#ifdef XSEG_TEST_HOOKS
+bool (*xseg_test_nivcsw)(uint64_t *n);
+void (*xseg_test_yield)(void);
+#endif
+
 static bool thread_nivcsw(uint64_t *n)
 {
 	struct rusage ru;
 
+#ifdef XSEG_TEST_HOOKS
+	if (xseg_test_nivcsw)
+		return xseg_test_nivcsw(n);
+#endif
 	if (getrusage(RUSAGE_THREAD, &ru))
 		return false;
 	*n = (uint64_t)ru.ru_nivcsw;
 	return true;
+}
+
+/* The spin giving way to a thread runnable on its CPU. */
+static void spin_yield(void)
+{
+#ifdef XSEG_TEST_HOOKS
+	if (xseg_test_yield) {
+		xseg_test_yield();
+		return;
+	}
+#endif
+	sched_yield();
 }
 
 /* A wait of s about to spin: was its thread preempted since the last
@@ -332,7 +353,7 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 					       s->nivcsw_known &&
 					       thread_nivcsw(&n0);
 
-				sched_yield();
+				spin_yield();
 				if (counted && thread_nivcsw(&n1))
 					s->nivcsw += n1 - n0;
 				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;

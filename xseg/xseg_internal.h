@@ -338,6 +338,13 @@ enum xseg_test_point {
 };
 extern void (*xseg_test_hook)(enum xseg_test_point pt,
 			      struct xseg_request *req);
+/* The adaptive spin's view of the scheduler (signal.c): how a waiting
+ * thread reads its count of involuntary context switches (getrusage) and
+ * how its spin gives way (sched_yield). NULL: the real call. A test sets
+ * them before its waits to replay a preemption or a yield's switches at
+ * a chosen instant, which the real scheduler offers no way to do. */
+extern bool (*xseg_test_nivcsw)(uint64_t *n);
+extern void (*xseg_test_yield)(void);
 #define XSEG_TEST_POINT(pt, req)                                               \
 	do {                                                                   \
 		if (xseg_test_hook)                                            \

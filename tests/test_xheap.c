@@ -432,8 +432,10 @@ START_TEST(test_arena_beyond_4gib)
 }
 END_TEST
 
-/* Beyond 256 GiB the 32-bit unit indexes end: the heap manages the first
- * 256 GiB and says so, and buffers up to that limit work. */
+/* The 32-bit unit indexes end at XHEAP_MAX_SIZE (256 GiB - 64 B): more
+ * memory is refused (it once was taken and its rest silently left unused),
+ * untouched; exactly that much is managed whole, and buffers up to the
+ * limit work. */
 START_TEST(test_arena_index_limit)
 {
 	size_t size = 300 * GiB;
@@ -443,14 +445,22 @@ START_TEST(test_arena_index_limit)
 	int64_t r, last_size = 0;
 	unsigned c;
 
+	ck_assert_uint_eq(XHEAP_MAX_SIZE, 256 * GiB - 64);
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (h == MAP_FAILED)
 		return; /* no such address space here: nothing to test */
-	ck_assert_int_eq(xheap_init(h, size), 0);
+	memset(h, 0x5a, 4096);
+	ck_assert_int_eq(xheap_init(h, size), -EFBIG);
+	ck_assert_int_eq(xheap_init(h, XHEAP_MAX_SIZE + 64), -EFBIG);
+	ck_assert_int_eq(xheap_init(h, XHEAP_MAX_SIZE + 1), -EFBIG);
+	for (unsigned i = 0; i < 4096; i++)
+		ck_assert_int_eq(((unsigned char *)h)[i], 0x5a);
+	ck_assert_int_eq(xheap_init(h, XHEAP_MAX_SIZE), 0);
 	xheap_stats(h, &st);
-	ck_assert_uint_lt(st.arena_bytes, 256 * GiB);
-	ck_assert_uint_gt(st.arena_bytes, 256 * GiB - 4096);
+	/* all of it but the heap's own header (about 1 KiB) is arena */
+	ck_assert_uint_lt(st.arena_bytes, XHEAP_MAX_SIZE);
+	ck_assert_uint_gt(st.arena_bytes, XHEAP_MAX_SIZE - 4096);
 	ck_assert_int_eq(xheap_alloc(h, 256 * GiB, &off), -EINVAL);
 	/* 128 + 64 + ... GiB: the carver walks up to the index limit. */
 	for (c = 37; c >= 12; c--) {

@@ -63,7 +63,9 @@
 #define XHEAP_CORRUPT 0xFFFFFFFEu
 /* Block indexes are 32-bit counts of 64-byte units from the heap start, and
  * XHEAP_EMPTY is reserved: the heap block may not extend beyond this. */
-#define XHEAP_MAX_MEM ((uint64_t)XHEAP_EMPTY * XHEAP_UNIT)
+#define XHEAP_MAX_MEM XHEAP_MAX_SIZE
+_Static_assert(XHEAP_MAX_SIZE == (uint64_t)XHEAP_EMPTY * XHEAP_UNIT,
+	       "XHEAP_MAX_SIZE is what 32-bit unit indexes name");
 /* A class's cache holds at most arena_size >> XHEAP_CACHE_SHIFT bytes: what
  * is freed beyond that merges at once, so the caches can strand at most
  * (used classes) / 64 of the arena, and alloc takes even that back before it
@@ -422,10 +424,12 @@ int xheap_init(struct xheap *heap, size_t mem_size)
 
 	if (!heap || ((uintptr_t)heap & (XHEAP_UNIT - 1)) || mem_size < 4096)
 		return -EINVAL;
-	/* Memory beyond what 32-bit unit indexes can name stays unused;
-	 * arena_bytes in the statistics shows what the heap manages. */
+	/* Memory beyond what 32-bit unit indexes can name would stay unused:
+	 * refused, so that a caller who sized a region for the heap learns
+	 * it at once (a 512 GiB xseg segment once gave 256 GiB of data
+	 * without a word). */
 	if (mem > XHEAP_MAX_MEM)
-		mem = XHEAP_MAX_MEM;
+		return -EFBIG;
 	mem &= ~(uint64_t)(XHEAP_UNIT - 1);
 
 	memset(heap, 0, sizeof(*heap));

@@ -15,8 +15,11 @@
  *   header: a 4 KiB buffer takes 4 KiB + 64 B of arena. Buffers (and their
  *   offsets) are 64-byte aligned.
  * - Offsets and sizes are 64-bit throughout (the original xseg's 32-bit
- *   offsets capped segments below 2 GiB). Memory beyond 256 GiB - 64 B is
- *   left unused (arena_bytes in the statistics says how much is managed).
+ *   offsets capped segments below 2 GiB). Blocks are named inside the heap
+ *   by 32-bit indexes of 64-byte units, so a heap is at most XHEAP_MAX_SIZE
+ *   (256 GiB - 64 B); xheap_init refuses more memory rather than leave the
+ *   rest silently unused (a caller sizes its region with it, as
+ *   xseg_max_size does).
  * - Buffers are not zeroed: the caller initialises what it reads.
  * - Memory goes back across classes (review12 F6: a burst of 4 MiB reads
  *   once carved the whole arena into the 4 MiB class for good). Two layers:
@@ -67,16 +70,21 @@
 struct xheap; /* layout private to xheap.c */
 
 #define XHEAP_MIN_ALLOC 64
+/* The most memory a heap can manage: block indexes are 32-bit counts of
+ * 64-byte units and the index 2^32 - 1 is reserved (a list's end). */
+#define XHEAP_MAX_SIZE ((uint64_t)0xFFFFFFFFu * 64)
 
 /* Initialise a heap in caller memory of mem_size bytes (64-byte aligned,
- * at least 4 KiB). Only the heap header (about 1 KiB) and the header of the
- * one free block that covers the arena are written: the arena is touched
- * buffer by buffer as it is used, so a MAP_NORESERVE mapping stays
- * unpopulated. The memory must be shared (MAP_SHARED) between the processes
- * that use the heap, as the mutex inside is process-shared. Not safe against
- * concurrent users of the same memory; the caller publishes the heap to
+ * at least 4 KiB, at most XHEAP_MAX_SIZE). Only the heap header (about 1 KiB)
+ * and the header of the one free block that covers the arena are written: the
+ * arena is touched buffer by buffer as it is used, so a MAP_NORESERVE mapping
+ * stays unpopulated. The memory must be shared (MAP_SHARED) between the
+ * processes that use the heap, as the mutex inside is process-shared. Not safe
+ * against concurrent users of the same memory; the caller publishes the heap to
  * other threads or processes with its own release (e.g. the segment's ready
- * flag). Returns 0, -EINVAL, or the negative errno of the mutex set-up. */
+ * flag). Returns 0, -EINVAL (bad pointer or too little memory), -EFBIG
+ * (more than XHEAP_MAX_SIZE: the heap could not use all of it; nothing is
+ * written), or the negative errno of the mutex set-up. */
 int xheap_init(struct xheap *heap, size_t mem_size);
 
 /* Allocate at least size bytes (size >= 1). On success *off receives the

@@ -219,6 +219,68 @@ START_TEST(test_min_size)
 }
 END_TEST
 
+/* xseg_max_size is exactly xseg_create's upper bound: a segment of that
+ * size is made (sparse: only its fixed parts and the heap's header are
+ * touched) and its data heap manages all of it but the heap's own header;
+ * one page more is refused with -EFBIG, a message naming both sizes and no
+ * shm object left. Before session 20 the larger segment was made and what
+ * lay beyond 256 GiB of data silently never used. Like xseg_min_size it
+ * does not read cfg->size, grows with the pool and is 0 for a configuration
+ * out of bounds. */
+START_TEST(test_max_size)
+{
+	char err[XSEG_ERRBUF_LEN], num[32];
+	struct xseg_config cfg;
+	struct xseg_info info;
+	struct xseg *seg = NULL;
+	const char *name = xtu_segname("maxsz");
+	uint64_t min, max;
+	int fd;
+
+	xseg_config_default(&cfg);
+	cfg.nr_requests = 1000;
+	cfg.size = 0;
+	min = xseg_min_size(&cfg);
+	max = xseg_max_size(&cfg);
+	ck_assert_uint_eq(max % 4096, 0);
+	/* the fixed parts, then at most XHEAP_MAX_SIZE of heap */
+	ck_assert_uint_gt(max, min);
+	ck_assert_uint_le(max - (min - 4096), XHEAP_MAX_SIZE);
+	ck_assert_uint_gt(max - (min - 4096), XHEAP_MAX_SIZE - 4096);
+	cfg.size = 1ULL << 40;
+	ck_assert_uint_eq(xseg_max_size(&cfg), max);
+
+	cfg.size = max + 4096;
+	ck_assert_int_eq(xseg_create(name, &cfg, &seg, err, sizeof(err)),
+			 -EFBIG);
+	ck_assert_ptr_null(seg);
+	snprintf(num, sizeof(num), "size %llu ",
+		 (unsigned long long)(max + 4096));
+	ck_assert_msg(strstr(err, num), "%s", err);
+	snprintf(num, sizeof(num), " %llu,", (unsigned long long)max);
+	ck_assert_msg(strstr(err, num), "%s", err);
+	fd = shm_open(name, O_RDONLY, 0);
+	ck_assert_int_eq(fd, -1);
+	ck_assert_int_eq(errno, ENOENT);
+
+	cfg.size = max;
+	ck_assert_int_eq(xseg_create(name, &cfg, &seg, err, sizeof(err)), 0);
+	xseg_info(seg, &info);
+	ck_assert_uint_eq(info.cfg.size, max);
+	/* every byte after the fixed parts is heap: its arena is that less
+	 * the heap's header (about 1 KiB) */
+	ck_assert_uint_le(info.heap_bytes, max - (min - 4096));
+	ck_assert_uint_gt(info.heap_bytes, max - (min - 4096) - 4096);
+	xseg_leave(seg);
+	ck_assert_int_eq(xseg_destroy(name), 0);
+
+	cfg.nr_requests = 2000;
+	ck_assert_uint_gt(xseg_max_size(&cfg), max);
+	cfg.nr_requests = 1;
+	ck_assert_uint_eq(xseg_max_size(&cfg), 0);
+}
+END_TEST
+
 /* Rewrite a header field and (optionally) its checksum, then join. */
 static int join_after(const char *name, void (*mut)(struct xseg *),
 		      bool fix_checksum, char *err, size_t errlen)
@@ -1917,6 +1979,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_create_join_leave);
 	tcase_add_test(tc, test_create_errors);
 	tcase_add_test(tc, test_min_size);
+	tcase_add_test(tc, test_max_size);
 	tcase_add_test(tc, test_join_checks);
 	suite_add_tcase(s, tc);
 

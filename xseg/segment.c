@@ -160,6 +160,18 @@ uint64_t xseg_min_size(const struct xseg_config *cfg)
 	return lay.heap_off + 4096;
 }
 
+uint64_t xseg_max_size(const struct xseg_config *cfg)
+{
+	uint64_t min = xseg_min_size(cfg);
+
+	/* the heap takes the rest of the segment from its page-aligned start,
+	 * and a size is a page multiple: the largest page multiple of heap
+	 * that xheap manages whole */
+	if (!min)
+		return 0;
+	return min - 4096 + (XHEAP_MAX_SIZE & ~4095ULL);
+}
+
 uint64_t xseg_header_checksum(const struct xseg_shared_header *hdr)
 {
 	/* From the version on: the magic is written after the checksum, as
@@ -417,6 +429,20 @@ int xseg_create(const char *name, const struct xseg_config *cfg,
 		    (unsigned long long)cfg->default_data_size);
 		free(seg);
 		return rc;
+	}
+	if (cfg->size > xseg_max_size(cfg)) {
+		/* xheap names its blocks by 32-bit indexes of 64-byte units:
+		 * it cannot use more, and a segment whose rest is never used
+		 * is refused rather than made with less than was asked */
+		xseg_err(errbuf, errlen,
+			 "xseg %s: create: size %llu is above %llu, the largest"
+			 " whose data heap can use every byte (%u requests; "
+			 "the heap holds at most %llu bytes)",
+			 seg->name, (unsigned long long)cfg->size,
+			 (unsigned long long)xseg_max_size(cfg),
+			 cfg->nr_requests, (unsigned long long)XHEAP_MAX_SIZE);
+		free(seg);
+		return -EFBIG;
 	}
 	fd = shm_open(seg->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0) {

@@ -243,9 +243,11 @@ void xseg_config_default(struct xseg_config *cfg);
  * it and return a handle in *segp. errbuf (may be NULL) receives a
  * one-line message on failure, naming the segment.
  * Errors: -EINVAL (bad name or configuration: sizes that do not fit,
- * zero or more than 65535 ports, too few requests), -EEXIST (the name exists),
- * -ENOMEM, or the errno of shm_open/ftruncate/mmap. On failure nothing is left
- * behind (the shm object is unlinked). */
+ * zero or more than 65535 ports, too few requests), -EFBIG (cfg->size above
+ * xseg_max_size: the data heap could not use all of it; nothing is
+ * created), -EEXIST (the name exists), -ENOMEM, or the errno of
+ * shm_open/ftruncate/mmap. On failure nothing is left behind (the shm
+ * object is unlinked). */
 int xseg_create(const char *name, const struct xseg_config *cfg,
 		struct xseg **segp, char *errbuf, size_t errlen);
 
@@ -273,6 +275,13 @@ int xseg_destroy(const char *name);
  * For a launcher that checks a configured size before it destroys or
  * creates anything, and says what the size must be. */
 uint64_t xseg_min_size(const struct xseg_config *cfg);
+
+/* The largest cfg->size whose every byte xseg_create's data heap can use
+ * (xheap's XHEAP_MAX_SIZE, 256 GiB - 64 B, after the fixed parts that
+ * xseg_min_size counts, rounded down to a page); whatever cfg->size holds,
+ * 0 when the other fields are out of bounds. xseg_create refuses a larger
+ * size (-EFBIG) rather than leave the rest of the segment unused. */
+uint64_t xseg_max_size(const struct xseg_config *cfg);
 
 /* The configuration recorded in the header. */
 void xseg_get_config(const struct xseg *seg, struct xseg_config *cfg);

@@ -35,11 +35,13 @@
 #      refused at parse time; 2^32 + 2 used to start a pool of 2.
 #   7. segment_size: 0, 4097, 1E, 65T, x and empty are refused at parse
 #      time naming the key and the bound; one too small for the request
-#      pool (64k) names both keys and the least size, before anything is
-#      created or removed (a left-over segment is kept). A left-over
-#      segment of another geometry is made anew with the config's, start
-#      saying both; while the stack runs, a start asking another geometry
-#      is refused naming both, and status given such a config warns.
+#      pool (64k) names both keys and the least size, one above what the
+#      data heap can use (512G) both keys and the largest size, before
+#      anything is created or removed (a left-over segment is kept). A
+#      left-over segment of another geometry is made anew with the
+#      config's, start saying both; while the stack runs, a start asking
+#      another geometry is refused naming both, and status given such a
+#      config warns.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -222,6 +224,16 @@ $X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
 	$X info $SEG7 | grep -q '^size: *67108864 bytes' &&
 	ok "7: segment_size below the pool's need refused, the left-over segment kept" ||
 	fail "7: segment_size 64k: rc $rc: $(cat $T/bad.err)"
+# a size above what the data heap can use (256 GiB of data): refused the
+# same way, naming both keys and the largest size; before session 20 a
+# 512G stack started with 256 GiB of data and never said so
+printf 'dir = %s\nsegment = %s\nsegment_size = 512G\n' $T/bad $SEG7 >$T/bad.conf
+$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
+[ $rc -eq 2 ] && [ ! -e $T/bad ] &&
+	grep -q "bad.conf: segment_size 549755813888 is too large for requests = 8192: the data heap can use at most 256 GiB, so the largest segment whose every byte is used is [0-9]* bytes" $T/bad.err &&
+	$X info $SEG7 | grep -q '^size: *67108864 bytes' &&
+	ok "7: segment_size above the data heap's reach refused, the left-over segment kept" ||
+	fail "7: segment_size 512G: rc $rc: $(cat $T/bad.err)"
 # a left-over segment of another geometry: made anew with the config's,
 # saying both
 new_stack s7 "store = noop" "cached = off" "supervise = off" "segment = $SEG7"

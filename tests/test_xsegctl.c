@@ -62,6 +62,12 @@ START_TEST(usage_errors)
 	    {{"list", "s", "extra", NULL}, 2, "expected 'list SEGMENT'"},
 	    {{"list", "--size", "1M", "s", NULL}, 2, "only apply to create"},
 	    {{"create", "--size", "lots", "s", NULL}, 2, "bad size 'lots'"},
+	    /* more than the data heap can use (256 GiB): it used to be made
+	     * and the rest silently never used */
+	    {{"create", "--size", "512G", "s", NULL},
+	     2,
+	     "create: --size 549755813888 is too large: with 4096 requests "
+	     "the largest segment whose data heap can use every byte is "},
 	    {{"create", "--requests", "-3", "s", NULL},
 	     2,
 	     "bad number '-3' for --requests"},

@@ -67,7 +67,10 @@ static void ctl_usage(void)
 	       "suffix k, M, G, T, P,\n"
 	       "                            E of 1024s, any case, with "
 	       "an optional i and B:\n"
-	       "                            64M, 64MiB, 64mb)\n"
+	       "                            64M, 64MiB, 64mb); at most "
+	       "256G of data heap\n"
+	       "                            plus the fixed parts (the "
+	       "refusal names the largest)\n"
 	       "      --static-ports N      ports 0..N-1 bound by number\n"
 	       "      --dynamic-ports N     ports allocated at run time\n"
 	       "      --requests N          request pool size\n"
@@ -223,6 +226,19 @@ static int ctl_parse(struct ctl *c, int argc, char **argv)
 		    ctl_cmds[k].args_help);
 	if (create_opts && strcmp(c->cmd, "create"))
 		BAD("%s: segment options only apply to create", c->cmd);
+	if (!strcmp(c->cmd, "create")) {
+		/* after every option: the largest size depends on the
+		 * ports and requests; a configuration out of bounds (max 0)
+		 * is xseg_create's to refuse, with its own message */
+		uint64_t max = xseg_max_size(&c->cfg);
+
+		if (max && c->cfg.size > max)
+			BAD("create: --size %" PRIu64 " is too large: with "
+			    "%u requests the largest segment whose data heap "
+			    "can use every byte is %" PRIu64 " bytes (the "
+			    "heap holds at most 256 GiB)",
+			    c->cfg.size, c->cfg.nr_requests, max);
+	}
 	return -1;
 }
 

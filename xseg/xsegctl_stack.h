@@ -38,12 +38,16 @@
 /* cached's bucket size (its default; the stack does not set it) */
 #define STACK_CACHED_BUCKET_SIZE 4096ULL
 
-/* The largest segment_size: every peer maps the whole segment, and an
- * x86-64 process has 128 TiB of address space (a 127T segment's mmap
- * fails); half of it leaves the rest to the peer's own mappings, and 4
- * times it (the noop store's --store-max) stays far from 2^64. The
- * smallest is what xseg_create needs for `requests` (xseg_min_size),
- * checked across keys by stack_check. */
+/* The largest segment_size a config or run/stack.conf can hold: every
+ * peer maps the whole segment, and an x86-64 process has 128 TiB of
+ * address space (a 127T segment's mmap fails); half of it leaves the rest
+ * to the peer's own mappings, and 4 times it (the noop store's
+ * --store-max) stays far from 2^64. What start takes is narrower and
+ * depends on `requests`, so stack_check checks it across keys: at least
+ * what xseg_create needs (xseg_min_size), at most what the data heap can
+ * use whole (xseg_max_size, 256 GiB of data). This bound stays wider so
+ * that the run/stack.conf of a larger segment made before session 20
+ * still reads (stop, status). */
 #define STACK_MAX_SEGMENT_SIZE (64ULL << 40)
 
 /* The configuration of a stack (config file keys: docs/operations.md). */
@@ -111,7 +115,8 @@ int stack_parse(struct stack *st, const char *text, const char *name);
  * What no single key can tell: the values of two keys that a peer
  * refuses together (cached: the cache must hold two objects, its bucket
  * count must fit 32 bits), and a segment_size too small for the
- * segment's fixed parts with `requests` requests (xseg_create's bound).
+ * segment's fixed parts with `requests` requests or too large for its
+ * data heap to use whole (xseg_create's bounds).
  * Checked once the whole configuration is read, before anything starts: a
  * peer refusing its options at start used to cost the 30 s wait for its
  * port (review11 N-I). 0 or -EINVAL (said).

@@ -377,7 +377,7 @@ void stack_xseg_config(const struct stack *st, struct xseg_config *cfg)
 int stack_check(const struct stack *st, const char *name)
 {
 	struct xseg_config cfg;
-	uint64_t cache, object, min;
+	uint64_t cache, object, min, max;
 
 	if (peer_parse_size(st->cache_size, &cache) ||
 	    peer_parse_size(st->object_size, &object))
@@ -395,6 +395,22 @@ int stack_check(const struct stack *st, const char *name)
 			  "a page of data",
 			  name, st->segment_size, st->requests, min,
 			  (uint64_t)((min + (1ULL << 20) - 1) >> 20));
+		return -EINVAL;
+	}
+	/* the data heap uses at most 256 GiB (xheap's 32-bit unit indexes):
+	 * xseg_create refuses a larger segment, which start would reach
+	 * only after it removed a left-over segment; before session 20 the
+	 * rest was silently never used. Here and not in stack_set: the
+	 * bound depends on requests, and a run/stack.conf of a larger
+	 * segment made before must still read for stop. */
+	max = xseg_max_size(&cfg);
+	if (st->segment_size > max) {
+		stack_err("%s: segment_size %" PRIu64 " is too large for "
+			  "requests = %" PRIu64 ": the data heap can use at "
+			  "most 256 GiB, so the largest segment whose every "
+			  "byte is used is %" PRIu64 " bytes (%" PRIu64
+			  " MiB, rounded down)",
+			  name, st->segment_size, st->requests, max, max >> 20);
 		return -EINVAL;
 	}
 	if (cache / 2 < object) {

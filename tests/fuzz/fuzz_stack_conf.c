@@ -29,7 +29,8 @@
  *     strips);
  *   - stack_check accepts only a cache of at least two objects with fewer
  *     than 2^32 buckets and a segment_size that holds the segment's
- *     fixed parts for `requests` (xseg_min_size), and says why when it
+ *     fixed parts for `requests` (xseg_min_size) and no more than its
+ *     data heap can use whole (xseg_max_size), and says why when it
  *     refuses;
  *   - what stack_print_conf prints parses back to the same values (a
  *     stopped stack is the one that was started); a config it cannot
@@ -314,7 +315,8 @@ static void check_cross(const struct stack *st)
 	if (!rc && (peer_parse_size(st->cache_size, &cache) ||
 		    peer_parse_size(st->object_size, &object) ||
 		    cache / 2 < object || cache / 4096 >= UINT32_MAX ||
-		    st->segment_size < xseg_min_size(&cfg)))
+		    st->segment_size < xseg_min_size(&cfg) ||
+		    st->segment_size > xseg_max_size(&cfg)))
 		abort();
 }
 

@@ -234,6 +234,8 @@ STACK_CONF_SEEDS = {
     "cache-too-large": bytes([1]) + b"cache_size = 16T\n",
     "segment-too-small": bytes([1]) + b"segment_size = 64k\nrequests = 2\n",
     "segment-size-bad": bytes([1]) + b"segment_size = 4097\n",
+    # above what the data heap can use whole (256 GiB of data)
+    "segment-too-large": bytes([1]) + b"segment_size = 512G\n",
 }
 
 # fuzz_vlmc_ctl: the bytes a client sends to vlmc's control socket

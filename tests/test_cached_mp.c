@@ -1841,6 +1841,122 @@ START_TEST(test_plug_unplug_under_load)
 }
 END_TEST
 
+/*
+ * safety20: a cached taken out of the store's path while it runs, and put
+ * back, must not serve what it cached before. `xsegctl unredirect SEG P`
+ * of a live cached is allowed whenever its unflushed count is 0 (a clean
+ * cache: docs/operations.md, section 4); cached is not told and keeps its
+ * buckets. A write then reaches the store directly and is acknowledged.
+ * `xsegctl redirect SEG P C` (the manual plug of docs/cached.md) sends
+ * requests through the same cached again: a read of the block written
+ * meanwhile must return that write, not the bucket cached before it. No
+ * request races another here: each is answered before the next is sent.
+ * The library calls are the ones xsegctl's redirect and unredirect make.
+ */
+START_TEST(test_replug_running_cached_stale)
+{
+	struct env e;
+	unsigned char a[BLK], b[BLK], r[BLK];
+	const char *opts[] = {"--plug",	       "--cache-size", "1M",
+			      "--object-size", "128k",	       NULL};
+	struct redirect_arg ra = {&e, CACHED_PORT};
+	int rc;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	env_up(&e, "rp", 256);
+	start_store(&e, NULL);
+	/* the old contents, straight to the store */
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, a, BLK), 0);
+	start_cached(&e, opts);
+	ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
+	ck_assert_int_eq(xtu_wait_until(cached_serving, &e, 20000), 0);
+	/* through cached: a miss, the bucket is now cached (clean) */
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
+	ck_assert_mem_eq(r, a, BLK);
+	ck_assert_uint_eq(unflushed(&e), 0);
+	/* xsegctl unredirect, taken today while cached is clean; a fix may
+	 * refuse it for a live cached instead (EBUSY): then the write below
+	 * goes through cached and the same final check holds */
+	rc = xseg_clear_path_next(e.seg, STORE_PORT);
+	ck_assert_msg(rc == 0 || rc == -EBUSY, "unredirect: %s", strerror(-rc));
+	/* a write to the store's port (straight to the store if the
+	 * unredirect was taken), acknowledged */
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, b, BLK), 0);
+	/* xsegctl redirect: the same cached in the path again */
+	if (!rc)
+		ck_assert_int_eq(
+		    xseg_set_path_next(e.seg, STORE_PORT, CACHED_PORT), 0);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
+	ck_assert_msg(!memcmp(r, b, BLK),
+		      "stale read after re-plugging a running cached: first "
+		      "byte 0x%02x, expected 0x%02x (0xa1: the bucket cached "
+		      "before the unredirect)",
+		      r[0], b[0]);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	env_down(&e);
+}
+END_TEST
+
+/*
+ * safety20: the write side of the same unredirect. W_old writes the second
+ * half of an 8 KiB bucket through cached, which fetches the bucket first;
+ * the store holds that fetch (SIGSTOP). Nothing is dirty yet, so the
+ * unflushed count is 0 and `xsegctl unredirect` is taken. W_new, to the
+ * store's port, writes the first half straight to the store. When the
+ * store goes on, W_old lands in the bucket on top of the fetched old first
+ * half, and cached writes that whole bucket back later (here: at its
+ * stop), over W_new: the pattern of safety17's unplug_inflight, reached
+ * through the admin command instead of cached's own unplug.
+ */
+START_TEST(test_unredirect_inflight_write)
+{
+	struct env e;
+	unsigned char a[2 * BLK], b[BLK], n[BLK], r[2 * BLK];
+	static const char *const opts[] = {
+	    "--plug", "--cache-size",  "1M", "--object-size",
+	    "128k",   "--bucket-size", "8k", NULL};
+	struct xseg_request *w_old, *w_new, *rep;
+	int rc;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	memset(n, 0xc3, sizeof(n));
+	unplug_stage(&e, "uw", opts, a);
+	w_old = write_async_at(&e, "o", BLK, b, BLK);
+	/* cached's fetch of the bucket waits at the stopped store */
+	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
+	ck_assert_uint_eq(unflushed(&e), 0);
+	/* taken today; a fix may refuse it (EBUSY): W_new then goes through
+	 * cached and waits for the bucket, and the same final check holds */
+	rc = xseg_clear_path_next(e.seg, STORE_PORT);
+	ck_assert_msg(rc == 0 || rc == -EBUSY, "unredirect: %s", strerror(-rc));
+	w_new = write_async_at(&e, "o", 0, n, BLK);
+	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
+		ck_assert(rep == w_old || rep == w_new);
+		ck_assert_int_eq(rep->error, 0);
+		ck_assert_uint_eq(rep->serviced, BLK);
+		xseg_put_request(e.seg, rep);
+	}
+	/* cached writes back what it holds, then exits */
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	if (xseg_get_path_next(e.seg, STORE_PORT) != XSEG_NOPORT)
+		ck_assert_int_eq(xseg_clear_path_next(e.seg, STORE_PORT), 0);
+	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
+			 0);
+	ck_assert_msg(
+	    !memcmp(r, n, BLK),
+	    "W_new (acknowledged) was overwritten: first byte 0x%02x, "
+	    "expected 0x%02x (0xa1: the bucket's old contents)",
+	    r[0], n[0]);
+	ck_assert_mem_eq(r + BLK, b, BLK);
+	env_down(&e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cached_mp");
@@ -1886,6 +2002,11 @@ int main(void)
 	tcase_add_test(tc, test_unplug_inflight_write);
 	tcase_add_test(tc, test_unplug_stuck_keeps_path);
 	tcase_add_test(tc, test_unplug_timeout_wt_inflight);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("replug_stale");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_replug_running_cached_stale);
+	tcase_add_test(tc, test_unredirect_inflight_write);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

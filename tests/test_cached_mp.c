@@ -1842,16 +1842,18 @@ START_TEST(test_plug_unplug_under_load)
 END_TEST
 
 /*
- * safety20: a cached taken out of the store's path while it runs, and put
- * back, must not serve what it cached before. `xsegctl unredirect SEG P`
- * of a live cached is allowed whenever its unflushed count is 0 (a clean
- * cache: docs/operations.md, section 4); cached is not told and keeps its
- * buckets. A write then reaches the store directly and is acknowledged.
- * `xsegctl redirect SEG P C` (the manual plug of docs/cached.md) sends
- * requests through the same cached again: a read of the block written
- * meanwhile must return that write, not the bucket cached before it. No
- * request races another here: each is answered before the next is sent.
- * The library calls are the ones xsegctl's redirect and unredirect make.
+ * safety20 F1: a cached taken out of the store's path while it runs, and
+ * put back, served what it cached before. `xsegctl unredirect SEG P` of a
+ * live cached was allowed whenever its unflushed count was 0 (a clean
+ * cache); cached was not told and kept its buckets. A write then reached
+ * the store directly and was acknowledged; `xsegctl redirect SEG P C` (the
+ * manual plug of docs/cached.md) sent requests through the same cached
+ * again, and a read of the block returned the bucket cached before the
+ * write. Now cached marks its port a cache (xseg_port_mark_cache) and the
+ * unredirect is refused (EPERM): the write goes through cached and the read
+ * returns it. No request races another here: each is answered before the
+ * next is sent. The library calls are the ones xsegctl's redirect and
+ * unredirect make.
  */
 START_TEST(test_replug_running_cached_stale)
 {
@@ -1875,18 +1877,16 @@ START_TEST(test_replug_running_cached_stale)
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
 	ck_assert_mem_eq(r, a, BLK);
 	ck_assert_uint_eq(unflushed(&e), 0);
-	/* xsegctl unredirect, taken today while cached is clean; a fix may
-	 * refuse it for a live cached instead (EBUSY): then the write below
-	 * goes through cached and the same final check holds */
+	/* xsegctl unredirect of the live, clean cached: refused, and so is
+	 * a redirect replacing it */
 	rc = xseg_clear_path_next(e.seg, STORE_PORT);
-	ck_assert_msg(rc == 0 || rc == -EBUSY, "unredirect: %s", strerror(-rc));
-	/* a write to the store's port (straight to the store if the
-	 * unredirect was taken), acknowledged */
+	ck_assert_msg(rc == -EPERM, "unredirect: %s", strerror(-rc));
+	ck_assert_int_eq(xseg_set_path_next(e.seg, STORE_PORT, e.port), -EPERM);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), CACHED_PORT);
+	/* a write to the store's port: through cached, acknowledged */
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, b, BLK), 0);
-	/* xsegctl redirect: the same cached in the path again */
-	if (!rc)
-		ck_assert_int_eq(
-		    xseg_set_path_next(e.seg, STORE_PORT, CACHED_PORT), 0);
+	/* xsegctl redirect to the same cached: a no-op */
+	ck_assert_int_eq(xseg_set_path_next(e.seg, STORE_PORT, CACHED_PORT), 0);
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
 	ck_assert_msg(!memcmp(r, b, BLK),
 		      "stale read after re-plugging a running cached: first "
@@ -1902,12 +1902,14 @@ END_TEST
  * safety20: the write side of the same unredirect. W_old writes the second
  * half of an 8 KiB bucket through cached, which fetches the bucket first;
  * the store holds that fetch (SIGSTOP). Nothing is dirty yet, so the
- * unflushed count is 0 and `xsegctl unredirect` is taken. W_new, to the
- * store's port, writes the first half straight to the store. When the
- * store goes on, W_old lands in the bucket on top of the fetched old first
- * half, and cached writes that whole bucket back later (here: at its
- * stop), over W_new: the pattern of safety17's unplug_inflight, reached
- * through the admin command instead of cached's own unplug.
+ * unflushed count is 0 and `xsegctl unredirect` was taken. W_new, to the
+ * store's port, wrote the first half straight to the store. When the
+ * store went on, W_old landed in the bucket on top of the fetched old first
+ * half, and cached wrote that whole bucket back later (here: at its stop),
+ * over W_new: the pattern of safety17's unplug_inflight, reached through
+ * the admin command instead of cached's own unplug. Now the unredirect is
+ * refused (EPERM): W_new goes through cached, waits for the bucket, and
+ * lands on top of W_old's.
  */
 START_TEST(test_unredirect_inflight_write)
 {
@@ -1927,10 +1929,8 @@ START_TEST(test_unredirect_inflight_write)
 	/* cached's fetch of the bucket waits at the stopped store */
 	ck_assert_int_eq(xtu_wait_until(store_has_request, &e, 20000), 0);
 	ck_assert_uint_eq(unflushed(&e), 0);
-	/* taken today; a fix may refuse it (EBUSY): W_new then goes through
-	 * cached and waits for the bucket, and the same final check holds */
 	rc = xseg_clear_path_next(e.seg, STORE_PORT);
-	ck_assert_msg(rc == 0 || rc == -EBUSY, "unredirect: %s", strerror(-rc));
+	ck_assert_msg(rc == -EPERM, "unredirect: %s", strerror(-rc));
 	w_new = write_async_at(&e, "o", 0, n, BLK);
 	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
 	for (int i = 0; i < 2; i++) {
@@ -1943,8 +1943,8 @@ START_TEST(test_unredirect_inflight_write)
 	}
 	/* cached writes back what it holds, then exits */
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
-	if (xseg_get_path_next(e.seg, STORE_PORT) != XSEG_NOPORT)
-		ck_assert_int_eq(xseg_clear_path_next(e.seg, STORE_PORT), 0);
+	/* cached took itself out */
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
 			 0);
 	ck_assert_msg(

@@ -327,6 +327,87 @@ START_TEST(writeback_loss_visible)
 }
 END_TEST
 
+/* A live cache (xseg_port_mark_cache), even a clean one, is not taken out
+ * of a path by xsegctl: unredirect and a redirect replacing it are refused
+ * with the way out (safety20 F1); once its owner is dead they are not. */
+struct cache_owner_arg {
+	const char *name;
+	int ready; /* write end of a pipe: one byte once bound */
+	bool mark; /* and marked a cache */
+};
+
+static int cache_owner(void *arg)
+{
+	struct cache_owner_arg *a = arg;
+	struct xseg *seg;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 2, "cached") ||
+	    (a->mark && xseg_port_mark_cache(seg, 2)) ||
+	    write(a->ready, "r", 1) != 1)
+		return 1;
+	for (;;)
+		pause();
+}
+
+START_TEST(unredirect_live_cache_refused)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlcache", &seg);
+	int fds[2];
+	char c;
+	char *out, *err;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	struct cache_owner_arg a = {name, fds[1], true};
+	pid_t owner = xtu_fork(cache_owner, &a);
+
+	ck_assert_int_gt(owner, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	/* not ours to mark */
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2), -EPERM);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, xseg_nr_ports(seg)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	const char *un[] = {"unredirect", name, "1", NULL};
+	ck_assert_int_eq(ctl(un, &out, &err), 1);
+	ck_assert_msg(strstr(err, "(port 2) is a running cache") &&
+			  strstr(err, "unplug-cached"),
+		      "%s", err);
+	free(out);
+	free(err);
+	const char *re[] = {"redirect", name, "1", "0", NULL};
+	ck_assert_int_eq(ctl(re, &out, &err), 1);
+	ck_assert_msg(strstr(err, "is a running cache"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
+	/* dead, it is reclaimed and taken out as any dead target */
+	ck_assert_int_eq(xtu_kill(owner, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(owner, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(ctl(un, &out, &err), 0);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
+	/* a new owner of the port is not a cache until it says so: its
+	 * live, clean port leaves the path as before */
+	a.mark = false;
+	owner = xtu_fork(cache_owner, &a);
+	ck_assert_int_gt(owner, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	ck_assert_int_eq(ctl(un, &out, &err), 0);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
+	ck_assert_int_eq(xtu_kill(owner, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(owner, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* xsegctl stack: what is refused or answered without starting a peer   */
 /* ------------------------------------------------------------------ */
@@ -790,6 +871,7 @@ int main(void)
 	tcase_add_test(tc, list_redirect_stats);
 	tcase_add_test(tc, reap_dead_peer);
 	tcase_add_test(tc, writeback_loss_visible);
+	tcase_add_test(tc, unredirect_live_cache_refused);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);

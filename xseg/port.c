@@ -147,6 +147,8 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 		}
 	}
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+	/* a new owner is not a cache until it says so */
+	__atomic_store_n(&p->flags, 0, __ATOMIC_RELAXED);
 	memset(p->peer_type, 0, sizeof(p->peer_type));
 	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
 	/* Ids: 24 bits of the generation above a 40-bit sequence. */
@@ -232,6 +234,34 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
  * must be counted (by reclaiming the dead port) first. A target that dies
  * after this check is counted by whoever reaps it; requests sent to it
  * meanwhile fail with ECONNRESET. */
+/* Whether port is a cache (XSEG_PORT_F_CACHE) with a live owner other
+ * than this process. */
+static bool cache_owned_elsewhere(const struct xseg *seg, uint32_t port)
+{
+	const struct xseg_port *p = seg->ports[port].port;
+	uint64_t o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+
+	if (!o || (o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
+		return false;
+	return (__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) &
+		XSEG_PORT_F_CACHE) &&
+	       xseg_owner_alive(o);
+}
+
+int xseg_port_mark_cache(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port *p;
+
+	if (port >= seg->nr_ports)
+		return -EINVAL;
+	p = seg->ports[port].port;
+	if ((__atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) &
+	     ~XSEG_OWNER_RECLAIM) != seg->self_owner)
+		return -EPERM;
+	__atomic_fetch_or(&p->flags, XSEG_PORT_F_CACHE, __ATOMIC_RELEASE);
+	return 0;
+}
+
 static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 				  uint32_t keep, uint32_t *oldp)
 {
@@ -282,6 +312,16 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	    __atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE) &&
 	    __atomic_load_n(&seg->ports[old].port->unflushed, __ATOMIC_SEQ_CST))
 		return -EBUSY;
+	/* A live cache, even a clean one, leaves a path only by its own
+	 * hand (cached's unplug: write-through, flushed, nothing in flight,
+	 * then it clears the redirect and exits). Taken out by another
+	 * process it would not know: writes then reach the next port
+	 * directly while it keeps the buckets they make stale, which it
+	 * serves once redirected to again, and a write it still holds (a
+	 * read-modify-write fetch in flight) lands later over a newer one
+	 * (safety20 F1). */
+	if (!rc && cache_owned_elsewhere(seg, old))
+		return -EPERM;
 	return 0;
 }
 

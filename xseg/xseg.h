@@ -411,7 +411,10 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * a second for that to end. Errors, with the redirect kept: -EINVAL (bad
  * port); -EBUSY (the target is still being reclaimed by another process
  * after a second: retry; or it is alive and still holds unflushed data:
- * its owner must flush first, review10 F2); -EAGAIN (the target is free or
+ * its owner must flush first, review10 F2); -EPERM (the target is a
+ * cache, xseg_port_mark_cache, whose owner is alive and not this process:
+ * only the cache takes itself out of the path, safety20 F1); -EAGAIN (the
+ * target is free or
  * dead and requests it sent are still accepted and unanswered at other
  * live ports after a second of waiting: they may still run, and a request
  * bypassing the target now could run before them, review14 F1; logged at
@@ -422,6 +425,17 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * no identity (e.g. -EMFILE). Reads /proc and scans the request pool: not
  * for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
+/* Declare port, bound by this process, a cache: a peer that keeps data of
+ * the path it is redirected into (cached). Until the port is bound again,
+ * while this process lives, no other process can take it out of a path
+ * (xseg_clear_path_next, or xseg_set_path_next replacing it: -EPERM): it
+ * would not know, and would keep serving data that writes bypassing it
+ * made stale once redirected to again, and a write it held could land
+ * over a newer one. The owner leaves by itself (cached's unplug: it
+ * flushes, then clears the redirect); a dead owner is reclaimed as
+ * always. Errors: -EINVAL (bad port), -EPERM (not bound by this
+ * process). */
+int xseg_port_mark_cache(struct xseg *seg, uint32_t port);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);
 

@@ -637,6 +637,18 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 			xseg_get_path_next(seg, port));
 		return 1;
 	}
+	if (rc == -EPERM) {
+		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: "
+			"its current target (port %" PRIu32 ") is a running "
+			"cache, which only leaves the path itself: stop it "
+			"(`xsegctl stack unplug-cached`, or SIGTERM: it "
+			"flushes, then removes its redirect). Taken out from "
+			"here it would serve data that writes bypassing it "
+			"made stale once redirected to again",
+			xseg_name(seg), port, set ? "set" : "clear",
+			xseg_get_path_next(seg, port));
+		return 1;
+	}
 	if (rc < 0) {
 		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: %s",
 			xseg_name(seg), port, set ? "set" : "clear",

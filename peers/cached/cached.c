@@ -599,6 +599,16 @@ static int cached_init_peer(struct peer *p)
 		return rc;
 	}
 	cp->initialised = true;
+	/* Only cached takes itself out of a path (its unplug flushes and
+	 * stops first): another process's unredirect would leave it serving
+	 * buckets that writes bypassing it made stale once redirected to
+	 * again (safety20 F1). Before any redirect, --plug or by hand. */
+	rc = xseg_port_mark_cache(cp->seg, cp->port);
+	if (rc) {
+		peer_err("cached: cannot mark port %" PRIu32 " as a cache: %s",
+			 cp->port, strerror(-rc));
+		return rc;
+	}
 	cp->c.io = &cached_xseg_io;
 	cp->c.io_priv = cp;
 	for (uint32_t i = 0; i < cp->cfg.max_inflight; i++) {

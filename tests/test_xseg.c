@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1367,6 +1368,77 @@ static int child_live_server(void *arg)
 	return 0;
 }
 
+/* A peer whose main thread exited (pthread_exit) while a worker runs on:
+ * bind port 1, start the worker, report, and leave the main thread. */
+static void *child_worker_forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static int child_leader_exits(void *arg)
+{
+	struct live_server_arg *a = arg;
+	struct xseg *seg;
+	pthread_t t;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 1, "server") ||
+	    pthread_create(&t, NULL, child_worker_forever, NULL))
+		return 1;
+	if (write(a->up, "b", 1) != 1)
+		return 2;
+	pthread_exit(NULL);
+}
+
+static bool leader_is_zombie(void *arg)
+{
+	struct xseg_proc_stat ps;
+
+	return !xseg_proc_stat_read(*(pid_t *)arg, &ps) && ps.state == 'Z';
+}
+
+/* safety20 N1: /proc/PID/stat's state is the thread-group leader's. A
+ * leader that exited is a zombie while the process's other threads still
+ * run (or still finish a system call writing into a request buffer after
+ * a SIGKILL); the reaper must take the owner for alive until the last
+ * thread is gone, not reclaim its port and requests under it. */
+START_TEST(test_reap_keeps_port_of_exited_leader)
+{
+	struct live_server_arg a;
+	struct xseg_reap_stats st;
+	struct xseg_proc_stat ps;
+	struct xseg *seg;
+	const char *name;
+	int fds[2];
+	pid_t pid;
+	char c;
+
+	seg = mkseg("zleader", &name);
+	ck_assert_int_eq(pipe(fds), 0);
+	a = (struct live_server_arg){name, fds[1], -1};
+	pid = xtu_fork(child_leader_exits, &a);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(xtu_wait_until(leader_is_zombie, &pid, 10000), 0);
+	ck_assert_int_eq(xseg_proc_stat_read(pid, &ps), 0);
+	ck_assert_int_eq(ps.num_threads, 2);
+	ck_assert_int_eq(xseg_reap(seg, &st), 0);
+	ck_assert_uint_eq(st.ports_reclaimed, 0);
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	/* the last thread gone: dead, reclaimed */
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xseg_reap(seg, &st), 1);
+	ck_assert_uint_eq(st.ports_reclaimed, 1);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* F1: a reaper that cannot read /proc/PID/stat (out of descriptors) must
  * take the owner for alive, not reclaim a live peer's port. */
 START_TEST(test_reap_emfile_keeps_live_port)
@@ -2002,6 +2074,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_wait_timeout_kick);
 	tcase_add_test(tc, test_reap_dead_client);
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);
+	tcase_add_test(tc, test_reap_keeps_port_of_exited_leader);
 	tcase_add_test(tc, test_short_waits_reap);
 	tcase_add_test(tc, test_wait_replies_ignores_requests);
 	tcase_add_test(tc, test_reclaim_resets_sleepers);

@@ -88,8 +88,14 @@ int xseg_owner_alive(uint64_t owner)
 	if (rc < 0)
 		return 1;
 	/* A zombie has stopped serving even if its parent has not reaped
-	 * it yet; a different start time means a recycled pid. */
-	if (ps.state == 'Z' || ps.state == 'X')
+	 * it yet; a different start time means a recycled pid. But the
+	 * state is the thread-group leader's: a leader that exited (its
+	 * main returned through pthread_exit, or it died first of a
+	 * SIGKILL) is a zombie while other threads still run, or still
+	 * finish a system call that writes into a request's buffer (a
+	 * pread of the store's). Dead only once it is the last
+	 * (safety20 N1). */
+	if ((ps.state == 'Z' || ps.state == 'X') && ps.num_threads <= 1)
 		return 0;
 	return (uint32_t)ps.start_time == xseg_owner_start(owner);
 }

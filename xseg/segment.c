@@ -229,8 +229,9 @@ int xseg_proc_stat_read(pid_t pid, struct xseg_proc_stat *ps)
 	 * priority nice num_threads itrealvalue; 22 starttime */
 	if (sscanf(p + 2,
 		   "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %" SCNu64
-		   " %" SCNu64 " %*d %*d %*d %*d %*d %*d %" SCNu64,
-		   &ps->state, &ps->utime, &ps->stime, &ps->start_time) != 4)
+		   " %" SCNu64 " %*d %*d %*d %*d %d %*d %" SCNu64,
+		   &ps->state, &ps->utime, &ps->stime, &ps->num_threads,
+		   &ps->start_time) != 5)
 		return -EIO;
 	return 0;
 }

@@ -315,6 +315,7 @@ struct xseg_proc_stat {
 	char state;	     /* 3: R, S, D, Z (zombie), X (dead)... */
 	uint64_t utime;	     /* 14: user CPU time, clock ticks */
 	uint64_t stime;	     /* 15: system CPU time, clock ticks */
+	int num_threads;     /* 20: threads not yet exited */
 	uint64_t start_time; /* 22: clock ticks after boot */
 };
 /*
@@ -387,10 +388,11 @@ int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port);
  * Errors: -EINVAL (no such port), -EPERM (not owned by this process). */
 int xseg_release_port(struct xseg *seg, uint32_t port);
 
-/* 1 if the port has an owner that is alive (pid exists, is not a zombie,
- * and its start time matches) and ready (not in the middle of a bind or
- * reclaim), 0 if it is free, being bound or reclaimed, or its owner is
- * dead, -EINVAL for a bad port. Reads /proc: not for a fast path. */
+/* 1 if the port has an owner that is alive (pid exists, is not a zombie
+ * whose threads have all exited, and its start time matches) and ready (not in
+ * the middle of a bind or reclaim), 0 if it is free, being bound or reclaimed,
+ * or its owner is dead, -EINVAL for a bad port. Reads /proc: not for a fast
+ * path. */
 int xseg_port_alive(struct xseg *seg, uint32_t port);
 
 /* Redirect new requests submitted to port to next (routing: e.g. plug a

@@ -1883,6 +1883,43 @@ START_TEST(test_replug_running_cached_stale)
 	ck_assert_msg(rc == -EPERM, "unredirect: %s", strerror(-rc));
 	ck_assert_int_eq(xseg_set_path_next(e.seg, STORE_PORT, e.port), -EPERM);
 	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), CACHED_PORT);
+	/* a second cached plugging in front of the store is refused too (the
+	 * first is clean: EPERM), and exits instead of serving its own port
+	 * beside the path (review20) */
+	{
+		char *argv[] = {"cached",
+				"-g",
+				(char *)e.name,
+				"-p",
+				"3",
+				"--next-port",
+				"1",
+				"--plug",
+				"--cache-size",
+				"1M",
+				"--object-size",
+				"128k",
+				"-v",
+				"warn",
+				NULL};
+		struct xtu_captured cap;
+		pid_t second;
+		char *log;
+
+		xtu_capture_start(&cap);
+		second = spawn(argv);
+		rc = xtu_wait(second, 60000);
+		log = xtu_capture_end(&cap);
+		ck_assert_msg(rc > 0 && rc < 128, "second cached: %d", rc);
+		ck_assert_msg(strstr(log,
+				     "cannot plug in front of port 1 "
+				     "(redirected to port 2, cached pid") &&
+				  strstr(log, "another cache is plugged there"),
+			      "%.600s", log);
+		free(log);
+		ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT),
+				  CACHED_PORT);
+	}
 	/* a write to the store's port: through cached, acknowledged */
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, b, BLK), 0);
 	/* xsegctl redirect to the same cached: a no-op */

@@ -147,8 +147,6 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 		}
 	}
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
-	/* a new owner is not a cache until it says so */
-	__atomic_store_n(&p->flags, 0, __ATOMIC_RELAXED);
 	memset(p->peer_type, 0, sizeof(p->peer_type));
 	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
 	/* Ids: 24 bits of the generation above a 40-bit sequence. */
@@ -228,24 +226,24 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
 	return xseg_owner_serving(o) ? xseg_owner_alive(o) : 0;
 }
 
-/* A redirect target about to leave the path (old != keep) may be a
- * write-back cache that died holding acknowledged data: once it is out of
- * the path a FLUSH reaches another port and would succeed, so the loss
- * must be counted (by reclaiming the dead port) first. A target that dies
- * after this check is counted by whoever reaps it; requests sent to it
- * meanwhile fail with ECONNRESET. */
-/* Whether port is a cache (XSEG_PORT_F_CACHE) with a live owner other
- * than this process. */
-static bool cache_owned_elsewhere(const struct xseg *seg, uint32_t port)
+/* Whether port is a cache (xseg_port_mark_cache: its mark is the
+ * current generation, so any bind, release or reclaim, by any build,
+ * ends it) owned by another live process: -EPERM; -EBUSY while its owner
+ * word is being changed (bound, released, reclaimed: retry); 0 if not a
+ * cache, ours, free or dead. */
+static int cache_owned_elsewhere(const struct xseg *seg, uint32_t port)
 {
 	const struct xseg_port *p = seg->ports[port].port;
 	uint64_t o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
 
 	if (!o || (o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
-		return false;
-	return (__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) &
-		XSEG_PORT_F_CACHE) &&
-	       xseg_owner_alive(o);
+		return 0;
+	if (__atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE) !=
+	    __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE))
+		return 0;
+	if (o & XSEG_OWNER_RECLAIM)
+		return -EBUSY;
+	return xseg_owner_alive(o) ? -EPERM : 0;
 }
 
 int xseg_port_mark_cache(struct xseg *seg, uint32_t port)
@@ -255,13 +253,20 @@ int xseg_port_mark_cache(struct xseg *seg, uint32_t port)
 	if (port >= seg->nr_ports)
 		return -EINVAL;
 	p = seg->ports[port].port;
-	if ((__atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) &
-	     ~XSEG_OWNER_RECLAIM) != seg->self_owner)
+	if (__atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) != seg->self_owner)
 		return -EPERM;
-	__atomic_fetch_or(&p->flags, XSEG_PORT_F_CACHE, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->cache_gen,
+			 __atomic_load_n(&p->gen, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
 	return 0;
 }
 
+/* A redirect target about to leave the path (old != keep) may be a
+ * write-back cache that died holding acknowledged data: once it is out of
+ * the path a FLUSH reaches another port and would succeed, so the loss
+ * must be counted (by reclaiming the dead port) first. A target that dies
+ * after this check is counted by whoever reaps it; requests sent to it
+ * meanwhile fail with ECONNRESET. */
 static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 				  uint32_t keep, uint32_t *oldp)
 {
@@ -320,9 +325,7 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	 * serves once redirected to again, and a write it still holds (a
 	 * read-modify-write fetch in flight) lands later over a newer one
 	 * (safety20 F1). */
-	if (!rc && cache_owned_elsewhere(seg, old))
-		return -EPERM;
-	return 0;
+	return rc ? 0 : cache_owned_elsewhere(seg, old);
 }
 
 /* Move port's redirect from old (what reclaim_leaving_target examined)

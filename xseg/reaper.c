@@ -95,7 +95,7 @@ int xseg_owner_alive(uint64_t owner)
 	 * finish a system call that writes into a request's buffer (a
 	 * pread of the store's). Dead only once it is the last
 	 * (safety20 N1). */
-	if ((ps.state == 'Z' || ps.state == 'X') && ps.num_threads <= 1)
+	if (xseg_proc_exited(&ps))
 		return 0;
 	return (uint32_t)ps.start_time == xseg_owner_start(owner);
 }

@@ -318,6 +318,16 @@ struct xseg_proc_stat {
 	int num_threads;     /* 20: threads not yet exited */
 	uint64_t start_time; /* 22: clock ticks after boot */
 };
+
+/* Whether a process whose /proc/PID/stat reads ps has exited: its
+ * thread-group leader is a zombie (or dead) and no other thread is left.
+ * A zombie leader with threads left is still running them, or they still
+ * finish a system call (safety20 N1). The one rule of xseg's reaper and
+ * xsegctl's stack and supervisor. */
+static inline bool xseg_proc_exited(const struct xseg_proc_stat *ps)
+{
+	return (ps->state == 'Z' || ps->state == 'X') && ps->num_threads <= 1;
+}
 /*
  * Read pid's /proc/PID/stat into *ps: the one parser of that file. The
  * command name (field 2) is in parentheses and may itself hold blanks
@@ -428,8 +438,9 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* Declare port, bound by this process, a cache: a peer that keeps data of
- * the path it is redirected into (cached). Until the port is bound again,
- * while this process lives, no other process can take it out of a path
+ * the path it is redirected into (cached). Until the port is bound,
+ * released or reclaimed again (the mark is the port's generation), while
+ * this process lives, no other process can take it out of a path
  * (xseg_clear_path_next, or xseg_set_path_next replacing it: -EPERM): it
  * would not know, and would keep serving data that writes bypassing it
  * made stale once redirected to again, and a write it held could land

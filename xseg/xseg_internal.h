@@ -124,9 +124,11 @@ struct xseg_port {
 	 * frees the owner word, cleared only by a claim holder whose count
 	 * found none. Rarely written: at reclaims and binds only. */
 	uint32_t drain;
-	/* XSEG_PORT_F_*, set by the owner (xseg_port_mark_cache), cleared at
-	 * every bind: 0 in a segment made before it existed */
-	uint32_t flags;
+	/* The port is a cache while this equals gen: set by its owner
+	 * (xseg_port_mark_cache), so every bind, release and reclaim, by
+	 * any build, ends it (a new generation). 0 in a segment made
+	 * before it existed, and gen is never 0. */
+	uint32_t cache_gen;
 
 	/* line 1: identity, written at bind */
 	_Alignas(64) char peer_type[XSEG_PEER_TYPE_LEN];
@@ -165,11 +167,7 @@ struct xseg_port {
 	struct xseg_stats_area stats;
 };
 
-/* A cache plugged into a path: only its owner takes it out (see
- * reclaim_leaving_target in port.c). */
-#define XSEG_PORT_F_CACHE 1u
-
-/* The drain and flags words took padding of line 0: the layout did not
+/* The drain and cache_gen words took padding of line 0: the layout did not
  * change. */
 _Static_assert(offsetof(struct xseg_port, peer_type) == 64,
 	       "struct xseg_port line 0 is one cache line");

@@ -641,10 +641,12 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: "
 			"its current target (port %" PRIu32 ") is a running "
 			"cache, which only leaves the path itself: stop it "
-			"(`xsegctl stack unplug-cached`, or SIGTERM: it "
-			"flushes, then removes its redirect). Taken out from "
-			"here it would serve data that writes bypassing it "
-			"made stale once redirected to again",
+			"(`xsegctl stack unplug-cached`, or SIGTERM to it, "
+			"then SIGCONT if it was stopped: it flushes, then "
+			"removes its redirect; a hung one: SIGKILL, which "
+			"counts a write-back loss if it held data). Taken out "
+			"from here it would serve data that writes bypassing "
+			"it made stale once redirected to again",
 			xseg_name(seg), port, set ? "set" : "clear",
 			xseg_get_path_next(seg, port));
 		return 1;

@@ -567,7 +567,7 @@ static bool stack_pid_gone(pid_t pid)
 	rc = xseg_proc_stat_read(pid, &ps);
 	if (rc)
 		return rc == -ESRCH;
-	return ps.state == 'Z' || ps.state == 'X';
+	return xseg_proc_exited(&ps);
 }
 
 /*
@@ -930,6 +930,10 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	pid = pi.owner_pid;
 	if (kill(pid, SIGTERM))
 		return errno == ESRCH ? 0 : -errno;
+	/* A stopped peer (SIGSTOP, a debugger let go) would never act on
+	 * it: a live cache can leave the path only by its own stop
+	 * (review20) */
+	kill(pid, SIGCONT);
 	for (; idle < timeout_s * 50; ticks++, idle++) {
 		if (kill(pid, 0) && errno == ESRCH)
 			return 0;
@@ -1852,6 +1856,12 @@ static int stack_unplug_dead(struct xseg *seg)
 			  "port fails requests) until they are answered; "
 			  "retry unplug-cached",
 			  STACK_UNPLUG_DEAD_TRIES);
+	else if (rc == -EPERM || rc == -EBUSY)
+		stack_err("a cached is running on its port again (or still "
+			  "exiting): it leaves the path by itself when "
+			  "stopped; retry unplug-cached");
+	else if (rc)
+		stack_err("cannot remove cached's redirect: %s", strerror(-rc));
 	if (rc)
 		return rc;
 	after = xseg_writeback_losses(seg);

@@ -185,8 +185,7 @@ bool stack_pid_runs(pid_t pid, const char *prog)
 	/* A peer SIGKILLed a moment ago stays a zombie until init reaps
 	 * it (slowly on a loaded machine): it is not starting, it is
 	 * dead. */
-	return !xseg_proc_stat_read(pid, &ps) && ps.state != 'Z' &&
-	       ps.state != 'X';
+	return !xseg_proc_stat_read(pid, &ps) && !xseg_proc_exited(&ps);
 }
 
 static bool sup_down(const struct stack *st, struct xseg *seg,
@@ -270,6 +269,13 @@ static void sup_unplug_dead_cached(struct xseg *seg, struct sup_peer *p,
 			sup_log("cached is not unplugged yet: requests it "
 				"sent are still running at the store "
 				"(retrying until they are answered)");
+		p->unplug_pending = true;
+	} else if (rc == -EPERM || rc == -EBUSY) {
+		/* a live cached on the port again (restarted by hand, or
+		 * still exiting): it leaves the path by itself, or dies */
+		if (!p->unplug_pending)
+			sup_log("cached is not unplugged yet: a cached runs on "
+				"its port (retrying until it exits)");
 		p->unplug_pending = true;
 	} else {
 		p->unplug_pending = false;

@@ -493,9 +493,12 @@ static bool cached_next_settled(struct cached_peer *cp, bool *err)
  * that window). A stop signal (SIGTERM, SIGINT) pending meanwhile abandons
  * the plug: the redirect is taken back and what reached our port is passed
  * on to the next port (the cache is empty, so that is coherent); the main
- * loop then stops cached.
+ * loop then stops cached. A redirect refused (another cache is plugged
+ * there: safety20 F1 and review20; its data unflushed) fails cached's start
+ * with a message naming that port: serving its own port unplugged, cached
+ * would be a cache beside the path, not in it. 0 or the negative errno.
  */
-static void cached_plug(struct cached_peer *cp)
+static int cached_plug(struct cached_peer *cp)
 {
 	uint64_t start = peer_now_ns(), warn_at = start + 5000000000ULL;
 	uint64_t settled_since = 0;
@@ -503,10 +506,28 @@ static void cached_plug(struct cached_peer *cp)
 	int rc = xseg_set_path_next(cp->seg, cp->next_port, cp->port);
 
 	if (rc < 0) {
-		peer_warn("cached: cannot redirect port %" PRIu32 " to %" PRIu32
-			  ": %s",
-			  cp->next_port, cp->port, strerror(-rc));
-		return;
+		/* Refused: a cached serving its own port unplugged would be
+		 * a cache next to the path, not in it. Exit instead. */
+		struct xseg_port_info in = {0};
+		uint32_t cur = xseg_get_path_next(cp->seg, cp->next_port);
+		char target[96] = "";
+
+		if (cur != XSEG_NOPORT && !xseg_port_info(cp->seg, cur, &in))
+			snprintf(target, sizeof(target),
+				 " (redirected to port %" PRIu32
+				 ", %s pid %ld)",
+				 cur, in.peer_type[0] ? in.peer_type : "free",
+				 (long)in.owner_pid);
+		peer_err("cached: cannot plug in front of port %" PRIu32
+			 "%s: %s%s",
+			 cp->next_port, target, strerror(-rc),
+			 rc == -EPERM	? ": another cache is plugged there; "
+					  "stop it first (xsegctl stack "
+					  "unplug-cached)"
+			 : rc == -EBUSY ? ": the cache there holds unflushed "
+					  "data or is being reclaimed"
+					: "");
+		return rc;
 	}
 	cp->plugged = true;
 	for (;;) {
@@ -537,7 +558,7 @@ static void cached_plug(struct cached_peer *cp)
 				xseg_clear_path_next(cp->seg, cp->next_port);
 			cp->plugged = false;
 			cached_pump(cp, NULL);
-			return;
+			return 0; /* the main loop stops cached */
 		}
 		if (now >= warn_at) {
 			peer_warn("cached: port %" PRIu32 " has not answered "
@@ -554,6 +575,7 @@ static void cached_plug(struct cached_peer *cp)
 	peer_info("cached: plugged in front of port %" PRIu32 " (waited %.3f s "
 		  "for its earlier requests)",
 		  cp->next_port, (double)(peer_now_ns() - start) / 1e9);
+	return 0;
 }
 
 static int cached_init_peer(struct peer *p)
@@ -643,7 +665,7 @@ static int cached_init_peer(struct peer *p)
 		  cp->cfg.max_req_size,
 		  cp->cfg.prefault ? ", memory pre-faulted" : "");
 	if (cp->plug)
-		cached_plug(cp);
+		return cached_plug(cp);
 	return 0;
 }
 

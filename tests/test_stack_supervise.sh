@@ -36,6 +36,7 @@ for bad in "nbd_max_conns = 0" "nbd_max_conns = 4097" "nbd_inflight_bytes = 2T" 
 	"gc_threshold = 101" "supervise = maybe" "nbd_spin = 2s" "nbd_spin = x" \
 	"spin = x" "spin_policy = sometimes" "spin_policy = " \
 	"cached_spin = 2s" "cached_spin = x" "cached_spin = " \
+	"vlmc_spin = 2s" "vlmc_spin = x" "vlmc_spin = " \
 	"store_threads = 0" "cached_threads = 1025" "vlmc_threads = x" \
 	"dead_peer_wait = 3601s" "dead_peer_wait = 2h" "dead_peer_wait = soon" \
 	"dead_peer_wait = -1" "dead_peer_wait = " "cpus = x" "cpus = 3-1" \
@@ -78,11 +79,13 @@ cmdline_of $D vlmc | grep -q -- '--snapshot-drain-wait=90s' &&
 	ok "snapshot_drain_wait passed to vlmc" ||
 	fail "snapshot_drain_wait not on vlmc's command line"
 # the embedded default's spin = 0 reaches every peer (the config has none)
-# but cached, which gets cached_spin instead (poll mode), and the config's
-# spin_policy reaches every peer
+# but cached, which gets cached_spin instead (poll mode), and vlmc, which
+# gets the embedded default's vlmc_spin = 20us; the config's spin_policy
+# reaches every peer
 for r in store cached vlmc; do
 	want=0
 	[ $r = cached ] && want=150us
+	[ $r = vlmc ] && want=20us
 	cmdline_of $D $r | grep -q -- "--spin=$want " &&
 		[ "$(cmdline_of $D $r | grep -o -- '--spin=[^ ]*' | wc -l)" = 1 ] &&
 		ok "$r started with --spin=$want only" ||

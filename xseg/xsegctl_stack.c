@@ -782,10 +782,11 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			   : r == STACK_ROLE_CACHED ? st->cached_threads
 						    : st->vlmc_threads;
 
-	/* cached_spin: cached alone polls (the others keep spin) */
-	const char *spin = r == STACK_ROLE_CACHED && st->cached_spin[0]
-			       ? st->cached_spin
-			       : st->spin;
+	/* cached_spin and vlmc_spin: that peer's own spin instead of spin */
+	const char *spin =
+	    r == STACK_ROLE_CACHED && st->cached_spin[0] ? st->cached_spin
+	    : r == STACK_ROLE_VLMC && st->vlmc_spin[0]	 ? st->vlmc_spin
+							 : st->spin;
 
 	stack_common_args(a, st, prog, stack_roles[r].name, stack_roles[r].port,
 			  threads, spin);

@@ -74,6 +74,10 @@ struct stack {
 	/* cached's --spin instead of spin; "" = spin's. Poll mode: cached
 	 * busy-polls for the next request this long after each one */
 	char cached_spin[32];
+	/* vlmc's --spin instead of spin; "" = spin's. The embedded default
+	 * sets 20us: vlmc's NBD completers poll adaptively for cached's
+	 * replies (docs/performance.md, "Session 20") */
+	char vlmc_spin[32];
 	char spin_policy[16]; /* peers' --spin-policy; "" = their default */
 	char cpus[64];	      /* peers' --cpus; "" = no affinity set */
 	/* vlmc's NBD limits; "" = vlmc's default */

@@ -66,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 	X(nbd_inflight_bytes)                                                  \
 	X(nbd_spin)                                                            \
 	X(cached_spin)                                                         \
+	X(vlmc_spin)                                                           \
 	X(cache_max_objects)                                                   \
 	X(nbd_total_inflight)                                                  \
 	X(gc_threshold)                                                        \
@@ -160,6 +161,8 @@ static void check_bounds(const struct stack *st, bool from_parser,
 	    !OPT(nbd_spin, duration_in(st->nbd_spin, 1000, 0, 1000000000ULL)) ||
 	    !OPT(cached_spin,
 		 duration_in(st->cached_spin, 1000, 0, 1000000000ULL)) ||
+	    !OPT(vlmc_spin,
+		 duration_in(st->vlmc_spin, 1000, 0, 1000000000ULL)) ||
 	    !OPT(dead_peer_wait, duration_in(st->dead_peer_wait, 1000000000ULL,
 					     0, 3600ULL * 1000000000ULL)) ||
 	    !OPT(snapshot_drain_wait,

@@ -1464,6 +1464,40 @@ static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
 	return w_old;
 }
 
+/* The replies of W_old and W_new, both successful and whole. */
+static void expect_both_written(struct env *e, struct xseg_request *w_old,
+				struct xseg_request *w_new)
+{
+	struct xseg_request *rep;
+
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(
+		    xseg_wait_reply(e->seg, e->port, TIMEOUT_NS, &rep), 0);
+		ck_assert(rep == w_old || rep == w_new);
+		ck_assert_int_eq(rep->error, 0);
+		ck_assert_uint_eq(rep->serviced, BLK);
+		xseg_put_request(e->seg, rep);
+	}
+}
+
+/* The store holds W_new (n) over the bucket's first half and W_old (b)
+ * over its second: W_new, acknowledged after W_old's fetch, was not
+ * overwritten by the bucket's old contents. */
+static void expect_new_kept(struct env *e, const unsigned char *n,
+			    const unsigned char *b)
+{
+	unsigned char r[2 * BLK];
+
+	ck_assert_int_eq(io(e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
+			 0);
+	ck_assert_msg(
+	    !memcmp(r, n, BLK),
+	    "W_new (acknowledged) was overwritten: first byte 0x%02x, "
+	    "expected 0x%02x (0xa1: the bucket's old contents)",
+	    r[0], n[0]);
+	ck_assert_mem_eq(r + BLK, b, BLK);
+}
+
 /*
  * safety17: an unplug must not let a write still in flight in cached land
  * after a write that reached the store directly. W_old writes the second
@@ -1479,11 +1513,11 @@ static struct xseg_request *unplug_with_fetch_waiting(struct env *e,
 START_TEST(test_unplug_inflight_write)
 {
 	struct env e;
-	unsigned char a[2 * BLK], b[BLK], n[BLK], r[2 * BLK];
+	unsigned char a[2 * BLK], b[BLK], n[BLK];
 	static const char *const opts[] = {
 	    "--plug", "--cache-size",  "1M", "--object-size",
 	    "128k",   "--bucket-size", "8k", NULL};
-	struct xseg_request *w_old, *w_new, *rep;
+	struct xseg_request *w_old, *w_new;
 
 	memset(a, 0xa1, sizeof(a));
 	memset(b, 0xb2, sizeof(b));
@@ -1496,25 +1530,11 @@ START_TEST(test_unplug_inflight_write)
 	(void)xtu_wait_until(store_unredirected, &e, 5000);
 	w_new = write_async_at(&e, "o", 0, n, BLK);
 	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(
-		    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
-		ck_assert(rep == w_old || rep == w_new);
-		ck_assert_int_eq(rep->error, 0);
-		ck_assert_uint_eq(rep->serviced, BLK);
-		xseg_put_request(e.seg, rep);
-	}
+	expect_both_written(&e, w_old, w_new);
 	ck_assert_int_eq(xtu_wait(e.cached, 60000), 0);
 	e.cached = 0;
 	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
-	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
-			 0);
-	ck_assert_msg(
-	    !memcmp(r, n, BLK),
-	    "W_new (acknowledged) was overwritten: first byte 0x%02x, "
-	    "expected 0x%02x (0xa1: the bucket's old contents)",
-	    r[0], n[0]);
-	ck_assert_mem_eq(r + BLK, b, BLK);
+	expect_new_kept(&e, n, b);
 	env_down(&e);
 }
 END_TEST
@@ -1951,11 +1971,11 @@ END_TEST
 START_TEST(test_unredirect_inflight_write)
 {
 	struct env e;
-	unsigned char a[2 * BLK], b[BLK], n[BLK], r[2 * BLK];
+	unsigned char a[2 * BLK], b[BLK], n[BLK];
 	static const char *const opts[] = {
 	    "--plug", "--cache-size",  "1M", "--object-size",
 	    "128k",   "--bucket-size", "8k", NULL};
-	struct xseg_request *w_old, *w_new, *rep;
+	struct xseg_request *w_old, *w_new;
 	int rc;
 
 	memset(a, 0xa1, sizeof(a));
@@ -1970,26 +1990,12 @@ START_TEST(test_unredirect_inflight_write)
 	ck_assert_msg(rc == -EPERM, "unredirect: %s", strerror(-rc));
 	w_new = write_async_at(&e, "o", 0, n, BLK);
 	ck_assert_int_eq(kill(e.store, SIGCONT), 0);
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(
-		    xseg_wait_reply(e.seg, e.port, TIMEOUT_NS, &rep), 0);
-		ck_assert(rep == w_old || rep == w_new);
-		ck_assert_int_eq(rep->error, 0);
-		ck_assert_uint_eq(rep->serviced, BLK);
-		xseg_put_request(e.seg, rep);
-	}
+	expect_both_written(&e, w_old, w_new);
 	/* cached writes back what it holds, then exits */
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
 	/* cached took itself out */
 	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
-	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, sizeof(r)),
-			 0);
-	ck_assert_msg(
-	    !memcmp(r, n, BLK),
-	    "W_new (acknowledged) was overwritten: first byte 0x%02x, "
-	    "expected 0x%02x (0xa1: the bucket's old contents)",
-	    r[0], n[0]);
-	ck_assert_mem_eq(r + BLK, b, BLK);
+	expect_new_kept(&e, n, b);
 	env_down(&e);
 }
 END_TEST

@@ -19,7 +19,9 @@
 #      the loss, the kept redirect and cached's log line;
 #   4. (no loss) a store that opens refusing writes: start and status say so;
 #   5. SIGKILLs the store while cached flushes into it: stop restarts it
-#      during its wait for cached, which then flushes, and exits 0.
+#      during its wait for cached, which then flushes, and exits 0;
+#   7. SIGSTOPs cached: unredirect is refused, unplug-cached completes
+#      (it sends SIGCONT), the data reads back.
 # Also: the config key dead_peer_wait reaches vlmc's command line.
 # Every wait is a bound on an event, never a timing assertion.
 # Exit 77 (skip) only when nbdcopy or the blocker peer is missing.
@@ -241,6 +243,33 @@ $X stack stop --dir $D6 >$T/s6/out 2>$T/s6/err; rc=$?
 	ok "s6: stop exits 1, keeps the segment, says redirected, not data loss" ||
 	fail "s6: stop rc $rc: $(cat $T/s6/out $T/s6/err)"
 $X destroy $SEG6 >/dev/null 2>&1 || fail "s6: destroy"
+
+# ---- 7. a stopped (SIGSTOP) cached holding unflushed data ----
+# Only cached takes itself out of the path (safety20 F1): `xsegctl
+# unredirect` of it is refused, naming the way out; `unplug-cached` sends
+# SIGCONT after its SIGTERM (review20), so the stopped cached still
+# flushes and unplugs, and nothing is lost.
+new_stack s7
+D7=$D
+$X stack start $T/s7/stack.conf >/dev/null || die "start s7"
+SEG7=$(seg_of $D7)
+lossy_write $D7 && ok "s7: 1 MiB acknowledged, held unflushed by cached" || fail "s7: lossy write"
+stop_supervisor $D7 || fail "s7: stop the supervisor"
+C7=$(pid_of $D7 cached)
+kill -STOP $C7 || fail "s7: SIGSTOP cached"
+$X unredirect $SEG7 1 >/dev/null 2>$T/s7/err1; rc=$?
+[ $rc -eq 1 ] && grep -q "holds unflushed write-back data\|is a running cache" $T/s7/err1 &&
+	ok "s7: unredirect of the stopped cached refused" || fail "s7: unredirect rc $rc: $(cat $T/s7/err1)"
+$X stack unplug-cached --dir $D7 >$T/s7/out 2>$T/s7/err; rc=$?
+[ $rc -eq 0 ] && ! kill -0 $C7 2>/dev/null &&
+	ok "s7: unplug-cached of a SIGSTOPped cached completes" ||
+	fail "s7: unplug-cached rc $rc: $(cat $T/s7/out $T/s7/err)"
+[ "$($X list --json $SEG7 2>/dev/null | python3 -c '
+import json, sys
+print([p for p in json.load(sys.stdin)["ports"] if p["port"] == 1][0]["path_next"])')" = None ] &&
+	ok "s7: the store is no longer redirected" || fail "s7: $($X list $SEG7 2>&1)"
+readback $D7 && ok "s7: the data cached held reads back from the store" || fail "s7: data lost"
+$X stack stop --dir $D7 >/dev/null 2>&1 || fail "s7: stop"
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack stop test passed"

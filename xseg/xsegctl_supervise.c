@@ -275,7 +275,8 @@ static void sup_unplug_dead_cached(struct xseg *seg, struct sup_peer *p,
 		 * still exiting): it leaves the path by itself, or dies */
 		if (!p->unplug_pending)
 			sup_log("cached is not unplugged yet: a cached runs on "
-				"its port (retrying until it exits)");
+				"port %u (retrying until it exits)",
+				STACK_CACHED_PORT);
 		p->unplug_pending = true;
 	} else {
 		p->unplug_pending = false;
@@ -307,7 +308,9 @@ static void sup_give_up(const struct stack *st, struct xseg *seg,
 	p->wanted = false;
 	p->given_up_pid = stack_pidfile(st, name);
 	sup_log("%s %s: giving up on it", name, why);
-	if (r == STACK_ROLE_CACHED)
+	/* only the stack's own redirect (the store to cached's port): one
+	 * an operator made elsewhere is not the supervisor's (review20b) */
+	if (r == STACK_ROLE_CACHED && stack_plugged(seg))
 		sup_unplug_dead_cached(seg, p, losses_seen);
 }
 

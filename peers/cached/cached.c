@@ -503,8 +503,22 @@ static int cached_plug(struct cached_peer *cp)
 	uint64_t start = peer_now_ns(), warn_at = start + 5000000000ULL;
 	uint64_t settled_since = 0;
 	bool err = false;
-	int rc = xseg_set_path_next(cp->seg, cp->next_port, cp->port);
+	int rc;
 
+	/* -EAGAIN: the redirect's old target is dead and requests it sent
+	 * still run at the next port (about a second per try), or another
+	 * process changed the redirect meanwhile: try again, while no stop
+	 * is asked for */
+	for (unsigned tries = 0;; tries++) {
+		rc = xseg_set_path_next(cp->seg, cp->next_port, cp->port);
+		if (rc != -EAGAIN || cached_stop_pending())
+			break;
+		if (tries % 30 == 0)
+			peer_warn("cached: port %" PRIu32 "'s redirect is still "
+				  "changing (a dead cache's requests still "
+				  "run there); retrying the plug",
+				  cp->next_port);
+	}
 	if (rc < 0) {
 		/* Refused: a cached serving its own port unplugged would be
 		 * a cache next to the path, not in it. Exit instead. */
@@ -578,6 +592,8 @@ static int cached_plug(struct cached_peer *cp)
 	return 0;
 }
 
+static void cached_fini(struct peer *p);
+
 static int cached_init_peer(struct peer *p)
 {
 	struct cached_peer *cp = peer_priv(p);
@@ -629,7 +645,7 @@ static int cached_init_peer(struct peer *p)
 	if (rc) {
 		peer_err("cached: cannot mark port %" PRIu32 " as a cache: %s",
 			 cp->port, strerror(-rc));
-		return rc;
+		goto fail;
 	}
 	cp->c.io = &cached_xseg_io;
 	cp->c.io_priv = cp;
@@ -647,7 +663,7 @@ static int cached_init_peer(struct peer *p)
 			peer_err("cached: cannot reserve request %" PRIu32
 				 " of %" PRIu32 " for the next port: %s",
 				 i, cp->cfg.max_inflight, strerror(-rc));
-			return rc;
+			goto fail;
 		}
 		req->user = (uint64_t)(uintptr_t)&cp->c.nreqs[i];
 		cp->c.nreqs[i].req = req;
@@ -664,9 +680,17 @@ static int cached_init_peer(struct peer *p)
 		  cp->cfg.dirty_threshold, cp->next_port, cp->cfg.max_inflight,
 		  cp->cfg.max_req_size,
 		  cp->cfg.prefault ? ", memory pre-faulted" : "");
-	if (cp->plug)
-		return cached_plug(cp);
+	if (cp->plug) {
+		rc = cached_plug(cp);
+		if (rc)
+			goto fail;
+	}
 	return 0;
+fail:
+	/* the framework runs fini only after a successful init: give back
+	 * the requests reserved so far and the cache's memory here */
+	cached_fini(p);
+	return rc;
 }
 
 /* Hand every request queued on our port to the next port: our own ones

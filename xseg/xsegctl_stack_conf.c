@@ -40,7 +40,7 @@ const char stack_default_conf[] =
     "# on 2 shared cores (docs/vlmc.md, \"Adaptive spin\")\n"
     "spin = 0\n"
     "# but vlmc's NBD completers poll (adaptively) for cached's replies:\n"
-    "# randread at queue depth 16 5-15 % faster on 2 cores\n"
+    "# randread at queue depth 16 0-8 % faster on 2 cores\n"
     "# (docs/performance.md, \"Session 20\")\n"
     "vlmc_spin = 20us\n";
 

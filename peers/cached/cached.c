@@ -514,7 +514,8 @@ static int cached_plug(struct cached_peer *cp)
 		if (rc != -EAGAIN || cached_stop_pending())
 			break;
 		if (tries % 30 == 0)
-			peer_warn("cached: port %" PRIu32 "'s redirect is still "
+			peer_warn("cached: port %" PRIu32
+				  "'s redirect is still "
 				  "changing (a dead cache's requests still "
 				  "run there); retrying the plug",
 				  cp->next_port);

@@ -226,14 +226,14 @@ bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw)
 	return lost;
 }
 
-/* The calling thread's involuntary context switches (it was preempted,
- * or yielded the CPU to another runnable thread) in *n; false if the
- * kernel does not say (then no preemption is judged). */
 #ifdef XSEG_TEST_HOOKS
 bool (*xseg_test_nivcsw)(uint64_t *n);
 void (*xseg_test_yield)(void);
 #endif
 
+/* The calling thread's involuntary context switches (it was preempted,
+ * or yielded the CPU to another runnable thread) in *n; false if the
+ * kernel does not say (then no preemption is judged). */
 static bool thread_nivcsw(uint64_t *n)
 {
 	struct rusage ru;

@@ -59,11 +59,11 @@
 #define XHEAP_EMPTY	  0xFFFFFFFFu /* list end / empty head index */
 /* Returned by pop for a head that names no possible block (memory scribbled
  * over). Never a block index: a block there could not fit below
- * XHEAP_MAX_MEM. */
+ * XHEAP_MAX_SIZE. */
 #define XHEAP_CORRUPT 0xFFFFFFFEu
 /* Block indexes are 32-bit counts of 64-byte units from the heap start, and
- * XHEAP_EMPTY is reserved: the heap block may not extend beyond this. */
-#define XHEAP_MAX_MEM XHEAP_MAX_SIZE
+ * XHEAP_EMPTY is reserved: the heap block may not extend beyond
+ * XHEAP_MAX_SIZE (xheap.h). */
 _Static_assert(XHEAP_MAX_SIZE == (uint64_t)XHEAP_EMPTY * XHEAP_UNIT,
 	       "XHEAP_MAX_SIZE is what 32-bit unit indexes name");
 /* A class's cache holds at most arena_size >> XHEAP_CACHE_SHIFT bytes: what
@@ -428,7 +428,7 @@ int xheap_init(struct xheap *heap, size_t mem_size)
 	 * refused, so that a caller who sized a region for the heap learns
 	 * it at once (a 512 GiB xseg segment once gave 256 GiB of data
 	 * without a word). */
-	if (mem > XHEAP_MAX_MEM)
+	if (mem > XHEAP_MAX_SIZE)
 		return -EFBIG;
 	mem &= ~(uint64_t)(XHEAP_UNIT - 1);
 

@@ -759,6 +759,47 @@ START_TEST(test_damage_in_earlier_segment_refused)
 }
 END_TEST
 
+/*
+ * A segment sealed early by GC on a full disk (blog_seal: its file
+ * extended to segment_size with a hole, an empty next one created, the
+ * tail moved there) whose successor is still empty at a crash, after a
+ * flush made the successor's start the durable mark (safety21gc F1).
+ * Recovery used to drop the empty successor, as after a crash at an
+ * ordinary switch; the sealed segment was then the last, and the next
+ * open read its hole below the mark as lost flushed data (-EUCLEAN),
+ * although nothing was lost. The empty successor of a segment_size-long
+ * segment is now kept (no record would fit in the previous one), and
+ * every later open reads the seal.
+ */
+START_TEST(test_sealed_segment_with_empty_successor)
+{
+	struct blocker_store *s;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blog_seal(s), 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	ck_assert_uint_eq(mark_of(), SEG); /* the successor's start */
+	blocker_abandon(s);		   /* a crash: no checkpoint */
+	for (int open = 0; open < 3; open++) {
+		s = reopen();
+		expect(s, "a", 0, 4 * CHUNK, 1);
+		ck_assert(exists("log.000001"));
+		blocker_abandon(s); /* again no write, no checkpoint */
+	}
+	s = reopen();
+	wr(s, "b", 0, CHUNK, 2); /* the log goes on in the new segment */
+	ck_assert_int_eq(blocker_close(s), 0);
+	s = reopen();
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	expect(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
 /* An unreadable mark file: reported, and recovery falls back. */
 START_TEST(test_bad_mark_file)
 {
@@ -847,6 +888,7 @@ int main(void)
 	tcase_add_test(tc, test_lost_first_segment_after_gc_refused);
 	tcase_add_test(tc, test_checkpoint_at_full_segment_end);
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
+	tcase_add_test(tc, test_sealed_segment_with_empty_successor);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
 	suite_add_tcase(s, tc);

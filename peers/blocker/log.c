@@ -817,9 +817,10 @@ int blog_seal(struct blocker_store *s)
 	base = seg * s->segment_size;
 	if (seg == s->nsegs && seg && !off) {
 		/*
-		 * The last segment ended exactly full, or was sealed before
-		 * a crash and the empty next one was dropped at open: it is
-		 * finished only by the next append. Finish it (its zero tail
+		 * The last segment ended exactly full: it is finished only
+		 * by the next append. (Before session 21 also a segment
+		 * sealed before a crash whose empty next one recovery had
+		 * dropped; recovery keeps that one now, drop_empty_last.) Finish it (its zero tail
 		 * is none; fdatasync) and start the next one now, so that GC
 		 * may take it.
 		 */

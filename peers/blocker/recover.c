@@ -313,6 +313,13 @@ static int damage(struct blocker_store *s, uint64_t pos, uint64_t ckpt,
  * review6 F16). So it is removed, as seg_unswitch does for a failed
  * append, and the previous segment is the last again. Not when a
  * checkpoint or GC list refers to its start (then nothing changes).
+ * Nor when the previous segment is segment_size long: it ended exactly
+ * full (no record fits in it, so the reason above does not hold) or was
+ * sealed early by GC (blog_seal: a hole up to segment_size), and a seal
+ * is read only in a segment that has a successor. Dropped, the next open
+ * would find the sealed one last, its hole below a durable mark at its
+ * end, and refuse the store as damaged although nothing was lost
+ * (safety21gc F1).
  * zpos: where the zero tail begins, or UINT64_MAX. The durable mark, if
  * it points at the segment's start, comes back to the previous end:
  * nothing lies between the two.
@@ -336,6 +343,8 @@ static int drop_empty_last(struct blocker_store *s, uint64_t zpos,
 	psz = seg_size_of(s, last - 1);
 	if (psz < 0)
 		return (int)psz;
+	if ((uint64_t)psz >= s->segment_size)
+		return 0;
 	prev_end = start - s->segment_size + psz;
 	if (ckpt > prev_end || s->gc_ckpt > prev_end)
 		return 0;

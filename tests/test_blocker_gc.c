@@ -888,6 +888,56 @@ START_TEST(test_gc_corrupt_live_chunk)
 }
 END_TEST
 
+/*
+ * A chunk record whose length is not the store's chunk size (a super
+ * restored from another store, docs/blocker.md) is a bad record to GC, as
+ * to recovery and check: the segment is kept and the pass fails, instead
+ * of copying the record's whole payload into a one-chunk slot of the copy
+ * buffer (past its end at the batch's last slot; safety21gc F2).
+ */
+START_TEST(test_gc_chunk_of_another_size)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_gc_report rep;
+	uint8_t *buf = malloc(2 * CS);
+	int dirfd;
+
+	ttmp_mkdtemp(dir, sizeof(dir), "store");
+	memset(&logbuf, 0, sizeof(logbuf));
+	tb_opts_manual(&o, 2 * CS, SEG, &logbuf);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	s = reopen_with(&o);
+	/* log.000000: object 0's chunk (live), then overwrites of object 1
+	 * until the log is in its third segment (log.000000 mostly dead) */
+	tb_fill(buf, 2 * CS, 9000, 0);
+	ck_assert_int_eq(blocker_write(s, oname(0), strlen(oname(0)), 0,
+				       2 * CS, buf, 0),
+			 0);
+	for (int k = 0; k < 300; k++) {
+		tb_fill(buf, 2 * CS, 90000 + k, 0);
+		ck_assert_int_eq(blocker_write(s, oname(1), strlen(oname(1)),
+					       0, 2 * CS, buf, 0),
+				 0);
+	}
+	ck_assert(seg_exists(2));
+	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint at the end */
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(dirfd, 0);
+	ck_assert_int_eq(blocker_write_super(dirfd, CS, SEG), 0);
+	close(dirfd);
+	s = reopen(); /* chunk size CS now */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(blocker_gc(s, NULL, &rep), -EIO);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "bad payload length"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "during GC"));
+	ck_assert(seg_exists(0));
+	ck_assert_int_eq(blocker_close(s), 0);
+	free(buf);
+	ttmp_rmtree(dir);
+}
+END_TEST
+
 /* Removed by GC vs lost: only the second is refused (R6 stays). */
 START_TEST(test_gc_missing_vs_removed)
 {
@@ -1281,6 +1331,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_eio);
 	tcase_add_test(tc, test_gc_unreadable_victim);
 	tcase_add_test(tc, test_gc_corrupt_live_chunk);
+	tcase_add_test(tc, test_gc_chunk_of_another_size);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);
 	tcase_add_test(tc, test_gc_bad_input);

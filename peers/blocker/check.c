@@ -162,7 +162,7 @@ static int scan_segment(struct checker *c, uint32_t seg,
 		bool hdr_ok = e == BREC_OK;
 		if (e == BREC_OK &&
 		    (off + brec_size(h.len) > (uint64_t)st.st_size ||
-		     (h.type == BREC_CHUNK && h.len != s->chunk_size)))
+		     !brec_len_ok(&h, s->chunk_size)))
 			e = off + brec_size(h.len) > (uint64_t)st.st_size
 				? BREC_SHORT
 				: BREC_BAD_LENGTH;

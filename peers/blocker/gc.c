@@ -648,6 +648,9 @@ static int copy_victim(struct gc_pass *p, uint32_t seg)
 		}
 		if (e == BREC_OK && pos + brec_size(h.len) > (uint64_t)end)
 			e = BREC_SHORT;
+		/* a chunk is copied into a one-chunk slot of p->buf */
+		if (e == BREC_OK && !brec_len_ok(&h, s->chunk_size))
+			e = BREC_BAD_LENGTH;
 		bool zero = false;
 		if (e != BREC_OK && off && seg_sealed_layout(s, seg) &&
 		    !blog_zero_after(s, pos, (uint64_t)end, &zero) && zero) {

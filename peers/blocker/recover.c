@@ -461,7 +461,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		if (e == BREC_OK) {
 			size = brec_size(h.len);
 			if (off + size > s->segment_size ||
-			    (h.type == BREC_CHUNK && h.len != s->chunk_size))
+			    !brec_len_ok(&h, s->chunk_size))
 				e = BREC_BAD_LENGTH;
 			else if (pos + size > read_end)
 				e = BREC_SHORT;

@@ -61,6 +61,15 @@ static inline uint64_t brec_size(uint32_t len)
 	return BREC_HDR_SIZE +
 	       (((uint64_t)len + BREC_ALIGN - 1) & ~(uint64_t)(BREC_ALIGN - 1));
 }
+/* Whether a decoded header's length suits a store of chunk_size: a chunk
+ * record holds exactly one chunk (brec_decode accepts up to 16 MiB for any
+ * type). Recovery, GC and check treat another as a bad record
+ * (BREC_BAD_LENGTH): a super restored from a store of another chunk size
+ * would otherwise have GC copy it into a one-chunk slot. */
+static inline bool brec_len_ok(const struct brec_hdr *h, uint32_t chunk_size)
+{
+	return h->type != BREC_CHUNK || h->len == chunk_size;
+}
 void blocker_hex(const uint8_t *score, char out[65]);
 static inline bool blocker_score_is_zero(const uint8_t *s)
 {

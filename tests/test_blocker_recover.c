@@ -800,6 +800,51 @@ START_TEST(test_sealed_segment_with_empty_successor)
 }
 END_TEST
 
+/*
+ * A log that ends below the checkpoint lost flushed records (a checkpoint
+ * is saved only after the log below it was flushed): refused like damage
+ * below the durable mark, here with no mark file to tell (a store of an
+ * older build, or a mark lost with the log), and nothing is changed;
+ * truncate_at_damage replays what is left. Before session 21 the open
+ * replayed with a warning, the lost writes gone (safety21gc F3).
+ */
+START_TEST(test_log_short_of_checkpoint_refused)
+{
+	struct blocker_store *s;
+	char p[512];
+	uint8_t *before;
+	size_t len;
+	uint64_t size;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint at the end */
+	/* "b"'s chunk and map record gone, with the mark */
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(truncate(p, 4 * CHUNK_REC + MAP_REC(4)), 0);
+	path_of(BLOCKER_MARK_FILE, p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	before = slurp("log.000000", &len);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text,
+				     "checkpoint lies beyond the end of the "
+				     "log: flushed records are missing"));
+	same_file("log.000000", before, len);
+	free(before);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1); /* and check says so */
+	ck_assert_int_eq(open_rc(true), 0);
+	s = reopen();
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_info(s, "b", 1, &size), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /* An unreadable mark file: reported, and recovery falls back. */
 START_TEST(test_bad_mark_file)
 {
@@ -889,6 +934,7 @@ int main(void)
 	tcase_add_test(tc, test_checkpoint_at_full_segment_end);
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
 	tcase_add_test(tc, test_sealed_segment_with_empty_successor);
+	tcase_add_test(tc, test_log_short_of_checkpoint_refused);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
 	suite_add_tcase(s, tc);

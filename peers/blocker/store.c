@@ -1649,12 +1649,23 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 		idx_pos = 0;
 	}
 	r = blocker_recover(s, idx_pos, maps_pos);
-	if (r == -ERANGE && s->gc_ckpt && !s->o.truncate_at_damage) {
+	/* A checkpoint is saved only after the log below it was flushed
+	 * (blocker_checkpoint), so a log that ends below it lost flushed
+	 * records: damage, refused like damage below the durable mark
+	 * (which may be older than the checkpoint, or missing). Before
+	 * session 21 this was refused only where GC had removed segments,
+	 * and otherwise replayed with a warning, the lost writes gone
+	 * (safety21gc F3). truncate_at_damage replays what is left. */
+	if (r == -ERANGE && !s->o.truncate_at_damage) {
 		blocker_logf(&s->o, BLOCKER_LOG_ERR,
 			     "blocker: %s: checkpoint lies beyond the end of "
-			     "the log, and GC removed segments: the maps "
-			     "cannot be rebuilt from the log; refusing to open",
-			     dir);
+			     "the log: flushed records are missing%s; "
+			     "refusing to open (truncate_at_damage replays "
+			     "what is left)",
+			     dir,
+			     s->gc_ckpt ? ", and GC removed segments: the "
+					  "maps cannot be rebuilt from the log"
+					: "");
 		r = -EUCLEAN;
 	}
 	if (r == -ERANGE) {

@@ -938,6 +938,66 @@ START_TEST(test_gc_chunk_of_another_size)
 }
 END_TEST
 
+/* A gc file of ranges given as (first, len) pairs, with a valid CRC (the
+ * layout of bgc_save: magic, version, count, checkpoint, ranges, CRC). */
+static void write_gc_ranges(const uint32_t *r, uint32_t nr)
+{
+	uint8_t b[24 + 8 * 4 + 4] = "BLKGC001";
+	size_t len = 24 + 8 * (size_t)nr;
+	char p[512];
+	int fd;
+
+	ck_assert_uint_le(nr, 4);
+	put_le32(b + 8, 1);
+	put_le32(b + 12, nr);
+	put_le64(b + 16, 0);
+	for (uint32_t i = 0; i < 2 * nr; i++)
+		put_le32(b + 24 + 4 * i, r[i]);
+	put_le32(b + len, blocker_crc32c(0, b, len));
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, b, len + 4), (ssize_t)(len + 4));
+	close(fd);
+}
+
+/*
+ * A gc file whose CRC is valid but whose ranges are not (overlapping, out
+ * of order, wrapping past 2^32): refused as corrupt, without reading past
+ * the list. Before session 21 the list was sized by the ranges' sum, which
+ * wrapped for (0, 2^31), (2^31, 2^31): a 4-byte list filled with 2^31
+ * entries (safety21gc).
+ */
+START_TEST(test_gc_file_bad_ranges)
+{
+	static const uint32_t bad[][4] = {
+	    {0, 1u << 31, 1u << 31, 1u << 31}, /* sum wraps, the 2nd wraps */
+	    {0, 10, 5, 10},			/* overlapping */
+	    {20, 1, 10, 1},			/* out of order */
+	    {1, 0xffffffffu, 0, 0},		/* wraps alone */
+	    {3, 0, 0, 0},			/* empty */
+	};
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+
+	mwrite(s, 0, 0, CS, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	opts(&o);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_gc_ranges(bad[i], bad[i][2] || bad[i][3] ? 2 : 1);
+		memset(&logbuf, 0, sizeof(logbuf));
+		ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
+		ck_assert_ptr_nonnull(strstr(logbuf.text, "corrupt"));
+	}
+	/* a valid list of segments that never existed opens (placeholders) */
+	write_gc_ranges((const uint32_t[]){5, 2}, 1);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ttmp_rmtree(dir);
+}
+END_TEST
+
 /* Removed by GC vs lost: only the second is refused (R6 stays). */
 START_TEST(test_gc_missing_vs_removed)
 {
@@ -1332,6 +1392,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_unreadable_victim);
 	tcase_add_test(tc, test_gc_corrupt_live_chunk);
 	tcase_add_test(tc, test_gc_chunk_of_another_size);
+	tcase_add_test(tc, test_gc_file_bad_ranges);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);
 	tcase_add_test(tc, test_gc_bad_input);

@@ -131,25 +131,34 @@ int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt)
 		goto out;
 	}
 	*ckpt = get_le64(buf + 16);
-	for (uint32_t i = 0; i < nr; i++)
-		total += get_le32(buf + GC_HDR + 8 * i + 4);
+	/* Every range checked before the list is sized by their sum: ranges
+	 * sorted, disjoint, non-empty and ending below 2^32, so their sum
+	 * fits 32 bits. A file with a valid CRC but ranges that are not (crafted, or
+	 * written by a bug) used to size the list by a sum that wrapped, and
+	 * the fill wrote past it (safety21gc). */
+	for (uint32_t i = 0, prev_end = 0; i < nr; i++) {
+		uint32_t first = get_le32(buf + GC_HDR + 8 * i);
+		uint32_t len = get_le32(buf + GC_HDR + 8 * i + 4);
+
+		if (!len || first < prev_end || first + len <= first) {
+			r = -EBADMSG;
+			goto out;
+		}
+		total += len;
+		prev_end = first + len;
+	}
 	list = malloc((total ? total : 1) * sizeof(*list));
 	if (!list) {
 		r = -ENOMEM;
 		goto out;
 	}
 	total = 0;
-	for (uint32_t i = 0, prev_end = 0; i < nr; i++) {
+	for (uint32_t i = 0; i < nr; i++) {
 		uint32_t first = get_le32(buf + GC_HDR + 8 * i);
 		uint32_t len = get_le32(buf + GC_HDR + 8 * i + 4);
-		/* ranges sorted, disjoint, non-empty */
-		if (!len || first < prev_end || first + len < first) {
-			r = -EBADMSG;
-			goto out;
-		}
+
 		for (uint32_t k = 0; k < len; k++)
 			list[total++] = first + k;
-		prev_end = first + len;
 	}
 	*removed = list;
 	*n = total;

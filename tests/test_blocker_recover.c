@@ -845,6 +845,46 @@ START_TEST(test_log_short_of_checkpoint_refused)
 }
 END_TEST
 
+/*
+ * The temporary files of a checkpoint (maps.tmp, index.tmp) and of the
+ * other atomically replaced files that a crash stopped before their
+ * rename are removed at open: as large as the maps and the index, on a
+ * full disk they held the room the space reserve needs (safety21gc).
+ * What they hold is never read.
+ */
+START_TEST(test_leftover_tmp_files_removed)
+{
+	static const char *const tmp[] = {"maps.tmp", "index.tmp", "gc.tmp",
+					  "durable.tmp", "sync_error.tmp"};
+	struct blocker_store *s;
+	uint8_t junk[4096];
+	char p[512];
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	memset(junk, 0x5a, sizeof(junk));
+	for (size_t i = 0; i < sizeof(tmp) / sizeof(tmp[0]); i++) {
+		int fd;
+
+		path_of(tmp[i], p, sizeof(p));
+		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(write(fd, junk, sizeof(junk)), sizeof(junk));
+		close(fd);
+	}
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_eq(problems_of(), 0); /* check changes nothing */
+	ck_assert(exists("maps.tmp"));
+	s = reopen();
+	for (size_t i = 0; i < sizeof(tmp) / sizeof(tmp[0]); i++)
+		ck_assert_msg(!exists(tmp[i]), "%s left", tmp[i]);
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
 /* An unreadable mark file: reported, and recovery falls back. */
 START_TEST(test_bad_mark_file)
 {
@@ -935,6 +975,7 @@ int main(void)
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
 	tcase_add_test(tc, test_sealed_segment_with_empty_successor);
 	tcase_add_test(tc, test_log_short_of_checkpoint_refused);
+	tcase_add_test(tc, test_leftover_tmp_files_removed);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
 	suite_add_tcase(s, tc);

@@ -151,8 +151,20 @@ void bres_open(struct blocker_store *s)
 {
 	int r;
 
-	/* a probe a crash left behind holds blocks (review6 F17) */
-	unlinkat(s->dirfd, "reserve.probe", 0);
+	/* a probe a crash left behind holds blocks (review6 F17); so do the
+	 * temporary files of blocker_write_file_atomic that a crash stopped
+	 * before their rename, a checkpoint's maps.tmp and index.tmp as large
+	 * as the maps and the index: on a full disk they took the room the
+	 * reserve needs until the next checkpoint truncated them
+	 * (safety21gc). Never read: the renamed file is the only copy that
+	 * counts. (Not super.tmp: a create that did not finish is create's.) */
+	static const char *const left[] = {
+	    "reserve.probe",	       BLOCKER_MAPS_FILE ".tmp",
+	    BLOCKER_INDEX_FILE ".tmp", BLOCKER_GC_FILE ".tmp",
+	    BLOCKER_MARK_FILE ".tmp",  BLOCKER_SYNC_ERROR_FILE ".tmp"};
+
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++)
+		unlinkat(s->dirfd, left[i], 0);
 	/* what the next checkpoint writes: the maps and index as recovery
 	 * left them (the files on disk may be older), and their headers */
 	uint64_t files = file_size(s->dirfd, BLOCKER_MAPS_FILE) +

@@ -785,11 +785,14 @@ int blocker_write_file_atomic(int dirfd, const char *name,
 			      const struct iovec *iov, int cnt);
 
 /*
- * Test support: what a SIGKILL of the process leaves behind. The
- * background and GC threads are stopped (joined: a pass in progress ends
- * first), then memory, mappings and descriptors are released, the lock
- * file's with them (so another handle can open the store), and nothing is
- * written to the store's files: no checkpoint, no flush, no trimmed tail.
+ * Test support: what a SIGKILL of the process leaves behind, except for
+ * a GC pass in progress. The background and GC threads are stopped
+ * (joined: a pass in progress ends first, and ends as a pass does, with
+ * its flush, checkpoint, gc file and unlinks: a test that needs a crash
+ * inside a pass forks and SIGKILLs, test_blocker_gc_crash.c), then memory,
+ * mappings and descriptors are released, the lock file's with them (so
+ * another handle can open the store), and nothing else is written to the
+ * store's files: no checkpoint, no flush, no trimmed tail.
  * Whatever the handle appended and did not make durable stays as it is
  * (the page cache, or a power-loss model's pending state). s is freed.
  */

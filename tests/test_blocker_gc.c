@@ -911,13 +911,12 @@ START_TEST(test_gc_chunk_of_another_size)
 	/* log.000000: object 0's chunk (live), then overwrites of object 1
 	 * until the log is in its third segment (log.000000 mostly dead) */
 	tb_fill(buf, 2 * CS, 9000, 0);
-	ck_assert_int_eq(blocker_write(s, oname(0), strlen(oname(0)), 0,
-				       2 * CS, buf, 0),
-			 0);
+	ck_assert_int_eq(
+	    blocker_write(s, oname(0), strlen(oname(0)), 0, 2 * CS, buf, 0), 0);
 	for (int k = 0; k < 300; k++) {
 		tb_fill(buf, 2 * CS, 90000 + k, 0);
-		ck_assert_int_eq(blocker_write(s, oname(1), strlen(oname(1)),
-					       0, 2 * CS, buf, 0),
+		ck_assert_int_eq(blocker_write(s, oname(1), strlen(oname(1)), 0,
+					       2 * CS, buf, 0),
 				 0);
 	}
 	ck_assert(seg_exists(2));
@@ -972,10 +971,10 @@ START_TEST(test_gc_file_bad_ranges)
 {
 	static const uint32_t bad[][4] = {
 	    {0, 1u << 31, 1u << 31, 1u << 31}, /* sum wraps, the 2nd wraps */
-	    {0, 10, 5, 10},			/* overlapping */
-	    {20, 1, 10, 1},			/* out of order */
-	    {1, 0xffffffffu, 0, 0},		/* wraps alone */
-	    {3, 0, 0, 0},			/* empty */
+	    {0, 10, 5, 10},		       /* overlapping */
+	    {20, 1, 10, 1},		       /* out of order */
+	    {1, 0xffffffffu, 0, 0},	       /* wraps alone */
+	    {3, 0, 0, 0},		       /* empty */
 	};
 	struct blocker_store *s = mk();
 	struct blocker_opts o;

@@ -133,9 +133,9 @@ int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt)
 	*ckpt = get_le64(buf + 16);
 	/* Every range checked before the list is sized by their sum: ranges
 	 * sorted, disjoint, non-empty and ending below 2^32, so their sum
-	 * fits 32 bits. A file with a valid CRC but ranges that are not (crafted, or
-	 * written by a bug) used to size the list by a sum that wrapped, and
-	 * the fill wrote past it (safety21gc). */
+	 * fits 32 bits. A file with a valid CRC but ranges that are not
+	 * (crafted, or written by a bug) used to size the list by a sum that
+	 * wrapped, and the fill wrote past it (safety21gc). */
 	for (uint32_t i = 0, prev_end = 0; i < nr; i++) {
 		uint32_t first = get_le32(buf + GC_HDR + 8 * i);
 		uint32_t len = get_le32(buf + GC_HDR + 8 * i + 4);

@@ -820,9 +820,9 @@ int blog_seal(struct blocker_store *s)
 		 * The last segment ended exactly full: it is finished only
 		 * by the next append. (Before session 21 also a segment
 		 * sealed before a crash whose empty next one recovery had
-		 * dropped; recovery keeps that one now, drop_empty_last.) Finish it (its zero tail
-		 * is none; fdatasync) and start the next one now, so that GC
-		 * may take it.
+		 * dropped; recovery keeps that one now, drop_empty_last.)
+		 * Finish it (its zero tail is none; fdatasync) and start the
+		 * next one now, so that GC may take it.
 		 */
 		r = seg_finish(s, seg - 1);
 		if (!r)

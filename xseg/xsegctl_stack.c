@@ -929,8 +929,16 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	if (xseg_port_info(seg, port, &pi) || !pi.alive)
 		return 0;
 	pid = pi.owner_pid;
-	if (kill(pid, SIGTERM))
-		return errno == ESRCH ? 0 : -errno;
+	if (kill(pid, SIGTERM)) {
+		int e = errno;
+
+		if (e == ESRCH)
+			return 0;
+		/* said here, so that every failure of this call is */
+		stack_err("cannot signal %s (pid %d): %s", name, (int)pid,
+			  strerror(e));
+		return -e;
+	}
 	/* A stopped peer (SIGSTOP, a debugger let go) would never act on
 	 * it: a live cache can leave the path only by its own stop
 	 * (review20) */
@@ -1857,11 +1865,30 @@ static int stack_unplug_dead(struct xseg *seg)
 			  "port fails requests) until they are answered; "
 			  "retry unplug-cached",
 			  STACK_UNPLUG_DEAD_TRIES);
-	else if (rc == -EPERM || rc == -EBUSY)
-		stack_err("a cached is running on its port again (or still "
-			  "exiting): it leaves the path by itself when "
-			  "stopped; retry unplug-cached");
-	else if (rc)
+	else if (rc == -EPERM || rc == -EBUSY) {
+		/* the port came alive after the check above: a cached
+		 * restarted meanwhile (-EPERM: only its own stop takes it
+		 * out), or a process binding or reclaiming it (-EBUSY,
+		 * its owner word under change); named, so that what
+		 * holds it can be found */
+		struct xseg_port_info pi;
+		int pid = 0;
+
+		if (!xseg_port_info(seg, STACK_CACHED_PORT, &pi) && pi.alive)
+			pid = (int)pi.owner_pid;
+
+		if (rc == -EPERM)
+			stack_err("a cached runs on port %u again (pid %d, "
+				  "restarted meanwhile): it leaves the path "
+				  "by its own stop; run unplug-cached again",
+				  STACK_CACHED_PORT, pid);
+		else
+			stack_err("port %u is being bound or reclaimed by "
+				  "another process (pid %d): cached stays "
+				  "plugged; retry unplug-cached once that is "
+				  "done",
+				  STACK_CACHED_PORT, pid);
+	} else if (rc)
 		stack_err("cannot remove cached's redirect: %s", strerror(-rc));
 	if (rc)
 		return rc;
@@ -1930,6 +1957,12 @@ static int stack_plug(struct stack *st, bool plug)
 				xseg_leave(seg);
 				return 1;
 			}
+		}
+		if (rc) {
+			/* both said why and what to do: one message, not
+			 * a second "unplug failed: <errno>" (review20b A5) */
+			xseg_leave(seg);
+			return 1;
 		}
 	}
 	xseg_leave(seg);

@@ -782,14 +782,8 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			   : r == STACK_ROLE_CACHED ? st->cached_threads
 						    : st->vlmc_threads;
 
-	/* cached_spin and vlmc_spin: that peer's own spin instead of spin */
-	const char *spin =
-	    r == STACK_ROLE_CACHED && st->cached_spin[0] ? st->cached_spin
-	    : r == STACK_ROLE_VLMC && st->vlmc_spin[0]	 ? st->vlmc_spin
-							 : st->spin;
-
 	stack_common_args(a, st, prog, stack_roles[r].name, stack_roles[r].port,
-			  threads, spin);
+			  threads, stack_role_spin(st, r));
 	switch (r) {
 	case STACK_ROLE_STORE:
 		if (!strcmp(prog, "blocker")) {

@@ -17,7 +17,9 @@
 #      value vlmc refuses (0, 2T, lots, empty, 16Q) is refused at parse
 #      time naming the key, the line and the range, nothing started; 24M
 #      is on vlmc's command line and in its "nbd on ... bytes in flight"
-#      line, also after the supervisor restarted a killed vlmc.
+#      line, also after the supervisor restarted a killed vlmc; the
+#      config's spin = 0 reaches vlmc as --spin=0 (over the embedded
+#      default's vlmc_spin = 20us), also after that restart.
 #   4. the key start_timeout: a start waits for a peer as long as its
 #      process makes progress (CPU time, I/O), failing after start_timeout
 #      without. 0, 0s, 500ms, 1500ms, x, 3601 and 2h are refused at parse
@@ -124,7 +126,10 @@ DIRS="$DIRS $T/bad"
 # refused at parse time with the key, the line and the range (a value vlmc
 # refuses would fail every start and restart), nothing started
 expect_refused 3 nbd_total_inflight "a size, 1 .. 1T" 0 2T lots "" 16Q
-new_stack s3 "store = noop" "nbd_total_inflight = 24M"
+# spin = 0 in the config (no vlmc_spin): no peer spins, vlmc included
+# (the embedded default's vlmc_spin gives way to a config's spin,
+# review20b B3)
+new_stack s3 "store = noop" "nbd_total_inflight = 24M" "spin = 0"
 D3=$D
 $X stack start $T/s3/stack.conf >/dev/null || die "start s3"
 # vlmc_has_total: vlmc's command line has the option, and vlmc runs with
@@ -132,18 +137,19 @@ $X stack start $T/s3/stack.conf >/dev/null || die "start s3"
 vlmc_has_total() {
 	local pid=$(pid_of $D3 vlmc)
 	cmdline_of $D3 vlmc | grep -q -- '--nbd-total-inflight-bytes=24M ' &&
+		[ "$(cmdline_of $D3 vlmc | grep -o -- '--spin=[^ ]*')" = --spin=0 ] &&
 		wait_until 100 grep -q "serving segment .* pid $pid\$" $D3/run/vlmc.log &&
 		grep -B4 "serving segment .* pid $pid\$" $D3/run/vlmc.log |
 		grep -q "(25165824 bytes in flight at most on all connections)"
 }
-vlmc_has_total && ok "3: nbd_total_inflight = 24M reaches vlmc" ||
+vlmc_has_total && ok "3: nbd_total_inflight = 24M and spin = 0 reach vlmc" ||
 	fail "3: vlmc: $(cmdline_of $D3 vlmc) $(grep 'bytes in flight' $D3/run/vlmc.log)"
 # the supervisor restarts vlmc from run/stack.conf: with the key too
 old=$(pid_of $D3 vlmc)
 kill -9 $old
 wait_until 600 eval '[ -n "$(pid_of $D3 vlmc)" ] && [ "$(pid_of $D3 vlmc)" != $old ] &&
 	grep -q "serving segment .* pid $(pid_of $D3 vlmc)\$" $D3/run/vlmc.log' &&
-	vlmc_has_total && ok "3: a restarted vlmc keeps nbd_total_inflight" ||
+	vlmc_has_total && ok "3: a restarted vlmc keeps nbd_total_inflight and spin" ||
 	fail "3: restarted vlmc: $(cmdline_of $D3 vlmc 2>&1)"
 $X stack stop --dir $D3 >/dev/null 2>$T/s3/stop.err || fail "3: stop: $(cat $T/s3/stop.err)"
 

@@ -21,7 +21,10 @@
 #   5. SIGKILLs the store while cached flushes into it: stop restarts it
 #      during its wait for cached, which then flushes, and exits 0;
 #   7. SIGSTOPs cached: unredirect is refused, unplug-cached completes
-#      (it sends SIGCONT), the data reads back.
+#      (it sends SIGCONT), the data reads back;
+#   8. a dead cached's port held mid-bind by a noop stopped by gdb
+#      (skipped without gdb): the supervisor's give-up and unplug-cached
+#      say so, once, naming it; the supervisor unplugs once it is gone.
 # Also: the config key dead_peer_wait reaches vlmc's command line.
 # Every wait is a bound on an event, never a timing assertion.
 # Exit 77 (skip) only when nbdcopy or the blocker peer is missing.
@@ -270,6 +273,78 @@ print([p for p in json.load(sys.stdin)["ports"] if p["port"] == 1][0]["path_next
 	ok "s7: the store is no longer redirected" || fail "s7: $($X list $SEG7 2>&1)"
 readback $D7 && ok "s7: the data cached held reads back from the store" || fail "s7: data lost"
 $X stack stop --dir $D7 >/dev/null 2>&1 || fail "s7: stop"
+
+# ---- 8. a dead cached's port held mid-bind by another process ----
+# Between the check that cached is not running and the removal of its
+# redirect, another process may take its port: a process binding or
+# reclaiming it (its owner word marked RECLAIM: -EBUSY), or a cached
+# running there again (-EPERM). Made to hold here, with no timing: a noop
+# peer binding port 2, stopped by gdb inside the bind's cleanup of the
+# port (the owner word is the noop's, RECLAIM).
+#   - the supervisor's restarts of cached fail to bind (3 failed starts),
+#     its give-up cannot unplug, says why, and retries (review20 F1-C);
+#   - unplug-cached fails with one message naming the port and the pid
+#     that holds it, not two (review20b A5);
+#   - the binder killed there, the supervisor's retry reclaims the port
+#     and unplugs cached.
+port2() { $X list --all --json $SEG8 2>/dev/null | python3 -c '
+import json, sys
+p = [p for p in json.load(sys.stdin)["ports"] if p["port"] == 2][0]
+print(p["state"], p["owner_pid"])'; }
+if ! command -v gdb >/dev/null; then
+	echo "SKIP: case 8: gdb not installed"
+else
+	new_stack s8
+	D8=$D
+	$X stack start $T/s8/stack.conf >/dev/null || die "start s8"
+	SEG8=$(seg_of $D8)
+	SUP8=$(pid_of $D8 supervisor)
+	# the supervisor must not restart cached before the binder holds
+	# its port
+	kill -STOP $SUP8 || fail "s8: SIGSTOP the supervisor"
+	kill -9 $(pid_of $D8 cached) || fail "s8: kill cached"
+	# reclaimed by this reap or by a peer's periodic one
+	wait_until 300 eval '$X reap $SEG8 >/dev/null 2>&1; [ "$(port2)" = "free 0" ]' ||
+		fail "s8: cached's port not reclaimed: $(port2)"
+	# LeakSanitizer does not run under ptrace; leaks are not what this
+	# case is about
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 gdb -q -nx -batch \
+		-ex 'break xseg_port_cleanup' -ex run \
+		-ex "shell while [ ! -e $T/s8/go ]; do sleep 0.1; done" \
+		--args $BIN/noop -g $SEG8 -p 2 >$T/s8/gdb.out 2>&1 &
+	GDB8=$!
+	track_pid $GDB8
+	wait_until 600 eval '[ "$(port2 | cut -d" " -f1)" = reclaiming ]' &&
+		HOLDER=$(port2 | cut -d" " -f2) && [ "$HOLDER" -gt 0 ] &&
+		ok "s8: a noop (pid $HOLDER) holds cached's port mid-bind" ||
+		die "s8: port 2: $(port2); gdb: $(tail -5 $T/s8/gdb.out)"
+	track_pid $HOLDER
+	kill -CONT $SUP8
+	SUPLOG=$D8/run/supervisor.log
+	wait_until 1200 grep -q "cached is not unplugged yet" $SUPLOG &&
+		grep -q "cached failed to start 3 times in a row: giving up" $SUPLOG &&
+		grep -q "cached is not unplugged yet: another process binds or reclaims port 2 (retrying until that is done)" $SUPLOG &&
+		ok "s8: the supervisor's give-up cannot unplug yet, says why, retries" ||
+		fail "s8: supervisor: $(tail -5 $SUPLOG)"
+	$X stack unplug-cached --dir $D8 >$T/s8/out 2>$T/s8/err; rc=$?
+	[ $rc -eq 1 ] &&
+		grep -q "^xsegctl: stack: unplug failed: port 2 is being bound or reclaimed by another process (pid $HOLDER): cached stays plugged; retry unplug-cached" $T/s8/err &&
+		[ "$(grep -c 'unplug failed' $T/s8/err)" -eq 1 ] &&
+		[ "$(grep -c '^xsegctl: stack: ' $T/s8/err)" -eq 2 ] &&
+		ok "s8: unplug-cached refused with one message naming the binder" ||
+		fail "s8: unplug-cached rc $rc: $(cat $T/s8/out $T/s8/err)"
+	# a binder dead mid-bind is reclaimed like any dead owner
+	kill -9 $HOLDER
+	untrack_pid $HOLDER
+	touch $T/s8/go
+	wait_until 1200 grep -q "cached unplugged: volumes go to the store directly" $SUPLOG &&
+		ok "s8: the binder killed, the supervisor's retry unplugs cached" ||
+		fail "s8: supervisor: $(tail -5 $SUPLOG)"
+	wait_until 600 eval '! kill -0 $GDB8 2>/dev/null' && untrack_pid $GDB8 ||
+		fail "s8: gdb still runs: $(tail -5 $T/s8/gdb.out)"
+	$X stack stop --dir $D8 >/dev/null 2>$T/s8/stop.err ||
+		fail "s8: stop: $(cat $T/s8/stop.err)"
+fi
 
 check_sanitizers "a log" $T/*/data/run/*.log
 finish "stack stop test passed"

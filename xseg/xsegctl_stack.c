@@ -782,14 +782,8 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 			   : r == STACK_ROLE_CACHED ? st->cached_threads
 						    : st->vlmc_threads;
 
-	/* cached_spin and vlmc_spin: that peer's own spin instead of spin */
-	const char *spin =
-	    r == STACK_ROLE_CACHED && st->cached_spin[0] ? st->cached_spin
-	    : r == STACK_ROLE_VLMC && st->vlmc_spin[0]	 ? st->vlmc_spin
-							 : st->spin;
-
 	stack_common_args(a, st, prog, stack_roles[r].name, stack_roles[r].port,
-			  threads, spin);
+			  threads, stack_role_spin(st, r));
 	switch (r) {
 	case STACK_ROLE_STORE:
 		if (!strcmp(prog, "blocker")) {
@@ -916,10 +910,13 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
  * when nothing was running there. A cached flushing gigabytes of small objects
  * at its store's pace needs longer than any fixed bound, and was cut off
  * by one (session 13); it gives up by itself when its flush stalls
- * (--flush-timeout), before this timeout.
+ * (--flush-timeout), before this timeout. Every failure is said here,
+ * after fail_prefix (unplug-cached's "unplug failed: "), so that the
+ * caller adds nothing.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
-			   unsigned timeout_s, struct stack_stop_watch *watch)
+			   unsigned timeout_s, struct stack_stop_watch *watch,
+			   const char *fail_prefix)
 {
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
@@ -929,8 +926,16 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	if (xseg_port_info(seg, port, &pi) || !pi.alive)
 		return 0;
 	pid = pi.owner_pid;
-	if (kill(pid, SIGTERM))
-		return errno == ESRCH ? 0 : -errno;
+	if (kill(pid, SIGTERM)) {
+		int e = errno;
+
+		if (e == ESRCH)
+			return 0;
+		/* said here, so that every failure of this call is */
+		stack_err("%scannot signal %s (pid %d): %s", fail_prefix, name,
+			  (int)pid, strerror(e));
+		return -e;
+	}
 	/* A stopped peer (SIGSTOP, a debugger let go) would never act on
 	 * it: a live cache can leave the path only by its own stop
 	 * (review20) */
@@ -971,12 +976,12 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 		stack_sleep_ms(20);
 	}
 	if (watch)
-		stack_err("%s (pid %d) made no progress for %u s; not waiting "
-			  "for it any longer",
-			  name, (int)pid, timeout_s);
+		stack_err("%s%s (pid %d) made no progress for %u s; not "
+			  "waiting for it any longer",
+			  fail_prefix, name, (int)pid, timeout_s);
 	else
-		stack_err("%s (pid %d) did not exit within %u s", name,
-			  (int)pid, timeout_s);
+		stack_err("%s%s (pid %d) did not exit within %u s", fail_prefix,
+			  name, (int)pid, timeout_s);
 	return -ETIMEDOUT;
 }
 
@@ -1494,14 +1499,15 @@ static int stack_stop(struct stack *st)
 	 * checkpoints; the store must be up while the others stop (checked
 	 * again before cached: it may have died while vlmc drained) */
 	stack_stop_revive_store(st, seg, &revive_failed);
-	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL))
+	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL, ""))
 		rc = 1;
 	if (!rc)
 		stack_stop_revive_store(st, seg, &revive_failed);
 	struct stack_stop_watch flush = {st, &revive_failed, 0};
 	if (rc ||
-	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush) ||
-	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL))
+	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush,
+			    "") ||
+	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL, ""))
 		rc = 1;
 	if (!rc && stack_any_alive(seg))
 		rc = 1;
@@ -1852,17 +1858,38 @@ static int stack_unplug_dead(struct xseg *seg)
 				"answer requests the dead cached sent\n");
 	}
 	if (rc == -EAGAIN)
-		stack_err("the store has not answered requests the dead "
-			  "cached sent for %d s: cached stays plugged (its "
-			  "port fails requests) until they are answered; "
-			  "retry unplug-cached",
+		stack_err("unplug failed: the store has not answered requests "
+			  "the dead cached sent for %d s: cached stays "
+			  "plugged (its port fails requests) until they are "
+			  "answered; retry unplug-cached",
 			  STACK_UNPLUG_DEAD_TRIES);
-	else if (rc == -EPERM || rc == -EBUSY)
-		stack_err("a cached is running on its port again (or still "
-			  "exiting): it leaves the path by itself when "
-			  "stopped; retry unplug-cached");
-	else if (rc)
-		stack_err("cannot remove cached's redirect: %s", strerror(-rc));
+	else if (rc == -EPERM || rc == -EBUSY) {
+		/* the port came alive after the check above: a cached
+		 * restarted meanwhile (-EPERM: only its own stop takes it
+		 * out), or a process binding or reclaiming it (-EBUSY,
+		 * its owner word under change); named, so that what
+		 * holds it can be found */
+		struct xseg_port_info pi;
+		int pid = 0;
+
+		if (!xseg_port_info(seg, STACK_CACHED_PORT, &pi) && pi.alive)
+			pid = (int)pi.owner_pid;
+
+		if (rc == -EPERM)
+			stack_err("unplug failed: a cached runs on port %u "
+				  "again (pid %d, restarted meanwhile): it "
+				  "leaves the path by its own stop; run "
+				  "unplug-cached again",
+				  STACK_CACHED_PORT, pid);
+		else
+			stack_err("unplug failed: port %u is being bound or "
+				  "reclaimed by another process (pid %d): "
+				  "cached stays plugged; retry unplug-cached "
+				  "once that is done",
+				  STACK_CACHED_PORT, pid);
+	} else if (rc)
+		stack_err("unplug failed: cannot remove cached's redirect: %s",
+			  strerror(-rc));
 	if (rc)
 		return rc;
 	after = xseg_writeback_losses(seg);
@@ -1914,7 +1941,7 @@ static int stack_plug(struct stack *st, bool plug)
 			struct stack_stop_watch flush = {NULL, NULL, 0};
 
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
-					     300, &flush);
+					     300, &flush, "unplug failed: ");
 			if (!rc && stack_plugged(seg)) {
 				/* it exited (killed?) before its unplug
 				 * removed the redirect */
@@ -1930,6 +1957,13 @@ static int stack_plug(struct stack *st, bool plug)
 				xseg_leave(seg);
 				return 1;
 			}
+		}
+		if (rc) {
+			/* both said "unplug failed: ", why and what to do:
+			 * one message, not a second "unplug failed: <errno>"
+			 * (review20b A5) */
+			xseg_leave(seg);
+			return 1;
 		}
 	}
 	xseg_leave(seg);

@@ -76,7 +76,8 @@ struct stack {
 	char cached_spin[32];
 	/* vlmc's --spin instead of spin; "" = spin's. The embedded default
 	 * sets 20us: vlmc's NBD completers poll adaptively for cached's
-	 * replies (docs/performance.md, "Session 20") */
+	 * replies (docs/performance.md, "Session 20"); a config that sets
+	 * spin without vlmc_spin clears it (stack_parse) */
 	char vlmc_spin[32];
 	char spin_policy[16]; /* peers' --spin-policy; "" = their default */
 	char cpus[64];	      /* peers' --cpus; "" = no affinity set */
@@ -108,11 +109,12 @@ extern const char stack_default_conf[];
 int stack_str(char *dst, size_t cap, const char *v);
 /*
  * Parse config text ("key = value" lines, '#' comments, blank lines) into
- * st, over what st holds already; name is used in messages. Each key's
- * value is checked against its bounds (docs/operations.md); the first bad
- * line is said on stderr with its number and what the key accepts, and
- * -EINVAL returned (st then holds the lines before it). 0, -EINVAL or
- * -ENOMEM.
+ * st, over what st holds already; a text that sets spin but not vlmc_spin
+ * clears vlmc_spin (vlmc then gets that spin); name is used in messages.
+ * Each key's value is checked against its bounds (docs/operations.md);
+ * the first bad line is said on stderr with its number and what the key
+ * accepts, and -EINVAL returned (st then holds the lines before it). 0,
+ * -EINVAL or -ENOMEM.
  */
 int stack_parse(struct stack *st, const char *text, const char *name);
 /*
@@ -153,6 +155,9 @@ int stack_print_conf(FILE *f, const struct stack *st, const char *store);
 
 /* The three peers of a stack, in start order (stop goes in reverse). */
 enum stack_role { STACK_ROLE_STORE, STACK_ROLE_CACHED, STACK_ROLE_VLMC };
+/* Role r's --spin ("" = the peer's own default): cached_spin or
+ * vlmc_spin when set, else spin. */
+const char *stack_role_spin(const struct stack *st, enum stack_role r);
 #define STACK_NR_ROLES 3
 
 /* Name of a role: its log, pid file and status row (store, cached, vlmc). */

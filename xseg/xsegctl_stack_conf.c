@@ -41,7 +41,8 @@ const char stack_default_conf[] =
     "spin = 0\n"
     "# but vlmc's NBD completers poll (adaptively) for cached's replies:\n"
     "# randread at queue depth 16 0-8 % faster on 2 cores\n"
-    "# (docs/performance.md, \"Session 20\")\n"
+    "# (docs/performance.md, \"Session 20\"); a config that sets spin\n"
+    "# but not vlmc_spin gives vlmc its spin instead\n"
     "vlmc_spin = 20us\n";
 
 void stack_err(const char *fmt, ...)
@@ -327,6 +328,7 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 {
 	char *copy = strdup(text), *next, *line;
 	int lineno = 0, rc = 0;
+	bool spin_set = false, vlmc_spin_set = false;
 
 	if (!copy)
 		return -ENOMEM;
@@ -352,6 +354,8 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 		v = stack_trim(eq + 1);
 		k = stack_trim(k);
 		e = stack_set(st, k, v);
+		spin_set |= !e && !strcmp(k, "spin");
+		vlmc_spin_set |= !e && !strcmp(k, "vlmc_spin");
 		if (e == -ENOENT) {
 			stack_err("%s: line %d: unknown key '%s'", name, lineno,
 				  k);
@@ -373,7 +377,25 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 		}
 	}
 	free(copy);
+	/* A text that sets spin but not vlmc_spin means spin for vlmc too,
+	 * as for cached: a config's "spin = 0" stops every peer spinning,
+	 * and one written before vlmc_spin existed keeps what it gave vlmc;
+	 * only the default's vlmc_spin, below a config's spin, gives way
+	 * (review20b B3). Applied per text, so a running stack's
+	 * run/stack.conf (written with both, or spin alone) reads back the
+	 * same. */
+	if (!rc && spin_set && !vlmc_spin_set)
+		st->vlmc_spin[0] = 0;
 	return rc;
+}
+
+const char *stack_role_spin(const struct stack *st, enum stack_role r)
+{
+	if (r == STACK_ROLE_CACHED && st->cached_spin[0])
+		return st->cached_spin;
+	if (r == STACK_ROLE_VLMC && st->vlmc_spin[0])
+		return st->vlmc_spin;
+	return st->spin;
 }
 
 void stack_xseg_config(const struct stack *st, struct xseg_config *cfg)

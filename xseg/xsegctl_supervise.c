@@ -271,12 +271,18 @@ static void sup_unplug_dead_cached(struct xseg *seg, struct sup_peer *p,
 				"(retrying until they are answered)");
 		p->unplug_pending = true;
 	} else if (rc == -EPERM || rc == -EBUSY) {
-		/* a live cached on the port again (restarted by hand, or
-		 * still exiting): it leaves the path by itself, or dies */
+		/* a live cached on the port again (restarted by hand:
+		 * -EPERM, it leaves the path by itself, or dies), or a
+		 * process binding or reclaiming the port (-EBUSY: its owner
+		 * word under change) */
 		if (!p->unplug_pending)
-			sup_log("cached is not unplugged yet: a cached runs on "
-				"port %u (retrying until it exits)",
-				STACK_CACHED_PORT);
+			sup_log("cached is not unplugged yet: %s port %u "
+				"(retrying until %s)",
+				rc == -EPERM ? "a cached runs on"
+					     : "another process binds or "
+					       "reclaims",
+				STACK_CACHED_PORT,
+				rc == -EPERM ? "it exits" : "that is done");
 		p->unplug_pending = true;
 	} else {
 		p->unplug_pending = false;

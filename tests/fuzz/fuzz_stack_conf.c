@@ -195,6 +195,13 @@ static void check_bounds(const struct stack *st, bool from_parser,
 	 * do the request pool and the segment size */
 	if (over_default && (!st->dir[0] || !st->requests || !st->segment_size))
 		abort();
+	/* nor the spin: "spin =" is refused, and a config's spin that
+	 * clears the default's vlmc_spin is given to vlmc instead, so every
+	 * peer gets a --spin from the stack, never its own default (20us)
+	 * by surprise (review20b B3, B4) */
+	for (int r = 0; over_default && r < STACK_NR_ROLES; r++)
+		if (!stack_role_spin(st, (enum stack_role)r)[0])
+			abort();
 }
 
 static bool same(const struct stack *a, const struct stack *b)

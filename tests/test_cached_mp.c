@@ -1944,6 +1944,10 @@ START_TEST(test_replug_running_cached_stale)
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, b, BLK), 0);
 	/* xsegctl redirect to the same cached: a no-op */
 	ck_assert_int_eq(xseg_set_path_next(e.seg, STORE_PORT, CACHED_PORT), 0);
+	/* another port's path: refused, cached serves the store's only
+	 * (review20 F1-J) */
+	ck_assert_int_eq(xseg_set_path_next(e.seg, 3, CACHED_PORT), -EXDEV);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
 	ck_assert_msg(!memcmp(r, b, BLK),
 		      "stale read after re-plugging a running cached: first "

@@ -1179,6 +1179,61 @@ START_TEST(test_redirect_forward_local)
 }
 END_TEST
 
+/* review20 F1-J: a cache serves the path of its own next port only
+ * (cached fetches from and writes back to it whatever req->dst is): a
+ * redirect of another port to it is refused, the one of its next port is
+ * not. A cache that marked itself without naming its next port (an older
+ * build), or whose word is a previous owner's, cannot be checked: refused
+ * too. A port that is no cache takes any redirect, as before. */
+START_TEST(test_redirect_cache_of_other_path)
+{
+	struct xseg_port_info pi;
+	struct xseg_port *c;
+	struct xseg *seg;
+
+	seg = mkseg("cachepath", NULL);
+	c = seg->ports[2].port;
+	ck_assert_int_eq(xseg_bind_port(seg, 2, "cached"), 0);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 2), -EINVAL);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, xseg_nr_ports(seg)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.cache);
+	ck_assert_uint_eq(pi.cache_next, 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 2), -EXDEV);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 0), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 1), 0);
+	/* marked by a build that did not publish the port it serves: the
+	 * word a segment made before it holds */
+	__atomic_store_n(&c->cache_next, 0, __ATOMIC_RELAXED);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.cache);
+	ck_assert_uint_eq(pi.cache_next, XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), -EXDEV);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), 0);
+	/* a new owner, not a cache: any redirect, as before */
+	ck_assert_int_eq(xseg_release_port(seg, 2), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 2, "noop"), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(!pi.cache);
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 2), 0);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 0), 0);
+	/* it marks itself the way an older build did (the generation only):
+	 * the previous owner's next port is not taken for its */
+	__atomic_store_n(&c->cache_gen,
+			 __atomic_load_n(&c->gen, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.cache);
+	ck_assert_uint_eq(pi.cache_next, XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), -EXDEV);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 struct kick_arg {
@@ -2082,6 +2137,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_lifecycle_mp);
 	tcase_add_test(tc, test_validation_mp);
 	tcase_add_test(tc, test_redirect_forward_local);
+	tcase_add_test(tc, test_redirect_cache_of_other_path);
 	tcase_add_test(tc, test_wait_timeout_kick);
 	tcase_add_test(tc, test_reap_dead_client);
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);

@@ -343,7 +343,7 @@ static int cache_owner(void *arg)
 
 	if (xseg_join(a->name, &seg, NULL, 0) ||
 	    xseg_bind_port(seg, 2, "cached") ||
-	    (a->mark && xseg_port_mark_cache(seg, 2)) ||
+	    (a->mark && xseg_port_mark_cache(seg, 2, 1)) ||
 	    write(a->ready, "r", 1) != 1)
 		return 1;
 	for (;;)
@@ -365,9 +365,19 @@ START_TEST(unredirect_live_cache_refused)
 	ck_assert_int_gt(owner, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	/* not ours to mark */
-	ck_assert_int_eq(xseg_port_mark_cache(seg, 2), -EPERM);
-	ck_assert_int_eq(xseg_port_mark_cache(seg, xseg_nr_ports(seg)),
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), -EPERM);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, xseg_nr_ports(seg), 1),
 			 -EINVAL);
+	/* it caches port 1's path: not port 3's (review20 F1-J) */
+	const char *r3[] = {"redirect", name, "3", "2", NULL};
+	ck_assert_int_eq(ctl(r3, &out, &err), 1);
+	ck_assert_msg(strstr(err, "port 3: cannot set redirect: port 2 is a "
+				  "running cache of port 1's path") &&
+			  strstr(err, "--next-port 3"),
+		      "%s", err);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
 	const char *un[] = {"unredirect", name, "1", NULL};
 	ck_assert_int_eq(ctl(un, &out, &err), 1);

@@ -226,6 +226,24 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
 	return xseg_owner_serving(o) ? xseg_owner_alive(o) : 0;
 }
 
+/* Whether the port p is a cache now: its mark is the current generation
+ * (xseg_port_mark_cache). Read after the owner word (acquire), so a new
+ * owner is never seen with its predecessor's mark. *serves: the port
+ * whose path it caches, or XSEG_NOPORT if it did not publish one (a
+ * cache of an older build). */
+static bool port_is_cache(const struct xseg_port *p, uint32_t *serves)
+{
+	uint32_t gen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+	uint64_t cn;
+
+	if (__atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE) != gen)
+		return false;
+	/* written before cache_gen (release): a mark seen, its word too */
+	cn = __atomic_load_n(&p->cache_next, __ATOMIC_RELAXED);
+	*serves = (uint32_t)(cn >> 32) == gen ? (uint32_t)cn : XSEG_NOPORT;
+	return true;
+}
+
 /* Whether port is a cache (xseg_port_mark_cache: its mark is the
  * current generation, so any bind, release or reclaim, by any build,
  * ends it) owned by another live process: -EPERM; -EBUSY while its owner
@@ -235,29 +253,57 @@ static int cache_owned_elsewhere(const struct xseg *seg, uint32_t port)
 {
 	const struct xseg_port *p = seg->ports[port].port;
 	uint64_t o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	uint32_t serves;
 
 	if (!o || (o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
 		return 0;
-	if (__atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE) !=
-	    __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE))
+	if (!port_is_cache(p, &serves))
 		return 0;
 	if (o & XSEG_OWNER_RECLAIM)
 		return -EBUSY;
 	return xseg_owner_alive(o) ? -EPERM : 0;
 }
 
-int xseg_port_mark_cache(struct xseg *seg, uint32_t port)
+/* A cache serves one path: cached fetches from and writes back to its
+ * own next port whatever a request's destination, and keys its buckets
+ * by name only. Put in another port's path, that port's writes would
+ * land in its next port's store, and objects of the same name on the two
+ * would share buckets: wrong data (review20 F1-J). -EXDEV if next is a
+ * cache whose owner is alive (this process or another) and not known to
+ * serve port's path: it serves another port, or it did not say which (a
+ * cache of an older build: it cannot be checked, so it is refused too;
+ * such a cache can still plug itself, cached --plug). 0 otherwise: not a
+ * cache, free, dead or being bound, released or reclaimed (as before). */
+static int cache_serves_elsewhere(const struct xseg *seg, uint32_t port,
+				  uint32_t next)
+{
+	const struct xseg_port *p = seg->ports[next].port;
+	uint64_t o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	uint32_t serves;
+
+	if (!o || (o & XSEG_OWNER_RECLAIM) || !port_is_cache(p, &serves) ||
+	    serves == port)
+		return 0;
+	if (o != seg->self_owner && !xseg_owner_alive(o))
+		return 0;
+	return -EXDEV;
+}
+
+int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next)
 {
 	struct xseg_port *p;
+	uint32_t gen;
 
-	if (port >= seg->nr_ports)
+	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
 	p = seg->ports[port].port;
 	if (__atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) != seg->self_owner)
 		return -EPERM;
-	__atomic_store_n(&p->cache_gen,
-			 __atomic_load_n(&p->gen, __ATOMIC_RELAXED),
-			 __ATOMIC_RELEASE);
+	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+	/* the port it serves first: a reader that sees the mark sees it */
+	__atomic_store_n(&p->cache_next, ((uint64_t)gen << 32) | next,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->cache_gen, gen, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -348,6 +394,9 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 
 	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
+	rc = cache_serves_elsewhere(seg, port, next);
+	if (rc < 0)
+		return rc;
 	/* Replacing a redirect takes the old target out of the path just
 	 * as clearing it does (review9 R9-5(c)). */
 	rc = reclaim_leaving_target(seg, port, next, &old);
@@ -403,6 +452,8 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->owner_start = xseg_owner_start(o);
 	info->generation = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	info->path_next = __atomic_load_n(&p->path_next, __ATOMIC_RELAXED);
+	info->cache_next = XSEG_NOPORT;
+	info->cache = o != 0 && port_is_cache(p, &info->cache_next);
 	if (o)
 		memcpy(info->peer_type, p->peer_type, sizeof(p->peer_type));
 	info->peer_type[XSEG_PEER_TYPE_LEN - 1] = '\0';

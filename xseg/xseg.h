@@ -413,8 +413,13 @@ int xseg_port_alive(struct xseg *seg, uint32_t port);
  * xseg_forward. If port was redirected to another port whose owner is
  * dead, that port is reclaimed first (as xseg_clear_path_next), so a
  * write-back loss it held is counted before it leaves the path. Errors:
- * -EINVAL (bad port or next, or next == port); then as
- * xseg_clear_path_next, with the old redirect kept. */
+ * -EINVAL (bad port or next, or next == port); -EXDEV (next is a cache,
+ * xseg_port_mark_cache, whose owner is alive, this process or another,
+ * and that does not serve port's path: it published another next port,
+ * or none, a cache of an older build that cannot be checked; a cache
+ * fetches from and writes to its own next port whatever the request's
+ * destination, review20 F1-J; xseg_port_info's cache_next names the port
+ * it serves); then as xseg_clear_path_next, with the old redirect kept. */
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
 /* Remove port's redirect. If the port it redirects to is owned by a dead
  * process (proof, as xseg_reap) that port is reclaimed first, so a
@@ -438,17 +443,19 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * for a fast path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* Declare port, bound by this process, a cache: a peer that keeps data of
- * the path it is redirected into (cached). Until the port is bound,
- * released or reclaimed again (the mark is the port's generation), while
- * this process lives, no other process can take it out of a path
+ * the path it is redirected into (cached), the path of port next (the port
+ * it fetches from and writes back to). Until the port is bound, released
+ * or reclaimed again (the mark is the port's generation), while this
+ * process lives, no other process can take it out of a path
  * (xseg_clear_path_next, or xseg_set_path_next replacing it: -EPERM): it
  * would not know, and would keep serving data that writes bypassing it
  * made stale once redirected to again, and a write it held could land
- * over a newer one. The owner leaves by itself (cached's unplug: it
- * flushes, then clears the redirect); a dead owner is reclaimed as
- * always. Errors: -EINVAL (bad port), -EPERM (not bound by this
- * process). */
-int xseg_port_mark_cache(struct xseg *seg, uint32_t port);
+ * over a newer one. Nor can any process put it into another port's path
+ * (xseg_set_path_next(seg, q, port) with q != next: -EXDEV). The owner
+ * leaves by itself (cached's unplug: it flushes, then clears the
+ * redirect); a dead owner is reclaimed as always. Errors: -EINVAL (bad
+ * port or next, or next == port), -EPERM (not bound by this process). */
+int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);
 
@@ -466,6 +473,11 @@ struct xseg_port_info {
 				 (clock ticks since boot, /proc stat 22) */
 	uint32_t generation;  /* changes at every bind and reclaim */
 	uint32_t path_next;   /* XSEG_NOPORT if none */
+	/* API addition: marked a cache by its current owner
+	 * (xseg_port_mark_cache), and the port whose path it serves, or
+	 * XSEG_NOPORT if it did not say (an older build) or is no cache */
+	bool cache;
+	uint32_t cache_next;
 	char peer_type[XSEG_PEER_TYPE_LEN];
 	/* as a client */
 	uint64_t sent;	   /* requests submitted from this port */

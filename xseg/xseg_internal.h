@@ -129,6 +129,13 @@ struct xseg_port {
 	 * any build, ends it (a new generation). 0 in a segment made
 	 * before it existed, and gen is never 0. */
 	uint32_t cache_gen;
+	/* The port whose path the cache serves (cached's --next-port),
+	 * published with the mark: ((uint64_t)gen << 32) | port, written
+	 * before cache_gen. Valid only while its high half is the current
+	 * gen: 0 (a segment made before it existed) and a previous owner's
+	 * word read "unknown", as does a cache of a build that marked
+	 * without publishing it (review20 F1-J). */
+	uint64_t cache_next;
 
 	/* line 1: identity, written at bind */
 	_Alignas(64) char peer_type[XSEG_PEER_TYPE_LEN];
@@ -167,10 +174,13 @@ struct xseg_port {
 	struct xseg_stats_area stats;
 };
 
-/* The drain and cache_gen words took padding of line 0: the layout did not
- * change. */
+/* The drain, cache_gen and cache_next words took padding of line 0 (the
+ * last 12 bytes of it): the layout did not change. */
 _Static_assert(offsetof(struct xseg_port, peer_type) == 64,
 	       "struct xseg_port line 0 is one cache line");
+_Static_assert(
+    offsetof(struct xseg_port, cache_next) == 56,
+    "cache_next: aligned, in padding a segment made before it zeroed");
 
 /* Process-local view of one port: pointers into this mapping. */
 struct xseg_port_local {

@@ -651,6 +651,29 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 			xseg_get_path_next(seg, port));
 		return 1;
 	}
+	if (rc == -EXDEV) {
+		/* a cache serves the path of its own next port only: it would
+		 * write this port's data into that port's store */
+		struct xseg_port_info ni = {0};
+		char serves[96] = "another port's path";
+
+		if (!xseg_port_info(seg, next, &ni) && ni.cache &&
+		    ni.cache_next != XSEG_NOPORT)
+			snprintf(serves, sizeof(serves),
+				 "port %" PRIu32 "'s path (cached --next-port "
+				 "%" PRIu32 ")",
+				 ni.cache_next, ni.cache_next);
+		else if (ni.cache)
+			snprintf(serves, sizeof(serves),
+				 "a path it does not name (an older build)");
+		ctl_err("segment %s: port %" PRIu32 ": cannot set redirect: "
+			"port %" PRIu32 " is a running cache of %s: it fetches "
+			"from and writes back to that port only, so this "
+			"port's writes would land there; redirect that port "
+			"to it, or start a cache with --next-port %" PRIu32,
+			xseg_name(seg), port, next, serves, port);
+		return 1;
+	}
 	if (rc < 0) {
 		ctl_err("segment %s: port %" PRIu32 ": cannot %s redirect: %s",
 			xseg_name(seg), port, set ? "set" : "clear",

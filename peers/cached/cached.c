@@ -641,8 +641,10 @@ static int cached_init_peer(struct peer *p)
 	/* Only cached takes itself out of a path (its unplug flushes and
 	 * stops first): another process's unredirect would leave it serving
 	 * buckets that writes bypassing it made stale once redirected to
-	 * again (safety20 F1). Before any redirect, --plug or by hand. */
-	rc = xseg_port_mark_cache(cp->seg, cp->port);
+	 * again (safety20 F1). With the port it serves: nobody can put it
+	 * in another port's path, where that port's writes would land in
+	 * ours (review20 F1-J). Before any redirect, --plug or by hand. */
+	rc = xseg_port_mark_cache(cp->seg, cp->port, cp->next_port);
 	if (rc) {
 		peer_err("cached: cannot mark port %" PRIu32 " as a cache: %s",
 			 cp->port, strerror(-rc));

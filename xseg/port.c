@@ -226,6 +226,43 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
 	return xseg_owner_serving(o) ? xseg_owner_alive(o) : 0;
 }
 
+/* What a decision about a port (a redirect's old or new target) read:
+ * its owner word, generation and cache mark. Read again just before the
+ * redirect's CAS and found equal, none of them changed in between: the
+ * owner word is the owner's identity (pid and start time), the generation
+ * changes at every bind, release and reclaim, and the mark is written
+ * only by the owner, so a bind, a mark, a release or a reclaim after the
+ * decision shows (review20 F1-F). */
+struct port_snap {
+	uint64_t owner;
+	uint32_t gen;
+	uint32_t cache_gen;
+	bool taken; /* a snapshot was taken (the port was examined) */
+};
+
+static void port_snap_take(const struct xseg *seg, uint32_t port,
+			   struct port_snap *s)
+{
+	const struct xseg_port *p = seg->ports[port].port;
+
+	s->owner = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	s->gen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+	s->cache_gen = __atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE);
+	s->taken = true;
+}
+
+static bool port_snap_moved(const struct xseg *seg, uint32_t port,
+			    const struct port_snap *s)
+{
+	struct port_snap now;
+
+	if (!s || !s->taken)
+		return false;
+	port_snap_take(seg, port, &now);
+	return now.owner != s->owner || now.gen != s->gen ||
+	       now.cache_gen != s->cache_gen;
+}
+
 /* Whether the port p is a cache now: its mark is the current generation
  * (xseg_port_mark_cache). Read after the owner word (acquire), so a new
  * owner is never seen with its predecessor's mark. *serves: the port
@@ -314,7 +351,8 @@ int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next)
  * after this check is counted by whoever reaps it; requests sent to it
  * meanwhile fail with ECONNRESET. */
 static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
-				  uint32_t keep, uint32_t *oldp)
+				  uint32_t keep, uint32_t *oldp,
+				  struct port_snap *snap)
 {
 	struct xseg_reap_stats st = {0};
 	uint32_t old = __atomic_load_n(&seg->ports[port].port->path_next,
@@ -328,6 +366,9 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	rc = xseg_reclaim_if_dead(seg, old, &st);
 	if (rc < 0)
 		return rc;
+	/* what follows decides on this state of the target (free, dead and
+	 * reclaimed by us, or live, a cache or not) */
+	port_snap_take(seg, old, snap);
 	/* A dead target's requests that the next port accepted can still
 	 * run there; its clients were failed back (ECONNRESET) and may
 	 * already have sent newer requests, which once the redirect is gone
@@ -376,10 +417,25 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 
 /* Move port's redirect from old (what reclaim_leaving_target examined)
  * to next; -EAGAIN if another process changed it meanwhile (that wait may
- * take a second): the caller decides again on the new one. */
+ * take a second), or if a target examined (the old one, the new one:
+ * snaps) was bound, released, reclaimed or marked a cache since: the
+ * caller decides again on what it is now.
+ *
+ * The redirect and the target are separate words, so the re-read and the
+ * CAS are two steps, not one (review20 F1-F): what is left is a target
+ * changed between them, which for the case that matters, a cache bound on
+ * the target, marked and plugged by its own CAS before ours, means a
+ * process's bind, cache set-up, mark and plug all done while this one is
+ * preempted between two adjacent atomic instructions. The cache is then
+ * new and empty (and its plug still settling, at least 50 ms). */
 static int set_path_next_from(struct xseg *seg, uint32_t port, uint32_t old,
-			      uint32_t next)
+			      uint32_t next, const struct port_snap *old_snap,
+			      const struct port_snap *next_snap)
 {
+	XSEG_TEST_POINT(XSEG_TP_PATH_DECIDED, NULL);
+	if (port_snap_moved(seg, old, old_snap) ||
+	    port_snap_moved(seg, next, next_snap))
+		return -EAGAIN;
 	if (!__atomic_compare_exchange_n(&seg->ports[port].port->path_next,
 					 &old, next, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
@@ -389,33 +445,36 @@ static int set_path_next_from(struct xseg *seg, uint32_t port, uint32_t old,
 
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 {
+	struct port_snap old_snap = {0}, next_snap = {0};
 	uint32_t old;
 	int rc;
 
 	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
+	port_snap_take(seg, next, &next_snap);
 	rc = cache_serves_elsewhere(seg, port, next);
 	if (rc < 0)
 		return rc;
 	/* Replacing a redirect takes the old target out of the path just
 	 * as clearing it does (review9 R9-5(c)). */
-	rc = reclaim_leaving_target(seg, port, next, &old);
+	rc = reclaim_leaving_target(seg, port, next, &old, &old_snap);
 	if (rc < 0)
 		return rc;
-	return set_path_next_from(seg, port, old, next);
+	return set_path_next_from(seg, port, old, next, &old_snap, &next_snap);
 }
 
 int xseg_clear_path_next(struct xseg *seg, uint32_t port)
 {
+	struct port_snap old_snap = {0};
 	uint32_t old;
 	int rc;
 
 	if (port >= seg->nr_ports)
 		return -EINVAL;
-	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT, &old);
+	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT, &old, &old_snap);
 	if (rc < 0)
 		return rc;
-	return set_path_next_from(seg, port, old, XSEG_NOPORT);
+	return set_path_next_from(seg, port, old, XSEG_NOPORT, &old_snap, NULL);
 }
 
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port)

@@ -438,9 +438,12 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * most once per 5 s; retry; also when, during that wait, the target was
  * bound again or another process changed the redirect: the change is
  * made only from the redirect examined, by CAS, so it never undoes a
- * re-plug it did not look at); what xseg_reap returns when this process has
- * no identity (e.g. -EMFILE). Reads /proc and scans the request pool: not
- * for a fast path. */
+ * re-plug it did not look at; and when a target examined, old or new,
+ * was bound, released, reclaimed or marked a cache between its
+ * examination and that CAS, review20 F1-F: they are read again just
+ * before it); what xseg_reap returns when this process has no identity
+ * (e.g. -EMFILE). Reads /proc and scans the request pool: not for a fast
+ * path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* Declare port, bound by this process, a cache: a peer that keeps data of
  * the path it is redirected into (cached), the path of port next (the port

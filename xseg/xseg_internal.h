@@ -351,6 +351,8 @@ enum xseg_test_point {
 	XSEG_TP_FAILBACK_STORED,  /* fail-back: word stored, not enqueued */
 	XSEG_TP_RECEIVE_DEQUEUED, /* receive: dequeued, before the CAS */
 	XSEG_TP_REDELIVERED,	  /* reaper: redelivered, mark not cleared */
+	XSEG_TP_PATH_DECIDED,	  /* redirect change: targets examined, before
+				     their re-read and the CAS (req NULL) */
 };
 extern void (*xseg_test_hook)(enum xseg_test_point pt,
 			      struct xseg_request *req);

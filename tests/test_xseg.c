@@ -1185,15 +1185,35 @@ END_TEST
  * not. A cache that marked itself without naming its next port (an older
  * build), or whose word is a previous owner's, cannot be checked: refused
  * too. A port that is no cache takes any redirect, as before. */
+/* A child of the process that bound port 2 tries to mark it through the
+ * handle it inherited: 0 if refused (-EPERM). */
+static int mark_port2(void *arg)
+{
+	return xseg_port_mark_cache(arg, 2, 1) == -EPERM ? 0 : 1;
+}
+
 START_TEST(test_redirect_cache_of_other_path)
 {
 	struct xseg_port_info pi;
 	struct xseg_port *c;
 	struct xseg *seg;
+	pid_t pid;
 
 	seg = mkseg("cachepath", NULL);
 	c = seg->ports[2].port;
+	/* review20 F1-H: a handle without an identity marks nothing, not
+	 * even a free port (whose owner word, 0, is that identity too) */
+	seg->self_owner = 0;
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), -EPERM);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(!pi.cache);
 	ck_assert_int_eq(xseg_bind_port(seg, 2, "cached"), 0);
+	/* nor does a child of the owner, through the handle it inherited */
+	pid = xtu_fork(mark_port2, seg);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(!pi.cache);
 	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 2), -EINVAL);
 	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, xseg_nr_ports(seg)),
 			 -EINVAL);

@@ -330,11 +330,20 @@ int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next)
 {
 	struct xseg_port *p;
 	uint32_t gen;
+	int rc;
 
 	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
 	p = seg->ports[port].port;
-	if (__atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) != seg->self_owner)
+	/* This process's identity, not the one the handle was made with: a
+	 * child forked after its parent bound the port is not its owner.
+	 * And an identity of 0 is a free port's owner word too (review20
+	 * F1-H). */
+	rc = xseg_self_identity(seg);
+	if (rc < 0)
+		return rc;
+	if (!seg->self_owner ||
+	    __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) != seg->self_owner)
 		return -EPERM;
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	/* the port it serves first: a reader that sees the mark sees it */

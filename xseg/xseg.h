@@ -457,7 +457,10 @@ int xseg_clear_path_next(struct xseg *seg, uint32_t port);
  * (xseg_set_path_next(seg, q, port) with q != next: -EXDEV). The owner
  * leaves by itself (cached's unplug: it flushes, then clears the
  * redirect); a dead owner is reclaimed as always. Errors: -EINVAL (bad
- * port or next, or next == port), -EPERM (not bound by this process). */
+ * port or next, or next == port), -EPERM (not bound by this process: also
+ * in a child forked by the process that bound it, and for a free port),
+ * what xseg_bind_port returns when this process has no identity
+ * (/proc/self/stat unreadable, e.g. -EMFILE). */
 int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);

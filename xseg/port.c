@@ -403,16 +403,8 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 				    __ATOMIC_ACQUIRE))
 			return -EAGAIN;
 	}
-	/* A live target still holding acknowledged, unflushed data: once
-	 * out of the path, a FLUSH would reach the next port and succeed
-	 * without that data, reads would return older data, and nothing
-	 * would count a loss (review10 F2). Its owner clears its own
-	 * redirect only once clean (cached's unplug); an operator must
-	 * stop it (it flushes) or kill it (counted) first. */
-	if (!rc &&
-	    __atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&seg->ports[old].port->unflushed, __ATOMIC_SEQ_CST))
-		return -EBUSY;
+	if (rc)
+		return 0; /* it was dead: reclaimed, its loss counted */
 	/* A live cache, even a clean one, leaves a path only by its own
 	 * hand (cached's unplug: write-through, flushed, nothing in flight,
 	 * then it clears the redirect and exits). Taken out by another
@@ -420,8 +412,22 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	 * directly while it keeps the buckets they make stale, which it
 	 * serves once redirected to again, and a write it still holds (a
 	 * read-modify-write fetch in flight) lands later over a newer one
-	 * (safety20 F1). */
-	return rc ? 0 : cache_owned_elsewhere(seg, old);
+	 * (safety20 F1). Checked before the unflushed data below, so a
+	 * cache, dirty or clean, always gets this answer (review20 F1-I):
+	 * a retry once it flushed would only meet it then. */
+	rc = cache_owned_elsewhere(seg, old);
+	if (rc)
+		return rc;
+	/* A live target still holding acknowledged, unflushed data: once
+	 * out of the path, a FLUSH would reach the next port and succeed
+	 * without that data, reads would return older data, and nothing
+	 * would count a loss (review10 F2). Its owner clears its own
+	 * redirect only once clean (cached's unplug); an operator must
+	 * stop it (it flushes) or kill it (counted) first. */
+	if (__atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&seg->ports[old].port->unflushed, __ATOMIC_SEQ_CST))
+		return -EBUSY;
+	return 0;
 }
 
 /* Move port's redirect from old (what reclaim_leaving_target examined)

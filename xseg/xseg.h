@@ -430,7 +430,9 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * after a second: retry; or it is alive and still holds unflushed data:
  * its owner must flush first, review10 F2); -EPERM (the target is a
  * cache, xseg_port_mark_cache, whose owner is alive and not this process:
- * only the cache takes itself out of the path, safety20 F1); -EAGAIN (the
+ * only the cache takes itself out of the path, safety20 F1; checked
+ * before its unflushed data, so a cache gets -EPERM dirty or clean,
+ * review20 F1-I); -EAGAIN (the
  * target is free or
  * dead and requests it sent are still accepted and unanswered at other
  * live ports after a second of waiting: they may still run, and a request

@@ -1491,6 +1491,7 @@ static bool leader_alone(void *arg)
  * thread is gone, not reclaim its port and requests under it. */
 START_TEST(test_reap_keeps_port_of_exited_leader)
 {
+	struct xseg_port_info pi;
 	struct live_server_arg a;
 	struct xseg_reap_stats st;
 	struct xseg_proc_stat ps;
@@ -1512,10 +1513,15 @@ START_TEST(test_reap_keeps_port_of_exited_leader)
 	ck_assert_int_eq(xseg_reap(seg, &st), 0);
 	ck_assert_uint_eq(st.ports_reclaimed, 0);
 	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	/* and xseg_port_info says why: alive, exiting (review20 N1-B) */
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(pi.alive && pi.exiting);
 	/* the last thread gone, the zombie not yet waited for: dead,
 	 * reclaimed */
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait_until(leader_alone, &pid, 10000), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(!pi.alive && !pi.exiting);
 	ck_assert_int_eq(xseg_reap(seg, &st), 1);
 	ck_assert_uint_eq(st.ports_reclaimed, 1);
 	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,85 @@ START_TEST(unredirect_live_cache_refused)
 	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
 	ck_assert_int_eq(xtu_kill(owner, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(owner, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* review20 N1-B: a port whose owner's leader exited while other threads
+ * are left (stuck in the kernel, stopped by a tracer) stays its owner's,
+ * and list says why: "exiting", not "alive". */
+struct leader_exits_arg {
+	const char *name;
+	int ready;
+};
+
+static void *worker_forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static int leader_exits(void *arg)
+{
+	struct leader_exits_arg *a = arg;
+	struct xseg *seg;
+	pthread_t t;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 1, "server") ||
+	    pthread_create(&t, NULL, worker_forever, NULL) ||
+	    write(a->ready, "r", 1) != 1)
+		return 1;
+	pthread_exit(NULL);
+}
+
+static bool leader_zombie_with_threads(void *arg)
+{
+	struct xseg_proc_stat ps;
+
+	return !xseg_proc_stat_read(*(pid_t *)arg, &ps) && ps.state == 'Z' &&
+	       ps.num_threads > 1;
+}
+
+START_TEST(list_shows_exiting_owner)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlexit", &seg);
+	int fds[2];
+	char c, pidstr[32];
+	char *out, *err;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg a = {name, fds[1]};
+	pid_t pid = xtu_fork(leader_exits, &a);
+
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &pid, 10000), 0);
+	const char *lt[] = {"list", name, NULL};
+	ck_assert_int_eq(ctl(lt, &out, &err), 0);
+	snprintf(pidstr, sizeof(pidstr), " %ld ", (long)pid);
+	const char *l1 = strstr(out, "\n1 ");
+	ck_assert_msg(l1 && strstr(l1, pidstr) && strstr(l1, " exiting "), "%s",
+		      out);
+	free(out);
+	free(err);
+	const char *lj[] = {"list", "--json", name, NULL};
+	ck_assert_int_eq(ctl(lj, &out, &err), 0);
+	ck_assert_msg(strstr(out, "{\"port\":1,\"dynamic\":false,\"state\":"
+				  "\"exiting\""),
+		      "%s", out);
+	free(out);
+	free(err);
+	/* still its owner's: not reclaimed */
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
 	close(fds[0]);
 	close(fds[1]);
 	xseg_leave(seg);
@@ -929,6 +1009,7 @@ int main(void)
 	tcase_add_test(tc, reap_dead_peer);
 	tcase_add_test(tc, writeback_loss_visible);
 	tcase_add_test(tc, unredirect_live_cache_refused);
+	tcase_add_test(tc, list_shows_exiting_owner);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);

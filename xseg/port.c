@@ -521,6 +521,7 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->dynamic = port >= seg->nr_static;
 	info->bound = o != 0;
 	info->alive = o != 0 && xseg_owner_alive(o) == 1;
+	info->exiting = info->alive && xseg_owner_exiting(o);
 	info->reclaiming = (o & XSEG_OWNER_RECLAIM) != 0;
 	info->owner_pid = xseg_owner_pid(o);
 	info->owner_start = xseg_owner_start(o);

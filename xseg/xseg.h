@@ -476,6 +476,11 @@ struct xseg_port_info {
 	bool bound;	 /* has an owner (live or dead) */
 	bool alive;	 /* owner alive (as xseg_port_alive) */
 	bool reclaiming; /* a reaper or binder is cleaning it up */
+	/* API addition: alive only through threads left after its leader
+	 * exited (a zombie leader; the threads still run, are stuck in the
+	 * kernel or stopped by a tracer): the port stays the owner's until
+	 * they end, and requests to it wait (review20 N1-B) */
+	bool exiting;
 	pid_t owner_pid;
 	uint32_t owner_start; /* low 32 bits of the owner's start time
 				 (clock ticks since boot, /proc stat 22) */

@@ -239,6 +239,11 @@ uint32_t xseg_new_generation(struct xseg *seg);
 /* 1 alive, 0 dead (owner word, flags ignored). Dead only on proof
  * (ESRCH/ENOENT, zombie, other start time); "could not tell" is alive. */
 int xseg_owner_alive(uint64_t owner);
+/* Whether the owner is alive only through threads that outlive its leader:
+ * the leader exited (a zombie) and other threads are left (stuck in the
+ * kernel, stopped by a tracer...). Such an owner keeps its port (alive,
+ * as above) until they end; this only says why (review20 N1-B). */
+bool xseg_owner_exiting(uint64_t owner);
 /* Reclaim a port whose owner word the caller has just set to
  * self|RECLAIM. Leaves the owner word as it is (the caller stores the final
  * one). mode:

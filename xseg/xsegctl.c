@@ -297,6 +297,8 @@ static const char *ctl_port_state(const struct xseg_port_info *pi)
 		return "reclaiming";
 	if (!pi->bound)
 		return pi->draining ? "draining" : "free";
+	if (pi->exiting)
+		return "exiting"; /* alive, by threads its leader left */
 	return pi->alive ? "alive" : "dead";
 }
 

@@ -442,7 +442,8 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
  * the target, marked and plugged by its own CAS before ours, means a
  * process's bind, cache set-up, mark and plug all done while this one is
  * preempted between two adjacent atomic instructions. The cache is then
- * new and empty (and its plug still settling, at least 50 ms). */
+ * new and empty (its plug still settling, at least 50 ms), and once
+ * settled cached checks that the redirect still names it (cached_plug). */
 static int set_path_next_from(struct xseg *seg, uint32_t port, uint32_t old,
 			      uint32_t next, const struct port_snap *old_snap,
 			      const struct port_snap *next_snap)

@@ -502,6 +502,7 @@ static int cached_plug(struct cached_peer *cp)
 {
 	uint64_t start = peer_now_ns(), warn_at = start + 5000000000ULL;
 	uint64_t settled_since = 0;
+	uint32_t names;
 	bool err = false;
 	int rc;
 
@@ -586,6 +587,26 @@ static int cached_plug(struct cached_peer *cp)
 			warn_at = now + 30000000000ULL;
 		}
 		cached_sleep_ms(1);
+	}
+	/* Another process's redirect change can still land between its
+	 * last look at our port and its CAS (review20 F1-F: a window of two
+	 * instructions, set_path_next_from in xseg/port.c): we would then
+	 * be beside the path, not in it. Still empty: pass on what reached
+	 * us and fail the start, loudly, as a refused plug does. */
+	names = xseg_get_path_next(cp->seg, cp->next_port);
+	if (names != cp->port) {
+		char now[32] = "no port";
+
+		if (names != XSEG_NOPORT)
+			snprintf(now, sizeof(now), "port %" PRIu32, names);
+		peer_err("cached: port %" PRIu32 "'s redirect was changed by "
+			 "another process while cached plugged in front of it "
+			 "(it names %s now, not port %" PRIu32 "): not in the "
+			 "path, so not serving; exiting",
+			 cp->next_port, now, cp->port);
+		cp->plugged = false;
+		cached_pump(cp, NULL);
+		return -EBUSY;
 	}
 	peer_info("cached: plugged in front of port %" PRIu32 " (waited %.3f s "
 		  "for its earlier requests)",

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "xseg.h"
+#include "xseg_internal.h"
 #include "xseg_testutil.h"
 
 #define STORE_PORT  1
@@ -1944,6 +1945,10 @@ START_TEST(test_replug_running_cached_stale)
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_WRITE, "o", 0, b, BLK), 0);
 	/* xsegctl redirect to the same cached: a no-op */
 	ck_assert_int_eq(xseg_set_path_next(e.seg, STORE_PORT, CACHED_PORT), 0);
+	/* another port's path: refused, cached serves the store's only
+	 * (review20 F1-J) */
+	ck_assert_int_eq(xseg_set_path_next(e.seg, 3, CACHED_PORT), -EXDEV);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(io(&e, STORE_PORT, XSEG_OP_READ, "o", 0, r, BLK), 0);
 	ck_assert_msg(!memcmp(r, b, BLK),
 		      "stale read after re-plugging a running cached: first "
@@ -1951,6 +1956,75 @@ START_TEST(test_replug_running_cached_stale)
 		      "before the unredirect)",
 		      r[0], b[0]);
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	env_down(&e);
+}
+END_TEST
+
+/*
+ * review20 F1-F, defence in depth: a redirect change by another process
+ * can still land between its last look at cached's port and its CAS
+ * (two adjacent instructions in libxseg). cached then finds, once its
+ * plug has settled, that the store's redirect no longer names it: it
+ * must not serve beside the path, but say so and exit 1. The store's
+ * port is the test's own, holding one accepted request so that the plug
+ * waits; the lost race is written straight into the segment meanwhile.
+ */
+START_TEST(test_plug_redirect_lost_meanwhile)
+{
+	struct xseg_request *req, *acc, *rep;
+	struct redirect_arg ra;
+	struct xtu_captured cap;
+	struct env e;
+	char *log;
+	int rc;
+
+	env_up(&e, "lost", 256);
+	ra = (struct redirect_arg){&e, CACHED_PORT};
+	ck_assert_int_eq(xseg_bind_port(e.seg, STORE_PORT, "store"), 0);
+	ck_assert_int_eq(xseg_get_request(e.seg, e.port, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(e.seg, req, 1, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(e.seg, req, STORE_PORT), 0);
+	ck_assert_int_eq(xseg_accept(e.seg, STORE_PORT, &acc), 0);
+	{
+		char *argv[] = {"cached",
+				"-g",
+				(char *)e.name,
+				"-p",
+				"2",
+				"--next-port",
+				"1",
+				"--plug",
+				"--cache-size",
+				"1M",
+				"--object-size",
+				"128k",
+				"-v",
+				"warn",
+				NULL};
+
+		xtu_capture_start(&cap);
+		e.cached = spawn(argv);
+	}
+	/* plugged, and waiting for the store's request */
+	ck_assert_int_eq(xtu_wait_until(redirected, &ra, 20000), 0);
+	__atomic_store_n(&e.seg->ports[STORE_PORT].port->path_next, XSEG_NOPORT,
+			 __ATOMIC_RELEASE);
+	ck_assert_int_eq(xseg_respond(e.seg, acc, 0), 0);
+	rc = xtu_wait(e.cached, 60000);
+	log = xtu_capture_end(&cap);
+	e.cached = 0;
+	ck_assert_msg(rc == 1, "cached: exit %d: %.600s", rc, log);
+	ck_assert_msg(strstr(log, "port 1's redirect was changed by another "
+				  "process while cached plugged in front of "
+				  "it (it names no port now, not port 2)"),
+		      "%.600s", log);
+	free(log);
+	ck_assert_uint_eq(xseg_get_path_next(e.seg, STORE_PORT), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_receive(e.seg, e.port, &rep), 0);
+	ck_assert_ptr_eq(rep, req);
+	ck_assert_int_eq(xseg_put_request(e.seg, rep), 0);
+	ck_assert_int_eq(xseg_release_port(e.seg, STORE_PORT), 0);
 	env_down(&e);
 }
 END_TEST
@@ -2049,6 +2123,7 @@ int main(void)
 	tc = tcase_create("replug_stale");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_replug_running_cached_stale);
+	tcase_add_test(tc, test_plug_redirect_lost_meanwhile);
 	tcase_add_test(tc, test_unredirect_inflight_write);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);

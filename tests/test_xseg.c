@@ -1179,6 +1179,81 @@ START_TEST(test_redirect_forward_local)
 }
 END_TEST
 
+/* review20 F1-J: a cache serves the path of its own next port only
+ * (cached fetches from and writes back to it whatever req->dst is): a
+ * redirect of another port to it is refused, the one of its next port is
+ * not. A cache that marked itself without naming its next port (an older
+ * build), or whose word is a previous owner's, cannot be checked: refused
+ * too. A port that is no cache takes any redirect, as before. */
+/* A child of the process that bound port 2 tries to mark it through the
+ * handle it inherited: 0 if refused (-EPERM). */
+static int mark_port2(void *arg)
+{
+	return xseg_port_mark_cache(arg, 2, 1) == -EPERM ? 0 : 1;
+}
+
+START_TEST(test_redirect_cache_of_other_path)
+{
+	struct xseg_port_info pi;
+	struct xseg_port *c;
+	struct xseg *seg;
+	pid_t pid;
+
+	seg = mkseg("cachepath", NULL);
+	c = seg->ports[2].port;
+	/* review20 F1-H: a handle without an identity marks nothing, not
+	 * even a free port (whose owner word, 0, is that identity too) */
+	seg->self_owner = 0;
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), -EPERM);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(!pi.cache);
+	ck_assert_int_eq(xseg_bind_port(seg, 2, "cached"), 0);
+	/* nor does a child of the owner, through the handle it inherited */
+	pid = xtu_fork(mark_port2, seg);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(!pi.cache);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 2), -EINVAL);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, xseg_nr_ports(seg)),
+			 -EINVAL);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.cache);
+	ck_assert_uint_eq(pi.cache_next, 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 2), -EXDEV);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 0), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 1), 0);
+	/* marked by a build that did not publish the port it serves: the
+	 * word a segment made before it holds */
+	__atomic_store_n(&c->cache_next, 0, __ATOMIC_RELAXED);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.cache);
+	ck_assert_uint_eq(pi.cache_next, XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), -EXDEV);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), 0);
+	/* a new owner, not a cache: any redirect, as before */
+	ck_assert_int_eq(xseg_release_port(seg, 2), 0);
+	ck_assert_int_eq(xseg_bind_port(seg, 2, "noop"), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(!pi.cache);
+	ck_assert_int_eq(xseg_set_path_next(seg, 0, 2), 0);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 0), 0);
+	/* it marks itself the way an older build did (the generation only):
+	 * the previous owner's next port is not taken for its */
+	__atomic_store_n(&c->cache_gen,
+			 __atomic_load_n(&c->gen, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.cache);
+	ck_assert_uint_eq(pi.cache_next, XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), -EXDEV);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 struct kick_arg {
@@ -1416,6 +1491,7 @@ static bool leader_alone(void *arg)
  * thread is gone, not reclaim its port and requests under it. */
 START_TEST(test_reap_keeps_port_of_exited_leader)
 {
+	struct xseg_port_info pi;
 	struct live_server_arg a;
 	struct xseg_reap_stats st;
 	struct xseg_proc_stat ps;
@@ -1437,10 +1513,15 @@ START_TEST(test_reap_keeps_port_of_exited_leader)
 	ck_assert_int_eq(xseg_reap(seg, &st), 0);
 	ck_assert_uint_eq(st.ports_reclaimed, 0);
 	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	/* and xseg_port_info says why: alive, exiting (review20 N1-B) */
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(pi.alive && pi.exiting);
 	/* the last thread gone, the zombie not yet waited for: dead,
 	 * reclaimed */
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait_until(leader_alone, &pid, 10000), 0);
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(!pi.alive && !pi.exiting);
 	ck_assert_int_eq(xseg_reap(seg, &st), 1);
 	ck_assert_uint_eq(st.ports_reclaimed, 1);
 	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
@@ -2011,9 +2092,14 @@ static int child_tricky_name(void *arg)
 	return 0;
 }
 
+/* Named, and asleep in its pause(): read from /proc/PID/comm and the
+ * "State:" line of /proc/PID/status, not through the parser under test.
+ * Named is not enough: between its prctl and its pause the child runs
+ * (state R), which a loaded machine shows. */
 static bool comm_is_tricky(void *arg)
 {
-	char path[64], comm[32] = "";
+	char path[64], comm[32] = "", line[128];
+	bool sleeping = false;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", *(pid_t *)arg);
@@ -2023,7 +2109,17 @@ static bool comm_is_tricky(void *arg)
 	if (!fgets(comm, sizeof(comm), f))
 		comm[0] = 0;
 	fclose(f);
-	return !strcmp(comm, TRICKY_COMM "\n");
+	snprintf(path, sizeof(path), "/proc/%d/status", *(pid_t *)arg);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "State:", 6)) {
+			sleeping = strstr(line, "S (sleeping)") != NULL;
+			break;
+		}
+	fclose(f);
+	return sleeping && !strcmp(comm, TRICKY_COMM "\n");
 }
 
 /*
@@ -2082,6 +2178,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_lifecycle_mp);
 	tcase_add_test(tc, test_validation_mp);
 	tcase_add_test(tc, test_redirect_forward_local);
+	tcase_add_test(tc, test_redirect_cache_of_other_path);
 	tcase_add_test(tc, test_wait_timeout_kick);
 	tcase_add_test(tc, test_reap_dead_client);
 	tcase_add_test(tc, test_reap_emfile_keeps_live_port);

@@ -903,6 +903,109 @@ START_TEST(test_reaper_killed_while_settling)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* A redirect change against a cache starting on its target (review20    */
+/* F1-F)                                                                  */
+
+struct cache_start_arg {
+	const char *name;
+	int go;	  /* read end: start when a byte comes */
+	int done; /* write end: one byte once bound, marked and plugged */
+};
+
+/* A cached starting on port 2 in front of port 1, in one go: bind, mark
+ * (serving port 1), its own plug (1 -> 2), as cached_init_peer does. */
+static int cache_start(void *arg)
+{
+	struct cache_start_arg *a = arg;
+	struct xseg *seg;
+	char c;
+
+	if (xseg_join(a->name, &seg, NULL, 0))
+		return 1;
+	if (read(a->go, &c, 1) != 1)
+		return 2;
+	if (xseg_bind_port(seg, 2, "cached") ||
+	    xseg_port_mark_cache(seg, 2, 1) || xseg_set_path_next(seg, 1, 2))
+		return 3;
+	if (write(a->done, "d", 1) != 1)
+		return 4;
+	for (;;)
+		pause();
+}
+
+static struct cache_start_arg g_cache_start;
+
+/* At the decision's end, before the CAS: let the cache start, entirely. */
+static void start_cache_hook(enum xseg_test_point pt, struct xseg_request *req)
+{
+	char c;
+
+	(void)req;
+	if (pt != XSEG_TP_PATH_DECIDED || g_point != (int)pt)
+		return;
+	g_point = NO_POINT; /* once */
+	ck_assert_int_eq(write(g_cache_start.go, "g", 1), 1);
+	ck_assert_int_eq(read(g_cache_start.done, &c, 1), 1);
+}
+
+static pid_t cache_start_armed(const char *name, int go[2], int done[2])
+{
+	pid_t pid;
+
+	g_cache_start = (struct cache_start_arg){name, go[0], done[1]};
+	pid = xtu_fork(cache_start, &g_cache_start);
+	ck_assert_int_gt(pid, 0);
+	g_cache_start = (struct cache_start_arg){name, go[1], done[0]};
+	g_point = XSEG_TP_PATH_DECIDED;
+	xseg_test_hook = start_cache_hook;
+	return pid;
+}
+
+/* The check of a redirect's target and the CAS on the redirect are two
+ * steps: a cache bound, marked and plugged on the target between them
+ * must not be taken out of the path (clear) nor end up in another port's
+ * path (set) by a decision made on the target as it was before. The
+ * change is refused with -EAGAIN; decided again, the live cache is
+ * refused as such. */
+START_TEST(test_path_change_vs_cache_start)
+{
+	int go[2], done[2];
+	struct xseg *seg;
+	const char *name;
+	pid_t cache;
+
+	seg = mkseg("f1f", &name);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	/* clear: port 1 redirected to a free port 2, where a cached starts
+	 * while the clear decides */
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	cache = cache_start_armed(name, go, done);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 1), -EAGAIN);
+	no_hook();
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 1), -EPERM);
+	ck_assert_int_eq(xtu_kill(cache, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(cache, 10000), KILLED);
+	ck_assert_int_eq(xseg_clear_path_next(seg, 1), 0);
+	/* set: port 3 redirected to port 2 (free), where a cached of port
+	 * 1's path starts while the set decides */
+	cache = cache_start_armed(name, go, done);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), -EAGAIN);
+	no_hook();
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
+	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), -EXDEV);
+	ck_assert_int_eq(xtu_kill(cache, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(cache, 10000), KILLED);
+	for (int i = 0; i < 2; i++) {
+		close(go[i]);
+		close(done[i]);
+	}
+	xseg_leave(seg);
+}
+END_TEST
+
 static Suite *race_suite(void)
 {
 	Suite *s = suite_create("xseg_race");
@@ -924,6 +1027,7 @@ static Suite *race_suite(void)
 	tcase_add_test(tc, test_live_forward_vs_reaper);
 	tcase_add_test(tc, test_live_respond_vs_reaper);
 	tcase_add_test(tc, test_duplicate_reply_taken_once);
+	tcase_add_test(tc, test_path_change_vs_cache_start);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("reap");
 	tcase_set_timeout(tc, 60);

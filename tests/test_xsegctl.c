@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,11 +330,14 @@ END_TEST
 
 /* A live cache (xseg_port_mark_cache), even a clean one, is not taken out
  * of a path by xsegctl: unredirect and a redirect replacing it are refused
- * with the way out (safety20 F1); once its owner is dead they are not. */
+ * with the way out (safety20 F1), also when it holds unflushed data (the
+ * same answer for a cache, dirty or clean: review20 F1-I); once its owner
+ * is dead they are not. list and stats show it. */
 struct cache_owner_arg {
 	const char *name;
-	int ready; /* write end of a pipe: one byte once bound */
-	bool mark; /* and marked a cache */
+	int ready;  /* write end of a pipe: one byte once bound */
+	bool mark;  /* and marked a cache (of port 1's path) */
+	bool dirty; /* and holding unflushed data */
 };
 
 static int cache_owner(void *arg)
@@ -343,8 +347,11 @@ static int cache_owner(void *arg)
 
 	if (xseg_join(a->name, &seg, NULL, 0) ||
 	    xseg_bind_port(seg, 2, "cached") ||
-	    (a->mark && xseg_port_mark_cache(seg, 2)) ||
-	    write(a->ready, "r", 1) != 1)
+	    (a->mark && xseg_port_mark_cache(seg, 2, 1)))
+		return 1;
+	if (a->dirty)
+		xseg_port_unflushed_add(seg, 2, 1);
+	if (write(a->ready, "r", 1) != 1)
 		return 1;
 	for (;;)
 		pause();
@@ -359,16 +366,66 @@ START_TEST(unredirect_live_cache_refused)
 	char *out, *err;
 
 	ck_assert_int_eq(pipe(fds), 0);
-	struct cache_owner_arg a = {name, fds[1], true};
+	struct cache_owner_arg a = {name, fds[1], true, true};
 	pid_t owner = xtu_fork(cache_owner, &a);
 
 	ck_assert_int_gt(owner, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	/* not ours to mark */
-	ck_assert_int_eq(xseg_port_mark_cache(seg, 2), -EPERM);
-	ck_assert_int_eq(xseg_port_mark_cache(seg, xseg_nr_ports(seg)),
+	ck_assert_int_eq(xseg_port_mark_cache(seg, 2, 1), -EPERM);
+	ck_assert_int_eq(xseg_port_mark_cache(seg, xseg_nr_ports(seg), 1),
 			 -EINVAL);
+	/* it caches port 1's path: not port 3's (review20 F1-J) */
+	const char *r3[] = {"redirect", name, "3", "2", NULL};
+	ck_assert_int_eq(ctl(r3, &out, &err), 1);
+	ck_assert_msg(strstr(err, "port 3: cannot set redirect: port 2 is a "
+				  "running cache of port 1's path") &&
+			  strstr(err, "--next-port 3"),
+		      "%s", err);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	/* list: port 2 is a cache of port 1's path (column CACHE, after
+	 * NEXT); port 1, redirected to it, is none */
+	const char *lt[] = {"list", name, NULL};
+	ck_assert_int_eq(ctl(lt, &out, &err), 0);
+	ck_assert_msg(strstr(out, " NEXT  CACHE "), "%s", out);
+	{
+		char p1[8], p2[8], t[24], st[16], nx[8], ca[8];
+		long pid;
+		const char *l1 = strstr(out, "\n1 "), *l2 = strstr(out, "\n2 ");
+
+		ck_assert_msg(l1 && l2, "%s", out);
+		ck_assert_int_eq(sscanf(l2, "%7s %23s %ld %15s %7s %7s", p2, t,
+					&pid, st, nx, ca),
+				 6);
+		ck_assert_msg(!strcmp(t, "cached") && pid == owner &&
+				  !strcmp(nx, "-") && !strcmp(ca, "1"),
+			      "%s", out);
+		ck_assert_int_eq(sscanf(l1, "%7s %23s %ld %15s %7s %7s", p1, t,
+					&pid, st, nx, ca),
+				 6);
+		ck_assert_msg(!strcmp(nx, "2") && !strcmp(ca, "-"), "%s", out);
+	}
+	free(out);
+	free(err);
+	const char *lj[] = {"list", "--json", name, NULL};
+	ck_assert_int_eq(ctl(lj, &out, &err), 0);
+	ck_assert_msg(strstr(out, "\"path_next\":null,\"cache\":true,"
+				  "\"cache_next\":1,") &&
+			  strstr(out, "\"path_next\":2,\"cache\":false,"
+				      "\"cache_next\":null,"),
+		      "%s", out);
+	free(out);
+	free(err);
+	const char *sc[] = {"stats", name, "2", NULL};
+	ck_assert_int_eq(ctl(sc, &out, &err), 0);
+	ck_assert_msg(strstr(out, "cache:         of port 1's path"), "%s",
+		      out);
+	free(out);
+	free(err);
+	/* it holds unflushed data, and is still refused as a cache */
 	const char *un[] = {"unredirect", name, "1", NULL};
 	ck_assert_int_eq(ctl(un, &out, &err), 1);
 	ck_assert_msg(strstr(err, "(port 2) is a running cache") &&
@@ -392,6 +449,7 @@ START_TEST(unredirect_live_cache_refused)
 	/* a new owner of the port is not a cache until it says so: its
 	 * live, clean port leaves the path as before */
 	a.mark = false;
+	a.dirty = false;
 	owner = xtu_fork(cache_owner, &a);
 	ck_assert_int_gt(owner, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
@@ -402,6 +460,85 @@ START_TEST(unredirect_live_cache_refused)
 	ck_assert_uint_eq(xseg_get_path_next(seg, 1), XSEG_NOPORT);
 	ck_assert_int_eq(xtu_kill(owner, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(owner, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
+/* review20 N1-B: a port whose owner's leader exited while other threads
+ * are left (stuck in the kernel, stopped by a tracer) stays its owner's,
+ * and list says why: "exiting", not "alive". */
+struct leader_exits_arg {
+	const char *name;
+	int ready;
+};
+
+static void *worker_forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static int leader_exits(void *arg)
+{
+	struct leader_exits_arg *a = arg;
+	struct xseg *seg;
+	pthread_t t;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 1, "server") ||
+	    pthread_create(&t, NULL, worker_forever, NULL) ||
+	    write(a->ready, "r", 1) != 1)
+		return 1;
+	pthread_exit(NULL);
+}
+
+static bool leader_zombie_with_threads(void *arg)
+{
+	struct xseg_proc_stat ps;
+
+	return !xseg_proc_stat_read(*(pid_t *)arg, &ps) && ps.state == 'Z' &&
+	       ps.num_threads > 1;
+}
+
+START_TEST(list_shows_exiting_owner)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlexit", &seg);
+	int fds[2];
+	char c, pidstr[32];
+	char *out, *err;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg a = {name, fds[1]};
+	pid_t pid = xtu_fork(leader_exits, &a);
+
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &pid, 10000), 0);
+	const char *lt[] = {"list", name, NULL};
+	ck_assert_int_eq(ctl(lt, &out, &err), 0);
+	snprintf(pidstr, sizeof(pidstr), " %ld ", (long)pid);
+	const char *l1 = strstr(out, "\n1 ");
+	ck_assert_msg(l1 && strstr(l1, pidstr) && strstr(l1, " exiting "), "%s",
+		      out);
+	free(out);
+	free(err);
+	const char *lj[] = {"list", "--json", name, NULL};
+	ck_assert_int_eq(ctl(lj, &out, &err), 0);
+	ck_assert_msg(strstr(out, "{\"port\":1,\"dynamic\":false,\"state\":"
+				  "\"exiting\""),
+		      "%s", out);
+	free(out);
+	free(err);
+	/* still its owner's: not reclaimed */
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
 	close(fds[0]);
 	close(fds[1]);
 	xseg_leave(seg);
@@ -872,6 +1009,7 @@ int main(void)
 	tcase_add_test(tc, reap_dead_peer);
 	tcase_add_test(tc, writeback_loss_visible);
 	tcase_add_test(tc, unredirect_live_cache_refused);
+	tcase_add_test(tc, list_shows_exiting_owner);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);

@@ -226,6 +226,61 @@ int xseg_port_alive(struct xseg *seg, uint32_t port)
 	return xseg_owner_serving(o) ? xseg_owner_alive(o) : 0;
 }
 
+/* What a decision about a port (a redirect's old or new target) read:
+ * its owner word, generation and cache mark. Read again just before the
+ * redirect's CAS and found equal, none of them changed in between: the
+ * owner word is the owner's identity (pid and start time), the generation
+ * changes at every bind, release and reclaim, and the mark is written
+ * only by the owner, so a bind, a mark, a release or a reclaim after the
+ * decision shows (review20 F1-F). */
+struct port_snap {
+	uint64_t owner;
+	uint32_t gen;
+	uint32_t cache_gen;
+	bool taken; /* a snapshot was taken (the port was examined) */
+};
+
+static void port_snap_take(const struct xseg *seg, uint32_t port,
+			   struct port_snap *s)
+{
+	const struct xseg_port *p = seg->ports[port].port;
+
+	s->owner = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	s->gen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+	s->cache_gen = __atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE);
+	s->taken = true;
+}
+
+static bool port_snap_moved(const struct xseg *seg, uint32_t port,
+			    const struct port_snap *s)
+{
+	struct port_snap now;
+
+	if (!s || !s->taken)
+		return false;
+	port_snap_take(seg, port, &now);
+	return now.owner != s->owner || now.gen != s->gen ||
+	       now.cache_gen != s->cache_gen;
+}
+
+/* Whether the port p is a cache now: its mark is the current generation
+ * (xseg_port_mark_cache). Read after the owner word (acquire), so a new
+ * owner is never seen with its predecessor's mark. *serves: the port
+ * whose path it caches, or XSEG_NOPORT if it did not publish one (a
+ * cache of an older build). */
+static bool port_is_cache(const struct xseg_port *p, uint32_t *serves)
+{
+	uint32_t gen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+	uint64_t cn;
+
+	if (__atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE) != gen)
+		return false;
+	/* written before cache_gen (release): a mark seen, its word too */
+	cn = __atomic_load_n(&p->cache_next, __ATOMIC_RELAXED);
+	*serves = (uint32_t)(cn >> 32) == gen ? (uint32_t)cn : XSEG_NOPORT;
+	return true;
+}
+
 /* Whether port is a cache (xseg_port_mark_cache: its mark is the
  * current generation, so any bind, release or reclaim, by any build,
  * ends it) owned by another live process: -EPERM; -EBUSY while its owner
@@ -235,29 +290,66 @@ static int cache_owned_elsewhere(const struct xseg *seg, uint32_t port)
 {
 	const struct xseg_port *p = seg->ports[port].port;
 	uint64_t o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	uint32_t serves;
 
 	if (!o || (o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
 		return 0;
-	if (__atomic_load_n(&p->cache_gen, __ATOMIC_ACQUIRE) !=
-	    __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE))
+	if (!port_is_cache(p, &serves))
 		return 0;
 	if (o & XSEG_OWNER_RECLAIM)
 		return -EBUSY;
 	return xseg_owner_alive(o) ? -EPERM : 0;
 }
 
-int xseg_port_mark_cache(struct xseg *seg, uint32_t port)
+/* A cache serves one path: cached fetches from and writes back to its
+ * own next port whatever a request's destination, and keys its buckets
+ * by name only. Put in another port's path, that port's writes would
+ * land in its next port's store, and objects of the same name on the two
+ * would share buckets: wrong data (review20 F1-J). -EXDEV if next is a
+ * cache whose owner is alive (this process or another) and not known to
+ * serve port's path: it serves another port, or it did not say which (a
+ * cache of an older build: it cannot be checked, so it is refused too;
+ * such a cache can still plug itself, cached --plug). 0 otherwise: not a
+ * cache, free, dead or being bound, released or reclaimed (as before). */
+static int cache_serves_elsewhere(const struct xseg *seg, uint32_t port,
+				  uint32_t next)
+{
+	const struct xseg_port *p = seg->ports[next].port;
+	uint64_t o = __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE);
+	uint32_t serves;
+
+	if (!o || (o & XSEG_OWNER_RECLAIM) || !port_is_cache(p, &serves) ||
+	    serves == port)
+		return 0;
+	if (o != seg->self_owner && !xseg_owner_alive(o))
+		return 0;
+	return -EXDEV;
+}
+
+int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next)
 {
 	struct xseg_port *p;
+	uint32_t gen;
+	int rc;
 
-	if (port >= seg->nr_ports)
+	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
 	p = seg->ports[port].port;
-	if (__atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) != seg->self_owner)
+	/* This process's identity, not the one the handle was made with: a
+	 * child forked after its parent bound the port is not its owner.
+	 * And an identity of 0 is a free port's owner word too (review20
+	 * F1-H). */
+	rc = xseg_self_identity(seg);
+	if (rc < 0)
+		return rc;
+	if (!seg->self_owner ||
+	    __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE) != seg->self_owner)
 		return -EPERM;
-	__atomic_store_n(&p->cache_gen,
-			 __atomic_load_n(&p->gen, __ATOMIC_RELAXED),
-			 __ATOMIC_RELEASE);
+	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+	/* the port it serves first: a reader that sees the mark sees it */
+	__atomic_store_n(&p->cache_next, ((uint64_t)gen << 32) | next,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->cache_gen, gen, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -268,7 +360,8 @@ int xseg_port_mark_cache(struct xseg *seg, uint32_t port)
  * after this check is counted by whoever reaps it; requests sent to it
  * meanwhile fail with ECONNRESET. */
 static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
-				  uint32_t keep, uint32_t *oldp)
+				  uint32_t keep, uint32_t *oldp,
+				  struct port_snap *snap)
 {
 	struct xseg_reap_stats st = {0};
 	uint32_t old = __atomic_load_n(&seg->ports[port].port->path_next,
@@ -282,6 +375,9 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	rc = xseg_reclaim_if_dead(seg, old, &st);
 	if (rc < 0)
 		return rc;
+	/* what follows decides on this state of the target (free, dead and
+	 * reclaimed by us, or live, a cache or not) */
+	port_snap_take(seg, old, snap);
 	/* A dead target's requests that the next port accepted can still
 	 * run there; its clients were failed back (ECONNRESET) and may
 	 * already have sent newer requests, which once the redirect is gone
@@ -307,16 +403,8 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 				    __ATOMIC_ACQUIRE))
 			return -EAGAIN;
 	}
-	/* A live target still holding acknowledged, unflushed data: once
-	 * out of the path, a FLUSH would reach the next port and succeed
-	 * without that data, reads would return older data, and nothing
-	 * would count a loss (review10 F2). Its owner clears its own
-	 * redirect only once clean (cached's unplug); an operator must
-	 * stop it (it flushes) or kill it (counted) first. */
-	if (!rc &&
-	    __atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&seg->ports[old].port->unflushed, __ATOMIC_SEQ_CST))
-		return -EBUSY;
+	if (rc)
+		return 0; /* it was dead: reclaimed, its loss counted */
 	/* A live cache, even a clean one, leaves a path only by its own
 	 * hand (cached's unplug: write-through, flushed, nothing in flight,
 	 * then it clears the redirect and exits). Taken out by another
@@ -324,16 +412,46 @@ static int reclaim_leaving_target(struct xseg *seg, uint32_t port,
 	 * directly while it keeps the buckets they make stale, which it
 	 * serves once redirected to again, and a write it still holds (a
 	 * read-modify-write fetch in flight) lands later over a newer one
-	 * (safety20 F1). */
-	return rc ? 0 : cache_owned_elsewhere(seg, old);
+	 * (safety20 F1). Checked before the unflushed data below, so a
+	 * cache, dirty or clean, always gets this answer (review20 F1-I):
+	 * a retry once it flushed would only meet it then. */
+	rc = cache_owned_elsewhere(seg, old);
+	if (rc)
+		return rc;
+	/* A live target still holding acknowledged, unflushed data: once
+	 * out of the path, a FLUSH would reach the next port and succeed
+	 * without that data, reads would return older data, and nothing
+	 * would count a loss (review10 F2). Its owner clears its own
+	 * redirect only once clean (cached's unplug); an operator must
+	 * stop it (it flushes) or kill it (counted) first. */
+	if (__atomic_load_n(&seg->ports[old].port->owner, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&seg->ports[old].port->unflushed, __ATOMIC_SEQ_CST))
+		return -EBUSY;
+	return 0;
 }
 
 /* Move port's redirect from old (what reclaim_leaving_target examined)
  * to next; -EAGAIN if another process changed it meanwhile (that wait may
- * take a second): the caller decides again on the new one. */
+ * take a second), or if a target examined (the old one, the new one:
+ * snaps) was bound, released, reclaimed or marked a cache since: the
+ * caller decides again on what it is now.
+ *
+ * The redirect and the target are separate words, so the re-read and the
+ * CAS are two steps, not one (review20 F1-F): what is left is a target
+ * changed between them, which for the case that matters, a cache bound on
+ * the target, marked and plugged by its own CAS before ours, means a
+ * process's bind, cache set-up, mark and plug all done while this one is
+ * preempted between two adjacent atomic instructions. The cache is then
+ * new and empty (its plug still settling, at least 50 ms), and once
+ * settled cached checks that the redirect still names it (cached_plug). */
 static int set_path_next_from(struct xseg *seg, uint32_t port, uint32_t old,
-			      uint32_t next)
+			      uint32_t next, const struct port_snap *old_snap,
+			      const struct port_snap *next_snap)
 {
+	XSEG_TEST_POINT(XSEG_TP_PATH_DECIDED, NULL);
+	if (port_snap_moved(seg, old, old_snap) ||
+	    port_snap_moved(seg, next, next_snap))
+		return -EAGAIN;
 	if (!__atomic_compare_exchange_n(&seg->ports[port].port->path_next,
 					 &old, next, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
@@ -343,30 +461,36 @@ static int set_path_next_from(struct xseg *seg, uint32_t port, uint32_t old,
 
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next)
 {
+	struct port_snap old_snap = {0}, next_snap = {0};
 	uint32_t old;
 	int rc;
 
 	if (port >= seg->nr_ports || next >= seg->nr_ports || next == port)
 		return -EINVAL;
-	/* Replacing a redirect takes the old target out of the path just
-	 * as clearing it does (review9 R9-5(c)). */
-	rc = reclaim_leaving_target(seg, port, next, &old);
+	port_snap_take(seg, next, &next_snap);
+	rc = cache_serves_elsewhere(seg, port, next);
 	if (rc < 0)
 		return rc;
-	return set_path_next_from(seg, port, old, next);
+	/* Replacing a redirect takes the old target out of the path just
+	 * as clearing it does (review9 R9-5(c)). */
+	rc = reclaim_leaving_target(seg, port, next, &old, &old_snap);
+	if (rc < 0)
+		return rc;
+	return set_path_next_from(seg, port, old, next, &old_snap, &next_snap);
 }
 
 int xseg_clear_path_next(struct xseg *seg, uint32_t port)
 {
+	struct port_snap old_snap = {0};
 	uint32_t old;
 	int rc;
 
 	if (port >= seg->nr_ports)
 		return -EINVAL;
-	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT, &old);
+	rc = reclaim_leaving_target(seg, port, XSEG_NOPORT, &old, &old_snap);
 	if (rc < 0)
 		return rc;
-	return set_path_next_from(seg, port, old, XSEG_NOPORT);
+	return set_path_next_from(seg, port, old, XSEG_NOPORT, &old_snap, NULL);
 }
 
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port)
@@ -398,11 +522,14 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->dynamic = port >= seg->nr_static;
 	info->bound = o != 0;
 	info->alive = o != 0 && xseg_owner_alive(o) == 1;
+	info->exiting = info->alive && xseg_owner_exiting(o);
 	info->reclaiming = (o & XSEG_OWNER_RECLAIM) != 0;
 	info->owner_pid = xseg_owner_pid(o);
 	info->owner_start = xseg_owner_start(o);
 	info->generation = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	info->path_next = __atomic_load_n(&p->path_next, __ATOMIC_RELAXED);
+	info->cache_next = XSEG_NOPORT;
+	info->cache = o != 0 && port_is_cache(p, &info->cache_next);
 	if (o)
 		memcpy(info->peer_type, p->peer_type, sizeof(p->peer_type));
 	info->peer_type[XSEG_PEER_TYPE_LEN - 1] = '\0';

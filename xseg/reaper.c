@@ -100,6 +100,18 @@ int xseg_owner_alive(uint64_t owner)
 	return (uint32_t)ps.start_time == xseg_owner_start(owner);
 }
 
+bool xseg_owner_exiting(uint64_t owner)
+{
+	pid_t pid = xseg_owner_pid(owner);
+	struct xseg_proc_stat ps;
+
+	if (pid <= 0 || xseg_owner_start(owner) == 0 ||
+	    xseg_proc_stat_read(pid, &ps) < 0)
+		return false;
+	return (ps.state == 'Z' || ps.state == 'X') && !xseg_proc_exited(&ps) &&
+	       (uint32_t)ps.start_time == xseg_owner_start(owner);
+}
+
 /* Fail req back if its word is still w (the word this reaper read).
  * Returns false if it was not (somebody acted on it first). */
 static bool fail_reclaimed(struct xseg *seg, uint32_t port,

@@ -413,8 +413,13 @@ int xseg_port_alive(struct xseg *seg, uint32_t port);
  * xseg_forward. If port was redirected to another port whose owner is
  * dead, that port is reclaimed first (as xseg_clear_path_next), so a
  * write-back loss it held is counted before it leaves the path. Errors:
- * -EINVAL (bad port or next, or next == port); then as
- * xseg_clear_path_next, with the old redirect kept. */
+ * -EINVAL (bad port or next, or next == port); -EXDEV (next is a cache,
+ * xseg_port_mark_cache, whose owner is alive, this process or another,
+ * and that does not serve port's path: it published another next port,
+ * or none, a cache of an older build that cannot be checked; a cache
+ * fetches from and writes to its own next port whatever the request's
+ * destination, review20 F1-J; xseg_port_info's cache_next names the port
+ * it serves); then as xseg_clear_path_next, with the old redirect kept. */
 int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
 /* Remove port's redirect. If the port it redirects to is owned by a dead
  * process (proof, as xseg_reap) that port is reclaimed first, so a
@@ -425,7 +430,9 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * after a second: retry; or it is alive and still holds unflushed data:
  * its owner must flush first, review10 F2); -EPERM (the target is a
  * cache, xseg_port_mark_cache, whose owner is alive and not this process:
- * only the cache takes itself out of the path, safety20 F1); -EAGAIN (the
+ * only the cache takes itself out of the path, safety20 F1; checked
+ * before its unflushed data, so a cache gets -EPERM dirty or clean,
+ * review20 F1-I); -EAGAIN (the
  * target is free or
  * dead and requests it sent are still accepted and unanswered at other
  * live ports after a second of waiting: they may still run, and a request
@@ -433,22 +440,30 @@ int xseg_set_path_next(struct xseg *seg, uint32_t port, uint32_t next);
  * most once per 5 s; retry; also when, during that wait, the target was
  * bound again or another process changed the redirect: the change is
  * made only from the redirect examined, by CAS, so it never undoes a
- * re-plug it did not look at); what xseg_reap returns when this process has
- * no identity (e.g. -EMFILE). Reads /proc and scans the request pool: not
- * for a fast path. */
+ * re-plug it did not look at; and when a target examined, old or new,
+ * was bound, released, reclaimed or marked a cache between its
+ * examination and that CAS, review20 F1-F: they are read again just
+ * before it); what xseg_reap returns when this process has no identity
+ * (e.g. -EMFILE). Reads /proc and scans the request pool: not for a fast
+ * path. */
 int xseg_clear_path_next(struct xseg *seg, uint32_t port);
 /* Declare port, bound by this process, a cache: a peer that keeps data of
- * the path it is redirected into (cached). Until the port is bound,
- * released or reclaimed again (the mark is the port's generation), while
- * this process lives, no other process can take it out of a path
+ * the path it is redirected into (cached), the path of port next (the port
+ * it fetches from and writes back to). Until the port is bound, released
+ * or reclaimed again (the mark is the port's generation), while this
+ * process lives, no other process can take it out of a path
  * (xseg_clear_path_next, or xseg_set_path_next replacing it: -EPERM): it
  * would not know, and would keep serving data that writes bypassing it
  * made stale once redirected to again, and a write it held could land
- * over a newer one. The owner leaves by itself (cached's unplug: it
- * flushes, then clears the redirect); a dead owner is reclaimed as
- * always. Errors: -EINVAL (bad port), -EPERM (not bound by this
- * process). */
-int xseg_port_mark_cache(struct xseg *seg, uint32_t port);
+ * over a newer one. Nor can any process put it into another port's path
+ * (xseg_set_path_next(seg, q, port) with q != next: -EXDEV). The owner
+ * leaves by itself (cached's unplug: it flushes, then clears the
+ * redirect); a dead owner is reclaimed as always. Errors: -EINVAL (bad
+ * port or next, or next == port), -EPERM (not bound by this process: also
+ * in a child forked by the process that bound it, and for a free port),
+ * what xseg_bind_port returns when this process has no identity
+ * (/proc/self/stat unreadable, e.g. -EMFILE). */
+int xseg_port_mark_cache(struct xseg *seg, uint32_t port, uint32_t next);
 /* The current redirect of port, or XSEG_NOPORT (also for a bad port). */
 uint32_t xseg_get_path_next(const struct xseg *seg, uint32_t port);
 
@@ -461,11 +476,21 @@ struct xseg_port_info {
 	bool bound;	 /* has an owner (live or dead) */
 	bool alive;	 /* owner alive (as xseg_port_alive) */
 	bool reclaiming; /* a reaper or binder is cleaning it up */
+	/* API addition: alive only through threads left after its leader
+	 * exited (a zombie leader; the threads still run, are stuck in the
+	 * kernel or stopped by a tracer): the port stays the owner's until
+	 * they end, and requests to it wait (review20 N1-B) */
+	bool exiting;
 	pid_t owner_pid;
 	uint32_t owner_start; /* low 32 bits of the owner's start time
 				 (clock ticks since boot, /proc stat 22) */
 	uint32_t generation;  /* changes at every bind and reclaim */
 	uint32_t path_next;   /* XSEG_NOPORT if none */
+	/* API addition: marked a cache by its current owner
+	 * (xseg_port_mark_cache), and the port whose path it serves, or
+	 * XSEG_NOPORT if it did not say (an older build) or is no cache */
+	bool cache;
+	uint32_t cache_next;
 	char peer_type[XSEG_PEER_TYPE_LEN];
 	/* as a client */
 	uint64_t sent;	   /* requests submitted from this port */

@@ -129,6 +129,13 @@ struct xseg_port {
 	 * any build, ends it (a new generation). 0 in a segment made
 	 * before it existed, and gen is never 0. */
 	uint32_t cache_gen;
+	/* The port whose path the cache serves (cached's --next-port),
+	 * published with the mark: ((uint64_t)gen << 32) | port, written
+	 * before cache_gen. Valid only while its high half is the current
+	 * gen: 0 (a segment made before it existed) and a previous owner's
+	 * word read "unknown", as does a cache of a build that marked
+	 * without publishing it (review20 F1-J). */
+	uint64_t cache_next;
 
 	/* line 1: identity, written at bind */
 	_Alignas(64) char peer_type[XSEG_PEER_TYPE_LEN];
@@ -167,10 +174,13 @@ struct xseg_port {
 	struct xseg_stats_area stats;
 };
 
-/* The drain and cache_gen words took padding of line 0: the layout did not
- * change. */
+/* The drain, cache_gen and cache_next words took padding of line 0 (the
+ * last 12 bytes of it): the layout did not change. */
 _Static_assert(offsetof(struct xseg_port, peer_type) == 64,
 	       "struct xseg_port line 0 is one cache line");
+_Static_assert(
+    offsetof(struct xseg_port, cache_next) == 56,
+    "cache_next: aligned, in padding a segment made before it zeroed");
 
 /* Process-local view of one port: pointers into this mapping. */
 struct xseg_port_local {
@@ -229,6 +239,11 @@ uint32_t xseg_new_generation(struct xseg *seg);
 /* 1 alive, 0 dead (owner word, flags ignored). Dead only on proof
  * (ESRCH/ENOENT, zombie, other start time); "could not tell" is alive. */
 int xseg_owner_alive(uint64_t owner);
+/* Whether the owner is alive only through threads that outlive its leader:
+ * the leader exited (a zombie) and other threads are left (stuck in the
+ * kernel, stopped by a tracer...). Such an owner keeps its port (alive,
+ * as above) until they end; this only says why (review20 N1-B). */
+bool xseg_owner_exiting(uint64_t owner);
 /* Reclaim a port whose owner word the caller has just set to
  * self|RECLAIM. Leaves the owner word as it is (the caller stores the final
  * one). mode:
@@ -341,6 +356,8 @@ enum xseg_test_point {
 	XSEG_TP_FAILBACK_STORED,  /* fail-back: word stored, not enqueued */
 	XSEG_TP_RECEIVE_DEQUEUED, /* receive: dequeued, before the CAS */
 	XSEG_TP_REDELIVERED,	  /* reaper: redelivered, mark not cleared */
+	XSEG_TP_PATH_DECIDED,	  /* redirect change: targets examined, before
+				     their re-read and the CAS (req NULL) */
 };
 extern void (*xseg_test_hook)(enum xseg_test_point pt,
 			      struct xseg_request *req);

@@ -43,9 +43,10 @@ static void ctl_usage(void)
 	       "it until they leave)\n"
 	       "  info SEGMENT          configuration and usage\n"
 	       "  list SEGMENT          ports: owner, liveness, type, "
-	       "redirect, queues, counters\n"
-	       "                        (bound, redirected or draining "
-	       "ports; --all for every port)\n"
+	       "redirect, cache, queues,\n"
+	       "                        counters (bound, redirected or "
+	       "draining ports;\n"
+	       "                        --all for every port)\n"
 	       "  stats SEGMENT PORT    every counter of one port, and the "
 	       "peer's own\n"
 	       "                        statistics as it last published them\n"
@@ -296,6 +297,8 @@ static const char *ctl_port_state(const struct xseg_port_info *pi)
 		return "reclaiming";
 	if (!pi->bound)
 		return pi->draining ? "draining" : "free";
+	if (pi->exiting)
+		return "exiting"; /* alive, by threads its leader left */
 	return pi->alive ? "alive" : "dead";
 }
 
@@ -328,6 +331,13 @@ static void ctl_port_json_open(const struct xseg_port_info *pi)
 		printf(",\"path_next\":null");
 	else
 		printf(",\"path_next\":%" PRIu32, pi->path_next);
+	/* a marked cache, and the port whose path it serves (null: not a
+	 * cache, or a cache of an older build that does not say) */
+	printf(",\"cache\":%s", pi->cache ? "true" : "false");
+	if (pi->cache_next == XSEG_NOPORT)
+		printf(",\"cache_next\":null");
+	else
+		printf(",\"cache_next\":%" PRIu32, pi->cache_next);
 	printf(",\"request_depth\":%" PRIu64 ",\"reply_depth\":%" PRIu64
 	       ",\"free_depth\":%" PRIu64 ",\"sent\":%" PRIu64
 	       ",\"received\":%" PRIu64 ",\"accepted\":%" PRIu64
@@ -454,15 +464,15 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 		ctl_json_str(xseg_name(seg));
 		printf(",\"ports\":[");
 	} else {
-		printf("%-6s %-16s %-8s %-10s %-5s %6s %6s %6s %10s %10s %8s "
-		       "%8s %10s %10s %9s\n",
-		       "PORT", "TYPE", "PID", "STATE", "NEXT", "REQQ", "REPQ",
-		       "FREEQ", "ACCEPTED", "SERVED", "FAILED", "REJECTED",
-		       "SENT", "RECEIVED", "UNFLUSHED");
+		printf("%-6s %-16s %-8s %-10s %-5s %-5s %6s %6s %6s %10s %10s "
+		       "%8s %8s %10s %10s %9s\n",
+		       "PORT", "TYPE", "PID", "STATE", "NEXT", "CACHE", "REQQ",
+		       "REPQ", "FREEQ", "ACCEPTED", "SERVED", "FAILED",
+		       "REJECTED", "SENT", "RECEIVED", "UNFLUSHED");
 	}
 	for (uint32_t p = 0; p < n; p++) {
 		struct xseg_port_info pi;
-		char port[16], next[16];
+		char port[16], next[16], cache[16];
 
 		if (xseg_port_info(seg, p, &pi) < 0)
 			continue;
@@ -482,15 +492,24 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 			snprintf(next, sizeof(next), "-");
 		else
 			snprintf(next, sizeof(next), "%" PRIu32, pi.path_next);
-		printf("%-6s %-16s %-8ld %-10s %-5s %6" PRIu64 " %6" PRIu64
+		/* CACHE: the port whose path a marked cache serves ("?": a
+		 * cache of an older build that does not say); "-": no cache */
+		if (!pi.cache)
+			snprintf(cache, sizeof(cache), "-");
+		else if (pi.cache_next == XSEG_NOPORT)
+			snprintf(cache, sizeof(cache), "?");
+		else
+			snprintf(cache, sizeof(cache), "%" PRIu32,
+				 pi.cache_next);
+		printf("%-6s %-16s %-8ld %-10s %-5s %-5s %6" PRIu64 " %6" PRIu64
 		       " %6" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64
 		       " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %9" PRIu64
 		       "\n",
 		       port, pi.bound && pi.peer_type[0] ? pi.peer_type : "-",
 		       pi.bound ? (long)pi.owner_pid : 0L, ctl_port_state(&pi),
-		       next, pi.request_depth, pi.reply_depth, pi.free_depth,
-		       pi.accepted, pi.served, pi.failed, pi.rejected, pi.sent,
-		       pi.received, pi.unflushed);
+		       next, cache, pi.request_depth, pi.reply_depth,
+		       pi.free_depth, pi.accepted, pi.served, pi.failed,
+		       pi.rejected, pi.sent, pi.received, pi.unflushed);
 	}
 	if (c->json)
 		printf("]}\n");
@@ -555,6 +574,13 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 		printf("redirect:      none\n");
 	else
 		printf("redirect:      to port %" PRIu32 "\n", pi.path_next);
+	if (pi.cache && pi.cache_next != XSEG_NOPORT)
+		printf("cache:         of port %" PRIu32 "'s path (only it "
+		       "leaves a path; redirects only from port %" PRIu32 ")\n",
+		       pi.cache_next, pi.cache_next);
+	else if (pi.cache)
+		printf("cache:         of a path it does not name (an older "
+		       "build; only it leaves a path)\n");
 	printf("queues:        request %" PRIu64 ", reply %" PRIu64
 	       ", free %" PRIu64 "\n",
 	       pi.request_depth, pi.reply_depth, pi.free_depth);
@@ -592,7 +618,7 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 
 static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 {
-	uint32_t port, next = XSEG_NOPORT;
+	uint32_t port, next = XSEG_NOPORT, target = XSEG_NOPORT;
 	int rc = -EAGAIN;
 
 	if (ctl_port(c, seg, c->args[0], &port) < 0)
@@ -608,8 +634,12 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 		}
 	}
 	/* -EAGAIN: requests a dead target sent still run at another port
-	 * (each call waits a second for them); give them a while */
+	 * (each call waits a second for them); give them a while. The
+	 * messages name the target the failed call examined, read before it:
+	 * read after, a cache that has just unplugged itself would show as
+	 * none (review20 F1-I). */
 	for (int tries = 0; tries < CTL_REDIRECT_TRIES; tries++) {
+		target = xseg_get_path_next(seg, port);
 		rc = set ? xseg_set_path_next(seg, port, next)
 			 : xseg_clear_path_next(seg, port);
 		if (rc != -EAGAIN)
@@ -621,8 +651,7 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 			"still being executed by another port, and a request "
 			"bypassing the target now could run before them: "
 			"retry once they are answered",
-			xseg_name(seg), port, set ? "set" : "clear",
-			xseg_get_path_next(seg, port));
+			xseg_name(seg), port, set ? "set" : "clear", target);
 		return 1;
 	}
 	if (rc == -EBUSY) {
@@ -633,8 +662,7 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 			"its current target (port %" PRIu32 ") holds "
 			"unflushed write-back data or is being reclaimed: "
 			"stop that peer (it flushes) or retry",
-			xseg_name(seg), port, set ? "set" : "clear",
-			xseg_get_path_next(seg, port));
+			xseg_name(seg), port, set ? "set" : "clear", target);
 		return 1;
 	}
 	if (rc == -EPERM) {
@@ -647,8 +675,30 @@ static int ctl_redirect(struct ctl *c, struct xseg *seg, bool set)
 			"counts a write-back loss if it held data). Taken out "
 			"from here it would serve data that writes bypassing "
 			"it made stale once redirected to again",
-			xseg_name(seg), port, set ? "set" : "clear",
-			xseg_get_path_next(seg, port));
+			xseg_name(seg), port, set ? "set" : "clear", target);
+		return 1;
+	}
+	if (rc == -EXDEV) {
+		/* a cache serves the path of its own next port only: it would
+		 * write this port's data into that port's store */
+		struct xseg_port_info ni = {0};
+		char serves[96] = "another port's path";
+
+		if (!xseg_port_info(seg, next, &ni) && ni.cache &&
+		    ni.cache_next != XSEG_NOPORT)
+			snprintf(serves, sizeof(serves),
+				 "port %" PRIu32 "'s path (cached --next-port "
+				 "%" PRIu32 ")",
+				 ni.cache_next, ni.cache_next);
+		else if (ni.cache)
+			snprintf(serves, sizeof(serves),
+				 "a path it does not name (an older build)");
+		ctl_err("segment %s: port %" PRIu32 ": cannot set redirect: "
+			"port %" PRIu32 " is a running cache of %s: it fetches "
+			"from and writes back to that port only, so this "
+			"port's writes would land there; redirect that port "
+			"to it, or start a cache with --next-port %" PRIu32,
+			xseg_name(seg), port, next, serves, port);
 		return 1;
 	}
 	if (rc < 0) {

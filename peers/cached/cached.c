@@ -502,6 +502,7 @@ static int cached_plug(struct cached_peer *cp)
 {
 	uint64_t start = peer_now_ns(), warn_at = start + 5000000000ULL;
 	uint64_t settled_since = 0;
+	uint32_t names;
 	bool err = false;
 	int rc;
 
@@ -587,6 +588,26 @@ static int cached_plug(struct cached_peer *cp)
 		}
 		cached_sleep_ms(1);
 	}
+	/* Another process's redirect change can still land between its
+	 * last look at our port and its CAS (review20 F1-F: a window of two
+	 * instructions, set_path_next_from in xseg/port.c): we would then
+	 * be beside the path, not in it. Still empty: pass on what reached
+	 * us and fail the start, loudly, as a refused plug does. */
+	names = xseg_get_path_next(cp->seg, cp->next_port);
+	if (names != cp->port) {
+		char now[32] = "no port";
+
+		if (names != XSEG_NOPORT)
+			snprintf(now, sizeof(now), "port %" PRIu32, names);
+		peer_err("cached: port %" PRIu32 "'s redirect was changed by "
+			 "another process while cached plugged in front of it "
+			 "(it names %s now, not port %" PRIu32 "): not in the "
+			 "path, so not serving; exiting",
+			 cp->next_port, now, cp->port);
+		cp->plugged = false;
+		cached_pump(cp, NULL);
+		return -EBUSY;
+	}
 	peer_info("cached: plugged in front of port %" PRIu32 " (waited %.3f s "
 		  "for its earlier requests)",
 		  cp->next_port, (double)(peer_now_ns() - start) / 1e9);
@@ -641,8 +662,10 @@ static int cached_init_peer(struct peer *p)
 	/* Only cached takes itself out of a path (its unplug flushes and
 	 * stops first): another process's unredirect would leave it serving
 	 * buckets that writes bypassing it made stale once redirected to
-	 * again (safety20 F1). Before any redirect, --plug or by hand. */
-	rc = xseg_port_mark_cache(cp->seg, cp->port);
+	 * again (safety20 F1). With the port it serves: nobody can put it
+	 * in another port's path, where that port's writes would land in
+	 * ours (review20 F1-J). Before any redirect, --plug or by hand. */
+	rc = xseg_port_mark_cache(cp->seg, cp->port, cp->next_port);
 	if (rc) {
 		peer_err("cached: cannot mark port %" PRIu32 " as a cache: %s",
 			 cp->port, strerror(-rc));

@@ -333,8 +333,8 @@ static int seg_usage(struct blocker_store *s, const struct pset *live,
 	if (act)
 		*act = (struct seg_use){0, 0, 0};
 	/* the last segment, being appended to or left by a tail that
-	 * ended it (full, or sealed before a reopen dropped the empty
-	 * next one) */
+	 * ended it (full; or, before session 21, sealed before a reopen
+	 * dropped the empty next one, which recovery now keeps) */
 	bool has_act = act && nsegs && closed == nsegs - 1 &&
 		       tail > (uint64_t)closed * s->segment_size;
 	a.nsegs = has_act ? closed + 1 : closed;

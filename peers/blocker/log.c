@@ -330,6 +330,42 @@ static bool store_never_written(struct blocker_store *s)
 }
 
 /*
+ * GC never removes the segment the tail is in, so every segment DIR/gc
+ * lists lies below the last segment of the log (the highest-numbered
+ * segment file: recovery drops an empty last one only when the one before
+ * it was not removed). A list that names the last segment or one
+ * past it (a crafted or damaged file with a valid CRC) is refused before
+ * anything is unlinked: blog_open_segments takes a listed file that still
+ * exists for a removal a crash left unfinished, and would have unlinked
+ * the log's real last segment, or, once the log grew that far, a later
+ * one (review21a R4). removed is sorted (bgc_load). 0, -EUCLEAN, or
+ * the error of reading the directory.
+ */
+static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
+			 uint32_t nremoved)
+{
+	uint32_t max = removed[nremoved - 1], *found = NULL, n = 0;
+	int r;
+
+	/* every segment file (nsegs is still 0), past any gap: a segment
+	 * lost below the last one is the open's own refusal ("missing") */
+	r = blog_segs_after(s, &found, &n);
+	if (r)
+		return r;
+	if (n && max < found[n - 1]) {
+		free(found);
+		return 0;
+	}
+	blocker_logf(&s->o, BLOCKER_LOG_ERR,
+		     "blocker: %s/%s: corrupt: lists segment %u as removed by "
+		     "GC, at or past the log's last segment%s: GC never "
+		     "removes the last one",
+		     s->dir, BLOCKER_GC_FILE, max, n ? "" : " (none is left)");
+	free(found);
+	return -EUCLEAN;
+}
+
+/*
  * Open every existing segment log.000000.. in order: they must be dense,
  * except for the ones DIR/gc lists as removed by GC, which get
  * placeholders (a listed file that still exists is what a crash between
@@ -352,7 +388,9 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			     s->dir, BLOCKER_GC_FILE);
 		return -EUCLEAN;
 	}
-	for (uint32_t seg = 0;; seg++) {
+	if (!r && nremoved)
+		r = gc_list_check(s, removed, nremoved);
+	for (uint32_t seg = 0; !r; seg++) {
 		int fd;
 
 		r = blog_seg_path(s->dir, seg, path, sizeof(path));

@@ -391,7 +391,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	if (r)
 		return r;
 	if (!pos_valid(s, idx_pos) || !pos_valid(s, maps_pos))
-		return -ERANGE; /* caller discards the checkpoint */
+		return -ERANGE; /* caller refuses, or discards the checkpoint
+				   with truncate_at_damage (store.c) */
 	durable = ckpt > mark ? ckpt : mark;
 	win.buf = malloc(win.cap);
 	if (!win.buf)

@@ -157,11 +157,13 @@ void bres_open(struct blocker_store *s)
 	 * as the maps and the index: on a full disk they took the room the
 	 * reserve needs until the next checkpoint truncated them
 	 * (safety21gc). Never read: the renamed file is the only copy that
-	 * counts. (Not super.tmp: a create that did not finish is create's.) */
+	 * counts. Not super.tmp (a create that did not finish is create's), nor
+	 * sync_error.tmp: a failed log fsync whose record a crash stopped is
+	 * evidence an operator may want (review21a R3). */
 	static const char *const left[] = {
-	    "reserve.probe",	       BLOCKER_MAPS_FILE ".tmp",
+	    "reserve.probe", BLOCKER_MAPS_FILE ".tmp",
 	    BLOCKER_INDEX_FILE ".tmp", BLOCKER_GC_FILE ".tmp",
-	    BLOCKER_MARK_FILE ".tmp",  BLOCKER_SYNC_ERROR_FILE ".tmp"};
+	    BLOCKER_MARK_FILE ".tmp"};
 
 	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++)
 		unlinkat(s->dirfd, left[i], 0);

@@ -1493,12 +1493,55 @@ static void reset_state(struct blocker_store *s)
 	bidx_init(&s->index, s->o.partial_bits, 0);
 }
 
+/*
+ * A checkpoint truncate_at_damage discarded (it lay beyond the end of the
+ * log that is left) is still on disk: the next open without the override
+ * would find it there and refuse the repaired store (review21a R1). So a
+ * new one is written at once; where that fails (a full disk: the store is
+ * degraded by ENOSPC and its close writes none either) and GC removed no
+ * segment, the stale files are removed instead, and the next open replays
+ * the whole log as this one did. With segments removed by GC the maps
+ * cannot be rebuilt from the log without a checkpoint: said, and left.
+ */
+static void replace_discarded_checkpoint(struct blocker_store *s)
+{
+	static const char *const files[] = {BLOCKER_MAPS_FILE,
+					    BLOCKER_INDEX_FILE};
+
+	if (!blocker_checkpoint(s))
+		return;
+	if (s->gc_ckpt) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: the discarded checkpoint could not "
+			     "be replaced, and GC removed segments: the next "
+			     "open needs truncate_at_damage again unless a "
+			     "checkpoint succeeds before then",
+			     s->dir);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (unlinkat(s->dirfd, files[i], 0) < 0 && errno != ENOENT)
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s/%s: cannot remove the "
+				     "discarded checkpoint: %s",
+				     s->dir, files[i], strerror(errno));
+	if (fsync(s->dirfd) < 0)
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: fsync of the directory: %s", s->dir,
+			     strerror(errno));
+	blocker_logf(&s->o, BLOCKER_LOG_WARN,
+		     "blocker: %s: removed the discarded checkpoint files; "
+		     "the next open replays the whole log",
+		     s->dir);
+}
+
 int blocker_open(const char *dir, const struct blocker_opts *opts,
 		 struct blocker_store **out)
 {
 	struct blocker_store *s;
 	uint64_t idx_pos = 0, maps_pos = 0;
 	uint32_t version = 0;
+	bool ckpt_discarded = false;
 	int r;
 
 	s = calloc(1, sizeof(*s));
@@ -1675,6 +1718,8 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			     dir);
 		reset_state(s);
 		r = blocker_recover(s, 0, 0);
+		idx_pos = maps_pos = 0;
+		ckpt_discarded = true;
 	}
 	if (r)
 		goto fail;
@@ -1693,6 +1738,8 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	sync_error_at_open(s);
 	/* (missing in stores made before it, or cut short by a crash) */
 	bres_open(s);
+	if (ckpt_discarded)
+		replace_discarded_checkpoint(s);
 	if (s->o.sync_interval_ms || s->o.checkpoint_bytes) {
 		r = -pthread_create(&s->bg, NULL, bg_main, s);
 		if (r)

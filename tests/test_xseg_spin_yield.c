@@ -73,6 +73,7 @@ static void teardown(void)
 {
 	xseg_test_nivcsw = NULL;
 	xseg_test_yield = NULL;
+	xseg_test_spin_begin = NULL;
 	xseg_leave(seg);
 	seg = NULL;
 }
@@ -121,8 +122,9 @@ START_TEST(test_yields_are_not_preemptions)
 }
 END_TEST
 
-/* A preemption between two waits makes the next one sleep at once (no
- * yield, no spin), noted as preempted and backed off. */
+/* A preemption between two waits makes the next one sleep as soon as its
+ * spin has run XSEG_SPIN_CHECK_NS without work (no yield, not counted as
+ * a spin), noted as preempted and backed off. */
 START_TEST(test_preemption_between_waits)
 {
 	struct xseg_spin s;
@@ -168,6 +170,59 @@ START_TEST(test_preemption_before_yield)
 }
 END_TEST
 
+/* The spin-begin hook of test_caught_spin_reads_no_count: a request sent
+ * to port 0 as the spin starts, before it first looks for work. */
+static uint32_t client;
+static unsigned submitted;
+
+static void submit_at_spin_begin(void)
+{
+	struct xseg_request *req;
+
+	ck_assert_int_eq(xseg_get_request(seg, client, &req), 0);
+	ck_assert_int_eq(xseg_prep_request(seg, req, 0, 0), 0);
+	req->op = XSEG_OP_PING;
+	ck_assert_int_eq(xseg_submit(seg, req, 0), 0);
+	submitted++;
+}
+
+/* A spin that catches work before XSEG_SPIN_CHECK_NS does not read the
+ * preemption count: the check (a getrusage system call, about 1.1 us) is
+ * not on the path of work that comes at once (session 21; session 19 read
+ * it before every spin, a microsecond more per in-process hit at queue
+ * depth 1). The work is there at the spin's first look, so no clock is
+ * involved. A preemption is still found by the next spin that runs
+ * without work (test_preemption_between_waits). */
+START_TEST(test_caught_spin_reads_no_count)
+{
+	struct xseg_request *acc;
+	struct xseg_spin s;
+
+	ck_assert_int_eq(xseg_alloc_port(seg, "client", &client), 0);
+	xseg_spin_init(&s, SPIN_NS, true);
+	first_yielding_wait(&s); /* learns the count */
+	submitted = 0;
+	xseg_test_spin_begin = submit_at_spin_begin;
+	for (int i = 0; i < 3; i++) {
+		unsigned reads = fake_reads;
+
+		ck_assert_int_eq(xseg_wait_spin(seg, 0, TIMEOUT_NS, &s), 0);
+		ck_assert_uint_eq(submitted, i + 1);
+		ck_assert_msg(fake_reads == reads,
+			      "wait %d caught its work at once but read the "
+			      "count %u time(s)",
+			      i + 1, fake_reads - reads);
+		ck_assert_int_eq(xseg_accept(seg, 0, &acc), 0);
+		ck_assert_int_eq(xseg_respond(seg, acc, 0), 0);
+		ck_assert_int_eq(xseg_receive(seg, client, &acc), 0);
+		ck_assert_int_eq(xseg_put_request(seg, acc), 0);
+	}
+	xseg_test_spin_begin = NULL;
+	ck_assert_uint_eq(s.caught, 3);
+	ck_assert_uint_eq(s.preempted, 0);
+}
+END_TEST
+
 static Suite *spin_yield_suite(void)
 {
 	Suite *s = suite_create("xseg_spin_yield");
@@ -177,6 +232,7 @@ static Suite *spin_yield_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_yields_are_not_preemptions);
 	tcase_add_test(tc, test_preemption_between_waits);
+	tcase_add_test(tc, test_caught_spin_reads_no_count);
 	tcase_add_test(tc, test_preemption_before_yield);
 	suite_add_tcase(s, tc);
 	return s;

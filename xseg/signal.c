@@ -40,6 +40,14 @@
 #define XSEG_WAIT_REPLY	   2u
 #define XSEG_SPIN_BATCH	   32
 #define XSEG_SPIN_YIELD_NS (20ULL * 1000)
+/* A spin reads its thread's preemption count (getrusage, about 1.1 us on
+ * a VM: a system call) only once it has run this long without work: work
+ * that comes sooner (the next request of a polling client, a reply in
+ * flight) is caught without it. Session 19 read it before every spin, on
+ * the critical path of every request: in-process 4 KiB hits at queue
+ * depth 1 took about a microsecond more (docs/performance.md, "Session
+ * 21"). A preempted thread spins this long at most before it learns it. */
+#define XSEG_SPIN_CHECK_NS (3ULL * 1000)
 
 static inline void cpu_relax(void)
 {
@@ -229,6 +237,7 @@ bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw)
 #ifdef XSEG_TEST_HOOKS
 bool (*xseg_test_nivcsw)(uint64_t *n);
 void (*xseg_test_yield)(void);
+void (*xseg_test_spin_begin)(void);
 #endif
 
 /* The calling thread's involuntary context switches (it was preempted,
@@ -260,12 +269,12 @@ static void spin_yield(void)
 	sched_yield();
 }
 
-/* A wait of s about to spin: was its thread preempted since the last
- * such check? The window is the whole time since, a back-off included,
- * on purpose: under lasting contention some preemption falls in it, and
- * the thread stays backed off (up to XSEG_SPIN_SKIP_MAX waits) while
- * the CPUs are short; that is what made queue depth 16 as fast as not
- * polling (docs/performance.md, "Session 19"). */
+/* A spin of s that has run XSEG_SPIN_CHECK_NS without work: was its
+ * thread preempted since the last such check? The window is the whole time
+ * since, a back-off included, on purpose: under lasting contention some
+ * preemption falls in it, and the thread stays backed off (up to
+ * XSEG_SPIN_SKIP_MAX waits) while the CPUs are short; that is what made queue
+ * depth 16 as fast as not polling (docs/performance.md, "Session 19"). */
 static bool spin_preempted(struct xseg_spin *s, uint64_t spin_ns)
 {
 	uint64_t n;
@@ -302,15 +311,8 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 	if (s) {
 		spin_ns = xseg_spin_budget(s);
 		/* nothing to learn from a thread that never spins */
-		if (!s->max_ns) {
+		if (!s->max_ns)
 			s = NULL;
-		} else if (spin_preempted(s, spin_ns)) {
-			/* the CPUs have more work than this spin would
-			 * catch: sleep, and give the CPU to it */
-			xseg_spin_note(s, XSEG_SPIN_PREEMPTED);
-			spin_ns = 0;
-			noted = true;
-		}
 	}
 
 	if (spin_ns) {
@@ -323,8 +325,15 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 		if (cut)
 			end = deadline;
 		uint64_t yield_at = now + XSEG_SPIN_YIELD_NS;
+		/* the preemption check, once, if no work came by then */
+		uint64_t check_at =
+		    s && s->adaptive ? now + XSEG_SPIN_CHECK_NS : UINT64_MAX;
 
 		spun = true;
+#ifdef XSEG_TEST_HOOKS
+		if (xseg_test_spin_begin)
+			xseg_test_spin_begin();
+#endif
 		for (;;) {
 			for (int i = 0; i < XSEG_SPIN_BATCH; i++) {
 				if (has_work(pl, mask)) {
@@ -338,6 +347,17 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 			now = xseg_now_ns();
 			if (now >= end)
 				break;
+			if (now >= check_at) {
+				check_at = UINT64_MAX;
+				if (spin_preempted(s, spin_ns)) {
+					/* the CPUs have more work than this
+					 * spin would catch: sleep, and give
+					 * the CPU to it */
+					xseg_spin_note(s, XSEG_SPIN_PREEMPTED);
+					noted = true;
+					break;
+				}
+			}
 			/* Nothing for a while: the peer we wait for may be
 			 * runnable on this very CPU (more processes than
 			 * cores). Let it run; when work keeps arriving
@@ -359,7 +379,7 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 				yield_at = xseg_now_ns() + XSEG_SPIN_YIELD_NS;
 			}
 		}
-		if (s && !cut)
+		if (s && !cut && !noted)
 			xseg_spin_note(s, XSEG_SPIN_MISSED);
 		if (now >= deadline)
 			return has_work(pl, mask) ? 0 : -ETIMEDOUT;

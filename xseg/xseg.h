@@ -774,8 +774,12 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  *   spins again (a probe); its outcome decides as above.
  * - a thread that lost its CPU to another runnable thread since its
  *   last spin decision (an involuntary context switch, counted by the
- *   kernel: getrusage RUSAGE_THREAD, ru_nivcsw) sleeps at once instead of
- *   spinning, backed off as after a miss: every CPU has more work than
+ *   kernel: getrusage RUSAGE_THREAD, ru_nivcsw) stops spinning and
+ *   sleeps, backed off as after a miss, once its spin has run 3 us
+ *   without work (XSEG_SPIN_CHECK_NS, signal.c: work that comes sooner is
+ *   caught without the system call; since session 21, before which the
+ *   count was read before every spin, a microsecond on the path of each
+ *   in-process hit at queue depth 1): every CPU has more work than
  *   threads to run it, and a spin would take a CPU the work needs (on 2
  *   cores, a polling cached against vlmc and the client at queue depth
  *   16). Until a later decision finds no new preemption the back-off is
@@ -790,7 +794,7 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  *   window judged is the whole time since the last check, a back-off
  *   included: under lasting contention the thread stays backed off.
  *   Where getrusage fails nothing is judged. Adaptive only; one
- *   getrusage per wait that would spin and two per yield.
+ *   getrusage per spin that runs 3 us without work and two per yield.
  * So a thread whose spins never catch work spins about once per
  * XSEG_SPIN_SKIP_MAX + 1 waits, and one whose spins catch work spins at
  * every wait while it keeps its CPU. The spin itself is always max_ns

@@ -368,6 +368,8 @@ extern void (*xseg_test_hook)(enum xseg_test_point pt,
  * a chosen instant, which the real scheduler offers no way to do. */
 extern bool (*xseg_test_nivcsw)(uint64_t *n);
 extern void (*xseg_test_yield)(void);
+/* called as a spin begins, before it first looks for work */
+extern void (*xseg_test_spin_begin)(void);
 #define XSEG_TEST_POINT(pt, req)                                               \
 	do {                                                                   \
 		if (xseg_test_hook)                                            \

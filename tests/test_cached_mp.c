@@ -2042,6 +2042,38 @@ END_TEST
  * refused (EPERM): W_new goes through cached, waits for the bucket, and
  * lands on top of W_old's.
  */
+/*
+ * A request for another port that reaches cached through a redirect set
+ * before cached marked its port (libxseg refuses it after, -EXDEV, but not
+ * while cached starts: review21b F1) is refused with EXDEV, not served
+ * from the next port's store; requests sent to cached itself are served.
+ */
+START_TEST(test_request_for_other_port_refused)
+{
+	enum { OTHER_PORT = 3 };
+	unsigned char buf[BLK];
+	struct env e;
+
+	env_up(&e, "foreign", 256);
+	start_store(&e, NULL);
+	ck_assert_int_eq(xseg_bind_port(e.seg, OTHER_PORT, "other"), 0);
+	/* the cache's port still free: accepted, as before any mark */
+	ck_assert_int_eq(xseg_set_path_next(e.seg, OTHER_PORT, CACHED_PORT), 0);
+	start_cached(&e, NULL);
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert_int_eq(io(&e, OTHER_PORT, XSEG_OP_WRITE, "obj", 0, buf, BLK),
+			 -EXDEV);
+	ck_assert_int_eq(io(&e, OTHER_PORT, XSEG_OP_READ, "obj", 0, buf, BLK),
+			 -EXDEV);
+	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_WRITE, "obj", 0, buf, BLK),
+			 0);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
+	ck_assert_int_eq(xseg_clear_path_next(e.seg, OTHER_PORT), 0);
+	ck_assert_int_eq(xseg_release_port(e.seg, OTHER_PORT), 0);
+	env_down(&e);
+}
+END_TEST
+
 START_TEST(test_unredirect_inflight_write)
 {
 	struct env e;
@@ -2125,6 +2157,7 @@ int main(void)
 	tcase_add_test(tc, test_replug_running_cached_stale);
 	tcase_add_test(tc, test_plug_redirect_lost_meanwhile);
 	tcase_add_test(tc, test_unredirect_inflight_write);
+	tcase_add_test(tc, test_request_for_other_port_refused);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

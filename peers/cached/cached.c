@@ -397,6 +397,31 @@ static const struct cached_io_ops cached_xseg_io = {
 /* Handlers                                                            */
 /* ------------------------------------------------------------------ */
 
+/* A request sent to a port other than the next one and redirected here
+ * (xsegctl redirect Q C for Q not the next port, set before this cache
+ * marked its port, which libxseg refuses after: review21b F1): served, it
+ * would read and write the next port's store and share buckets with that
+ * port's objects of the same name. Refused with EXDEV; logged once per
+ * port it came for, at most every CACHED_FOREIGN_LOG_NS. */
+#define CACHED_FOREIGN_LOG_NS (10ULL * 1000000000ULL)
+static int cached_refuse_foreign(struct cached_peer *cp,
+				 const struct xseg_request *req)
+{
+	static uint64_t logged_ns; /* __atomic */
+	uint64_t now = peer_now_ns(),
+		 last = __atomic_load_n(&logged_ns, __ATOMIC_RELAXED);
+
+	if ((!last || now - last >= CACHED_FOREIGN_LOG_NS) &&
+	    __atomic_compare_exchange_n(&logged_ns, &last, now, false,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		peer_err("cached: port %" PRIu32 ": a request for port %" PRIu32
+			 " was redirected here, but this cache serves the "
+			 "path of port %" PRIu32 " only: refused (EXDEV); "
+			 "remove that redirect (xsegctl unredirect)",
+			 cp->port, req->dst, cp->next_port);
+	return -EXDEV;
+}
+
 static int cached_handle(struct peer *p, struct xseg_request *req)
 {
 	struct cached_peer *cp = peer_priv(p);
@@ -405,6 +430,8 @@ static int cached_handle(struct peer *p, struct xseg_request *req)
 	 * redirected back to us: pass them on, bypassing the redirect. */
 	if (req->src == cp->port)
 		return peer_forward(p, req, cp->next_port);
+	if (req->dst != cp->next_port && req->dst != cp->port)
+		return cached_refuse_foreign(cp, req);
 	cached_thread_enter();
 	return cached_submit_request(&cp->c, req);
 }

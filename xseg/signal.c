@@ -45,9 +45,11 @@
  * that comes sooner (the next request of a polling client, a reply in
  * flight) is caught without it. Session 19 read it before every spin, on
  * the critical path of every request: in-process 4 KiB hits at queue
- * depth 1 took about a microsecond more (docs/performance.md, "Session
- * 21"). A preempted thread spins this long at most before it learns it. */
-#define XSEG_SPIN_CHECK_NS (3ULL * 1000)
+ * depth 1 took 1.5-1.6 us more at p50 (docs/performance.md, "Session
+ * 21"). A preempted thread spins this long at most before it learns it,
+ * about what the read costs: 3 us made randread at queue depth 16 through
+ * NBD lose in one sitting, 1 us did not. */
+#define XSEG_SPIN_CHECK_NS (1ULL * 1000)
 
 static inline void cpu_relax(void)
 {

@@ -775,7 +775,7 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  * - a thread that lost its CPU to another runnable thread since its
  *   last spin decision (an involuntary context switch, counted by the
  *   kernel: getrusage RUSAGE_THREAD, ru_nivcsw) stops spinning and
- *   sleeps, backed off as after a miss, once its spin has run 3 us
+ *   sleeps, backed off as after a miss, once its spin has run 1 us
  *   without work (XSEG_SPIN_CHECK_NS, signal.c: work that comes sooner is
  *   caught without the system call; since session 21, before which the
  *   count was read before every spin, a microsecond on the path of each
@@ -794,7 +794,7 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  *   window judged is the whole time since the last check, a back-off
  *   included: under lasting contention the thread stays backed off.
  *   Where getrusage fails nothing is judged. Adaptive only; one
- *   getrusage per spin that runs 3 us without work and two per yield.
+ *   getrusage per spin that runs 1 us without work and two per yield.
  * So a thread whose spins never catch work spins about once per
  * XSEG_SPIN_SKIP_MAX + 1 waits, and one whose spins catch work spins at
  * every wait while it keeps its CPU. The spin itself is always max_ns

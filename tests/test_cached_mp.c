@@ -1862,6 +1862,30 @@ START_TEST(test_plug_unplug_under_load)
 }
 END_TEST
 
+/* argv of a small cached on port that plugs itself in front of the
+ * store (replug_stale's second and racing caches) */
+#define PLUG_ARGC 15
+static void plug_argv(struct env *e, const char *port, char *argv[PLUG_ARGC])
+{
+	char *const a[PLUG_ARGC] = {"cached",
+				    "-g",
+				    (char *)e->name,
+				    "-p",
+				    (char *)port,
+				    "--next-port",
+				    "1",
+				    "--plug",
+				    "--cache-size",
+				    "1M",
+				    "--object-size",
+				    "128k",
+				    "-v",
+				    "warn",
+				    NULL};
+
+	memcpy(argv, a, sizeof(a));
+}
+
 /*
  * safety20 F1: a cached taken out of the store's path while it runs, and
  * put back, served what it cached before. `xsegctl unredirect SEG P` of a
@@ -1908,25 +1932,12 @@ START_TEST(test_replug_running_cached_stale)
 	 * first is clean: EPERM), and exits instead of serving its own port
 	 * beside the path (review20) */
 	{
-		char *argv[] = {"cached",
-				"-g",
-				(char *)e.name,
-				"-p",
-				"3",
-				"--next-port",
-				"1",
-				"--plug",
-				"--cache-size",
-				"1M",
-				"--object-size",
-				"128k",
-				"-v",
-				"warn",
-				NULL};
+		char *argv[PLUG_ARGC];
 		struct xtu_captured cap;
 		pid_t second;
 		char *log;
 
+		plug_argv(&e, "3", argv);
 		xtu_capture_start(&cap);
 		second = spawn(argv);
 		rc = xtu_wait(second, 60000);
@@ -1987,22 +1998,9 @@ START_TEST(test_plug_redirect_lost_meanwhile)
 	ck_assert_int_eq(xseg_submit(e.seg, req, STORE_PORT), 0);
 	ck_assert_int_eq(xseg_accept(e.seg, STORE_PORT, &acc), 0);
 	{
-		char *argv[] = {"cached",
-				"-g",
-				(char *)e.name,
-				"-p",
-				"2",
-				"--next-port",
-				"1",
-				"--plug",
-				"--cache-size",
-				"1M",
-				"--object-size",
-				"128k",
-				"-v",
-				"warn",
-				NULL};
+		char *argv[PLUG_ARGC];
 
+		plug_argv(&e, "2", argv);
 		xtu_capture_start(&cap);
 		e.cached = spawn(argv);
 	}

@@ -752,8 +752,8 @@ int peer_publish_stats(struct peer *p)
 	if (n > XSEG_STATS_MAX)
 		n = XSEG_STATS_MAX; /* a hook that ignored max */
 	/* The workers' waits on the port that found nothing at once, how
-	 * many of them spun, how many spins caught work, how many would
-	 * have spun but slept for a preemption (xseg_spin). After the
+	 * many of them spun, how many spins caught work, how many spins
+	 * stopped after 1 us to sleep for a preemption (xseg_spin). After the
 	 * peer's own table: should a table fill the 64 rows (none does
 	 * today: cached's 37 after the 14 above are the most), these are
 	 * the ones left out, not the peer's, the least telling last. */

@@ -170,6 +170,30 @@ START_TEST(test_preemption_before_yield)
 }
 END_TEST
 
+/* A spin that is not cut by its wait's timeout and is judged preempted is
+ * noted once, as preempted, not also as a spin that ran out (review21c
+ * F2: the other tests' spins are all cut). */
+START_TEST(test_preempted_spin_not_also_missed)
+{
+	struct xseg_spin s;
+	uint64_t missed, waits;
+
+	xseg_spin_init(&s, 5ULL * 1000 * 1000, true); /* 5 ms < the timeout */
+	/* learns the count, runs out: a miss, so the next wait sleeps */
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, TIMEOUT_NS, &s), -ETIMEDOUT);
+	ck_assert_uint_eq(s.missed, 1);
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, TIMEOUT_NS, &s), -ETIMEDOUT);
+	ck_assert_uint_eq(s.skip, 0); /* the back-off is over */
+	missed = s.missed;
+	waits = s.waits;
+	fake_count++; /* switched out while it worked */
+	ck_assert_int_eq(xseg_wait_spin(seg, 0, TIMEOUT_NS, &s), -ETIMEDOUT);
+	ck_assert_uint_eq(s.preempted, 1);
+	ck_assert_uint_eq(s.missed, missed);
+	ck_assert_uint_eq(s.waits, waits + 1);
+}
+END_TEST
+
 /* The spin-begin hook of test_caught_spin_reads_no_count: a request sent
  * to port 0 as the spin starts, before it first looks for work. */
 static uint32_t client;
@@ -233,6 +257,7 @@ static Suite *spin_yield_suite(void)
 	tcase_add_test(tc, test_yields_are_not_preemptions);
 	tcase_add_test(tc, test_preemption_between_waits);
 	tcase_add_test(tc, test_caught_spin_reads_no_count);
+	tcase_add_test(tc, test_preempted_spin_not_also_missed);
 	tcase_add_test(tc, test_preemption_before_yield);
 	suite_add_tcase(s, tc);
 	return s;

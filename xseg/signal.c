@@ -347,8 +347,9 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 				cpu_relax();
 			}
 			now = xseg_now_ns();
-			if (now >= end)
-				break;
+			/* before the end: a thread descheduled past the
+			 * spin's end before its first look at the clock was
+			 * preempted, and is judged so (review21c F4) */
 			if (now >= check_at) {
 				check_at = UINT64_MAX;
 				if (spin_preempted(s, spin_ns)) {
@@ -360,6 +361,8 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 					break;
 				}
 			}
+			if (now >= end)
+				break;
 			/* Nothing for a while: the peer we wait for may be
 			 * runnable on this very CPU (more processes than
 			 * cores). Let it run; when work keeps arriving

@@ -792,7 +792,12 @@ void xseg_set_spin(struct xseg *seg, uint64_t spin_ns);
  *   through NBD those were 16 % of cached's waits, the real preemptions
  *   under 1 %; at queue depth 16, 2-4 % (bench/spin_counts.sh). The
  *   window judged is the whole time since the last check, a back-off
- *   included: under lasting contention the thread stays backed off.
+ *   included: under lasting contention the thread stays backed off
+ *   (spins that keep catching work within 1 us never check, so after a
+ *   long run of them the window is long too, and an old preemption can
+ *   stop the first idle spin after it: one early sleep). A spin of less
+ *   than 1 us never checks; the clock is read every 32 polls, so the
+ *   check comes at 1 us or a little later.
  *   Where getrusage fails nothing is judged. Adaptive only; one
  *   getrusage per spin that runs 1 us without work and two per yield.
  * So a thread whose spins never catch work spins about once per
@@ -832,12 +837,13 @@ struct xseg_spin {
 	uint64_t nivcsw;   /* its involuntary context switches, last read */
 	/* statistics (see above for reading them from another thread) */
 	uint64_t waits;	    /* waits that found no work at once (max_ns != 0) */
-	uint64_t spins;	    /* of those, the waits that spun */
+	uint64_t spins;	    /* of those, the spins that caught or ran out (not
+			       the ones cut at 1 us for a preemption) */
 	uint64_t caught;    /* spins that found work */
 	uint64_t missed;    /* spins that ran out (or timed out) */
 	uint64_t hinted;    /* waits that slept at once and were woken with work
 			       within max_ns (a spin would have caught it) */
-	uint64_t preempted; /* waits that would have spun and slept at once:
+	uint64_t preempted; /* spins stopped after 1 us without work to sleep:
 			       the thread had been preempted since */
 };
 
@@ -847,10 +853,10 @@ enum xseg_spin_outcome {
 	XSEG_SPIN_MISSED,      /* it spun and the spin ran out or timed out */
 	XSEG_SPIN_SLEPT_SHORT, /* it slept at once, work came within max_ns */
 	XSEG_SPIN_SLEPT_LONG,  /* it slept at once, work came later or never */
-	XSEG_SPIN_PREEMPTED,   /* it would have spun, but the thread was
-				  preempted since its last decision: it
-				  sleeps at once (noted before the sleep; the
-				  sleep itself is not noted) */
+	XSEG_SPIN_PREEMPTED,   /* its spin found no work within 1 us and
+				  the thread was preempted since its last
+				  check: it sleeps (noted before the sleep;
+				  the sleep itself is not noted) */
 };
 
 /* Initialise s: max_ns the spin (0: never spin), adaptive false: spin
@@ -872,7 +878,8 @@ static inline uint64_t xseg_spin_budget(const struct xseg_spin *s)
  * is recorded as given. Owner thread only. */
 uint64_t xseg_spin_note(struct xseg_spin *s, enum xseg_spin_outcome o);
 
-/* The preemption check of a wait about to spin: nivcsw is the owner
+/* The preemption check of a spin that ran 1 us without work (since session
+ * 21; before, of every wait about to spin): nivcsw is the owner
  * thread's count of involuntary context switches now. Returns true if
  * it changed since the last call with s (the thread lost its CPU since
  * its last decision: the wait notes XSEG_SPIN_PREEMPTED and sleeps);
@@ -886,9 +893,9 @@ bool xseg_spin_lost_cpu(struct xseg_spin *s, uint64_t nivcsw);
  * work (CAUGHT) or ran out its whole budget (MISSED); a sleep at once
  * that was woken with work (SLEPT_SHORT or _LONG by the time since the
  * wait began) or slept longer than max_ns without (SLEPT_LONG); with an
- * adaptive s, a wait that would spin but whose thread was preempted
- * since the last such check (PREEMPTED, xseg_spin_lost_cpu; it sleeps at
- * once and its sleep is not recorded). Nothing
+ * adaptive s, a spin that found no work within 1 us and whose thread
+ * was preempted since the last such check (PREEMPTED, xseg_spin_lost_cpu;
+ * it sleeps then and its sleep is not recorded). Nothing
  * is recorded for a wait that finds work at once, a spin or sleep cut
  * short by timeout_ns before max_ns, or a wake-up without work (a kick).
  * Same returns as xseg_wait. s: see "Ownership" above (one thread, one

@@ -1863,7 +1863,8 @@ START_TEST(test_plug_unplug_under_load)
 END_TEST
 
 /* argv of a small cached on port that plugs itself in front of the
- * store (replug_stale's second and racing caches) */
+ * store (test_replug_running_cached_stale's second cache and
+ * test_plug_redirect_lost_meanwhile's) */
 #define PLUG_ARGC 15
 static void plug_argv(struct env *e, const char *port, char *argv[PLUG_ARGC])
 {
@@ -2065,9 +2066,53 @@ START_TEST(test_request_for_other_port_refused)
 			 -EXDEV);
 	ck_assert_int_eq(io(&e, CACHED_PORT, XSEG_OP_WRITE, "obj", 0, buf, BLK),
 			 0);
+	ck_assert_int_eq(io(&e, OTHER_PORT, XSEG_OP_PING, NULL, 0, NULL, 0),
+			 -EXDEV);
 	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
 	ck_assert_int_eq(xseg_clear_path_next(e.seg, OTHER_PORT), 0);
 	ck_assert_int_eq(xseg_release_port(e.seg, OTHER_PORT), 0);
+	env_down(&e);
+}
+END_TEST
+
+/*
+ * A chain of two caches (C1 on port 3 with --next-port 2, C2 on port 2 in
+ * front of the store): what C1 forwards keeps its clients' dst (C1's own
+ * port), and C2 serves it: a live cache whose next port is C2 (review21c
+ * F5). FLUSH, DELETE and PING go through C1 to C2 (PING on to the test
+ * store); data written through C1 reads back through C1.
+ */
+START_TEST(test_cache_chain_forwards_served)
+{
+	enum { FRONT_PORT = 3 };
+	char *front[] = {"cached",	"-g", NULL, "-p",   "3",
+			 "--next-port", "2",  "-v", "warn", NULL};
+	unsigned char w[BLK], r[BLK];
+	struct env e;
+	pid_t c1;
+	struct alive_arg a = {&e, FRONT_PORT};
+
+	env_up(&e, "chain", 256);
+	start_store(&e, NULL);
+	start_cached(&e, NULL);
+	front[2] = (char *)e.name;
+	c1 = spawn(front);
+	ck_assert_int_eq(xtu_wait_until(port_alive, &a, 20000), 0);
+	memset(w, 0x3c, sizeof(w));
+	ck_assert_int_eq(io(&e, FRONT_PORT, XSEG_OP_WRITE, "obj", 0, w, BLK),
+			 0);
+	ck_assert_int_eq(io(&e, FRONT_PORT, XSEG_OP_FLUSH, NULL, 0, NULL, 0),
+			 0);
+	/* through both caches to the test store, which answers no PING */
+	ck_assert_int_eq(io(&e, FRONT_PORT, XSEG_OP_PING, NULL, 0, NULL, 0),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(io(&e, FRONT_PORT, XSEG_OP_READ, "obj", 0, r, BLK), 0);
+	ck_assert(!memcmp(w, r, BLK));
+	ck_assert_int_eq(io(&e, FRONT_PORT, XSEG_OP_DELETE, "obj", 0, NULL, 0),
+			 0);
+	xtu_kill(c1, SIGTERM);
+	ck_assert_int_eq(xtu_wait(c1, 60000), 0);
+	ck_assert_int_eq(stop_cached(&e, SIGTERM), 0);
 	env_down(&e);
 }
 END_TEST
@@ -2156,6 +2201,7 @@ int main(void)
 	tcase_add_test(tc, test_plug_redirect_lost_meanwhile);
 	tcase_add_test(tc, test_unredirect_inflight_write);
 	tcase_add_test(tc, test_request_for_other_port_refused);
+	tcase_add_test(tc, test_cache_chain_forwards_served);
 	suite_add_tcase(s, tc);
 	return xtu_run_suite(s);
 }

@@ -327,15 +327,15 @@ static int idx_check_fn(void *arg, uint64_t prefix, uint64_t pos)
 
 /* A checkpoint is saved only after the log below it was flushed: one
  * whose position lies past the end of the log means flushed records are
- * missing, whatever the durable mark says (open refuses the store;
- * review21a R2). */
+ * missing, whatever the durable mark says (review21a R2; open refuses a
+ * checkpoint past the end of the segment files, review21c F7). */
 static void ckpt_past_end(struct checker *c, const char *file, uint64_t pos)
 {
 	if (pos > c->end)
 		problem(c,
 			"blocker: %s/%s: checkpoint at log position %llu, past "
-			"the end of the log at %llu: flushed records are "
-			"missing (open refuses the store)",
+			"the end of the log's records at %llu: flushed "
+			"records are missing",
 			c->s->dir, file, (unsigned long long)pos,
 			(unsigned long long)c->end);
 }

@@ -1497,28 +1497,37 @@ static void reset_state(struct blocker_store *s)
  * A checkpoint truncate_at_damage discarded (it lay beyond the end of the
  * log that is left) is still on disk: the next open without the override
  * would find it there and refuse the repaired store (review21a R1). So a
- * new one is written at once; where that fails (a full disk: the store is
- * degraded by ENOSPC and its close writes none either) and GC removed no
- * segment, the stale files are removed instead, and the next open replays
- * the whole log as this one did. With segments removed by GC the maps
- * cannot be rebuilt from the log without a checkpoint: said, and left.
+ * new one is written at once, after the stale files are removed where GC
+ * removed no segment (then, if the new one cannot be written, a full disk:
+ * the store degraded by ENOSPC, its close writes none either, the next
+ * open replays the whole log as this one did). With segments removed by
+ * GC the maps cannot be rebuilt from the log without a checkpoint: said,
+ * and left.
  */
 static void replace_discarded_checkpoint(struct blocker_store *s)
 {
 	static const char *const files[] = {BLOCKER_MAPS_FILE,
 					    BLOCKER_INDEX_FILE};
 
-	if (!blocker_checkpoint(s))
-		return;
 	if (s->gc_ckpt) {
-		blocker_logf(&s->o, BLOCKER_LOG_ERR,
-			     "blocker: %s: the discarded checkpoint could not "
-			     "be replaced, and GC removed segments: the next "
-			     "open needs truncate_at_damage again unless a "
-			     "checkpoint succeeds before then",
-			     s->dir);
+		/* the maps cannot be rebuilt from the log: a new checkpoint
+		 * or nothing (a crash between its maps and index files
+		 * leaves the stale index, and the next open needs the
+		 * override again) */
+		if (blocker_checkpoint(s))
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s: the discarded checkpoint "
+				     "could not be replaced, and GC removed "
+				     "segments: the next open needs "
+				     "truncate_at_damage again unless a "
+				     "checkpoint succeeds before then",
+				     s->dir);
 		return;
 	}
+	/* The log alone rebuilds everything: the stale files go first, the
+	 * directory synced, so that a crash at any point leaves no
+	 * checkpoint (a whole replay, as this open did) or the new one,
+	 * never a new maps file next to the stale index (review21c F8). */
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		if (unlinkat(s->dirfd, files[i], 0) < 0 && errno != ENOENT)
 			blocker_logf(&s->o, BLOCKER_LOG_ERR,
@@ -1529,10 +1538,12 @@ static void replace_discarded_checkpoint(struct blocker_store *s)
 		blocker_logf(&s->o, BLOCKER_LOG_ERR,
 			     "blocker: %s: fsync of the directory: %s", s->dir,
 			     strerror(errno));
-	blocker_logf(&s->o, BLOCKER_LOG_WARN,
-		     "blocker: %s: removed the discarded checkpoint files; "
-		     "the next open replays the whole log",
-		     s->dir);
+	if (blocker_checkpoint(s))
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: removed the discarded checkpoint "
+			     "files and could not write a new one: the next "
+			     "open replays the whole log",
+			     s->dir);
 }
 
 int blocker_open(const char *dir, const struct blocker_opts *opts,

@@ -401,15 +401,26 @@ static const struct cached_io_ops cached_xseg_io = {
  * (xsegctl redirect Q C for Q not the next port, set before this cache
  * marked its port, which libxseg refuses after: review21b F1): served, it
  * would read and write the next port's store and share buckets with that
- * port's objects of the same name. Refused with EXDEV; logged once per
- * port it came for, at most every CACHED_FOREIGN_LOG_NS. */
+ * port's objects of the same name. Refused with EXDEV; logged at most
+ * every CACHED_FOREIGN_LOG_NS (one clock for the process). Not a request
+ * forwarded by a cache in front of this one (a chain C1 -> C2: xseg_forward
+ * keeps dst, C1's own port): dst is then a live cache whose next port is
+ * this one (review21c F5); looked at only off the fast path. 0: serve it. */
 #define CACHED_FOREIGN_LOG_NS (10ULL * 1000000000ULL)
-static int cached_refuse_foreign(struct cached_peer *cp,
-				 const struct xseg_request *req)
+static int cached_check_foreign(struct cached_peer *cp,
+				const struct xseg_request *req)
 {
 	static uint64_t logged_ns; /* __atomic */
-	uint64_t now = peer_now_ns(),
-		 last = __atomic_load_n(&logged_ns, __ATOMIC_RELAXED);
+	struct xseg_port_info pi;
+	uint64_t now, last;
+
+	if (req->dst == cp->next_port || req->dst == cp->port)
+		return 0;
+	if (!xseg_port_info(cp->seg, req->dst, &pi) && pi.alive && pi.cache &&
+	    pi.cache_next == cp->port)
+		return 0;
+	now = peer_now_ns();
+	last = __atomic_load_n(&logged_ns, __ATOMIC_RELAXED);
 
 	if ((!last || now - last >= CACHED_FOREIGN_LOG_NS) &&
 	    __atomic_compare_exchange_n(&logged_ns, &last, now, false,
@@ -425,13 +436,15 @@ static int cached_refuse_foreign(struct cached_peer *cp,
 static int cached_handle(struct peer *p, struct xseg_request *req)
 {
 	struct cached_peer *cp = peer_priv(p);
+	int rc;
 
 	/* Plugged in front of the next port, our own requests to it are
 	 * redirected back to us: pass them on, bypassing the redirect. */
 	if (req->src == cp->port)
 		return peer_forward(p, req, cp->next_port);
-	if (req->dst != cp->next_port && req->dst != cp->port)
-		return cached_refuse_foreign(cp, req);
+	rc = cached_check_foreign(cp, req);
+	if (rc)
+		return rc;
 	cached_thread_enter();
 	return cached_submit_request(&cp->c, req);
 }
@@ -439,8 +452,10 @@ static int cached_handle(struct peer *p, struct xseg_request *req)
 static int cached_passthrough(struct peer *p, struct xseg_request *req)
 {
 	struct cached_peer *cp = peer_priv(p);
+	/* a PING for another port would report the next port's liveness */
+	int rc = cached_check_foreign(cp, req);
 
-	return peer_forward(p, req, cp->next_port);
+	return rc ? rc : peer_forward(p, req, cp->next_port);
 }
 
 static void cached_on_reply(struct peer *p, struct xseg_request *req)

@@ -2029,19 +2029,6 @@ START_TEST(test_plug_redirect_lost_meanwhile)
 END_TEST
 
 /*
- * safety20: the write side of the same unredirect. W_old writes the second
- * half of an 8 KiB bucket through cached, which fetches the bucket first;
- * the store holds that fetch (SIGSTOP). Nothing is dirty yet, so the
- * unflushed count is 0 and `xsegctl unredirect` was taken. W_new, to the
- * store's port, wrote the first half straight to the store. When the
- * store went on, W_old landed in the bucket on top of the fetched old first
- * half, and cached wrote that whole bucket back later (here: at its stop),
- * over W_new: the pattern of safety17's unplug_inflight, reached through
- * the admin command instead of cached's own unplug. Now the unredirect is
- * refused (EPERM): W_new goes through cached, waits for the bucket, and
- * lands on top of W_old's.
- */
-/*
  * A request for another port that reaches cached through a redirect set
  * before cached marked its port (libxseg refuses it after, -EXDEV, but not
  * while cached starts: review21b F1) is refused with EXDEV, not served
@@ -2117,6 +2104,19 @@ START_TEST(test_cache_chain_forwards_served)
 }
 END_TEST
 
+/*
+ * safety20: the write side of the same unredirect. W_old writes the second
+ * half of an 8 KiB bucket through cached, which fetches the bucket first;
+ * the store holds that fetch (SIGSTOP). Nothing is dirty yet, so the
+ * unflushed count is 0 and `xsegctl unredirect` was taken. W_new, to the
+ * store's port, wrote the first half straight to the store. When the
+ * store went on, W_old landed in the bucket on top of the fetched old first
+ * half, and cached wrote that whole bucket back later (here: at its stop),
+ * over W_new: the pattern of safety17's unplug_inflight, reached through
+ * the admin command instead of cached's own unplug. Now the unredirect is
+ * refused (EPERM): W_new goes through cached, waits for the bucket, and
+ * lands on top of W_old's.
+ */
 START_TEST(test_unredirect_inflight_write)
 {
 	struct env e;

@@ -390,8 +390,9 @@ static int wait_mask(struct xseg *seg, uint32_t port, uint64_t timeout_ns,
 			return has_work(pl, mask) ? 0 : -ETIMEDOUT;
 	}
 	/* A wait that slept at once tells s whether a spin would have
-	 * caught its work; one that spun has been noted already. */
-	if (spun || noted)
+	 * caught its work; one that spun (a preempted one included) has been
+	 * noted already. */
+	if (spun)
 		s = NULL;
 
 	for (;;) {

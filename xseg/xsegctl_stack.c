@@ -810,6 +810,9 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		stack_arg(a, "--cache-size=%s", st->cache_size);
 		stack_arg(a, "--write-policy=%s", st->write_policy);
 		stack_arg(a, "--object-size=%s", st->object_size);
+		stack_arg(a, "--max-inflight=%u", STACK_CACHED_MAX_INFLIGHT);
+		stack_arg(a, "--max-req-size=%llu",
+			  (unsigned long long)STACK_CACHED_MAX_REQ_SIZE);
 		if (st->cache_max_objects[0])
 			stack_arg(a, "--max-objects=%s", st->cache_max_objects);
 		stack_arg(a, "--plug");

@@ -20,7 +20,9 @@ set_tests_properties(test_stack_stop PROPERTIES TIMEOUT 300
 # stack start reports a peer that fails its start-up (after binding its
 # port: vlmc's NBD port taken, the store's log damaged) as that peer's
 # failure with its log, exit 1, nothing left (review11 N-B, N-H); the key
-# nbd_total_inflight is checked at parse time and reaches vlmc.
+# nbd_total_inflight is checked at parse time and reaches vlmc; a
+# segment_size without data room for cached's and vlmc's start is refused
+# before anything starts, naming the size needed, which starts.
 add_test(NAME test_stack_start
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_stack_start.sh)
 set_tests_properties(test_stack_start PROPERTIES TIMEOUT 300

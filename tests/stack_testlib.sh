@@ -13,7 +13,8 @@
 # before.
 #
 # Every exit runs stack_cleanup (the EXIT trap set here): the processes
-# started with start_bg / start_vlmc are stopped, the segments made with
+# suspended with suspend_pid are continued, those started with start_bg /
+# start_vlmc are stopped, the segments made with
 # seg_create destroyed, every stack dir in DIRS stopped (its leftover peers
 # killed, its segment destroyed), $T removed.
 
@@ -91,6 +92,19 @@ start_bg() {
 	"$@" >$log 2>&1 &
 	BG_PID=$!
 	track_pid $BG_PID
+}
+# suspend_pid PID: SIGSTOP until resume_pid; the cleanup sends SIGCONT
+# first, so that a test killed meanwhile leaves nothing stopped (a
+# stopped supervisor would also hold the cleanup's stack stop for its
+# 60 s; review21c F9). Recorded before the stop: a CONT to a process
+# that was never stopped does nothing.
+suspend_pid() { echo $1 >>$T/stopped; kill -STOP $1; }
+resume_pid() {
+	local rc
+	kill -CONT $1
+	rc=$?
+	[ -f $T/stopped ] && sed -i "/^$1\$/d" $T/stopped
+	return $rc
 }
 # stop_pids [-9] PID...: SIGTERM (or SIGKILL with -9), then wait until
 # each is gone, SIGKILL after 30 s; they leave $T/pids
@@ -174,6 +188,7 @@ vlmc_refuses() {
 stack_cleanup() {
 	local D seg f pid
 	cd /
+	[ -n "${T:-}" ] && [ -f $T/stopped ] && xargs -r kill -CONT <$T/stopped 2>/dev/null
 	for D in $DIRS; do
 		seg=$(sed -n 's/^segment = //p' $D/run/stack.conf 2>/dev/null)
 		AC_BIN_DIR=$BIN $X stack stop --dir $D >/dev/null 2>&1

@@ -43,7 +43,10 @@
 #      left-over segment of another geometry is made anew with the
 #      config's, start saying both; while the stack runs, a start asking
 #      another geometry is refused naming both, and status given such a
-#      config warns.
+#      config warns. A size at the pool's least, with no room for what
+#      cached and vlmc take from the data heap at their start, is refused
+#      naming the size they need (it used to fail in cached's start), and
+#      a stack of exactly that size starts and creates a volume.
 # Every wait is a bound on an event, never a timing assertion. Exit 77
 # (skip) only when nbdcopy or the blocker peer is missing.
 set -u
@@ -240,6 +243,30 @@ $X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
 	$X info $SEG7 | grep -q '^size: *67108864 bytes' &&
 	ok "7: segment_size above the data heap's reach refused, the left-over segment kept" ||
 	fail "7: segment_size 512G: rc $rc: $(cat $T/bad.err)"
+# a size that holds the pool but not what the peers take from the data
+# heap at their start (cached's 32 requests of 128 KiB to the store,
+# vlmc's read of its volume table): refused before anything is created or
+# started, naming the size they need; it used to start the store and fail
+# in cached ("cannot reserve request 0 of 32 for the next port"). A stack
+# of exactly that size starts.
+printf 'dir = %s\nsegment = %s\nrequests = 64\nsegment_size = 64k\n' $T/bad $SEG7-b >$T/bad.conf
+POOL=$($X stack start $T/bad.conf 2>&1 >/dev/null |
+	sed -n 's/.* needs at least \([0-9]*\) bytes .* for its header.*/\1/p')
+sed -i "s/^segment_size = .*/segment_size = $POOL/" $T/bad.conf
+$X stack start $T/bad.conf >/dev/null 2>$T/bad.err; rc=$?
+NEED=$(sed -n "s/.*bad.conf: segment_size $POOL is too small for the peers' start: cached reserves 32 requests of 128 KiB to the store and vlmc reads its volume table ([0-9]* KiB) through the segment's data heap, so with requests = 64 the segment needs at least \([0-9]*\) bytes .*, and room beyond that for I\/O\$/\1/p" $T/bad.err)
+[ $rc -eq 2 ] && [ -n "$POOL" ] && [ "${NEED:-0}" -gt "$POOL" ] &&
+	[ ! -e $T/bad ] && [ ! -e /dev/shm/$SEG7-b ] &&
+	ok "7: segment_size at the pool's least refused before the start, naming what cached and vlmc need" ||
+	fail "7: segment_size $POOL: rc $rc: $(cat $T/bad.err)"
+new_stack s7b "store = noop" "supervise = off" "segment = $SEG7-b" \
+	"requests = 64" "segment_size = ${NEED:-0}"
+$X stack start $T/s7b/stack.conf >/dev/null 2>$T/s7b/err &&
+	$X volume --dir $D create vol 1M >/dev/null 2>>$T/s7b/err &&
+	ok "7: a stack of that size starts and creates a volume" ||
+	fail "7: segment_size ${NEED:-0}: $(cat $T/s7b/err)"
+$X stack stop --dir $D >/dev/null 2>$T/s7b/err && nothing_left $D $SEG7-b ||
+	fail "7: stop of the smallest stack: $(cat $T/s7b/err)"
 # a left-over segment of another geometry: made anew with the config's,
 # saying both
 new_stack s7 "store = noop" "cached = off" "supervise = off" "segment = $SEG7"

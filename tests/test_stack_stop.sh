@@ -306,7 +306,8 @@ else
 	SUP8=$(pid_of $D8 supervisor)
 	# the supervisor must not restart cached before the binder holds
 	# its port
-	kill -STOP $SUP8 || fail "s8: SIGSTOP the supervisor"
+	# (continued by the cleanup too, should the test end meanwhile)
+	suspend_pid $SUP8 || fail "s8: SIGSTOP the supervisor"
 	kill -9 $(pid_of $D8 cached) || fail "s8: kill cached"
 	# reclaimed by this reap or by a peer's periodic one
 	wait_until 300 eval '$X reap $SEG8 >/dev/null 2>&1; [ "$(port2)" = "free 0" ]' ||
@@ -322,9 +323,9 @@ else
 	wait_until 600 eval '[ "$(port2 | cut -d" " -f1)" = reclaiming ]' &&
 		HOLDER=$(port2 | cut -d" " -f2) && [ "$HOLDER" -gt 0 ] &&
 		ok "s8: a noop (pid $HOLDER) holds cached's port mid-bind" ||
-		{ kill -CONT $SUP8; die "s8: port 2: $(port2); gdb: $(tail -5 $T/s8/gdb.out)"; }
+		die "s8: port 2: $(port2); gdb: $(tail -5 $T/s8/gdb.out)"
 	track_pid $HOLDER
-	kill -CONT $SUP8
+	resume_pid $SUP8
 	SUPLOG=$D8/run/supervisor.log
 	wait_until 1200 grep -q "cached is not unplugged yet" $SUPLOG &&
 		grep -q "cached failed to start 3 times in a row: giving up" $SUPLOG &&

@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -349,6 +350,69 @@ START_TEST(test_corrupted_free_list_is_eio)
 }
 END_TEST
 
+/* Serve allocations of sizes[0..n) in turn from a new heap of mem bytes:
+ * the index of the first that fails with -ENOMEM, or n if all succeed. */
+static size_t serve_in_turn(uint64_t mem, const uint64_t *sizes, size_t n)
+{
+	struct xheap *h = new_heap(mem);
+	uint64_t off;
+	size_t k;
+
+	for (k = 0; k < n; k++) {
+		int64_t got = xheap_alloc(h, sizes[k], &off);
+
+		if (got == -ENOMEM)
+			break;
+		ck_assert_msg(got >= (int64_t)sizes[k],
+			      "alloc %zu of %" PRIu64 ": %" PRId64, k, sizes[k],
+			      got);
+	}
+	free_heap();
+	return k;
+}
+
+/* xheap_arena_bytes_for and xheap_mem_size_for are exact: a new heap of
+ * the size they give serves the allocations, in any order and of mixed
+ * sizes; one 64-byte unit less fails the last with -ENOMEM (the stack
+ * launcher sizes the segment for cached's reserved requests and vlmc's
+ * first read with them); out of range they are 0. */
+START_TEST(test_mem_size_for)
+{
+	static const uint64_t one[] = {1, 64, 65, 4096, 5000, 128 << 10};
+	static const uint64_t mixed[][6] = {
+	    {128 << 10, 475328, 128 << 10, 100, 128 << 10, 4096},
+	    {475328, 100, 4096, 128 << 10, 128 << 10, 128 << 10}};
+	uint64_t sizes[32], arena, mem;
+
+	for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+		for (size_t n = 2; n <= 32; n += 15) {
+			for (size_t k = 0; k < n; k++)
+				sizes[k] = one[i];
+			arena = n * xheap_arena_bytes_for(one[i]);
+			mem = xheap_mem_size_for(arena);
+			ck_assert_uint_ge(mem, 4096);
+			ck_assert_uint_eq(serve_in_turn(mem, sizes, n), n);
+			if (mem - 64 >= 4096) /* else the 4 KiB floor */
+				ck_assert_uint_eq(
+				    serve_in_turn(mem - 64, sizes, n), n - 1);
+		}
+	for (size_t i = 0; i < 2; i++) {
+		arena = 0;
+		for (size_t k = 0; k < 6; k++)
+			arena += xheap_arena_bytes_for(mixed[i][k]);
+		mem = xheap_mem_size_for(arena);
+		ck_assert_uint_eq(serve_in_turn(mem, mixed[i], 6), 6);
+		ck_assert_uint_eq(serve_in_turn(mem - 64, mixed[i], 6), 5);
+	}
+	/* the header's promise: 4 KiB takes 4 KiB + 64 B of arena */
+	ck_assert_uint_eq(xheap_arena_bytes_for(4096), 4096 + 64);
+	ck_assert_uint_eq(xheap_arena_bytes_for(0), 0);
+	ck_assert_uint_eq(xheap_arena_bytes_for((1ULL << 40) + 1), 0);
+	ck_assert_uint_eq(xheap_mem_size_for(0), 4096);
+	ck_assert_uint_eq(xheap_mem_size_for(XHEAP_MAX_SIZE), 0);
+}
+END_TEST
+
 /* Write and check a few bytes at both ends of a buffer: enough to prove the
  * offset arithmetic without populating gigabytes. */
 static void touch(struct xheap *h, uint64_t off, uint64_t size, char v)
@@ -498,6 +562,7 @@ int main(void)
 	tcase_add_test(tc, test_exhaustion_changes_nothing);
 	tcase_add_test(tc, test_stats_consistency_random);
 	tcase_add_test(tc, test_corrupted_free_list_is_eio);
+	tcase_add_test(tc, test_mem_size_for);
 	tcase_add_test(tc, test_arena_beyond_4gib);
 	tcase_add_test(tc, test_arena_index_limit);
 	suite_add_tcase(s, tc);

@@ -220,6 +220,59 @@ START_TEST(test_min_size)
 }
 END_TEST
 
+/* xseg_heap_bytes_for and xseg_min_size_for_data are exact: in a segment
+ * of the size they give for 32 buffers of 128 KiB and one of 475328 bytes
+ * (cached's reservation and vlmc's first read, as the stack launcher
+ * checks them; a too-small segment used to fail cached's start late), a
+ * port gets and prepares them all; one page less fails the last with
+ * -ENOMEM. A datalen below the default data size counts as that (prep
+ * allocates that much); no buffer needs xseg_min_size. */
+START_TEST(test_min_size_for_data)
+{
+	char err[XSEG_ERRBUF_LEN];
+	struct xseg_config cfg;
+	struct xseg_request *reqs[33];
+	struct xseg *seg = NULL;
+	const char *name = xtu_segname("minszdata");
+	uint64_t min, need, lens[33];
+
+	xseg_config_default(&cfg);
+	cfg.nr_requests = 64;
+	cfg.size = 0;
+	min = xseg_min_size(&cfg);
+	for (int i = 0; i < 33; i++)
+		lens[i] = i == 16 ? 475328 : 128 << 10;
+	need = xseg_min_size_for_data(
+	    &cfg, 32 * xseg_heap_bytes_for(&cfg, 128 << 10) +
+		      xseg_heap_bytes_for(&cfg, 475328));
+	ck_assert_uint_gt(need, min);
+	ck_assert_uint_eq(need % 4096, 0);
+	ck_assert_uint_eq(xseg_min_size_for_data(&cfg, 0), min);
+	ck_assert_uint_eq(xseg_heap_bytes_for(&cfg, 0), 0);
+	ck_assert_uint_eq(xseg_heap_bytes_for(&cfg, 1),
+			  xseg_heap_bytes_for(&cfg, cfg.default_data_size));
+	for (int less = 0; less <= 1; less++) {
+		cfg.size = need - (uint64_t)less * 4096;
+		ck_assert_int_eq(
+		    xseg_create(name, &cfg, &seg, err, sizeof(err)), 0);
+		ck_assert_int_eq(xseg_bind_port(seg, 0, "client"), 0);
+		for (int i = 0; i < 33; i++) {
+			int rc;
+
+			ck_assert_int_eq(xseg_get_request(seg, 0, &reqs[i]), 0);
+			rc = xseg_prep_request(seg, reqs[i], 0, lens[i]);
+			ck_assert_int_eq(rc, less && i == 32 ? -ENOMEM : 0);
+		}
+		for (int i = 0; i < 33; i++)
+			xseg_put_request(seg, reqs[i]);
+		xseg_leave(seg);
+		ck_assert_int_eq(xseg_destroy(name), 0);
+	}
+	cfg.nr_requests = 1;
+	ck_assert_uint_eq(xseg_min_size_for_data(&cfg, 4096), 0);
+}
+END_TEST
+
 /* xseg_max_size is exactly xseg_create's upper bound: a segment of that
  * size is made (sparse: only its fixed parts and the heap's header are
  * touched) and its data heap manages all of it but the heap's own header;
@@ -2158,6 +2211,7 @@ static Suite *xseg_suite(void)
 	tcase_add_test(tc, test_create_join_leave);
 	tcase_add_test(tc, test_create_errors);
 	tcase_add_test(tc, test_min_size);
+	tcase_add_test(tc, test_min_size_for_data);
 	tcase_add_test(tc, test_max_size);
 	tcase_add_test(tc, test_join_checks);
 	suite_add_tcase(s, tc);

@@ -911,6 +911,9 @@ struct cache_start_arg {
 	const char *name;
 	int go;	  /* read end: start when a byte comes */
 	int done; /* write end: one byte once bound, marked and plugged */
+	/* the other process's ends, closed in the child so that only the
+	 * child holds done's write end: its exit is EOF there */
+	int parent_go, parent_done;
 };
 
 /* A cached starting on port 2 in front of port 1, in one go: bind, mark
@@ -921,6 +924,8 @@ static int cache_start(void *arg)
 	struct xseg *seg;
 	char c;
 
+	close(a->parent_go);
+	close(a->parent_done);
 	if (xseg_join(a->name, &seg, NULL, 0))
 		return 1;
 	if (read(a->go, &c, 1) != 1)
@@ -934,11 +939,18 @@ static int cache_start(void *arg)
 		pause();
 }
 
-static struct cache_start_arg g_cache_start;
+/* the parent's side of the cache starting: its pid and pipe ends */
+static struct {
+	pid_t pid;
+	int go, done;
+} g_cache_start;
 
-/* At the decision's end, before the CAS: let the cache start, entirely. */
+/* At the decision's end, before the CAS: let the cache start, entirely.
+ * A child that fails (exit 1-4) closes done without a byte: the test
+ * fails here with its status, not at Check's timeout (review21b F4). */
 static void start_cache_hook(enum xseg_test_point pt, struct xseg_request *req)
 {
+	ssize_t n;
 	char c;
 
 	(void)req;
@@ -946,20 +958,46 @@ static void start_cache_hook(enum xseg_test_point pt, struct xseg_request *req)
 		return;
 	g_point = NO_POINT; /* once */
 	ck_assert_int_eq(write(g_cache_start.go, "g", 1), 1);
-	ck_assert_int_eq(read(g_cache_start.done, &c, 1), 1);
+	do
+		n = read(g_cache_start.done, &c, 1);
+	while (n < 0 && errno == EINTR);
+	ck_assert_msg(n == 1,
+		      "the starting cache (pid %d) did not bind, mark and "
+		      "plug: read %zd, its exit status %d",
+		      (int)g_cache_start.pid, n,
+		      n ? -1 : xtu_wait(g_cache_start.pid, 10000));
 }
 
-static pid_t cache_start_armed(const char *name, int go[2], int done[2])
+/* Fork the cache (waiting to start) and arm the hook; cache_start_done
+ * closes the pipes. */
+static pid_t cache_start_armed(const char *name)
 {
+	struct cache_start_arg a;
+	int go[2], done[2];
 	pid_t pid;
 
-	g_cache_start = (struct cache_start_arg){name, go[0], done[1]};
-	pid = xtu_fork(cache_start, &g_cache_start);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	a = (struct cache_start_arg){name, go[0], done[1], go[1], done[0]};
+	pid = xtu_fork(cache_start, &a);
 	ck_assert_int_gt(pid, 0);
-	g_cache_start = (struct cache_start_arg){name, go[1], done[0]};
+	close(go[0]);
+	close(done[1]);
+	g_cache_start.pid = pid;
+	g_cache_start.go = go[1];
+	g_cache_start.done = done[0];
 	g_point = XSEG_TP_PATH_DECIDED;
 	xseg_test_hook = start_cache_hook;
 	return pid;
+}
+
+/* The cache killed: reaped, its pipes closed. */
+static void cache_start_done(pid_t pid)
+{
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), KILLED);
+	close(g_cache_start.go);
+	close(g_cache_start.done);
 }
 
 /* The check of a redirect's target and the CAS on the redirect are two
@@ -970,38 +1008,29 @@ static pid_t cache_start_armed(const char *name, int go[2], int done[2])
  * refused as such. */
 START_TEST(test_path_change_vs_cache_start)
 {
-	int go[2], done[2];
 	struct xseg *seg;
 	const char *name;
 	pid_t cache;
 
 	seg = mkseg("f1f", &name);
-	ck_assert_int_eq(pipe(go), 0);
-	ck_assert_int_eq(pipe(done), 0);
 	/* clear: port 1 redirected to a free port 2, where a cached starts
 	 * while the clear decides */
 	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
-	cache = cache_start_armed(name, go, done);
+	cache = cache_start_armed(name);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 1), -EAGAIN);
 	no_hook();
 	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 1), -EPERM);
-	ck_assert_int_eq(xtu_kill(cache, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(cache, 10000), KILLED);
+	cache_start_done(cache);
 	ck_assert_int_eq(xseg_clear_path_next(seg, 1), 0);
 	/* set: port 3 redirected to port 2 (free), where a cached of port
 	 * 1's path starts while the set decides */
-	cache = cache_start_armed(name, go, done);
+	cache = cache_start_armed(name);
 	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), -EAGAIN);
 	no_hook();
 	ck_assert_uint_eq(xseg_get_path_next(seg, 3), XSEG_NOPORT);
 	ck_assert_int_eq(xseg_set_path_next(seg, 3, 2), -EXDEV);
-	ck_assert_int_eq(xtu_kill(cache, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(cache, 10000), KILLED);
-	for (int i = 0; i < 2; i++) {
-		close(go[i]);
-		close(done[i]);
-	}
+	cache_start_done(cache);
 	xseg_leave(seg);
 }
 END_TEST

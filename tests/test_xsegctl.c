@@ -846,6 +846,102 @@ START_TEST(stack_segment_no_peers)
 }
 END_TEST
 
+/* A peer that binds its port and waits (stands for the stack's vlmc). */
+static int port_holder(void *arg)
+{
+	struct leader_exits_arg *a = arg;
+	struct xseg *seg;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 3, "vlmc") || write(a->ready, "r", 1) != 1)
+		return 1;
+	for (;;)
+		pause();
+}
+
+/* review21b F7: stack status says which peer is exiting (the store here:
+ * its leader gone, a thread left), in the table, a line of its own and
+ * the JSON; a stack whose store or vlmc is exiting is not healthy (exit
+ * 1), though vlmc lives and the store's port is still its owner's. */
+START_TEST(stack_status_shows_exiting)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlstexit", &seg);
+	char *t = tmp_dir("stexit"), *d, *run, *text, *path, *out, *err;
+	char want[128], c;
+	int fds[2];
+
+	ck_assert_int_gt(asprintf(&d, "%s/data", t), 0);
+	ck_assert_int_gt(asprintf(&run, "%s/run", d), 0);
+	ck_assert_int_eq(mkdir(d, 0700), 0);
+	ck_assert_int_eq(mkdir(run, 0700), 0);
+	ck_assert_int_gt(asprintf(&text,
+				  "dir = %s\nsegment = %s\nstore = noop\n"
+				  "nbd_socket = %s/nbd.sock\n"
+				  "ctl_socket = %s/vlmc.ctl\n",
+				  d, name, run, run),
+			 0);
+	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", run), 0);
+	write_file(path, text);
+	free(path);
+	free(text);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg a = {name, fds[1]};
+	pid_t vlmc = xtu_fork(port_holder, &a);
+	ck_assert_int_gt(vlmc, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	pid_t store = xtu_fork(leader_exits, &a);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+
+	const char *st[] = {"stack", "status", "--dir", d, NULL};
+	ck_assert_int_eq(ctl(st, &out, &err), 1);
+	snprintf(want, sizeof(want), "\nstore   1     server   %-8d exiting ",
+		 (int)store);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof(want), "\nvlmc    3     vlmc     %-8d yes ",
+		 (int)vlmc);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof(want),
+		 "\nstore: EXITING: its process (pid %d) has exited, but "
+		 "threads of it are left",
+		 (int)store);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	ck_assert_msg(!strstr(out, "vlmc: EXITING"), "%s", out);
+	free(out);
+	free(err);
+	const char *sj[] = {"stack", "status", "--json", "--dir", d, NULL};
+	ck_assert_int_eq(ctl(sj, &out, &err), 1);
+	snprintf(want, sizeof(want),
+		 "{\"role\":\"store\",\"port\":1,\"type\":\"server\","
+		 "\"pid\":%d,\"alive\":true,\"exiting\":true,",
+		 (int)store);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof(want),
+		 "{\"role\":\"vlmc\",\"port\":3,\"type\":\"vlmc\","
+		 "\"pid\":%d,\"alive\":true,\"exiting\":false,",
+		 (int)vlmc);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	free(out);
+	free(err);
+	/* still its owner's: status reclaims nothing */
+	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
+	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
 /*
  * `xsegctl volume` while vlmc starts or restarts: a control socket that
  * refuses connections (made, not listened on yet) or does not exist yet
@@ -1010,6 +1106,7 @@ int main(void)
 	tcase_add_test(tc, writeback_loss_visible);
 	tcase_add_test(tc, unredirect_live_cache_refused);
 	tcase_add_test(tc, list_shows_exiting_owner);
+	tcase_add_test(tc, stack_status_shows_exiting);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);

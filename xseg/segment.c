@@ -160,6 +160,31 @@ uint64_t xseg_min_size(const struct xseg_config *cfg)
 	return lay.heap_off + 4096;
 }
 
+uint64_t xseg_heap_bytes_for(const struct xseg_config *cfg, uint64_t datalen)
+{
+	if (!datalen)
+		return 0;
+	/* as xseg_prep_request asks the heap */
+	return xheap_arena_bytes_for(datalen > cfg->default_data_size
+					 ? datalen
+					 : cfg->default_data_size);
+}
+
+uint64_t xseg_min_size_for_data(const struct xseg_config *cfg,
+				uint64_t heap_bytes)
+{
+	uint64_t min = xseg_min_size(cfg), mem;
+
+	if (!min)
+		return 0;
+	mem = xheap_mem_size_for(heap_bytes);
+	if (!mem)
+		return 0;
+	/* the heap starts on a page (xseg_compute_layout) and takes the
+	 * rest: min holds one page of it */
+	return min - 4096 + ((mem + 4095) & ~4095ULL);
+}
+
 uint64_t xseg_max_size(const struct xseg_config *cfg)
 {
 	uint64_t min = xseg_min_size(cfg);

@@ -276,6 +276,21 @@ int xseg_destroy(const char *name);
  * creates anything, and says what the size must be. */
 uint64_t xseg_min_size(const struct xseg_config *cfg);
 
+/* Sizing the data heap for a peer's fixed reservation before anything
+ * starts (the stack launcher: cached's requests to the store, vlmc's
+ * first read of its volume table). xseg_heap_bytes_for: the heap bytes
+ * that xseg_prep_request(datalen) allocates for a request that holds no
+ * buffer (at least cfg->default_data_size, plus xheap's header); 0 for
+ * datalen 0 (nothing is allocated) and for a datalen no heap serves.
+ * xseg_min_size_for_data: the smallest cfg->size xseg_create takes with
+ * cfg's other fields (at least xseg_min_size, a page multiple) whose new
+ * data heap, used by nothing else, holds buffers whose
+ * xseg_heap_bytes_for add up to heap_bytes; whatever cfg->size holds; 0
+ * when cfg's other fields are out of bounds or no heap holds that much. */
+uint64_t xseg_heap_bytes_for(const struct xseg_config *cfg, uint64_t datalen);
+uint64_t xseg_min_size_for_data(const struct xseg_config *cfg,
+				uint64_t heap_bytes);
+
 /* The largest cfg->size whose every byte xseg_create's data heap can use
  * (xheap's XHEAP_MAX_SIZE, 256 GiB - 64 B, after the fixed parts that
  * xseg_min_size counts, rounded down to a page); whatever cfg->size holds,

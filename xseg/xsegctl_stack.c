@@ -810,6 +810,9 @@ static void stack_peer_args(struct stack_argv *a, const struct stack *st,
 		stack_arg(a, "--cache-size=%s", st->cache_size);
 		stack_arg(a, "--write-policy=%s", st->write_policy);
 		stack_arg(a, "--object-size=%s", st->object_size);
+		stack_arg(a, "--max-inflight=%u", STACK_CACHED_MAX_INFLIGHT);
+		stack_arg(a, "--max-req-size=%llu",
+			  (unsigned long long)STACK_CACHED_MAX_REQ_SIZE);
 		if (st->cache_max_objects[0])
 			stack_arg(a, "--max-objects=%s", st->cache_max_objects);
 		stack_arg(a, "--plug");
@@ -1696,6 +1699,31 @@ static void stack_json_str(const char *s)
 	putchar('"');
 }
 
+/* A port whose owner lives only through threads its leader left
+ * (xseg_port_info's exiting): neither serving nor dead. The owner keeps
+ * the port (nothing reclaims it, the supervisor does not restart it)
+ * until they end, which for a thread stuck for good is never: say so,
+ * and where to look (review20 N1-B, review21b F7). */
+static void stack_print_exiting(const char *role,
+				const struct xseg_port_info *pi)
+{
+	printf("%s: EXITING: its process (pid %d) has exited, but threads of "
+	       "it are left (finishing, stuck in the kernel or stopped by a "
+	       "tracer): port %u stays its own and requests to it wait until "
+	       "they end; then it is dead, and restarted as any dead peer. If "
+	       "it stays: ls /proc/%d/task (docs/operations.md, section 4)\n",
+	       role, (int)pi->owner_pid, pi->port, (int)pi->owner_pid);
+}
+
+/* The port's owner lives and serves: alive, and not only through threads
+ * its leader left. */
+static bool stack_port_serving(struct xseg *seg, uint32_t port)
+{
+	struct xseg_port_info pi;
+
+	return !xseg_port_info(seg, port, &pi) && pi.alive && !pi.exiting;
+}
+
 static int stack_status(struct stack *st)
 {
 	static const struct {
@@ -1749,7 +1777,7 @@ static int stack_status(struct stack *st)
 			   ? " (a write-back cached died holding acknowledged "
 			     "writes; see docs/operations.md)"
 			   : "");
-		printf("%-7s %-5s %-8s %-8s %-6s %12s %12s %8s %6s %9s\n",
+		printf("%-7s %-5s %-8s %-8s %-7s %12s %12s %8s %6s %9s\n",
 		       "role", "port", "type", "pid", "alive", "accepted",
 		       "served", "failed", "queue", "unflushed");
 	}
@@ -1762,24 +1790,36 @@ static int stack_status(struct stack *st)
 			printf("%s{\"role\":\"%s\",\"port\":%u,\"type\":",
 			       i ? "," : "", roles[i].role, roles[i].port);
 			stack_json_str(pi.bound ? pi.peer_type : "");
-			printf(",\"pid\":%d,\"alive\":%s,\"accepted\":%" PRIu64
-			       ",\"served\":%" PRIu64 ",\"failed\":%" PRIu64
+			printf(",\"pid\":%d,\"alive\":%s,\"exiting\":%s,"
+			       "\"accepted\":%" PRIu64 ",\"served\":%" PRIu64
+			       ",\"failed\":%" PRIu64
 			       ",\"request_depth\":%" PRIu64
 			       ",\"unflushed\":%" PRIu64 "}",
 			       pi.bound ? (int)pi.owner_pid : 0,
-			       pi.alive ? "true" : "false", pi.accepted,
+			       pi.alive ? "true" : "false",
+			       pi.exiting ? "true" : "false", pi.accepted,
 			       pi.served, pi.failed, pi.request_depth,
 			       pi.unflushed);
 		} else {
-			printf("%-7s %-5u %-8s %-8d %-6s %12" PRIu64
+			printf("%-7s %-5u %-8s %-8d %-7s %12" PRIu64
 			       " %12" PRIu64 " %8" PRIu64 " %6" PRIu64
 			       " %9" PRIu64 "\n",
 			       roles[i].role, roles[i].port,
 			       pi.bound ? pi.peer_type : "-",
 			       pi.bound ? (int)pi.owner_pid : 0,
-			       pi.alive ? "yes" : "no", pi.accepted, pi.served,
-			       pi.failed, pi.request_depth, pi.unflushed);
+			       pi.exiting ? "exiting"
+			       : pi.alive ? "yes"
+					  : "no",
+			       pi.accepted, pi.served, pi.failed,
+			       pi.request_depth, pi.unflushed);
 		}
+	}
+	for (size_t i = 0; !st->json && i < sizeof(roles) / sizeof(roles[0]);
+	     i++) {
+		struct xseg_port_info pi;
+
+		if (!xseg_port_info(seg, roles[i].port, &pi) && pi.exiting)
+			stack_print_exiting(roles[i].role, &pi);
 	}
 	if (st->json) {
 		printf("],\"supervisor\":");
@@ -1818,10 +1858,10 @@ static int stack_status(struct stack *st)
 	}
 	free(vols);
 	free(ps);
-	/* healthy: the store and vlmc live (cached is optional: it may
-	 * be unplugged) */
-	healthy = xseg_port_alive(seg, STACK_STORE_PORT) == 1 &&
-		  xseg_port_alive(seg, STACK_VLMC_PORT) == 1;
+	/* healthy: the store and vlmc live and serve (cached is optional:
+	 * it may be unplugged); one exiting is on its way out */
+	healthy = stack_port_serving(seg, STACK_STORE_PORT) &&
+		  stack_port_serving(seg, STACK_VLMC_PORT);
 	xseg_leave(seg);
 	return healthy ? 0 : 1;
 }

@@ -37,6 +37,11 @@
 #define STACK_START_TIMEOUT_MAX_S 3600
 /* cached's bucket size (its default; the stack does not set it) */
 #define STACK_CACHED_BUCKET_SIZE 4096ULL
+/* cached's requests to the store, which it reserves from the segment's
+ * data heap at its start (its --max-inflight and --max-req-size, given by
+ * the stack so that stack_check sizes the segment for the same numbers) */
+#define STACK_CACHED_MAX_INFLIGHT 32u
+#define STACK_CACHED_MAX_REQ_SIZE ((uint64_t)128 << 10)
 
 /* The largest segment_size a config or run/stack.conf can hold: every
  * peer maps the whole segment, and an x86-64 process has 128 TiB of

@@ -19,6 +19,8 @@
 #include "xsegctl_cmds.h"
 #include "xsegctl_stack.h"
 
+#include "volume.h" /* VLMC_TABLE_MAX: vlmc's first read */
+
 const char stack_default_conf[] =
     "# embedded default stack (xsegctl stack start without CONFIG)\n"
     "dir = " XSEGCTL_STACK_DIR "\n"
@@ -408,7 +410,7 @@ void stack_xseg_config(const struct stack *st, struct xseg_config *cfg)
 int stack_check(const struct stack *st, const char *name)
 {
 	struct xseg_config cfg;
-	uint64_t cache, object, min, max;
+	uint64_t cache, object, min, max, heap, need;
 
 	if (peer_parse_size(st->cache_size, &cache) ||
 	    peer_parse_size(st->object_size, &object))
@@ -426,6 +428,39 @@ int stack_check(const struct stack *st, const char *name)
 			  "a page of data",
 			  name, st->segment_size, st->requests, min,
 			  (uint64_t)((min + (1ULL << 20) - 1) >> 20));
+		return -EINVAL;
+	}
+	/* At its start cached reserves its requests to the store, and vlmc
+	 * reads its volume table, through the segment's data heap: a
+	 * segment without room for both failed the start late, after the
+	 * store had started (cached's "cannot reserve request 0 of 32 for
+	 * the next port", vlmc's "cannot read vlmc:meta.0"). cached's part
+	 * only with cached = on: a later plug-cached needs it too
+	 * (operations.md). */
+	heap = xseg_heap_bytes_for(&cfg, VLMC_TABLE_MAX);
+	if (st->cached)
+		heap += STACK_CACHED_MAX_INFLIGHT *
+			xseg_heap_bytes_for(&cfg, STACK_CACHED_MAX_REQ_SIZE);
+	need = xseg_min_size_for_data(&cfg, heap);
+	if (!need || st->segment_size < need) {
+		char cached[96] = "";
+
+		if (st->cached)
+			snprintf(cached, sizeof(cached),
+				 "cached reserves %u requests of %" PRIu64
+				 " KiB to the store and ",
+				 STACK_CACHED_MAX_INFLIGHT,
+				 STACK_CACHED_MAX_REQ_SIZE >> 10);
+		stack_err("%s: segment_size %" PRIu64 " is too small for the "
+			  "peers' start: %svlmc reads its volume table (%u "
+			  "KiB) through the segment's data heap, so with "
+			  "requests = %" PRIu64 " the segment needs at least "
+			  "%" PRIu64 " bytes (%" PRIu64 " MiB, rounded up), "
+			  "and room beyond that for I/O",
+			  name, st->segment_size, cached,
+			  (unsigned)((VLMC_TABLE_MAX + 1023) >> 10),
+			  st->requests, need,
+			  (uint64_t)((need + (1ULL << 20) - 1) >> 20));
 		return -EINVAL;
 	}
 	/* the data heap uses at most 256 GiB (xheap's 32-bit unit indexes):

@@ -193,6 +193,9 @@ static bool sup_down(const struct stack *st, struct xseg *seg,
 {
 	pid_t pid;
 
+	/* alive includes an owner that is exiting (its leader gone, threads
+	 * left: xseg_port_info's exiting): the port is still its own and a
+	 * new peer could not bind it, so it is waited for until they end */
 	if (xseg_port_alive(seg, stack_role_port(r)) == 1)
 		return false;
 	pid = stack_pidfile(st, stack_role_name(r));

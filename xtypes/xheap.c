@@ -561,6 +561,24 @@ static bool xheap_caches_hold_something(struct xheap *heap)
 	return false;
 }
 
+uint64_t xheap_arena_bytes_for(uint64_t size)
+{
+	if (!size || size > ((uint64_t)1 << XHEAP_MAX_CLASS))
+		return 0;
+	/* as xheap_general_alloc carves a block */
+	return ((uint64_t)1 << xheap_class_of(size)) + XHEAP_UNIT;
+}
+
+uint64_t xheap_mem_size_for(uint64_t arena_bytes)
+{
+	uint64_t mem;
+
+	if (arena_bytes > XHEAP_MAX_SIZE - XHEAP_ARENA_OFF)
+		return 0;
+	mem = XHEAP_ARENA_OFF + arena_bytes;
+	return mem < 4096 ? 4096 : mem;
+}
+
 int64_t xheap_alloc(struct xheap *heap, size_t size, uint64_t *off)
 {
 	struct xheap_block *b;

@@ -87,6 +87,19 @@ struct xheap; /* layout private to xheap.c */
  * written), or the negative errno of the mutex set-up. */
 int xheap_init(struct xheap *heap, size_t mem_size);
 
+/* Sizing a heap for a reservation before it is made (the stack launcher
+ * sizes the xseg segment for cached's requests and vlmc's first read).
+ * xheap_arena_bytes_for: the arena one allocation of size bytes takes, its
+ * class size plus the 64-byte buffer header; 0 if size is 0 or above the
+ * largest class. xheap_mem_size_for: the mem_size (for xheap_init) of the
+ * smallest heap whose arena holds arena_bytes, at least 4 KiB; 0 above
+ * XHEAP_MAX_SIZE. A new heap that nothing else allocates from serves
+ * allocations whose xheap_arena_bytes_for add up to arena_bytes, made one
+ * after another in any order: each is carved from the one free block a new
+ * heap has, whose rest stays one block. */
+uint64_t xheap_arena_bytes_for(uint64_t size);
+uint64_t xheap_mem_size_for(uint64_t arena_bytes);
+
 /* Allocate at least size bytes (size >= 1). On success *off receives the
  * buffer's offset and the usable size is returned (> 0). Returns -ENOMEM
  * (no free range of the class plus header, after every cached buffer has

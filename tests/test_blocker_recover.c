@@ -879,6 +879,61 @@ START_TEST(test_log_short_of_checkpoint_refused)
 END_TEST
 
 /*
+ * A truncate_at_damage cut that removes segments after the damage, some
+ * of them listed in DIR/gc, used to unlink the files first and rewrite
+ * DIR/gc last (review21a). A crash between the two left DIR/gc listing
+ * segments past the last segment file, which every open refused, with or
+ * without the option. Built here by hand: the cut at the end of "keep"
+ * done, log.000003 (after GC's 1 and 2) unlinked, DIR/gc as it was. A
+ * normal open still refuses it and says how to finish; the repair drops
+ * the entries, and a normal open then accepts the store.
+ */
+START_TEST(test_interrupted_cut_leaves_gc_past_log)
+{
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_store *s;
+	uint64_t cut, size;
+	char p[512];
+
+	create_store();
+	s = reopen();
+	wr(s, "keep", 0, 64 * CHUNK, 7); /* a quarter of segment 0 */
+	cut = s->tail;
+	/* "tmp"'s 64 live chunks all in segment 3 */
+	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 90; /* 1 and 2 dead; 0 holds "keep" */
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(!exists("log.000001") && !exists("log.000002"));
+	ck_assert(exists("log.000003") && !exists("log.000004"));
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(truncate(p, cut), 0);
+	path_of("log.000003", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(
+	    strstr(logbuf.text, "lists segment 2 as removed"));
+	ck_assert_ptr_nonnull(
+	    strstr(logbuf.text, "interrupted truncate_at_damage repair"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(true), 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "lists 2 segment(s) past"));
+	s = reopen();
+	expect(s, "keep", 0, 64 * CHUNK, 7);
+	ck_assert_int_eq(blocker_info(s, "tmp", 3, &size), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/*
  * The temporary files of a checkpoint (maps.tmp, index.tmp) and of the
  * other atomically replaced files that a crash stopped before their
  * rename are removed at open: as large as the maps and the index, on a
@@ -1008,6 +1063,7 @@ int main(void)
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
 	tcase_add_test(tc, test_sealed_segment_with_empty_successor);
 	tcase_add_test(tc, test_log_short_of_checkpoint_refused);
+	tcase_add_test(tc, test_interrupted_cut_leaves_gc_past_log);
 	tcase_add_test(tc, test_leftover_tmp_files_removed);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);

@@ -338,13 +338,22 @@ static bool store_never_written(struct blocker_store *s)
  * anything is unlinked: blog_open_segments takes a listed file that still
  * exists for a removal a crash left unfinished, and would have unlinked
  * the log's real last segment, or, once the log grew that far, a later
- * one (review21a R4). removed is sorted (bgc_load). 0, -EUCLEAN, or
- * the error of reading the directory.
+ * one (review21a R4). removed is sorted (bgc_load).
+ *
+ * One exception, under truncate_at_damage only: entries past the last
+ * segment file (none of them has a file, so nothing is unlinked) are what
+ * a crash inside an older build's truncate_at_damage cut left (it unlinked
+ * the segments after the cut before it rewrote DIR/gc; cut_tail now
+ * rewrites DIR/gc first). They are dropped from *nremoved and *rewrite is
+ * set: the caller saves DIR/gc without them, so that the next open
+ * without the option accepts the store. An entry naming the last file
+ * itself stays refused: dropping it would keep a segment GC said it
+ * removed. 0, -EUCLEAN, or the error of reading the directory.
  */
 static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
-			 uint32_t nremoved)
+			 uint32_t *nremoved, bool repair, bool *rewrite)
 {
-	uint32_t max = removed[nremoved - 1], *found = NULL, n = 0;
+	uint32_t max = removed[*nremoved - 1], *found = NULL, n = 0, keep;
 	int r;
 
 	/* every segment file (nsegs is still 0), past any gap: a segment
@@ -356,11 +365,31 @@ static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
 		free(found);
 		return 0;
 	}
+	for (keep = *nremoved; n && keep && removed[keep - 1] > found[n - 1];)
+		keep--;
+	if (repair && n && (!keep || removed[keep - 1] < found[n - 1])) {
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: lists %u segment(s) past the "
+			     "log's last segment (log.%06u) as removed by GC, "
+			     "as an interrupted truncate_at_damage cut leaves "
+			     "it; truncate_at_damage: dropping them from the "
+			     "list",
+			     s->dir, BLOCKER_GC_FILE, *nremoved - keep,
+			     found[n - 1]);
+		*nremoved = keep;
+		*rewrite = true;
+		free(found);
+		return 0;
+	}
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s/%s: corrupt: lists segment %u as removed by "
 		     "GC, at or past the log's last segment%s: GC never "
-		     "removes the last one",
-		     s->dir, BLOCKER_GC_FILE, max, n ? "" : " (none is left)");
+		     "removes the last one%s",
+		     s->dir, BLOCKER_GC_FILE, max, n ? "" : " (none is left)",
+		     n && max > found[n - 1]
+			 ? " (an interrupted truncate_at_damage repair "
+			   "leaves this: run it again)"
+			 : "");
 	free(found);
 	return -EUCLEAN;
 }
@@ -375,6 +404,7 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 {
 	uint32_t *removed = NULL, nremoved = 0, k = 0;
 	uint64_t budget = POPULATE_MAX;
+	bool rewrite = false;
 	char path[4096];
 	int r;
 
@@ -389,7 +419,9 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		return -EUCLEAN;
 	}
 	if (!r && nremoved)
-		r = gc_list_check(s, removed, nremoved);
+		r = gc_list_check(s, removed, &nremoved,
+				  create_first && s->o.truncate_at_damage,
+				  &rewrite);
 	for (uint32_t seg = 0; !r; seg++) {
 		int fd;
 
@@ -446,6 +478,10 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			     path);
 		r = -EUCLEAN;
 	}
+	/* entries gc_list_check dropped: DIR/gc without them, before
+	 * anything relies on the list (recovery may rewrite it again) */
+	if (!r && rewrite)
+		r = bgc_save(s, s->gc_ckpt);
 	/* nothing else runs yet: no lock needed for segs */
 	for (uint32_t seg = s->nsegs; !r && seg-- > 0 && budget;) {
 		if (s->segs[seg].map)

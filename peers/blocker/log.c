@@ -348,49 +348,39 @@ static bool store_never_written(struct blocker_store *s)
  * set: the caller saves DIR/gc without them, so that the next open
  * without the option accepts the store. An entry naming the last file
  * itself stays refused: dropping it would keep a segment GC said it
- * removed. 0, -EUCLEAN, or the error of reading the directory.
+ * removed. found[n]: every segment file, sorted. 0 or -EUCLEAN.
  */
 static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
-			 uint32_t *nremoved, bool repair, bool *rewrite)
+			 uint32_t nremoved, uint32_t past, uint32_t end,
+			 const uint32_t *found, uint32_t n, bool repair,
+			 bool *rewrite)
 {
-	uint32_t max = removed[*nremoved - 1], *found = NULL, n = 0, keep;
-	int r;
-
-	/* every segment file (nsegs is still 0), past any gap: a segment
-	 * lost below the last one is the open's own refusal ("missing") */
-	r = blog_segs_after(s, &found, &n);
-	if (r)
-		return r;
-	if (n && max < found[n - 1]) {
-		free(found);
+	/* removed[] holds only entries up to the last file (bgc_load's
+	 * nslots); past counts the ones after it */
+	if (n && !past && removed[nremoved - 1] < found[n - 1])
 		return 0;
-	}
-	for (keep = *nremoved; n && keep && removed[keep - 1] > found[n - 1];)
-		keep--;
-	if (repair && n && (!keep || removed[keep - 1] < found[n - 1])) {
+	if (repair && n && past &&
+	    (!nremoved || removed[nremoved - 1] < found[n - 1])) {
 		blocker_logf(&s->o, BLOCKER_LOG_WARN,
 			     "blocker: %s/%s: lists %u segment(s) past the "
 			     "log's last segment (log.%06u) as removed by GC, "
 			     "as an interrupted truncate_at_damage cut leaves "
 			     "it; truncate_at_damage: dropping them from the "
 			     "list",
-			     s->dir, BLOCKER_GC_FILE, *nremoved - keep,
-			     found[n - 1]);
-		*nremoved = keep;
+			     s->dir, BLOCKER_GC_FILE, past, found[n - 1]);
 		*rewrite = true;
-		free(found);
 		return 0;
 	}
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s/%s: corrupt: lists segment %u as removed by "
 		     "GC, at or past the log's last segment%s: GC never "
 		     "removes the last one%s",
-		     s->dir, BLOCKER_GC_FILE, max, n ? "" : " (none is left)",
-		     n && max > found[n - 1]
-			 ? " (an interrupted truncate_at_damage repair "
-			   "leaves this: run it again)"
-			 : "");
-	free(found);
+		     s->dir, BLOCKER_GC_FILE,
+		     past ? end - 1 : removed[nremoved - 1],
+		     n ? "" : " (none is left)",
+		     n && past ? " (an interrupted truncate_at_damage repair "
+				 "leaves this: run it again)"
+			       : "");
 	return -EUCLEAN;
 }
 
@@ -402,13 +392,29 @@ static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
  */
 int blog_open_segments(struct blocker_store *s, bool create_first)
 {
-	uint32_t *removed = NULL, nremoved = 0, k = 0;
+	uint32_t *removed = NULL, nremoved = 0, k = 0, past, end;
+	uint32_t *found = NULL, nfound = 0, nslots = 0;
 	uint64_t budget = POPULATE_MAX;
 	bool rewrite = false;
 	char path[4096];
 	int r;
 
-	r = bgc_load(s->dirfd, &removed, &nremoved, &s->gc_ckpt);
+	/* every segment file (nsegs is still 0), past any gap: a segment
+	 * lost below the last one is the loop's own refusal ("missing");
+	 * the list cannot name more segments than the slots up to the last
+	 * one, nor more than positions can address */
+	r = blog_segs_after(s, &found, &nfound);
+	if (r)
+		return r;
+	if (nfound) {
+		uint64_t max = BIDX_MAX_POS / s->segment_size;
+
+		nslots = (uint64_t)found[nfound - 1] + 1 < max
+			     ? found[nfound - 1] + 1
+			     : (uint32_t)max;
+	}
+	r = bgc_load(s->dirfd, nslots, &removed, &nremoved, &past, &end,
+		     &s->gc_ckpt);
 	if (r == -ENOENT) {
 		r = 0;
 	} else if (r) {
@@ -416,12 +422,14 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			     "blocker: %s/%s: corrupt: cannot tell segments "
 			     "removed by GC from lost ones",
 			     s->dir, BLOCKER_GC_FILE);
+		free(found);
 		return -EUCLEAN;
 	}
-	if (!r && nremoved)
-		r = gc_list_check(s, removed, &nremoved,
-				  create_first && s->o.truncate_at_damage,
-				  &rewrite);
+	if (!r && end)
+		r = gc_list_check(
+		    s, removed, nremoved, past, end, found, nfound,
+		    create_first && s->o.truncate_at_damage, &rewrite);
+	free(found);
 	for (uint32_t seg = 0; !r; seg++) {
 		int fd;
 

@@ -558,11 +558,16 @@ void blocker_rcu_sync(void);
 /*
  * gc.c: DIR/gc lists the segments GC removed and the checkpoint position
  * that made the removal safe. bgc_load reads it (-ENOENT if none,
- * -EBADMSG if corrupt) into a sorted array of removed segment numbers;
- * bgc_save writes the removed flags of s->segs atomically.
+ * -EBADMSG if corrupt) into a sorted array of the removed segment numbers
+ * below nslots (the segment slots the log can have: up to its last
+ * segment file), never more than nslots entries however long the list is:
+ * the *past listed ones at or past nslots are only counted, and *end is
+ * one past the highest listed (0: none). bgc_save writes the removed
+ * flags of s->segs atomically.
  */
 #define BLOCKER_GC_FILE "gc"
-int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt);
+int bgc_load(int dirfd, uint32_t nslots, uint32_t **removed, uint32_t *n,
+	     uint32_t *past, uint32_t *end, uint64_t *ckpt);
 int bgc_save(struct blocker_store *s, uint64_t ckpt);
 /* start/stop the background GC thread (o.gc_threshold_pct) */
 int bgc_start(struct blocker_store *s);

@@ -522,12 +522,14 @@ static int copy_elsewhere(struct blocker_store *s, const uint8_t *score,
 			  uint8_t *buf, bool *found)
 {
 	uint64_t cand[8];
+	uint64_t gen = 0;
 	int total, skip = 0, r = 0;
 
 	*found = false;
 	blocker_rcu_lock();
 	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		total =
+		    bidx_lookup_page(&s->index, score, cand, 8, &skip, &gen);
 		for (int i = 0; i < total - skip && i < 8 && !*found; i++) {
 			struct brec_hdr h;
 			uint8_t sum[32];

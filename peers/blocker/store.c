@@ -314,11 +314,13 @@ static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 		      uint8_t *rb, uint64_t *pos)
 {
 	uint64_t cand[8];
+	uint64_t gen = 0;
 	int total, skip = 0, r = -ENOENT;
 
 	blocker_rcu_lock();
 	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		total =
+		    bidx_lookup_page(&s->index, score, cand, 8, &skip, &gen);
 		for (int i = 0; i < total - skip && i < 8; i++) {
 			if (blog_pos_victim(s, cand[i]))
 				continue;
@@ -361,11 +363,13 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 			 void *dst)
 {
 	uint64_t cand[8];
+	uint64_t gen = 0;
 	int total, skip = 0, bad = 0, err = 0;
 	char want[65];
 
 	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		total =
+		    bidx_lookup_page(&s->index, score, cand, 8, &skip, &gen);
 		for (int i = 0; i < total - skip && i < 8; i++) {
 			uint8_t hb[BREC_HDR_SIZE];
 			struct iovec iov[2] = {{hb, sizeof(hb)},

@@ -180,6 +180,15 @@ struct bidx {
 	 */
 	uint64_t *bad;
 	uint32_t nbad, bad_cap;
+	/*
+	 * Bumped (under the write lock) whenever the matches of a score may
+	 * have changed order or lost one below the end: a bucket split, GC's
+	 * compaction (bidx_remove_segs moves a bucket's last entry into the
+	 * removed ones' slots) and a new bad flag. Appends (insert) and
+	 * repoints (in place) keep every match's number. See
+	 * bidx_lookup_page.
+	 */
+	uint64_t gen;
 };
 
 int bidx_init(struct bidx *x, unsigned partial_bits, uint64_t expect);
@@ -193,6 +202,19 @@ int bidx_insert(struct bidx *x, const uint8_t score[32], uint64_t pos);
  */
 int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
 		int skip);
+/*
+ * Page through the candidates for score, max at a time: start with
+ * *skip = 0, add max after each page, stop when *skip reaches the total
+ * returned. Matches are numbered by their place in a bucket, so when the
+ * index changed their order between two pages (x->gen: a GC pass
+ * compacting the bucket, a copy flagged bad, a split) a page at *skip
+ * could pass over a match never seen (safety21gc F5: a read of a good
+ * chunk failed EIO). The page then starts again from the first match
+ * (*skip = 0; the earlier ones are tried again, the cost of a rare
+ * event). *gen: 0 before the first page, then what this call saw.
+ */
+int bidx_lookup_page(struct bidx *x, const uint8_t score[32], uint64_t *pos,
+		     int max, int *skip, uint64_t *gen);
 /*
  * Flag the copy at pos damaged or unreadable: later lookups skip it, so
  * the next write of its data stores a fresh copy and reads find that one.

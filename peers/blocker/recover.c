@@ -36,10 +36,13 @@ static int64_t seg_size_of(struct blocker_store *s, uint32_t seg)
 	return st.st_size;
 }
 
-static bool pos_valid(struct blocker_store *s, uint64_t pos)
+bool blog_ckpt_pos_valid(struct blocker_store *s, uint64_t pos,
+			 bool *removed_seg)
 {
 	uint64_t seg = pos / s->segment_size;
 
+	if (removed_seg)
+		*removed_seg = seg < s->nsegs && s->segs[seg].removed;
 	if (pos == 0)
 		return true;
 	/* the end of a last segment that ended exactly full: appends had
@@ -408,7 +411,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		r = stray_segments(s);
 	if (r)
 		return r;
-	if (!pos_valid(s, idx_pos) || !pos_valid(s, maps_pos))
+	if (!blog_ckpt_pos_valid(s, idx_pos, NULL) ||
+	    !blog_ckpt_pos_valid(s, maps_pos, NULL))
 		return -ERANGE; /* caller refuses, or discards the checkpoint
 				   with truncate_at_damage (store.c) */
 	durable = ckpt > mark ? ckpt : mark;

@@ -663,6 +663,18 @@ int bsyncerr_read(int dirfd, char *desc, size_t len);
 /* recover.c: scan the log from pos, replaying into index and maps. */
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		    uint64_t maps_pos);
+/*
+ * Can a checkpoint (maps or index) at pos be replayed from? Open's rule,
+ * on the segments blog_open_segments opened: pos is 0, or inside or at the
+ * end of an existing segment file (the zero-filled rest of the last one
+ * included: replay starts at pos and never reads below it), or at the end
+ * of a last segment that ended exactly full. Not inside a segment GC
+ * removed. Open refuses a checkpoint for which this is false (-ERANGE
+ * from blocker_recover), and blocker_check reports exactly that
+ * (review21c F7). *removed_seg: set when pos lies in a removed segment.
+ */
+bool blog_ckpt_pos_valid(struct blocker_store *s, uint64_t pos,
+			 bool *removed_seg);
 
 /* map.c */
 int bmaps_init(struct blocker_store *s);

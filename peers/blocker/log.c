@@ -344,11 +344,12 @@ static bool store_never_written(struct blocker_store *s)
  * segment file (none of them has a file, so nothing is unlinked) are what
  * a crash inside an older build's truncate_at_damage cut left (it unlinked
  * the segments after the cut before it rewrote DIR/gc; cut_tail now
- * rewrites DIR/gc first). They are dropped from *nremoved and *rewrite is
- * set: the caller saves DIR/gc without them, so that the next open
- * without the option accepts the store. An entry naming the last file
- * itself stays refused: dropping it would keep a segment GC said it
- * removed. found[n]: every segment file, sorted. 0 or -EUCLEAN.
+ * rewrites DIR/gc first). bgc_load left them out of removed[] (past
+ * counts them, end is one past the highest listed); *rewrite is set: the
+ * caller saves DIR/gc without them, so that the next open without the
+ * option accepts the store. An entry naming the last file itself stays
+ * refused: dropping it would keep a segment GC said it removed.
+ * found[n]: every segment file, sorted. 0 or -EUCLEAN.
  */
 static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
 			 uint32_t nremoved, uint32_t past, uint32_t end,

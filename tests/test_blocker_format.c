@@ -247,6 +247,42 @@ START_TEST(test_index_partial_collisions)
 }
 END_TEST
 
+/*
+ * GC's compaction between two pages of a lookup (safety21gc F5):
+ * bidx_remove_segs moves a bucket's last entry into a removed one's slot,
+ * so the match that was last now sits on a page already read. Ten entries
+ * of one score (1 MiB segments: entry i in segment i), a page of 8 read,
+ * segment 0 removed: the paging must still show every entry left.
+ */
+START_TEST(test_index_pages_across_compaction)
+{
+	enum { N = 10, SEGSZ = 1 << 20 };
+	struct bidx x;
+	uint8_t s[32], segs[N] = {1};
+	uint64_t pos[8], gen = 0;
+	bool seen[N] = {false}, removed = false;
+	int skip = 0, total;
+
+	ck_assert_int_eq(bidx_init(&x, 40, 0), 0);
+	some_score(s, 7);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(bidx_insert(&x, s, (uint64_t)i * SEGSZ), 0);
+	do {
+		total = bidx_lookup_page(&x, s, pos, 8, &skip, &gen);
+		for (int k = 0; k < total - skip && k < 8; k++)
+			seen[pos[k] / SEGSZ] = true;
+		if (!removed) /* GC removes segment 0 after the first page */
+			ck_assert_uint_eq(bidx_remove_segs(&x, segs, N, SEGSZ),
+					  1);
+		removed = true;
+		skip += 8;
+	} while (skip < total);
+	for (int i = 1; i < N; i++)
+		ck_assert_msg(seen[i], "entry %d never shown", i);
+	bidx_destroy(&x);
+}
+END_TEST
+
 static int walk_count(void *arg, uint64_t prefix, uint64_t pos)
 {
 	(void)prefix;
@@ -290,6 +326,7 @@ int main(void)
 	tcase_add_test(tc, test_zero_detect);
 	tcase_add_test(tc, test_index_basic);
 	tcase_add_test(tc, test_index_partial_collisions);
+	tcase_add_test(tc, test_index_pages_across_compaction);
 	tcase_add_test(tc, test_index_presized_walk);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1006,6 +1007,59 @@ START_TEST(test_gc_file_bad_ranges)
 }
 END_TEST
 
+/* this process's data size (VmData), in bytes */
+static uint64_t vm_data(void)
+{
+	char line[256];
+	uint64_t kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmData: %llu kB",
+			   (unsigned long long *)&kb) == 1)
+			break;
+	fclose(f);
+	ck_assert_uint_gt(kb, 0);
+	return kb * 1024;
+}
+
+/*
+ * A gc file with a valid CRC whose one range lists ~2^32 segments in a
+ * store of one: refused, naming the file, without allocating the list
+ * (review21a R4: the list is capped by the segment slots the log has).
+ * The forked test runs with 1 GiB of data room left: the old code's
+ * 16 GiB list fails there (-ENOMEM: "cannot tell ...", or the
+ * sanitizer's out-of-memory abort) instead of being filled for minutes.
+ */
+START_TEST(test_gc_file_huge_list)
+{
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+	struct rlimit rl;
+
+	mwrite(s, 0, 0, CS, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	opts(&o);
+	ck_assert_int_eq(getrlimit(RLIMIT_DATA, &rl), 0);
+	rl.rlim_cur = vm_data() + (1ULL << 30);
+	ck_assert_int_eq(setrlimit(RLIMIT_DATA, &rl), 0);
+	for (int repair = 0; repair < 2; repair++) {
+		/* segment 0 listed too under repair: the last file, refused */
+		write_gc_ranges((const uint32_t[]){!repair, 0xfffffffeu}, 1);
+		o.truncate_at_damage = repair;
+		memset(&logbuf, 0, sizeof(logbuf));
+		ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
+		ck_assert_ptr_nonnull(
+		    strstr(logbuf.text,
+			   repair ? "gc: corrupt: lists segment 4294967293"
+				  : "gc: corrupt: lists segment 4294967294"));
+		ck_assert(seg_exists(0));
+	}
+	ttmp_rmtree(dir);
+}
+END_TEST
+
 /* Removed by GC vs lost: only the second is refused (R6 stays). */
 START_TEST(test_gc_missing_vs_removed)
 {
@@ -1401,6 +1455,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_corrupt_live_chunk);
 	tcase_add_test(tc, test_gc_chunk_of_another_size);
 	tcase_add_test(tc, test_gc_file_bad_ranges);
+	tcase_add_test(tc, test_gc_file_huge_list);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);
 	tcase_add_test(tc, test_gc_bad_input);

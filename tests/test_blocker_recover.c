@@ -878,6 +878,165 @@ START_TEST(test_log_short_of_checkpoint_refused)
 }
 END_TEST
 
+/* write a whole file (the bytes slurp returned) */
+static void spill(const char *name, const uint8_t *b, size_t len)
+{
+	char p[512];
+	int fd;
+
+	path_of(name, p, sizeof(p));
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, b, len), (ssize_t)len);
+	close(fd);
+}
+
+/*
+ * blockerctl check judges a checkpoint past the end of the log by open's
+ * rule (review21c F7). (a) Inside the zero-filled rest of the last
+ * segment: open accepts it (replay starts there), so check reports the
+ * missing records without saying open refuses. (b) Inside a segment GC
+ * removed, below the end of the log: open refuses it, and check, which
+ * compared it with the end of the scan only, said nothing.
+ */
+START_TEST(test_check_judges_checkpoint_like_open)
+{
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_store *s;
+	uint8_t *maps, *index, *gc;
+	size_t mlen, ilen, glen, zlen;
+	uint64_t ckpt;
+	char p[512];
+	int fd;
+
+	/* (a) "b"'s records zeroed below the checkpoint, no mark */
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint at the end */
+	zlen = CHUNK_REC + MAP_REC(1);
+	path_of("log.000000", p, sizeof(p));
+	fd = open(p, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	{
+		uint8_t *z = calloc(1, zlen);
+		ck_assert_int_eq(
+		    pwrite(fd, z, zlen, 4 * CHUNK_REC + MAP_REC(4)),
+		    (ssize_t)zlen);
+		free(z);
+	}
+	close(fd);
+	path_of(BLOCKER_MARK_FILE, p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(open_rc(false), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "maps: checkpoint at log"));
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "open accepts the store"));
+	ck_assert_ptr_null(strstr(logbuf.text, "open refuses"));
+	ttmp_rmtree(dir);
+	setup();
+
+	/* (b) the checkpoint of before a pass that removed its segment,
+	 * with DIR/gc's C lowered to 0 (crafted: otherwise open refuses the
+	 * older maps first, and check says so, "too old") */
+	create_store();
+	s = reopen();
+	wr(s, "keep", 0, 64 * CHUNK, 7);
+	for (uint64_t i = 0; s->tail < SEG + 8 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
+	ck_assert_int_eq(blocker_checkpoint(s), 0);
+	ckpt = s->last_ckpt;
+	ck_assert_uint_eq(ckpt / SEG, 1);
+	maps = slurp(BLOCKER_MAPS_FILE, &mlen);
+	index = slurp(BLOCKER_INDEX_FILE, &ilen);
+	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 300 + i);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 90;
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(!exists("log.000001"));
+	spill(BLOCKER_MAPS_FILE, maps, mlen);
+	spill(BLOCKER_INDEX_FILE, index, ilen);
+	gc = slurp(BLOCKER_GC_FILE, &glen);
+	put_le64(gc + 16, 0);
+	put_le32(gc + glen - 4, blocker_crc32c(0, gc, glen - 4));
+	spill(BLOCKER_GC_FILE, gc, glen);
+	free(maps);
+	free(index);
+	free(gc);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "checkpoint lies beyond"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_ptr_nonnull(strstr(logbuf.text,
+				     "lies in log.000001, which GC removed: "
+				     "flushed records are missing (open "
+				     "refuses the store)"));
+}
+END_TEST
+
+/*
+ * A truncate_at_damage cut that removes segments after the damage, some
+ * of them listed in DIR/gc, used to unlink the files first and rewrite
+ * DIR/gc last (review21a). A crash between the two left DIR/gc listing
+ * segments past the last segment file, which every open refused, with or
+ * without the option. Built here by hand: the cut at the end of "keep"
+ * done, log.000003 (after GC's 1 and 2) unlinked, DIR/gc as it was. A
+ * normal open still refuses it and says how to finish; the repair drops
+ * the entries, and a normal open then accepts the store.
+ */
+START_TEST(test_interrupted_cut_leaves_gc_past_log)
+{
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_store *s;
+	uint64_t cut, size;
+	char p[512];
+
+	create_store();
+	s = reopen();
+	wr(s, "keep", 0, 64 * CHUNK, 7); /* a quarter of segment 0 */
+	cut = s->tail;
+	/* "tmp"'s 64 live chunks all in segment 3 */
+	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 90; /* 1 and 2 dead; 0 holds "keep" */
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(!exists("log.000001") && !exists("log.000002"));
+	ck_assert(exists("log.000003") && !exists("log.000004"));
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(truncate(p, cut), 0);
+	path_of("log.000003", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	ck_assert_ptr_nonnull(
+	    strstr(logbuf.text, "lists segment 2 as removed"));
+	ck_assert_ptr_nonnull(
+	    strstr(logbuf.text, "interrupted truncate_at_damage repair"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(true), 0);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "lists 2 segment(s) past"));
+	s = reopen();
+	expect(s, "keep", 0, 64 * CHUNK, 7);
+	ck_assert_int_eq(blocker_info(s, "tmp", 3, &size), -ENOENT);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
 /*
  * The temporary files of a checkpoint (maps.tmp, index.tmp) and of the
  * other atomically replaced files that a crash stopped before their
@@ -1008,6 +1167,8 @@ int main(void)
 	tcase_add_test(tc, test_damage_in_earlier_segment_refused);
 	tcase_add_test(tc, test_sealed_segment_with_empty_successor);
 	tcase_add_test(tc, test_log_short_of_checkpoint_refused);
+	tcase_add_test(tc, test_interrupted_cut_leaves_gc_past_log);
+	tcase_add_test(tc, test_check_judges_checkpoint_like_open);
 	tcase_add_test(tc, test_leftover_tmp_files_removed);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);

@@ -1191,6 +1191,55 @@ START_TEST(test_partial_collisions)
 }
 END_TEST
 
+/*
+ * Candidates are paged 8 at a time, numbered by their place in a bucket.
+ * A read that flagged a damaged copy on its first page (or a GC pass that
+ * compacted the bucket meanwhile: bidx_remove_segs moves entries) shifted
+ * every later match down by one, so the next page began one past the
+ * match it should have shown, and a good chunk read EIO (safety21gc F5).
+ * Ten chunks whose scores share a bucket (first byte 0; 256 buckets), 1
+ * partial bit so that all ten are candidates for each, in write order;
+ * the first one's header damaged; chunk 8 is the ninth candidate.
+ */
+START_TEST(test_candidate_pages_renumbered)
+{
+	enum { N = 10, CS = 4096 };
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint8_t *data = malloc(N * CS), b[CS], sum[32];
+	uint64_t ctr = 0;
+
+	for (int i = 0; i < N; i++) {
+		uint8_t *c = data + (size_t)i * CS;
+
+		do {
+			memset(c, 0x5a, CS);
+			memcpy(c, &ctr, sizeof(ctr));
+			ctr++;
+			blocker_sha256(c, CS, sum);
+		} while (sum[0]);
+	}
+	opts(&o);
+	o.chunk_size = CS;
+	o.segment_size = 1u << 20;
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	o.partial_bits = 1;
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ck_assert_uint_eq(s->index.bits, 8);
+	ck_assert_int_eq(blocker_write(s, "p", 1, 0, N * CS, data, 0), 0);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_sha256(data, CS, sum);
+	ck_assert_int_eq(bidx_lookup(&s->index, sum, (uint64_t[1]){0}, 1, 0),
+			 N);
+	flip_bit("log.000000", 20); /* chunk 0's header, at position 0 */
+	ck_assert_int_eq(blocker_read(s, "p", 1, 8 * CS, CS, b), 0);
+	ck_assert(!memcmp(b, data + 8 * CS, CS));
+	ck_assert_int_eq(blocker_read(s, "p", 1, 0, CS, b), -EIO);
+	ck_assert_int_eq(blocker_close(s), 0);
+	free(data);
+}
+END_TEST
+
 START_TEST(test_segments_and_big_writes)
 {
 	struct blocker_store *s = mk(512, 1u << 20);
@@ -1546,6 +1595,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 6);
 	tcase_add_test(tc, test_header_damage_once);
 	tcase_add_test(tc, test_partial_collisions);
+	tcase_add_test(tc, test_candidate_pages_renumbered);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill);
 	tcase_add_test(tc, test_segment_exact_fill_flushed);
@@ -1568,6 +1618,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_damaged_copy_met_once, 0, 6);
 	tcase_add_test(tc, test_header_damage_once);
 	tcase_add_test(tc, test_partial_collisions);
+	tcase_add_test(tc, test_candidate_pages_renumbered);
 	tcase_add_test(tc, test_segments_and_big_writes);
 	tcase_add_test(tc, test_segment_exact_fill_flushed);
 	suite_add_tcase(s, tc);

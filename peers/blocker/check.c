@@ -325,18 +325,45 @@ static int idx_check_fn(void *arg, uint64_t prefix, uint64_t pos)
 	return 0;
 }
 
-/* A checkpoint is saved only after the log below it was flushed: one
- * whose position lies past the end of the log means flushed records are
- * missing, whatever the durable mark says (review21a R2; open refuses a
- * checkpoint past the end of the segment files, review21c F7). */
+/*
+ * A checkpoint is saved only after the log below it was flushed: one
+ * whose position lies past the end of the log's records means flushed
+ * records are missing, whatever the durable mark says (review21a R2).
+ * Whether open refuses the store for it is open's own rule
+ * (blog_ckpt_pos_valid, review21c F7): a position past the segment files
+ * or inside a segment GC removed, which the scan's end does not show (a
+ * removed segment below the end: open refuses, and this said nothing). A
+ * position inside the zero-filled rest of the last segment is accepted
+ * by open (it replays from there and never reads the zeros), so that
+ * case is reported without "open refuses".
+ */
 static void ckpt_past_end(struct checker *c, const char *file, uint64_t pos)
 {
-	if (pos > c->end)
+	struct blocker_store *s = c->s;
+	bool removed, valid = blog_ckpt_pos_valid(s, pos, &removed);
+
+	if (!valid && removed)
+		problem(c,
+			"blocker: %s/%s: checkpoint at log position %llu lies "
+			"in log.%06llu, which GC removed: flushed records are "
+			"missing (open refuses the store)",
+			s->dir, file, (unsigned long long)pos,
+			(unsigned long long)(pos / s->segment_size));
+	else if (!valid)
+		problem(c,
+			"blocker: %s/%s: checkpoint at log position %llu lies "
+			"past the end of the log (its records end at %llu): "
+			"flushed records are missing (open refuses the store)",
+			s->dir, file, (unsigned long long)pos,
+			(unsigned long long)c->end);
+	else if (pos > c->end)
 		problem(c,
 			"blocker: %s/%s: checkpoint at log position %llu, past "
-			"the end of the log's records at %llu: flushed "
-			"records are missing",
-			c->s->dir, file, (unsigned long long)pos,
+			"the end of the log's records at %llu: "
+			"flushed records are missing (open accepts the store "
+			"and replays from the checkpoint; reads of what they "
+			"held fail)",
+			s->dir, file, (unsigned long long)pos,
 			(unsigned long long)c->end);
 }
 

@@ -92,15 +92,18 @@ static bool release_reserve(struct blocker_store *s)
 #define GC_VERSION 1
 #define GC_HDR	   24
 
-int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt)
+int bgc_load(int dirfd, uint32_t nslots, uint32_t **removed, uint32_t *n,
+	     uint32_t *past, uint32_t *end, uint64_t *ckpt)
 {
 	uint8_t *buf = NULL;
-	uint32_t *list = NULL, nr, total = 0;
+	uint32_t *list = NULL, nr, total = 0, prev_end = 0;
 	struct stat st;
 	int fd, r = 0;
 
 	*removed = NULL;
 	*n = 0;
+	*past = 0;
+	*end = 0;
 	*ckpt = 0;
 	fd = openat(dirfd, BLOCKER_GC_FILE, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -135,8 +138,12 @@ int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt)
 	 * sorted, disjoint, non-empty and ending below 2^32, so their sum
 	 * fits 32 bits. A file with a valid CRC but ranges that are not
 	 * (crafted, or written by a bug) used to size the list by a sum that
-	 * wrapped, and the fill wrote past it (safety21gc). */
-	for (uint32_t i = 0, prev_end = 0; i < nr; i++) {
+	 * wrapped, and the fill wrote past it (safety21gc). Only the entries
+	 * below nslots are listed: a log cannot have removed more segments
+	 * than it has slots, and a valid-looking file listing ~2^32 of them
+	 * made this allocate and fill 16 GiB (review21a R4); the caller
+	 * refuses the rest (*past) before anything is allocated for them. */
+	for (uint32_t i = 0; i < nr; i++) {
 		uint32_t first = get_le32(buf + GC_HDR + 8 * i);
 		uint32_t len = get_le32(buf + GC_HDR + 8 * i + 4);
 
@@ -144,8 +151,15 @@ int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt)
 			r = -EBADMSG;
 			goto out;
 		}
-		total += len;
 		prev_end = first + len;
+		if (prev_end <= nslots) {
+			total += len;
+		} else {
+			uint32_t below = first < nslots ? nslots - first : 0;
+
+			total += below;
+			*past += len - below;
+		}
 	}
 	list = malloc((total ? total : 1) * sizeof(*list));
 	if (!list) {
@@ -157,11 +171,12 @@ int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt)
 		uint32_t first = get_le32(buf + GC_HDR + 8 * i);
 		uint32_t len = get_le32(buf + GC_HDR + 8 * i + 4);
 
-		for (uint32_t k = 0; k < len; k++)
+		for (uint32_t k = 0; k < len && first + k < nslots; k++)
 			list[total++] = first + k;
 	}
 	*removed = list;
 	*n = total;
+	*end = prev_end;
 	list = NULL;
 out:
 	close(fd);
@@ -507,12 +522,14 @@ static int copy_elsewhere(struct blocker_store *s, const uint8_t *score,
 			  uint8_t *buf, bool *found)
 {
 	uint64_t cand[8];
+	uint64_t gen = 0;
 	int total, skip = 0, r = 0;
 
 	*found = false;
 	blocker_rcu_lock();
 	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		total =
+		    bidx_lookup_page(&s->index, score, cand, 8, &skip, &gen);
 		for (int i = 0; i < total - skip && i < 8 && !*found; i++) {
 			struct brec_hdr h;
 			uint8_t sum[32];

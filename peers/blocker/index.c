@@ -129,6 +129,7 @@ static int bidx_split(struct bidx *x)
 	x->buckets = nb;
 	x->bits++;
 	x->bytes = bytes;
+	x->gen++; /* a lookup now walks one child: fewer, renumbered */
 	return 0;
 nomem:
 	for (uint64_t i = 0; i < 2 * n; i++)
@@ -201,7 +202,8 @@ static bool is_bad(const struct bidx *x, uint64_t pos)
 /* matches of score whose bad flag equals bad: the first max after skip
  * into pos[], and their number */
 static int lookup_flagged(struct bidx *x, const uint8_t score[32],
-			  uint64_t *pos, int max, int skip, bool bad)
+			  uint64_t *pos, int max, int skip, bool bad,
+			  uint64_t *gen)
 {
 	uint64_t prefix = score_prefix(score);
 	unsigned drop = PREFIX_BITS - x->partial_bits;
@@ -220,6 +222,8 @@ static int lookup_flagged(struct bidx *x, const uint8_t score[32],
 			pos[found - skip] = at;
 		found++;
 	}
+	if (gen)
+		*gen = x->gen;
 	pthread_rwlock_unlock(&x->lock);
 	return found;
 }
@@ -227,12 +231,26 @@ static int lookup_flagged(struct bidx *x, const uint8_t score[32],
 int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
 		int skip)
 {
-	return lookup_flagged(x, score, pos, max, skip, false);
+	return lookup_flagged(x, score, pos, max, skip, false, NULL);
+}
+
+int bidx_lookup_page(struct bidx *x, const uint8_t score[32], uint64_t *pos,
+		     int max, int *skip, uint64_t *gen)
+{
+	uint64_t seen;
+	int total = lookup_flagged(x, score, pos, max, *skip, false, &seen);
+
+	if (*skip && seen != *gen) {
+		*skip = 0;
+		total = lookup_flagged(x, score, pos, max, 0, false, &seen);
+	}
+	*gen = seen;
+	return total;
 }
 
 int bidx_lookup_bad(struct bidx *x, const uint8_t score[32], uint64_t *pos)
 {
-	return lookup_flagged(x, score, pos, 1, 0, true);
+	return lookup_flagged(x, score, pos, 1, 0, true, NULL);
 }
 
 int bidx_flag_bad(struct bidx *x, uint64_t pos)
@@ -258,6 +276,7 @@ int bidx_flag_bad(struct bidx *x, uint64_t pos)
 	memmove(x->bad + i + 1, x->bad + i, (x->nbad - i) * sizeof(*x->bad));
 	x->bad[i] = pos;
 	x->nbad++;
+	x->gen++; /* one match fewer: later ones renumbered */
 out:
 	pthread_rwlock_unlock(&x->lock);
 	return r;
@@ -336,6 +355,9 @@ uint64_t bidx_remove_segs(struct bidx *x, const uint8_t *segs, uint64_t nsegs,
 		if (seg >= nsegs || !segs[seg])
 			x->bad[kept++] = x->bad[i];
 	}
+	/* moved entries renumber matches (a dropped flag too: one more) */
+	if (removed || kept != x->nbad)
+		x->gen++;
 	x->nbad = kept;
 	pthread_rwlock_unlock(&x->lock);
 	return removed;

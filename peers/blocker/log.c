@@ -338,30 +338,50 @@ static bool store_never_written(struct blocker_store *s)
  * anything is unlinked: blog_open_segments takes a listed file that still
  * exists for a removal a crash left unfinished, and would have unlinked
  * the log's real last segment, or, once the log grew that far, a later
- * one (review21a R4). removed is sorted (bgc_load). 0, -EUCLEAN, or
- * the error of reading the directory.
+ * one (review21a R4). removed is sorted (bgc_load).
+ *
+ * One exception, under truncate_at_damage only: entries past the last
+ * segment file (none of them has a file, so nothing is unlinked) are what
+ * a crash inside an older build's truncate_at_damage cut left (it unlinked
+ * the segments after the cut before it rewrote DIR/gc; cut_tail now
+ * rewrites DIR/gc first). bgc_load left them out of removed[] (past
+ * counts them, end is one past the highest listed); *rewrite is set: the
+ * caller saves DIR/gc without them, so that the next open without the
+ * option accepts the store. An entry naming the last file itself stays
+ * refused: dropping it would keep a segment GC said it removed.
+ * found[n]: every segment file, sorted. 0 or -EUCLEAN.
  */
 static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
-			 uint32_t nremoved)
+			 uint32_t nremoved, uint32_t past, uint32_t end,
+			 const uint32_t *found, uint32_t n, bool repair,
+			 bool *rewrite)
 {
-	uint32_t max = removed[nremoved - 1], *found = NULL, n = 0;
-	int r;
-
-	/* every segment file (nsegs is still 0), past any gap: a segment
-	 * lost below the last one is the open's own refusal ("missing") */
-	r = blog_segs_after(s, &found, &n);
-	if (r)
-		return r;
-	if (n && max < found[n - 1]) {
-		free(found);
+	/* removed[] holds only entries up to the last file (bgc_load's
+	 * nslots); past counts the ones after it */
+	if (n && !past && removed[nremoved - 1] < found[n - 1])
+		return 0;
+	if (repair && n && past &&
+	    (!nremoved || removed[nremoved - 1] < found[n - 1])) {
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: lists %u segment(s) past the "
+			     "log's last segment (log.%06u) as removed by GC, "
+			     "as an interrupted truncate_at_damage cut leaves "
+			     "it; truncate_at_damage: dropping them from the "
+			     "list",
+			     s->dir, BLOCKER_GC_FILE, past, found[n - 1]);
+		*rewrite = true;
 		return 0;
 	}
 	blocker_logf(&s->o, BLOCKER_LOG_ERR,
 		     "blocker: %s/%s: corrupt: lists segment %u as removed by "
 		     "GC, at or past the log's last segment%s: GC never "
-		     "removes the last one",
-		     s->dir, BLOCKER_GC_FILE, max, n ? "" : " (none is left)");
-	free(found);
+		     "removes the last one%s",
+		     s->dir, BLOCKER_GC_FILE,
+		     past ? end - 1 : removed[nremoved - 1],
+		     n ? "" : " (none is left)",
+		     n && past ? " (an interrupted truncate_at_damage repair "
+				 "leaves this: run it again)"
+			       : "");
 	return -EUCLEAN;
 }
 
@@ -373,12 +393,29 @@ static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
  */
 int blog_open_segments(struct blocker_store *s, bool create_first)
 {
-	uint32_t *removed = NULL, nremoved = 0, k = 0;
+	uint32_t *removed = NULL, nremoved = 0, k = 0, past, end;
+	uint32_t *found = NULL, nfound = 0, nslots = 0;
 	uint64_t budget = POPULATE_MAX;
+	bool rewrite = false;
 	char path[4096];
 	int r;
 
-	r = bgc_load(s->dirfd, &removed, &nremoved, &s->gc_ckpt);
+	/* every segment file (nsegs is still 0), past any gap: a segment
+	 * lost below the last one is the loop's own refusal ("missing");
+	 * the list cannot name more segments than the slots up to the last
+	 * one, nor more than positions can address */
+	r = blog_segs_after(s, &found, &nfound);
+	if (r)
+		return r;
+	if (nfound) {
+		uint64_t max = BIDX_MAX_POS / s->segment_size;
+
+		nslots = (uint64_t)found[nfound - 1] + 1 < max
+			     ? found[nfound - 1] + 1
+			     : (uint32_t)max;
+	}
+	r = bgc_load(s->dirfd, nslots, &removed, &nremoved, &past, &end,
+		     &s->gc_ckpt);
 	if (r == -ENOENT) {
 		r = 0;
 	} else if (r) {
@@ -386,10 +423,14 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			     "blocker: %s/%s: corrupt: cannot tell segments "
 			     "removed by GC from lost ones",
 			     s->dir, BLOCKER_GC_FILE);
+		free(found);
 		return -EUCLEAN;
 	}
-	if (!r && nremoved)
-		r = gc_list_check(s, removed, nremoved);
+	if (!r && end)
+		r = gc_list_check(
+		    s, removed, nremoved, past, end, found, nfound,
+		    create_first && s->o.truncate_at_damage, &rewrite);
+	free(found);
 	for (uint32_t seg = 0; !r; seg++) {
 		int fd;
 
@@ -446,6 +487,10 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			     path);
 		r = -EUCLEAN;
 	}
+	/* entries gc_list_check dropped: DIR/gc without them, before
+	 * anything relies on the list (recovery may rewrite it again) */
+	if (!r && rewrite)
+		r = bgc_save(s, s->gc_ckpt);
 	/* nothing else runs yet: no lock needed for segs */
 	for (uint32_t seg = s->nsegs; !r && seg-- > 0 && budget;) {
 		if (s->segs[seg].map)

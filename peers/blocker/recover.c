@@ -36,10 +36,13 @@ static int64_t seg_size_of(struct blocker_store *s, uint32_t seg)
 	return st.st_size;
 }
 
-static bool pos_valid(struct blocker_store *s, uint64_t pos)
+bool blog_ckpt_pos_valid(struct blocker_store *s, uint64_t pos,
+			 bool *removed_seg)
 {
 	uint64_t seg = pos / s->segment_size;
 
+	if (removed_seg)
+		*removed_seg = seg < s->nsegs && s->segs[seg].removed;
 	if (pos == 0)
 		return true;
 	/* the end of a last segment that ended exactly full: appends had
@@ -85,14 +88,26 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 	    fdatasync(s->segs[seg].fd) < 0)
 		return -errno;
 	STAT_ADD(s, truncated_bytes, dropped);
+	/*
+	 * The segments after the cut go in three steps, in an order that
+	 * leaves a store truncate_at_damage opens after a crash at any
+	 * instant (review21a): (1) forget them in memory; (2) if DIR/gc lists
+	 * some of them (removed by GC), rewrite it without them, durably
+	 * (blocker_write_file_atomic fsyncs the file and the directory);
+	 * (3) unlink the files, the last first. A crash before (2) leaves the
+	 * cut segment followed by its old successors: damage again, which
+	 * the next truncate_at_damage open cuts the same way. A crash within
+	 * (3) leaves files after the cut that DIR/gc does not list, after a
+	 * gap or not: stray or later segments, which that open also removes.
+	 * Unlinking first, as this did, could leave DIR/gc listing a segment
+	 * past the last file, which no open accepts (gc_list_check).
+	 */
+	uint32_t old_nsegs = s->nsegs;
 	bool gc_list = false;
-	while (s->nsegs > seg + 1) {
-		uint32_t last = s->nsegs - 1;
+	for (uint32_t last = old_nsegs; last-- > seg + 1;) {
 		int64_t sz;
 
 		if (s->segs[last].removed) {
-			/* removed by GC: no file; DIR/gc is rewritten below */
-			s->nsegs--;
 			gc_list = true;
 			continue;
 		}
@@ -102,16 +117,22 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 			     "blocker: %s: after the %s; removing %lld bytes",
 			     path, damage ? "damage" : "torn tail",
 			     (long long)sz);
-		blog_seg_release(s, last);
-		s->nsegs--;
-		if (unlink(path) < 0)
-			return -errno;
 		STAT_ADD(s, truncated_bytes, sz > 0 ? sz : 0);
+		blog_seg_release(s, last);
 	}
+	s->nsegs = seg + 1;
 	if (gc_list) {
 		int r = bgc_save(s, s->gc_ckpt);
 		if (r)
 			return r;
+	}
+	/* the array keeps the removed flags past nsegs */
+	for (uint32_t last = old_nsegs; last-- > seg + 1;) {
+		if (s->segs[last].removed)
+			continue;
+		blog_seg_path(s->dir, last, path, sizeof(path));
+		if (unlink(path) < 0)
+			return -errno;
 	}
 	if (fsync(s->dirfd) < 0)
 		return -errno;
@@ -390,7 +411,8 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		r = stray_segments(s);
 	if (r)
 		return r;
-	if (!pos_valid(s, idx_pos) || !pos_valid(s, maps_pos))
+	if (!blog_ckpt_pos_valid(s, idx_pos, NULL) ||
+	    !blog_ckpt_pos_valid(s, maps_pos, NULL))
 		return -ERANGE; /* caller refuses, or discards the checkpoint
 				   with truncate_at_damage (store.c) */
 	durable = ckpt > mark ? ckpt : mark;

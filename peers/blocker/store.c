@@ -314,11 +314,13 @@ static int chunk_find(struct blocker_store *s, const uint8_t score[32],
 		      uint8_t *rb, uint64_t *pos)
 {
 	uint64_t cand[8];
+	uint64_t gen = 0;
 	int total, skip = 0, r = -ENOENT;
 
 	blocker_rcu_lock();
 	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		total =
+		    bidx_lookup_page(&s->index, score, cand, 8, &skip, &gen);
 		for (int i = 0; i < total - skip && i < 8; i++) {
 			if (blog_pos_victim(s, cand[i]))
 				continue;
@@ -361,11 +363,13 @@ static int chunk_get_rcu(struct blocker_store *s, const uint8_t score[32],
 			 void *dst)
 {
 	uint64_t cand[8];
+	uint64_t gen = 0;
 	int total, skip = 0, bad = 0, err = 0;
 	char want[65];
 
 	do {
-		total = bidx_lookup(&s->index, score, cand, 8, skip);
+		total =
+		    bidx_lookup_page(&s->index, score, cand, 8, &skip, &gen);
 		for (int i = 0; i < total - skip && i < 8; i++) {
 			uint8_t hb[BREC_HDR_SIZE];
 			struct iovec iov[2] = {{hb, sizeof(hb)},
@@ -1510,11 +1514,13 @@ static void replace_discarded_checkpoint(struct blocker_store *s)
 					    BLOCKER_INDEX_FILE};
 
 	if (s->gc_ckpt) {
+		uint64_t pos;
+
 		/* the maps cannot be rebuilt from the log: a new checkpoint
 		 * or nothing (a crash between its maps and index files
 		 * leaves the stale index, and the next open needs the
 		 * override again) */
-		if (blocker_checkpoint(s))
+		if (blocker_checkpoint(s)) {
 			blocker_logf(&s->o, BLOCKER_LOG_ERR,
 				     "blocker: %s: the discarded checkpoint "
 				     "could not be replaced, and GC removed "
@@ -1522,6 +1528,27 @@ static void replace_discarded_checkpoint(struct blocker_store *s)
 				     "truncate_at_damage again unless a "
 				     "checkpoint succeeds before then",
 				     s->dir);
+			return;
+		}
+		/* DIR/gc's C may lie past the end of what is left too (the
+		 * log cut below GC's own checkpoint): the next open would
+		 * refuse the new checkpoint as older than C. The repaired
+		 * state in it is what the removals now rely on: C = its
+		 * position. Written after it, so a crash in between leaves
+		 * the old C and the override is needed again, never a C
+		 * that no checkpoint on disk reaches (safety22). */
+		pos = __atomic_load_n(&s->last_ckpt, __ATOMIC_ACQUIRE);
+		if (s->gc_ckpt > pos) {
+			if (bgc_save(s, pos))
+				blocker_logf(&s->o, BLOCKER_LOG_ERR,
+					     "blocker: %s/%s: cannot lower "
+					     "its checkpoint position to the "
+					     "repaired log's: the next open "
+					     "needs truncate_at_damage again",
+					     s->dir, BLOCKER_GC_FILE);
+			else
+				s->gc_ckpt = pos;
+		}
 		return;
 	}
 	/* The log alone rebuilds everything: the stale files go first, the

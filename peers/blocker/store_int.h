@@ -180,6 +180,15 @@ struct bidx {
 	 */
 	uint64_t *bad;
 	uint32_t nbad, bad_cap;
+	/*
+	 * Bumped (under the write lock) whenever the matches of a score may
+	 * have changed order or lost one below the end: a bucket split, GC's
+	 * compaction (bidx_remove_segs moves a bucket's last entry into the
+	 * removed ones' slots) and a new bad flag. Appends (insert) and
+	 * repoints (in place) keep every match's number. See
+	 * bidx_lookup_page.
+	 */
+	uint64_t gen;
 };
 
 int bidx_init(struct bidx *x, unsigned partial_bits, uint64_t expect);
@@ -193,6 +202,19 @@ int bidx_insert(struct bidx *x, const uint8_t score[32], uint64_t pos);
  */
 int bidx_lookup(struct bidx *x, const uint8_t score[32], uint64_t *pos, int max,
 		int skip);
+/*
+ * Page through the candidates for score, max at a time: start with
+ * *skip = 0, add max after each page, stop when *skip reaches the total
+ * returned. Matches are numbered by their place in a bucket, so when the
+ * index changed their order between two pages (x->gen: a GC pass
+ * compacting the bucket, a copy flagged bad, a split) a page at *skip
+ * could pass over a match never seen (safety21gc F5: a read of a good
+ * chunk failed EIO). The page then starts again from the first match
+ * (*skip = 0; the earlier ones are tried again, the cost of a rare
+ * event). *gen: 0 before the first page, then what this call saw.
+ */
+int bidx_lookup_page(struct bidx *x, const uint8_t score[32], uint64_t *pos,
+		     int max, int *skip, uint64_t *gen);
 /*
  * Flag the copy at pos damaged or unreadable: later lookups skip it, so
  * the next write of its data stores a fresh copy and reads find that one.
@@ -558,11 +580,16 @@ void blocker_rcu_sync(void);
 /*
  * gc.c: DIR/gc lists the segments GC removed and the checkpoint position
  * that made the removal safe. bgc_load reads it (-ENOENT if none,
- * -EBADMSG if corrupt) into a sorted array of removed segment numbers;
- * bgc_save writes the removed flags of s->segs atomically.
+ * -EBADMSG if corrupt) into a sorted array of the removed segment numbers
+ * below nslots (the segment slots the log can have: up to its last
+ * segment file), never more than nslots entries however long the list is:
+ * the *past listed ones at or past nslots are only counted, and *end is
+ * one past the highest listed (0: none). bgc_save writes the removed
+ * flags of s->segs atomically.
  */
 #define BLOCKER_GC_FILE "gc"
-int bgc_load(int dirfd, uint32_t **removed, uint32_t *n, uint64_t *ckpt);
+int bgc_load(int dirfd, uint32_t nslots, uint32_t **removed, uint32_t *n,
+	     uint32_t *past, uint32_t *end, uint64_t *ckpt);
 int bgc_save(struct blocker_store *s, uint64_t ckpt);
 /* start/stop the background GC thread (o.gc_threshold_pct) */
 int bgc_start(struct blocker_store *s);
@@ -636,6 +663,18 @@ int bsyncerr_read(int dirfd, char *desc, size_t len);
 /* recover.c: scan the log from pos, replaying into index and maps. */
 int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		    uint64_t maps_pos);
+/*
+ * Can a checkpoint (maps or index) at pos be replayed from? Open's rule,
+ * on the segments blog_open_segments opened: pos is 0, or inside or at the
+ * end of an existing segment file (the zero-filled rest of the last one
+ * included: replay starts at pos and never reads below it), or at the end
+ * of a last segment that ended exactly full. Not inside a segment GC
+ * removed. Open refuses a checkpoint for which this is false (-ERANGE
+ * from blocker_recover), and blocker_check reports exactly that
+ * (review21c F7). *removed_seg: set when pos lies in a removed segment.
+ */
+bool blog_ckpt_pos_valid(struct blocker_store *s, uint64_t pos,
+			 bool *removed_seg);
 
 /* map.c */
 int bmaps_init(struct blocker_store *s);

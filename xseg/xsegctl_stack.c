@@ -1715,13 +1715,16 @@ static void stack_print_exiting(const char *role,
 	       role, (int)pi->owner_pid, pi->port, (int)pi->owner_pid);
 }
 
-/* The port's owner lives and serves: alive, and not only through threads
- * its leader left. */
+/* The port's owner lives and serves: alive and ready (xseg_port_alive:
+ * not in the middle of a bind or a reclaim, whose pid pi.alive would
+ * report: a restarted store is not serving before its bind completes,
+ * review22s F3), and not only through threads its leader left. */
 static bool stack_port_serving(struct xseg *seg, uint32_t port)
 {
 	struct xseg_port_info pi;
 
-	return !xseg_port_info(seg, port, &pi) && pi.alive && !pi.exiting;
+	return xseg_port_alive(seg, port) == 1 &&
+	       !xseg_port_info(seg, port, &pi) && !pi.exiting;
 }
 
 static int stack_status(struct stack *st)

@@ -776,6 +776,22 @@ static void reclaim_wait(struct env *e)
 		      "reclaim never finished: %s", tpr_slurp(e->vlmc_log));
 }
 
+/* Whether list's output out has a volume line for name. Record lines
+ * ('#': a failed snapshot still being reclaimed, say) do not count: the
+ * reclaimer drops them in its own time, after the command answered. */
+static bool lists_volume(const char *out, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *l = out; l; l = strchr(l, '\n')) {
+		if (*l == '\n')
+			l++;
+		if (!strncmp(l, name, n) && l[n] == ' ')
+			return true;
+	}
+	return false;
+}
+
 /* Occurrences of s in the file at path. */
 static unsigned log_count(const char *path, const char *s)
 {
@@ -1532,7 +1548,7 @@ START_TEST(wbloss_snapshot)
 	free(err);
 	err = NULL;
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
-	ck_assert_msg(!strstr(out, "s@1"), "%s", out);
+	ck_assert_msg(!lists_volume(out, "s@1"), "%s", out);
 	free(out);
 	out = NULL;
 	{
@@ -1550,7 +1566,7 @@ START_TEST(wbloss_snapshot)
 	err = NULL;
 	ck_assert_uint_eq(xseg_writeback_losses(e.seg), losses0 + 2);
 	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
-	ck_assert_msg(!strstr(out, "s@2"), "%s", out);
+	ck_assert_msg(!lists_volume(out, "s@2"), "%s", out);
 	free(out);
 	out = NULL;
 	lossy_cache_kill(cache);
@@ -2449,8 +2465,8 @@ START_TEST(failed_op_changes_nothing)
 	 * before them, of its reclaim record, goes through) */
 	store_fault(&e, "landed 1 after 1");
 	vol_fails(&e, "No space left on device", "snapshot", "a", "a@1");
-	list_is(&e, a128);
 	reclaim_wait(&e); /* its copies, deleted in the background */
+	list_is(&e, a128);
 	vlmc_restart(&e, true);
 	list_is(&e, a128);
 	/* and its first table write, of the reclaim record, fails: refused
@@ -3272,6 +3288,7 @@ START_TEST(snapshot_drain_bounded)
 	/* thawed: a write to d is served, not parked */
 	pattern(b, 65536, 12);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "d", 65536, 65536, b), 0);
+	reclaim_wait(&e); /* the failed snapshot's record (nothing copied) */
 	list_is(&e, "d 262144 65536 rw -\n");
 	/* the read was not given up: answered when the store answers */
 	store_release(&e);

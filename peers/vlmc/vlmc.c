@@ -2114,10 +2114,13 @@ static struct vlmc_volume_meta *vlmc_meta_snapshot(struct vlmc *v, size_t *n)
 
 /*
  * A new incarnation id (R9-1): 64 random bits, never 0 (legacy) nor the id
- * of a live volume. Random, not a counter kept in the table: the table is
- * committed after a snapshot's COPYs, so a crash before the commit would
- * hand the same counter value, and with it the leftover objects, to the
- * next volume. Caller holds ctl_lock (no other id is being chosen).
+ * of a live volume or a reclaim record. Random, not a counter kept in the
+ * table: objects of an id no table names can exist (COPYs of a dead vlmc
+ * run late, vlmc before session 22 committed a snapshot only after its
+ * COPYs), and the table the next start takes can be an older generation
+ * (the newer torn, a failed write's rewrite lost): a counter could hand
+ * out again an id whose objects are there. Caller holds ctl_lock (no
+ * other id is being chosen).
  */
 static int vlmc_new_id(struct vlmc *v, uint64_t *idp)
 {
@@ -2140,7 +2143,7 @@ static int vlmc_new_id(struct vlmc *v, uint64_t *idp)
 		for (size_t i = 0; i < v->nr_vols && !used; i++)
 			used = v->vols[i]->m.id == id;
 		pthread_rwlock_unlock(&v->vols_lock);
-		/* nor of a removed volume still being reclaimed */
+		/* nor of a reclaim record (held ones too) */
 		for (size_t i = 0; i < v->nr_reclaims && !used; i++)
 			used = v->reclaims[i].m.id == id;
 		if (!used) {
@@ -2303,17 +2306,18 @@ static bool vlmc_obj_size_over(struct vlmc *v, struct vlmc_reply *r,
 	return true;
 }
 
-/* The table has room for one more volume (else answers r): removed
- * volumes still being reclaimed hold their slot until they are done. */
+/* The table has room for one more volume (else answers r): reclaim
+ * records (removed volumes, snapshots and clones running or failed) hold
+ * their slot until they are done. */
 static int vlmc_check_room(struct vlmc *v, struct vlmc_reply *r,
 			   const char *name)
 {
 	if (v->nr_vols + v->nr_reclaims < VLMC_MAX_VOLUMES)
 		return 0;
 	CTL_ERR(r, ENOSPC,
-		"%s: the volume table is full: %zu volumes and %zu removed "
-		"volumes still being reclaimed, %d at most (a reclaimed "
-		"volume frees its slot)",
+		"%s: the volume table is full: %zu volumes and %zu reclaim "
+		"records (removed volumes, failed or running snapshots and "
+		"clones), %d at most (a reclaimed record frees its slot)",
 		name, v->nr_vols, v->nr_reclaims, VLMC_MAX_VOLUMES);
 }
 
@@ -3498,6 +3502,7 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	uint64_t loss0 = 0, left = 0, waited = 0;
 	bool lost = false, copied = false, undrained = false, reclaimed = false;
 	bool abandoned = false; /* COPYs left out there: see below */
+	const char *step;
 	int rc = 0;
 
 	if (vlmc_check_name(r, src) || vlmc_check_name(r, dst))
@@ -3532,15 +3537,18 @@ static int vlmc_op_copy(struct vlmc *v, struct vlmc_reply *r, const char *src,
 	nm.readonly = snapshot;
 	/* the record for the copies goes in before the source is frozen:
 	 * its table write (and FLUSH) does not hold the source's I/O */
+	step = "choosing its id";
 	rc = vlmc_new_id(v, &nm.id);
-	if (!rc)
+	if (!rc) {
+		step = "writing its reclaim record";
 		rc = vlmc_copy_hold(v, &nm, snapshot);
+	}
 	if (rc) {
 		vlmc_vol_put(vol);
-		peer_err("%s %s -> %s failed before any copy: writing its "
-			 "reclaim record: %s",
-			 snapshot ? "snapshot" : "clone", src, dst,
-			 strerror(-rc));
+		if (rc != -ESHUTDOWN) /* stopping: no failure of its own */
+			peer_err("%s %s -> %s failed before any copy: %s: %s",
+				 snapshot ? "snapshot" : "clone", src, dst,
+				 step, strerror(-rc));
 		CTL_ERR(r, -rc, "%s %s -> %s: %s; nothing copied%s",
 			snapshot ? "snapshot" : "clone", src, dst,
 			strerror(-rc), vlmc_meta_note(v));

@@ -3233,9 +3233,11 @@ static int held_read(struct env *e, struct tpr_client *c, const char *target,
  * ctl_waits_logged) and given up after --snapshot-drain-wait (300 ms
  * here): the snapshot fails ETIMEDOUT naming the volume, the snapshot
  * and the I/O still in flight, takes nothing, and the volume is thawed
- * (a write to it is served); the read goes on and is answered when the
- * store answers it, and a snapshot after that is taken. Bad option
- * values are refused. On the old vlmc the snapshot command never
+ * (a write to it is served); its reclaim record, kept listed by failing
+ * table writes, says "nothing copied" (the vlmc before: "4 of 4 objects
+ * deleted"), and goes once they work; the read goes on and is answered
+ * when the store answers it, and a snapshot after that is taken. Bad
+ * option values are refused. On the old vlmc the snapshot command never
  * returns (vol() gives up after 60 s: a failure, not a timing check).
  */
 START_TEST(snapshot_drain_bounded)
@@ -3249,7 +3251,7 @@ START_TEST(snapshot_drain_bounded)
 	struct tpr_client c2 = {0};
 	struct xseg_request *rd;
 	unsigned char *a = malloc(65536), *b = malloc(65536);
-	char *err = NULL, *log;
+	char *err = NULL, *out = NULL, *log;
 
 	for (unsigned i = 0; i < 3; i++) {
 		static const char *const bad[] = {"0", "x", "2h"};
@@ -3267,6 +3269,9 @@ START_TEST(snapshot_drain_bounded)
 	env_start_store(&e, "vsdrain", fault);
 	vol_ok(&e, "create", "d", "256k", NULL);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "d", 0, 65536, a), 0);
+	/* the snapshot's record is written (after 1), then no table write
+	 * goes through: its record stays listed until the fault is off */
+	store_fault(&e, "lost 1000 after 1");
 	ck_assert_int_eq(tpr_client_open(&c2, e.name), 0);
 	rd = read_async(&c2, "d", 0, 65536);
 	ck_assert_int_eq(xtu_wait_until(port_stat_reached, &held, 30000), 0);
@@ -3288,7 +3293,15 @@ START_TEST(snapshot_drain_bounded)
 	/* thawed: a write to d is served, not parked */
 	pattern(b, 65536, 12);
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "d", 65536, 65536, b), 0);
-	reclaim_wait(&e); /* the failed snapshot's record (nothing copied) */
+	/* its record (started done: no COPY was sent) says so */
+	ck_assert_int_eq(vol(&e, &out, NULL, "list", NULL), 0);
+	ck_assert_msg(strstr(out, "d 262144 65536 rw -\n# reclaiming failed "
+				  "snapshot d@1 (id ") &&
+			  strstr(out, "): nothing copied"),
+		      "%s", out);
+	free(out);
+	store_fault(&e, "off");
+	reclaim_wait(&e); /* then dropped from the table */
 	list_is(&e, "d 262144 65536 rw -\n");
 	/* the read was not given up: answered when the store answers */
 	store_release(&e);

@@ -1792,6 +1792,7 @@ static void vlmc_reclaim_release(struct vlmc *v, size_t i, bool sent)
 
 	pthread_mutex_lock(&v->reclaim_mu);
 	r->hold = VLMC_HOLD_NONE;
+	r->uncopied = !sent;
 	if (!sent)
 		r->done = r->cursor = r->m.objects;
 	pthread_mutex_unlock(&v->reclaim_mu);
@@ -2668,9 +2669,15 @@ static int vlmc_reclaim_save(struct vlmc *v, size_t i)
 		r->saved_ns = peer_now_ns();
 		return 0;
 	}
-	peer_info("reclaimed %s %s (id %016" PRIx64 "): %" PRIu64
-		  " objects deleted, record dropped from the table",
-		  vlmc_reclaim_what(r), r->m.name, r->m.id, r->m.objects);
+	if (r->uncopied)
+		peer_info("reclaimed %s %s (id %016" PRIx64 "): nothing "
+			  "copied, record dropped from the table",
+			  vlmc_reclaim_what(r), r->m.name, r->m.id);
+	else
+		peer_info("reclaimed %s %s (id %016" PRIx64 "): %" PRIu64
+			  " objects deleted, record dropped from the table",
+			  vlmc_reclaim_what(r), r->m.name, r->m.id,
+			  r->m.objects);
 	pthread_mutex_lock(&v->reclaim_mu);
 	memmove(&v->reclaims[i], &v->reclaims[i + 1],
 		(v->nr_reclaims - i - 1) * sizeof(*v->reclaims));
@@ -3229,6 +3236,7 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 			objects = v->reclaims[k].m.objects;
 			rec.kind = v->reclaims[k].kind;
 			rec.hold = v->reclaims[k].hold;
+			rec.uncopied = v->reclaims[k].uncopied;
 		}
 		pthread_mutex_unlock(&v->reclaim_mu);
 	}
@@ -3246,6 +3254,11 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 			rec.hold == VLMC_HOLD_COPYING
 			    ? "in progress"
 			    : "undecided: its table write failed");
+	if (reclaiming && rec.uncopied)
+		CTL_ERR(r, ENOENT,
+			"no volume %s (a %s of that name is being "
+			"reclaimed: nothing copied)",
+			name, vlmc_reclaim_what(&rec));
 	if (reclaiming)
 		CTL_ERR(r, ENOENT,
 			"no volume %s (a %s of that name is being "
@@ -3297,6 +3310,7 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 		rcs[i].err = v->reclaims[i].err;
 		rcs[i].kind = v->reclaims[i].kind;
 		rcs[i].hold = v->reclaims[i].hold;
+		rcs[i].uncopied = v->reclaims[i].uncopied;
 	}
 	pthread_mutex_unlock(&v->reclaim_mu);
 	pthread_rwlock_unlock(&v->vols_lock);
@@ -3331,13 +3345,17 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 				op, rc->m.name, rc->m.id, rc->m.objects);
 			continue;
 		}
-		fprintf(r->f,
-			"# reclaiming %s %s (id %016" PRIx64 "): %" PRIu64
-			" of %" PRIu64 " objects deleted",
+		fprintf(r->f, "# reclaiming %s %s (id %016" PRIx64 "): ",
 			rc->kind == VLMC_RECLAIM_REMOVED
 			    ? "removed"
 			    : vlmc_reclaim_what(rc),
-			rc->m.name, rc->m.id, rc->done, rc->m.objects);
+			rc->m.name, rc->m.id);
+		if (rc->uncopied)
+			fputs("nothing copied", r->f);
+		else
+			fprintf(r->f,
+				"%" PRIu64 " of %" PRIu64 " objects deleted",
+				rc->done, rc->m.objects);
 		if (rc->err)
 			fprintf(r->f, ", failing (%s), retried",
 				strerror(rc->err));

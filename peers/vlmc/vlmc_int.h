@@ -139,13 +139,16 @@ enum vlmc_reclaim_hold {
 /* A removed volume (or the copies of a snapshot or clone, kind) whose
  * objects the reclaimer deletes (under ctl_lock). m is what the committed
  * table holds (m.next: objects below it are deleted, durably); done runs
- * ahead of it between saves. kind and hold change under ctl_lock and
- * reclaim_mu (list and info read them under reclaim_mu). */
+ * ahead of it between saves. kind, hold and uncopied change under
+ * ctl_lock and reclaim_mu (list and info read them under reclaim_mu). */
 struct vlmc_reclaim {
 	struct vlmc_reclaim_meta m;
 	uint8_t kind;  /* enum vlmc_reclaim_kind */
 	uint8_t hold;  /* enum vlmc_reclaim_hold: not VLMC_HOLD_NONE, the
 			  reclaimer leaves the record alone */
+	bool uncopied; /* a snapshot or clone that failed before its first
+			  COPY: nothing to delete (list says so, not "N of
+			  N objects deleted") */
 	uint64_t done; /* objects [0, done) deleted */
 	/* the sweep: objects [cursor, end) are still to be sent a DELETE
 	 * in this pass; those that failed in it are in [failed_lo,

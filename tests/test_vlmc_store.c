@@ -13,6 +13,8 @@
  *   --fail-deletes N  the first N DELETEs fail with EIO
  *   --fail-delete-suffix S  every DELETE of a name ending in S fails with
  *                     EIO (one object that can never be deleted)
+ *   --fail-copy-suffix S  every COPY to a name ending in S fails with EIO
+ *                     (a snapshot that fails after some of its COPYs)
  *   --hang-reads      a READ is never answered (a store that lost it)
  *   --hold OPS        requests of these ops (comma list of copy, delete,
  *                     write, read) are held, not answered, until a WRITE
@@ -40,6 +42,9 @@
  *               served): a table write in progress, for as long as the
  *               test wants
  *   "off"       none of these
+ * "landed", "lost" and "landlost" take "after K": the next K table
+ * WRITEs succeed first (a snapshot or clone writes the table twice: its
+ * reclaim record before the copies, its commit after them).
  * Counters: SIGUSR1 logs them, and the port's statistics area has
  * "objects" (live objects), "deletes", "copies", "held" (requests held
  * now) and "table_faults" (table writes and FLUSHes failed on purpose).
@@ -60,6 +65,7 @@ enum {
 	TS_OPT_SHORT_WRITES,
 	TS_OPT_FAIL_DELETES,
 	TS_OPT_FAIL_DELETE_SUFFIX,
+	TS_OPT_FAIL_COPY_SUFFIX,
 	TS_OPT_HANG_READS,
 	TS_OPT_HOLD,
 };
@@ -76,7 +82,7 @@ struct ts_obj {
 struct ts {
 	bool short_reads, lie_reads, short_writes, hang_reads;
 	uint64_t fail_deletes;
-	char fail_delete_suffix[64];
+	char fail_delete_suffix[64], fail_copy_suffix[64];
 	uint32_t hold_ops; /* bit per XSEG_OP_ */
 	pthread_mutex_t lock;
 	struct ts_obj *objs[TS_HASH];
@@ -87,6 +93,7 @@ struct ts {
 	bool table_fail_lands;
 	/* "landlost N": only the first of the N failing writes lands */
 	bool table_land_first;
+	uint64_t table_skip; /* "after K": table writes left to pass first */
 	uint64_t table_hold_left; /* table writes left to hold */
 	/* held requests, oldest first (under lock) */
 	struct xseg_request **held;
@@ -99,6 +106,7 @@ static const struct option ts_options[] = {
     {"short-writes", no_argument, NULL, TS_OPT_SHORT_WRITES},
     {"fail-deletes", required_argument, NULL, TS_OPT_FAIL_DELETES},
     {"fail-delete-suffix", required_argument, NULL, TS_OPT_FAIL_DELETE_SUFFIX},
+    {"fail-copy-suffix", required_argument, NULL, TS_OPT_FAIL_COPY_SUFFIX},
     {"hang-reads", no_argument, NULL, TS_OPT_HANG_READS},
     {"hold", required_argument, NULL, TS_OPT_HOLD},
     {NULL, 0, NULL, 0},
@@ -121,15 +129,23 @@ static int ts_parse(struct peer *p, int val, const char *arg)
 	case TS_OPT_FAIL_DELETES:
 		return peer_parse_u64(arg, &t->fail_deletes);
 	case TS_OPT_FAIL_DELETE_SUFFIX:
+	case TS_OPT_FAIL_COPY_SUFFIX: {
+		char *dst = val == TS_OPT_FAIL_COPY_SUFFIX
+				? t->fail_copy_suffix
+				: t->fail_delete_suffix;
+
 		if (!*arg || strlen(arg) >= sizeof(t->fail_delete_suffix)) {
 			fprintf(stderr,
-				"teststore: --fail-delete-suffix '%s': 1 to "
+				"teststore: --fail-%s-suffix '%s': 1 to "
 				"%zu characters\n",
+				val == TS_OPT_FAIL_COPY_SUFFIX ? "copy"
+							       : "delete",
 				arg, sizeof(t->fail_delete_suffix) - 1);
 			return -EINVAL;
 		}
-		strcpy(t->fail_delete_suffix, arg);
+		strcpy(dst, arg);
 		return 0;
+	}
 	case TS_OPT_HANG_READS:
 		t->hang_reads = true;
 		return 0;
@@ -210,8 +226,8 @@ static int ts_table_fault(struct peer *p, struct xseg_request *req)
 	struct ts *t = peer_priv(p);
 	const char *data = xseg_request_data(peer_seg(p), req);
 	char cmd[64], what[16];
-	unsigned long long n = 0;
-	int err = 0;
+	unsigned long long n = 0, skip = 0;
+	int err = 0, got;
 
 	if (!data || !req->size || req->size >= sizeof(cmd))
 		return -EINVAL;
@@ -220,14 +236,18 @@ static int ts_table_fault(struct peer *p, struct xseg_request *req)
 	pthread_mutex_lock(&t->lock);
 	if (!strcmp(cmd, "off")) {
 		t->table_fail_left = t->flush_fail_left = 0;
-		t->table_hold_left = 0;
-	} else if (sscanf(cmd, "%15s %llu", what, &n) != 2) {
+		t->table_hold_left = t->table_skip = 0;
+	} else if ((got = sscanf(cmd, "%15s %llu after %llu", what, &n,
+				 &skip)) < 2) {
 		err = EINVAL;
 	} else if (!strcmp(what, "landed") || !strcmp(what, "lost") ||
 		   !strcmp(what, "landlost")) {
 		t->table_fail_left = n;
+		t->table_skip = got == 3 ? skip : 0;
 		t->table_fail_lands = strcmp(what, "lost") != 0;
 		t->table_land_first = !strcmp(what, "landlost");
+	} else if (got == 3) {
+		err = EINVAL; /* "after" only for the write faults */
 	} else if (!strcmp(what, "flush")) {
 		t->flush_fail_left = n;
 	} else if (!strcmp(what, "hold")) {
@@ -270,6 +290,10 @@ static bool ts_hold(struct ts *t, struct xseg_request *req)
 			t->table_hold_left--;
 	}
 	pthread_mutex_unlock(&t->lock);
+	/* a test learns a snapshot's new incarnation id from this */
+	if (held && req->op == XSEG_OP_COPY)
+		fprintf(stderr, "teststore: holding a COPY to %.*s\n",
+			(int)req->targetlen, req->target);
 	return held; /* (no room: served at once) */
 }
 
@@ -350,7 +374,9 @@ static int ts_write(struct peer *p, struct xseg_request *req)
 	if (req->size && !data)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	if (ts_is_table(req) && t->table_fail_left) {
+	if (ts_is_table(req) && t->table_fail_left && t->table_skip) {
+		t->table_skip--; /* "after K": this one succeeds */
+	} else if (ts_is_table(req) && t->table_fail_left) {
 		t->table_fail_left--;
 		t->table_faults++;
 		fault = true;
@@ -395,21 +421,23 @@ static int ts_write(struct peer *p, struct xseg_request *req)
 	return peer_complete(p, req, 0);
 }
 
+/* req's target ends with suffix (never, for an empty one). */
+static bool ts_ends_with(const struct xseg_request *req, const char *suffix)
+{
+	size_t sl = strlen(suffix);
+
+	return sl && req->targetlen >= sl &&
+	       !memcmp(req->target + req->targetlen - sl, suffix, sl);
+}
+
 static int ts_delete(struct peer *p, struct xseg_request *req)
 {
 	struct ts *t = peer_priv(p);
 	struct ts_obj **pp, *o;
 	bool fail;
 
-	if (t->fail_delete_suffix[0]) {
-		/* one object whose DELETE fails for good */
-		size_t sl = strlen(t->fail_delete_suffix);
-
-		if (req->targetlen >= sl &&
-		    !memcmp(xseg_request_target(req) + req->targetlen - sl,
-			    t->fail_delete_suffix, sl))
-			return -EIO;
-	}
+	if (ts_ends_with(req, t->fail_delete_suffix))
+		return -EIO; /* one object whose DELETE fails for good */
 	pthread_mutex_lock(&t->lock);
 	fail = ts_faulty(req) && t->failed_deletes < t->fail_deletes;
 	if (fail) {
@@ -483,6 +511,11 @@ static int ts_copy(struct peer *p, struct xseg_request *req)
 
 	if (!cp || !cp->src_targetlen || cp->src_targetlen > XSEG_MAX_TARGETLEN)
 		return -EINVAL;
+	if (ts_ends_with(req, t->fail_copy_suffix)) {
+		fprintf(stderr, "teststore: failing a COPY to %.*s\n",
+			(int)req->targetlen, req->target);
+		return -EIO;
+	}
 	pthread_mutex_lock(&t->lock);
 	src = *ts_find(t, cp->src_target, cp->src_targetlen);
 	if (!src) {
@@ -613,12 +646,15 @@ static const struct peer_ops ts_ops = {
 		    "EIO\n"
 		    "      --fail-delete-suffix S  fail every delete of a "
 		    "name ending in S with EIO\n"
+		    "      --fail-copy-suffix S  fail every copy to a name "
+		    "ending in S with EIO\n"
 		    "      --hang-reads      never answer a read\n"
 		    "      --hold OPS        hold copy,delete,write,read "
 		    "requests until a write to ts:release\n"
 		    "  (a write of 'landed N', 'lost N', 'flush N', 'hold N' "
 		    "or 'off' to ts:table-fault fails or holds table writes "
-		    "or fails flushes)\n",
+		    "or fails flushes; 'landed N after K' etc. lets K table "
+		    "writes succeed first)\n",
     .parse_opt = ts_parse,
     .init = ts_init,
     .fini = ts_fini,

@@ -113,11 +113,42 @@ struct vlmc_volume {
 	struct vlmc_wbloss_vol wb; /* write-back loss mark and fence */
 };
 
-/* A removed volume whose objects the reclaimer deletes (under ctl_lock).
- * m is what the committed table holds (m.next: objects below it are
- * deleted, durably); done runs ahead of it between saves. */
+/* What a reclaim record is for (in memory only: the table does not say,
+ * so a record loaded at start is VLMC_RECLAIM_REMOVED whatever wrote it;
+ * for list, info and the log). */
+enum vlmc_reclaim_kind {
+	VLMC_RECLAIM_REMOVED,  /* a removed volume */
+	VLMC_RECLAIM_SNAPSHOT, /* the copies of a snapshot or clone that */
+	VLMC_RECLAIM_CLONE     /* failed (or is still in progress: hold) */
+};
+
+/* Who may delete a record's objects. A snapshot or clone commits a record
+ * for its copies before its first COPY (vlmc.c vlmc_copy_hold), so that a
+ * crash before its own commit leaves them named; the reclaimer must not
+ * delete them while the operation may still publish them. */
+enum vlmc_reclaim_hold {
+	VLMC_HOLD_NONE,	   /* the reclaimer's */
+	VLMC_HOLD_COPYING, /* the snapshot or clone is in progress */
+	/* its commit failed and the rewrite over it too (meta_uncertain):
+	 * the failed table, which names the new volume, may still be the
+	 * one the next start takes; released by the rewrite that decides
+	 * against it (vlmc_meta_settle) */
+	VLMC_HOLD_UNDECIDED
+};
+
+/* A removed volume (or the copies of a snapshot or clone, kind) whose
+ * objects the reclaimer deletes (under ctl_lock). m is what the committed
+ * table holds (m.next: objects below it are deleted, durably); done runs
+ * ahead of it between saves. kind, hold and uncopied change under
+ * ctl_lock and reclaim_mu (list and info read them under reclaim_mu). */
 struct vlmc_reclaim {
 	struct vlmc_reclaim_meta m;
+	uint8_t kind;  /* enum vlmc_reclaim_kind */
+	uint8_t hold;  /* enum vlmc_reclaim_hold: not VLMC_HOLD_NONE, the
+			  reclaimer leaves the record alone */
+	bool uncopied; /* a snapshot or clone that failed before its first
+			  COPY: nothing to delete (list says so, not "N of
+			  N objects deleted") */
 	uint64_t done; /* objects [0, done) deleted */
 	/* the sweep: objects [cursor, end) are still to be sent a DELETE
 	 * in this pass; those that failed in it are in [failed_lo,
@@ -238,14 +269,6 @@ struct vlmc {
 	 * and no rewrite of meta_committed has superseded it yet: volume
 	 * operations are refused until one does (review11 N-C) */
 	bool meta_uncertain;
-	/* The objects a snapshot or clone copied before its commit failed
-	 * with meta_uncertain (kept, not rolled back: the failed table may
-	 * win, review-safety F1): deleted once a rewrite decides against
-	 * them (vlmc_meta_settle); objects 0: none. Under ctl_lock. */
-	struct {
-		char name[VLMC_NAME_MAX + 1];
-		uint64_t id, objects;
-	} undecided_copy;
 	/* Reclaim records (nr_reclaims of VLMC_MAX_VOLUMES entries, in
 	 * table order; nr_vols + nr_reclaims <= VLMC_MAX_VOLUMES), the
 	 * thread deleting their objects, and its wake-up (with ctl_lock,

@@ -559,6 +559,10 @@ int stack_stop_supervisor(const struct stack *st)
 
 	if (!stack_pid_runs(pid, "xsegctl"))
 		return 0;
+	/* A stopped supervisor (SIGSTOP, a debugger's detach, a test killed
+	 * mid-case: review22s F5) would hold the SIGTERM pending and this
+	 * wait would run out: continue it first (harmless if it runs). */
+	kill(pid, SIGCONT);
 	if (kill(pid, SIGTERM))
 		return errno == ESRCH ? 0 : -errno;
 	/* what is starting is read from the segment: none without one */

@@ -11,7 +11,8 @@
 # definition that comes before LD_PRELOAD's and does not pass the call on
 # (one in the executable itself, which a static sanitizer runtime may
 # add) leaves the case unjudged, and the test is skipped (77) naming it
-# (review21b F3).
+# (review21b F3); where the shim's definition comes first (its
+# mark.interposed) a missing mark fails instead (review22s F6).
 set -u
 . "$(dirname "$0")/stack_testlib.sh"
 testlib_init spin-probe python3
@@ -19,7 +20,7 @@ SHIM=${SPIN_PROBE_SHIM:?SPIN_PROBE_SHIM not set}
 # the shim comes before a sanitizer's runtime in the library list
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 probe() {
-	rm -f $T/mark
+	rm -f $T/mark $T/mark.interposed
 	SPIN_PROBE_FAULT=$1 SPIN_PROBE_MARK=$T/mark LD_PRELOAD=$SHIM \
 		$BIN/bench_spin_probe 3 100 >$T/out 2>$T/err
 }
@@ -28,6 +29,12 @@ probe() {
 UNJUDGED=
 took() {
 	[ -e $T/mark ] && return 0
+	# the shim's definition came first, yet was not called: the
+	# program no longer makes the call the case judges (review22s F6)
+	if [ -e $T/mark.interposed ]; then
+		fail "the shim is interposed but bench_spin_probe never called its $1"
+		return 1
+	fi
 	echo "not judged: the shim's $1 fault did not take effect"
 	UNJUDGED="$UNJUDGED $1"
 	return 1

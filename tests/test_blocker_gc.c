@@ -1055,7 +1055,18 @@ START_TEST(test_gc_file_huge_list)
 			   repair ? "gc: corrupt: lists segment 4294967293"
 				  : "gc: corrupt: lists segment 4294967294"));
 		ck_assert(seg_exists(0));
+		/* the "run it again" hint only where the repair accepts */
+		ck_assert((strstr(logbuf.text, "run it again") == NULL) ==
+			  repair);
 	}
+	/* a normal open of a list naming the last file too: the repair
+	 * refuses it as well, so no hint to run it (review22s F7) */
+	write_gc_ranges((const uint32_t[]){0, 0xfffffffeu}, 1);
+	o.truncate_at_damage = false;
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(logbuf.text, "gc: corrupt: lists"));
+	ck_assert_ptr_null(strstr(logbuf.text, "run it again"));
 	ttmp_rmtree(dir);
 }
 END_TEST

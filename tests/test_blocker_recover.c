@@ -1038,6 +1038,65 @@ START_TEST(test_interrupted_cut_leaves_gc_past_log)
 END_TEST
 
 /*
+ * review22s F1: the repair above writes its new checkpoint, then lowers
+ * gc's C. A crash between the two leaves the new checkpoint with the old
+ * C past the log's end. The state is built by putting back the gc file
+ * the repair replaced: a repair open must lower C, and a normal open then
+ * accept the store (before the fix the repair open got no -ERANGE, never
+ * lowered C, and every normal open refused the maps as "predates").
+ */
+START_TEST(test_repair_died_before_lowering_gc_c)
+{
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_store *s;
+	uint64_t cut;
+	char p[512], gcp[512];
+	static char old_gc[1 << 16];
+	ssize_t n;
+	int fd;
+
+	create_store();
+	s = reopen();
+	wr(s, "keep", 0, 64 * CHUNK, 7);
+	cut = s->tail;
+	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 90;
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(truncate(p, cut), 0);
+	path_of("log.000003", p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+	path_of(BLOCKER_GC_FILE, gcp, sizeof(gcp));
+	fd = open(gcp, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, old_gc, sizeof(old_gc));
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_lt(n, (ssize_t)sizeof(old_gc));
+	ck_assert_int_eq(open_rc(true), 0);
+	/* the crash state: new checkpoint on disk, the old C */
+	fd = open(gcp, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, old_gc, (size_t)n), n);
+	close(fd);
+	ck_assert_int_eq(open_rc(true), 0);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_msg(open_rc(false) == 0, "normal open refused: %s",
+		      logbuf.text);
+	s = reopen();
+	expect(s, "keep", 0, 64 * CHUNK, 7);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_eq(problems_of(), 0);
+}
+END_TEST
+
+/*
  * The temporary files of a checkpoint (maps.tmp, index.tmp) and of the
  * other atomically replaced files that a crash stopped before their
  * rename are removed at open: as large as the maps and the index, on a
@@ -1168,6 +1227,7 @@ int main(void)
 	tcase_add_test(tc, test_sealed_segment_with_empty_successor);
 	tcase_add_test(tc, test_log_short_of_checkpoint_refused);
 	tcase_add_test(tc, test_interrupted_cut_leaves_gc_past_log);
+	tcase_add_test(tc, test_repair_died_before_lowering_gc_c);
 	tcase_add_test(tc, test_check_judges_checkpoint_like_open);
 	tcase_add_test(tc, test_leftover_tmp_files_removed);
 	tcase_add_test(tc, test_bad_mark_file);

@@ -372,16 +372,20 @@ static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
 		*rewrite = true;
 		return 0;
 	}
-	blocker_logf(&s->o, BLOCKER_LOG_ERR,
-		     "blocker: %s/%s: corrupt: lists segment %u as removed by "
-		     "GC, at or past the log's last segment%s: GC never "
-		     "removes the last one%s",
-		     s->dir, BLOCKER_GC_FILE,
-		     past ? end - 1 : removed[nremoved - 1],
-		     n ? "" : " (none is left)",
-		     n && past ? " (an interrupted truncate_at_damage repair "
-				 "leaves this: run it again)"
-			       : "");
+	blocker_logf(
+	    &s->o, BLOCKER_LOG_ERR,
+	    "blocker: %s/%s: corrupt: lists segment %u as removed by "
+	    "GC, at or past the log's last segment%s: GC never "
+	    "removes the last one%s",
+	    s->dir, BLOCKER_GC_FILE, past ? end - 1 : removed[nremoved - 1],
+	    n ? "" : " (none is left)",
+	    /* only where the repair above would accept the list:
+	     * an entry naming the last file is refused by it too
+	     * (review22s F7) */
+	    n && past && (!nremoved || removed[nremoved - 1] < found[n - 1])
+		? " (an interrupted truncate_at_damage repair "
+		  "leaves this: run it again)"
+		: "");
 	return -EUCLEAN;
 }
 

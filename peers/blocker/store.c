@@ -1776,7 +1776,16 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	sync_error_at_open(s);
 	/* (missing in stores made before it, or cut short by a crash) */
 	bres_open(s);
-	if (ckpt_discarded)
+	/* Also when no checkpoint was discarded but the repaired log ends
+	 * below GC's C: a repair that died after writing its new checkpoint
+	 * and before lowering C (or one whose maps and index were both
+	 * missing) left C past every record, and the next repair open takes
+	 * the "predates" path with no -ERANGE; without this, C would never
+	 * be lowered and every normal open would refuse the store
+	 * (review22s F1). */
+	if (ckpt_discarded ||
+	    (s->o.truncate_at_damage &&
+	     s->gc_ckpt > __atomic_load_n(&s->tail, __ATOMIC_RELAXED)))
 		replace_discarded_checkpoint(s);
 	if (s->o.sync_interval_ms || s->o.checkpoint_bytes) {
 		r = -pthread_create(&s->bg, NULL, bg_main, s);

@@ -2154,6 +2154,25 @@ static int vlmc_new_id(struct vlmc *v, uint64_t *idp)
 	}
 }
 
+/* The table as it stands, copied for a change: the volumes in *m (with
+ * room for one more, vlmc_meta_snapshot) and the reclaim records in *recs
+ * (room for VLMC_MAX_VOLUMES). 0, or -ENOMEM and nothing to free. Caller
+ * holds ctl_lock. */
+static int vlmc_table_copy(struct vlmc *v, struct vlmc_volume_meta **m,
+			   size_t *n, struct vlmc_reclaim_meta **recs,
+			   size_t *nr)
+{
+	*m = vlmc_meta_snapshot(v, n);
+	*recs = calloc(VLMC_MAX_VOLUMES, sizeof(**recs));
+	if (!*m || !*recs) {
+		free(*m);
+		free(*recs);
+		return -ENOMEM;
+	}
+	*nr = vlmc_reclaim_metas(v, *recs);
+	return 0;
+}
+
 /* Commit the table with volume nm added and publish it. held_id: the
  * incarnation id of the reclaim record a snapshot or clone committed for
  * its copies (vlmc_copy_hold; 0: none, create): the same table write
@@ -2176,15 +2195,9 @@ static int vlmc_add_volume(struct vlmc *v, const struct vlmc_volume_meta *nm,
 	if (v->nr_vols + v->nr_reclaims - (held != SIZE_MAX) >=
 	    VLMC_MAX_VOLUMES)
 		return -ENOSPC;
-	m = vlmc_meta_snapshot(v, &n);
-	recs = calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
-	if (!m || !recs) {
-		free(m);
-		free(recs);
+	if (vlmc_table_copy(v, &m, &n, &recs, &nr))
 		return -ENOMEM;
-	}
 	m[n++] = *nm;
-	nr = vlmc_reclaim_metas(v, recs);
 	if (held != SIZE_MAX) {
 		memmove(&recs[held], &recs[held + 1],
 			(nr - held - 1) * sizeof(*recs));
@@ -2227,20 +2240,14 @@ static int vlmc_add_volume(struct vlmc *v, const struct vlmc_volume_meta *nm,
 static int vlmc_copy_hold(struct vlmc *v, const struct vlmc_volume_meta *nm,
 			  bool snapshot)
 {
-	struct vlmc_reclaim_meta *recs =
-	    calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
+	struct vlmc_reclaim_meta *recs;
 	struct vlmc_volume_meta *m;
 	struct vlmc_reclaim *r;
 	size_t n, nr;
 	int rc;
 
-	m = vlmc_meta_snapshot(v, &n);
-	if (!m || !recs) {
-		free(m);
-		free(recs);
+	if (vlmc_table_copy(v, &m, &n, &recs, &nr))
 		return -ENOMEM;
-	}
-	nr = vlmc_reclaim_metas(v, recs);
 	snprintf(recs[nr].name, sizeof(recs[nr].name), "%s", nm->name);
 	recs[nr].id = nm->id;
 	recs[nr].objects = vlmc_nr_objects(nm->size, nm->obj_size);
@@ -2635,19 +2642,13 @@ static int vlmc_reclaim_save(struct vlmc *v, size_t i)
 {
 	struct vlmc_reclaim *r = &v->reclaims[i];
 	bool finished = r->done == r->m.objects;
-	struct vlmc_reclaim_meta *recs =
-	    calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
+	struct vlmc_reclaim_meta *recs;
 	struct vlmc_volume_meta *m;
-	size_t n = 0, nr;
+	size_t n, nr;
 	int rc;
 
-	m = vlmc_meta_snapshot(v, &n);
-	if (!m || !recs) {
-		free(m);
-		free(recs);
+	if (vlmc_table_copy(v, &m, &n, &recs, &nr))
 		return -ENOMEM;
-	}
-	nr = vlmc_reclaim_metas(v, recs);
 	if (finished) {
 		memmove(&recs[i], &recs[i + 1], (nr - i - 1) * sizeof(*recs));
 		nr--;

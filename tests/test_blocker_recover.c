@@ -935,7 +935,8 @@ START_TEST(test_check_judges_checkpoint_like_open)
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_uint_ge(problems_of(), 1);
 	ck_assert_ptr_nonnull(strstr(logbuf.text, "maps: checkpoint at log"));
-	ck_assert_ptr_nonnull(strstr(logbuf.text, "open accepts this checkpoint"));
+	ck_assert_ptr_nonnull(
+	    strstr(logbuf.text, "open accepts this checkpoint"));
 	ck_assert_ptr_null(strstr(logbuf.text, "open refuses"));
 	ttmp_rmtree(dir);
 	setup();

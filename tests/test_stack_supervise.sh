@@ -20,7 +20,8 @@
 #     ends a run of failed ones; 3 in a row (each stalling until
 #     start_timeout kills it, so the burst rule never fires) are given up
 #     on like a burst (log, state, status, cached unplugged); restart-peer
-#     supervises it afresh, a new run of 3 before the next give-up.
+#     supervises it afresh, a new run of 3 before the next give-up;
+#   - stack stop of a SIGSTOPped supervisor continues it and succeeds.
 # Exit 77 (skip) only when nbdcopy is missing.
 set -u
 . "$(dirname "$0")/stack_testlib.sh"

@@ -2996,18 +2996,13 @@ static int vlmc_op_remove(struct vlmc *v, struct vlmc_reply *r,
 		CTL_ERR(r, ENOENT, "no volume %s", name);
 	/* the table without it (vol is out of the live table already),
 	 * and its record last; the volume's slot becomes the record's */
-	m = vlmc_meta_snapshot(v, &n);
-	recs = calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
-	if (!m || !recs) {
-		free(m);
-		free(recs);
+	if (vlmc_table_copy(v, &m, &n, &recs, &nr)) {
 		vlmc_vol_reinsert(v, vol);
 		CTL_ERR(r, ENOMEM, "remove %s: out of memory", name);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(m[i].name, name))
 			m[k++] = m[i];
-	nr = vlmc_reclaim_metas(v, recs);
 	strcpy(recs[nr].name, name);
 	recs[nr].id = vol->m.id;
 	recs[nr].objects = vlmc_nr_objects(vol->m.size, vol->m.obj_size);

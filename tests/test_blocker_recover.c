@@ -891,6 +891,35 @@ static void spill(const char *name, const uint8_t *b, size_t len)
 	close(fd);
 }
 
+/* A store whose checkpoint in log.000001 a GC pass then made old: the
+ * maps and index files of that checkpoint in *maps and *index (to put
+ * back), the store closed after the pass removed log.000001. */
+static void gc_past_checkpoint(uint8_t **maps, size_t *mlen, uint8_t **index,
+			       size_t *ilen)
+{
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct blocker_store *s;
+
+	create_store();
+	s = reopen();
+	wr(s, "keep", 0, 64 * CHUNK, 7);
+	for (uint64_t i = 0; s->tail < SEG + 8 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
+	ck_assert_int_eq(blocker_checkpoint(s), 0);
+	ck_assert_uint_eq(s->last_ckpt / SEG, 1);
+	*maps = slurp(BLOCKER_MAPS_FILE, mlen);
+	*index = slurp(BLOCKER_INDEX_FILE, ilen);
+	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
+		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 300 + i);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 90;
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(!exists("log.000001"));
+}
+
 /*
  * blockerctl check judges a checkpoint past the end of the log by open's
  * rule (review21c F7). (a) Inside the zero-filled rest of the last
@@ -901,12 +930,9 @@ static void spill(const char *name, const uint8_t *b, size_t len)
  */
 START_TEST(test_check_judges_checkpoint_like_open)
 {
-	struct blocker_gc_opts g;
-	struct blocker_gc_report rep;
 	struct blocker_store *s;
 	uint8_t *maps, *index, *gc;
 	size_t mlen, ilen, glen, zlen;
-	uint64_t ckpt;
 	char p[512];
 	int fd;
 
@@ -944,24 +970,7 @@ START_TEST(test_check_judges_checkpoint_like_open)
 	/* (b) the checkpoint of before a pass that removed its segment,
 	 * with DIR/gc's C lowered to 0 (crafted: otherwise open refuses the
 	 * older maps first, and check says so, "too old") */
-	create_store();
-	s = reopen();
-	wr(s, "keep", 0, 64 * CHUNK, 7);
-	for (uint64_t i = 0; s->tail < SEG + 8 * CHUNK_REC; i++)
-		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
-	ck_assert_int_eq(blocker_checkpoint(s), 0);
-	ckpt = s->last_ckpt;
-	ck_assert_uint_eq(ckpt / SEG, 1);
-	maps = slurp(BLOCKER_MAPS_FILE, &mlen);
-	index = slurp(BLOCKER_INDEX_FILE, &ilen);
-	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
-		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 300 + i);
-	ck_assert_int_eq(blocker_flush(s), 0);
-	blocker_gc_opts_init(&g);
-	g.min_dead_pct = 90;
-	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
-	ck_assert_int_eq(blocker_close(s), 0);
-	ck_assert(!exists("log.000001"));
+	gc_past_checkpoint(&maps, &mlen, &index, &ilen);
 	spill(BLOCKER_MAPS_FILE, maps, mlen);
 	spill(BLOCKER_INDEX_FILE, index, ilen);
 	gc = slurp(BLOCKER_GC_FILE, &glen);
@@ -989,23 +998,9 @@ START_TEST(test_check_judges_checkpoint_like_open)
 	 * refuses the store, nor report the index's entries into the removed
 	 * segment (review22s F4, review22f G1). check runs before any open:
 	 * an open's close writes a new index over the old one */
-	create_store();
-	s = reopen();
-	wr(s, "keep", 0, 64 * CHUNK, 7);
-	for (uint64_t i = 0; s->tail < SEG + 8 * CHUNK_REC; i++)
-		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 100 + i);
-	ck_assert_int_eq(blocker_checkpoint(s), 0);
-	ck_assert_uint_eq(s->last_ckpt / SEG, 1);
-	index = slurp(BLOCKER_INDEX_FILE, &ilen);
-	for (uint64_t i = 0; s->tail < 3ULL * SEG + 70 * CHUNK_REC; i++)
-		wr(s, "tmp", (i % 64) * CHUNK, CHUNK, 300 + i);
-	ck_assert_int_eq(blocker_flush(s), 0);
-	blocker_gc_opts_init(&g);
-	g.min_dead_pct = 90;
-	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
-	ck_assert_int_eq(blocker_close(s), 0);
-	ck_assert(!exists("log.000001"));
+	gc_past_checkpoint(&maps, &mlen, &index, &ilen);
 	spill(BLOCKER_INDEX_FILE, index, ilen);
+	free(maps);
 	free(index);
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_uint_eq(problems_of(), 0);

@@ -568,6 +568,30 @@ static void write_file(const char *path, const char *text)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
+/* A stack dir under t for segment seg (store noop), with its run dir
+ * and stack.conf, as `stack` commands other than start find it: *d and
+ * *run are the caller's to free. */
+static void noop_stack_dirs(const char *t, const char *seg, char **d,
+			    char **run)
+{
+	char *text, *path;
+
+	ck_assert_int_gt(asprintf(d, "%s/data", t), 0);
+	ck_assert_int_gt(asprintf(run, "%s/run", *d), 0);
+	ck_assert_int_eq(mkdir(*d, 0700), 0);
+	ck_assert_int_eq(mkdir(*run, 0700), 0);
+	ck_assert_int_gt(asprintf(&text,
+				  "dir = %s\nsegment = %s\nstore = noop\n"
+				  "nbd_socket = %s/nbd.sock\n"
+				  "ctl_socket = %s/vlmc.ctl\n",
+				  *d, seg, *run, *run),
+			 0);
+	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", *run), 0);
+	write_file(path, text);
+	free(path);
+	free(text);
+}
+
 /* A Unix socket file at path; listening (fd returned) or left behind
  * with nobody listening (as a killed vlmc leaves it; -1 returned). */
 static int unix_socket(const char *path, bool listening)
@@ -788,24 +812,11 @@ END_TEST
  */
 START_TEST(stack_segment_no_peers)
 {
-	char *t = tmp_dir("sp ace%"), *d, *run, *text, *path, *out, *err;
+	char *t = tmp_dir("sp ace%"), *d, *run, *path, *out, *err;
 	const char *seg = xtu_segname("ctlnopeer");
 
 	CTL_OK("create", "--size", "16M", seg);
-	ck_assert_int_gt(asprintf(&d, "%s/data", t), 0);
-	ck_assert_int_gt(asprintf(&run, "%s/run", d), 0);
-	ck_assert_int_eq(mkdir(d, 0700), 0);
-	ck_assert_int_eq(mkdir(run, 0700), 0);
-	ck_assert_int_gt(asprintf(&text,
-				  "dir = %s\nsegment = %s\nstore = noop\n"
-				  "nbd_socket = %s/nbd.sock\n"
-				  "ctl_socket = %s/vlmc.ctl\n",
-				  d, seg, run, run),
-			 0);
-	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", run), 0);
-	write_file(path, text);
-	free(path);
-	free(text);
+	noop_stack_dirs(t, seg, &d, &run);
 	for (int i = 0; i < 2; i++) {
 		const char *a[] = {"stack", "unplug-cached", "--dir", d, NULL};
 		int rc = ctl(a, &out, &err);
@@ -867,24 +878,11 @@ START_TEST(stack_status_shows_exiting)
 {
 	struct xseg *seg;
 	const char *name = tpr_segment("ctlstexit", &seg);
-	char *t = tmp_dir("stexit"), *d, *run, *text, *path, *out, *err;
+	char *t = tmp_dir("stexit"), *d, *run, *out, *err;
 	char want[128], c;
 	int fds[2];
 
-	ck_assert_int_gt(asprintf(&d, "%s/data", t), 0);
-	ck_assert_int_gt(asprintf(&run, "%s/run", d), 0);
-	ck_assert_int_eq(mkdir(d, 0700), 0);
-	ck_assert_int_eq(mkdir(run, 0700), 0);
-	ck_assert_int_gt(asprintf(&text,
-				  "dir = %s\nsegment = %s\nstore = noop\n"
-				  "nbd_socket = %s/nbd.sock\n"
-				  "ctl_socket = %s/vlmc.ctl\n",
-				  d, name, run, run),
-			 0);
-	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", run), 0);
-	write_file(path, text);
-	free(path);
-	free(text);
+	noop_stack_dirs(t, name, &d, &run);
 	ck_assert_int_eq(pipe(fds), 0);
 	struct leader_exits_arg a = {name, fds[1]};
 	pid_t vlmc = xtu_fork(port_holder, &a);

@@ -138,10 +138,9 @@ static pid_t vlmc_spawn(struct env *e)
 	return tpr_start(argv, e->vlmc_log);
 }
 
-static void vlmc_start(struct env *e)
+/* The rest of vlmc_start, for a vlmc already spawned. */
+static void vlmc_start_wait(struct env *e)
 {
-	e->vlmc = vlmc_spawn(e);
-	ck_assert_int_gt(e->vlmc, 0);
 	ck_assert_msg(tpr_wait_port(e->seg, 2, 20000) == 0,
 		      "vlmc did not bind port 2: %s", tpr_slurp(e->vlmc_log));
 	/* the port is bound before vlmc's init opens the control socket
@@ -151,6 +150,13 @@ static void vlmc_start(struct env *e)
 		      "vlmc did not finish its start-up (control socket "
 		      "%s): %s",
 		      e->ctl, tpr_slurp(e->vlmc_log));
+}
+
+static void vlmc_start(struct env *e)
+{
+	e->vlmc = vlmc_spawn(e);
+	ck_assert_int_gt(e->vlmc, 0);
+	vlmc_start_wait(e);
 }
 
 static void vlmc_stop(struct env *e)
@@ -798,7 +804,7 @@ static unsigned log_count(const char *path, const char *s)
 	char *log = tpr_slurp(path);
 	unsigned n = 0;
 
-	for (const char *p = log; (p = strstr(p, s)); p++)
+	for (const char *p = log; p && (p = strstr(p, s)); p++)
 		n++;
 	free(log);
 	return n;
@@ -1783,6 +1789,37 @@ START_TEST(legacy_table)
 END_TEST
 
 /* Release what test_vlmc_store --hold holds (a WRITE to ts:release). */
+struct log_wait {
+	const char *path, *want;
+	unsigned times; /* at least this many occurrences */
+};
+
+static bool log_has(void *arg)
+{
+	const struct log_wait *w = arg;
+
+	return log_count(w->path, w->want) >= w->times;
+}
+
+/* Spawn vlmc while the store holds requests its predecessor sent (from
+ * its control port): the new vlmc must not bind port 2 until they are
+ * answered (xseg.h xseg_bind_port, "The successor's fence"). Returns once
+ * it says it waits; the caller releases the store and calls
+ * vlmc_start_wait. */
+static void vlmc_spawn_fenced(struct env *e)
+{
+	struct log_wait w = {
+	    e->vlmc_log, "the previous owner's requests are still served", 0};
+
+	w.times = log_count(w.path, w.want) + 1;
+	e->vlmc = vlmc_spawn(e);
+	ck_assert_int_gt(e->vlmc, 0);
+	ck_assert_msg(xtu_wait_until(log_has, &w, 30000) == 0,
+		      "vlmc did not wait for its predecessor's requests: %s",
+		      tpr_slurp(e->vlmc_log));
+	ck_assert_int_eq(xseg_port_alive(e->seg, 2), 0);
+}
+
 static void store_release(struct env *e)
 {
 	unsigned char one = 1;
@@ -1932,7 +1969,14 @@ START_TEST(remove_in_background)
 	ck_assert_int_eq(xtu_kill(e.vlmc, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(e.vlmc, 30000), 128 + SIGKILL);
 	unlink(e.ctl);
-	vlmc_start(&e);
+	/* The dead vlmc's DELETEs of 20..23, sent from its control port,
+	 * are still held by the store: its successor does not bind port 2
+	 * until they are answered (xseg.h xseg_bind_port, "The successor's
+	 * fence"), then starts as usual. */
+	vlmc_spawn_fenced(&e);
+	ck_assert_uint_eq(objects_present(&e, "v", id0, nobj), nobj - 20);
+	store_release(&e);
+	vlmc_start_wait(&e);
 	/* resumed from the saved progress, not from 0 */
 	log = tpr_slurp(e.vlmc_log);
 	{
@@ -2161,17 +2205,27 @@ START_TEST(ctl_op_waits_for_store)
 	ck_assert_uint_eq(vlmc_stat(&e, "reclaim_errors"), 0);
 	/* a stop ends the reclaimer's wait (SIGTERM, exit 0: a hang here
 	 * is caught by vlmc_stop's bound), nothing rolled back; the
-	 * restarted vlmc resumes the record and waits for its own DELETEs */
+	 * restarted vlmc binds only once the store answered its
+	 * predecessor's DELETEs (session 23: they could be table writes),
+	 * then resumes the record and waits for its own DELETEs */
 	vlmc_stop(&e);
-	vlmc_start(&e);
-	list_is(&e, want);
+	vlmc_spawn_fenced(&e);
+	ck_assert_int_eq(port_stat(&e, 1, "deletes"), 0);
+	store_release(&e);
+	vlmc_start_wait(&e);
 	{
-		struct port_stat_wait held = {&e, 1, "held", 8};
+		/* the old four ran; then (statistics published after
+		 * that) the new vlmc's four are held */
+		struct port_stat_wait ran = {&e, 1, "deletes", 4};
+		struct port_stat_wait held = {&e, 1, "held", 4};
 
+		ck_assert_int_eq(xtu_wait_until(port_stat_reached, &ran, 30000),
+				 0);
 		ck_assert_int_eq(
 		    xtu_wait_until(port_stat_reached, &held, 30000), 0);
 	}
-	ck_assert_int_eq(port_stat(&e, 1, "deletes"), 0);
+	ck_assert_int_eq(port_stat(&e, 1, "deletes"), 4);
+	list_is(&e, want);
 	store_release(&e);
 	reclaim_wait(&e);
 	list_is(&e, "");
@@ -3069,23 +3123,6 @@ static void answer_held(struct env *e, struct xseg_request **held, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
 		ck_assert_int_eq(xseg_respond(e->seg, held[i], 0), 0);
-}
-
-struct log_wait {
-	const char *path, *want;
-	unsigned times; /* at least this many occurrences */
-};
-
-static bool log_has(void *arg)
-{
-	const struct log_wait *w = arg;
-	char *log = tpr_slurp(w->path);
-	unsigned n = 0;
-
-	for (const char *p = log; p && (p = strstr(p, w->want)); p++)
-		n++;
-	free(log);
-	return n >= w->times;
 }
 
 /*

@@ -68,6 +68,9 @@ struct client_arg {
 	int nr;
 	bool release; /* release the port instead of dying */
 	int ready_fd, go_fd;
+	/* bind port, but send from a dynamic port allocated besides it (as
+	 * vlmc sends its table writes from its control port) */
+	bool via_dynamic;
 };
 
 /* Bind, submit nr WRITEs to dst, say so, wait for go, then die by
@@ -85,6 +88,8 @@ static int client(void *p)
 	if (port == XSEG_NOPORT ? xseg_alloc_port(seg, "fclient", &port)
 				: xseg_bind_port(seg, port, "fclient"))
 		return 2;
+	if (a->via_dynamic && xseg_alloc_port(seg, "fclient-ctl", &port))
+		return 8;
 	for (int i = 0; i < a->nr; i++) {
 		if (xseg_get_request(seg, port, &req) ||
 		    xseg_prep_request(seg, req, 3, 512))
@@ -113,18 +118,25 @@ struct client {
 	pid_t pid;
 };
 
-static void client_start(struct client *c, const char *name, uint32_t port,
-			 uint32_t dst, int nr, bool release)
+static void client_start_via(struct client *c, const char *name, uint32_t port,
+			     uint32_t dst, int nr, bool release,
+			     bool via_dynamic)
 {
 	char b;
 
 	ck_assert_int_eq(pipe(c->ready), 0);
 	ck_assert_int_eq(pipe(c->go), 0);
-	c->a = (struct client_arg){name,    port,	 dst,	  nr,
-				   release, c->ready[1], c->go[0]};
+	c->a = (struct client_arg){name,    port,	 dst,	   nr,
+				   release, c->ready[1], c->go[0], via_dynamic};
 	c->pid = xtu_fork(client, &c->a);
 	ck_assert_int_gt(c->pid, 0);
 	ck_assert_int_eq(read(c->ready[0], &b, 1), 1);
+}
+
+static void client_start(struct client *c, const char *name, uint32_t port,
+			 uint32_t dst, int nr, bool release)
+{
+	client_start_via(c, name, port, dst, nr, release, false);
 }
 
 /* Let the client die (or release), and wait for it. */
@@ -541,6 +553,72 @@ START_TEST(test_killed_binder_keeps_fence)
 }
 END_TEST
 
+/* The successor's fence (xseg.h xseg_bind_port): the client binds
+ * CLIENT but sends its two writes from a dynamic port (vlmc's control
+ * port), and dies with one accepted and held by the server, the other
+ * still queued there. A new process binding CLIENT, its successor, is
+ * refused until the held write is answered, although CLIENT itself sent
+ * nothing; the queued write is dropped at accept, never run; a bind of
+ * a port the dead process never had is not held up. reap_first: a reap
+ * (the stack supervisor's) reclaimed both ports before the bind, so the
+ * link between them is only the ports' last_owner. */
+static void successor_fences(const char *tag, bool reap_first)
+{
+	const char *name;
+	struct xseg *seg = server_seg(tag, 4, &name);
+	struct xseg_request *req = NULL, *none = NULL;
+	struct xseg_reap_stats rs;
+	struct xtu_captured cap;
+	struct client c;
+	char *log;
+
+	client_start_via(&c, name, CLIENT, SERVER, 2, false, true);
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
+	ck_assert_uint_eq(req->src, 4); /* the first dynamic port */
+	client_end(&c);
+	if (reap_first) {
+		ck_assert_int_eq(xseg_reap(seg, &rs), 2);
+		ck_assert(info(seg, 4).draining);
+		ck_assert(!info(seg, CLIENT).draining);
+	}
+	xtu_capture_start(&cap);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_EAGAIN);
+	log = xtu_capture_end(&cap);
+	ck_assert_msg(strstr(log, "port 4: 1 request(s) sent by its previous "
+				  "owner") &&
+			  strstr(log, "port 2, fserver, pid ") &&
+			  strstr(log, "port 0, which that owner had too"),
+		      "%s", log);
+	free(log);
+	/* refused and free; the dynamic port reclaimed, its queued write
+	 * dropped at accept */
+	ck_assert(!info(seg, CLIENT).bound);
+	ck_assert(!info(seg, 4).bound);
+	ck_assert(info(seg, 4).draining);
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &none), -EAGAIN);
+	ck_assert_ptr_null(none);
+	ck_assert_uint_eq(info(seg, SERVER).rejected, 1);
+	ck_assert_uint_eq(rs_state(req), XSEG_RS_ACCEPTED);
+	/* not every bind waits: port 1 was never the dead process's */
+	ck_assert_int_eq(bind_in_child(name, 1), B_BOUND);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	ck_assert_uint_eq(info(seg, SERVER).served, 1);
+	finish(seg);
+}
+
+START_TEST(test_successor_fences_dynamic_ports)
+{
+	successor_fences("succ", false);
+}
+END_TEST
+
+START_TEST(test_successor_fences_after_reap)
+{
+	successor_fences("succreap", true);
+}
+END_TEST
+
 static Suite *fence_suite(void)
 {
 	Suite *s = suite_create("xseg_fence");
@@ -556,6 +634,8 @@ static Suite *fence_suite(void)
 	tcase_add_test(tc, test_alloc_skips_draining);
 	tcase_add_test(tc, test_bad_bind_changes_nothing);
 	tcase_add_test(tc, test_killed_binder_keeps_fence);
+	tcase_add_test(tc, test_successor_fences_dynamic_ports);
+	tcase_add_test(tc, test_successor_fences_after_reap);
 	suite_add_tcase(s, tc);
 	return s;
 }

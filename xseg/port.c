@@ -99,6 +99,110 @@ static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
 	return -EAGAIN;
 }
 
+/*
+ * The successor's fence. A process is the unit of failure, and a peer
+ * sends from more ports than its static one: vlmc's table writes and
+ * COPYs go out from a dynamic control port, each NBD connection's I/O
+ * from a dynamic port of its own. A restarted peer binds its static port
+ * again but gets fresh dynamic ports, so the drain of one port (above)
+ * fences only what its predecessor sent from that port: a table write or
+ * a WRITE it sent from another, accepted by a stalled store, could run
+ * after the successor read the table and wrote over it (docs/vlmc.md,
+ * "Limits"). So the bind of a static port whose previous owner is dead
+ * also (1) reclaims every other port that process still owns, which
+ * changes their generations, so their requests still queued anywhere are
+ * dropped at accept, and (2) waits, as for its own drain, until no live
+ * port holds a request sent from a port whose latest owner was that
+ * process (last_owner) and which is still marked draining.
+ *
+ * The predecessor: the owner word the claim replaced when that was a dead
+ * owner's own (an old segment's port has no last_owner), else the port's
+ * last_owner; none (0) when unknown, this process, or alive (a live
+ * process that released the port may go on using its other ports).
+ */
+static uint64_t port_predecessor(const struct xseg *seg,
+				 const struct xseg_port *p, uint64_t replaced)
+{
+	uint64_t prev = replaced && !(replaced & XSEG_OWNER_RECLAIM)
+			    ? replaced
+			    : __atomic_load_n(&p->last_owner, __ATOMIC_RELAXED);
+
+	if (!prev || prev == seg->self_owner || xseg_owner_alive(prev))
+		return 0;
+	return prev;
+}
+
+/* Requests sent from ports other than port whose latest owner was prev,
+ * still held by a live port (one such port in *from, a holder in
+ * *holder). */
+static uint32_t predecessor_held(struct xseg *seg, uint32_t port, uint64_t prev,
+				 uint32_t *from, uint32_t *holder)
+{
+	uint32_t nr = 0, n, h;
+
+	for (uint32_t i = 0; i < seg->nr_ports; i++) {
+		struct xseg_port *q = seg->ports[i].port;
+
+		if (i == port ||
+		    __atomic_load_n(&q->last_owner, __ATOMIC_RELAXED) != prev ||
+		    !__atomic_load_n(&q->drain, __ATOMIC_SEQ_CST))
+			continue;
+		n = xseg_port_held_elsewhere(seg, i, &h);
+		if (n && !nr) {
+			*from = i;
+			*holder = h;
+		}
+		nr += n;
+	}
+	return nr;
+}
+
+/* Port (static, claimed by us) had prev, a dead process, as its latest
+ * owner: fence prev's other ports as described above. wait: up to
+ * XSEG_BIND_WAIT_NS. -EAGAIN while requests are held, or while another
+ * live process is still in the middle of reclaiming one of those ports
+ * (its drain mark may not be stored yet). */
+static int fence_predecessor(struct xseg *seg, uint32_t port, uint64_t prev,
+			     bool wait)
+{
+	uint64_t deadline = xseg_now_ns() + (wait ? XSEG_BIND_WAIT_NS : 0);
+	uint32_t nr, from = XSEG_NOPORT, holder = XSEG_NOPORT;
+	uint32_t pause_us = 100;
+	char why[96];
+
+	for (uint32_t i = 0; i < seg->nr_ports; i++) {
+		struct xseg_port *q = seg->ports[i].port;
+		uint64_t o = __atomic_load_n(&q->owner, __ATOMIC_ACQUIRE);
+		struct xseg_reap_stats st = {0};
+
+		if (i == port ||
+		    ((o & ~XSEG_OWNER_RECLAIM) != prev &&
+		     __atomic_load_n(&q->last_owner, __ATOMIC_RELAXED) != prev))
+			continue;
+		/* Reclaims it if prev (dead) still owns it; waits for a
+		 * live reclaimer to finish, so its drain mark is stored
+		 * before it is read below. */
+		if (xseg_reclaim_if_dead(seg, i, &st) == -EBUSY)
+			return -EAGAIN;
+	}
+	for (;;) {
+		nr = predecessor_held(seg, port, prev, &from, &holder);
+		if (!nr)
+			return 0;
+		if (xseg_now_ns() >= deadline)
+			break;
+		usleep(pause_us);
+		if (pause_us < 10000)
+			pause_us *= 2;
+	}
+	snprintf(why, sizeof(why),
+		 "port %u, which that owner had too, is not bound again "
+		 "before they are answered",
+		 port);
+	log_held_elsewhere(seg, from, nr, holder, "", why);
+	return -EAGAIN;
+}
+
 /* Take port for this process. wait: if another live process is reclaiming
  * it, wait up to a second for it to finish. */
 static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
@@ -107,7 +211,7 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 	struct xseg_port *p = seg->ports[port].port;
 	struct xseg_reap_stats st = {0};
 	uint64_t self = seg->self_owner, claim = self | XSEG_OWNER_RECLAIM;
-	uint64_t deadline = xseg_now_ns() + XSEG_BIND_WAIT_NS, o;
+	uint64_t deadline = xseg_now_ns() + XSEG_BIND_WAIT_NS, o, prev;
 	uint32_t gen;
 	bool scan;
 
@@ -146,12 +250,24 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 			return rc;
 		}
 	}
+	prev = port < seg->nr_static ? port_predecessor(seg, p, o) : 0;
+	if (prev) {
+		int rc = fence_predecessor(seg, port, prev, wait);
+
+		if (rc < 0) {
+			/* Free again, last_owner kept: the next bind
+			 * attempt fences the same predecessor. */
+			__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
+			return rc;
+		}
+	}
 	gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
 	memset(p->peer_type, 0, sizeof(p->peer_type));
 	strncpy(p->peer_type, peer_type, sizeof(p->peer_type) - 1);
 	/* Ids: 24 bits of the generation above a 40-bit sequence. */
 	__atomic_store_n(&p->id_next, ((uint64_t)(gen & 0xffffff) << 40) | 1,
 			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->last_owner, self, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->owner, self, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -386,7 +386,24 @@ uint32_t xseg_nr_ports(const struct xseg *seg); /* static + dynamic */
  * request back). Late answers to the previous owner are dropped, never
  * delivered to the new one. A port with nothing outstanding (the usual
  * case) binds at once, as before; the check costs one pass over the
- * request pool only when the port is flagged draining. */
+ * request pool only when the port is flagged draining.
+ *
+ * The successor's fence (session 23): a process's requests may come from
+ * several ports (vlmc: its static port, a dynamic control port, one per
+ * NBD connection), and its successor gets fresh dynamic ports. So when
+ * the port's latest owner is a dead process, the bind also reclaims every
+ * other port that process still owns (their queued requests are then
+ * dropped at accept, as above) and waits, within the same second and with
+ * the same -EAGAIN, until no live port holds a request sent from any port
+ * whose latest owner was that process. Waiting for another live process
+ * that is reclaiming or binding one of those ports counts against that
+ * second too. Costs one pass over the port table when the previous owner
+ * is dead, and one pool pass per such port still draining. Not applied
+ * when the latest owner is alive (it released the port and may use its
+ * others) or unknown (a port a reap freed whose last bind was made by a
+ * build before this one); not by xseg_alloc_port (a dynamic port names no
+ * successor). API change: a bind can now return -EAGAIN for requests of
+ * its predecessor's other ports. */
 int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type);
 
 /* Allocate a free (or dead-owned, reclaimed first) dynamic port for this

@@ -139,6 +139,14 @@ struct xseg_port {
 
 	/* line 1: identity, written at bind */
 	_Alignas(64) char peer_type[XSEG_PEER_TYPE_LEN];
+	/* The owner word (pid and start time, no flag) of the port's latest
+	 * owner: written at every bind, before the owner word, and kept
+	 * after a release or a death, so that the successor of a dead
+	 * process on one of its static ports can find every other port that
+	 * process had and wait for their requests too (xseg_bind_port,
+	 * "The successor's fence"). 0: unknown (a segment made before it
+	 * existed zeroed this padding; an older build does not write it). */
+	uint64_t last_owner;
 
 	/* line 2: the futex word, bumped only when a sleeper is registered,
 	 * so spinning waiters' reads of it are not disturbed per signal */
@@ -178,6 +186,10 @@ struct xseg_port {
  * last 12 bytes of it): the layout did not change. */
 _Static_assert(offsetof(struct xseg_port, peer_type) == 64,
 	       "struct xseg_port line 0 is one cache line");
+_Static_assert(offsetof(struct xseg_port, last_owner) + sizeof(uint64_t) <=
+		       offsetof(struct xseg_port, futex_seq) &&
+		   offsetof(struct xseg_port, futex_seq) == 128,
+	       "last_owner took padding of line 1: the layout did not change");
 _Static_assert(
     offsetof(struct xseg_port, cache_next) == 56,
     "cache_next: aligned, in padding a segment made before it zeroed");

@@ -47,9 +47,11 @@
  * to forget the log fdatasyncs, the directory fsyncs or the checkpoint
  * fdatasyncs, as if the store had not made them: the checks must catch
  * each. Case "finding" holds the findings (docs/testing-powerloss.md):
- * F2 (test_store_dir_entry), F3 built by hand (test_empty_last_segment)
- * and F4, review9 R9-11 (test_restart_dir_entry: a kill, a restart, a
- * flush, a cut), all fixed, as regression tests.
+ * F2 (test_store_dir_entry), F3 built by hand (test_empty_last_segment),
+ * F4, review9 R9-11 (test_restart_dir_entry: a kill, a restart, a flush,
+ * a cut) and F5, review22s F9 (test_cut_tail_order and _gc: a cut
+ * before every call of a truncate_at_damage repair), all fixed, as
+ * regression tests.
  *
  * Built twice (tests/blocker_powerloss.cmake): test_blocker_powerloss as
  * above, and test_blocker_powerloss_bg (PL_BACKGROUND: only case "store",
@@ -1536,6 +1538,391 @@ START_TEST(test_restart_dir_entry)
 END_TEST
 
 /* the global prefix check itself: it must reject a mix of two prefixes */
+/*
+ * review22s F9: the order of a truncate_at_damage cut (recover.c cut_tail)
+ * under a crash at each of its steps. The store: log.000000 and the start
+ * of log.000001 hold objects a checkpoint covers; then one big write fills
+ * the rest of log.000001 with its chunk records, its map record too large
+ * for the room left, so it starts log.000002; more objects follow up to
+ * log.000003; everything flushed, then a crash (no checkpoint). The header
+ * of the big write's last chunk record (log.000001's last record) is
+ * damaged. A normal open refuses the store; the repair cuts log.000001
+ * there and removes log.000002 and log.000003.
+ *
+ * log.000001 cut but log.000002 still present is the state to avoid: the
+ * room the cut leaves is too small for log.000002's first record, so
+ * recovery does not find log.000001 "ends early", replays on, and a normal
+ * open accepts a store whose big object names chunks that are gone
+ * (review22s F2). Before every tracked call of the repair open, the test
+ * takes the images a crash leaves there: the synced state (a power cut),
+ * the current one (a process crash: the page cache survives), and one
+ * random cut. For each, a normal open must refuse it or find the store the
+ * uninterrupted repair leaves; and a repair open, then a normal one, must
+ * give that store (the same objects, the same bytes), which check finds
+ * clean. Truncating before the unlinks fails on the process-crash image,
+ * and truncating before the unlinks are durable (a directory fsync) on a
+ * power-cut one. (No segment here was removed by GC: the DIR/gc rewrite
+ * is cut in test_cut_tail_order_gc.)
+ */
+#define CT_CHUNK 4096
+#define CT_REC	 (BREC_HDR_SIZE + CT_CHUNK)
+#define CT_NAMES 64
+#define CT_IMGS	 3
+
+struct ct_state {
+	int n;
+	char name[CT_NAMES][16];
+	bool exists[CT_NAMES];
+	uint64_t size[CT_NAMES];
+	uint32_t crc[CT_NAMES];
+};
+
+struct ct_cuts {
+	uint64_t at; /* cut before this wrapped call */
+	uint64_t rng;
+	const char *live; /* the store being repaired */
+	char call[32];
+	char img[CT_IMGS][340];
+	int n; /* images taken */
+	int err;
+};
+
+static void ct_hook(void *arg, uint64_t seq, const char *call)
+{
+	struct ct_cuts *c = arg;
+
+	if (seq != c->at)
+		return;
+	snprintf(c->call, sizeof(c->call), "%s", call);
+	for (int k = 0; k < CT_IMGS && !c->err; k++) {
+		int e =
+		    k == 1 ? copy_flat(c->live, c->img[k])
+			   : pl_fs_cut_locked(c->img[k],
+					      k ? PL_CUT_RANDOM : PL_CUT_SYNCED,
+					      &c->rng);
+		if (e)
+			c->err = e;
+		else
+			c->n++;
+	}
+}
+
+/* chunks of random bytes into name from chunk first on */
+static void ct_write(struct blocker_store *s, const char *name, uint32_t first,
+		     uint32_t chunks, uint64_t *rng)
+{
+	size_t len = (size_t)chunks * CT_CHUNK;
+	uint8_t *b = malloc(len);
+
+	ck_assert_ptr_nonnull(b);
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t x = pl_rand(rng);
+		memcpy(b + i, &x, 8);
+	}
+	ck_assert_int_eq(blocker_write(s, name, strlen(name),
+				       (uint64_t)first * CT_CHUNK, len, b, 0),
+			 0);
+	free(b);
+}
+
+/* each named object's size and the CRC of its bytes, as the store reads
+ * them (a read that fails is a difference too: crc 1, size ~0) */
+static void ct_capture(struct blocker_store *s, struct ct_state *st)
+{
+	for (int i = 0; i < st->n; i++) {
+		const char *nm = st->name[i];
+		uint64_t size = 0;
+		uint8_t *b;
+		int r = blocker_info(s, nm, strlen(nm), &size);
+
+		st->exists[i] = r == 0;
+		st->size[i] = 0;
+		st->crc[i] = 0;
+		if (r)
+			continue;
+		b = malloc(size ? size : 1);
+		ck_assert_ptr_nonnull(b);
+		if (blocker_read(s, nm, strlen(nm), 0, size, b) == 0) {
+			st->size[i] = size;
+			st->crc[i] = blocker_crc32c(0, b, size);
+		} else {
+			st->size[i] = ~0ULL;
+			st->crc[i] = 1;
+		}
+		free(b);
+	}
+}
+
+/* "" if same, else what differs first */
+static const char *ct_diff(const struct ct_state *a, const struct ct_state *b)
+{
+	static char why[128];
+
+	for (int i = 0; i < a->n; i++)
+		if (a->exists[i] != b->exists[i] || a->size[i] != b->size[i] ||
+		    a->crc[i] != b->crc[i]) {
+			snprintf(why, sizeof(why),
+				 "%s: exists %d size %llu, the repair's: "
+				 "exists %d size %llu",
+				 a->name[i], a->exists[i],
+				 (unsigned long long)a->size[i], b->exists[i],
+				 (unsigned long long)b->size[i]);
+			return why;
+		}
+	return "";
+}
+
+/* the store in dir, opened with or without the option: its objects in
+ * *st, then closed and checked (*problems); or blocker_open's error */
+static int ct_open(const char *dir, bool repair, struct ct_state *st,
+		   uint64_t *problems, struct msgs *log)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	int r;
+
+	finding_opts(&o, CT_CHUNK);
+	o.reserve_bytes = BLOCKER_RESERVE_NONE; /* fallocate: unmodelled */
+	o.truncate_at_damage = repair;
+	o.log = msgs_log;
+	o.log_arg = log;
+	r = blocker_open(dir, &o, &s);
+	if (r)
+		return r;
+	ct_capture(s, st);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_int_eq(blocker_check(dir, &o, count_line, log, problems), 0);
+	return 0;
+}
+
+/* flip a byte of dir/name at off */
+static void ct_damage(const char *dir, const char *name, off_t off)
+{
+	char path[400];
+	uint8_t b;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* A normal open refuses the store in tmpl (saying refusal); the objects
+ * an uninterrupted repair of a copy leaves, in *want. */
+static void ct_reference(const char *tmpl, const char *refusal,
+			 struct ct_state *want)
+{
+	char ref[340];
+	struct ct_state got = *want;
+	struct msgs log = {0};
+	uint64_t problems = 0;
+
+	snprintf(ref, sizeof(ref), "%s.ref", tmpl);
+	ck_assert_int_eq(copy_flat(tmpl, ref), 0);
+	ck_assert_int_eq(ct_open(ref, false, &got, &problems, &log), -EUCLEAN);
+	ck_assert_msg(strstr(log.text, refusal), "%s", log.text);
+	memset(&log, 0, sizeof(log));
+	ck_assert_int_eq(ct_open(ref, true, want, &problems, &log), 0);
+	ck_assert_ptr_nonnull(strstr(log.text, "truncate_at_damage"));
+	ck_assert_int_eq(ct_open(ref, false, want, &problems, &log), 0);
+	ck_assert_msg(problems == 0, "check: %s", log.text);
+	rmtree(ref);
+}
+
+/* The repair open of a copy of tmpl, cut before each of its wrapped
+ * calls in turn; every image judged against want. The number of images. */
+static int ct_sweep(const char *tmpl, const struct ct_state *want)
+{
+	char work[320];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct ct_state got;
+	struct msgs log;
+	uint64_t at, problems;
+	int cuts = 0;
+
+	finding_opts(&o, CT_CHUNK);
+	o.reserve_bytes = BLOCKER_RESERVE_NONE; /* fallocate: unmodelled */
+	o.truncate_at_damage = true;
+	for (at = 1;; at++) {
+		struct ct_cuts c = {.at = at, .rng = 0x5eed + at, .live = work};
+		struct pl_fs_stats st;
+
+		snprintf(work, sizeof(work), "%s.w%llu", tmpl,
+			 (unsigned long long)at);
+		ck_assert_int_eq(copy_flat(tmpl, work), 0);
+		for (int i = 0; i < CT_IMGS; i++)
+			snprintf(c.img[i], sizeof(c.img[i]), "%s.i%d", work, i);
+		ck_assert_int_eq(pl_fs_start(work), 0);
+		pl_fs_set_hook(ct_hook, &c);
+		ck_assert_int_eq(blocker_open(work, &o, &s), 0);
+		pl_fs_set_hook(NULL, NULL);
+		pl_fs_get_stats(&st);
+		pl_fs_stop();
+		blocker_abandon(s);
+		rmtree(work);
+		ck_assert_int_eq(c.err, 0);
+		ck_assert_uint_eq(st.unmodeled, 0);
+		if (!c.n)
+			break; /* past the repair open's last call */
+		for (int i = 0; i < c.n; i++) {
+			int r;
+
+			got = *want;
+			problems = 0;
+			memset(&log, 0, sizeof(log));
+			r = ct_open(c.img[i], false, &got, &problems, &log);
+			ck_assert_msg(r == 0 || r == -EUCLEAN,
+				      "image %d before call %llu (%s): "
+				      "normal open: %d",
+				      i, (unsigned long long)at, c.call, r);
+			ck_assert_msg(
+			    r || (!*ct_diff(&got, want) && problems == 0),
+			    "image %d before call %llu (%s): a "
+			    "normal open accepts a store the repair "
+			    "had not finished: %s; check: %s",
+			    i, (unsigned long long)at, c.call,
+			    ct_diff(&got, want), log.text);
+			got = *want;
+			memset(&log, 0, sizeof(log));
+			ck_assert_msg(
+			    ct_open(c.img[i], true, &got, &problems, &log) == 0,
+			    "image %d before call %llu (%s): the "
+			    "repair refuses: %s",
+			    i, (unsigned long long)at, c.call, log.text);
+			ck_assert_int_eq(
+			    ct_open(c.img[i], false, &got, &problems, &log), 0);
+			ck_assert_msg(!*ct_diff(&got, want) && problems == 0,
+				      "image %d before call %llu (%s): "
+				      "repaired differently: %s; check: %s",
+				      i, (unsigned long long)at, c.call,
+				      ct_diff(&got, want), log.text);
+			rmtree(c.img[i]);
+			cuts++;
+		}
+	}
+	return cuts;
+}
+
+START_TEST(test_cut_tail_order)
+{
+	const uint64_t seg = 1 << 20;
+	char tmpl[300];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct ct_state want = {0};
+	uint64_t rng = 0xc0ffee, big_start, slack, maprec;
+	uint32_t k;
+	int na = 0, nc = 0;
+
+	fresh_dir(tmpl, sizeof(tmpl), "cuttail");
+	finding_opts(&o, CT_CHUNK);
+	o.reserve_bytes = BLOCKER_RESERVE_NONE;
+	ck_assert_int_eq(blocker_create(tmpl, &o), 0);
+	ck_assert_int_eq(blocker_open(tmpl, &o, &s), 0);
+	while (s->tail < seg) {
+		snprintf(want.name[want.n++], 16, "a%02d", na++);
+		ct_write(s, want.name[want.n - 1], 0, 16, &rng);
+	}
+	snprintf(want.name[want.n++], 16, "s");
+	ct_write(s, "s", 0, 1, &rng);
+	ck_assert_int_eq(blocker_checkpoint(s), 0);
+	/* the big write: its chunk records fill log.000001 */
+	big_start = s->tail;
+	ck_assert_uint_eq(big_start / seg, 1);
+	k = (uint32_t)((2 * seg - big_start) / CT_REC);
+	slack = 2 * seg - big_start - (uint64_t)k * CT_REC;
+	maprec = brec_size(bmap_payload_size(3, k));
+	/* the geometry the case needs: the map record starts log.000002
+	 * and is larger than the room a cut at the last chunk leaves */
+	ck_assert_uint_gt(maprec, CT_REC + slack);
+	snprintf(want.name[want.n++], 16, "big");
+	ct_write(s, "big", 0, k, &rng);
+	ck_assert_uint_eq(s->tail, 2 * seg + maprec);
+	while (s->tail < 3 * seg + 16 * CT_REC) {
+		snprintf(want.name[want.n++], 16, "c%02d", nc++);
+		ct_write(s, want.name[want.n - 1], 0, 16, &rng);
+	}
+	ck_assert_int_le(want.n, CT_NAMES);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_abandon(s); /* a crash: no checkpoint past big_start */
+	/* damage the header of log.000001's last record */
+	ct_damage(tmpl, "log.000001",
+		  (off_t)(big_start % seg + (k - 1) * CT_REC + 8));
+	ct_reference(tmpl, "log.000001: bad record", &want);
+	/* (not vacuous: what lies before the cut is kept, the rest gone) */
+	ck_assert(want.exists[0] && want.exists[na]);
+	ck_assert(!want.exists[na + 1] && !want.exists[want.n - 1]);
+	/* the repair open makes a few calls (the cut, the mark) */
+	ck_assert_int_gt(ct_sweep(tmpl, &want), 5 * CT_IMGS);
+	rmtree(tmpl);
+}
+END_TEST
+
+/*
+ * The same sweep over a cut that also rewrites DIR/gc (cut_tail's step 2)
+ * and lowers GC's C afterwards (review22s F1): GC removed log.000001 and
+ * log.000002 (only overwritten chunks), the index file is lost (open
+ * rebuilds it from log.000000 on) and a chunk record of "keep" in
+ * log.000000 is damaged, below the checkpoint and C. The repair cuts
+ * log.000000 there, drops 1 and 2 from DIR/gc, removes log.000004 and
+ * log.000003, discards the checkpoint past the new end, writes one there
+ * and lowers C to it. With the truncate first, a process crash right
+ * after it leaves log.000000 cut with log.000001 still listed: replay
+ * skips the removed segments ("ends early" cannot apply) and a normal
+ * open accepts maps that name "keep"'s cut chunks.
+ */
+START_TEST(test_cut_tail_order_gc)
+{
+	const uint64_t seg = 1 << 20;
+	char tmpl[300], path[400];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	struct blocker_gc_opts g;
+	struct blocker_gc_report rep;
+	struct ct_state want = {.n = 4,
+				.name = {"first", "keep", "mid", "tmp"}};
+	uint64_t rng = 0xbadc0de, keep_start;
+
+	fresh_dir(tmpl, sizeof(tmpl), "cuttailgc");
+	finding_opts(&o, CT_CHUNK);
+	o.reserve_bytes = BLOCKER_RESERVE_NONE;
+	ck_assert_int_eq(blocker_create(tmpl, &o), 0);
+	ck_assert_int_eq(blocker_open(tmpl, &o, &s), 0);
+	ct_write(s, "first", 0, 16, &rng);
+	keep_start = s->tail;
+	ct_write(s, "keep", 0, 64, &rng);
+	ck_assert_uint_lt(s->tail, seg);
+	for (uint32_t i = 0; s->tail < 3 * seg; i++)
+		ct_write(s, "tmp", i % 64, 1, &rng);
+	ct_write(s, "mid", 0, 64, &rng); /* log.000003 stays */
+	/* "tmp"'s 64 live chunks all in log.000004 */
+	for (uint32_t i = 0; s->tail < 4 * seg + 70 * CT_REC; i++)
+		ct_write(s, "tmp", i % 64, 1, &rng);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	blocker_gc_opts_init(&g);
+	g.min_dead_pct = 90;
+	ck_assert_int_eq(blocker_gc(s, &g, &rep), 0);
+	ck_assert_uint_eq(rep.segments_removed, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(!img_has(tmpl, "log.000001") && !img_has(tmpl, "log.000002"));
+	ck_assert(img_has(tmpl, "log.000003") && img_has(tmpl, "log.000004"));
+	snprintf(path, sizeof(path), "%s/index", tmpl);
+	ck_assert_int_eq(unlink(path), 0);
+	ct_damage(tmpl, "log.000000", (off_t)(keep_start + 40 * CT_REC + 8));
+	ct_reference(tmpl, "log.000000: bad record", &want);
+	/* "keep"'s map record came after the cut, with everything else */
+	ck_assert(want.exists[0] && !want.exists[1] && !want.exists[2] &&
+		  !want.exists[3]);
+	ck_assert_int_gt(ct_sweep(tmpl, &want), 5 * CT_IMGS);
+	rmtree(tmpl);
+}
+END_TEST
+
 START_TEST(test_prefix_check)
 {
 	struct run *r = calloc(1, sizeof(*r));
@@ -2040,6 +2427,8 @@ static Suite *powerloss_suite(void)
 	tcase_add_test(tc, test_create_cuts);
 	tcase_add_test(tc, test_empty_last_segment);
 	tcase_add_test(tc, test_restart_dir_entry);
+	tcase_add_test(tc, test_cut_tail_order);
+	tcase_add_test(tc, test_cut_tail_order_gc);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -218,6 +218,21 @@ static void write_flushed(struct blocker_store *s)
 	ck_assert_int_eq(blocker_flush(s), 0);
 }
 
+/* A new store: "a" (4 chunks and a map record) flushed, then "b" (1
+ * chunk) written, and closed: the checkpoint lies at the end of the log,
+ * after "b"'s records. */
+static void a_then_b_closed(void)
+{
+	struct blocker_store *s;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+
 /* The mark follows every successful flush, without a checkpoint. */
 START_TEST(test_mark_follows_flush)
 {
@@ -816,12 +831,7 @@ START_TEST(test_log_short_of_checkpoint_refused)
 	size_t len;
 	uint64_t size;
 
-	create_store();
-	s = reopen();
-	wr(s, "a", 0, 4 * CHUNK, 1);
-	ck_assert_int_eq(blocker_flush(s), 0);
-	wr(s, "b", 0, CHUNK, 2);
-	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint at the end */
+	a_then_b_closed();
 	/* "b"'s chunk and map record gone, with the mark */
 	path_of("log.000000", p, sizeof(p));
 	ck_assert_int_eq(truncate(p, 4 * CHUNK_REC + MAP_REC(4)), 0);
@@ -930,19 +940,13 @@ static void gc_past_checkpoint(uint8_t **maps, size_t *mlen, uint8_t **index,
  */
 START_TEST(test_check_judges_checkpoint_like_open)
 {
-	struct blocker_store *s;
 	uint8_t *maps, *index, *gc;
 	size_t mlen, ilen, glen, zlen;
 	char p[512];
 	int fd;
 
 	/* (a) "b"'s records zeroed below the checkpoint, no mark */
-	create_store();
-	s = reopen();
-	wr(s, "a", 0, 4 * CHUNK, 1);
-	ck_assert_int_eq(blocker_flush(s), 0);
-	wr(s, "b", 0, CHUNK, 2);
-	ck_assert_int_eq(blocker_close(s), 0); /* checkpoint at the end */
+	a_then_b_closed();
 	zlen = CHUNK_REC + MAP_REC(1);
 	path_of("log.000000", p, sizeof(p));
 	fd = open(p, O_WRONLY);

@@ -390,10 +390,51 @@ static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
 }
 
 /*
+ * Listed segment files that still exist: what a crash between writing
+ * DIR/gc and the unlinks left (GC writes DIR/gc, then unlinks its
+ * victims, all below the tail's segment, the last step of a pass);
+ * removing them finishes that pass. Called once the segments are open
+ * and the layout checks of blog_open_segments passed, and only when
+ * recovery will not refuse the layout either: with segment files after a
+ * gap (found[] at or past nsegs) a normal open is refused
+ * (stray_segments), and a refused open must change nothing on disk.
+ * gc_list_check judges the list by the highest file, which may be such a
+ * stray (log.4000000000): a list naming the real segments passed it, and
+ * the loop unlinked them all before the store was refused (review22s
+ * F8). (Judging it by the last file before the gap instead would blame a
+ * sound DIR/gc for a store that lost a middle segment after GC removed
+ * later ones.) Every layout a legitimate crash leaves still has its
+ * removals finished: a killed GC leaves its listed victims, each
+ * followed (up to the tail's file) by files or other listed numbers, so
+ * no file lies after a gap; cut_tail rewrites DIR/gc before it unlinks
+ * anything, so it leaves no listed file behind it, only unlisted ones
+ * after its cut, which truncate_at_damage removes as strays (and then the
+ * listed files below the cut are removed here too, the layout accepted).
+ */
+static void finish_gc_removals(struct blocker_store *s, const uint32_t *found,
+			       uint32_t nfound)
+{
+	char path[4096];
+
+	if (nfound && found[nfound - 1] >= s->nsegs && !s->o.truncate_at_damage)
+		return;
+	for (uint32_t i = 0; i < nfound && found[i] < s->nsegs; i++) {
+		if (!s->segs[found[i]].removed)
+			continue;
+		blog_seg_path(s->dir, found[i], path, sizeof(path));
+		if (unlink(path) == 0)
+			blocker_logf(&s->o, BLOCKER_LOG_INFO,
+				     "blocker: %s: removed by GC; "
+				     "finishing its removal",
+				     path);
+	}
+}
+
+/*
  * Open every existing segment log.000000.. in order: they must be dense,
  * except for the ones DIR/gc lists as removed by GC, which get
- * placeholders (a listed file that still exists is what a crash between
- * writing DIR/gc and the unlink left: it is removed now).
+ * placeholders (a listed file that still exists is removed afterwards,
+ * finish_gc_removals).
  */
 int blog_open_segments(struct blocker_store *s, bool create_first)
 {
@@ -434,7 +475,6 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		r = gc_list_check(
 		    s, removed, nremoved, past, end, found, nfound,
 		    create_first && s->o.truncate_at_damage, &rewrite);
-	free(found);
 	for (uint32_t seg = 0; !r; seg++) {
 		int fd;
 
@@ -444,12 +484,6 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		while (k < nremoved && removed[k] < seg)
 			k++;
 		if (k < nremoved && removed[k] == seg) {
-			/* check (create_first false) changes nothing */
-			if (create_first && unlink(path) == 0)
-				blocker_logf(&s->o, BLOCKER_LOG_INFO,
-					     "blocker: %s: removed by GC; "
-					     "finishing its removal",
-					     path);
 			r = seg_push(s, -1);
 			if (r)
 				break;
@@ -495,6 +529,10 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 	 * anything relies on the list (recovery may rewrite it again) */
 	if (!r && rewrite)
 		r = bgc_save(s, s->gc_ckpt);
+	/* check (create_first false) changes nothing */
+	if (!r && create_first)
+		finish_gc_removals(s, found, nfound);
+	free(found);
 	/* nothing else runs yet: no lock needed for segs */
 	for (uint32_t seg = s->nsegs; !r && seg-- > 0 && budget;) {
 		if (s->segs[seg].map)

@@ -87,21 +87,25 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 	/*
 	 * The cut goes in four steps, in an order that leaves a store
 	 * truncate_at_damage opens, and a normal open refuses, after a crash
-	 * at any instant (review21a, review22s F2): (1) forget the later
-	 * segments in memory; (2) if DIR/gc lists some of them (removed by
-	 * GC), rewrite it without them, durably (blocker_write_file_atomic
-	 * fsyncs the file and the directory); (3) unlink the later files,
-	 * the last first; (4) truncate the damaged segment, then fsync the
-	 * directory. Until (4) the damage itself stays in the segment: a
-	 * crash before it leaves the damaged segment followed by its old
-	 * successors, or by files DIR/gc does not list (after a gap or not),
-	 * or last; each is refused by a normal open (damage, stray, below
-	 * the mark) and cut the same way by the next repair. Truncating
-	 * first, as this did, could leave a segment ending at the cut and
-	 * still followed by its successors, which replay may continue into
-	 * silently (the next one removed by GC, or starting with a record
-	 * larger than the room left). Unlinking before (2) could leave
-	 * DIR/gc listing a segment past the last file (gc_list_check).
+	 * or a power cut at any instant (review21a, review22s F2, F9): (1)
+	 * forget the later segments in memory; (2) if DIR/gc lists some of
+	 * them (removed by GC), rewrite it without them, durably
+	 * (blocker_write_file_atomic fsyncs the file and the directory); (3)
+	 * unlink the later files, the last first, and fsync the directory;
+	 * (4) truncate the damaged segment and fdatasync it. Until (4) the
+	 * damage itself stays in the segment: a crash before it leaves the
+	 * damaged segment followed by its old successors, or by files
+	 * DIR/gc does not list (after a gap or not), or last; each is
+	 * refused by a normal open (damage, stray, below the mark) and cut
+	 * the same way by the next repair. Truncating first, as this did,
+	 * could leave a segment ending at the cut and still followed by its
+	 * successors, which replay may continue into silently (the next one
+	 * removed by GC, or starting with a record larger than the room
+	 * left). So could truncating before the unlinks are durable: a
+	 * power cut may keep the new size and lose the unlinks
+	 * (test_blocker_powerloss test_cut_tail_order). Unlinking before (2)
+	 * could leave DIR/gc listing a segment past the last file
+	 * (gc_list_check).
 	 */
 	uint32_t old_nsegs = s->nsegs;
 	bool gc_list = false;
@@ -135,12 +139,12 @@ static int cut_tail(struct blocker_store *s, uint64_t pos, const char *why,
 		if (unlink(path) < 0)
 			return -errno;
 	}
+	if (fsync(s->dirfd) < 0)
+		return -errno;
 	if (ftruncate(s->segs[seg].fd, off) < 0 ||
 	    fdatasync(s->segs[seg].fd) < 0)
 		return -errno;
 	STAT_ADD(s, truncated_bytes, dropped);
-	if (fsync(s->dirfd) < 0)
-		return -errno;
 	return 0;
 }
 

@@ -471,7 +471,15 @@ END_TEST
  * and list says why: "exiting", not "alive". */
 struct leader_exits_arg {
 	const char *name;
-	int ready;
+	int ready;     /* written once the port is bound */
+	uint32_t port; /* bound as type */
+	const char *type;
+	/* statistics published on the port, as a peer does once its init
+	 * is done (what start and restart-peer take for "up") */
+	bool published;
+	/* SIGTERM ignored: a peer whose leader is gone has nobody left to
+	 * act on it (its handler only sets a flag the leader would read) */
+	bool deaf;
 };
 
 static void *worker_forever(void *arg)
@@ -485,11 +493,14 @@ static void *worker_forever(void *arg)
 static int leader_exits(void *arg)
 {
 	struct leader_exits_arg *a = arg;
+	const struct xseg_stat stat = {"requests", 0};
 	struct xseg *seg;
 	pthread_t t;
 
 	if (xseg_join(a->name, &seg, NULL, 0) ||
-	    xseg_bind_port(seg, 1, "server") ||
+	    xseg_bind_port(seg, a->port, a->type) ||
+	    (a->published && xseg_port_stats_publish(seg, a->port, &stat, 1)) ||
+	    (a->deaf && signal(SIGTERM, SIG_IGN) == SIG_ERR) ||
 	    pthread_create(&t, NULL, worker_forever, NULL) ||
 	    write(a->ready, "r", 1) != 1)
 		return 1;
@@ -513,7 +524,7 @@ START_TEST(list_shows_exiting_owner)
 	char *out, *err;
 
 	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg a = {name, fds[1]};
+	struct leader_exits_arg a = {name, fds[1], 1, "server", false, false};
 	pid_t pid = xtu_fork(leader_exits, &a);
 
 	ck_assert_int_gt(pid, 0);
@@ -857,14 +868,15 @@ START_TEST(stack_segment_no_peers)
 }
 END_TEST
 
-/* A peer that binds its port and waits (stands for the stack's vlmc). */
+/* A peer that binds its port and waits (stands for one of the stack's). */
 static int port_holder(void *arg)
 {
 	struct leader_exits_arg *a = arg;
 	struct xseg *seg;
 
 	if (xseg_join(a->name, &seg, NULL, 0) ||
-	    xseg_bind_port(seg, 3, "vlmc") || write(a->ready, "r", 1) != 1)
+	    xseg_bind_port(seg, a->port, a->type) ||
+	    write(a->ready, "r", 1) != 1)
 		return 1;
 	for (;;)
 		pause();
@@ -884,11 +896,12 @@ START_TEST(stack_status_shows_exiting)
 
 	noop_stack_dirs(t, name, &d, &run);
 	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg a = {name, fds[1]};
-	pid_t vlmc = xtu_fork(port_holder, &a);
+	struct leader_exits_arg av = {name, fds[1], 3, "vlmc", false, false};
+	pid_t vlmc = xtu_fork(port_holder, &av);
 	ck_assert_int_gt(vlmc, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	pid_t store = xtu_fork(leader_exits, &a);
+	struct leader_exits_arg as = {name, fds[1], 1, "server", false, false};
+	pid_t store = xtu_fork(leader_exits, &as);
 	ck_assert_int_gt(store, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 	ck_assert_int_eq(
@@ -930,6 +943,64 @@ START_TEST(stack_status_shows_exiting)
 	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
 	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/* restart-peer of an exiting peer (its leader gone, a thread left; its
+ * statistics published, so it looks up as start means it): refused
+ * (exit 1), saying it is exiting, that its port stays its own until its
+ * threads end and where to look; nothing started, the port untouched.
+ * The build before said "store is running (pid N): nothing to restart",
+ * exit 0. */
+START_TEST(stack_restart_peer_exiting)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlrsexit", &seg);
+	char *t = tmp_dir("rsexit"), *d, *run, *out, *err, *path;
+	char want[128], c;
+	struct xseg_port_info pi;
+	int fds[2];
+
+	noop_stack_dirs(t, name, &d, &run);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg a = {name, fds[1], 1, "server", true, false};
+	pid_t store = xtu_fork(leader_exits, &a);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+
+	const char *rs[] = {"stack", "restart-peer", "--dir", d, "store", NULL};
+	int rc = ctl(rs, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	ck_assert_msg(!strstr(out, "nothing to restart"), "%s", out);
+	snprintf(want, sizeof(want),
+		 "store is exiting, not restarted: its process (pid %d) has "
+		 "exited, but threads of it are left",
+		 (int)store);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	ck_assert_msg(strstr(err, "port 1 stays its own"), "%s", err);
+	snprintf(want, sizeof(want), "ls /proc/%d/task", (int)store);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	free(out);
+	free(err);
+	/* nothing was started: no pid file, the port still the exiting
+	 * owner's */
+	ck_assert_int_gt(asprintf(&path, "%s/store.pid", run), 0);
+	ck_assert_msg(access(path, F_OK), "%s written", path);
+	free(path);
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(pi.exiting);
+	ck_assert_int_eq(pi.owner_pid, store);
+	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
 	close(fds[0]);
 	close(fds[1]);
 	xseg_leave(seg);
@@ -1105,6 +1176,7 @@ int main(void)
 	tcase_add_test(tc, unredirect_live_cache_refused);
 	tcase_add_test(tc, list_shows_exiting_owner);
 	tcase_add_test(tc, stack_status_shows_exiting);
+	tcase_add_test(tc, stack_restart_peer_exiting);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);

@@ -875,6 +875,27 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 	return rc;
 }
 
+/*
+ * Why a port is exiting (xseg_port_info's exiting: its owner lives only
+ * through threads its leader left), for status, restart-peer and stop
+ * alike: neither serving nor dead. The owner keeps the port (nothing
+ * reclaims it, the supervisor does not restart it, no new peer can bind
+ * it) until they end, which for a thread stuck for good is never: say
+ * so, what comes then (then), and where to look (review20 N1-B, review21b
+ * F7).
+ */
+static void stack_exiting_why(char *out, size_t cap,
+			      const struct xseg_port_info *pi, const char *then)
+{
+	snprintf(out, cap,
+		 "its process (pid %d) has exited, but threads of it are left "
+		 "(finishing, stuck in the kernel or stopped by a tracer): "
+		 "port %u stays its own and requests to it wait until they "
+		 "end; %s. If it stays: ls /proc/%d/task (docs/operations.md, "
+		 "section 4)",
+		 (int)pi->owner_pid, pi->port, then, (int)pi->owner_pid);
+}
+
 static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 				    bool *failed);
 static void stack_report(const struct stack *st, const char *fmt, ...)
@@ -1699,20 +1720,14 @@ static void stack_json_str(const char *s)
 	putchar('"');
 }
 
-/* A port whose owner lives only through threads its leader left
- * (xseg_port_info's exiting): neither serving nor dead. The owner keeps
- * the port (nothing reclaims it, the supervisor does not restart it)
- * until they end, which for a thread stuck for good is never: say so,
- * and where to look (review20 N1-B, review21b F7). */
 static void stack_print_exiting(const char *role,
 				const struct xseg_port_info *pi)
 {
-	printf("%s: EXITING: its process (pid %d) has exited, but threads of "
-	       "it are left (finishing, stuck in the kernel or stopped by a "
-	       "tracer): port %u stays its own and requests to it wait until "
-	       "they end; then it is dead, and restarted as any dead peer. If "
-	       "it stays: ls /proc/%d/task (docs/operations.md, section 4)\n",
-	       role, (int)pi->owner_pid, pi->port, (int)pi->owner_pid);
+	char why[512];
+
+	stack_exiting_why(why, sizeof(why), pi,
+			  "then it is dead, and restarted as any dead peer");
+	printf("%s: EXITING: %s\n", role, why);
 }
 
 /* The port's owner lives and serves: alive and ready (xseg_port_alive:
@@ -2156,19 +2171,34 @@ static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
  * a supervisor it is the supervisor that restarts it, its give-up count
  * reset, so that it keeps it running afterwards; without one the peer is
  * started here. cached comes back plugged (it is what a give-up undid).
- * A running peer is left alone.
+ * A running peer is left alone; an exiting one is refused, saying why.
  */
 static int stack_restart_peer(struct stack *st, const char *role)
 {
 	enum stack_role r = (enum stack_role)stack_role_by_name(role);
 	const char *name = stack_role_name(r);
+	struct xseg_port_info pi;
 	struct xseg *seg;
 	pid_t sup, pid;
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 32], why[512];
 	int rc;
 
 	if (stack_join(st, &seg))
 		return 1;
+	/* before the ready check: an exiting peer's statistics still match
+	 * its pid and generation, so it looked ready ("nothing to
+	 * restart"), and nothing can be started on its port until its
+	 * threads end (not even through the supervisor, which waits for
+	 * them too) */
+	if (!xseg_port_info(seg, stack_role_port(r), &pi) && pi.exiting) {
+		stack_exiting_why(why, sizeof(why), &pi,
+				  "then it is dead, and restarted as any dead "
+				  "peer (by the supervisor, or restart-peer "
+				  "again)");
+		stack_err("%s is exiting, not restarted: %s", name, why);
+		xseg_leave(seg);
+		return 1;
+	}
 	if (stack_role_ready(seg, r)) {
 		printf("%s is running (pid %d): nothing to restart\n", name,
 		       (int)stack_port_pid(seg, stack_role_port(r)));

@@ -480,6 +480,9 @@ struct leader_exits_arg {
 	/* SIGTERM ignored: a peer whose leader is gone has nobody left to
 	 * act on it (its handler only sets a flag the leader would read) */
 	bool deaf;
+	/* port_holder: the port's unflushed count, in 4 KiB buckets (a
+	 * write-back cached holding acknowledged writes) */
+	int64_t unflushed;
 };
 
 static void *worker_forever(void *arg)
@@ -524,7 +527,8 @@ START_TEST(list_shows_exiting_owner)
 	char *out, *err;
 
 	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg a = {name, fds[1], 1, "server", false, false};
+	struct leader_exits_arg a = {name,  fds[1], 1, "server",
+				     false, false,  0};
 	pid_t pid = xtu_fork(leader_exits, &a);
 
 	ck_assert_int_gt(pid, 0);
@@ -875,11 +879,33 @@ static int port_holder(void *arg)
 	struct xseg *seg;
 
 	if (xseg_join(a->name, &seg, NULL, 0) ||
-	    xseg_bind_port(seg, a->port, a->type) ||
-	    write(a->ready, "r", 1) != 1)
+	    xseg_bind_port(seg, a->port, a->type))
+		return 1;
+	xseg_port_unflushed_add(seg, a->port, a->unflushed);
+	if (write(a->ready, "r", 1) != 1)
 		return 1;
 	for (;;)
 		pause();
+}
+
+/* A store that checks it is stopped last: binds port 1, waits for
+ * SIGTERM, and exits 0 if cached's port (2) was no longer alive then
+ * (stopped before it, as stop's order is), 4 if it was. */
+static int store_stopped_last(void *arg)
+{
+	struct leader_exits_arg *a = arg;
+	struct xseg *seg;
+	sigset_t term;
+	int sig;
+
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &term, NULL) ||
+	    xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 1, "server") || write(a->ready, "r", 1) != 1 ||
+	    sigwait(&term, &sig))
+		return 1;
+	return xseg_port_alive(seg, 2) == 1 ? 4 : 0;
 }
 
 /* review21b F7: stack status says which peer is exiting (the store here:
@@ -896,11 +922,12 @@ START_TEST(stack_status_shows_exiting)
 
 	noop_stack_dirs(t, name, &d, &run);
 	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg av = {name, fds[1], 3, "vlmc", false, false};
+	struct leader_exits_arg av = {name, fds[1], 3, "vlmc", false, false, 0};
 	pid_t vlmc = xtu_fork(port_holder, &av);
 	ck_assert_int_gt(vlmc, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg as = {name, fds[1], 1, "server", false, false};
+	struct leader_exits_arg as = {name,  fds[1], 1, "server",
+				      false, false,  0};
 	pid_t store = xtu_fork(leader_exits, &as);
 	ck_assert_int_gt(store, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
@@ -970,7 +997,7 @@ START_TEST(stack_restart_peer_exiting)
 
 	noop_stack_dirs(t, name, &d, &run);
 	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg a = {name, fds[1], 1, "server", true, false};
+	struct leader_exits_arg a = {name, fds[1], 1, "server", true, false, 0};
 	pid_t store = xtu_fork(leader_exits, &a);
 	ck_assert_int_gt(store, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
@@ -999,6 +1026,168 @@ START_TEST(stack_restart_peer_exiting)
 	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
 	ck_assert(pi.exiting);
 	ck_assert_int_eq(pi.owner_pid, store);
+	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/*
+ * stack stop with vlmc exiting for good (its leader gone, a thread left
+ * that ignores the SIGTERM): stop says so (exiting, pid, threads left)
+ * after its own bound, instead of waiting out vlmc's 60 s and failing
+ * with "did not exit", and still stops cached and then the store, in that
+ * order (the build before stopped neither: a peer that does not exit
+ * ended the stop there); exit 1 and the segment kept while vlmc holds its
+ * port.
+ */
+START_TEST(stack_stop_vlmc_exiting)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlstopvx", &seg);
+	char *t = tmp_dir("stopvx"), *d, *run, *out, *err;
+	char want[160], c;
+	struct xseg_port_info pi;
+	int fds[2];
+
+	noop_stack_dirs(t, name, &d, &run);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg as = {.name = name, .ready = fds[1]};
+	pid_t store = xtu_fork(store_stopped_last, &as);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	struct leader_exits_arg ac = {
+	    .name = name, .ready = fds[1], .port = 2, .type = "cached"};
+	pid_t cached = xtu_fork(port_holder, &ac);
+	ck_assert_int_gt(cached, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	struct leader_exits_arg av = {.name = name,
+				      .ready = fds[1],
+				      .port = 3,
+				      .type = "vlmc",
+				      .deaf = true};
+	pid_t vlmc = xtu_fork(leader_exits, &av);
+	ck_assert_int_gt(vlmc, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &vlmc, 10000), 0);
+
+	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
+	int rc = ctl(stop, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	ck_assert_msg(strstr(err, "vlmc is exiting, 1 thread(s) of it left, "
+				  "none ended within "),
+		      "%s", err);
+	snprintf(want, sizeof(want),
+		 "its process (pid %d) has exited, but threads of it are "
+		 "left",
+		 (int)vlmc);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	ck_assert_msg(!strstr(err, "did not exit"), "%s", err);
+	snprintf(want, sizeof(want), "segment %s kept: a peer is still exiting",
+		 name);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	free(out);
+	free(err);
+	/* cached stopped, then the store (which checked the order) */
+	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGTERM);
+	ck_assert_int_eq(xtu_wait(store, 10000), 0);
+	/* vlmc's port still its own: nothing reclaimed under it */
+	ck_assert_int_eq(xseg_port_info(seg, 3, &pi), 0);
+	ck_assert(pi.exiting);
+	ck_assert_int_eq(pi.owner_pid, vlmc);
+	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/*
+ * stack stop with the store exiting for good and a plugged cached holding
+ * write-back data: cached could not flush to the store (requests to it
+ * wait, and the store cannot be restarted before its threads end), so it
+ * is not stopped (its stop would give up on the flush and drop the data):
+ * stop says so, leaves cached running and plugged with its data, vlmc
+ * stopped, exit 1, the segment kept. The build before SIGTERMed cached
+ * and then waited out the store's 120 s.
+ */
+START_TEST(stack_stop_store_exiting)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlstopsx", &seg);
+	char *t = tmp_dir("stopsx"), *d, *run, *out, *err;
+	char want[160], c;
+	struct xseg_port_info pi;
+	int fds[2];
+
+	noop_stack_dirs(t, name, &d, &run);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg as = {.name = name,
+				      .ready = fds[1],
+				      .port = 1,
+				      .type = "server",
+				      .deaf = true};
+	pid_t store = xtu_fork(leader_exits, &as);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	/* 1 MiB in 4 KiB buckets */
+	struct leader_exits_arg ac = {.name = name,
+				      .ready = fds[1],
+				      .port = 2,
+				      .type = "cached",
+				      .unflushed = 256};
+	pid_t cached = xtu_fork(port_holder, &ac);
+	ck_assert_int_gt(cached, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	struct leader_exits_arg av = {
+	    .name = name, .ready = fds[1], .port = 3, .type = "vlmc"};
+	pid_t vlmc = xtu_fork(port_holder, &av);
+	ck_assert_int_gt(vlmc, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+
+	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
+	int rc = ctl(stop, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	snprintf(want, sizeof(want),
+		 "the store is exiting: its process (pid %d) has exited, "
+		 "but threads of it are left",
+		 (int)store);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	snprintf(want, sizeof(want),
+		 "cached (pid %d, 1.0 MiB unflushed) cannot flush to it and "
+		 "is left running, plugged, its data kept",
+		 (int)cached);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	snprintf(want, sizeof(want), "segment %s kept: a peer is still exiting",
+		 name);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGTERM);
+	/* cached untouched: running, plugged, its count as it was */
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.alive && !pi.exiting);
+	ck_assert_int_eq(pi.owner_pid, cached);
+	ck_assert_uint_eq(pi.unflushed, 256);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
+	ck_assert_int_eq(xtu_kill(cached, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGKILL);
 	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
 	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
 	close(fds[0]);
@@ -1177,6 +1366,8 @@ int main(void)
 	tcase_add_test(tc, list_shows_exiting_owner);
 	tcase_add_test(tc, stack_status_shows_exiting);
 	tcase_add_test(tc, stack_restart_peer_exiting);
+	tcase_add_test(tc, stack_stop_vlmc_exiting);
+	tcase_add_test(tc, stack_stop_store_exiting);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);
 	tcase_add_test(tc, stack_segment_no_peers);

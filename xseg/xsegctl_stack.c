@@ -927,6 +927,24 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
 	return pi.unflushed * STACK_CACHED_BUCKET_SIZE;
 }
 
+/* How long stop waits for an exiting peer (its leader gone, threads of it
+ * left: xseg_port_info's exiting) while none of its threads ends. Its own
+ * bound, shorter than a live peer's: nobody is left to act on the SIGTERM
+ * (a peer's handler only sets a flag its leader would read), and its
+ * threads are finishing a system call or stuck (in the kernel, under a
+ * tracer), which the waits for a live peer's drain or flush do not
+ * shorten; each thread that ends starts the bound again. */
+#define STACK_STOP_EXITING_S 10
+
+/* Threads of pid left besides its zombie leader (which num_threads still
+ * counts until the last one ends); -1 when unreadable. */
+static int stack_threads_left(pid_t pid)
+{
+	struct xseg_proc_stat ps;
+
+	return xseg_proc_stat_read(pid, &ps) ? -1 : ps.num_threads - 1;
+}
+
 /*
  * SIGTERM the live owner of port and wait for it to exit: up to timeout_s,
  * or, with watch (cached), up to timeout_s without progress (what is left
@@ -934,9 +952,13 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
  * when nothing was running there. A cached flushing gigabytes of small objects
  * at its store's pace needs longer than any fixed bound, and was cut off
  * by one (session 13); it gives up by itself when its flush stalls
- * (--flush-timeout), before this timeout. Every failure is said here,
- * after fail_prefix (unplug-cached's "unplug failed: "), so that the
- * caller adds nothing.
+ * (--flush-timeout), before this timeout. An owner that is exiting, or
+ * becomes so, is waited for STACK_STOP_EXITING_S without a thread of it
+ * ending, then given up on with -EBUSY, saying so (pid, threads left):
+ * it used to be waited for as a live peer, timeout_s, and reported as one
+ * that "did not exit" (ops22). Every failure is said here, after
+ * fail_prefix (unplug-cached's "unplug failed: "), so that the caller
+ * adds nothing.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			   unsigned timeout_s, struct stack_stop_watch *watch,
@@ -945,6 +967,9 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
 	unsigned ticks = 0, idle = 0; /* 20 ms each */
+	unsigned exiting_idle = 0; /* 20 ms each, none of its threads ended */
+	int threads = -1;	   /* its threads left when last counted */
+	char why[512];
 	pid_t pid;
 
 	if (xseg_port_info(seg, port, &pi) || !pi.alive)
@@ -965,13 +990,37 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	 * (review20) */
 	kill(pid, SIGCONT);
 	for (; idle < timeout_s * 50; ticks++, idle++) {
-		if (kill(pid, 0) && errno == ESRCH)
+		/* gone: no thread of it left. Not kill(pid, 0): that
+		 * succeeds for an exiting owner (a zombie leader with
+		 * threads) and for one that exited and is not reaped yet */
+		if (stack_pid_gone(pid))
 			return 0;
 		if (xseg_port_alive(seg, port) != 1) {
 			/* port released; give the process a moment */
 			stack_sleep_ms(20);
-			if (kill(pid, 0) && errno == ESRCH)
+			if (stack_pid_gone(pid))
 				return 0;
+		}
+		if (!xseg_port_info(seg, port, &pi) && pi.exiting &&
+		    pi.owner_pid == pid) {
+			int left = stack_threads_left(pid);
+
+			if (left != threads) {
+				threads = left;
+				exiting_idle = 0;
+			} else if (++exiting_idle >=
+				   STACK_STOP_EXITING_S * 50) {
+				stack_exiting_why(
+				    why, sizeof(why), &pi,
+				    "then it is dead, and the same command "
+				    "run again finishes");
+				stack_err("%s%s is exiting, %d thread(s) of it "
+					  "left, none ended within %u s; not "
+					  "waiting for it any longer: %s",
+					  fail_prefix, name, threads,
+					  STACK_STOP_EXITING_S, why);
+				return -EBUSY;
+			}
 		}
 		if (watch && watch->st && ticks % 50 == 0 &&
 		    watch->revived < STACK_STOP_REVIVALS &&
@@ -1501,11 +1550,53 @@ static int stack_stop_not_running(const struct stack *st)
 	return 0;
 }
 
+/*
+ * stop's step for cached: its flush and unplug (stack_stop_port, with the
+ * store revived should it die meanwhile). Not while the store is exiting
+ * and cached is plugged: cached could not flush to it (requests to an
+ * exiting port wait, and nothing can restart the store before its
+ * threads end), and would give up after its --flush-timeout, dropping
+ * its write-back data (a loss); it is left running and plugged, its data
+ * kept, said with the store's pid, and the stop fails (-EAGAIN, *exiting
+ * set: the store is not stopped either): run once the store is gone,
+ * stop revives it and cached flushes. Otherwise 0, -EBUSY (cached is
+ * exiting, *exiting set: the store is stopped all the same), or another
+ * failure (said).
+ */
+static int stack_stop_cached(const struct stack *st, struct xseg *seg,
+			     bool *revive_failed, bool *exiting)
+{
+	struct stack_stop_watch flush = {st, revive_failed, 0};
+	struct xseg_port_info store, cached;
+	char why[512];
+	int rc;
+
+	if (!xseg_port_info(seg, STACK_STORE_PORT, &store) && store.exiting &&
+	    !xseg_port_info(seg, STACK_CACHED_PORT, &cached) && cached.alive &&
+	    !cached.exiting && stack_plugged(seg)) {
+		stack_exiting_why(why, sizeof(why), &store,
+				  "then it is dead, and 'xsegctl stack stop' "
+				  "run again restarts it for cached's flush");
+		stack_err("the store is exiting: %s; cached (pid %d, %.1f MiB "
+			  "unflushed) cannot flush to it and is left running, "
+			  "plugged, its data kept",
+			  why, (int)cached.owner_pid,
+			  cached.unflushed * STACK_CACHED_BUCKET_SIZE /
+			      1048576.0);
+		*exiting = true;
+		return -EAGAIN;
+	}
+	rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush, "");
+	if (rc == -EBUSY)
+		*exiting = true;
+	return rc;
+}
+
 static int stack_stop(struct stack *st)
 {
 	struct xseg *seg;
 	char err[XSEG_ERRBUF_LEN];
-	bool lost, revive_failed = false;
+	bool lost, revive_failed = false, exiting = false;
 	uint64_t counted;
 	int rc = 0;
 
@@ -1521,24 +1612,46 @@ static int stack_stop(struct stack *st)
 	}
 	/* top down: vlmc drains NBD, cached flushes and unplugs, the store
 	 * checkpoints; the store must be up while the others stop (checked
-	 * again before cached: it may have died while vlmc drained) */
+	 * again before cached: it may have died while vlmc drained). A
+	 * peer that is exiting and stays so (-EBUSY: its leader gone, a
+	 * thread stuck) does not hold up the others' stop: it sends
+	 * nothing more (its threads are ending), and cached's flush and
+	 * the store's checkpoint still run in their order. A live peer
+	 * that does not exit still ends the stop where it is: it may still
+	 * send requests down the stack. */
 	stack_stop_revive_store(st, seg, &revive_failed);
-	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL, ""))
-		rc = 1;
-	if (!rc)
+	rc = stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL, "");
+	if (rc == -EBUSY) {
+		exiting = true;
+		rc = 0;
+	}
+	if (!rc) {
 		stack_stop_revive_store(st, seg, &revive_failed);
-	struct stack_stop_watch flush = {st, &revive_failed, 0};
-	if (rc ||
-	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush,
-			    "") ||
-	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL, ""))
-		rc = 1;
-	if (!rc && stack_any_alive(seg))
-		rc = 1;
-	if (rc) {
+		rc = stack_stop_cached(st, seg, &revive_failed, &exiting);
+		if (rc == -EBUSY)
+			rc = 0;
+	}
+	if (!rc) {
+		rc = stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL,
+				     "");
+		if (rc == -EBUSY) {
+			exiting = true;
+			rc = 0;
+		}
+	}
+	if (rc || stack_any_alive(seg)) {
 		xseg_leave(seg);
-		stack_err("some peers are still running; segment %s kept",
-			  st->segment);
+		/* -EAGAIN: cached left running for an exiting store */
+		if (exiting && (!rc || rc == -EAGAIN))
+			stack_err(
+			    "segment %s kept: a peer is still exiting "
+			    "(above); run 'xsegctl stack stop' again once "
+			    "it is gone",
+			    st->segment);
+		else
+			stack_err("some peers are still running; segment %s "
+				  "kept",
+				  st->segment);
 		return 1;
 	}
 	stack_remove_stale_sockets(st);

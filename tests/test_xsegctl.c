@@ -888,6 +888,38 @@ static int port_holder(void *arg)
 		pause();
 }
 
+/* A child of the test reaped as soon as it exits, while the test waits
+ * in ctl(): stop waits for a peer it signalled until it is reaped
+ * (kill(pid, 0) fails), as init reaps a peer the stack spawned; a child
+ * of the test left a zombie would hold it for its whole bound. */
+struct reaper {
+	pid_t pid;
+	int status; /* xtu_wait's */
+	pthread_t thread;
+};
+
+static void *reaper_run(void *arg)
+{
+	struct reaper *r = arg;
+
+	/* past ctl's 30 s: killed (and reaped) if still there then */
+	r->status = xtu_wait(r->pid, 60000);
+	return NULL;
+}
+
+static void reaper_start(struct reaper *r, pid_t pid)
+{
+	r->pid = pid;
+	ck_assert_int_eq(pthread_create(&r->thread, NULL, reaper_run, r), 0);
+}
+
+/* pid's exit status (as xtu_wait returns it) */
+static int reaper_end(struct reaper *r)
+{
+	ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
+	return r->status;
+}
+
 /* A store that checks it is stopped last: binds port 1, waits for
  * SIGTERM, and exits 0 if cached's port (2) was no longer alive then
  * (stopped before it, as stop's order is), 4 if it was. */
@@ -1078,8 +1110,13 @@ START_TEST(stack_stop_vlmc_exiting)
 	ck_assert_int_eq(
 	    xtu_wait_until(leader_zombie_with_threads, &vlmc, 10000), 0);
 
+	struct reaper rc_cached, rc_store;
+	reaper_start(&rc_cached, cached);
+	reaper_start(&rc_store, store);
 	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
 	int rc = ctl(stop, &out, &err);
+	int cached_status = reaper_end(&rc_cached);
+	int store_status = reaper_end(&rc_store);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	ck_assert_msg(strstr(err, "vlmc is exiting, 1 thread(s) of it left, "
 				  "none ended within "),
@@ -1096,8 +1133,8 @@ START_TEST(stack_stop_vlmc_exiting)
 	free(out);
 	free(err);
 	/* cached stopped, then the store (which checked the order) */
-	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGTERM);
-	ck_assert_int_eq(xtu_wait(store, 10000), 0);
+	ck_assert_int_eq(cached_status, 128 + SIGTERM);
+	ck_assert_int_eq(store_status, 0);
 	/* vlmc's port still its own: nothing reclaimed under it */
 	ck_assert_int_eq(xseg_port_info(seg, 3, &pi), 0);
 	ck_assert(pi.exiting);
@@ -1160,8 +1197,11 @@ START_TEST(stack_stop_store_exiting)
 	ck_assert_int_eq(
 	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
 
+	struct reaper rv;
+	reaper_start(&rv, vlmc);
 	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
 	int rc = ctl(stop, &out, &err);
+	int vlmc_status = reaper_end(&rv);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	snprintf(want, sizeof(want),
 		 "the store is exiting: its process (pid %d) has exited, "
@@ -1178,7 +1218,7 @@ START_TEST(stack_stop_store_exiting)
 	ck_assert_msg(strstr(err, want), "%s", err);
 	free(out);
 	free(err);
-	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGTERM);
+	ck_assert_int_eq(vlmc_status, 128 + SIGTERM);
 	/* cached untouched: running, plugged, its count as it was */
 	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
 	ck_assert(pi.alive && !pi.exiting);

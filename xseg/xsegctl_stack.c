@@ -990,15 +990,15 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	 * (review20) */
 	kill(pid, SIGCONT);
 	for (; idle < timeout_s * 50; ticks++, idle++) {
-		/* gone: no thread of it left. Not kill(pid, 0): that
-		 * succeeds for an exiting owner (a zombie leader with
-		 * threads) and for one that exited and is not reaped yet */
-		if (stack_pid_gone(pid))
+		/* gone once reaped (init reaps a peer the stack spawned),
+		 * so that whoever looks next (kill -0 in a script) finds
+		 * it gone; an exiting owner is not (below) */
+		if (kill(pid, 0) && errno == ESRCH)
 			return 0;
 		if (xseg_port_alive(seg, port) != 1) {
 			/* port released; give the process a moment */
 			stack_sleep_ms(20);
-			if (stack_pid_gone(pid))
+			if (kill(pid, 0) && errno == ESRCH)
 				return 0;
 		}
 		if (!xseg_port_info(seg, port, &pi) && pi.exiting &&

@@ -875,17 +875,10 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 	return rc;
 }
 
-/*
- * Why a port is exiting (xseg_port_info's exiting: its owner lives only
- * through threads its leader left), for status, restart-peer and stop
- * alike: neither serving nor dead. The owner keeps the port (nothing
- * reclaims it, the supervisor does not restart it, no new peer can bind
- * it) until they end, which for a thread stuck for good is never: say
- * so, what comes then (then), and where to look (review20 N1-B, review21b
- * F7).
- */
-static void stack_exiting_why(char *out, size_t cap,
-			      const struct xseg_port_info *pi, const char *then)
+/* Why a port is exiting, for every command that meets one: see
+ * xsegctl_stack.h. */
+void stack_exiting_why(char *out, size_t cap, const struct xseg_port_info *pi,
+		       const char *then)
 {
 	snprintf(out, cap,
 		 "its process (pid %d) has exited, but threads of it are left "

@@ -20,6 +20,7 @@
 
 #include "test_peer_run.h"
 #include "test_tmp.h"
+#include "xseg_internal.h" /* a port's owner word, held mid-bind */
 #include "xseg_testutil.h"
 
 /* Run xsegctl with args; returns the status, output in *out / *err. */
@@ -1012,6 +1013,79 @@ START_TEST(stack_status_shows_exiting)
 }
 END_TEST
 
+/*
+ * bf74d0e (review22s F3): a store port held by a live process in the
+ * middle of a bind or a reclaim (its owner word "pid | RECLAIM", as a
+ * restarted store holds it until its bind completes) is not serving, so
+ * status reports the stack not healthy (exit 1), though the owner lives
+ * and is not exiting; healthy again (exit 0) once the word is the plain
+ * pid. With bf74d0e reverted status said healthy meanwhile (its test
+ * was xseg_port_info's alive, which ignores the flag).
+ */
+START_TEST(stack_status_store_mid_bind)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlstbind", &seg);
+	char *t = tmp_dir("stbind"), *d, *run, *out, *err, c;
+	int fds[2];
+
+	noop_stack_dirs(t, name, &d, &run);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg as = {
+	    .name = name, .ready = fds[1], .port = 1, .type = "server"};
+	pid_t store = xtu_fork(port_holder, &as);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	struct leader_exits_arg av = {
+	    .name = name, .ready = fds[1], .port = 3, .type = "vlmc"};
+	pid_t vlmc = xtu_fork(port_holder, &av);
+	ck_assert_int_gt(vlmc, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+
+	const char *st[] = {"stack", "status", "--dir", d, NULL};
+	int rc = ctl(st, &out, &err);
+	/* the same stack with the store bound: healthy, so that the exit 1
+	 * below is the flag's */
+	ck_assert_msg(rc == 0, "status %d: %s%s", rc, out, err);
+	free(out);
+	free(err);
+	/* the live store, in the middle of a bind: the owner word its
+	 * claim_port holds until the bind completes */
+	uint64_t *ownerp = &seg->ports[1].port->owner;
+	uint64_t o =
+	    __atomic_fetch_or(ownerp, XSEG_OWNER_RECLAIM, __ATOMIC_SEQ_CST);
+	ck_assert_int_eq(xseg_owner_pid(o), store);
+	struct xseg_port_info pi;
+	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert(pi.alive && pi.reclaiming && !pi.exiting);
+	rc = ctl(st, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	free(out);
+	free(err);
+	const char *sj[] = {"stack", "status", "--json", "--dir", d, NULL};
+	rc = ctl(sj, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	free(out);
+	free(err);
+	__atomic_store_n(ownerp, o, __ATOMIC_SEQ_CST);
+	rc = ctl(st, &out, &err);
+	ck_assert_msg(rc == 0, "status %d: %s%s", rc, out, err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
 /* restart-peer of an exiting peer (its leader gone, a thread left; its
  * statistics published, so it looks up as start means it): refused
  * (exit 1), saying it is exiting, that its port stays its own until its
@@ -1514,6 +1588,7 @@ int main(void)
 	tcase_add_test(tc, unredirect_live_cache_refused);
 	tcase_add_test(tc, list_shows_exiting_owner);
 	tcase_add_test(tc, stack_status_shows_exiting);
+	tcase_add_test(tc, stack_status_store_mid_bind);
 	tcase_add_test(tc, stack_restart_peer_exiting);
 	tcase_add_test(tc, stack_stop_vlmc_exiting);
 	tcase_add_test(tc, stack_stop_store_exiting);

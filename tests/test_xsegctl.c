@@ -1340,6 +1340,68 @@ static unsigned count_of(const char *hay, const char *needle)
 }
 
 /*
+ * unplug-cached of a plugged cached that is exiting for good (its leader
+ * gone, a thread left that ignores the SIGTERM): one message, "unplug
+ * failed: cached is exiting", with the pid and threads left, after 10 s
+ * without a thread ending, exit 1; the redirect kept (only cached takes
+ * itself out). The build before waited out its 300 s without progress.
+ */
+START_TEST(stack_unplug_cached_exiting)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlunpx", &seg);
+	char *t = tmp_dir("unpx"), *d, *run, *out, *err;
+	char want[160], c;
+	int fds[2];
+
+	noop_stack_dirs(t, name, &d, &run);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg as = {
+	    .name = name, .ready = fds[1], .port = 1, .type = "server"};
+	pid_t store = xtu_fork(port_holder, &as);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	struct leader_exits_arg ac = {.name = name,
+				      .ready = fds[1],
+				      .port = 2,
+				      .type = "cached",
+				      .deaf = true};
+	pid_t cached = xtu_fork(leader_exits, &ac);
+	ck_assert_int_gt(cached, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &cached, 10000), 0);
+
+	const char *unplug[] = {"stack", "unplug-cached", "--dir", d, NULL};
+	int rc = ctl(unplug, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	snprintf(want, sizeof(want),
+		 "unplug failed: cached is exiting, 1 thread(s) of it left, "
+		 "none ended within ");
+	ck_assert_msg(strstr(err, want), "%s", err);
+	snprintf(want, sizeof(want), "its process (pid %d) has exited",
+		 (int)cached);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	ck_assert_msg(count_of(err, "unplug failed") == 1, "%s", err);
+	free(out);
+	free(err);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
+	ck_assert_int_eq(xtu_kill(cached, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/*
  * The supervisor logs a peer it sees exiting (the store: its leader gone,
  * a thread left) once, with the explanation status gives, and once when
  * its last thread ended, before the restart that follows (the build
@@ -1595,6 +1657,7 @@ int main(void)
 	tcase_add_test(tc, stack_restart_peer_exiting);
 	tcase_add_test(tc, stack_stop_vlmc_exiting);
 	tcase_add_test(tc, stack_stop_store_exiting);
+	tcase_add_test(tc, stack_unplug_cached_exiting);
 	tcase_add_test(tc, supervisor_logs_exiting);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);

@@ -875,6 +875,20 @@ int stack_start_peer(const struct stack *st, struct xseg *seg,
 	return rc;
 }
 
+/* Why a port is exiting, for every command that meets one: see
+ * xsegctl_stack.h. */
+void stack_exiting_why(char *out, size_t cap, const struct xseg_port_info *pi,
+		       const char *then)
+{
+	snprintf(out, cap,
+		 "its process (pid %d) has exited, but threads of it are left "
+		 "(finishing, stuck in the kernel or stopped by a tracer): "
+		 "port %u stays its own and requests to it wait until they "
+		 "end; %s. If it stays: ls /proc/%d/task (docs/operations.md, "
+		 "section 4)",
+		 (int)pi->owner_pid, pi->port, then, (int)pi->owner_pid);
+}
+
 static bool stack_stop_revive_store(const struct stack *st, struct xseg *seg,
 				    bool *failed);
 static void stack_report(const struct stack *st, const char *fmt, ...)
@@ -906,6 +920,24 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
 	return pi.unflushed * STACK_CACHED_BUCKET_SIZE;
 }
 
+/* How long stop waits for an exiting peer (its leader gone, threads of it
+ * left: xseg_port_info's exiting) while none of its threads ends. Its own
+ * bound, shorter than a live peer's: nobody is left to act on the SIGTERM
+ * (a peer's handler only sets a flag its leader would read), and its
+ * threads are finishing a system call or stuck (in the kernel, under a
+ * tracer), which the waits for a live peer's drain or flush do not
+ * shorten; each thread that ends starts the bound again. */
+#define STACK_STOP_EXITING_S 10
+
+/* Threads of pid left besides its zombie leader (which num_threads still
+ * counts until the last one ends); -1 when unreadable. */
+static int stack_threads_left(pid_t pid)
+{
+	struct xseg_proc_stat ps;
+
+	return xseg_proc_stat_read(pid, &ps) ? -1 : ps.num_threads - 1;
+}
+
 /*
  * SIGTERM the live owner of port and wait for it to exit: up to timeout_s,
  * or, with watch (cached), up to timeout_s without progress (what is left
@@ -913,9 +945,13 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
  * when nothing was running there. A cached flushing gigabytes of small objects
  * at its store's pace needs longer than any fixed bound, and was cut off
  * by one (session 13); it gives up by itself when its flush stalls
- * (--flush-timeout), before this timeout. Every failure is said here,
- * after fail_prefix (unplug-cached's "unplug failed: "), so that the
- * caller adds nothing.
+ * (--flush-timeout), before this timeout. An owner that is exiting, or
+ * becomes so, is waited for STACK_STOP_EXITING_S without a thread of it
+ * ending, then given up on with -EBUSY, saying so (pid, threads left):
+ * it used to be waited for as a live peer, timeout_s, and reported as one
+ * that "did not exit" (ops22). Every failure is said here, after
+ * fail_prefix (unplug-cached's "unplug failed: "), so that the caller
+ * adds nothing.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			   unsigned timeout_s, struct stack_stop_watch *watch,
@@ -924,6 +960,9 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
 	unsigned ticks = 0, idle = 0; /* 20 ms each */
+	unsigned exiting_idle = 0; /* 20 ms each, none of its threads ended */
+	int threads = -1;	   /* its threads left when last counted */
+	char why[512];
 	pid_t pid;
 
 	if (xseg_port_info(seg, port, &pi) || !pi.alive)
@@ -944,6 +983,9 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	 * (review20) */
 	kill(pid, SIGCONT);
 	for (; idle < timeout_s * 50; ticks++, idle++) {
+		/* gone once reaped (init reaps a peer the stack spawned),
+		 * so that whoever looks next (kill -0 in a script) finds
+		 * it gone; an exiting owner is not (below) */
 		if (kill(pid, 0) && errno == ESRCH)
 			return 0;
 		if (xseg_port_alive(seg, port) != 1) {
@@ -951,6 +993,27 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			stack_sleep_ms(20);
 			if (kill(pid, 0) && errno == ESRCH)
 				return 0;
+		}
+		if (!xseg_port_info(seg, port, &pi) && pi.exiting &&
+		    pi.owner_pid == pid) {
+			int left = stack_threads_left(pid);
+
+			if (left != threads) {
+				threads = left;
+				exiting_idle = 0;
+			} else if (++exiting_idle >=
+				   STACK_STOP_EXITING_S * 50) {
+				stack_exiting_why(
+				    why, sizeof(why), &pi,
+				    "then it is dead, and the same command "
+				    "run again finishes");
+				stack_err("%s%s is exiting, %d thread(s) of it "
+					  "left, none ended within %u s; not "
+					  "waiting for it any longer: %s",
+					  fail_prefix, name, threads,
+					  STACK_STOP_EXITING_S, why);
+				return -EBUSY;
+			}
 		}
 		if (watch && watch->st && ticks % 50 == 0 &&
 		    watch->revived < STACK_STOP_REVIVALS &&
@@ -1480,11 +1543,53 @@ static int stack_stop_not_running(const struct stack *st)
 	return 0;
 }
 
+/*
+ * stop's step for cached: its flush and unplug (stack_stop_port, with the
+ * store revived should it die meanwhile). Not while the store is exiting
+ * and cached is plugged: cached could not flush to it (requests to an
+ * exiting port wait, and nothing can restart the store before its
+ * threads end), and would give up after its --flush-timeout, dropping
+ * its write-back data (a loss); it is left running and plugged, its data
+ * kept, said with the store's pid, and the stop fails (-EAGAIN, *exiting
+ * set: the store is not stopped either): run once the store is gone,
+ * stop revives it and cached flushes. Otherwise 0, -EBUSY (cached is
+ * exiting, *exiting set: the store is stopped all the same), or another
+ * failure (said).
+ */
+static int stack_stop_cached(const struct stack *st, struct xseg *seg,
+			     bool *revive_failed, bool *exiting)
+{
+	struct stack_stop_watch flush = {st, revive_failed, 0};
+	struct xseg_port_info store, cached;
+	char why[512];
+	int rc;
+
+	if (!xseg_port_info(seg, STACK_STORE_PORT, &store) && store.exiting &&
+	    !xseg_port_info(seg, STACK_CACHED_PORT, &cached) && cached.alive &&
+	    !cached.exiting && stack_plugged(seg)) {
+		stack_exiting_why(why, sizeof(why), &store,
+				  "then it is dead, and 'xsegctl stack stop' "
+				  "run again restarts it for cached's flush");
+		stack_err("the store is exiting: %s; cached (pid %d, %.1f MiB "
+			  "unflushed) cannot flush to it and is left running, "
+			  "plugged, its data kept",
+			  why, (int)cached.owner_pid,
+			  cached.unflushed * STACK_CACHED_BUCKET_SIZE /
+			      1048576.0);
+		*exiting = true;
+		return -EAGAIN;
+	}
+	rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush, "");
+	if (rc == -EBUSY)
+		*exiting = true;
+	return rc;
+}
+
 static int stack_stop(struct stack *st)
 {
 	struct xseg *seg;
 	char err[XSEG_ERRBUF_LEN];
-	bool lost, revive_failed = false;
+	bool lost, revive_failed = false, exiting = false;
 	uint64_t counted;
 	int rc = 0;
 
@@ -1500,24 +1605,46 @@ static int stack_stop(struct stack *st)
 	}
 	/* top down: vlmc drains NBD, cached flushes and unplugs, the store
 	 * checkpoints; the store must be up while the others stop (checked
-	 * again before cached: it may have died while vlmc drained) */
+	 * again before cached: it may have died while vlmc drained). A
+	 * peer that is exiting and stays so (-EBUSY: its leader gone, a
+	 * thread stuck) does not hold up the others' stop: it sends
+	 * nothing more (its threads are ending), and cached's flush and
+	 * the store's checkpoint still run in their order. A live peer
+	 * that does not exit still ends the stop where it is: it may still
+	 * send requests down the stack. */
 	stack_stop_revive_store(st, seg, &revive_failed);
-	if (stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL, ""))
-		rc = 1;
-	if (!rc)
+	rc = stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL, "");
+	if (rc == -EBUSY) {
+		exiting = true;
+		rc = 0;
+	}
+	if (!rc) {
 		stack_stop_revive_store(st, seg, &revive_failed);
-	struct stack_stop_watch flush = {st, &revive_failed, 0};
-	if (rc ||
-	    stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush,
-			    "") ||
-	    stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL, ""))
-		rc = 1;
-	if (!rc && stack_any_alive(seg))
-		rc = 1;
-	if (rc) {
+		rc = stack_stop_cached(st, seg, &revive_failed, &exiting);
+		if (rc == -EBUSY)
+			rc = 0;
+	}
+	if (!rc) {
+		rc = stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL,
+				     "");
+		if (rc == -EBUSY) {
+			exiting = true;
+			rc = 0;
+		}
+	}
+	if (rc || stack_any_alive(seg)) {
 		xseg_leave(seg);
-		stack_err("some peers are still running; segment %s kept",
-			  st->segment);
+		/* -EAGAIN: cached left running for an exiting store */
+		if (exiting && (!rc || rc == -EAGAIN))
+			stack_err(
+			    "segment %s kept: a peer is still exiting "
+			    "(above); run 'xsegctl stack stop' again once "
+			    "it is gone",
+			    st->segment);
+		else
+			stack_err("some peers are still running; segment %s "
+				  "kept",
+				  st->segment);
 		return 1;
 	}
 	stack_remove_stale_sockets(st);
@@ -1699,20 +1826,14 @@ static void stack_json_str(const char *s)
 	putchar('"');
 }
 
-/* A port whose owner lives only through threads its leader left
- * (xseg_port_info's exiting): neither serving nor dead. The owner keeps
- * the port (nothing reclaims it, the supervisor does not restart it)
- * until they end, which for a thread stuck for good is never: say so,
- * and where to look (review20 N1-B, review21b F7). */
 static void stack_print_exiting(const char *role,
 				const struct xseg_port_info *pi)
 {
-	printf("%s: EXITING: its process (pid %d) has exited, but threads of "
-	       "it are left (finishing, stuck in the kernel or stopped by a "
-	       "tracer): port %u stays its own and requests to it wait until "
-	       "they end; then it is dead, and restarted as any dead peer. If "
-	       "it stays: ls /proc/%d/task (docs/operations.md, section 4)\n",
-	       role, (int)pi->owner_pid, pi->port, (int)pi->owner_pid);
+	char why[512];
+
+	stack_exiting_why(why, sizeof(why), pi,
+			  "then it is dead, and restarted as any dead peer");
+	printf("%s: EXITING: %s\n", role, why);
 }
 
 /* The port's owner lives and serves: alive and ready (xseg_port_alive:
@@ -2156,19 +2277,34 @@ static int stack_restart_supervised(const struct stack *st, struct xseg *seg,
  * a supervisor it is the supervisor that restarts it, its give-up count
  * reset, so that it keeps it running afterwards; without one the peer is
  * started here. cached comes back plugged (it is what a give-up undid).
- * A running peer is left alone.
+ * A running peer is left alone; an exiting one is refused, saying why.
  */
 static int stack_restart_peer(struct stack *st, const char *role)
 {
 	enum stack_role r = (enum stack_role)stack_role_by_name(role);
 	const char *name = stack_role_name(r);
+	struct xseg_port_info pi;
 	struct xseg *seg;
 	pid_t sup, pid;
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 32], why[512];
 	int rc;
 
 	if (stack_join(st, &seg))
 		return 1;
+	/* before the ready check: an exiting peer's statistics still match
+	 * its pid and generation, so it looked ready ("nothing to
+	 * restart"), and nothing can be started on its port until its
+	 * threads end (not even through the supervisor, which waits for
+	 * them too) */
+	if (!xseg_port_info(seg, stack_role_port(r), &pi) && pi.exiting) {
+		stack_exiting_why(why, sizeof(why), &pi,
+				  "then it is dead, and restarted as any dead "
+				  "peer (by the supervisor, or restart-peer "
+				  "again)");
+		stack_err("%s is exiting, not restarted: %s", name, why);
+		xseg_leave(seg);
+		return 1;
+	}
 	if (stack_role_ready(seg, r)) {
 		printf("%s is running (pid %d): nothing to restart\n", name,
 		       (int)stack_port_pid(seg, stack_role_port(r)));

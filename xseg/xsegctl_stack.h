@@ -173,6 +173,18 @@ int stack_role_by_name(const char *name);
 /* The program a role runs (blocker or noop for the store). */
 const char *stack_role_prog(const struct stack *st, enum stack_role r);
 
+/*
+ * Why a port is exiting (xseg_port_info's exiting: its owner lives only
+ * through threads its leader left), for status, restart-peer, stop and
+ * the supervisor alike: neither serving nor dead. The owner keeps the
+ * port (nothing reclaims it, the supervisor does not restart it, no new
+ * peer can bind it) until they end, which for a thread stuck for good is
+ * never: say so, what comes then (then, without a final stop), and where
+ * to look (review20 N1-B, review21b F7). Into out (cap bytes, truncated).
+ */
+void stack_exiting_why(char *out, size_t cap, const struct xseg_port_info *pi,
+		       const char *then);
+
 void stack_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void stack_sleep_ms(unsigned ms);
 /* Read a whole (small) file into a malloc'ed NUL-terminated string. */

@@ -79,6 +79,10 @@ struct sup_peer {
 	/* cached given up on, its redirect not yet removed (requests it
 	 * sent still ran at the store): retried every poll */
 	bool unplug_pending;
+	/* the pid logged as exiting (its port alive only through threads
+	 * its leader left), 0 if none: logged once when seen, once when it
+	 * ends */
+	pid_t exiting_pid;
 };
 
 static volatile sig_atomic_t sup_stop;
@@ -195,12 +199,43 @@ static bool sup_down(const struct stack *st, struct xseg *seg,
 
 	/* alive includes an owner that is exiting (its leader gone, threads
 	 * left: xseg_port_info's exiting): the port is still its own and a
-	 * new peer could not bind it, so it is waited for until they end */
+	 * new peer could not bind it, so it is waited for until they end
+	 * (and logged: sup_note_exiting) */
 	if (xseg_port_alive(seg, stack_role_port(r)) == 1)
 		return false;
 	pid = stack_pidfile(st, stack_role_name(r));
 	/* a pid reused by a stranger of the same program is no peer */
 	return !stack_role_pid_runs(st, pid, r);
+}
+
+/*
+ * Log once when r's port is seen alive only through threads its leader
+ * left (exiting), and once when that ends. sup_down waits for such a
+ * peer (not down), silently before: a thread stuck for good held the
+ * restart with nothing in the log to say why (ops22). Called before
+ * sup_down, so that the end is logged before the restart it allows.
+ */
+static void sup_note_exiting(struct xseg *seg, enum stack_role r,
+			     struct sup_peer *p)
+{
+	const char *name = stack_role_name(r);
+	struct xseg_port_info pi;
+	char why[512];
+
+	if (!xseg_port_info(seg, stack_role_port(r), &pi) && pi.exiting) {
+		if (p->exiting_pid == pi.owner_pid)
+			return;
+		stack_exiting_why(why, sizeof(why), &pi,
+				  "then it is dead, and restarted as any dead "
+				  "peer");
+		sup_log("%s is exiting, not restarted yet: %s", name, why);
+		p->exiting_pid = pi.owner_pid;
+	} else if (p->exiting_pid) {
+		sup_log("%s (pid %d) is no longer exiting: its last thread "
+			"ended",
+			name, (int)p->exiting_pid);
+		p->exiting_pid = 0;
+	}
 }
 
 static void sup_write_state(const struct stack *st,
@@ -463,6 +498,7 @@ int stack_supervise(struct stack *st)
 		for (int r = 0; r < STACK_NR_ROLES; r++)
 			sup_take_request(st, r, peers);
 		for (int r = 0; r < STACK_NR_ROLES && !sup_stop; r++) {
+			sup_note_exiting(seg, r, &peers[r]);
 			if (!sup_down(st, seg, r)) {
 				peers[r].wanted = false;
 				/* started again by hand (plug-cached):

@@ -588,8 +588,10 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 			    ol.err[0] ? ol.err : "blocker: DIR/gc: refused");
 			r = check_unlaid_segments(&c);
 		} else if (r == -EUCLEAN) {
-			/* DIR/gc unreadable, or nothing after the removed
-			 * segments: what open refuses (it logged why) */
+			/* log.000000 missing from a store written to, or
+			 * nothing after the removed segments: what open
+			 * refuses (it logged why; a refused DIR/gc is the
+			 * branch above) */
 			problem(&c,
 				"blocker: %s: segments removed by GC cannot be "
 				"told from lost ones (open refuses the store)",

@@ -1138,6 +1138,108 @@ static char *dir_digest(void)
 }
 
 /*
+ * safety23b: check on a store whose DIR/gc is refused before any segment
+ * is opened (a list naming the log's last segment, or a bad CRC). check
+ * reported every real segment as "after the missing log.000000" and
+ * "log.000000: missing" while the file was there. Now it says the list is
+ * refused and why, lists each segment file as existing with what its
+ * records say (a damaged one found), guesses no missing file or gap, and
+ * changes nothing.
+ */
+START_TEST(test_gc_list_refused_check_report)
+{
+	struct blocker_store *s = mk();
+	uint32_t last = 0;
+	uint64_t problems;
+	char p[512], want[600];
+	uint8_t byte = 0;
+	int fd;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 700 + i);
+	ck_assert_int_eq(blocker_close(s), 0);
+	while (seg_exists(last + 1))
+		last++;
+	ck_assert_uint_ge(last, 2);
+	for (int c = 0; c < 3; c++) {
+		char *before, *after;
+
+		/* every segment listed, the last too (case 2: with a
+		 * damaged record in log.000001); case 1: a bad CRC */
+		write_gc_ranges((const uint32_t[]){0, last + 1}, 1);
+		snprintf(p, sizeof(p), "%s/gc", dir);
+		if (c == 1) {
+			fd = open(p, O_RDWR);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(pwrite(fd, "X", 1, 20), 1);
+			close(fd);
+		}
+		snprintf(p, sizeof(p), "%s/log.000001", dir);
+		if (c == 2) {
+			fd = open(p, O_RDWR);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(pread(fd, &byte, 1, BREC_HDR_SIZE), 1);
+			byte ^= 0xff;
+			ck_assert_int_eq(pwrite(fd, &byte, 1, BREC_HDR_SIZE),
+					 1);
+			close(fd);
+		}
+		before = dir_digest();
+		memset(&logbuf, 0, sizeof(logbuf));
+		ck_assert_int_eq(blocker_check(dir, NULL, tb_log_fn_line,
+					       &logbuf, &problems),
+				 0);
+		/* the refusal, and for case 2 the damaged record */
+		ck_assert_uint_eq(problems, c == 2 ? 2 : 1);
+		if (c == 1)
+			snprintf(want, sizeof(want),
+				 "%s/gc: corrupt: cannot tell segments removed "
+				 "by GC from lost ones (open refuses the store",
+				 dir);
+		else
+			snprintf(want, sizeof(want),
+				 "%s/gc: corrupt: lists segment %u as removed "
+				 "by GC, at or past the log's last segment",
+				 dir, last);
+		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
+			      logbuf.text);
+		ck_assert_msg(!strstr(logbuf.text, "log.000000: missing") &&
+				  !strstr(logbuf.text, "after the missing"),
+			      "case %d: %s", c, logbuf.text);
+		for (uint32_t seg = 0; seg <= last; seg++) {
+			snprintf(want, sizeof(want),
+				 "%s/log.%06u: exists: ", dir, seg);
+			ck_assert_msg(strstr(logbuf.text, want),
+				      "case %d: no line for log.%06u: %s", c,
+				      seg, logbuf.text);
+		}
+		snprintf(want, sizeof(want),
+			 "%s/log.000001: bad record at offset 0: ", dir);
+		ck_assert_msg(!strstr(logbuf.text, want) == (c != 2),
+			      "case %d: %s", c, logbuf.text);
+		after = dir_digest();
+		ck_assert_msg(!strcmp(before, after),
+			      "case %d: check changed the store", c);
+		free(after);
+		free(before);
+	}
+	/* the damage undone and DIR/gc gone: every object is still there */
+	byte ^= 0xff;
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, &byte, 1, BREC_HDR_SIZE), 1);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	ttmp_rmtree(dir);
+}
+END_TEST
+
+/*
  * review22s F8: a gc file with a valid CRC listing real segments, and a
  * stray segment file far past a gap (log.4000000000). The list was judged
  * against the highest file, the stray, so it passed, and open unlinked
@@ -1634,6 +1736,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_file_bad_ranges);
 	tcase_add_test(tc, test_gc_file_huge_list);
 	tcase_add_test(tc, test_gc_list_with_stray_changes_nothing);
+	tcase_add_test(tc, test_gc_list_refused_check_report);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);
 	tcase_add_test(tc, test_gc_bad_input);

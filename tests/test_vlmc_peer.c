@@ -1953,6 +1953,15 @@ START_TEST(remove_in_background)
 	ck_assert_uint_eq(objects_present(&e, "v", id0, nobj), nobj - 4);
 	id1 = vol_id(&e, "v");
 	ck_assert_uint_ne(id1, id0);
+	/* info of the name: the new volume, and the record of the removed
+	 * one still being reclaimed (before session 23 the volume hid it) */
+	ck_assert_int_eq(vol(&e, &out, NULL, "info", "v", NULL), 0);
+	snprintf(want, sizeof(want), "\nid=%016" PRIx64 "\n", id1);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof(want),
+		 "\n# reclaiming removed v (id %016" PRIx64 "): ", id0);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	free(out);
 	ck_assert_int_eq(io(&e, XSEG_OP_READ, "v", 0, len, r), 0);
 	ck_assert_msg(!memcmp(r, z, len), "re-created v serves old data");
 	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "v", 0, len, b), 0);
@@ -4459,6 +4468,70 @@ START_TEST(snapshot_failed_copies_reclaimed)
 }
 END_TEST
 
+/*
+ * Two records of one name (vlmc22b F5): a snapshot s that failed (the
+ * store fails the COPY of its last object), whose copies are being
+ * reclaimed (every DELETE fails: the record stays, retried), and a new
+ * snapshot s in progress (its COPYs held). info s says the one in
+ * progress first, then the other; before session 23 it said only the
+ * first record in the table, the failed one being reclaimed.
+ */
+START_TEST(snapshot_info_two_records)
+{
+	static const char *const fault[] = {"--hold",
+					    "copy",
+					    "--fail-copy-suffix",
+					    ":0000000000000003",
+					    "--fail-deletes",
+					    "1000000",
+					    NULL};
+	static const char *const extra[] = {"--reclaim-retry-max", "50ms",
+					    NULL};
+	struct env e = {.extra = extra};
+	const size_t len = 256 * 1024; /* 4 objects of 64k */
+	unsigned char *a = malloc(len);
+	const char *snaplog = tpr_tmpfile("snap");
+	char *err = NULL, want[128];
+	uint64_t failed_id, running_id;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(a);
+	pattern(a, len, 34);
+	env_start_store(&e, "vsnap2rec", fault);
+	vol_ok(&e, "create", "a", "256k", NULL);
+	ck_assert_int_eq(io(&e, XSEG_OP_WRITE, "a", 0, len, a), 0);
+
+	/* the first snapshot fails once its COPYs are served */
+	pid = vol_start(&e, snaplog, "snapshot", "a", "s");
+	ck_assert_int_eq(xtu_wait_until(store_holds_4, &e, 30000), 0);
+	store_release(&e);
+	ck_assert_int_ne(vol_wait(pid, snaplog, NULL), 0);
+	failed_id = store_log_id(&e, "teststore: failing a COPY to ", "s");
+	ck_assert_msg(failed_id, "%s", tpr_slurp(e.store_log));
+
+	/* the second is in progress while the first is being reclaimed */
+	pid = vol_start(&e, snaplog, "snapshot", "a", "s");
+	ck_assert_int_eq(xtu_wait_until(store_holds_4, &e, 30000), 0);
+	running_id = copy_in_progress_id(&e, "s");
+	ck_assert_uint_ne(running_id, 0);
+	ck_assert_uint_ne(running_id, failed_id);
+	ck_assert_int_eq(vol(&e, NULL, &err, "info", "s", NULL), 1);
+	ck_assert_msg(strstr(err, "no volume s (a snapshot of that name is "
+				  "in progress); also "),
+		      "%s", err);
+	snprintf(want, sizeof(want),
+		 "; also reclaiming failed snapshot s (id %016" PRIx64 "): ",
+		 failed_id);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	free(err);
+
+	store_release(&e);
+	ck_assert_int_ne(vol_wait(pid, snaplog, NULL), 0);
+	env_stop(&e);
+	free(a);
+}
+END_TEST
+
 /* VLMC_PEER_TEST=NAME[,NAME...] runs only those tests (while working on
  * one; ctest runs all). */
 static bool selected(const char *name)
@@ -4520,6 +4593,7 @@ int main(void)
 	ADD_TEST(tc, failed_copy_undecided_keeps_data);
 	ADD_TEST(tc, snapshot_killed_copies_reclaimed);
 	ADD_TEST(tc, snapshot_failed_copies_reclaimed);
+	ADD_TEST(tc, snapshot_info_two_records);
 	ADD_TEST(tc, ctl_silent_client);
 	ADD_TEST(tc, nbd_port_draining);
 	ADD_TEST(tc, snapshot_drain_bounded);

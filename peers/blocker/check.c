@@ -298,6 +298,158 @@ static int check_gap(struct checker *c)
 	return 0;
 }
 
+/* a line of the report that is not a problem */
+static void note(struct checker *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct checker *c, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (c->report)
+		c->report(c->arg, line);
+}
+
+/*
+ * DIR/gc refused (s->gc_refused: blog_open_segments opened no segment).
+ * Which missing segments GC removed is then unknown, so the log cannot be
+ * laid out, replayed or held against the checkpoints, and "missing" or
+ * "after a gap" would be guesses. What is still true of each segment
+ * file: it exists, and whether its records read back (header, length,
+ * score) up to the first one that does not. Only reads.
+ */
+static int check_unlaid_segments(struct checker *c)
+{
+	struct blocker_store *s = c->s;
+	uint8_t hb[BREC_HDR_SIZE], sum[32], *buf = NULL;
+	uint32_t *found, n;
+	size_t cap = 0;
+	char path[4096];
+	int r = blog_segs_after(s, &found, &n);
+
+	if (r)
+		return r;
+	if (n == 0)
+		note(c, "blocker: %s: no segment file", s->dir);
+	for (uint32_t i = 0; i < n && !r; i++) {
+		uint64_t off = 0, nrec = 0, base;
+		enum brec_err e = BREC_OK;
+		struct brec_hdr h;
+		struct stat st;
+		int fd;
+
+		base = (uint64_t)found[i] * s->segment_size;
+		blog_seg_path(s->dir, found[i], path, sizeof(path));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			problem(c,
+				"blocker: %s: exists, but cannot be read: %s",
+				path, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while (off < (uint64_t)st.st_size) {
+			e = BREC_SHORT;
+			if (st.st_size - off >= BREC_HDR_SIZE &&
+			    pread(fd, hb, sizeof(hb), off) == sizeof(hb))
+				e = brec_decode(hb, &h, base + off);
+			if (e == BREC_OK &&
+			    off + brec_size(h.len) > (uint64_t)st.st_size)
+				e = BREC_SHORT;
+			else if (e == BREC_OK &&
+				 !brec_len_ok(&h, s->chunk_size))
+				e = BREC_BAD_LENGTH;
+			if (e != BREC_OK)
+				break;
+			if (h.len > cap) {
+				uint8_t *nb = realloc(buf, h.len);
+				if (!nb) {
+					r = -ENOMEM;
+					break;
+				}
+				buf = nb;
+				cap = h.len;
+			}
+			if (pread(fd, buf, h.len, off + BREC_HDR_SIZE) !=
+			    (ssize_t)h.len) {
+				e = BREC_SHORT;
+				break;
+			}
+			blocker_sha256(buf, h.len, sum);
+			if (memcmp(sum, h.score, 32))
+				problem(c,
+					"blocker: %s: bad record at offset "
+					"%llu: %s",
+					path, (unsigned long long)off,
+					brec_strerror(BREC_BAD_SCORE));
+			nrec++;
+			off += brec_size(h.len);
+		}
+		if (!r && off < (uint64_t)st.st_size) {
+			bool zero = true;
+			/* a zero-filled rest is what an unclosed store's last
+			 * segment ends in; whether this one is last is
+			 * unknown, so it is only said */
+			for (uint64_t p = off;
+			     zero && p < (uint64_t)st.st_size;) {
+				ssize_t got = pread(fd, hb, sizeof(hb), p);
+				if (got <= 0)
+					zero = false;
+				for (ssize_t k = 0; zero && k < got; k++)
+					zero = !hb[k];
+				p += got > 0 ? (uint64_t)got : 0;
+			}
+			if (zero)
+				note(c,
+				     "blocker: %s: exists: %llu bytes, %llu "
+				     "records read back, zero-filled from "
+				     "offset %llu",
+				     path, (unsigned long long)st.st_size,
+				     (unsigned long long)nrec,
+				     (unsigned long long)off);
+			else
+				problem(c,
+					"blocker: %s: exists: %llu records "
+					"read back, then a bad record at "
+					"offset %llu: %s; %llu bytes after it "
+					"unreadable",
+					path, (unsigned long long)nrec,
+					(unsigned long long)off,
+					brec_strerror(e),
+					(unsigned long long)(st.st_size - off));
+		} else if (!r)
+			note(c,
+			     "blocker: %s: exists: %llu bytes, %llu records "
+			     "read back",
+			     path, (unsigned long long)st.st_size,
+			     (unsigned long long)nrec);
+		close(fd);
+	}
+	free(buf);
+	free(found);
+	return r;
+}
+
+/* what blog_open_segments logs while check opens the segments: passed on
+ * to the caller's log as before, its last error kept for the report */
+struct open_log {
+	const struct blocker_opts *o;
+	char err[1024];
+};
+
+static void open_log_fn(void *arg, enum blocker_log_level lvl, const char *msg)
+{
+	struct open_log *ol = arg;
+
+	if (lvl == BLOCKER_LOG_ERR)
+		snprintf(ol->err, sizeof(ol->err), "%s", msg);
+	blocker_logf(ol->o, lvl, "%s", msg);
+}
+
 struct idx_check {
 	struct checker *c;
 	int err;
@@ -420,10 +572,26 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	if (!r)
 		r = bidx_init(&s->index, 40, 0);
 	if (!r) {
+		struct blocker_opts caller = s->o;
+		struct open_log ol = {.o = &caller};
+
+		s->o.log = open_log_fn;
+		s->o.log_arg = &ol;
 		r = blog_open_segments(s, false);
-		if (r == -EUCLEAN) {
-			/* DIR/gc unreadable, or nothing after the removed
-			 * segments: what open refuses (it logged why) */
+		s->o = caller;
+		if (r == -EUCLEAN && s->gc_refused) {
+			problem(
+			    &c,
+			    "%s (open refuses the store; the log cannot be "
+			    "laid out without it: which missing segments GC "
+			    "removed is unknown)",
+			    ol.err[0] ? ol.err : "blocker: DIR/gc: refused");
+			r = check_unlaid_segments(&c);
+		} else if (r == -EUCLEAN) {
+			/* log.000000 missing from a store written to, or
+			 * nothing after the removed segments: what open
+			 * refuses (it logged why; a refused DIR/gc is the
+			 * branch above) */
 			problem(&c,
 				"blocker: %s: segments removed by GC cannot be "
 				"told from lost ones (open refuses the store)",
@@ -433,7 +601,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	}
 	if (r)
 		goto out;
-	if (s->nsegs == 0)
+	if (s->nsegs == 0 && !s->gc_refused)
 		problem(&c, "blocker: %s/log.000000: missing", dir);
 	r = bmark_read(s->dirfd, &c.mark);
 	if (r == -ENODATA)
@@ -449,6 +617,8 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 				"until 'blockerctl clear-sync-error %s'",
 				dir, BLOCKER_SYNC_ERROR_FILE, desc, dir);
 	}
+	if (s->gc_refused)
+		goto checkpoints;
 	r = check_gap(&c);
 	if (!r && s->gc_ckpt) {
 		c.gc = true;
@@ -484,14 +654,16 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 			(unsigned long long)(c.mark - c.end));
 	check_refs(&c, "journal");
 
-	/* checkpoint files: valid, and describing chunks in the log */
+	/* checkpoint files: valid, and describing chunks in the log (with no
+	 * log laid out, only the first) */
+checkpoints:
 	bmaps_destroy(s);
 	bmaps_init(s);
 	r = bmaps_load(s, &pos);
 	if (r == -EBADMSG)
 		problem(&c, "blocker: %s/%s: corrupt (checksum or format)", dir,
 			BLOCKER_MAPS_FILE);
-	else if (!r) {
+	else if (!r && !s->gc_refused) {
 		ckpt_past_end(&c, BLOCKER_MAPS_FILE, pos);
 		check_refs(&c, BLOCKER_MAPS_FILE);
 	}
@@ -499,7 +671,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	if (r == -EBADMSG)
 		problem(&c, "blocker: %s/%s: corrupt (checksum or format)", dir,
 			BLOCKER_INDEX_FILE);
-	else if (!r && !(s->gc_ckpt && pos < s->gc_ckpt)) {
+	else if (!r && !s->gc_refused && !(s->gc_ckpt && pos < s->gc_ckpt)) {
 		ckpt_past_end(&c, BLOCKER_INDEX_FILE, pos);
 		struct idx_check ic = {&c, 0};
 		bidx_walk(&s->index, idx_check_fn, &ic);

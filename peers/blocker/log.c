@@ -469,12 +469,15 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			     "removed by GC from lost ones",
 			     s->dir, BLOCKER_GC_FILE);
 		free(found);
+		s->gc_refused = true;
 		return -EUCLEAN;
 	}
-	if (!r && end)
+	if (!r && end) {
 		r = gc_list_check(
 		    s, removed, nremoved, past, end, found, nfound,
 		    create_first && s->o.truncate_at_damage, &rewrite);
+		s->gc_refused = r != 0;
+	}
 	for (uint32_t seg = 0; !r; seg++) {
 		int fd;
 

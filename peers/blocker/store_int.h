@@ -386,6 +386,10 @@ struct blocker_store {
 	pthread_mutex_t gc_mutex; /* one blocker_gc at a time */
 	uint32_t gc_victims;	  /* segments flagged victim; __atomic */
 	uint64_t gc_ckpt;	  /* maps must cover this (DIR/gc) */
+	/* blog_open_segments refused DIR/gc (unreadable, or it names the
+	 * last segment), before it opened any segment: check reports the
+	 * files it has instead of a layout it cannot know */
+	bool gc_refused;
 	uint64_t gc_reclaimable;  /* last estimate; __atomic */
 	uint64_t gc_closed_bytes; /* last estimate; __atomic */
 	/* last estimate's dead bytes in the segment being appended to, which

@@ -3191,25 +3191,95 @@ static void vlmc_removing_str(const struct vlmc_removing *rm, char *buf,
 			 strerror(rm->table_err), rm->deleted, rm->objects);
 }
 
+/* A reclaim record as list says it on its '#' line (without the "# "),
+ * into buf; info says the same of the records of its name. rc holds
+ * copies of the fields reclaim_mu guards. */
+static void vlmc_reclaim_str(const struct vlmc_reclaim *rc, char *buf,
+			     size_t size)
+{
+	const char *op = rc->kind == VLMC_RECLAIM_CLONE ? "clone" : "snapshot";
+	int n;
+
+	/* a snapshot's record before its commit: not a removal */
+	if (rc->hold == VLMC_HOLD_COPYING) {
+		snprintf(buf, size,
+			 "%s %s (id %016" PRIx64 ") in progress: copying "
+			 "%" PRIu64 " objects",
+			 op, rc->m.name, rc->m.id, rc->m.objects);
+		return;
+	}
+	if (rc->hold == VLMC_HOLD_UNDECIDED) {
+		snprintf(buf, size,
+			 "%s %s (id %016" PRIx64 ") undecided: its table "
+			 "write failed and so did the rewrite over it; its "
+			 "%" PRIu64 " copied objects are kept until a rewrite "
+			 "succeeds",
+			 op, rc->m.name, rc->m.id, rc->m.objects);
+		return;
+	}
+	n = snprintf(buf, size, "reclaiming %s %s (id %016" PRIx64 "): ",
+		     rc->kind == VLMC_RECLAIM_REMOVED ? "removed"
+						      : vlmc_reclaim_what(rc),
+		     rc->m.name, rc->m.id);
+	if (n < 0 || (size_t)n >= size)
+		return;
+	if (rc->uncopied)
+		n += snprintf(buf + n, size - n, "nothing copied");
+	else
+		n += snprintf(buf + n, size - n,
+			      "%" PRIu64 " of %" PRIu64 " objects deleted",
+			      rc->done, rc->m.objects);
+	if (rc->err && n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - n, ", failing (%s), retried",
+			 strerror(rc->err));
+}
+
+/* Which of a name's records info reports first: one in progress (one
+ * running copy at a time, it holds ctl_lock; an abandoned one stays "in
+ * progress" until the process ends, vlmc22b), then undecided ones, then
+ * those being reclaimed; table order within each. */
+static int vlmc_reclaim_rank(const struct vlmc_reclaim *rc)
+{
+	return rc->hold == VLMC_HOLD_COPYING	 ? 0
+	       : rc->hold == VLMC_HOLD_UNDECIDED ? 1
+						 : 2;
+}
+
 /* info NAME: the fields are copied under vols_lock (read) and the
  * volume's mu, as list copies them, and written out after: no reference
  * is taken (review-ctlpar F4: one made a remove with --remove-busy-wait 0
  * of an idle volume fail EBUSY when an info came at the same time). A
  * name being removed or reclaimed is looked up under reclaim_mu in the
- * same hold of vols_lock, so the name is found in one of the three. */
+ * same hold of vols_lock, so the name is found in one of the three.
+ *
+ * One name can have a live volume and reclaim records at once (a create
+ * or snapshot of a name whose earlier incarnations are still being
+ * reclaimed: only a live volume takes a name), and several records (a
+ * failed snapshot being reclaimed and a new one in progress). Every
+ * record of the name is reported, the most current first: with a
+ * volume, its fields and then one '#' line per record, as list writes
+ * them (a reader of key=value lines skips them); with none, the error
+ * says the record in progress (or undecided) first, then the others.
+ * Before session 23 a volume hid its records, and of records only the
+ * first in the table was said: a failed snapshot's reclaim over the one
+ * in progress (vlmc22b F5). */
 static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 {
 	struct vlmc_volume_meta m = {0};
 	struct vlmc_removing rm = {0};
-	uint64_t inflight = 0, done = 0, objects = 0;
+	struct vlmc_reclaim *recs;
+	uint64_t inflight = 0;
 	uint32_t conns = 0;
-	bool found = false, removing = false, reclaiming = false;
-	struct vlmc_reclaim rec = {0};
-	char what[256];
+	size_t nrec = 0;
+	bool found = false, removing = false;
+	char what[512];
 	long i;
 
 	if (vlmc_check_name(r, name))
 		return -EINVAL;
+	recs = calloc(VLMC_MAX_VOLUMES, sizeof(*recs));
+	if (!recs)
+		CTL_ERR(r, ENOMEM, "info %s: out of memory", name);
 	pthread_rwlock_rdlock(&v->vols_lock);
 	i = vlmc_vol_find(v, name, strlen(name));
 	if (i >= 0) {
@@ -3221,48 +3291,78 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 		pthread_mutex_unlock(&vol->mu);
 		conns = __atomic_load_n(&vol->nbd_conns, __ATOMIC_RELAXED);
 		found = true;
-	} else {
-		pthread_mutex_lock(&v->reclaim_mu);
-		removing = !strcmp(v->removing.m.name, name);
-		if (removing)
-			rm = v->removing;
-		for (size_t k = 0; k < v->nr_reclaims && !reclaiming; k++) {
-			reclaiming = !strcmp(v->reclaims[k].m.name, name);
-			done = v->reclaims[k].done;
-			objects = v->reclaims[k].m.objects;
-			rec.kind = v->reclaims[k].kind;
-			rec.hold = v->reclaims[k].hold;
-			rec.uncopied = v->reclaims[k].uncopied;
-		}
-		pthread_mutex_unlock(&v->reclaim_mu);
 	}
+	/* of the records only what reclaim_mu guards, as list */
+	pthread_mutex_lock(&v->reclaim_mu);
+	removing = !found && !strcmp(v->removing.m.name, name);
+	if (removing)
+		rm = v->removing;
+	for (size_t k = 0; k < v->nr_reclaims; k++) {
+		const struct vlmc_reclaim *src = &v->reclaims[k];
+		struct vlmc_reclaim *dst = &recs[nrec];
+
+		if (strcmp(src->m.name, name))
+			continue;
+		dst->m = src->m;
+		dst->done = src->done;
+		dst->err = src->err;
+		dst->kind = src->kind;
+		dst->hold = src->hold;
+		dst->uncopied = src->uncopied;
+		nrec++;
+	}
+	pthread_mutex_unlock(&v->reclaim_mu);
 	pthread_rwlock_unlock(&v->vols_lock);
+	/* stable: table order within a rank */
+	for (size_t k = 1; k < nrec; k++) {
+		struct vlmc_reclaim tmp = recs[k];
+		size_t j = k;
+
+		for (; j > 0 && vlmc_reclaim_rank(&recs[j - 1]) >
+				    vlmc_reclaim_rank(&tmp);
+		     j--)
+			recs[j] = recs[j - 1];
+		recs[j] = tmp;
+	}
 	if (removing) {
+		free(recs);
 		vlmc_removing_str(&rm, what, sizeof(what));
 		CTL_ERR(r, EBUSY,
 			"volume %s (id %016" PRIx64 ") is being removed: %s",
 			name, rm.m.id, what);
 	}
-	if (reclaiming && rec.hold != VLMC_HOLD_NONE)
-		CTL_ERR(r, ENOENT, "no volume %s (a %s of that name is %s)",
-			name,
-			rec.kind == VLMC_RECLAIM_CLONE ? "clone" : "snapshot",
-			rec.hold == VLMC_HOLD_COPYING
-			    ? "in progress"
-			    : "undecided: its table write failed");
-	if (reclaiming && rec.uncopied)
-		CTL_ERR(r, ENOENT,
-			"no volume %s (a %s of that name is being "
-			"reclaimed: nothing copied)",
-			name, vlmc_reclaim_what(&rec));
-	if (reclaiming)
-		CTL_ERR(r, ENOENT,
-			"no volume %s (a %s of that name is being "
-			"reclaimed: %" PRIu64 " of %" PRIu64
-			" objects deleted)",
-			name, vlmc_reclaim_what(&rec), done, objects);
-	if (!found)
+	if (!found && !nrec) {
+		free(recs);
 		CTL_ERR(r, ENOENT, "no volume %s", name);
+	}
+	if (!found) {
+		const struct vlmc_reclaim *rec = &recs[0];
+
+		fprintf(r->f, "error %d no volume %s (a %s of that name ",
+			ENOENT, name,
+			rec->hold != VLMC_HOLD_NONE
+			    ? (rec->kind == VLMC_RECLAIM_CLONE ? "clone"
+							       : "snapshot")
+			    : vlmc_reclaim_what(rec));
+		if (rec->hold == VLMC_HOLD_COPYING)
+			fputs("is in progress)", r->f);
+		else if (rec->hold == VLMC_HOLD_UNDECIDED)
+			fputs("is undecided: its table write failed)", r->f);
+		else if (rec->uncopied)
+			fputs("is being reclaimed: nothing copied)", r->f);
+		else
+			fprintf(r->f,
+				"is being reclaimed: %" PRIu64 " of %" PRIu64
+				" objects deleted)",
+				rec->done, rec->m.objects);
+		for (size_t k = 1; k < nrec; k++) {
+			vlmc_reclaim_str(&recs[k], what, sizeof(what));
+			fprintf(r->f, "; also %s", what);
+		}
+		fputc('\n', r->f);
+		free(recs);
+		return -ENOENT;
+	}
 	fprintf(r->f,
 		"name=%s\nsize=%" PRIu64 "\nobject_size=%" PRIu32
 		"\nobjects=%" PRIu64 "\nreadonly=%d\nparent=%s\n"
@@ -3271,6 +3371,11 @@ static int vlmc_op_info(struct vlmc *v, struct vlmc_reply *r, const char *name)
 		m.name, m.size, m.obj_size, vlmc_nr_objects(m.size, m.obj_size),
 		m.readonly, m.parent[0] ? m.parent : "-", conns, inflight,
 		m.id);
+	for (size_t k = 0; k < nrec; k++) {
+		vlmc_reclaim_str(&recs[k], what, sizeof(what));
+		fprintf(r->f, "# %s\n", what);
+	}
+	free(recs);
 	return 0;
 }
 
@@ -3285,7 +3390,7 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 	struct vlmc_reclaim *rcs = calloc(VLMC_MAX_VOLUMES, sizeof(*rcs));
 	struct vlmc_removing rm;
 	size_t n, nr;
-	char what[256];
+	char what[512];
 
 	if (!m || !rcs) {
 		free(m);
@@ -3320,42 +3425,8 @@ static int vlmc_op_list(struct vlmc *v, struct vlmc_reply *r)
 			rm.m.name, rm.m.id, what);
 	}
 	for (size_t i = 0; i < nr; i++) {
-		const struct vlmc_reclaim *rc = &rcs[i];
-		const char *op =
-		    rc->kind == VLMC_RECLAIM_CLONE ? "clone" : "snapshot";
-
-		/* a snapshot's record before its commit: not a removal */
-		if (rc->hold == VLMC_HOLD_COPYING) {
-			fprintf(r->f,
-				"# %s %s (id %016" PRIx64 ") in progress: "
-				"copying %" PRIu64 " objects\n",
-				op, rc->m.name, rc->m.id, rc->m.objects);
-			continue;
-		}
-		if (rc->hold == VLMC_HOLD_UNDECIDED) {
-			fprintf(r->f,
-				"# %s %s (id %016" PRIx64 ") undecided: its "
-				"table write failed and so did the rewrite "
-				"over it; its %" PRIu64 " copied objects are "
-				"kept until a rewrite succeeds\n",
-				op, rc->m.name, rc->m.id, rc->m.objects);
-			continue;
-		}
-		fprintf(r->f, "# reclaiming %s %s (id %016" PRIx64 "): ",
-			rc->kind == VLMC_RECLAIM_REMOVED
-			    ? "removed"
-			    : vlmc_reclaim_what(rc),
-			rc->m.name, rc->m.id);
-		if (rc->uncopied)
-			fputs("nothing copied", r->f);
-		else
-			fprintf(r->f,
-				"%" PRIu64 " of %" PRIu64 " objects deleted",
-				rc->done, rc->m.objects);
-		if (rc->err)
-			fprintf(r->f, ", failing (%s), retried",
-				strerror(rc->err));
-		fputc('\n', r->f);
+		vlmc_reclaim_str(&rcs[i], what, sizeof(what));
+		fprintf(r->f, "# %s\n", what);
 	}
 	free(m);
 	free(rcs);

@@ -1340,6 +1340,87 @@ static unsigned count_of(const char *hay, const char *needle)
 }
 
 /*
+ * unplug-cached with the store exiting for good and a plugged cached
+ * holding write-back data: refused as stop refuses it (review23h F5),
+ * before anything changes: exit 1 with stop's explanation, cached not
+ * signalled (running, plugged, its count as it was), DIR/run/cached.off
+ * not written, no loss counted. The build before SIGTERMed cached, whose
+ * flush to the exiting store would give up and drop the data.
+ */
+START_TEST(stack_unplug_store_exiting)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlunpsx", &seg);
+	char *t = tmp_dir("unpsx"), *d, *run, *out, *err, *off;
+	char want[160], c;
+	struct xseg_port_info pi;
+	int fds[2];
+
+	noop_stack_dirs(t, name, &d, &run);
+	ck_assert_int_gt(asprintf(&off, "%s/cached.off", run), 0);
+	ck_assert_int_eq(pipe(fds), 0);
+	struct leader_exits_arg as = {.name = name,
+				      .ready = fds[1],
+				      .port = 1,
+				      .type = "server",
+				      .deaf = true};
+	pid_t store = xtu_fork(leader_exits, &as);
+	ck_assert_int_gt(store, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	/* 1 MiB in 4 KiB buckets */
+	struct leader_exits_arg ac = {.name = name,
+				      .ready = fds[1],
+				      .port = 2,
+				      .type = "cached",
+				      .unflushed = 256};
+	pid_t cached = xtu_fork(port_holder, &ac);
+	ck_assert_int_gt(cached, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+
+	const char *unplug[] = {"stack", "unplug-cached", "--dir", d, NULL};
+	int rc = ctl(unplug, &out, &err);
+	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
+	snprintf(want, sizeof(want),
+		 "unplug failed: the store is exiting: its process (pid %d) "
+		 "has exited, but threads of it are left",
+		 (int)store);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	snprintf(want, sizeof(want),
+		 "cached (pid %d, 1.0 MiB unflushed) cannot flush to it and "
+		 "is left running, plugged, its data kept",
+		 (int)cached);
+	ck_assert_msg(strstr(err, want), "%s", err);
+	ck_assert_msg(count_of(err, "unplug failed") == 1, "%s", err);
+	free(out);
+	free(err);
+	/* nothing changed: cached running, plugged, its count as it was */
+	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert(pi.alive && !pi.exiting);
+	ck_assert_int_eq(pi.owner_pid, cached);
+	ck_assert_uint_eq(pi.unflushed, 256);
+	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
+	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
+	ck_assert_int_eq(access(off, F_OK), -1);
+	/* not signalled: the SIGKILL is what ends it */
+	ck_assert_int_eq(xtu_kill(cached, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGKILL);
+	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+	ttmp_rmtree(t);
+	free(off);
+	free(run);
+	free(d);
+	free(t);
+}
+END_TEST
+
+/*
  * unplug-cached of a plugged cached that is exiting for good (its leader
  * gone, a thread left that ignores the SIGTERM): one message, "unplug
  * failed: cached is exiting", with the pid and threads left, after 10 s
@@ -1658,6 +1739,7 @@ int main(void)
 	tcase_add_test(tc, stack_stop_vlmc_exiting);
 	tcase_add_test(tc, stack_stop_store_exiting);
 	tcase_add_test(tc, stack_unplug_cached_exiting);
+	tcase_add_test(tc, stack_unplug_store_exiting);
 	tcase_add_test(tc, supervisor_logs_exiting);
 	tcase_add_test(tc, stack_config_errors);
 	tcase_add_test(tc, stack_not_running);

@@ -1544,38 +1544,55 @@ static int stack_stop_not_running(const struct stack *st)
 }
 
 /*
+ * Whether cached must not be stopped now (SIGTERM: its flush and unplug)
+ * because the store is exiting while cached runs plugged: cached could
+ * not flush to it (requests to an exiting port wait, and nothing can
+ * restart the store before its threads end), and would give up after its
+ * --flush-timeout, dropping its write-back data (a loss). When so, says
+ * it (after prefix, with the store's pid; then: what to do once the
+ * store is dead) and returns true; the caller leaves cached running and
+ * plugged, its data kept. Shared by stop and unplug-cached (review23h
+ * F5: unplug SIGTERMed such a cached).
+ */
+static bool stack_cached_cannot_flush(struct xseg *seg, const char *prefix,
+				      const char *then)
+{
+	struct xseg_port_info store, cached;
+	char why[512];
+
+	if (xseg_port_info(seg, STACK_STORE_PORT, &store) || !store.exiting ||
+	    xseg_port_info(seg, STACK_CACHED_PORT, &cached) || !cached.alive ||
+	    cached.exiting || !stack_plugged(seg))
+		return false;
+	stack_exiting_why(why, sizeof(why), &store, then);
+	stack_err("%sthe store is exiting: %s; cached (pid %d, %.1f MiB "
+		  "unflushed) cannot flush to it and is left running, "
+		  "plugged, its data kept",
+		  prefix, why, (int)cached.owner_pid,
+		  cached.unflushed * STACK_CACHED_BUCKET_SIZE / 1048576.0);
+	return true;
+}
+
+/*
  * stop's step for cached: its flush and unplug (stack_stop_port, with the
  * store revived should it die meanwhile). Not while the store is exiting
- * and cached is plugged: cached could not flush to it (requests to an
- * exiting port wait, and nothing can restart the store before its
- * threads end), and would give up after its --flush-timeout, dropping
- * its write-back data (a loss); it is left running and plugged, its data
- * kept, said with the store's pid, and the stop fails (-EAGAIN, *exiting
- * set: the store is not stopped either): run once the store is gone,
- * stop revives it and cached flushes. Otherwise 0, -EBUSY (cached is
- * exiting, *exiting set: the store is stopped all the same), or another
- * failure (said).
+ * and cached is plugged (stack_cached_cannot_flush): cached is left
+ * running and plugged, its data kept, and the stop fails (-EAGAIN,
+ * *exiting set: the store is not stopped either): run once the store is
+ * gone, stop revives it and cached flushes. Otherwise 0, -EBUSY (cached
+ * is exiting, *exiting set: the store is stopped all the same), or
+ * another failure (said).
  */
 static int stack_stop_cached(const struct stack *st, struct xseg *seg,
 			     bool *revive_failed, bool *exiting)
 {
 	struct stack_stop_watch flush = {st, revive_failed, 0};
-	struct xseg_port_info store, cached;
-	char why[512];
 	int rc;
 
-	if (!xseg_port_info(seg, STACK_STORE_PORT, &store) && store.exiting &&
-	    !xseg_port_info(seg, STACK_CACHED_PORT, &cached) && cached.alive &&
-	    !cached.exiting && stack_plugged(seg)) {
-		stack_exiting_why(why, sizeof(why), &store,
-				  "then it is dead, and 'xsegctl stack stop' "
-				  "run again restarts it for cached's flush");
-		stack_err("the store is exiting: %s; cached (pid %d, %.1f MiB "
-			  "unflushed) cannot flush to it and is left running, "
-			  "plugged, its data kept",
-			  why, (int)cached.owner_pid,
-			  cached.unflushed * STACK_CACHED_BUCKET_SIZE /
-			      1048576.0);
+	if (stack_cached_cannot_flush(
+		seg, "",
+		"then it is dead, and 'xsegctl stack stop' run again "
+		"restarts it for cached's flush")) {
 		*exiting = true;
 		return -EAGAIN;
 	}
@@ -2084,6 +2101,18 @@ static int stack_plug(struct stack *st, bool plug)
 		stack_set_cached_off(st, false);
 		rc = stack_start_peer(st, seg, STACK_ROLE_CACHED);
 	} else {
+		/* before anything changes: refused, cached.off is not
+		 * written (the supervisor keeps restarting cached) and
+		 * cached is not signalled */
+		if (stack_cached_cannot_flush(
+			seg, "unplug failed: ",
+			"then it is dead, the supervisor (or 'xsegctl stack "
+			"restart-peer store') starts it again, and "
+			"'xsegctl stack unplug-cached' run again lets cached "
+			"flush")) {
+			xseg_leave(seg);
+			return 1;
+		}
 		/* tell the supervisor first: an unplugged cached is not
 		 * restarted */
 		stack_set_cached_off(st, true);

@@ -1363,6 +1363,75 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 }
 END_TEST
 
+/*
+ * review23h F1: a normal open refused after the segments were opened
+ * changes nothing, DIR/gc's listed files included. A gc file listing
+ * log.000001 (as a GC killed before its unlinks leaves it) and the last
+ * segment cut below the checkpoint: recovery refuses the store
+ * (checkpoint beyond the end of the log). The build before had already
+ * unlinked log.000001 as a removal left unfinished; now the removal is
+ * finished only once recovery accepted the store, and the files are as
+ * they were. With the last segment restored and DIR/gc gone, every object
+ * reads back: the refused open lost nothing.
+ */
+START_TEST(test_gc_refused_open_keeps_listed_files)
+{
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+	uint32_t last = 0;
+	char p[512], *before, *after;
+	uint8_t *saved = malloc(SEG);
+	ssize_t len;
+	int fd;
+
+	ck_assert_ptr_nonnull(saved);
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 700 + i);
+	ck_assert_int_eq(blocker_close(s), 0);
+	while (seg_exists(last + 1))
+		last++;
+	ck_assert_uint_ge(last, 2);
+	write_gc_ranges((const uint32_t[]){1, 1}, 1);
+	snprintf(p, sizeof(p), "%s/log.%06u", dir, last);
+	fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	len = pread(fd, saved, SEG, 0);
+	ck_assert_int_gt(len, 4096);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	close(fd);
+	before = dir_digest();
+	opts(&o);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
+	ck_assert_msg(strstr(logbuf.text, "checkpoint lies beyond the end of "
+					  "the log"),
+		      "%s", logbuf.text);
+	ck_assert_msg(!strstr(logbuf.text, "finishing its removal"), "%s",
+		      logbuf.text);
+	ck_assert(seg_exists(1));
+	after = dir_digest();
+	ck_assert_msg(!strcmp(before, after),
+		      "the refused open changed the store:\nbefore:\n%s\n"
+		      "after:\n%s",
+		      before, after);
+	free(after);
+	free(before);
+	/* nothing was lost by it */
+	fd = open(p, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, saved, (size_t)len, 0), len);
+	close(fd);
+	free(saved);
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	ttmp_rmtree(dir);
+}
+END_TEST
+
 /* Removed by GC vs lost: only the second is refused (R6 stays). */
 START_TEST(test_gc_missing_vs_removed)
 {
@@ -1736,6 +1805,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_file_bad_ranges);
 	tcase_add_test(tc, test_gc_file_huge_list);
 	tcase_add_test(tc, test_gc_list_with_stray_changes_nothing);
+	tcase_add_test(tc, test_gc_refused_open_keeps_listed_files);
 	tcase_add_test(tc, test_gc_list_refused_check_report);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);

@@ -393,48 +393,64 @@ static int gc_list_check(struct blocker_store *s, const uint32_t *removed,
  * Listed segment files that still exist: what a crash between writing
  * DIR/gc and the unlinks left (GC writes DIR/gc, then unlinks its
  * victims, all below the tail's segment, the last step of a pass);
- * removing them finishes that pass. Called once the segments are open
- * and the layout checks of blog_open_segments passed, and only when
- * recovery will not refuse the layout either: with segment files after a
- * gap (found[] at or past nsegs) a normal open is refused
- * (stray_segments), and a refused open must change nothing on disk.
- * gc_list_check judges the list by the highest file, which may be such a
- * stray (log.4000000000): a list naming the real segments passed it, and
- * the loop unlinked them all before the store was refused (review22s
- * F8). (Judging it by the last file before the gap instead would blame a
- * sound DIR/gc for a store that lost a middle segment after GC removed
- * later ones.) Every layout a legitimate crash leaves still has its
- * removals finished: a killed GC leaves its listed victims, each
- * followed (up to the tail's file) by files or other listed numbers, so
- * no file lies after a gap; cut_tail rewrites DIR/gc before it unlinks
- * anything, so it leaves no listed file behind it, only unlisted ones
- * after its cut, which truncate_at_damage removes as strays (and then the
- * listed files below the cut are removed here too, the layout accepted).
+ * removing them finishes that pass. Here they are only marked
+ * (file_left); blog_finish_gc_removals unlinks them. Called once the
+ * segments are open and the layout checks of blog_open_segments passed.
+ * A normal open finishes the removals only after recovery accepted the
+ * store (blocker_open), because a refused open must change nothing on
+ * disk: recovery may still refuse a stray after a gap (found[] at or
+ * past nsegs, stray_segments), a checkpoint beyond the end of the log or
+ * damage below the mark, and before session 23 such an open had already
+ * unlinked the listed files (review22s F8: a list naming the real
+ * segments beside a stray log.4000000000 got them all unlinked;
+ * review23h F1: a killed GC's victim unlinked by an open refused for a
+ * cut last segment). Nothing in a normal open's recovery needs the files
+ * gone: replay and the checkpoint checks go by the removed flags, a
+ * torn-tail cut touches only the last segment (never listed), and
+ * stray_segments looks only past nsegs. truncate_at_damage (only that)
+ * finishes them here, before the repair: cut_tail drops listed entries
+ * past its cut from DIR/gc without unlinking their files, relying on
+ * this, and a file left unlisted past the new tail would later be read
+ * as a live segment or reused by number. Every layout a legitimate crash
+ * leaves still has its removals finished: a killed GC leaves its listed
+ * victims, each followed (up to the tail's file) by files or other
+ * listed numbers, so no file lies after a gap; cut_tail rewrites DIR/gc
+ * before it unlinks anything, so it leaves no listed file behind it,
+ * only unlisted ones after its cut, which truncate_at_damage removes as
+ * strays.
  */
-static void finish_gc_removals(struct blocker_store *s, const uint32_t *found,
+static void mark_gc_files_left(struct blocker_store *s, const uint32_t *found,
 			       uint32_t nfound)
+{
+	for (uint32_t i = 0; i < nfound && found[i] < s->nsegs; i++)
+		if (s->segs[found[i]].removed)
+			s->segs[found[i]].file_left = true;
+}
+
+int blog_finish_gc_removals(struct blocker_store *s)
 {
 	char path[4096];
 
-	if (nfound && found[nfound - 1] >= s->nsegs && !s->o.truncate_at_damage)
-		return;
-	for (uint32_t i = 0; i < nfound && found[i] < s->nsegs; i++) {
-		if (!s->segs[found[i]].removed)
+	/* before GC's thread starts: no lock needed for segs */
+	for (uint32_t seg = 0; seg < s->nsegs; seg++) {
+		if (!s->segs[seg].file_left)
 			continue;
-		blog_seg_path(s->dir, found[i], path, sizeof(path));
+		blog_seg_path(s->dir, seg, path, sizeof(path));
 		if (unlink(path) == 0)
 			blocker_logf(&s->o, BLOCKER_LOG_INFO,
 				     "blocker: %s: removed by GC; "
 				     "finishing its removal",
 				     path);
+		s->segs[seg].file_left = false;
 	}
+	return 0;
 }
 
 /*
  * Open every existing segment log.000000.. in order: they must be dense,
  * except for the ones DIR/gc lists as removed by GC, which get
  * placeholders (a listed file that still exists is removed afterwards,
- * finish_gc_removals).
+ * blog_finish_gc_removals).
  */
 int blog_open_segments(struct blocker_store *s, bool create_first)
 {
@@ -532,9 +548,13 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 	 * anything relies on the list (recovery may rewrite it again) */
 	if (!r && rewrite)
 		r = bgc_save(s, s->gc_ckpt);
-	/* check (create_first false) changes nothing */
-	if (!r && create_first)
-		finish_gc_removals(s, found, nfound);
+	/* check (create_first false) changes nothing; a normal open
+	 * finishes the removals once recovery accepted the store */
+	if (!r && create_first) {
+		mark_gc_files_left(s, found, nfound);
+		if (s->o.truncate_at_damage)
+			r = blog_finish_gc_removals(s);
+	}
 	free(found);
 	/* nothing else runs yet: no lock needed for segs */
 	for (uint32_t seg = s->nsegs; !r && seg-- > 0 && budget;) {

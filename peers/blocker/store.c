@@ -1759,6 +1759,11 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 		idx_pos = maps_pos = 0;
 		ckpt_discarded = true;
 	}
+	/* only now, recovery having accepted the store: a refused open
+	 * changes nothing (review23h F1); truncate_at_damage finished them
+	 * before its repair (blog_open_segments) */
+	if (!r && !s->o.truncate_at_damage)
+		r = blog_finish_gc_removals(s);
 	if (r)
 		goto fail;
 	/* a version 1 reader would take a zero tail for a torn one */

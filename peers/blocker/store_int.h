@@ -266,6 +266,9 @@ struct bseg {
 	const uint8_t *map;
 	/* removed by GC (listed in DIR/gc): no file, no records */
 	bool removed;
+	/* removed, but its file still exists (a GC pass killed before its
+	 * unlinks): blog_finish_gc_removals unlinks it */
+	bool file_left;
 	/* a GC victim between its mark and its removal: writes must not
 	 * dedup against chunks in it (set under ckpt_lock exclusive, read
 	 * under segs_lock) */
@@ -456,6 +459,12 @@ void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 
 /* log.c */
 int blog_open_segments(struct blocker_store *s, bool create_first);
+/* Unlink the files of listed segments blog_open_segments found still
+ * there (file_left): what a GC pass killed between writing DIR/gc and its
+ * unlinks left. blocker_open calls it once recovery accepted the store (a
+ * refused open changes nothing); under truncate_at_damage
+ * blog_open_segments calls it itself, before the repair. 0. */
+int blog_finish_gc_removals(struct blocker_store *s);
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
 /* Is name a log segment file name ("log." and at least six digits)? If so
  * *seg is its number (names beyond UINT32_MAX are not segment files). */

@@ -1432,6 +1432,65 @@ START_TEST(test_gc_refused_open_keeps_listed_files)
 }
 END_TEST
 
+/*
+ * review23h F4: a listed file whose removal cannot be finished (here a
+ * directory in its place: unlink fails with EISDIR, also for root) makes
+ * the open fail with that error and says so, normal or truncate_at_damage
+ * (whose cut would otherwise drop the entry from DIR/gc and leave the
+ * file unlisted); the list and the files stay as they were. The build
+ * before ignored the failed unlink and opened the store. With the cause
+ * removed (the segment back, DIR/gc gone) every object reads back.
+ */
+START_TEST(test_gc_finish_removal_fails)
+{
+	struct blocker_store *s = mk();
+	struct blocker_opts o;
+	uint32_t last = 0;
+	char p[512], saved[600], want[700], *before, *after;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, 900 + i);
+	ck_assert_int_eq(blocker_close(s), 0);
+	while (seg_exists(last + 1))
+		last++;
+	ck_assert_uint_ge(last, 2);
+	write_gc_ranges((const uint32_t[]){1, 1}, 1);
+	snprintf(p, sizeof(p), "%s/log.000001", dir);
+	snprintf(saved, sizeof(saved), "%s.seg1", dir);
+	ck_assert_int_eq(rename(p, saved), 0);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	before = dir_digest();
+	opts(&o);
+	for (int c = 0; c < 2; c++) {
+		o.truncate_at_damage = c == 1;
+		memset(&logbuf, 0, sizeof(logbuf));
+		ck_assert_int_eq(blocker_open(dir, &o, &s), -EISDIR);
+		snprintf(want, sizeof(want),
+			 "%s: removed by GC, but finishing its removal failed: "
+			 "%s; refusing to open",
+			 p, strerror(EISDIR));
+		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
+			      logbuf.text);
+		after = dir_digest();
+		ck_assert_msg(!strcmp(before, after),
+			      "case %d: the refused open changed the "
+			      "store:\nbefore:\n%s\nafter:\n%s",
+			      c, before, after);
+		free(after);
+	}
+	free(before);
+	ck_assert_int_eq(rmdir(p), 0);
+	ck_assert_int_eq(rename(saved, p), 0);
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	ttmp_rmtree(dir);
+}
+END_TEST
+
 /* Removed by GC vs lost: only the second is refused (R6 stays). */
 START_TEST(test_gc_missing_vs_removed)
 {
@@ -1806,6 +1865,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_file_huge_list);
 	tcase_add_test(tc, test_gc_list_with_stray_changes_nothing);
 	tcase_add_test(tc, test_gc_refused_open_keeps_listed_files);
+	tcase_add_test(tc, test_gc_finish_removal_fails);
 	tcase_add_test(tc, test_gc_list_refused_check_report);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);

@@ -436,11 +436,26 @@ int blog_finish_gc_removals(struct blocker_store *s)
 		if (!s->segs[seg].file_left)
 			continue;
 		blog_seg_path(s->dir, seg, path, sizeof(path));
-		if (unlink(path) == 0)
+		if (unlink(path) == 0) {
 			blocker_logf(&s->o, BLOCKER_LOG_INFO,
 				     "blocker: %s: removed by GC; "
 				     "finishing its removal",
 				     path);
+		} else if (errno != ENOENT) {
+			/* a listed file left in place would be taken for
+			 * a live segment once a repair's cut drops it from
+			 * DIR/gc (review23h F4): refuse instead, with the
+			 * file still listed */
+			int r = -errno;
+
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s: removed by GC, but "
+				     "finishing its removal failed: %s; "
+				     "refusing to open (remove the cause "
+				     "and open again)",
+				     path, strerror(-r));
+			return r;
+		}
 		s->segs[seg].file_left = false;
 	}
 	return 0;

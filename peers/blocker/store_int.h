@@ -463,7 +463,9 @@ int blog_open_segments(struct blocker_store *s, bool create_first);
  * there (file_left): what a GC pass killed between writing DIR/gc and its
  * unlinks left. blocker_open calls it once recovery accepted the store (a
  * refused open changes nothing); under truncate_at_damage
- * blog_open_segments calls it itself, before the repair. 0. */
+ * blog_open_segments calls it itself, before the repair. 0, or -errno of
+ * an unlink that failed other than with ENOENT (said; the open is
+ * refused). */
 int blog_finish_gc_removals(struct blocker_store *s);
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
 /* Is name a log segment file name ("log." and at least six digits)? If so

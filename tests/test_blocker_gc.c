@@ -1638,6 +1638,130 @@ START_TEST(test_gc_kill_points)
 }
 END_TEST
 
+/*
+ * review23h F3: truncate_at_damage finishes a killed GC's removals before
+ * its repair, also when a stray lies after a gap (a normal open refuses
+ * that store and changes nothing). The repair's cut drops listed entries
+ * past it from DIR/gc without unlinking their files: a victim it left
+ * would stay on disk unlisted, past the new tail, and be read later as a
+ * live segment or reused by number. A GC pass killed after writing DIR/gc
+ * (its victims listed and still there), a stray log file after a gap, and
+ * (damaged) a bad record in a segment below the lowest victim, so that
+ * the cut lies below it: the repair opens, the victims' files and the
+ * stray are gone, no segment file lies at or past the tail's, check is
+ * clean, and a normal open follows; undamaged, every object reads back.
+ */
+START_TEST(test_gc_killed_pass_stray_repair)
+{
+	for (int damaged = 0; damaged < 2; damaged++) {
+		struct blocker_store *s = mk();
+		struct blocker_opts o;
+		uint32_t *removed = NULL, nremoved = 0, past, end, last = 0;
+		uint64_t ckpt;
+		char p[512], stray[512];
+		int status, fd, dfd;
+		pid_t pid;
+
+		/* objects 0..3 stay live in the first segment; the others,
+		 * rewritten, leave the segments after it mostly dead: GC's
+		 * victims lie above a live segment */
+		for (int i = 0; i < NOBJ; i++)
+			mwrite(s, i, 0, OBJ_MAX, 1100 + i);
+		for (int r = 0; r < 20; r++)
+			mwrite(s, NOBJ / 2 + r % (NOBJ / 2), 0, OBJ_MAX,
+			       1200 + r);
+		ck_assert_int_eq(blocker_close(s), 0);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			/* GC killed between writing DIR/gc and its unlinks */
+			struct killer k = {5};
+			struct blocker_store *c;
+			struct blocker_gc_opts g;
+
+			/* mostly dead segments only: not the live first */
+			blocker_gc_opts_init(&g);
+			g.min_dead_pct = 50;
+			opts(&o);
+			if (blocker_open(dir, &o, &c))
+				_exit(3);
+			c->gc_hook = kill_hook;
+			c->gc_hook_arg = &k;
+			blocker_gc(c, &g, NULL);
+			_exit(4);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFSIGNALED(status) &&
+				  WTERMSIG(status) == SIGKILL,
+			      "child status %d", status);
+		while (seg_exists(last + 1))
+			last++;
+		dfd = open(dir, O_RDONLY | O_DIRECTORY);
+		ck_assert_int_ge(dfd, 0);
+		ck_assert_int_eq(bgc_load(dfd, last + 1, &removed, &nremoved,
+					  &past, &end, &ckpt),
+				 0);
+		close(dfd);
+		/* the victims are listed and still there */
+		ck_assert_uint_ge(nremoved, 1);
+		for (uint32_t i = 0; i < nremoved; i++)
+			ck_assert(seg_exists(removed[i]));
+		snprintf(stray, sizeof(stray), "%s/log.%06u", dir, last + 5);
+		fd = open(stray, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(write(fd, "stray", 5), 5);
+		close(fd);
+		if (damaged) {
+			uint32_t below = removed[0] - 1;
+			uint8_t byte;
+
+			/* (the workload above puts the lowest victim
+			 * above log.000000) */
+			ck_assert_uint_ge(removed[0], 1);
+			snprintf(p, sizeof(p), "%s/log.%06u", dir, below);
+			fd = open(p, O_RDWR);
+			ck_assert_int_ge(fd, 0);
+			/* its first record's header, and the checkpoint
+			 * gone (the repair then replays the whole log):
+			 * the repair cuts there */
+			ck_assert_int_eq(pread(fd, &byte, 1, 0), 1);
+			byte ^= 0xff;
+			ck_assert_int_eq(pwrite(fd, &byte, 1, 0), 1);
+			close(fd);
+			snprintf(p, sizeof(p), "%s/%s", dir, BLOCKER_MAPS_FILE);
+			ck_assert_int_eq(unlink(p), 0);
+			snprintf(p, sizeof(p), "%s/%s", dir,
+				 BLOCKER_INDEX_FILE);
+			ck_assert_int_eq(unlink(p), 0);
+		}
+		opts(&o);
+		o.truncate_at_damage = true;
+		memset(&logbuf, 0, sizeof(logbuf));
+		ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+		for (uint32_t i = 0; i < nremoved; i++)
+			ck_assert_msg(!seg_exists(removed[i]),
+				      "damaged %d: victim log.%06u left: %s",
+				      damaged, removed[i], logbuf.text);
+		ck_assert_int_eq(access(stray, F_OK), -1);
+		for (uint32_t seg = s->nsegs; seg <= last + 5; seg++)
+			ck_assert_msg(!seg_exists(seg),
+				      "damaged %d: log.%06u at or past the "
+				      "tail's (%u segments): %s",
+				      damaged, seg, s->nsegs, logbuf.text);
+		if (!damaged)
+			verify_all(s);
+		ck_assert_int_eq(blocker_close(s), 0);
+		free(removed);
+		check_clean();
+		s = reopen();
+		if (!damaged)
+			verify_all(s);
+		ck_assert_int_eq(blocker_close(s), 0);
+		ttmp_rmtree(dir);
+	}
+}
+END_TEST
+
 START_TEST(test_gc_bad_input)
 {
 	struct blocker_store *s = mk();
@@ -1866,6 +1990,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gc_list_with_stray_changes_nothing);
 	tcase_add_test(tc, test_gc_refused_open_keeps_listed_files);
 	tcase_add_test(tc, test_gc_finish_removal_fails);
+	tcase_add_test(tc, test_gc_killed_pass_stray_repair);
 	tcase_add_test(tc, test_gc_list_refused_check_report);
 	tcase_add_test(tc, test_gc_missing_vs_removed);
 	tcase_add_test(tc, test_gc_kill_points);

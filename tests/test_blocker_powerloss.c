@@ -1537,7 +1537,6 @@ START_TEST(test_restart_dir_entry)
 }
 END_TEST
 
-/* the global prefix check itself: it must reject a mix of two prefixes */
 /*
  * review22s F9: the order of a truncate_at_damage cut (recover.c cut_tail)
  * under a crash at each of its steps. The store: log.000000 and the start
@@ -1923,6 +1922,7 @@ START_TEST(test_cut_tail_order_gc)
 }
 END_TEST
 
+/* the global prefix check itself: it must reject a mix of two prefixes */
 START_TEST(test_prefix_check)
 {
 	struct run *r = calloc(1, sizeof(*r));

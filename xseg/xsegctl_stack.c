@@ -1626,7 +1626,14 @@ static int stack_stop(struct stack *st)
 	 * peer that is exiting and stays so (-EBUSY: its leader gone, a
 	 * thread stuck) does not hold up the others' stop: it sends
 	 * nothing more (its threads are ending), and cached's flush and
-	 * the store's checkpoint still run in their order. A live peer
+	 * the store's checkpoint still run in their order. That rests on
+	 * no peer leaving its main through pthread_exit (none calls it;
+	 * review23h F7): "exiting" then only arises from a group exit
+	 * (exit, a fatal signal, SIGKILL), whose remaining threads are in
+	 * the kernel and die on their way back to user space, so they can
+	 * finish the system call in progress but never enqueue an xseg
+	 * request. A peer whose leader called pthread_exit would look the
+	 * same while its other threads still run and send. A live peer
 	 * that does not exit still ends the stop where it is: it may still
 	 * send requests down the stack. */
 	stack_stop_revive_store(st, seg, &revive_failed);

@@ -1788,7 +1788,7 @@ START_TEST(legacy_table)
 }
 END_TEST
 
-/* Release what test_vlmc_store --hold holds (a WRITE to ts:release). */
+/* Until path holds want at least times times. */
 struct log_wait {
 	const char *path, *want;
 	unsigned times; /* at least this many occurrences */
@@ -1820,6 +1820,7 @@ static void vlmc_spawn_fenced(struct env *e)
 	ck_assert_int_eq(xseg_port_alive(e->seg, 2), 0);
 }
 
+/* Release what test_vlmc_store --hold holds (a WRITE to ts:release). */
 static void store_release(struct env *e)
 {
 	unsigned char one = 1;
@@ -3063,7 +3064,9 @@ static int drain_child_main(void *arg)
 		if (xseg_get_request(seg, port, &req) ||
 		    xseg_prep_request(seg, req, 1, 64))
 			return 1;
-		req->op = XSEG_OP_PING;
+		/* a WRITE: only requests that change data make a port
+		 * drain (xseg.h xseg_bind_port) */
+		req->op = XSEG_OP_WRITE;
 		memcpy(xseg_request_target(req), "x", 1);
 		if (xseg_submit(seg, req, HOLDER_PORT))
 			return 1;

@@ -71,16 +71,21 @@ struct client_arg {
 	/* bind port, but send from a dynamic port allocated besides it (as
 	 * vlmc sends its table writes from its control port) */
 	bool via_dynamic;
+	/* with release: stay alive after releasing every port, say so again
+	 * and wait for a second go before leaving */
+	bool linger;
+	bool also_port1; /* bind static port 1 too */
+	uint16_t op;	 /* 0: XSEG_OP_WRITE */
 };
 
-/* Bind, submit nr WRITEs to dst, say so, wait for go, then die by
- * SIGKILL (or release the port and leave, alive). */
+/* Bind, submit nr WRITEs (or op) to dst, say so, wait for go, then die by
+ * SIGKILL (or release its ports and leave, alive). */
 static int client(void *p)
 {
 	struct client_arg *a = p;
 	struct xseg_request *req;
 	struct xseg *seg;
-	uint32_t port = a->port;
+	uint32_t port = a->port, bound = a->port;
 	char b = 0;
 
 	if (xseg_join(a->name, &seg, NULL, 0))
@@ -88,6 +93,8 @@ static int client(void *p)
 	if (port == XSEG_NOPORT ? xseg_alloc_port(seg, "fclient", &port)
 				: xseg_bind_port(seg, port, "fclient"))
 		return 2;
+	if (a->also_port1 && xseg_bind_port(seg, 1, "fclient"))
+		return 9;
 	if (a->via_dynamic && xseg_alloc_port(seg, "fclient-ctl", &port))
 		return 8;
 	for (int i = 0; i < a->nr; i++) {
@@ -95,7 +102,7 @@ static int client(void *p)
 		    xseg_prep_request(seg, req, 3, 512))
 			return 3;
 		memcpy(req->target, "obj", 3);
-		req->op = XSEG_OP_WRITE;
+		req->op = a->op ? a->op : XSEG_OP_WRITE;
 		req->offset = 512ULL * (uint64_t)i;
 		if (xseg_submit(seg, req, a->dst))
 			return 4;
@@ -103,8 +110,12 @@ static int client(void *p)
 	if (write(a->ready_fd, &b, 1) != 1 || read(a->go_fd, &b, 1) != 1)
 		return 5;
 	if (a->release) {
-		if (xseg_release_port(seg, port))
+		if (xseg_release_port(seg, port) ||
+		    (a->via_dynamic && xseg_release_port(seg, bound)))
 			return 6;
+		if (a->linger && (write(a->ready_fd, &b, 1) != 1 ||
+				  read(a->go_fd, &b, 1) != 1))
+			return 10;
 		xseg_leave(seg);
 		return 0;
 	}
@@ -118,16 +129,19 @@ struct client {
 	pid_t pid;
 };
 
-static void client_start_via(struct client *c, const char *name, uint32_t port,
-			     uint32_t dst, int nr, bool release,
-			     bool via_dynamic)
+/* Start a client with the settings of a (name and the pipes are filled
+ * in here). */
+static void client_start_args(struct client *c, const char *name,
+			      struct client_arg a)
 {
 	char b;
 
 	ck_assert_int_eq(pipe(c->ready), 0);
 	ck_assert_int_eq(pipe(c->go), 0);
-	c->a = (struct client_arg){name,    port,	 dst,	   nr,
-				   release, c->ready[1], c->go[0], via_dynamic};
+	c->a = a;
+	c->a.name = name;
+	c->a.ready_fd = c->ready[1];
+	c->a.go_fd = c->go[0];
 	c->pid = xtu_fork(client, &c->a);
 	ck_assert_int_gt(c->pid, 0);
 	ck_assert_int_eq(read(c->ready[0], &b, 1), 1);
@@ -136,7 +150,10 @@ static void client_start_via(struct client *c, const char *name, uint32_t port,
 static void client_start(struct client *c, const char *name, uint32_t port,
 			 uint32_t dst, int nr, bool release)
 {
-	client_start_via(c, name, port, dst, nr, release, false);
+	client_start_args(
+	    c, name,
+	    (struct client_arg){
+		.port = port, .dst = dst, .nr = nr, .release = release});
 }
 
 /* Let the client die (or release), and wait for it. */
@@ -155,8 +172,9 @@ static void client_end(struct client *c)
 
 struct binder_arg {
 	const char *name;
-	uint32_t port; /* XSEG_NOPORT: xseg_alloc_port */
-	bool loop;     /* retry -EAGAIN for ever (killed by the test) */
+	uint32_t port;	/* XSEG_NOPORT: xseg_alloc_port */
+	bool loop;	/* retry -EAGAIN for ever (killed by the test) */
+	int refused_fd; /* > 0: a byte written there at the first -EAGAIN */
 };
 
 static int binder(void *p)
@@ -170,10 +188,15 @@ static int binder(void *p)
 
 	if (xseg_join(a->name, &seg, NULL, 0))
 		return 1;
-	do {
+	for (bool said = false;; said = true) {
 		rc = port == XSEG_NOPORT ? xseg_alloc_port(seg, "fnew", &port)
 					 : xseg_bind_port(seg, port, "fnew");
-	} while (rc == -EAGAIN && a->loop);
+		if (rc != -EAGAIN || !a->loop)
+			break;
+		if (!said && a->refused_fd > 0 &&
+		    write(a->refused_fd, "r", 1) != 1)
+			return 23;
+	}
 	if (rc == -EAGAIN)
 		return B_EAGAIN;
 	if (rc == -EBUSY)
@@ -194,7 +217,7 @@ static int binder(void *p)
 /* A new process binds port: its exit status (B_*). */
 static int bind_in_child(const char *name, uint32_t port)
 {
-	struct binder_arg a = {name, port, false};
+	struct binder_arg a = {name, port, false, 0};
 	pid_t pid = xtu_fork(binder, &a);
 
 	ck_assert_int_gt(pid, 0);
@@ -537,7 +560,7 @@ START_TEST(test_killed_binder_keeps_fence)
 	client_start(&c, name, CLIENT, SERVER, 1, false);
 	req = accept_one(seg, SERVER);
 	client_end(&c);
-	ba = (struct binder_arg){name, CLIENT, true};
+	ba = (struct binder_arg){name, CLIENT, true, 0};
 	pid = xtu_fork(binder, &ba);
 	ck_assert_int_gt(pid, 0);
 	cond[0] = seg;
@@ -572,7 +595,10 @@ static void successor_fences(const char *tag, bool reap_first)
 	struct client c;
 	char *log;
 
-	client_start_via(&c, name, CLIENT, SERVER, 2, false, true);
+	client_start_args(
+	    &c, name,
+	    (struct client_arg){
+		.port = CLIENT, .dst = SERVER, .nr = 2, .via_dynamic = true});
 	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
 	ck_assert_uint_eq(req->src, 4); /* the first dynamic port */
 	client_end(&c);
@@ -607,6 +633,121 @@ static void successor_fences(const char *tag, bool reap_first)
 	finish(seg);
 }
 
+/* review23x F2: the predecessor released its ports on its way out (a
+ * peer's clean stop) and is still alive when its successor binds: its
+ * write held by the server still fences the bind. */
+START_TEST(test_successor_fences_live_predecessor)
+{
+	const char *name;
+	struct xseg *seg = server_seg("succlive", 4, &name);
+	struct xseg_request *req = NULL;
+	struct client c;
+	char b = 0;
+
+	client_start_args(&c, name,
+			  (struct client_arg){.port = CLIENT,
+					      .dst = SERVER,
+					      .nr = 1,
+					      .release = true,
+					      .via_dynamic = true,
+					      .linger = true});
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
+	ck_assert_uint_eq(req->src, 4);
+	ck_assert_int_eq(write(c.go[1], &b, 1), 1);
+	ck_assert_int_eq(read(c.ready[0], &b, 1), 1); /* released, alive */
+	ck_assert(!info(seg, CLIENT).bound);
+	ck_assert(info(seg, 4).draining);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_EAGAIN);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	client_end(&c);
+	finish(seg);
+}
+END_TEST
+
+/* review23x F3: a READ (or INFO, HASH, PING, FLUSH) run late changes
+ * nothing stored, so one held by a server fences no bind: neither the
+ * port it was sent from (its own drain) nor its process's static port
+ * (the successor's fence). A store that never answers a READ used to keep
+ * a restarted peer from binding for ever. */
+START_TEST(test_held_read_does_not_fence)
+{
+	const char *name;
+	struct xseg *seg = server_seg("read", 4, &name);
+	struct xseg_request *r1 = NULL, *r2 = NULL;
+	struct client c;
+
+	client_start_args(
+	    &c, name,
+	    (struct client_arg){
+		.port = CLIENT, .dst = SERVER, .nr = 1, .op = XSEG_OP_READ});
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &r1), 0);
+	client_end(&c);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	client_start_args(&c, name,
+			  (struct client_arg){.port = CLIENT,
+					      .dst = SERVER,
+					      .nr = 1,
+					      .via_dynamic = true,
+					      .op = XSEG_OP_READ});
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &r2), 0);
+	ck_assert_uint_eq(r2->src, 4);
+	client_end(&c);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	/* the late answers are dropped */
+	ck_assert_int_eq(xseg_respond(seg, r1, 0), 0);
+	ck_assert_int_eq(xseg_respond(seg, r2, 0), 0);
+	finish(seg);
+}
+END_TEST
+
+/* review23x F1: a process that owned two static ports, whose successors
+ * bind both at once while its write is held, retrying -EAGAIN at once
+ * (as peer_bind does): once the write is answered both bind. The fence
+ * used to run inside each binder's claim, and each could wait for the
+ * other's claim for ever: review23x's probe livelocked 4 times in 4;
+ * this test, whose binders start one after the other, did not livelock
+ * on that code in the runs made (it guards the fix, but does not
+ * reliably fail without it). */
+START_TEST(test_two_successors_do_not_livelock)
+{
+	const char *name;
+	struct xseg *seg = server_seg("twosucc", 4, &name);
+	struct binder_arg b0 = {NULL, CLIENT, true, 0}, b1 = {NULL, 1, true, 0};
+	struct xseg_request *req = NULL;
+	struct client c;
+	int refused[2];
+	pid_t p0, p1;
+	char r[2];
+
+	client_start_args(&c, name,
+			  (struct client_arg){.port = CLIENT,
+					      .dst = SERVER,
+					      .nr = 1,
+					      .via_dynamic = true,
+					      .also_port1 = true});
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
+	client_end(&c);
+	ck_assert_int_eq(pipe(refused), 0);
+	b0.name = b1.name = name;
+	b0.refused_fd = b1.refused_fd = refused[1];
+	p0 = xtu_fork(binder, &b0);
+	p1 = xtu_fork(binder, &b1);
+	ck_assert_int_gt(p0, 0);
+	ck_assert_int_gt(p1, 0);
+	/* both refused once (they retry) while the write is held */
+	ck_assert_int_eq(read(refused[0], r, 1), 1);
+	ck_assert_int_eq(read(refused[0], r + 1, 1), 1);
+	ck_assert_uint_eq(rs_state(req), XSEG_RS_ACCEPTED);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(xtu_wait(p0, 60000), B_BOUND);
+	ck_assert_int_eq(xtu_wait(p1, 60000), B_BOUND);
+	close(refused[0]);
+	close(refused[1]);
+	finish(seg);
+}
+END_TEST
+
 START_TEST(test_successor_fences_dynamic_ports)
 {
 	successor_fences("succ", false);
@@ -636,6 +777,9 @@ static Suite *fence_suite(void)
 	tcase_add_test(tc, test_killed_binder_keeps_fence);
 	tcase_add_test(tc, test_successor_fences_dynamic_ports);
 	tcase_add_test(tc, test_successor_fences_after_reap);
+	tcase_add_test(tc, test_successor_fences_live_predecessor);
+	tcase_add_test(tc, test_held_read_does_not_fence);
+	tcase_add_test(tc, test_two_successors_do_not_livelock);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -542,9 +542,13 @@ static int sender(void *p)
 	if (xseg_bind_port(seg, a->port, "sender"))
 		return 2;
 	if (xseg_get_request(seg, a->port, &req) ||
-	    xseg_prep_request(seg, req, 0, 0))
+	    xseg_prep_request(seg, req, 3, 0))
 		return 3;
-	req->op = XSEG_OP_FLUSH;
+	/* a DELETE: a request that changes data (a FLUSH or a READ run
+	 * late changes nothing, and does not hold a port back: xseg.h
+	 * xseg_bind_port) */
+	memcpy(xseg_request_target(req), "obj", 3);
+	req->op = XSEG_OP_DELETE;
 	if (xseg_submit(seg, req, STORE_PORT))
 		return 4;
 	if (write(a->ready_fd, &b, 1) != 1 || read(a->go_fd, &b, 1) != 1)

@@ -108,33 +108,48 @@ static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
  * fences only what its predecessor sent from that port: a table write or
  * a WRITE it sent from another, accepted by a stalled store, could run
  * after the successor read the table and wrote over it (docs/vlmc.md,
- * "Limits"). So the bind of a static port whose previous owner is dead
- * also (1) reclaims every other port that process still owns, which
- * changes their generations, so their requests still queued anywhere are
- * dropped at accept, and (2) waits, as for its own drain, until no live
- * port holds a request sent from a port whose latest owner was that
- * process (last_owner) and which is still marked draining.
+ * "Limits"). So before it claims a static port whose latest owner is
+ * another process that no longer owns it, a bind (1) reclaims every
+ * other port that process still owns if it is dead, which changes their
+ * generations, so their requests still queued anywhere are dropped at
+ * accept, and (2) waits, as for a port's own drain, until no live port
+ * holds a request sent from a port whose latest owner was that process
+ * (last_owner) and which is marked draining (released or reclaimed: it
+ * sends nothing more). A live predecessor counts too (review23x F2): a
+ * peer that released its ports on its way out is alive until its exit,
+ * and its successor may already be starting. Ports the predecessor still
+ * owns are not waited for: only a dead owner's are reclaimed, and a live
+ * one may go on using them.
  *
- * The predecessor: the owner word the claim replaced when that was a dead
- * owner's own (an old segment's port has no last_owner), else the port's
- * last_owner; none (0) when unknown, this process, or alive (a live
- * process that released the port may go on using its other ports).
+ * The fence runs before the claim, holding nothing, so that two binders
+ * fencing the same predecessor (it had two static ports) do not wait for
+ * each other's claims (review23x F1); the claim then checks that the
+ * predecessor is still the one fenced (claim_port, -ESTALE).
  */
-static uint64_t port_predecessor(const struct xseg *seg,
-				 const struct xseg_port *p, uint64_t replaced)
-{
-	uint64_t prev = replaced && !(replaced & XSEG_OWNER_RECLAIM)
-			    ? replaced
-			    : __atomic_load_n(&p->last_owner, __ATOMIC_RELAXED);
 
-	if (!prev || prev == seg->self_owner || xseg_owner_alive(prev))
-		return 0;
-	return prev;
+/* The predecessor a bind of port must fence, as its owner word reads now
+ * (o): the owner word itself when it is a dead owner's own (no RECLAIM
+ * flag: an older build's bind wrote no last_owner), else the port's
+ * last_owner; 0 when there is none (unknown, this process) or when the
+ * port's owner is alive (the claim will refuse it). */
+static uint64_t port_predecessor(const struct xseg *seg,
+				 const struct xseg_port *p, uint64_t o)
+{
+	uint64_t prev;
+
+	if (o && !(o & XSEG_OWNER_RECLAIM) && o != seg->self_owner) {
+		if (xseg_owner_alive(o))
+			return 0;
+		prev = o;
+	} else {
+		prev = __atomic_load_n(&p->last_owner, __ATOMIC_RELAXED);
+	}
+	return prev == seg->self_owner ? 0 : prev;
 }
 
-/* Requests sent from ports other than port whose latest owner was prev,
- * still held by a live port (one such port in *from, a holder in
- * *holder). */
+/* Requests sent from ports other than port whose latest owner was prev
+ * and which are marked draining, still held by a live port (one such
+ * port in *from, a holder in *holder). */
 static uint32_t predecessor_held(struct xseg *seg, uint32_t port, uint64_t prev,
 				 uint32_t *from, uint32_t *holder)
 {
@@ -157,15 +172,15 @@ static uint32_t predecessor_held(struct xseg *seg, uint32_t port, uint64_t prev,
 	return nr;
 }
 
-/* Port (static, claimed by us) had prev, a dead process, as its latest
- * owner: fence prev's other ports as described above. wait: up to
- * XSEG_BIND_WAIT_NS. -EAGAIN while requests are held, or while another
- * live process is still in the middle of reclaiming one of those ports
- * (its drain mark may not be stored yet). */
-static int fence_predecessor(struct xseg *seg, uint32_t port, uint64_t prev,
-			     bool wait)
+/* Fence prev, port's latest owner, as described above, waiting up to
+ * XSEG_BIND_WAIT_NS for the held requests (and up to
+ * XSEG_RECLAIM_WAIT_NS for each port another live process is
+ * reclaiming, so that its drain mark is stored before it is read).
+ * -EAGAIN while requests are held or such a reclaim goes on; -EBUSY if
+ * the one that goes on is port's own (as claim_port). */
+static int fence_predecessor(struct xseg *seg, uint32_t port, uint64_t prev)
 {
-	uint64_t deadline = xseg_now_ns() + (wait ? XSEG_BIND_WAIT_NS : 0);
+	uint64_t deadline = xseg_now_ns() + XSEG_BIND_WAIT_NS;
 	uint32_t nr, from = XSEG_NOPORT, holder = XSEG_NOPORT;
 	uint32_t pause_us = 100;
 	char why[96];
@@ -175,15 +190,19 @@ static int fence_predecessor(struct xseg *seg, uint32_t port, uint64_t prev,
 		uint64_t o = __atomic_load_n(&q->owner, __ATOMIC_ACQUIRE);
 		struct xseg_reap_stats st = {0};
 
-		if (i == port ||
-		    ((o & ~XSEG_OWNER_RECLAIM) != prev &&
-		     __atomic_load_n(&q->last_owner, __ATOMIC_RELAXED) != prev))
+		if ((o & ~XSEG_OWNER_RECLAIM) != prev &&
+		    __atomic_load_n(&q->last_owner, __ATOMIC_RELAXED) != prev)
 			continue;
-		/* Reclaims it if prev (dead) still owns it; waits for a
-		 * live reclaimer to finish, so its drain mark is stored
-		 * before it is read below. */
+		/* Reclaims it if its owner is dead (prev, or a reclaimer
+		 * that died); waits for a live reclaimer to finish; leaves
+		 * a live owner alone. port itself too: a refused bind then
+		 * leaves it free, as a refused drain wait does. */
 		if (xseg_reclaim_if_dead(seg, i, &st) == -EBUSY)
-			return -EAGAIN;
+			/* port itself: what its claim answers for a live
+			 * binder or reclaimer that does not finish (the
+			 * caller gives up, as before the fence); another of
+			 * prev's ports: its drain mark is not known yet */
+			return i == port ? -EBUSY : -EAGAIN;
 	}
 	for (;;) {
 		nr = predecessor_held(seg, port, prev, &from, &holder);
@@ -204,9 +223,12 @@ static int fence_predecessor(struct xseg *seg, uint32_t port, uint64_t prev,
 }
 
 /* Take port for this process. wait: if another live process is reclaiming
- * it, wait up to a second for it to finish. */
+ * it, wait up to a second for it to finish. fenced: for a static port,
+ * the predecessor the caller fenced (0: none); -ESTALE (port left as it
+ * was, or free) if the port's predecessor is another one by the time it is
+ * claimed (it was bound and left meanwhile): fence again. */
 static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
-		      bool wait)
+		      bool wait, uint64_t fenced)
 {
 	struct xseg_port *p = seg->ports[port].port;
 	struct xseg_reap_stats st = {0};
@@ -233,6 +255,9 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 		} else {
 			scan = true; /* its owner died: it may hold requests */
 		}
+		prev = port < seg->nr_static ? port_predecessor(seg, p, o) : 0;
+		if (prev && prev != fenced)
+			return -ESTALE;
 		if (__atomic_compare_exchange_n(&p->owner, &o, claim, false,
 						__ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED))
@@ -246,17 +271,6 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 		if (rc < 0) {
 			/* Free again, still draining: a reaper or the next
 			 * bind attempt takes it from here. */
-			__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
-			return rc;
-		}
-	}
-	prev = port < seg->nr_static ? port_predecessor(seg, p, o) : 0;
-	if (prev) {
-		int rc = fence_predecessor(seg, port, prev, wait);
-
-		if (rc < 0) {
-			/* Free again, last_owner kept: the next bind
-			 * attempt fences the same predecessor. */
 			__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
 			return rc;
 		}
@@ -281,7 +295,20 @@ int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
 	rc = xseg_self_identity(seg);
 	if (rc < 0)
 		return rc;
-	return claim_port(seg, port, peer_type, true);
+	for (;;) {
+		struct xseg_port *p = seg->ports[port].port;
+		uint64_t prev = port_predecessor(
+		    seg, p, __atomic_load_n(&p->owner, __ATOMIC_ACQUIRE));
+
+		if (prev) {
+			rc = fence_predecessor(seg, port, prev);
+			if (rc < 0)
+				return rc;
+		}
+		rc = claim_port(seg, port, peer_type, true, prev);
+		if (rc != -ESTALE)
+			return rc;
+	}
 }
 
 int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port)
@@ -301,7 +328,7 @@ int xseg_alloc_port(struct xseg *seg, const char *peer_type, uint32_t *port)
 		/* Skip ports owned by us without asking /proc. */
 		if ((o & ~XSEG_OWNER_RECLAIM) == seg->self_owner)
 			continue;
-		rc = claim_port(seg, i, peer_type, false);
+		rc = claim_port(seg, i, peer_type, false, 0);
 		if (rc == 0) {
 			*port = i;
 			return 0;

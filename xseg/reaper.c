@@ -189,7 +189,26 @@ static bool held_elsewhere(uint32_t port, struct xseg_request *req, uint64_t w)
 		return false;
 	if (xseg_rs_holder(w) == port || xseg_req_src(req) != port)
 		return false;
-	return __atomic_load_n(&req->state_holder, __ATOMIC_SEQ_CST) == w;
+	/* Only requests that change stored data count: a READ, INFO, HASH
+	 * or PING run late changes nothing, and its answer is dropped (the
+	 * generation); a FLUSH run late makes durable what is already
+	 * acknowledged. Counting them let one READ a store never answers
+	 * keep a restarted peer from binding for ever (review23x F3). op is
+	 * written by the client before its submit; a value read from a
+	 * request that has meanwhile moved on only says "not held", which
+	 * the word's change says too (a positive answer is trusted, like
+	 * src, only if the word is still w). */
+	switch (__atomic_load_n(&req->op, __ATOMIC_RELAXED)) {
+	case XSEG_OP_READ:
+	case XSEG_OP_INFO:
+	case XSEG_OP_HASH:
+	case XSEG_OP_PING:
+	case XSEG_OP_FLUSH:
+		return false;
+	default:
+		return __atomic_load_n(&req->state_holder, __ATOMIC_SEQ_CST) ==
+		       w;
+	}
 }
 
 uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
@@ -288,6 +307,14 @@ void xseg_port_cleanup(struct xseg *seg, uint32_t port, uint64_t prev_owner,
 	if (xseg_port_count_loss(seg, port, prev_owner,
 				 mode == XSEG_CLEAN_SELF))
 		st->writeback_losses++;
+	/* The dead owner is the port's latest owner (a bind by a build
+	 * before last_owner existed did not record it): what the successor's
+	 * fence needs to find its other ports (port.c). Not a dead
+	 * reclaimer's claim word: that names whoever was reclaiming. */
+	if (mode == XSEG_CLEAN_DEAD && prev_owner &&
+	    !(prev_owner & XSEG_OWNER_RECLAIM))
+		__atomic_store_n(&pl->port->last_owner, prev_owner,
+				 __ATOMIC_RELAXED);
 
 	/* New generation first: a reply in flight to the old owner is from
 	 * now on recognised as stale by respond and receive. */

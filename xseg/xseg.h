@@ -391,19 +391,31 @@ uint32_t xseg_nr_ports(const struct xseg *seg); /* static + dynamic */
  * The successor's fence (session 23): a process's requests may come from
  * several ports (vlmc: its static port, a dynamic control port, one per
  * NBD connection), and its successor gets fresh dynamic ports. So when
- * the port's latest owner is a dead process, the bind also reclaims every
- * other port that process still owns (their queued requests are then
- * dropped at accept, as above) and waits, within the same second and with
- * the same -EAGAIN, until no live port holds a request sent from any port
- * whose latest owner was that process. Waiting for another live process
- * that is reclaiming or binding one of those ports counts against that
- * second too. Costs one pass over the port table when the previous owner
- * is dead, and one pool pass per such port still draining. Not applied
- * when the latest owner is alive (it released the port and may use its
- * others) or unknown (a port a reap freed whose last bind was made by a
- * build before this one); not by xseg_alloc_port (a dynamic port names no
- * successor). API change: a bind can now return -EAGAIN for requests of
- * its predecessor's other ports. */
+ * the port's latest owner is another process that no longer owns it, the
+ * bind first, holding nothing, reclaims every other port that process
+ * still owns if it is dead (their queued requests are then dropped at
+ * accept, as above) and waits up to a second, with the same -EAGAIN,
+ * until no live port holds a request sent from any port whose latest
+ * owner was that process and which is released or reclaimed (draining).
+ * A live predecessor counts too: a peer stopping has released its ports
+ * before its exit, while its successor may already be starting; ports it
+ * still owns are not waited for. Each port of it that another live
+ * process is reclaiming or binding is waited for too (up to a second
+ * each), so a bind can take a few seconds before it answers -EAGAIN.
+ * Costs a liveness check of the previous owner at every bind that has
+ * one, one pass over the port table, and one pool pass per draining port
+ * of it at each look while it waits. Not applied when the latest owner is
+ * unknown (a port a build before this one bound and nobody reclaimed
+ * since), nor by xseg_alloc_port (a dynamic port names no successor).
+ *
+ * Only requests that change stored data fence a bind, here and in the
+ * drain above: WRITE, DELETE, COPY (and any unknown op). A READ, INFO,
+ * HASH, PING or FLUSH run late changes nothing that a newer request
+ * wrote, and one a store never answers must not keep a restarted peer
+ * out (review23x F3).
+ *
+ * API change: a bind can now return -EAGAIN for requests of its
+ * predecessor's other ports. */
 int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type);
 
 /* Allocate a free (or dead-owned, reclaimed first) dynamic port for this

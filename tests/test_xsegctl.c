@@ -941,33 +941,89 @@ static int store_stopped_last(void *arg)
 	return xseg_port_alive(seg, 2) == 1 ? 4 : 0;
 }
 
+/*
+ * A noop stack on a private segment with fake peers (port_holder,
+ * leader_exits, ...) forked on it: the segment, a tmp dir with the
+ * stack's dirs, and the pipe each fake peer says on that its port is
+ * bound. The test ends its peers; fake_stack_finish then leaves the
+ * segment and removes the rest.
+ */
+struct fake_stack {
+	struct xseg *seg;
+	const char *name;
+	char *t, *d, *run;
+	int fds[2];
+};
+
+static void fake_stack_start(struct fake_stack *s, const char *seg_tag,
+			     const char *dir_tag)
+{
+	s->name = tpr_segment(seg_tag, &s->seg);
+	s->t = tmp_dir(dir_tag);
+	noop_stack_dirs(s->t, s->name, &s->d, &s->run);
+	ck_assert_int_eq(pipe(s->fds), 0);
+}
+
+/* Forks fn(a) as a peer of the stack (a's name and ready pipe set to the
+ * stack's) and returns its pid once it has bound its port. */
+static pid_t fake_stack_fork(struct fake_stack *s, int (*fn)(void *),
+			     struct leader_exits_arg *a)
+{
+	char c;
+
+	a->name = s->name;
+	a->ready = s->fds[1];
+	pid_t pid = xtu_fork(fn, a);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(s->fds[0], &c, 1), 1);
+	return pid;
+}
+
+/* Waits until a leader_exits peer is exiting: its leader a zombie, a
+ * thread of it left. */
+static void fake_peer_wait_exiting(pid_t pid)
+{
+	ck_assert_int_eq(
+	    xtu_wait_until(leader_zombie_with_threads, &pid, 10000), 0);
+}
+
+/* A fake peer that nothing stopped (or that ignores SIGTERM): SIGKILLed
+ * and reaped. */
+static void fake_peer_kill(pid_t pid)
+{
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+}
+
+static void fake_stack_finish(struct fake_stack *s)
+{
+	close(s->fds[0]);
+	close(s->fds[1]);
+	xseg_leave(s->seg);
+	ttmp_rmtree(s->t);
+	free(s->run);
+	free(s->d);
+	free(s->t);
+}
+
 /* review21b F7: stack status says which peer is exiting (the store here:
  * its leader gone, a thread left), in the table, a line of its own and
  * the JSON; a stack whose store or vlmc is exiting is not healthy (exit
  * 1), though vlmc lives and the store's port is still its owner's. */
 START_TEST(stack_status_shows_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlstexit", &seg);
-	char *t = tmp_dir("stexit"), *d, *run, *out, *err;
-	char want[128], c;
-	int fds[2];
+	struct fake_stack s;
+	char *out, *err;
+	char want[128];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg av = {name, fds[1], 3, "vlmc", false, false, 0};
-	pid_t vlmc = xtu_fork(port_holder, &av);
-	ck_assert_int_gt(vlmc, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg as = {name,  fds[1], 1, "server",
-				      false, false,  0};
-	pid_t store = xtu_fork(leader_exits, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+	fake_stack_start(&s, "ctlstexit", "stexit");
+	struct leader_exits_arg av = {.port = 3, .type = "vlmc"};
+	pid_t vlmc = fake_stack_fork(&s, port_holder, &av);
+	struct leader_exits_arg as = {.port = 1, .type = "server"};
+	pid_t store = fake_stack_fork(&s, leader_exits, &as);
+	fake_peer_wait_exiting(store);
 
-	const char *st[] = {"stack", "status", "--dir", d, NULL};
+	const char *st[] = {"stack", "status", "--dir", s.d, NULL};
 	ck_assert_int_eq(ctl(st, &out, &err), 1);
 	snprintf(want, sizeof(want), "\nstore   1     server   %-8d exiting ",
 		 (int)store);
@@ -983,7 +1039,7 @@ START_TEST(stack_status_shows_exiting)
 	ck_assert_msg(!strstr(out, "vlmc: EXITING"), "%s", out);
 	free(out);
 	free(err);
-	const char *sj[] = {"stack", "status", "--json", "--dir", d, NULL};
+	const char *sj[] = {"stack", "status", "--json", "--dir", s.d, NULL};
 	ck_assert_int_eq(ctl(sj, &out, &err), 1);
 	snprintf(want, sizeof(want),
 		 "{\"role\":\"store\",\"port\":1,\"type\":\"server\","
@@ -998,18 +1054,10 @@ START_TEST(stack_status_shows_exiting)
 	free(out);
 	free(err);
 	/* still its owner's: status reclaims nothing */
-	ck_assert_int_eq(xseg_port_alive(seg, 1), 1);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
-	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	ck_assert_int_eq(xseg_port_alive(s.seg, 1), 1);
+	fake_peer_kill(store);
+	fake_peer_kill(vlmc);
+	fake_stack_finish(&s);
 }
 END_TEST
 
@@ -1024,25 +1072,16 @@ END_TEST
  */
 START_TEST(stack_status_store_mid_bind)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlstbind", &seg);
-	char *t = tmp_dir("stbind"), *d, *run, *out, *err, c;
-	int fds[2];
+	struct fake_stack s;
+	char *out, *err;
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg as = {
-	    .name = name, .ready = fds[1], .port = 1, .type = "server"};
-	pid_t store = xtu_fork(port_holder, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg av = {
-	    .name = name, .ready = fds[1], .port = 3, .type = "vlmc"};
-	pid_t vlmc = xtu_fork(port_holder, &av);
-	ck_assert_int_gt(vlmc, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	fake_stack_start(&s, "ctlstbind", "stbind");
+	struct leader_exits_arg as = {.port = 1, .type = "server"};
+	pid_t store = fake_stack_fork(&s, port_holder, &as);
+	struct leader_exits_arg av = {.port = 3, .type = "vlmc"};
+	pid_t vlmc = fake_stack_fork(&s, port_holder, &av);
 
-	const char *st[] = {"stack", "status", "--dir", d, NULL};
+	const char *st[] = {"stack", "status", "--dir", s.d, NULL};
 	int rc = ctl(st, &out, &err);
 	/* the same stack with the store bound: healthy, so that the exit 1
 	 * below is the flag's */
@@ -1051,18 +1090,18 @@ START_TEST(stack_status_store_mid_bind)
 	free(err);
 	/* the live store, in the middle of a bind: the owner word its
 	 * claim_port holds until the bind completes */
-	uint64_t *ownerp = &seg->ports[1].port->owner;
+	uint64_t *ownerp = &s.seg->ports[1].port->owner;
 	uint64_t o =
 	    __atomic_fetch_or(ownerp, XSEG_OWNER_RECLAIM, __ATOMIC_SEQ_CST);
 	ck_assert_int_eq(xseg_owner_pid(o), store);
 	struct xseg_port_info pi;
-	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert_int_eq(xseg_port_info(s.seg, 1, &pi), 0);
 	ck_assert(pi.alive && pi.reclaiming && !pi.exiting);
 	rc = ctl(st, &out, &err);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	free(out);
 	free(err);
-	const char *sj[] = {"stack", "status", "--json", "--dir", d, NULL};
+	const char *sj[] = {"stack", "status", "--json", "--dir", s.d, NULL};
 	rc = ctl(sj, &out, &err);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	free(out);
@@ -1072,17 +1111,9 @@ START_TEST(stack_status_store_mid_bind)
 	ck_assert_msg(rc == 0, "status %d: %s%s", rc, out, err);
 	free(out);
 	free(err);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
-	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	fake_peer_kill(store);
+	fake_peer_kill(vlmc);
+	fake_stack_finish(&s);
 }
 END_TEST
 
@@ -1094,23 +1125,19 @@ END_TEST
  * exit 0. */
 START_TEST(stack_restart_peer_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlrsexit", &seg);
-	char *t = tmp_dir("rsexit"), *d, *run, *out, *err, *path;
-	char want[128], c;
+	struct fake_stack s;
+	char *out, *err, *path;
+	char want[128];
 	struct xseg_port_info pi;
-	int fds[2];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg a = {name, fds[1], 1, "server", true, false, 0};
-	pid_t store = xtu_fork(leader_exits, &a);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+	fake_stack_start(&s, "ctlrsexit", "rsexit");
+	struct leader_exits_arg a = {
+	    .port = 1, .type = "server", .published = true};
+	pid_t store = fake_stack_fork(&s, leader_exits, &a);
+	fake_peer_wait_exiting(store);
 
-	const char *rs[] = {"stack", "restart-peer", "--dir", d, "store", NULL};
+	const char *rs[] = {"stack", "restart-peer", "--dir",
+			    s.d,     "store",	     NULL};
 	int rc = ctl(rs, &out, &err);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	ck_assert_msg(!strstr(out, "nothing to restart"), "%s", out);
@@ -1126,21 +1153,14 @@ START_TEST(stack_restart_peer_exiting)
 	free(err);
 	/* nothing was started: no pid file, the port still the exiting
 	 * owner's */
-	ck_assert_int_gt(asprintf(&path, "%s/store.pid", run), 0);
+	ck_assert_int_gt(asprintf(&path, "%s/store.pid", s.run), 0);
 	ck_assert_msg(access(path, F_OK), "%s written", path);
 	free(path);
-	ck_assert_int_eq(xseg_port_info(seg, 1, &pi), 0);
+	ck_assert_int_eq(xseg_port_info(s.seg, 1, &pi), 0);
 	ck_assert(pi.exiting);
 	ck_assert_int_eq(pi.owner_pid, store);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	fake_peer_kill(store);
+	fake_stack_finish(&s);
 }
 END_TEST
 
@@ -1155,39 +1175,24 @@ END_TEST
  */
 START_TEST(stack_stop_vlmc_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlstopvx", &seg);
-	char *t = tmp_dir("stopvx"), *d, *run, *out, *err;
-	char want[160], c;
+	struct fake_stack s;
+	char *out, *err;
+	char want[160];
 	struct xseg_port_info pi;
-	int fds[2];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg as = {.name = name, .ready = fds[1]};
-	pid_t store = xtu_fork(store_stopped_last, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg ac = {
-	    .name = name, .ready = fds[1], .port = 2, .type = "cached"};
-	pid_t cached = xtu_fork(port_holder, &ac);
-	ck_assert_int_gt(cached, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg av = {.name = name,
-				      .ready = fds[1],
-				      .port = 3,
-				      .type = "vlmc",
-				      .deaf = true};
-	pid_t vlmc = xtu_fork(leader_exits, &av);
-	ck_assert_int_gt(vlmc, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &vlmc, 10000), 0);
+	fake_stack_start(&s, "ctlstopvx", "stopvx");
+	struct leader_exits_arg as = {0};
+	pid_t store = fake_stack_fork(&s, store_stopped_last, &as);
+	struct leader_exits_arg ac = {.port = 2, .type = "cached"};
+	pid_t cached = fake_stack_fork(&s, port_holder, &ac);
+	struct leader_exits_arg av = {.port = 3, .type = "vlmc", .deaf = true};
+	pid_t vlmc = fake_stack_fork(&s, leader_exits, &av);
+	fake_peer_wait_exiting(vlmc);
 
 	struct reaper rc_cached, rc_store;
 	reaper_start(&rc_cached, cached);
 	reaper_start(&rc_store, store);
-	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
+	const char *stop[] = {"stack", "stop", "--dir", s.d, NULL};
 	int rc = ctl(stop, &out, &err);
 	int cached_status = reaper_end(&rc_cached);
 	int store_status = reaper_end(&rc_store);
@@ -1202,7 +1207,7 @@ START_TEST(stack_stop_vlmc_exiting)
 	ck_assert_msg(strstr(err, want), "%s", err);
 	ck_assert_msg(!strstr(err, "did not exit"), "%s", err);
 	snprintf(want, sizeof(want), "segment %s kept: a peer is still exiting",
-		 name);
+		 s.name);
 	ck_assert_msg(strstr(err, want), "%s", err);
 	free(out);
 	free(err);
@@ -1210,18 +1215,11 @@ START_TEST(stack_stop_vlmc_exiting)
 	ck_assert_int_eq(cached_status, 128 + SIGTERM);
 	ck_assert_int_eq(store_status, 0);
 	/* vlmc's port still its own: nothing reclaimed under it */
-	ck_assert_int_eq(xseg_port_info(seg, 3, &pi), 0);
+	ck_assert_int_eq(xseg_port_info(s.seg, 3, &pi), 0);
 	ck_assert(pi.exiting);
 	ck_assert_int_eq(pi.owner_pid, vlmc);
-	ck_assert_int_eq(xtu_kill(vlmc, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(vlmc, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	fake_peer_kill(vlmc);
+	fake_stack_finish(&s);
 }
 END_TEST
 
@@ -1236,44 +1234,27 @@ END_TEST
  */
 START_TEST(stack_stop_store_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlstopsx", &seg);
-	char *t = tmp_dir("stopsx"), *d, *run, *out, *err;
-	char want[160], c;
+	struct fake_stack s;
+	char *out, *err;
+	char want[160];
 	struct xseg_port_info pi;
-	int fds[2];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg as = {.name = name,
-				      .ready = fds[1],
-				      .port = 1,
-				      .type = "server",
-				      .deaf = true};
-	pid_t store = xtu_fork(leader_exits, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	fake_stack_start(&s, "ctlstopsx", "stopsx");
+	struct leader_exits_arg as = {
+	    .port = 1, .type = "server", .deaf = true};
+	pid_t store = fake_stack_fork(&s, leader_exits, &as);
 	/* 1 MiB in 4 KiB buckets */
-	struct leader_exits_arg ac = {.name = name,
-				      .ready = fds[1],
-				      .port = 2,
-				      .type = "cached",
-				      .unflushed = 256};
-	pid_t cached = xtu_fork(port_holder, &ac);
-	ck_assert_int_gt(cached, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
-	struct leader_exits_arg av = {
-	    .name = name, .ready = fds[1], .port = 3, .type = "vlmc"};
-	pid_t vlmc = xtu_fork(port_holder, &av);
-	ck_assert_int_gt(vlmc, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+	struct leader_exits_arg ac = {
+	    .port = 2, .type = "cached", .unflushed = 256};
+	pid_t cached = fake_stack_fork(&s, port_holder, &ac);
+	ck_assert_int_eq(xseg_set_path_next(s.seg, 1, 2), 0);
+	struct leader_exits_arg av = {.port = 3, .type = "vlmc"};
+	pid_t vlmc = fake_stack_fork(&s, port_holder, &av);
+	fake_peer_wait_exiting(store);
 
 	struct reaper rv;
 	reaper_start(&rv, vlmc);
-	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
+	const char *stop[] = {"stack", "stop", "--dir", s.d, NULL};
 	int rc = ctl(stop, &out, &err);
 	int vlmc_status = reaper_end(&rv);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
@@ -1288,29 +1269,21 @@ START_TEST(stack_stop_store_exiting)
 		 (int)cached);
 	ck_assert_msg(strstr(err, want), "%s", err);
 	snprintf(want, sizeof(want), "segment %s kept: a peer is still exiting",
-		 name);
+		 s.name);
 	ck_assert_msg(strstr(err, want), "%s", err);
 	free(out);
 	free(err);
 	ck_assert_int_eq(vlmc_status, 128 + SIGTERM);
 	/* cached untouched: running, plugged, its count as it was */
-	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert_int_eq(xseg_port_info(s.seg, 2, &pi), 0);
 	ck_assert(pi.alive && !pi.exiting);
 	ck_assert_int_eq(pi.owner_pid, cached);
 	ck_assert_uint_eq(pi.unflushed, 256);
-	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
-	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
-	ck_assert_int_eq(xtu_kill(cached, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGKILL);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	ck_assert_uint_eq(xseg_get_path_next(s.seg, 1), 2);
+	ck_assert_uint_eq(xseg_writeback_losses(s.seg), 0);
+	fake_peer_kill(cached);
+	fake_peer_kill(store);
+	fake_stack_finish(&s);
 }
 END_TEST
 
@@ -1349,38 +1322,24 @@ static unsigned count_of(const char *hay, const char *needle)
  */
 START_TEST(stack_unplug_store_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlunpsx", &seg);
-	char *t = tmp_dir("unpsx"), *d, *run, *out, *err, *off;
-	char want[160], c;
+	struct fake_stack s;
+	char *out, *err, *off;
+	char want[160];
 	struct xseg_port_info pi;
-	int fds[2];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_gt(asprintf(&off, "%s/cached.off", run), 0);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg as = {.name = name,
-				      .ready = fds[1],
-				      .port = 1,
-				      .type = "server",
-				      .deaf = true};
-	pid_t store = xtu_fork(leader_exits, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	fake_stack_start(&s, "ctlunpsx", "unpsx");
+	ck_assert_int_gt(asprintf(&off, "%s/cached.off", s.run), 0);
+	struct leader_exits_arg as = {
+	    .port = 1, .type = "server", .deaf = true};
+	pid_t store = fake_stack_fork(&s, leader_exits, &as);
 	/* 1 MiB in 4 KiB buckets */
-	struct leader_exits_arg ac = {.name = name,
-				      .ready = fds[1],
-				      .port = 2,
-				      .type = "cached",
-				      .unflushed = 256};
-	pid_t cached = xtu_fork(port_holder, &ac);
-	ck_assert_int_gt(cached, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+	struct leader_exits_arg ac = {
+	    .port = 2, .type = "cached", .unflushed = 256};
+	pid_t cached = fake_stack_fork(&s, port_holder, &ac);
+	ck_assert_int_eq(xseg_set_path_next(s.seg, 1, 2), 0);
+	fake_peer_wait_exiting(store);
 
-	const char *unplug[] = {"stack", "unplug-cached", "--dir", d, NULL};
+	const char *unplug[] = {"stack", "unplug-cached", "--dir", s.d, NULL};
 	int rc = ctl(unplug, &out, &err);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	snprintf(want, sizeof(want),
@@ -1397,26 +1356,18 @@ START_TEST(stack_unplug_store_exiting)
 	free(out);
 	free(err);
 	/* nothing changed: cached running, plugged, its count as it was */
-	ck_assert_int_eq(xseg_port_info(seg, 2, &pi), 0);
+	ck_assert_int_eq(xseg_port_info(s.seg, 2, &pi), 0);
 	ck_assert(pi.alive && !pi.exiting);
 	ck_assert_int_eq(pi.owner_pid, cached);
 	ck_assert_uint_eq(pi.unflushed, 256);
-	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
-	ck_assert_uint_eq(xseg_writeback_losses(seg), 0);
+	ck_assert_uint_eq(xseg_get_path_next(s.seg, 1), 2);
+	ck_assert_uint_eq(xseg_writeback_losses(s.seg), 0);
 	ck_assert_int_eq(access(off, F_OK), -1);
 	/* not signalled: the SIGKILL is what ends it */
-	ck_assert_int_eq(xtu_kill(cached, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGKILL);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
+	fake_peer_kill(cached);
+	fake_peer_kill(store);
+	fake_stack_finish(&s);
 	free(off);
-	free(run);
-	free(d);
-	free(t);
 }
 END_TEST
 
@@ -1429,32 +1380,20 @@ END_TEST
  */
 START_TEST(stack_unplug_cached_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlunpx", &seg);
-	char *t = tmp_dir("unpx"), *d, *run, *out, *err;
-	char want[160], c;
-	int fds[2];
+	struct fake_stack s;
+	char *out, *err;
+	char want[160];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg as = {
-	    .name = name, .ready = fds[1], .port = 1, .type = "server"};
-	pid_t store = xtu_fork(port_holder, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg ac = {.name = name,
-				      .ready = fds[1],
-				      .port = 2,
-				      .type = "cached",
-				      .deaf = true};
-	pid_t cached = xtu_fork(leader_exits, &ac);
-	ck_assert_int_gt(cached, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(xseg_set_path_next(seg, 1, 2), 0);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &cached, 10000), 0);
+	fake_stack_start(&s, "ctlunpx", "unpx");
+	struct leader_exits_arg as = {.port = 1, .type = "server"};
+	pid_t store = fake_stack_fork(&s, port_holder, &as);
+	struct leader_exits_arg ac = {
+	    .port = 2, .type = "cached", .deaf = true};
+	pid_t cached = fake_stack_fork(&s, leader_exits, &ac);
+	ck_assert_int_eq(xseg_set_path_next(s.seg, 1, 2), 0);
+	fake_peer_wait_exiting(cached);
 
-	const char *unplug[] = {"stack", "unplug-cached", "--dir", d, NULL};
+	const char *unplug[] = {"stack", "unplug-cached", "--dir", s.d, NULL};
 	int rc = ctl(unplug, &out, &err);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	snprintf(want, sizeof(want),
@@ -1467,18 +1406,10 @@ START_TEST(stack_unplug_cached_exiting)
 	ck_assert_msg(count_of(err, "unplug failed") == 1, "%s", err);
 	free(out);
 	free(err);
-	ck_assert_uint_eq(xseg_get_path_next(seg, 1), 2);
-	ck_assert_int_eq(xtu_kill(cached, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(cached, 10000), 128 + SIGKILL);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	ck_assert_uint_eq(xseg_get_path_next(s.seg, 1), 2);
+	fake_peer_kill(cached);
+	fake_peer_kill(store);
+	fake_stack_finish(&s);
 }
 END_TEST
 
@@ -1490,29 +1421,20 @@ END_TEST
  */
 START_TEST(supervisor_logs_exiting)
 {
-	struct xseg *seg;
-	const char *name = tpr_segment("ctlsupx", &seg);
+	struct fake_stack s;
 	const char *log = tpr_tmpfile("suplog");
-	char *t = tmp_dir("supx"), *d, *run, *out, *err, *text;
-	char want[160], c;
-	int fds[2];
+	char *out, *err, *text;
+	char want[160];
 
-	noop_stack_dirs(t, name, &d, &run);
-	ck_assert_int_eq(pipe(fds), 0);
-	struct leader_exits_arg av = {
-	    .name = name, .ready = fds[1], .port = 3, .type = "vlmc"};
-	pid_t vlmc = xtu_fork(port_holder, &av);
-	ck_assert_int_gt(vlmc, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	struct leader_exits_arg as = {
-	    .name = name, .ready = fds[1], .port = 1, .type = "server"};
-	pid_t store = xtu_fork(leader_exits, &as);
-	ck_assert_int_gt(store, 0);
-	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	ck_assert_int_eq(
-	    xtu_wait_until(leader_zombie_with_threads, &store, 10000), 0);
+	fake_stack_start(&s, "ctlsupx", "supx");
+	struct leader_exits_arg av = {.port = 3, .type = "vlmc"};
+	pid_t vlmc = fake_stack_fork(&s, port_holder, &av);
+	struct leader_exits_arg as = {.port = 1, .type = "server"};
+	pid_t store = fake_stack_fork(&s, leader_exits, &as);
+	fake_peer_wait_exiting(store);
 
-	const char *sv[] = {"xsegctl", "stack", "supervise", "--dir", d, NULL};
+	const char *sv[] = {"xsegctl", "stack", "supervise",
+			    "--dir",   s.d,	NULL};
 	pid_t sup = tpr_start(sv, log);
 	ck_assert_int_gt(sup, 0);
 	snprintf(want, sizeof(want),
@@ -1526,8 +1448,7 @@ START_TEST(supervisor_logs_exiting)
 	 * must not repeat. A loaded machine may give fewer; the count
 	 * below then proves less, and never fails wrongly */
 	usleep(1000 * 1000);
-	ck_assert_int_eq(xtu_kill(store, SIGKILL), 0);
-	ck_assert_int_eq(xtu_wait(store, 10000), 128 + SIGKILL);
+	fake_peer_kill(store);
 	fa.text = "store is back (pid ";
 	int back = xtu_wait_until(file_has, &fa, 60000);
 	text = tpr_slurp(log);
@@ -1538,7 +1459,7 @@ START_TEST(supervisor_logs_exiting)
 	struct reaper r_sup, r_vlmc;
 	reaper_start(&r_sup, sup);
 	reaper_start(&r_vlmc, vlmc);
-	const char *stop[] = {"stack", "stop", "--dir", d, NULL};
+	const char *stop[] = {"stack", "stop", "--dir", s.d, NULL};
 	int rc = ctl(stop, &out, &err);
 	int sup_status = reaper_end(&r_sup);
 	int vlmc_status = reaper_end(&r_vlmc);
@@ -1556,16 +1477,10 @@ START_TEST(supervisor_logs_exiting)
 	ck_assert_msg(rc == 0, "status %d: %s%s", rc, out, err);
 	free(out);
 	free(err);
-	xtu_forget_segname(name);
+	xtu_forget_segname(s.name);
 	ck_assert_int_eq(sup_status, 0);
 	ck_assert_int_eq(vlmc_status, 128 + SIGTERM);
-	close(fds[0]);
-	close(fds[1]);
-	xseg_leave(seg);
-	ttmp_rmtree(t);
-	free(run);
-	free(d);
-	free(t);
+	fake_stack_finish(&s);
 }
 END_TEST
 

@@ -1071,17 +1071,6 @@ START_TEST(test_gc_file_huge_list)
 }
 END_TEST
 
-static const char *ctl_dir(void)
-{
-	static char p[600];
-	const char *bin = getenv("AC_BIN_DIR");
-
-	if (!bin)
-		return NULL;
-	snprintf(p, sizeof(p), "%s/blockerctl", bin);
-	return access(p, X_OK) == 0 ? bin : NULL;
-}
-
 /* run a shell command, its stdout into out; the exit status */
 static int run_cmd(const char *cmd, char *out, size_t len)
 {
@@ -1138,6 +1127,42 @@ static char *dir_digest(void)
 }
 
 /*
+ * The store the DIR/gc list tests below damage: NOBJ whole objects
+ * written (their contents from seed) and the store closed, over three
+ * segments at least. Returns the number of the last segment.
+ */
+static uint32_t gc_list_store(uint64_t seed)
+{
+	struct blocker_store *s = mk();
+	uint32_t last = 0;
+
+	for (int i = 0; i < NOBJ; i++)
+		mwrite(s, i, 0, OBJ_MAX, seed + i);
+	ck_assert_int_eq(blocker_close(s), 0);
+	while (seg_exists(last + 1))
+		last++;
+	ck_assert_uint_ge(last, 2);
+	return last;
+}
+
+/* Once the test has undone its damage: with DIR/gc gone, every object
+ * reads back and check finds the store clean (nothing was lost); then
+ * the store is removed. */
+static void gc_list_store_finish(void)
+{
+	struct blocker_store *s;
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/gc", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	s = reopen();
+	verify_all(s);
+	ck_assert_int_eq(blocker_close(s), 0);
+	check_clean();
+	ttmp_rmtree(dir);
+}
+
+/*
  * safety23b: check on a store whose DIR/gc is refused before any segment
  * is opened (a list naming the log's last segment, or a bad CRC). check
  * reported every real segment as "after the missing log.000000" and
@@ -1148,19 +1173,13 @@ static char *dir_digest(void)
  */
 START_TEST(test_gc_list_refused_check_report)
 {
-	struct blocker_store *s = mk();
-	uint32_t last = 0;
+	uint32_t last;
 	uint64_t problems;
 	char p[512], want[600];
 	uint8_t byte = 0;
 	int fd;
 
-	for (int i = 0; i < NOBJ; i++)
-		mwrite(s, i, 0, OBJ_MAX, 700 + i);
-	ck_assert_int_eq(blocker_close(s), 0);
-	while (seg_exists(last + 1))
-		last++;
-	ck_assert_uint_ge(last, 2);
+	last = gc_list_store(700);
 	for (int c = 0; c < 3; c++) {
 		char *before, *after;
 
@@ -1229,13 +1248,7 @@ START_TEST(test_gc_list_refused_check_report)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pwrite(fd, &byte, 1, BREC_HDR_SIZE), 1);
 	close(fd);
-	snprintf(p, sizeof(p), "%s/gc", dir);
-	ck_assert_int_eq(unlink(p), 0);
-	s = reopen();
-	verify_all(s);
-	ck_assert_int_eq(blocker_close(s), 0);
-	check_clean();
-	ttmp_rmtree(dir);
+	gc_list_store_finish();
 }
 END_TEST
 
@@ -1254,19 +1267,14 @@ END_TEST
  */
 START_TEST(test_gc_list_with_stray_changes_nothing)
 {
-	struct blocker_store *s = mk();
+	struct blocker_store *s;
 	struct blocker_opts o;
-	uint32_t last = 0;
+	uint32_t last;
 	uint64_t problems;
 	char p[512], want[600];
 	int fd;
 
-	for (int i = 0; i < NOBJ; i++)
-		mwrite(s, i, 0, OBJ_MAX, 500 + i);
-	ck_assert_int_eq(blocker_close(s), 0);
-	while (seg_exists(last + 1))
-		last++;
-	ck_assert_uint_ge(last, 2);
+	last = gc_list_store(500);
 	snprintf(p, sizeof(p), "%s/log.4000000000", dir);
 	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
 	ck_assert_int_ge(fd, 0);
@@ -1317,7 +1325,7 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 		/* the same through blockerctl check, if it was built (its
 		 * report into a file beside the store: long, and a reader
 		 * that stops early gets the command killed by SIGPIPE) */
-		if (ctl_dir()) {
+		if (tb_ctl_dir()) {
 			char cmd[1024], out[64], outp[300];
 			FILE *f;
 			char *text;
@@ -1325,8 +1333,8 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 
 			snprintf(outp, sizeof(outp), "%s.check", dir);
 			snprintf(cmd, sizeof(cmd),
-				 "%s/blockerctl check %s >%s 2>&1", ctl_dir(),
-				 dir, outp);
+				 "%s/blockerctl check %s >%s 2>&1",
+				 tb_ctl_dir(), dir, outp);
 			ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 1);
 			f = fopen(outp, "r");
 			ck_assert_ptr_nonnull(f);
@@ -1353,13 +1361,7 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 	}
 	/* every segment's data is still there */
 	ck_assert_int_eq(unlink(p), 0);
-	snprintf(p, sizeof(p), "%s/gc", dir);
-	ck_assert_int_eq(unlink(p), 0);
-	s = reopen();
-	verify_all(s);
-	ck_assert_int_eq(blocker_close(s), 0);
-	check_clean();
-	ttmp_rmtree(dir);
+	gc_list_store_finish();
 }
 END_TEST
 
@@ -1376,21 +1378,16 @@ END_TEST
  */
 START_TEST(test_gc_refused_open_keeps_listed_files)
 {
-	struct blocker_store *s = mk();
+	struct blocker_store *s;
 	struct blocker_opts o;
-	uint32_t last = 0;
+	uint32_t last;
 	char p[512], *before, *after;
 	uint8_t *saved = malloc(SEG);
 	ssize_t len;
 	int fd;
 
 	ck_assert_ptr_nonnull(saved);
-	for (int i = 0; i < NOBJ; i++)
-		mwrite(s, i, 0, OBJ_MAX, 700 + i);
-	ck_assert_int_eq(blocker_close(s), 0);
-	while (seg_exists(last + 1))
-		last++;
-	ck_assert_uint_ge(last, 2);
+	last = gc_list_store(700);
 	write_gc_ranges((const uint32_t[]){1, 1}, 1);
 	snprintf(p, sizeof(p), "%s/log.%06u", dir, last);
 	fd = open(p, O_RDWR);
@@ -1422,13 +1419,7 @@ START_TEST(test_gc_refused_open_keeps_listed_files)
 	ck_assert_int_eq(pwrite(fd, saved, (size_t)len, 0), len);
 	close(fd);
 	free(saved);
-	snprintf(p, sizeof(p), "%s/gc", dir);
-	ck_assert_int_eq(unlink(p), 0);
-	s = reopen();
-	verify_all(s);
-	ck_assert_int_eq(blocker_close(s), 0);
-	check_clean();
-	ttmp_rmtree(dir);
+	gc_list_store_finish();
 }
 END_TEST
 
@@ -1443,17 +1434,11 @@ END_TEST
  */
 START_TEST(test_gc_finish_removal_fails)
 {
-	struct blocker_store *s = mk();
+	struct blocker_store *s;
 	struct blocker_opts o;
-	uint32_t last = 0;
 	char p[512], saved[600], want[700], *before, *after;
 
-	for (int i = 0; i < NOBJ; i++)
-		mwrite(s, i, 0, OBJ_MAX, 900 + i);
-	ck_assert_int_eq(blocker_close(s), 0);
-	while (seg_exists(last + 1))
-		last++;
-	ck_assert_uint_ge(last, 2);
+	gc_list_store(900);
 	write_gc_ranges((const uint32_t[]){1, 1}, 1);
 	snprintf(p, sizeof(p), "%s/log.000001", dir);
 	snprintf(saved, sizeof(saved), "%s.seg1", dir);
@@ -1481,13 +1466,7 @@ START_TEST(test_gc_finish_removal_fails)
 	free(before);
 	ck_assert_int_eq(rmdir(p), 0);
 	ck_assert_int_eq(rename(saved, p), 0);
-	snprintf(p, sizeof(p), "%s/gc", dir);
-	ck_assert_int_eq(unlink(p), 0);
-	s = reopen();
-	verify_all(s);
-	ck_assert_int_eq(blocker_close(s), 0);
-	check_clean();
-	ttmp_rmtree(dir);
+	gc_list_store_finish();
 }
 END_TEST
 
@@ -1919,7 +1898,6 @@ START_TEST(test_gc_mmap_reads)
 }
 END_TEST
 
-/* AC_BIN_DIR if blockerctl was built there (ctest sets it), else NULL */
 START_TEST(test_blockerctl_gc)
 {
 	struct blocker_store *s;
@@ -1927,7 +1905,7 @@ START_TEST(test_blockerctl_gc)
 	char cmd[1024], out[4096];
 	int n0, n1;
 
-	if (!ctl_dir())
+	if (!tb_ctl_dir())
 		return; /* blockerctl not built: nothing to run */
 	s = mk();
 	for (int i = 0; i < NOBJ; i++)
@@ -1937,20 +1915,20 @@ START_TEST(test_blockerctl_gc)
 	log_file_bytes(&n0);
 	/* bad usage: refused, nothing changed */
 	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc --min-dead 101 %s 2>&1",
-		 ctl_dir(), dir);
+		 tb_ctl_dir(), dir);
 	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 2);
 	ck_assert_ptr_nonnull(strstr(out, "101"));
-	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc 2>&1", ctl_dir());
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc 2>&1", tb_ctl_dir());
 	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 2);
 	log_file_bytes(&n1);
 	ck_assert_int_eq(n1, n0);
 	/* stats shows what is reclaimable */
-	snprintf(cmd, sizeof(cmd), "%s/blockerctl stats %s", ctl_dir(), dir);
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl stats %s", tb_ctl_dir(), dir);
 	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, "\"reclaimable_bytes\": "));
 	ck_assert_ptr_null(strstr(out, "\"reclaimable_bytes\": 0,"));
 	/* gc reclaims and reports */
-	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc %s", ctl_dir(), dir);
+	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc %s", tb_ctl_dir(), dir);
 	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, "\"segments_removed\": "));
 	ck_assert_ptr_null(strstr(out, "\"segments_removed\": 0,"));

@@ -157,18 +157,6 @@ static void crash_after(void (*fn)(struct blocker_store *))
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
-/* AC_BIN_DIR if blockerctl was built there (ctest sets it), else NULL */
-static const char *ctl_dir(void)
-{
-	static char p[600];
-	const char *bin = getenv("AC_BIN_DIR");
-
-	if (!bin)
-		return NULL;
-	snprintf(p, sizeof(p), "%s/blockerctl", bin);
-	return access(p, X_OK) == 0 ? bin : NULL;
-}
-
 static uint64_t mark_of(void)
 {
 	uint64_t m = ~0ULL;
@@ -284,21 +272,22 @@ START_TEST(test_damage_below_mark_refused)
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_uint_ge(problems_of(), 1);
 	ck_assert_ptr_nonnull(strstr(logbuf.text, "below the durable mark"));
-	if (ctl_dir()) {
+	if (tb_ctl_dir()) {
 		char cmd[700];
 		int rc;
 		snprintf(cmd, sizeof(cmd), "%s/blockerctl check %s >/dev/null",
-			 ctl_dir(), dir);
+			 tb_ctl_dir(), dir);
 		rc = system(cmd);
 		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
 		snprintf(cmd, sizeof(cmd),
-			 "%s/blockerctl stats %s >/dev/null 2>&1", ctl_dir(),
+			 "%s/blockerctl stats %s >/dev/null 2>&1", tb_ctl_dir(),
 			 dir);
 		rc = system(cmd);
 		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
 		/* repair without saying that data may go: refused */
 		snprintf(cmd, sizeof(cmd),
-			 "%s/blockerctl repair %s 2>/dev/null", ctl_dir(), dir);
+			 "%s/blockerctl repair %s 2>/dev/null", tb_ctl_dir(),
+			 dir);
 		rc = system(cmd);
 		ck_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 	}
@@ -1208,7 +1197,7 @@ END_TEST
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
-	const char *bin = ctl_dir();
+	const char *bin = tb_ctl_dir();
 	char cmd[700];
 	int rc;
 

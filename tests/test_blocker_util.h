@@ -113,4 +113,17 @@ static inline int tb_xor_byte(const char *dir, const char *name, uint64_t off,
 	close(fd);
 	return r;
 }
+
+/* $AC_BIN_DIR if blockerctl was built there (ctest sets it), else NULL:
+ * the tests that run blockerctl skip that part where it was not built. */
+static inline const char *tb_ctl_dir(void)
+{
+	static char p[600];
+	const char *bin = getenv("AC_BIN_DIR");
+
+	if (!bin)
+		return NULL;
+	snprintf(p, sizeof(p), "%s/blockerctl", bin);
+	return access(p, X_OK) == 0 ? bin : NULL;
+}
 #endif

@@ -111,6 +111,7 @@ struct peer {
 	/* run time */
 	struct xseg *seg;
 	bool port_bound;
+	bool keep_port; /* peer_keep_port_at_exit */
 	void *priv;
 	struct peer_worker *workers;
 	int stopping;	  /* shutdown begun: accept nothing new */
@@ -184,6 +185,11 @@ unsigned peer_nr_threads(struct peer *p)
 int peer_worker_index(struct peer *p)
 {
 	return peer_self && peer_self->peer == p ? (int)peer_self->index : -1;
+}
+
+void peer_keep_port_at_exit(struct peer *p)
+{
+	__atomic_store_n(&p->keep_port, true, __ATOMIC_RELEASE);
 }
 
 bool peer_stopping(struct peer *p)
@@ -1454,7 +1460,13 @@ out_fini:
 	if (__atomic_load_n(&p->exit_status, __ATOMIC_RELAXED) > status)
 		status = __atomic_load_n(&p->exit_status, __ATOMIC_RELAXED);
 out_release:
-	if (p->port_bound) {
+	if (p->port_bound && __atomic_load_n(&p->keep_port, __ATOMIC_ACQUIRE)) {
+		peer_warn("segment %s: port %" PRIu32 " left bound at exit: "
+			  "requests this process gave up are still "
+			  "unanswered below; its successor's bind reclaims "
+			  "it and waits for them",
+			  xseg_name(p->seg), p->port);
+	} else if (p->port_bound) {
 		rc = xseg_release_port(p->seg, p->port);
 		if (rc < 0)
 			peer_err("segment %s: port %" PRIu32

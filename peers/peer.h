@@ -215,6 +215,17 @@ bool peer_stopping(struct peer *p);
  * all requests wins; also when called from ops->fini, e.g. because the
  * store's last flush failed: there it only sets the status). Thread-safe. */
 void peer_request_stop(struct peer *p, int exit_status);
+/* Leave the peer's static port bound when the process exits, instead of
+ * releasing it: for a peer that gave up requests it sent from another
+ * port of its own, still unanswered below, and keeps that port (an NBD
+ * connection given up at stop). Released, the static port would read as
+ * the port of a live process that still owns the kept one until the exit,
+ * and a successor started meanwhile (a supervisor's restart) would not
+ * fence the given-up requests; left bound, it reads dead once the process
+ * is gone, and the successor's bind reclaims every port of it and waits
+ * for them (xseg.h xseg_bind_port, "The successor's fence"; review23y
+ * F1). Thread-safe; callable from ops->fini. */
+void peer_keep_port_at_exit(struct peer *p);
 
 /* Number of requests handed to handlers and not yet completed. */
 uint64_t peer_inflight(struct peer *p);

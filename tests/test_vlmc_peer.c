@@ -2166,6 +2166,72 @@ START_TEST(r15_one_bad_object_stalls_record)
 }
 END_TEST
 
+/*
+ * review23y F1: vlmc stopped while the store holds an NBD WRITE gives
+ * the connection up and keeps its port (replies may still come). Its
+ * static port stays bound too (peer_keep_port_at_exit): released, it
+ * would read as the port of a live process until the exit, and a
+ * successor a supervisor started in that moment would not fence the
+ * WRITE. Checked: port 2 is still bound to the dead vlmc after its exit
+ * (the old vlmc released it), and the next vlmc binds only once the store
+ * answered the WRITE, which then reads back.
+ */
+START_TEST(nbd_given_up_write_fences_successor)
+{
+	static const char *const fault[] = {"--hold", "write", NULL};
+	static const char *const extra[] = {"--nbd-stop-timeout", "1s", NULL};
+	struct env e = {.extra = extra};
+	unsigned char h[28], w[4096], r[4096];
+	const char *asan = getenv("ASAN_OPTIONS");
+	char opts[512];
+	struct xseg_port_info pi;
+	uint64_t size;
+	pid_t old;
+	char *log;
+	int fd;
+
+	/* the given-up connection keeps its I/Os and their memory on
+	 * purpose: no leak check for the peers of this test */
+	snprintf(opts, sizeof(opts), "%s%sdetect_leaks=0", asan ? asan : "",
+		 asan ? ":" : "");
+	ck_assert_int_eq(setenv("ASAN_OPTIONS", opts, 1), 0);
+	pattern(w, sizeof(w), 31);
+	e.nbd = tpr_tmpfile("nbd");
+	env_start_store(&e, "vgiveup", fault);
+	vol_ok(&e, "create", "g", "64k", NULL);
+	fd = nbd_connect(e.nbd, "g", &size);
+	nbd_cmd(h, T_NBD_CMD_WRITE, 7, 0, sizeof(w));
+	nbd_io_all(fd, h, sizeof(h), true);
+	nbd_io_all(fd, w, sizeof(w), true);
+	{
+		struct port_stat_wait held = {&e, 1, "held", 1};
+
+		ck_assert_int_eq(
+		    xtu_wait_until(port_stat_reached, &held, 30000), 0);
+	}
+	old = e.vlmc;
+	vlmc_stop(&e);
+	log = tpr_slurp(e.vlmc_log);
+	ck_assert_msg(strstr(log, "connection given up") &&
+			  strstr(log, "port 2 left bound at exit"),
+		      "%s", log);
+	free(log);
+	ck_assert_int_eq(xseg_port_info(e.seg, 2, &pi), 0);
+	ck_assert(pi.bound && !pi.alive);
+	ck_assert_int_eq(pi.owner_pid, old);
+	close(fd);
+	vlmc_spawn_fenced(&e);
+	store_release(&e);
+	vlmc_start_wait(&e);
+	fd = nbd_connect(e.nbd, "g", &size);
+	ck_assert_uint_eq(nbd_do(fd, T_NBD_CMD_READ, 8, 0, sizeof(r), NULL, r),
+			  0);
+	ck_assert_mem_eq(r, w, sizeof(r));
+	close(fd);
+	env_stop(&e);
+}
+END_TEST
+
 /* R9-6: requests the store does not answer are waited for, however long,
  * logging that they are (every --ctl-wait-log, 20 ms here: several lines
  * without the test timing anything), never abandoned nor rolled back:
@@ -4589,6 +4655,7 @@ int main(void)
 	ADD_TEST(tc, leftovers_not_served);
 	ADD_TEST(tc, legacy_table);
 	ADD_TEST(tc, ctl_op_waits_for_store);
+	ADD_TEST(tc, nbd_given_up_write_fences_successor);
 	ADD_TEST(tc, stop_during_ctl_op);
 	ADD_TEST(tc, table_torn);
 	ADD_TEST(tc, max_object_size);

@@ -174,7 +174,8 @@ struct binder_arg {
 	const char *name;
 	uint32_t port;	/* XSEG_NOPORT: xseg_alloc_port */
 	bool loop;	/* retry -EAGAIN for ever (killed by the test) */
-	int refused_fd; /* > 0: a byte written there at the first -EAGAIN */
+	int refused_fd; /* > 0: a byte written there at each of the first
+			   two -EAGAINs */
 };
 
 static int binder(void *p)
@@ -188,12 +189,12 @@ static int binder(void *p)
 
 	if (xseg_join(a->name, &seg, NULL, 0))
 		return 1;
-	for (bool said = false;; said = true) {
+	for (unsigned refusals = 0;; refusals++) {
 		rc = port == XSEG_NOPORT ? xseg_alloc_port(seg, "fnew", &port)
 					 : xseg_bind_port(seg, port, "fnew");
 		if (rc != -EAGAIN || !a->loop)
 			break;
-		if (!said && a->refused_fd > 0 &&
+		if (refusals < 2 && a->refused_fd > 0 &&
 		    write(a->refused_fd, "r", 1) != 1)
 			return 23;
 	}
@@ -704,11 +705,10 @@ END_TEST
 /* review23x F1: a process that owned two static ports, whose successors
  * bind both at once while its write is held, retrying -EAGAIN at once
  * (as peer_bind does): once the write is answered both bind. The fence
- * used to run inside each binder's claim, and each could wait for the
- * other's claim for ever: review23x's probe livelocked 4 times in 4;
- * this test, whose binders start one after the other, did not livelock
- * on that code in the runs made (it guards the fix, but does not
- * reliably fail without it). */
+ * used to run inside each binder's claim, and each waited for the
+ * other's claim for ever once both had been refused twice (the write is
+ * answered only then; with 3d8e71c's code the first binder was still
+ * refused after 60 s). */
 START_TEST(test_two_successors_do_not_livelock)
 {
 	const char *name;
@@ -735,15 +735,48 @@ START_TEST(test_two_successors_do_not_livelock)
 	p1 = xtu_fork(binder, &b1);
 	ck_assert_int_gt(p0, 0);
 	ck_assert_int_gt(p1, 0);
-	/* both refused once (they retry) while the write is held */
-	ck_assert_int_eq(read(refused[0], r, 1), 1);
-	ck_assert_int_eq(read(refused[0], r + 1, 1), 1);
+	/* both refused twice (they retry) while the write is held: by
+	 * then, fenced inside their claims, they would be waiting for each
+	 * other */
+	for (int k = 0; k < 4; k++)
+		ck_assert_int_eq(read(refused[0], r + (k & 1), 1), 1);
 	ck_assert_uint_eq(rs_state(req), XSEG_RS_ACCEPTED);
 	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
 	ck_assert_int_eq(xtu_wait(p0, 60000), B_BOUND);
 	ck_assert_int_eq(xtu_wait(p1, 60000), B_BOUND);
 	close(refused[0]);
 	close(refused[1]);
+	finish(seg);
+}
+END_TEST
+
+/* review23x F4: the dead process bound its ports with a build that did
+ * not record last_owner (cleared here by hand), and a reap reclaimed them
+ * before its successor's bind: the reap records the dead owner, so the
+ * bind still fences its dynamic port's held write. */
+START_TEST(test_successor_fences_old_build_predecessor)
+{
+	const char *name;
+	struct xseg *seg = server_seg("succold", 4, &name);
+	struct xseg_request *req = NULL;
+	struct xseg_reap_stats rs;
+	struct client c;
+
+	client_start_args(
+	    &c, name,
+	    (struct client_arg){
+		.port = CLIENT, .dst = SERVER, .nr = 1, .via_dynamic = true});
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
+	ck_assert_uint_eq(req->src, 4);
+	client_end(&c);
+	__atomic_store_n(&seg->ports[CLIENT].port->last_owner, 0,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&seg->ports[4].port->last_owner, 0, __ATOMIC_RELAXED);
+	ck_assert_int_eq(xseg_reap(seg, &rs), 2);
+	ck_assert(info(seg, 4).draining);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_EAGAIN);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
 	finish(seg);
 }
 END_TEST
@@ -780,6 +813,7 @@ static Suite *fence_suite(void)
 	tcase_add_test(tc, test_successor_fences_live_predecessor);
 	tcase_add_test(tc, test_held_read_does_not_fence);
 	tcase_add_test(tc, test_two_successors_do_not_livelock);
+	tcase_add_test(tc, test_successor_fences_old_build_predecessor);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -197,7 +197,11 @@ static bool held_elsewhere(uint32_t port, struct xseg_request *req, uint64_t w)
 	 * written by the client before its submit; a value read from a
 	 * request that has meanwhile moved on only says "not held", which
 	 * the word's change says too (a positive answer is trusted, like
-	 * src, only if the word is still w). */
+	 * src, only if the word is still w). Unlike src, op is written by
+	 * the clients with plain stores: a client in this same process
+	 * reusing the request between our load of w and this load makes a
+	 * formal data race (review23y F2), harmless for the value read; a
+	 * library-owned copy of op taken at submit would remove it. */
 	switch (__atomic_load_n(&req->op, __ATOMIC_RELAXED)) {
 	case XSEG_OP_READ:
 	case XSEG_OP_INFO:

@@ -1846,10 +1846,14 @@ static void nbd_conn_close(struct vlmc_conn *c)
 		pthread_mutex_unlock(&c->lock);
 		xseg_kick(c->v->seg, c->port);
 		pthread_join(c->completer, NULL);
-		if (abandon)
+		if (abandon) {
 			/* Replies may still come to the port: keep it (it
 			 * is reaped with the process), and c, which their
-			 * I/Os point at; nobody receives them any more. */
+			 * I/Os point at; nobody receives them any more.
+			 * The static port stays bound too, so that a vlmc
+			 * started before this one's exit still fences
+			 * these commands (review23y F1). */
+			peer_keep_port_at_exit(c->v->p);
 			peer_err(
 			    "nbd: %s: %u command(s) never answered by "
 			    "port %" PRIu32 " after %" PRIu64
@@ -1857,8 +1861,9 @@ static void nbd_conn_close(struct vlmc_conn *c)
 			    c->vol->m.name,
 			    __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST),
 			    c->v->next_port, c->v->nbd_stop_ns / 1000000);
-		else
+		} else {
 			xseg_release_port(c->v->seg, c->port);
+		}
 	} else if (c->port_only) {
 		xseg_release_port(c->v->seg, c->port);
 	}

@@ -1440,7 +1440,8 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	peer_wake_idle(p, true);
 	/* Requests accepted before the flag are served (dispatched before
 	 * ops->stop); requests still queued are failed back with ECONNRESET
-	 * by the release at the end. */
+	 * by the release at the end (or, if the port is kept bound at exit,
+	 * peer_keep_port_at_exit, by its reclaim after the exit). */
 	/* a second stop signal during the quiesce means stop now: the
 	 * drain is skipped as it would have been cut short */
 	cut = peer_quiesce(p, &sigs);

@@ -2216,9 +2216,12 @@ START_TEST(nbd_given_up_write_fences_successor)
 			  strstr(log, "port 2 left bound at exit"),
 		      "%s", log);
 	free(log);
+	/* bound to the dead vlmc, or already reclaimed by the store's
+	 * periodic reap (every second while idle): never released by a
+	 * live vlmc, which the log line above says */
 	ck_assert_int_eq(xseg_port_info(e.seg, 2, &pi), 0);
-	ck_assert(pi.bound && !pi.alive);
-	ck_assert_int_eq(pi.owner_pid, old);
+	ck_assert(!pi.alive);
+	ck_assert(!pi.bound || pi.owner_pid == old);
 	close(fd);
 	vlmc_spawn_fenced(&e);
 	store_release(&e);

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,6 +29,15 @@
  * predecessor's, so the wait ends (returning 0) once someone binds it.
  * Returns how many are still held, and one holder in *holder.
  */
+/* The pause between two looks of a wait for held requests: 100 us,
+ * doubling up to 10 ms. */
+static void held_pause(uint32_t *pause_us)
+{
+	usleep(*pause_us);
+	if (*pause_us < 10000)
+		*pause_us *= 2;
+}
+
 static uint32_t wait_held_elsewhere(struct xseg *seg, uint32_t port,
 				    uint64_t wait_ns, bool claimed,
 				    uint32_t *holder)
@@ -42,9 +52,7 @@ static uint32_t wait_held_elsewhere(struct xseg *seg, uint32_t port,
 		nr = xseg_port_held_elsewhere(seg, port, holder);
 		if (!nr || xseg_now_ns() >= deadline)
 			return nr;
-		usleep(pause_us);
-		if (pause_us < 10000)
-			pause_us *= 2;
+		held_pause(&pause_us);
 	}
 }
 
@@ -149,12 +157,17 @@ static uint64_t port_predecessor(const struct xseg *seg,
 
 /* Requests sent from ports other than port whose latest owner was prev
  * and which are marked draining, still held by a live port (one such
- * port in *from, a holder in *holder). */
+ * port in *from, a holder in *holder): one pass over the pool for all of
+ * them (a vlmc had a port per NBD connection). */
 static uint32_t predecessor_held(struct xseg *seg, uint32_t port, uint64_t prev,
 				 uint32_t *from, uint32_t *holder)
 {
-	uint32_t nr = 0, n, h;
+	uint8_t *senders = calloc(seg->nr_ports, 1);
+	bool any = false;
+	uint32_t nr;
 
+	if (!senders)
+		return 1; /* cannot tell: the safe side (no port named) */
 	for (uint32_t i = 0; i < seg->nr_ports; i++) {
 		struct xseg_port *q = seg->ports[i].port;
 
@@ -162,13 +175,11 @@ static uint32_t predecessor_held(struct xseg *seg, uint32_t port, uint64_t prev,
 		    __atomic_load_n(&q->last_owner, __ATOMIC_RELAXED) != prev ||
 		    !__atomic_load_n(&q->drain, __ATOMIC_SEQ_CST))
 			continue;
-		n = xseg_port_held_elsewhere(seg, i, &h);
-		if (n && !nr) {
-			*from = i;
-			*holder = h;
-		}
-		nr += n;
+		senders[i] = 1;
+		any = true;
 	}
+	nr = any ? xseg_ports_held_elsewhere(seg, senders, from, holder) : 0;
+	free(senders);
 	return nr;
 }
 
@@ -210,15 +221,14 @@ static int fence_predecessor(struct xseg *seg, uint32_t port, uint64_t prev)
 			return 0;
 		if (xseg_now_ns() >= deadline)
 			break;
-		usleep(pause_us);
-		if (pause_us < 10000)
-			pause_us *= 2;
+		held_pause(&pause_us);
 	}
 	snprintf(why, sizeof(why),
 		 "port %u, which that owner had too, is not bound again "
 		 "before they are answered",
 		 port);
-	log_held_elsewhere(seg, from, nr, holder, "", why);
+	if (holder < seg->nr_ports) /* none named without memory */
+		log_held_elsewhere(seg, from, nr, holder, "", why);
 	return -EAGAIN;
 }
 

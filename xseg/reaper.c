@@ -215,24 +215,32 @@ static bool held_elsewhere(uint32_t port, struct xseg_request *req, uint64_t w)
 	}
 }
 
-uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
-				  uint32_t *first_holder)
+/* The requests of xseg_port_held_elsewhere sent from port, or, with
+ * senders, from any port marked in it; one pass over the pool. */
+static uint32_t count_held(struct xseg *seg, uint32_t port,
+			   const uint8_t *senders, uint32_t *first_src,
+			   uint32_t *first_holder)
 {
 	/* Per holder port: 0 not looked at, 1 alive, 2 not (free, dead
 	 * owner). Without memory every holder counts as alive: the safe
 	 * side (the binder waits). */
 	uint8_t *alive = calloc(seg->nr_ports, 1);
-	uint32_t nr = 0, first = XSEG_NOPORT;
+	uint32_t nr = 0, first = XSEG_NOPORT, src0 = XSEG_NOPORT;
 
 	for (uint32_t idx = 0; idx < seg->nr_requests; idx++) {
 		struct xseg_request *req = xobj_ptr(seg->pool, idx);
+		uint32_t h, src;
 		uint64_t w, o;
-		uint32_t h;
 
 		if (!req)
 			continue;
 		w = __atomic_load_n(&req->state_holder, __ATOMIC_SEQ_CST);
-		if (!held_elsewhere(port, req, w))
+		/* src is trusted by held_elsewhere, which reads it again
+		 * and checks the word is still w */
+		src = senders ? xseg_req_src(req) : port;
+		if (senders && (src >= seg->nr_ports || !senders[src]))
+			continue;
+		if (!held_elsewhere(src, req, w))
 			continue;
 		h = xseg_rs_holder(w);
 		if (h >= seg->nr_ports)
@@ -247,14 +255,30 @@ uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
 		}
 		if (alive && alive[h] == 2)
 			continue;
-		if (first == XSEG_NOPORT)
+		if (first == XSEG_NOPORT) {
 			first = h;
+			src0 = src;
+		}
 		nr++;
 	}
 	free(alive);
 	if (first_holder)
 		*first_holder = first;
+	if (first_src)
+		*first_src = src0;
 	return nr;
+}
+
+uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
+				  uint32_t *first_holder)
+{
+	return count_held(seg, port, NULL, NULL, first_holder);
+}
+
+uint32_t xseg_ports_held_elsewhere(struct xseg *seg, const uint8_t *senders,
+				   uint32_t *first_src, uint32_t *first_holder)
+{
+	return count_held(seg, XSEG_NOPORT, senders, first_src, first_holder);
 }
 
 uint64_t xseg_port_count_loss(struct xseg *seg, uint32_t port,

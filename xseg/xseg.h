@@ -403,10 +403,10 @@ uint32_t xseg_nr_ports(const struct xseg *seg); /* static + dynamic */
  * process is reclaiming or binding is waited for too (up to a second
  * each), so a bind can take a few seconds before it answers -EAGAIN.
  * Costs a liveness check of the previous owner at every bind that has
- * one, one pass over the port table, and one pool pass per draining port
- * of it at each look while it waits. Not applied when the latest owner is
- * unknown (a port a build before this one bound and nobody reclaimed
- * since), nor by xseg_alloc_port (a dynamic port names no successor).
+ * one, one pass over the port table, and one pool pass (for all its
+ * draining ports together) at each look while it waits. Not applied when the
+ * latest owner is unknown (a port a build before this one bound and nobody
+ * reclaimed since), nor by xseg_alloc_port (a dynamic port names no successor).
  *
  * Only requests that change stored data fence a bind, here and in the
  * drain above: WRITE, DELETE, COPY (and any unknown op). A READ, INFO,

@@ -313,6 +313,11 @@ int xseg_reclaim_if_dead(struct xseg *seg, uint32_t port,
  * pool. */
 uint32_t xseg_port_held_elsewhere(struct xseg *seg, uint32_t port,
 				  uint32_t *first_holder);
+/* The same for the requests sent from any port i with senders[i] nonzero
+ * (senders: nr_ports bytes), in one pass over the pool; *first_src gets
+ * the sender of the one whose holder is in *first_holder. */
+uint32_t xseg_ports_held_elsewhere(struct xseg *seg, const uint8_t *senders,
+				   uint32_t *first_src, uint32_t *first_holder);
 /* Log interval of xseg_bind_port's refusals for a draining port. */
 #define XSEG_DRAIN_LOG_NS (5ULL * 1000 * 1000 * 1000)
 

@@ -18,8 +18,10 @@
 #      time naming the key, the line and the range, nothing started; 24M
 #      is on vlmc's command line and in its "nbd on ... bytes in flight"
 #      line, also after the supervisor restarted a killed vlmc; the
-#      config's spin = 0 reaches vlmc as --spin=0 (over the embedded
-#      default's vlmc_spin = 20us), also after that restart.
+#      config's spin = 0 reaches vlmc and cached as --spin=0 (over the
+#      embedded default's vlmc_spin = 20us and cached_spin = 80us), also
+#      after that restart; a config without spin keys starts the store
+#      with --spin=0, cached with 80us and vlmc with 20us (case 2).
 #   4. the key start_timeout: a start waits for a peer as long as its
 #      process makes progress (CPU time, I/O), failing after start_timeout
 #      without. 0, 0s, 500ms, 1500ms, x, 3601 and 2h are refused at parse
@@ -90,6 +92,13 @@ new_stack s2 "store = blocker"
 D2=$D
 $X stack start $T/s2/stack.conf >/dev/null || die "start s2"
 SEG2=$(seg_of $D2)
+# a config without spin keys: the embedded default's spins (the store
+# sleeps at once, cached polls 80us, vlmc 20us)
+for r in store:0 cached:80us vlmc:20us; do
+	[ "$(cmdline_of $D2 ${r%%:*} | grep -o -- '--spin=[^ ]*')" = --spin=${r#*:} ] &&
+		ok "2: ${r%%:*} started with the default --spin=${r#*:}" ||
+		fail "2: ${r%%:*}: $(cmdline_of $D2 ${r%%:*})"
+done
 $X volume --dir $D2 create v 16M || die "create v"
 head -c 4M /dev/urandom > $T/pat
 nbdcopy $T/pat "nbd+unix:///v?socket=$D2/run/nbd.sock" || die "nbdcopy"
@@ -129,9 +138,9 @@ DIRS="$DIRS $T/bad"
 # refused at parse time with the key, the line and the range (a value vlmc
 # refuses would fail every start and restart), nothing started
 expect_refused 3 nbd_total_inflight "a size, 1 .. 1T" 0 2T lots "" 16Q
-# spin = 0 in the config (no vlmc_spin): no peer spins, vlmc included
-# (the embedded default's vlmc_spin gives way to a config's spin,
-# review20b B3)
+# spin = 0 in the config (no vlmc_spin, no cached_spin): no peer spins,
+# vlmc and cached included (the embedded default's role spins give way to
+# a config's spin, review20b B3)
 new_stack s3 "store = noop" "nbd_total_inflight = 24M" "spin = 0"
 D3=$D
 $X stack start $T/s3/stack.conf >/dev/null || die "start s3"
@@ -141,6 +150,7 @@ vlmc_has_total() {
 	local pid=$(pid_of $D3 vlmc)
 	cmdline_of $D3 vlmc | grep -q -- '--nbd-total-inflight-bytes=24M ' &&
 		[ "$(cmdline_of $D3 vlmc | grep -o -- '--spin=[^ ]*')" = --spin=0 ] &&
+		[ "$(cmdline_of $D3 cached | grep -o -- '--spin=[^ ]*')" = --spin=0 ] &&
 		wait_until 100 grep -q "serving segment .* pid $pid\$" $D3/run/vlmc.log &&
 		grep -B4 "serving segment .* pid $pid\$" $D3/run/vlmc.log |
 		grep -q "(25165824 bytes in flight at most on all connections)"

@@ -77,7 +77,9 @@ struct stack {
 	bool supervise; /* run a supervisor that restarts dead peers */
 	char spin[32];	/* peers' --spin; "" = their default */
 	/* cached's --spin instead of spin; "" = spin's. Poll mode: cached
-	 * busy-polls for the next request this long after each one */
+	 * busy-polls for the next request this long after each one. The
+	 * embedded default sets 80us (docs/performance.md, "Session 24");
+	 * a config that sets spin without cached_spin clears it */
 	char cached_spin[32];
 	/* vlmc's --spin instead of spin; "" = spin's. The embedded default
 	 * sets 20us: vlmc's NBD completers poll adaptively for cached's
@@ -114,8 +116,9 @@ extern const char stack_default_conf[];
 int stack_str(char *dst, size_t cap, const char *v);
 /*
  * Parse config text ("key = value" lines, '#' comments, blank lines) into
- * st, over what st holds already; a text that sets spin but not vlmc_spin
- * clears vlmc_spin (vlmc then gets that spin); name is used in messages.
+ * st, over what st holds already; a text that sets spin but not
+ * cached_spin (vlmc_spin) clears cached_spin (vlmc_spin): that peer then
+ * gets that spin; name is used in messages.
  * Each key's value is checked against its bounds (docs/operations.md);
  * the first bad line is said on stderr with its number and what the key
  * accepts, and -EINVAL returned (st then holds the lines before it). 0,

@@ -36,11 +36,18 @@ const char stack_default_conf[] =
     "vlmc_threads = 2\n"
     "verify_reads = on\n"
     "supervise = on\n"
-    "# peers sleep on their port at once: a spinning peer holds a core the\n"
-    "# next process of the chain needs (docs/vlmc.md, \"Spinning\"); the\n"
-    "# adaptive spin (spin = 20us, spin_policy = adaptive) tied with this\n"
-    "# on 2 shared cores (docs/vlmc.md, \"Adaptive spin\")\n"
+    "# the store sleeps on its port at once: a spinning peer holds a core\n"
+    "# the next process of the chain needs (docs/vlmc.md, \"Spinning\");\n"
+    "# the adaptive spin (spin = 20us, spin_policy = adaptive) tied with\n"
+    "# this on 2 shared cores (docs/vlmc.md, \"Adaptive spin\")\n"
     "spin = 0\n"
+    "# but cached polls (adaptively) up to 80us for the next request:\n"
+    "# a queue-depth-1 client's next request comes within it, and its\n"
+    "# hand-over then costs no wake-up (fio randread at queue depth 1\n"
+    "# through NBD 1.9x, queue depth 16 unchanged; docs/performance.md,\n"
+    "# \"Session 24\"); an idle stack backs off to sleeping. A config\n"
+    "# that sets spin but not cached_spin gives cached its spin instead\n"
+    "cached_spin = 80us\n"
     "# but vlmc's NBD completers poll (adaptively) for cached's replies:\n"
     "# randread at queue depth 16 0-8 % faster on 2 cores\n"
     "# (docs/performance.md, \"Session 20\"); a config that sets spin\n"
@@ -330,7 +337,7 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 {
 	char *copy = strdup(text), *next, *line;
 	int lineno = 0, rc = 0;
-	bool spin_set = false, vlmc_spin_set = false;
+	bool spin_set = false, cached_spin_set = false, vlmc_spin_set = false;
 
 	if (!copy)
 		return -ENOMEM;
@@ -357,6 +364,7 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 		k = stack_trim(k);
 		e = stack_set(st, k, v);
 		spin_set |= !e && !strcmp(k, "spin");
+		cached_spin_set |= !e && !strcmp(k, "cached_spin");
 		vlmc_spin_set |= !e && !strcmp(k, "vlmc_spin");
 		if (e == -ENOENT) {
 			stack_err("%s: line %d: unknown key '%s'", name, lineno,
@@ -379,13 +387,15 @@ int stack_parse(struct stack *st, const char *text, const char *name)
 		}
 	}
 	free(copy);
-	/* A text that sets spin but not vlmc_spin means spin for vlmc too,
-	 * as for cached: a config's "spin = 0" stops every peer spinning,
-	 * and one written before vlmc_spin existed keeps what it gave vlmc;
-	 * only the default's vlmc_spin, below a config's spin, gives way
-	 * (review20b B3). Applied per text, so a running stack's
-	 * run/stack.conf (written with both, or spin alone) reads back the
-	 * same. */
+	/* A text that sets spin but not vlmc_spin (cached_spin) means spin
+	 * for vlmc (cached) too: a config's "spin = 0" stops every peer
+	 * spinning, and one written before the key existed keeps what it
+	 * gave that peer; only the default's role spins, below a config's
+	 * spin, give way (review20b B3). Applied per text, so a running
+	 * stack's run/stack.conf (written with all three, or spin alone)
+	 * reads back the same. */
+	if (!rc && spin_set && !cached_spin_set)
+		st->cached_spin[0] = 0;
 	if (!rc && spin_set && !vlmc_spin_set)
 		st->vlmc_spin[0] = 0;
 	return rc;

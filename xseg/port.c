@@ -315,6 +315,10 @@ int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
 			if (rc < 0)
 				return rc;
 		}
+		/* Nothing is held here: another process may bind the port
+		 * and leave it before the claim, which then answers -ESTALE
+		 * (tests stop here to make it do so) */
+		XSEG_TEST_POINT(XSEG_TP_BIND_FENCED, NULL);
 		rc = claim_port(seg, port, peer_type, true, prev);
 		if (rc != -ESTALE)
 			return rc;

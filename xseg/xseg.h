@@ -571,6 +571,15 @@ struct xseg_port_info {
 	 * next bind waits for them (see xseg_bind_port). Cleared by the
 	 * bind that finds none left. */
 	bool draining;
+	/* API addition: the port's latest owner, recorded at every bind
+	 * and by the reclaim of a dead owner, and kept after a release or
+	 * a death: the process a bind of the port fences (xseg_bind_port,
+	 * "The successor's fence"). pid 0: unknown (never bound since the
+	 * segment was made, or only by a build before it was recorded).
+	 * alive as xseg_port_alive judges an owner (false when unknown). */
+	pid_t last_owner_pid;
+	uint32_t last_owner_start;
+	bool last_owner_alive;
 };
 int xseg_port_info(struct xseg *seg, uint32_t port,
 		   struct xseg_port_info *info);

@@ -728,6 +728,40 @@ START_TEST(test_held_read_does_not_fence)
 }
 END_TEST
 
+/* review23y F2: a held request is judged by the op it was submitted
+ * with (sent_op), never by op, which its holder may write (a server
+ * between accept and respond; a client reusing a request, concurrently
+ * with a scan in its own process, made a data race): a WRITE whose op
+ * the server has since overwritten with READ still fences the port it
+ * was sent from, and a READ overwritten with WRITE fences nothing. */
+START_TEST(test_fence_judges_op_as_sent)
+{
+	const char *name;
+	struct xseg *seg = server_seg("sentop", 4, &name);
+	struct xseg_request *req = NULL;
+	struct client c;
+
+	client_start(&c, name, CLIENT, SERVER, 1, false);
+	req = accept_one(seg, SERVER);
+	req->op = XSEG_OP_READ;
+	client_end(&c);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_EAGAIN);
+	ck_assert_uint_eq(rs_state(req), XSEG_RS_ACCEPTED);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	client_start_args(
+	    &c, name,
+	    (struct client_arg){
+		.port = CLIENT, .dst = SERVER, .nr = 1, .op = XSEG_OP_READ});
+	req = accept_one(seg, SERVER);
+	req->op = XSEG_OP_WRITE;
+	client_end(&c);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	finish(seg);
+}
+END_TEST
+
 /* review23x F1: a process that owned two static ports, whose successors
  * bind both at once while its write is held, retrying -EAGAIN at once
  * (as peer_bind does): once the write is answered both bind. The fence
@@ -896,6 +930,7 @@ static Suite *fence_suite(void)
 	tcase_add_test(tc, test_successor_fences_after_reap);
 	tcase_add_test(tc, test_successor_fences_live_predecessor);
 	tcase_add_test(tc, test_held_read_does_not_fence);
+	tcase_add_test(tc, test_fence_judges_op_as_sent);
 	tcase_add_test(tc, test_two_successors_do_not_livelock);
 	tcase_add_test(tc, test_successor_fences_old_build_predecessor);
 	tcase_add_test(tc, test_successor_refences_new_predecessor);

@@ -12,7 +12,8 @@
  * Clients and binders are forked children: a client submits, hands
  * over, then dies by SIGKILL (or releases its port); a binder is a new
  * process that binds the client's port and reports the result in its
- * exit status.
+ * exit status. Linked with the hooked copy of libxseg (XSEG_TEST_HOOKS),
+ * so that a binder can stop between its fence and its claim.
  */
 #include <check.h>
 #include <errno.h>
@@ -176,7 +177,27 @@ struct binder_arg {
 	bool loop;	/* retry -EAGAIN for ever (killed by the test) */
 	int refused_fd; /* > 0: a byte written there at each of the first
 			   two -EAGAINs */
+	/* > 0: the first time a bind has fenced the port's predecessor and
+	 * not yet claimed the port (XSEG_TP_BIND_FENCED), write a byte to
+	 * fenced_fd and wait for one on resume_fd */
+	int fenced_fd, resume_fd;
 };
+
+/* The binder child's pipes for pause_once_fenced (a hook takes no
+ * argument of its own). */
+static int g_fenced_fd = -1, g_resume_fd = -1;
+
+static void pause_once_fenced(enum xseg_test_point pt, struct xseg_request *req)
+{
+	char b = 0;
+
+	(void)req;
+	if (pt != XSEG_TP_BIND_FENCED)
+		return;
+	xseg_test_hook = NULL; /* once */
+	if (write(g_fenced_fd, &b, 1) != 1 || read(g_resume_fd, &b, 1) != 1)
+		_exit(24);
+}
 
 static int binder(void *p)
 {
@@ -189,6 +210,11 @@ static int binder(void *p)
 
 	if (xseg_join(a->name, &seg, NULL, 0))
 		return 1;
+	if (a->fenced_fd > 0) {
+		g_fenced_fd = a->fenced_fd;
+		g_resume_fd = a->resume_fd;
+		xseg_test_hook = pause_once_fenced;
+	}
 	for (unsigned refusals = 0;; refusals++) {
 		rc = port == XSEG_NOPORT ? xseg_alloc_port(seg, "fnew", &port)
 					 : xseg_bind_port(seg, port, "fnew");
@@ -218,7 +244,7 @@ static int binder(void *p)
 /* A new process binds port: its exit status (B_*). */
 static int bind_in_child(const char *name, uint32_t port)
 {
-	struct binder_arg a = {name, port, false, 0};
+	struct binder_arg a = {name, port, false, 0, 0, 0};
 	pid_t pid = xtu_fork(binder, &a);
 
 	ck_assert_int_gt(pid, 0);
@@ -561,7 +587,7 @@ START_TEST(test_killed_binder_keeps_fence)
 	client_start(&c, name, CLIENT, SERVER, 1, false);
 	req = accept_one(seg, SERVER);
 	client_end(&c);
-	ba = (struct binder_arg){name, CLIENT, true, 0};
+	ba = (struct binder_arg){name, CLIENT, true, 0, 0, 0};
 	pid = xtu_fork(binder, &ba);
 	ck_assert_int_gt(pid, 0);
 	cond[0] = seg;
@@ -702,6 +728,40 @@ START_TEST(test_held_read_does_not_fence)
 }
 END_TEST
 
+/* review23y F2: a held request is judged by the op it was submitted
+ * with (sent_op), never by op, which its holder may write (a server
+ * between accept and respond; a client reusing a request, concurrently
+ * with a scan in its own process, made a data race): a WRITE whose op
+ * the server has since overwritten with READ still fences the port it
+ * was sent from, and a READ overwritten with WRITE fences nothing. */
+START_TEST(test_fence_judges_op_as_sent)
+{
+	const char *name;
+	struct xseg *seg = server_seg("sentop", 4, &name);
+	struct xseg_request *req = NULL;
+	struct client c;
+
+	client_start(&c, name, CLIENT, SERVER, 1, false);
+	req = accept_one(seg, SERVER);
+	req->op = XSEG_OP_READ;
+	client_end(&c);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_EAGAIN);
+	ck_assert_uint_eq(rs_state(req), XSEG_RS_ACCEPTED);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	client_start_args(
+	    &c, name,
+	    (struct client_arg){
+		.port = CLIENT, .dst = SERVER, .nr = 1, .op = XSEG_OP_READ});
+	req = accept_one(seg, SERVER);
+	req->op = XSEG_OP_WRITE;
+	client_end(&c);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	finish(seg);
+}
+END_TEST
+
 /* review23x F1: a process that owned two static ports, whose successors
  * bind both at once while its write is held, retrying -EAGAIN at once
  * (as peer_bind does): once the write is answered both bind. The fence
@@ -713,7 +773,8 @@ START_TEST(test_two_successors_do_not_livelock)
 {
 	const char *name;
 	struct xseg *seg = server_seg("twosucc", 4, &name);
-	struct binder_arg b0 = {NULL, CLIENT, true, 0}, b1 = {NULL, 1, true, 0};
+	struct binder_arg b0 = {NULL, CLIENT, true, 0, 0, 0},
+			  b1 = {NULL, 1, true, 0, 0, 0};
 	struct xseg_request *req = NULL;
 	struct client c;
 	int refused[2];
@@ -781,6 +842,63 @@ START_TEST(test_successor_fences_old_build_predecessor)
 }
 END_TEST
 
+/* review23y F3: the claim's re-check of the predecessor (claim_port,
+ * -ESTALE). A binder fences the port's predecessor P1 (dead, nothing
+ * held) and stops before its claim (XSEG_TP_BIND_FENCED). Meanwhile P2
+ * binds the port, sends a WRITE from a dynamic port, which the server
+ * accepts and holds, and dies. The binder's claim then finds another
+ * predecessor than the one it fenced and fences again: it is refused
+ * while P2's write is held, and a bind succeeds once it is answered.
+ * Without the re-check the claim would take the port at once, P2's
+ * write still runnable behind the new owner's back. */
+START_TEST(test_successor_refences_new_predecessor)
+{
+	const char *name;
+	struct xseg *seg = server_seg("refence", 4, &name);
+	struct xseg_request *req = NULL;
+	struct binder_arg ba;
+	struct client c;
+	int fenced[2], resume[2];
+	pid_t pid;
+	char b = 0;
+
+	/* P1 had the port and died, nothing outstanding */
+	client_start(&c, name, CLIENT, SERVER, 0, false);
+	client_end(&c);
+	ck_assert_int_eq(pipe(fenced), 0);
+	ck_assert_int_eq(pipe(resume), 0);
+	ba = (struct binder_arg){.name = name,
+				 .port = CLIENT,
+				 .fenced_fd = fenced[1],
+				 .resume_fd = resume[0]};
+	pid = xtu_fork(binder, &ba);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(fenced[0], &b, 1), 1);
+	/* P1 fenced (its port reclaimed), the port not claimed: free */
+	ck_assert(!info(seg, CLIENT).bound);
+	/* P2 binds it meanwhile, sends, and dies with its write held */
+	client_start_args(
+	    &c, name,
+	    (struct client_arg){
+		.port = CLIENT, .dst = SERVER, .nr = 1, .via_dynamic = true});
+	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
+	ck_assert_uint_eq(req->src, 4);
+	client_end(&c);
+	ck_assert_int_eq(write(resume[1], &b, 1), 1);
+	ck_assert_int_eq(xtu_wait(pid, 30000), B_EAGAIN);
+	ck_assert(!info(seg, CLIENT).bound);
+	ck_assert(info(seg, 4).draining);
+	ck_assert_uint_eq(rs_state(req), XSEG_RS_ACCEPTED);
+	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
+	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
+	close(fenced[0]);
+	close(fenced[1]);
+	close(resume[0]);
+	close(resume[1]);
+	finish(seg);
+}
+END_TEST
+
 START_TEST(test_successor_fences_dynamic_ports)
 {
 	successor_fences("succ", false);
@@ -812,8 +930,10 @@ static Suite *fence_suite(void)
 	tcase_add_test(tc, test_successor_fences_after_reap);
 	tcase_add_test(tc, test_successor_fences_live_predecessor);
 	tcase_add_test(tc, test_held_read_does_not_fence);
+	tcase_add_test(tc, test_fence_judges_op_as_sent);
 	tcase_add_test(tc, test_two_successors_do_not_livelock);
 	tcase_add_test(tc, test_successor_fences_old_build_predecessor);
+	tcase_add_test(tc, test_successor_refences_new_predecessor);
 	suite_add_tcase(s, tc);
 	return s;
 }

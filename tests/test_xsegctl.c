@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1598,6 +1599,116 @@ START_TEST(volume_waits_for_vlmc)
 }
 END_TEST
 
+/* review23y F9: list (text and JSON) and stats show a port's latest
+ * owner, the process a bind of the port fences (xseg_bind_port, "The
+ * successor's fence"), alive or dead: here one that bound port 2 and
+ * released it, alive, then killed. A port never bound has none. */
+struct bind_release_arg {
+	const char *name;
+	int ready;
+};
+
+static int bind_release_stay(void *arg)
+{
+	struct bind_release_arg *a = arg;
+	struct xseg *seg;
+
+	if (xseg_join(a->name, &seg, NULL, 0) ||
+	    xseg_bind_port(seg, 2, "lastown") || xseg_release_port(seg, 2) ||
+	    write(a->ready, "r", 1) != 1)
+		return 1;
+	for (;;) /* alive, owning nothing, until SIGKILL */
+		pause();
+}
+
+/* The line of port in list's text output, without its newline
+ * (malloc'd), or NULL. */
+static char *list_line(const char *out, uint32_t port)
+{
+	char key[16];
+	const char *l, *end;
+
+	snprintf(key, sizeof(key), "\n%" PRIu32 " ", port);
+	l = strstr(out, key);
+	if (!l)
+		return NULL;
+	l++;
+	end = strchr(l, '\n');
+	return strndup(l, end ? (size_t)(end - l) : strlen(l));
+}
+
+static void check_last_owner(const char *name, pid_t pid, const char *how)
+{
+	char *out, *err, *line, want[192];
+	size_t n;
+
+	const char *lt[] = {"list", "--all", name, NULL};
+	ck_assert_int_eq(ctl(lt, &out, &err), 0);
+	ck_assert_msg(strstr(out, " UNFLUSHED LAST-OWNER\n"), "%s", out);
+	line = list_line(out, 2);
+	snprintf(want, sizeof(want), " %ld:%s", (long)pid, how);
+	n = line ? strlen(line) : 0;
+	ck_assert_msg(line && strstr(line, " free ") && n > strlen(want) &&
+			  !strcmp(line + n - strlen(want), want),
+		      "want '%s' at the end of port 2's line: %s", want, out);
+	free(line);
+	line = list_line(out, 3); /* never bound */
+	n = line ? strlen(line) : 0;
+	ck_assert_msg(line && n > 2 && !strcmp(line + n - 2, " -"), "%s", out);
+	free(line);
+	free(out);
+	free(err);
+
+	const char *lj[] = {"list", "--all", "--json", name, NULL};
+	ck_assert_int_eq(ctl(lj, &out, &err), 0);
+	snprintf(want, sizeof(want),
+		 "{\"port\":2,\"dynamic\":false,\"state\":\"free\","
+		 "\"owner_pid\":0,\"last_owner_pid\":%ld,"
+		 "\"last_owner_alive\":%s,",
+		 (long)pid, strcmp(how, "alive") ? "false" : "true");
+	ck_assert_msg(strstr(out, want), "want %s: %s", want, out);
+	ck_assert_msg(strstr(out,
+			     "{\"port\":3,\"dynamic\":false,\"state\":"
+			     "\"free\",\"owner_pid\":0,\"last_owner_pid\":0,"
+			     "\"last_owner_alive\":null,"),
+		      "%s", out);
+	free(out);
+	free(err);
+
+	const char *st[] = {"stats", name, "2", NULL};
+	ck_assert_int_eq(ctl(st, &out, &err), 0);
+	snprintf(want, sizeof(want), "last owner:    pid %ld, start ",
+		 (long)pid);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof(want), " (%s)\n", how);
+	ck_assert_msg(strstr(strstr(out, "last owner:"), want), "%s", out);
+	free(out);
+	free(err);
+}
+
+START_TEST(list_shows_last_owner)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctllast", &seg);
+	int fds[2];
+	char c;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	struct bind_release_arg a = {name, fds[1]};
+	pid_t pid = xtu_fork(bind_release_stay, &a);
+
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	check_last_owner(name, pid, "alive");
+	ck_assert_int_eq(xtu_kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(pid, 10000), 128 + SIGKILL);
+	check_last_owner(name, pid, "dead");
+	close(fds[0]);
+	close(fds[1]);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* A peer killed with SIGKILL is listed dead; reap frees its port. */
 START_TEST(reap_dead_peer)
 {
@@ -1648,6 +1759,7 @@ int main(void)
 	tcase_add_test(tc, writeback_loss_visible);
 	tcase_add_test(tc, unredirect_live_cache_refused);
 	tcase_add_test(tc, list_shows_exiting_owner);
+	tcase_add_test(tc, list_shows_last_owner);
 	tcase_add_test(tc, stack_status_shows_exiting);
 	tcase_add_test(tc, stack_status_store_mid_bind);
 	tcase_add_test(tc, stack_restart_peer_exiting);

@@ -29,7 +29,9 @@ ac_test(test_xseg_wbloss SOURCES test_xseg_wbloss.c DEPS xseg xseg_testutil
   TIMEOUT 300)
 # Bind fence (review9 R9-7 part 2): a port whose previous owner's requests
 # are still accepted by live ports is not bound until they are answered.
-ac_test(test_xseg_fence SOURCES test_xseg_fence.c DEPS xseg xseg_testutil
+# Linked with the hooked copy: one case stops a bind between its fence and
+# its claim (XSEG_TP_BIND_FENCED); the others set no hook.
+ac_test(test_xseg_fence SOURCES test_xseg_fence.c DEPS xseg_hooked
   TIMEOUT 300)
 ac_test(test_xseg_fence_threads SOURCES test_xseg_fence_threads.c
   DEPS xseg xseg_testutil LABELS concurrent TIMEOUT 300)

@@ -315,6 +315,10 @@ int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
 			if (rc < 0)
 				return rc;
 		}
+		/* Nothing is held here: another process may bind the port
+		 * and leave it before the claim, which then answers -ESTALE
+		 * (tests stop here to make it do so) */
+		XSEG_TEST_POINT(XSEG_TP_BIND_FENCED, NULL);
 		rc = claim_port(seg, port, peer_type, true, prev);
 		if (rc != -ESTALE)
 			return rc;
@@ -663,7 +667,7 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 {
 	struct xseg_port_local *pl;
 	struct xseg_port *p;
-	uint64_t o;
+	uint64_t o, lo;
 
 	if (!info || port >= seg->nr_ports)
 		return -EINVAL;
@@ -696,6 +700,15 @@ int xseg_port_info(struct xseg *seg, uint32_t port, struct xseg_port_info *info)
 	info->reaped = rd(&p->reaped);
 	info->unflushed = __atomic_load_n(&p->unflushed, __ATOMIC_SEQ_CST);
 	info->draining = __atomic_load_n(&p->drain, __ATOMIC_RELAXED) != 0;
+	lo = __atomic_load_n(&p->last_owner, __ATOMIC_RELAXED);
+	info->last_owner_pid = xseg_owner_pid(lo);
+	info->last_owner_start = xseg_owner_start(lo);
+	/* the owner itself (the usual case for a bound port): its answer,
+	 * without a second look at /proc */
+	if (lo && o && lo == (o & ~XSEG_OWNER_RECLAIM))
+		info->last_owner_alive = info->alive;
+	else
+		info->last_owner_alive = lo && xseg_owner_alive(lo) == 1;
 	{
 		uint64_t sw = __atomic_load_n(&p->sleepers, __ATOMIC_RELAXED);
 

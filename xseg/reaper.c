@@ -193,16 +193,18 @@ static bool held_elsewhere(uint32_t port, struct xseg_request *req, uint64_t w)
 	 * or PING run late changes nothing, and its answer is dropped (the
 	 * generation); a FLUSH run late makes durable what is already
 	 * acknowledged. Counting them let one READ a store never answers
-	 * keep a restarted peer from binding for ever (review23x F3). op is
-	 * written by the client before its submit; a value read from a
-	 * request that has meanwhile moved on only says "not held", which
-	 * the word's change says too (a positive answer is trusted, like
-	 * src, only if the word is still w). Unlike src, op is written by
-	 * the clients with plain stores: a client in this same process
-	 * reusing the request between our load of w and this load makes a
-	 * formal data race (review23y F2), harmless for the value read; a
-	 * library-owned copy of op taken at submit would remove it. */
-	switch (__atomic_load_n(&req->op, __ATOMIC_RELAXED)) {
+	 * keep a restarted peer from binding for ever (review23x F3). The
+	 * op is the one the request was submitted with (sent_op), not op:
+	 * op is written with plain stores by whoever holds the request (a
+	 * client of this same process reusing it between our load of w
+	 * and this one made a data race, review23y F2; a server may
+	 * rewrite it between accept and respond). sent_op is written only
+	 * by submit, atomically, before the word's release store: a scan
+	 * that read w of this round reads this round's value or a later
+	 * round's. A later round means this one is over, so "not held" is
+	 * then true, and "held" is trusted, like src, only if the word
+	 * still reads w. */
+	switch (__atomic_load_n(&req->sent_op, __ATOMIC_RELAXED)) {
 	case XSEG_OP_READ:
 	case XSEG_OP_INFO:
 	case XSEG_OP_HASH:

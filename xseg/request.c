@@ -286,6 +286,9 @@ int xseg_submit_batched(struct xseg *seg, struct xseg_request *req,
 		req->ts_responded = 0;
 		req->ts_received = 0;
 	}
+	/* For the pool scans, which must not read op (xseg.h): before the
+	 * word, whose release publishes it with this round */
+	__atomic_store_n(&req->sent_op, req->op, __ATOMIC_RELAXED);
 	/* One 64-bit store moves state and holder together: a reaper of eff
 	 * sees either the client's word (not its port's: ignored) or
 	 * (SUBMITTED, eff), never a mix. A store suffices: nobody else acts

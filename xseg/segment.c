@@ -23,6 +23,10 @@
 _Static_assert(sizeof(struct xseg_shared_header) <= XSEG_HEADER_SIZE,
 	       "header fits its page");
 _Static_assert(sizeof(struct xseg_request) % 64 == 0, "requests aligned");
+_Static_assert(sizeof(struct xseg_request) == 7 * 64 &&
+		   offsetof(struct xseg_request, sent_op) >= 6 * 64,
+	       "sent_op took padding of the last line: the request did not "
+	       "grow");
 /* 7 lines of queues, owner, counters and the unflushed count, then the
  * statistics area */
 _Static_assert(sizeof(struct xseg_port) ==

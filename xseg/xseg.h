@@ -66,10 +66,11 @@
 
 #define XSEG_MAGIC 0x3147455358435241ULL /* "ARCXSEG1", little endian */
 #define XSEG_VERSION                                                           \
-	6 /* 2: per-port statistics area; 3: request                           \
+	7 /* 2: per-port statistics area; 3: request                           \
 	     mover, port signal/wake counters; 4: 64 statistics;               \
 	     5: unflushed count per port, write-back loss counter;             \
-	     6: xheap 2, a coalescing heap with a robust mutex */
+	     6: xheap 2, a coalescing heap with a robust mutex;                \
+	     7: request sent_op, written by every submit */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX
@@ -204,6 +205,15 @@ struct xseg_request {
 	uint64_t peer_priv; /* serving peer's word; may be overwritten by
 			       each peer the request passes through */
 	char target[XSEG_MAX_TARGETLEN + 1];
+	/* (lib) op as the request's latest submit sent it: stored by
+	 * submit (a relaxed atomic store), read by the pool scans of other
+	 * threads and processes (a reclaim's drain, the successor's fence:
+	 * does a held request change data?). They must not read op: its
+	 * holder writes op with plain stores (a client reusing the request,
+	 * a server between accept and respond), a data race with a scan in
+	 * the same process (review23y F2). API change (layout version 7):
+	 * in padding of the last line, so the request did not grow. */
+	uint16_t sent_op;
 } __attribute__((aligned(64)));
 
 /* ------------------------------------------------------------------------
@@ -571,6 +581,15 @@ struct xseg_port_info {
 	 * next bind waits for them (see xseg_bind_port). Cleared by the
 	 * bind that finds none left. */
 	bool draining;
+	/* API addition: the port's latest owner, recorded at every bind
+	 * and by the reclaim of a dead owner, and kept after a release or
+	 * a death: the process a bind of the port fences (xseg_bind_port,
+	 * "The successor's fence"). pid 0: unknown (never bound since the
+	 * segment was made, or only by a build before it was recorded).
+	 * alive as xseg_port_alive judges an owner (false when unknown). */
+	pid_t last_owner_pid;
+	uint32_t last_owner_start;
+	bool last_owner_alive;
 };
 int xseg_port_info(struct xseg *seg, uint32_t port,
 		   struct xseg_port_info *info);
@@ -734,7 +753,10 @@ int xseg_respond(struct xseg *seg, struct xseg_request *req, int error);
  * bound or reclaimed), -EAGAIN (the queue was full: only with a corrupt
  * segment); the caller still holds the request on these errors. -ESTALE:
  * lost the race to a release or reaper that failed it back (not held any
- * more). */
+ * more). Forward it with the op it came with: the drain of its sender's
+ * port and the successor's fence (xseg_bind_port) judge whether a held
+ * request changes data by the op it was submitted with (sent_op); a
+ * server that needs another op sends a request of its own. */
 int xseg_forward(struct xseg *seg, struct xseg_request *req, uint32_t port);
 
 /* Take the next reply from port's reply queue (non-blocking); the request

@@ -375,6 +375,8 @@ enum xseg_test_point {
 	XSEG_TP_REDELIVERED,	  /* reaper: redelivered, mark not cleared */
 	XSEG_TP_PATH_DECIDED,	  /* redirect change: targets examined, before
 				     their re-read and the CAS (req NULL) */
+	XSEG_TP_BIND_FENCED,	  /* xseg_bind_port: predecessor fenced (or
+				     none), before the claim (req NULL) */
 };
 extern void (*xseg_test_hook)(enum xseg_test_point pt,
 			      struct xseg_request *req);

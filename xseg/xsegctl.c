@@ -44,9 +44,9 @@ static void ctl_usage(void)
 	       "  info SEGMENT          configuration and usage\n"
 	       "  list SEGMENT          ports: owner, liveness, type, "
 	       "redirect, cache, queues,\n"
-	       "                        counters (bound, redirected or "
-	       "draining ports;\n"
-	       "                        --all for every port)\n"
+	       "                        counters, last owner (bound, "
+	       "redirected or draining\n"
+	       "                        ports; --all for every port)\n"
 	       "  stats SEGMENT PORT    every counter of one port, and the "
 	       "peer's own\n"
 	       "                        statistics as it last published them\n"
@@ -320,12 +320,17 @@ static void ctl_json_str(const char *s)
 /* The port's fields, without the closing brace (stats appends). */
 static void ctl_port_json_open(const struct xseg_port_info *pi)
 {
+	/* last_owner_pid 0 and last_owner_alive null: not known */
 	printf("{\"port\":%" PRIu32 ",\"dynamic\":%s,\"state\":\"%s\","
-	       "\"owner_pid\":%ld,\"generation\":%" PRIu32
+	       "\"owner_pid\":%ld,\"last_owner_pid\":%ld,"
+	       "\"last_owner_alive\":%s,\"generation\":%" PRIu32
 	       ",\"draining\":%s,\"peer_type\":",
 	       pi->port, pi->dynamic ? "true" : "false", ctl_port_state(pi),
-	       pi->bound ? (long)pi->owner_pid : 0L, pi->generation,
-	       pi->draining ? "true" : "false");
+	       pi->bound ? (long)pi->owner_pid : 0L, (long)pi->last_owner_pid,
+	       !pi->last_owner_pid    ? "null"
+	       : pi->last_owner_alive ? "true"
+				      : "false",
+	       pi->generation, pi->draining ? "true" : "false");
 	ctl_json_str(pi->peer_type);
 	if (pi->path_next == XSEG_NOPORT)
 		printf(",\"path_next\":null");
@@ -465,14 +470,15 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 		printf(",\"ports\":[");
 	} else {
 		printf("%-6s %-16s %-8s %-10s %-5s %-5s %6s %6s %6s %10s %10s "
-		       "%8s %8s %10s %10s %9s\n",
+		       "%8s %8s %10s %10s %9s %s\n",
 		       "PORT", "TYPE", "PID", "STATE", "NEXT", "CACHE", "REQQ",
 		       "REPQ", "FREEQ", "ACCEPTED", "SERVED", "FAILED",
-		       "REJECTED", "SENT", "RECEIVED", "UNFLUSHED");
+		       "REJECTED", "SENT", "RECEIVED", "UNFLUSHED",
+		       "LAST-OWNER");
 	}
 	for (uint32_t p = 0; p < n; p++) {
 		struct xseg_port_info pi;
-		char port[16], next[16], cache[16];
+		char port[16], next[16], cache[16], last[32];
 
 		if (xseg_port_info(seg, p, &pi) < 0)
 			continue;
@@ -501,15 +507,23 @@ static int ctl_list(struct ctl *c, struct xseg *seg)
 		else
 			snprintf(cache, sizeof(cache), "%" PRIu32,
 				 pi.cache_next);
+		/* LAST-OWNER: the process a bind of the port would fence
+		 * (the successor's fence), alive or dead; "-": unknown */
+		if (!pi.last_owner_pid)
+			snprintf(last, sizeof(last), "-");
+		else
+			snprintf(last, sizeof(last), "%ld:%s",
+				 (long)pi.last_owner_pid,
+				 pi.last_owner_alive ? "alive" : "dead");
 		printf("%-6s %-16s %-8ld %-10s %-5s %-5s %6" PRIu64 " %6" PRIu64
 		       " %6" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64
 		       " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %9" PRIu64
-		       "\n",
+		       " %s\n",
 		       port, pi.bound && pi.peer_type[0] ? pi.peer_type : "-",
 		       pi.bound ? (long)pi.owner_pid : 0L, ctl_port_state(&pi),
 		       next, cache, pi.request_depth, pi.reply_depth,
 		       pi.free_depth, pi.accepted, pi.served, pi.failed,
-		       pi.rejected, pi.sent, pi.received, pi.unflushed);
+		       pi.rejected, pi.sent, pi.received, pi.unflushed, last);
 	}
 	if (c->json)
 		printf("]}\n");
@@ -569,6 +583,12 @@ static int ctl_stats(struct ctl *c, struct xseg *seg)
 	       "\n",
 	       pi.bound ? (long)pi.owner_pid : 0L, pi.owner_start,
 	       pi.generation);
+	if (pi.last_owner_pid)
+		printf("last owner:    pid %ld, start %" PRIu32 " (%s)\n",
+		       (long)pi.last_owner_pid, pi.last_owner_start,
+		       pi.last_owner_alive ? "alive" : "dead");
+	else
+		printf("last owner:    unknown\n");
 	printf("peer type:     %s\n", pi.peer_type[0] ? pi.peer_type : "-");
 	if (pi.path_next == XSEG_NOPORT)
 		printf("redirect:      none\n");

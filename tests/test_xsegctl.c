@@ -670,6 +670,12 @@ START_TEST(stack_config_errors)
 	    {"dir = @D\nnbd_tcp = 70000\n",
 	     "(a TCP port, 1 .. 65535, or 0 for none)"},
 	    {"dir = @D\nstore = blocky\n", "(blocker|noop|auto)"},
+	    /* whole seconds, 1s .. 1h, as start_timeout */
+	    {"dir = @D\nexiting_timeout = 0\n",
+	     "line 2: bad value '0' for exiting_timeout (a duration in whole "
+	     "seconds, 1s .. 1h)"},
+	    {"dir = @D\nexiting_timeout = 1500ms\n", "for exiting_timeout"},
+	    {"dir = @D\nexiting_timeout = 2h\n", "for exiting_timeout"},
 	};
 	char *t = tmp_dir("conf"), *conf, *d;
 
@@ -958,9 +964,22 @@ struct fake_stack {
 static void fake_stack_start(struct fake_stack *s, const char *seg_tag,
 			     const char *dir_tag)
 {
+	char *path;
+	FILE *f;
+
 	s->name = tpr_segment(seg_tag, &s->seg);
 	s->t = tmp_dir(dir_tag);
 	noop_stack_dirs(s->t, s->name, &s->d, &s->run);
+	/* stop and unplug-cached give up on an exiting peer after 1 s, not
+	 * the default 10 s: the tests of that give-up wait it out once
+	 * each, and check the messages name this bound (read from
+	 * run/stack.conf) */
+	ck_assert_int_gt(asprintf(&path, "%s/stack.conf", s->run), 0);
+	f = fopen(path, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs("exiting_timeout = 1\n", f);
+	ck_assert_int_eq(fclose(f), 0);
+	free(path);
 	ck_assert_int_eq(pipe(s->fds), 0);
 }
 
@@ -1167,11 +1186,11 @@ END_TEST
 /*
  * stack stop with vlmc exiting for good (its leader gone, a thread left
  * that ignores the SIGTERM): stop says so (exiting, pid, threads left)
- * after its own bound, instead of waiting out vlmc's 60 s and failing
- * with "did not exit", and still stops cached and then the store, in that
- * order (the build before stopped neither: a peer that does not exit
- * ended the stop there); exit 1 and the segment kept while vlmc holds its
- * port.
+ * after its own bound (exiting_timeout, the fixture's 1 s), instead of
+ * waiting out vlmc's 60 s and failing with "did not exit", and still
+ * stops cached and then the store, in that order (the build before
+ * stopped neither: a peer that does not exit ended the stop there); exit
+ * 1 and the segment kept while vlmc holds its port.
  */
 START_TEST(stack_stop_vlmc_exiting)
 {
@@ -1198,7 +1217,7 @@ START_TEST(stack_stop_vlmc_exiting)
 	int store_status = reaper_end(&rc_store);
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	ck_assert_msg(strstr(err, "vlmc is exiting, 1 thread(s) of it left, "
-				  "none ended within "),
+				  "none ended within 1 s; "),
 		      "%s", err);
 	snprintf(want, sizeof(want),
 		 "its process (pid %d) has exited, but threads of it are "
@@ -1374,9 +1393,10 @@ END_TEST
 /*
  * unplug-cached of a plugged cached that is exiting for good (its leader
  * gone, a thread left that ignores the SIGTERM): one message, "unplug
- * failed: cached is exiting", with the pid and threads left, after 10 s
- * without a thread ending, exit 1; the redirect kept (only cached takes
- * itself out). The build before waited out its 300 s without progress.
+ * failed: cached is exiting", with the pid and threads left, after
+ * exiting_timeout (the fixture's 1 s) without a thread ending, exit 1;
+ * the redirect kept (only cached takes itself out). The build before
+ * waited out its 300 s without progress.
  */
 START_TEST(stack_unplug_cached_exiting)
 {
@@ -1398,7 +1418,7 @@ START_TEST(stack_unplug_cached_exiting)
 	ck_assert_msg(rc == 1, "status %d: %s%s", rc, out, err);
 	snprintf(want, sizeof(want),
 		 "unplug failed: cached is exiting, 1 thread(s) of it left, "
-		 "none ended within ");
+		 "none ended within 1 s; ");
 	ck_assert_msg(strstr(err, want), "%s", err);
 	snprintf(want, sizeof(want), "its process (pid %d) has exited",
 		 (int)cached);

@@ -958,9 +958,12 @@ static int stack_threads_left(pid_t pid)
  * becomes so, is waited for exiting_ns (stack_exiting_timeout_ns) without
  * a thread of it ending, then given up on with -EBUSY, saying so (pid,
  * threads left): it used to be waited for as a live peer, timeout_s, and
- * reported as one that "did not exit" (ops22). Every failure is said
- * here, after fail_prefix (unplug-cached's "unplug failed: "), so that
- * the caller adds nothing.
+ * reported as one that "did not exit" (ops22). That bound is a deadline on
+ * the monotonic clock, not a count of this loop's 20 ms sleeps: under load
+ * each pass (its /proc reads, the store's revival) takes longer than its
+ * sleep, and a count of passes stretched the bound (review23h F8).
+ * Every failure is said here, after fail_prefix (unplug-cached's "unplug
+ * failed: "), so that the caller adds nothing.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			   unsigned timeout_s, uint64_t exiting_ns,
@@ -970,8 +973,10 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
 	unsigned ticks = 0, idle = 0; /* 20 ms each */
-	uint64_t exiting_idle = 0; /* 20 ms each, none of its threads ended */
-	int threads = -1;	   /* its threads left when last counted */
+	/* while it is exiting: when a thread of it last ended (or it was
+	 * first seen exiting), xseg_now_ns */
+	uint64_t exiting_since = 0;
+	int threads = -1; /* its threads left when last counted */
 	char why[512];
 	pid_t pid;
 
@@ -1007,11 +1012,12 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 		if (!xseg_port_info(seg, port, &pi) && pi.exiting &&
 		    pi.owner_pid == pid) {
 			int left = stack_threads_left(pid);
+			uint64_t now = xseg_now_ns();
 
-			if (left != threads) {
+			if (!exiting_since || left != threads) {
 				threads = left;
-				exiting_idle = 0;
-			} else if (++exiting_idle >= exiting_ns / 20000000ULL) {
+				exiting_since = now;
+			} else if (now - exiting_since >= exiting_ns) {
 				stack_exiting_why(
 				    why, sizeof(why), &pi,
 				    "then it is dead, and the same command "

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1433,6 +1434,37 @@ START_TEST(stack_unplug_cached_exiting)
 }
 END_TEST
 
+/* Waits until the file an inotify fd (non-blocking) watches for IN_OPEN
+ * was opened n times (by any process), for up to timeout_ms: 0, or
+ * -ETIMEDOUT. */
+static int wait_opens(int ifd, unsigned n, int timeout_ms)
+{
+	uint64_t end = xseg_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	char buf[4096]
+	    __attribute__((aligned(__alignof__(struct inotify_event))));
+	unsigned seen = 0;
+
+	while (seen < n) {
+		uint64_t now = xseg_now_ns();
+		struct pollfd pfd = {.fd = ifd, .events = POLLIN};
+		ssize_t len;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		poll(&pfd, 1, (int)((end - now) / 1000000ULL) + 1);
+		len = read(ifd, buf, sizeof(buf));
+		for (ssize_t off = 0; off < len;) {
+			const struct inotify_event *ev =
+			    (const void *)(buf + off);
+
+			if (ev->mask & IN_OPEN)
+				seen++;
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+		}
+	}
+	return 0;
+}
+
 /*
  * The supervisor logs a peer it sees exiting (the store: its leader gone,
  * a thread left) once, with the explanation status gives, and once when
@@ -1452,6 +1484,12 @@ START_TEST(supervisor_logs_exiting)
 	struct leader_exits_arg as = {.port = 1, .type = "server"};
 	pid_t store = fake_stack_fork(&s, leader_exits, &as);
 	fake_peer_wait_exiting(store);
+	/* no cached in this stack: the supervisor reads cached's pid file
+	 * (empty: no pid) once at every poll (sup_down), after it looked at
+	 * the store; the file's opens count its polls below */
+	char *cached_pid;
+	ck_assert_int_gt(asprintf(&cached_pid, "%s/cached.pid", s.run), 0);
+	write_file(cached_pid, "");
 
 	const char *sv[] = {"xsegctl", "stack", "supervise",
 			    "--dir",   s.d,	NULL};
@@ -1464,10 +1502,17 @@ START_TEST(supervisor_logs_exiting)
 	struct file_has_arg fa = {log, want};
 	ck_assert_msg(!xtu_wait_until(file_has, &fa, 20000), "%s",
 		      tpr_slurp(log));
-	/* two more polls (500 ms each) while it stays exiting: the line
-	 * must not repeat. A loaded machine may give fewer; the count
-	 * below then proves less, and never fails wrongly */
-	usleep(1000 * 1000);
+	/* three reads of cached's pid file from here: the poll that logged
+	 * the line may give the first, so at least two later polls looked
+	 * at the store while it stayed exiting; the line must not repeat.
+	 * Waited for, not slept: a loaded machine's polls come later, not
+	 * fewer (review23h F9) */
+	int ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	ck_assert_int_ge(ifd, 0);
+	ck_assert_int_ge(inotify_add_watch(ifd, cached_pid, IN_OPEN), 0);
+	int polled = wait_opens(ifd, 3, 20000);
+	close(ifd);
+	free(cached_pid);
 	fake_peer_kill(store);
 	fa.text = "store is back (pid ";
 	int back = xtu_wait_until(file_has, &fa, 60000);
@@ -1484,6 +1529,8 @@ START_TEST(supervisor_logs_exiting)
 	int sup_status = reaper_end(&r_sup);
 	int vlmc_status = reaper_end(&r_vlmc);
 
+	ck_assert_msg(!polled,
+		      "the supervisor did not poll 3 times in 20 s: %s", text);
 	ck_assert_msg(!back, "%s", text);
 	ck_assert_msg(count_of(text, "store is exiting") == 1, "%s", text);
 	snprintf(want, sizeof(want),

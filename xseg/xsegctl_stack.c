@@ -920,14 +920,23 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
 	return pi.unflushed * STACK_CACHED_BUCKET_SIZE;
 }
 
-/* How long stop waits for an exiting peer (its leader gone, threads of it
- * left: xseg_port_info's exiting) while none of its threads ends. Its own
- * bound, shorter than a live peer's: nobody is left to act on the SIGTERM
- * (a peer's handler only sets a flag its leader would read), and its
- * threads are finishing a system call or stuck (in the kernel, under a
- * tracer), which the waits for a live peer's drain or flush do not
- * shorten; each thread that ends starts the bound again. */
-#define STACK_STOP_EXITING_S 10
+/* How long stop and unplug-cached wait for an exiting peer (its leader
+ * gone, threads of it left: xseg_port_info's exiting) while none of its
+ * threads ends (key exiting_timeout, default STACK_EXITING_TIMEOUT_S).
+ * Its own bound, shorter than a live peer's: nobody is left to act on
+ * the SIGTERM (a peer's handler only sets a flag its leader would read),
+ * and its threads are finishing a system call or stuck (in the kernel,
+ * under a tracer), which the waits for a live peer's drain or flush do
+ * not shorten; each thread that ends starts the bound again. */
+uint64_t stack_exiting_timeout_ns(const struct stack *st)
+{
+	uint64_t ns;
+
+	if (!st->exiting_timeout[0] ||
+	    peer_parse_duration(st->exiting_timeout, 1000000000ULL, &ns))
+		return STACK_EXITING_TIMEOUT_S * 1000000000ULL;
+	return ns;
+}
 
 /* Threads of pid left besides its zombie leader (which num_threads still
  * counts until the last one ends); -1 when unreadable. */
@@ -946,22 +955,28 @@ static int stack_threads_left(pid_t pid)
  * at its store's pace needs longer than any fixed bound, and was cut off
  * by one (session 13); it gives up by itself when its flush stalls
  * (--flush-timeout), before this timeout. An owner that is exiting, or
- * becomes so, is waited for STACK_STOP_EXITING_S without a thread of it
- * ending, then given up on with -EBUSY, saying so (pid, threads left):
- * it used to be waited for as a live peer, timeout_s, and reported as one
- * that "did not exit" (ops22). Every failure is said here, after
- * fail_prefix (unplug-cached's "unplug failed: "), so that the caller
- * adds nothing.
+ * becomes so, is waited for exiting_ns (stack_exiting_timeout_ns) without
+ * a thread of it ending, then given up on with -EBUSY, saying so (pid,
+ * threads left): it used to be waited for as a live peer, timeout_s, and
+ * reported as one that "did not exit" (ops22). That bound is a deadline on
+ * the monotonic clock, not a count of this loop's 20 ms sleeps: under load
+ * each pass (its /proc reads, the store's revival) takes longer than its
+ * sleep, and a count of passes stretched the bound (review23h F8).
+ * Every failure is said here, after fail_prefix (unplug-cached's "unplug
+ * failed: "), so that the caller adds nothing.
  */
 static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
-			   unsigned timeout_s, struct stack_stop_watch *watch,
+			   unsigned timeout_s, uint64_t exiting_ns,
+			   struct stack_stop_watch *watch,
 			   const char *fail_prefix)
 {
 	struct xseg_port_info pi;
 	uint64_t lowest = UINT64_MAX;
 	unsigned ticks = 0, idle = 0; /* 20 ms each */
-	unsigned exiting_idle = 0; /* 20 ms each, none of its threads ended */
-	int threads = -1;	   /* its threads left when last counted */
+	/* while it is exiting: when a thread of it last ended (or it was
+	 * first seen exiting), xseg_now_ns */
+	uint64_t exiting_since = 0;
+	int threads = -1; /* its threads left when last counted */
 	char why[512];
 	pid_t pid;
 
@@ -997,21 +1012,24 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 		if (!xseg_port_info(seg, port, &pi) && pi.exiting &&
 		    pi.owner_pid == pid) {
 			int left = stack_threads_left(pid);
+			uint64_t now = xseg_now_ns();
 
-			if (left != threads) {
+			if (!exiting_since || left != threads) {
 				threads = left;
-				exiting_idle = 0;
-			} else if (++exiting_idle >=
-				   STACK_STOP_EXITING_S * 50) {
+				exiting_since = now;
+			} else if (now - exiting_since >= exiting_ns) {
 				stack_exiting_why(
 				    why, sizeof(why), &pi,
 				    "then it is dead, and the same command "
 				    "run again finishes");
-				stack_err("%s%s is exiting, %d thread(s) of it "
-					  "left, none ended within %u s; not "
-					  "waiting for it any longer: %s",
-					  fail_prefix, name, threads,
-					  STACK_STOP_EXITING_S, why);
+				stack_err(
+				    "%s%s is exiting, %d thread(s) of it "
+				    "left, none ended within %" PRIu64
+				    " s; not waiting for it any longer: "
+				    "%s",
+				    fail_prefix, name, threads,
+				    (uint64_t)(exiting_ns / 1000000000ULL),
+				    why);
 				return -EBUSY;
 			}
 		}
@@ -1596,7 +1614,8 @@ static int stack_stop_cached(const struct stack *st, struct xseg *seg,
 		*exiting = true;
 		return -EAGAIN;
 	}
-	rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300, &flush, "");
+	rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached", 300,
+			     stack_exiting_timeout_ns(st), &flush, "");
 	if (rc == -EBUSY)
 		*exiting = true;
 	return rc;
@@ -1637,7 +1656,8 @@ static int stack_stop(struct stack *st)
 	 * that does not exit still ends the stop where it is: it may still
 	 * send requests down the stack. */
 	stack_stop_revive_store(st, seg, &revive_failed);
-	rc = stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60, NULL, "");
+	rc = stack_stop_port(seg, STACK_VLMC_PORT, "vlmc", 60,
+			     stack_exiting_timeout_ns(st), NULL, "");
 	if (rc == -EBUSY) {
 		exiting = true;
 		rc = 0;
@@ -1649,8 +1669,8 @@ static int stack_stop(struct stack *st)
 			rc = 0;
 	}
 	if (!rc) {
-		rc = stack_stop_port(seg, STACK_STORE_PORT, "store", 120, NULL,
-				     "");
+		rc = stack_stop_port(seg, STACK_STORE_PORT, "store", 120,
+				     stack_exiting_timeout_ns(st), NULL, "");
 		if (rc == -EBUSY) {
 			exiting = true;
 			rc = 0;
@@ -2141,7 +2161,8 @@ static int stack_plug(struct stack *st, bool plug)
 			struct stack_stop_watch flush = {NULL, NULL, 0};
 
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
-					     300, &flush, "unplug failed: ");
+					     300, stack_exiting_timeout_ns(st),
+					     &flush, "unplug failed: ");
 			if (!rc && stack_plugged(seg)) {
 				/* it exited (killed?) before its unplug
 				 * removed the redirect */

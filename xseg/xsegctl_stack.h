@@ -35,6 +35,11 @@
  * default and its largest value */
 #define STACK_START_TIMEOUT_S	  120
 #define STACK_START_TIMEOUT_MAX_S 3600
+/* How long stop and unplug-cached wait for an exiting peer while none of
+ * its threads ends (key exiting_timeout), in seconds: its default and
+ * its largest value */
+#define STACK_EXITING_TIMEOUT_S	    10
+#define STACK_EXITING_TIMEOUT_MAX_S 3600
 /* cached's bucket size (its default; the stack does not set it) */
 #define STACK_CACHED_BUCKET_SIZE 4096ULL
 /* cached's requests to the store, which it reserves from the segment's
@@ -106,6 +111,10 @@ struct stack {
 	/* how long a starting peer may make no progress (no CPU time, no
 	 * I/O) before its start fails; "" = STACK_START_TIMEOUT_S */
 	char start_timeout[32];
+	/* how long stop and unplug-cached wait for an exiting peer (its
+	 * leader gone, threads left) while none of its threads ends; "" =
+	 * STACK_EXITING_TIMEOUT_S */
+	char exiting_timeout[32];
 	bool json;
 };
 
@@ -244,6 +253,9 @@ struct stack_progress {
 };
 /* The stall bound of st's peers' start, in ns (key start_timeout). */
 uint64_t stack_start_timeout_ns(const struct stack *st);
+/* The bound of st's stop and unplug-cached on an exiting peer, in ns (key
+ * exiting_timeout). */
+uint64_t stack_exiting_timeout_ns(const struct stack *st);
 /* Waits that follow the supervisor's wait on a starting peer end after
  * start_timeout without progress, and this much more: the supervisor's
  * own wait on the same process, begun earlier, ends first (and its log

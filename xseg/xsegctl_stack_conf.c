@@ -267,6 +267,17 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 			   ? -EINVAL
 			   : stack_str(st->start_timeout,
 				       sizeof(st->start_timeout), v);
+	/* the same form: the bound of stop and unplug-cached on an exiting
+	 * peer (stack_stop_port) */
+	if (!strcmp(k, "exiting_timeout"))
+		return peer_parse_duration(v, 1000000000ULL, &x) ||
+			       x < 1000000000ULL ||
+			       x > STACK_EXITING_TIMEOUT_MAX_S *
+				       1000000000ULL ||
+			       x % 1000000000ULL
+			   ? -EINVAL
+			   : stack_str(st->exiting_timeout,
+				       sizeof(st->exiting_timeout), v);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL
@@ -310,6 +321,7 @@ static const char *stack_key_allowed(const char *k)
 	    {"dead_peer_wait", "a duration, at most 1h"},
 	    {"snapshot_drain_wait", "a duration, 1ms .. 1h"},
 	    {"start_timeout", "a duration in whole seconds, 1s .. 1h"},
+	    {"exiting_timeout", "a duration in whole seconds, 1s .. 1h"},
 	    {"nbd_tcp", "a TCP port, 1 .. 65535, or 0 for none"},
 	    {"store_segment_size", "auto, or a multiple of 1M"},
 	    {"store_reserve", "auto, 0 for none, or a size of at least 1M"},
@@ -583,5 +595,7 @@ int stack_print_conf(FILE *f, const struct stack *st, const char *store)
 		fprintf(f, "store_reserve = %s\n", st->store_reserve);
 	if (st->start_timeout[0])
 		fprintf(f, "start_timeout = %s\n", st->start_timeout);
+	if (st->exiting_timeout[0])
+		fprintf(f, "exiting_timeout = %s\n", st->exiting_timeout);
 	return ferror(f) ? -EIO : 0;
 }

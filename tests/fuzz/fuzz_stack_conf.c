@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 	X(snapshot_drain_wait)                                                 \
 	X(store_segment_size)                                                  \
 	X(store_reserve)                                                       \
-	X(start_timeout)
+	X(start_timeout)                                                       \
+	X(exiting_timeout)
 #define STACK_NUMBERS(X)                                                       \
 	X(segment_size)                                                        \
 	X(requests)                                                            \
@@ -172,6 +173,12 @@ static void check_bounds(const struct stack *st, bool from_parser,
 		 duration_in(st->start_timeout, 1000000000ULL, 1000000000ULL,
 			     STACK_START_TIMEOUT_MAX_S * 1000000000ULL) &&
 		     !peer_parse_duration(st->start_timeout, 1000000000ULL,
+					  &x) &&
+		     x % 1000000000ULL == 0) ||
+	    !OPT(exiting_timeout,
+		 duration_in(st->exiting_timeout, 1000000000ULL, 1000000000ULL,
+			     STACK_EXITING_TIMEOUT_MAX_S * 1000000000ULL) &&
+		     !peer_parse_duration(st->exiting_timeout, 1000000000ULL,
 					  &x) &&
 		     x % 1000000000ULL == 0) ||
 	    !OPT(store_segment_size,

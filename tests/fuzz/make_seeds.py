@@ -204,6 +204,7 @@ STACK_ALL_KEYS = (b"# every key\n"
                   b"dead_peer_wait = 3600\n"
                   b"snapshot_drain_wait = 1ms\n"
                   b"start_timeout = 60min\n"
+                  b"exiting_timeout = 1s\n"
                   b"store_segment_size = 1M\n"
                   b"store_reserve = 0\n")
 # what stack_print_conf writes (stop, status, plug read it)
@@ -216,7 +217,7 @@ STACK_STATE = (b"# written by xsegctl stack start: the running stack\n"
                b"nbd_socket = /work/archcache-data/run/nbd.sock\n"
                b"ctl_socket = /work/archcache-data/run/vlmc.ctl\n"
                b"nbd_tcp = 0\nverify_reads = on\nsupervise = on\n"
-               b"spin = 0\nstart_timeout = 300\n")
+               b"spin = 0\nstart_timeout = 300\nexiting_timeout = 10\n")
 
 # fuzz_stack_conf: byte 0 mode (bit 0: over the default, checked, printed
 # and read back; bit 1: the first line is the stack's directory), then

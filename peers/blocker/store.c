@@ -74,11 +74,11 @@ int blocker_auto_segment_size(uint64_t fs_bytes, uint32_t chunk_size,
 
 /*
  * No super block, but is there a store's data? A create interrupted before
- * its super block leaves at most an empty log.000000, the durable mark and
- * an open's reserve, which the create may redo; a store's maps, index or a
- * non-empty log segment mean a store that lost its super block (deleted by
- * hand, moved by fsck, missed by a restore: review11 N-G), and creating
- * over it would truncate its log, so every object in it would be lost.
+ * its super block leaves at most an empty log.000000, the lock file, the
+ * durable mark and an open's reserve, which the create may redo; a store's
+ * maps, index or a non-empty log segment mean a store that lost its super block
+ * (deleted by hand, moved by fsck, missed by a restore: review11 N-G), and
+ * creating over it would truncate its log, so every object in it would be lost.
  * Returns 0, or -ENOTEMPTY (logged with what to do).
  */
 static int create_over_data(int dirfd, const char *dir,
@@ -170,6 +170,15 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 		goto out;
 	snprintf(path, sizeof(path), "%s/log.000000", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	close(fd);
+	/* the lock file too, so that no open of this store (even one that
+	 * refuses it) has a file to create (blocker_open) */
+	fd = openat(dirfd, BLOCKER_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC,
+		    0644);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -1642,6 +1651,18 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			     BLOCKER_FORMAT_VERSION);
 	if (r)
 		goto fail;
+	/*
+	 * The one file an open may create before its verdict (review23h F2:
+	 * a refused open creates nothing else). The flock must be held
+	 * before anything is read, or a store a live process is appending
+	 * to would be judged mid-write and refused instead of -EBUSY; the
+	 * file must exist to be locked; and removing it again at a refusal
+	 * would break the exclusion (an opener that opened it before the
+	 * unlink would lock the orphaned inode while a third one locks a
+	 * new file). blocker_create makes it, so only a store of a build
+	 * before session 24 that was never opened lacks it; it is empty,
+	 * and nothing reads it or counts its presence.
+	 */
 	s->lockfd = openat(s->dirfd, BLOCKER_LOCK_FILE,
 			   O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (s->lockfd < 0) {
@@ -1764,6 +1785,15 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	 * before its repair (blog_open_segments) */
 	if (!r && !s->o.truncate_at_damage)
 		r = blog_finish_gc_removals(s);
+	/* the files a store may lack are made only now, for the same
+	 * reason (review23h F2): log.000000 of a store never written to,
+	 * then the durable mark of a store made before marks (in the order
+	 * blocker_create writes them: a crash between the two leaves a
+	 * store that still counts as never written) */
+	if (!r)
+		r = blog_create_first(s);
+	if (!r)
+		r = bmark_create_missing(s);
 	if (r)
 		goto fail;
 	/* a version 1 reader would take a zero tail for a torn one */

@@ -1209,7 +1209,8 @@ END_TEST
  * (no last segment), with or without truncate_at_damage; (b) one naming
  * all but the tail's (the layout a GC killed before its unlinks leaves,
  * plus the stray) is refused for the stray, its listed files kept. check
- * changes nothing either, and names the stray.
+ * changes nothing either, names the stray, and gives open's own reason
+ * (since session 24: before, (a) got a generic line, (b) none).
  */
 START_TEST(test_gc_list_with_stray_changes_nothing)
 {
@@ -1217,7 +1218,7 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 	struct blocker_opts o;
 	uint32_t last;
 	uint64_t problems;
-	char p[512], want[600];
+	char p[512], want[600], owant[600];
 	int fd;
 
 	last = gc_list_store(500);
@@ -1248,6 +1249,7 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 				 last + 1, dir);
 		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
 			      logbuf.text);
+		snprintf(owant, sizeof(owant), "%s", want);
 		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
 			      "case %d: the refused open changed the store:\n"
@@ -1264,6 +1266,10 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 			 last + 1);
 		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
 			      logbuf.text);
+		/* and open's own reason (session 24: before, a generic
+		 * line for (a), nothing for (b)) */
+		ck_assert_msg(strstr(logbuf.text, owant), "case %d: %s", c,
+			      logbuf.text);
 		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
 			      "case %d: check changed the store", c);
@@ -1273,8 +1279,8 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 		int st = tb_ctl_check(dir, &text);
 		if (st >= 0) {
 			ck_assert_int_eq(st, 1);
-			ck_assert_msg(strstr(text, want), "case %d: %s", c,
-				      text);
+			ck_assert_msg(strstr(text, want) && strstr(text, owant),
+				      "case %d: %s", c, text);
 			free(text);
 			after = tb_dir_digest(dir);
 			ck_assert_msg(!strcmp(before, after),

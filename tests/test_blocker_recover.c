@@ -1213,10 +1213,11 @@ enum refusal_kind {
 	/* no mark, the last segment cut below the checkpoint */
 	RK_CKPT_PAST_END,
 	/* made by blocker_create, never opened, log.000000 lost: DIR/lock
-	 * was created (blocker_create makes it now) */
+	 * was created (blocker_create makes it now); and check said only
+	 * "segments removed by GC cannot be told from lost ones" */
 	RK_FIRST_MISSING,
 	/* the log cut below the durable mark: nothing was created (the lock
-	 * existed) */
+	 * existed), but check did not give open's reason */
 	RK_BELOW_MARK,
 	RK_N
 };
@@ -1316,8 +1317,11 @@ static void refused_store(int k, char *want, size_t n)
  * CRC are the same after the refused open, after blocker_check and after
  * blockerctl check. The build before created a missing DIR/durable
  * (bmark_open, before recovery's verdict), log.000000 of a store never
- * written to, and DIR/lock. Where the cause can be taken away, the store
- * then opens with nothing lost and gets the files it lacked.
+ * written to, and DIR/lock. And check reports the refusal with open's own
+ * reason (open's verdict, run without changing anything): before, only a
+ * refused DIR/gc was said so, the refusals of the segment layout got a
+ * generic line, recovery's none. Where the cause can be taken away, the
+ * store then opens with nothing lost and gets the files it lacked.
  */
 START_TEST(test_refused_open_changes_nothing)
 {
@@ -1339,12 +1343,19 @@ START_TEST(test_refused_open_changes_nothing)
 		      logbuf.text);
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(strstr(logbuf.text, want),
+		      "kind %d: check does not say why open refuses: %s", _i,
+		      logbuf.text);
 	after = tb_dir_digest(dir);
 	ck_assert_msg(!strcmp(before, after), "kind %d: check changed it", _i);
 	free(after);
 	st = tb_ctl_check(dir, &text);
 	if (st >= 0) {
 		ck_assert_int_eq(st, 1);
+		ck_assert_msg(strstr(text, want),
+			      "kind %d: blockerctl check does not say why "
+			      "open refuses: %s",
+			      _i, text);
 		free(text);
 		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
@@ -1371,6 +1382,75 @@ START_TEST(test_refused_open_changes_nothing)
 		expect(s, "a", 0, 4 * CHUNK, 1);
 		ck_assert_int_eq(blocker_close(s), 0);
 	}
+}
+END_TEST
+
+/*
+ * check runs open's verdict without its repairs: a torn tail open would
+ * cut (and accept) is reported by neither as a refusal, and check leaves
+ * it in place; the open that follows cuts it.
+ */
+START_TEST(test_check_verdict_cuts_nothing)
+{
+	char p[512], *before, *after;
+	uint64_t mark;
+	struct stat sb;
+
+	create_store();
+	torn_seed = 70;
+	crash_after(write_torn);
+	mark = mark_of();
+	/* "b"'s last record torn: past the mark, in the last segment */
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(stat(p, &sb), 0);
+	ck_assert_int_gt(sb.st_size, (off_t)mark + 100);
+	ck_assert_int_eq(truncate(p, mark + 6 * CHUNK_REC / 4), 0);
+	before = tb_dir_digest(dir);
+	memset(&logbuf, 0, sizeof(logbuf));
+	problems_of();
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%s", logbuf.text);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after), "check changed the store");
+	free(after);
+	free(before);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), 0);
+	ck_assert_msg(strstr(logbuf.text, "torn tail"), "%s", logbuf.text);
+	ck_assert_int_eq(stat(p, &sb), 0);
+	ck_assert_int_le(sb.st_size, (off_t)mark + CHUNK_REC);
+}
+END_TEST
+
+/*
+ * A bad record below both checkpoints (and the mark) of a cleanly closed
+ * store: open replays from its checkpoints on, never reads it, and opens
+ * the store (a read of the chunk then fails). check reports the damage,
+ * and no refusal: before session 24 it said "open refuses it".
+ */
+START_TEST(test_check_no_refusal_open_does_not_make)
+{
+	struct blocker_store *s;
+	uint8_t buf[CHUNK];
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_gt(mark_of(), CHUNK_REC);
+	flip_byte("log.000000", CHUNK_REC + 8); /* "a"'s second chunk */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(strstr(logbuf.text, "log.000000: bad record at offset "
+					  "4160"),
+		      "%s", logbuf.text);
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%s", logbuf.text);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_int_eq(blocker_read(s, "a", 1, CHUNK, CHUNK, buf), -EIO);
+	expect(s, "a", 0, CHUNK, 1);
+	expect(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
 }
 END_TEST
 
@@ -1434,6 +1514,8 @@ int main(void)
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
 	tcase_add_loop_test(tc, test_refused_open_changes_nothing, 0, RK_N);
+	tcase_add_test(tc, test_check_verdict_cuts_nothing);
+	tcase_add_test(tc, test_check_no_refusal_open_does_not_make);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

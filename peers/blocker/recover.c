@@ -583,7 +583,10 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 				zero_tail = true;
 				break;
 			}
-			r = cut_tail(s, pos, brec_strerror(e), false);
+			/* (a verdict for check: a torn tail is no refusal,
+			 * and nothing is cut) */
+			if (!s->judge_only)
+				r = cut_tail(s, pos, brec_strerror(e), false);
 			break;
 		}
 		if (h.type == BREC_CHUNK) {
@@ -638,7 +641,7 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		r = bmark_reset(s, pos);
 		mark = pos;
 	}
-	if (!r)
+	if (!r && !s->judge_only)
 		r = drop_empty_last(s, zero_tail ? pos : UINT64_MAX, ckpt,
 				    &mark, &zero_tail);
 	if (!r) {

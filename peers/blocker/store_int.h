@@ -398,6 +398,9 @@ struct blocker_store {
 	 * blocker_open creates log.000000 once recovery accepted the store
 	 * (blog_create_first), so that a refused open creates nothing */
 	bool seg0_pending;
+	/* blocker_verdict (check): recovery judges and changes nothing (no
+	 * torn tail cut, no empty last segment dropped) */
+	bool judge_only;
 	uint64_t gc_reclaimable;  /* last estimate; __atomic */
 	uint64_t gc_closed_bytes; /* last estimate; __atomic */
 	/* last estimate's dead bytes in the segment being appended to, which
@@ -461,6 +464,17 @@ struct blocker_store {
 
 void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/*
+ * store.c: what blocker_open would decide about the store in dir, without
+ * a lock and changing nothing on disk: 0 if it would open it, else its
+ * refusal (-EUCLEAN ...), logged through o->log exactly as blocker_open
+ * logs it, from the same code. Warnings about what an open would repair
+ * (a torn tail, an unusable checkpoint file) are logged as open logs them,
+ * but nothing is repaired. blocker_check reports the refusal with open's
+ * reason. o may be NULL; truncate_at_damage and mmap_reads are ignored.
+ */
+int blocker_verdict(const char *dir, const struct blocker_opts *o);
 
 /* log.c */
 int blog_open_segments(struct blocker_store *s, bool create_first);

@@ -1386,6 +1386,40 @@ START_TEST(test_refused_open_changes_nothing)
 END_TEST
 
 /*
+ * The one file a refused open may create (docs/on-disk-format.md,
+ * "Recovery", step 6): DIR/lock, which must exist to be locked before the
+ * store is read. blocker_create makes it since session 24; a store of an
+ * older build that was never opened lacks it (and DIR/durable): its
+ * refused open leaves an empty lock file and nothing else.
+ */
+START_TEST(test_refused_open_creates_only_lock)
+{
+	struct blocker_opts o;
+	char *before, *after, *line;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert(exists(BLOCKER_LOCK_FILE));
+	rm(BLOCKER_LOCK_FILE);
+	rm(BLOCKER_MARK_FILE);
+	put_file("log.000002", "stray");
+	before = tb_dir_digest(dir);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	after = tb_dir_digest(dir);
+	line = strstr(after, "lock 0 00000000\n");
+	ck_assert_msg(line, "%s", after);
+	memmove(line, line + strlen("lock 0 00000000\n"),
+		strlen(line + strlen("lock 0 00000000\n")) + 1);
+	ck_assert_msg(!strcmp(before, after),
+		      "more than the lock file:\nbefore:\n%.2000s\n"
+		      "after:\n%.2000s",
+		      before, after);
+	free(after);
+	free(before);
+}
+END_TEST
+
+/*
  * check runs open's verdict without its repairs: a torn tail open would
  * cut (and accept) is reported by neither as a refusal, and check leaves
  * it in place; the open that follows cuts it.
@@ -1514,6 +1548,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
 	tcase_add_loop_test(tc, test_refused_open_changes_nothing, 0, RK_N);
+	tcase_add_test(tc, test_refused_open_creates_only_lock);
 	tcase_add_test(tc, test_check_verdict_cuts_nothing);
 	tcase_add_test(tc, test_check_no_refusal_open_does_not_make);
 	suite_add_tcase(s, tc);

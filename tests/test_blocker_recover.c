@@ -1488,6 +1488,59 @@ START_TEST(test_check_no_refusal_open_does_not_make)
 }
 END_TEST
 
+/*
+ * check's verdict skips recovery's drop of an empty last segment (the
+ * judge_only guard on drop_empty_last; review-blocker24 R1): with the
+ * mark below that segment, and with the mark at its start, where the
+ * drop would also rewrite DIR/durable (bmark_reset). check changes no
+ * file and reports no refusal; the open that follows drops the segment
+ * (and lowers the mark), as before.
+ */
+START_TEST(test_check_keeps_empty_last_segment)
+{
+	struct blocker_store *s;
+	char *before, *after;
+	uint64_t end;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	end = mark_of();
+	ck_assert_uint_gt(end, 0);
+	ck_assert_uint_lt(end, SEG);
+	if (_i == 1) {
+		/* a mark at log.000001's start: noted by a store that then
+		 * dies without a checkpoint */
+		s = reopen();
+		bmark_note(s, SEG);
+		blocker_abandon(s);
+		ck_assert_uint_eq(mark_of(), SEG);
+	}
+	put_file("log.000001", ""); /* the empty last segment */
+	before = tb_dir_digest(dir);
+	memset(&logbuf, 0, sizeof(logbuf));
+	problems_of();
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%.3000s", logbuf.text);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after),
+		      "case %d: check changed the store:\nbefore:\n%.2000s\n"
+		      "after:\n%.2000s",
+		      _i, before, after);
+	free(after);
+	free(before);
+	ck_assert(exists("log.000001"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_msg(strstr(logbuf.text, "holds no record"), "%s",
+		      logbuf.text);
+	ck_assert(!exists("log.000001"));
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	blocker_abandon(s);
+	ck_assert_uint_eq(mark_of(), end);
+}
+END_TEST
+
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
@@ -1551,6 +1604,7 @@ int main(void)
 	tcase_add_test(tc, test_refused_open_creates_only_lock);
 	tcase_add_test(tc, test_check_verdict_cuts_nothing);
 	tcase_add_test(tc, test_check_no_refusal_open_does_not_make);
+	tcase_add_loop_test(tc, test_check_keeps_empty_last_segment, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

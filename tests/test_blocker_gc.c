@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "store_int.h"
 #include "test_blocker_util.h"
+#include "test_blocker_files.h"
 
 #define CS	4096
 #define SEG	(1u << 20)
@@ -1071,61 +1072,6 @@ START_TEST(test_gc_file_huge_list)
 }
 END_TEST
 
-/* run a shell command, its stdout into out; the exit status */
-static int run_cmd(const char *cmd, char *out, size_t len)
-{
-	FILE *f = popen(cmd, "r");
-	size_t n;
-
-	ck_assert_ptr_nonnull(f);
-	n = fread(out, 1, len - 1, f);
-	out[n] = 0;
-	int st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* Every file of the store: name, size and CRC, one line each, sorted
- * (malloc'd), to show that an open or a check changed nothing. */
-static char *dir_digest(void)
-{
-	struct dirent **de;
-	size_t cap = 4096, len = 0;
-	char *out = malloc(cap);
-	int n = scandir(dir, &de, NULL, alphasort);
-
-	ck_assert_ptr_nonnull(out);
-	ck_assert_int_ge(n, 0);
-	out[0] = 0;
-	for (int i = 0; i < n; i++) {
-		char p[512];
-		uint8_t buf[65536];
-		uint32_t crc = 0;
-		uint64_t size = 0;
-		ssize_t k;
-		int fd;
-
-		snprintf(p, sizeof(p), "%s/%s", dir, de[i]->d_name);
-		fd = open(p, O_RDONLY);
-		ck_assert_int_ge(fd, 0);
-		while ((k = read(fd, buf, sizeof(buf))) > 0) {
-			crc = blocker_crc32c(crc, buf, (size_t)k);
-			size += (uint64_t)k;
-		}
-		close(fd);
-		if (cap - len < 600) {
-			cap *= 2;
-			out = realloc(out, cap);
-			ck_assert_ptr_nonnull(out);
-		}
-		len += (size_t)snprintf(out + len, cap - len, "%s %llu %08x\n",
-					de[i]->d_name, (unsigned long long)size,
-					crc);
-		free(de[i]);
-	}
-	free(de);
-	return out;
-}
-
 /*
  * The store the DIR/gc list tests below damage: NOBJ whole objects
  * written (their contents from seed) and the store closed, over three
@@ -1203,7 +1149,7 @@ START_TEST(test_gc_list_refused_check_report)
 					 1);
 			close(fd);
 		}
-		before = dir_digest();
+		before = tb_dir_digest(dir);
 		memset(&logbuf, 0, sizeof(logbuf));
 		ck_assert_int_eq(blocker_check(dir, NULL, tb_log_fn_line,
 					       &logbuf, &problems),
@@ -1236,7 +1182,7 @@ START_TEST(test_gc_list_refused_check_report)
 			 "%s/log.000001: bad record at offset 0: ", dir);
 		ck_assert_msg(!strstr(logbuf.text, want) == (c != 2),
 			      "case %d: %s", c, logbuf.text);
-		after = dir_digest();
+		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
 			      "case %d: check changed the store", c);
 		free(after);
@@ -1263,7 +1209,8 @@ END_TEST
  * (no last segment), with or without truncate_at_damage; (b) one naming
  * all but the tail's (the layout a GC killed before its unlinks leaves,
  * plus the stray) is refused for the stray, its listed files kept. check
- * changes nothing either, and names the stray.
+ * changes nothing either, names the stray, and gives open's own reason
+ * (since session 24: before, (a) got a generic line, (b) none).
  */
 START_TEST(test_gc_list_with_stray_changes_nothing)
 {
@@ -1271,7 +1218,7 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 	struct blocker_opts o;
 	uint32_t last;
 	uint64_t problems;
-	char p[512], want[600];
+	char p[512], want[600], owant[600];
 	int fd;
 
 	last = gc_list_store(500);
@@ -1287,7 +1234,7 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 		/* (a) 0..last, normal and repair; (b) 0..last-1 */
 		write_gc_ranges((const uint32_t[]){0, c < 2 ? last + 1 : last},
 				1);
-		before = dir_digest();
+		before = tb_dir_digest(dir);
 		o.truncate_at_damage = c == 1;
 		memset(&logbuf, 0, sizeof(logbuf));
 		ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
@@ -1302,7 +1249,8 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 				 last + 1, dir);
 		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
 			      logbuf.text);
-		after = dir_digest();
+		snprintf(owant, sizeof(owant), "%s", want);
+		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
 			      "case %d: the refused open changed the store:\n"
 			      "before:\n%s\nafter:\n%s",
@@ -1318,39 +1266,23 @@ START_TEST(test_gc_list_with_stray_changes_nothing)
 			 last + 1);
 		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
 			      logbuf.text);
-		after = dir_digest();
+		/* and open's own reason (session 24: before, a generic
+		 * line for (a), nothing for (b)) */
+		ck_assert_msg(strstr(logbuf.text, owant), "case %d: %.3000s", c,
+			      logbuf.text);
+		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
 			      "case %d: check changed the store", c);
 		free(after);
-		/* the same through blockerctl check, if it was built (its
-		 * report into a file beside the store: long, and a reader
-		 * that stops early gets the command killed by SIGPIPE) */
-		if (tb_ctl_dir()) {
-			char cmd[1024], out[64], outp[300];
-			FILE *f;
-			char *text;
-			long len;
-
-			snprintf(outp, sizeof(outp), "%s.check", dir);
-			snprintf(cmd, sizeof(cmd),
-				 "%s/blockerctl check %s >%s 2>&1",
-				 tb_ctl_dir(), dir, outp);
-			ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 1);
-			f = fopen(outp, "r");
-			ck_assert_ptr_nonnull(f);
-			ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-			len = ftell(f);
-			rewind(f);
-			text = calloc(1, (size_t)len + 1);
-			ck_assert_ptr_nonnull(text);
-			ck_assert_int_eq(fread(text, 1, (size_t)len, f),
-					 (size_t)len);
-			fclose(f);
-			unlink(outp);
-			ck_assert_msg(strstr(text, want), "case %d: %s", c,
-				      text);
+		/* the same through blockerctl check, if it was built */
+		char *text;
+		int st = tb_ctl_check(dir, &text);
+		if (st >= 0) {
+			ck_assert_int_eq(st, 1);
+			ck_assert_msg(strstr(text, want) && strstr(text, owant),
+				      "case %d: %.3000s", c, text);
 			free(text);
-			after = dir_digest();
+			after = tb_dir_digest(dir);
 			ck_assert_msg(!strcmp(before, after),
 				      "case %d: blockerctl check changed the "
 				      "store",
@@ -1396,7 +1328,7 @@ START_TEST(test_gc_refused_open_keeps_listed_files)
 	ck_assert_int_gt(len, 4096);
 	ck_assert_int_eq(ftruncate(fd, 4096), 0);
 	close(fd);
-	before = dir_digest();
+	before = tb_dir_digest(dir);
 	opts(&o);
 	memset(&logbuf, 0, sizeof(logbuf));
 	ck_assert_int_eq(blocker_open(dir, &o, &s), -EUCLEAN);
@@ -1406,7 +1338,7 @@ START_TEST(test_gc_refused_open_keeps_listed_files)
 	ck_assert_msg(!strstr(logbuf.text, "finishing its removal"), "%s",
 		      logbuf.text);
 	ck_assert(seg_exists(1));
-	after = dir_digest();
+	after = tb_dir_digest(dir);
 	ck_assert_msg(!strcmp(before, after),
 		      "the refused open changed the store:\nbefore:\n%s\n"
 		      "after:\n%s",
@@ -1444,7 +1376,7 @@ START_TEST(test_gc_finish_removal_fails)
 	snprintf(saved, sizeof(saved), "%s.seg1", dir);
 	ck_assert_int_eq(rename(p, saved), 0);
 	ck_assert_int_eq(mkdir(p, 0700), 0);
-	before = dir_digest();
+	before = tb_dir_digest(dir);
 	opts(&o);
 	for (int c = 0; c < 2; c++) {
 		o.truncate_at_damage = c == 1;
@@ -1456,7 +1388,7 @@ START_TEST(test_gc_finish_removal_fails)
 			 p, strerror(EISDIR));
 		ck_assert_msg(strstr(logbuf.text, want), "case %d: %s", c,
 			      logbuf.text);
-		after = dir_digest();
+		after = tb_dir_digest(dir);
 		ck_assert_msg(!strcmp(before, after),
 			      "case %d: the refused open changed the "
 			      "store:\nbefore:\n%s\nafter:\n%s",
@@ -1916,20 +1848,20 @@ START_TEST(test_blockerctl_gc)
 	/* bad usage: refused, nothing changed */
 	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc --min-dead 101 %s 2>&1",
 		 tb_ctl_dir(), dir);
-	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 2);
+	ck_assert_int_eq(tb_run_cmd(cmd, out, sizeof(out)), 2);
 	ck_assert_ptr_nonnull(strstr(out, "101"));
 	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc 2>&1", tb_ctl_dir());
-	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 2);
+	ck_assert_int_eq(tb_run_cmd(cmd, out, sizeof(out)), 2);
 	log_file_bytes(&n1);
 	ck_assert_int_eq(n1, n0);
 	/* stats shows what is reclaimable */
 	snprintf(cmd, sizeof(cmd), "%s/blockerctl stats %s", tb_ctl_dir(), dir);
-	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 0);
+	ck_assert_int_eq(tb_run_cmd(cmd, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, "\"reclaimable_bytes\": "));
 	ck_assert_ptr_null(strstr(out, "\"reclaimable_bytes\": 0,"));
 	/* gc reclaims and reports */
 	snprintf(cmd, sizeof(cmd), "%s/blockerctl gc %s", tb_ctl_dir(), dir);
-	ck_assert_int_eq(run_cmd(cmd, out, sizeof(out)), 0);
+	ck_assert_int_eq(tb_run_cmd(cmd, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, "\"segments_removed\": "));
 	ck_assert_ptr_null(strstr(out, "\"segments_removed\": 0,"));
 	log_file_bytes(&n1);

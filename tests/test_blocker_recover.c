@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "store_int.h"
 #include "test_blocker_util.h"
+#include "test_blocker_files.h"
 
 #define CHUNK	  4096
 #define SEG	  (1u << 20)
@@ -1194,6 +1195,352 @@ START_TEST(test_bad_mark_file)
 }
 END_TEST
 
+/*
+ * The stores of the refusal kinds below, each as open refuses it (and the
+ * build before session 24 changed before it refused: review23h F2).
+ */
+enum refusal_kind {
+	/* never written (no mark, its log.000000 lost while empty), and a
+	 * segment file after the gap: the build before created log.000000,
+	 * DIR/durable and DIR/lock, then refused the stray */
+	RK_NEW_STRAY,
+	/* written, of a build before marks (no DIR/durable), and a stray
+	 * log.000005: DIR/durable was created */
+	RK_OLD_STRAY,
+	/* no mark, no index (replay from 0), a bad header in log.000000
+	 * below the maps checkpoint: DIR/durable was created */
+	RK_DAMAGE,
+	/* no mark, the last segment cut below the checkpoint */
+	RK_CKPT_PAST_END,
+	/* made by blocker_create, never opened, log.000000 lost: DIR/lock
+	 * was created (blocker_create makes it now); and check said only
+	 * "segments removed by GC cannot be told from lost ones" */
+	RK_FIRST_MISSING,
+	/* the log cut below the durable mark: nothing was created (the lock
+	 * existed), but check did not give open's reason */
+	RK_BELOW_MARK,
+	RK_N
+};
+
+static void put_file(const char *name, const char *text)
+{
+	char p[512];
+	int fd;
+
+	path_of(name, p, sizeof(p));
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void rm(const char *name)
+{
+	char p[512];
+
+	path_of(name, p, sizeof(p));
+	ck_assert_int_eq(unlink(p), 0);
+}
+
+/* make the store of kind k; *want: what open says when it refuses it */
+static void refused_store(int k, char *want, size_t n)
+{
+	struct blocker_store *s;
+	struct blocker_opts o;
+	char p[512];
+
+	opts(&o);
+	switch (k) {
+	case RK_NEW_STRAY:
+		ck_assert_int_eq(blocker_create(dir, &o), 0);
+		rm(BLOCKER_MARK_FILE);
+		rm("log.000000");
+		put_file("log.000003", "stray");
+		snprintf(want, n, "log.000000: missing, but %s/log.000003",
+			 dir);
+		break;
+	case RK_OLD_STRAY:
+		create_store();
+		s = reopen();
+		wr(s, "a", 0, 4 * CHUNK, 1);
+		ck_assert_int_eq(blocker_close(s), 0);
+		rm(BLOCKER_MARK_FILE);
+		put_file("log.000005", "stray");
+		snprintf(want, n, "log.000001: missing, but %s/log.000005",
+			 dir);
+		break;
+	case RK_DAMAGE:
+	case RK_CKPT_PAST_END:
+		create_store();
+		s = reopen();
+		write_three_segments_unflushed(s);
+		ck_assert_int_eq(blocker_close(s), 0);
+		rm(BLOCKER_MARK_FILE);
+		if (k == RK_DAMAGE) {
+			rm(BLOCKER_INDEX_FILE);
+			flip_byte("log.000000", 8);
+			snprintf(want, n,
+				 "log.000000: bad record at offset 0 below the "
+				 "checkpoint");
+		} else {
+			path_of("log.000002", p, sizeof(p));
+			ck_assert_int_eq(truncate(p, 4096), 0);
+			snprintf(want, n,
+				 "checkpoint lies beyond the end of the log: "
+				 "flushed records are missing");
+		}
+		break;
+	case RK_FIRST_MISSING:
+		ck_assert_int_eq(blocker_create(dir, &o), 0);
+		rm("log.000000");
+		snprintf(
+		    want, n,
+		    "%s/log.000000: missing in a store that was written to",
+		    dir);
+		break;
+	case RK_BELOW_MARK:
+		create_store();
+		crash_after(write_flushed);
+		path_of("log.000000", p, sizeof(p));
+		ck_assert_int_eq(truncate(p, CHUNK_REC), 0);
+		snprintf(want, n,
+			 "log.000000: the log ends at offset %u (log position "
+			 "%u) below the durable mark",
+			 CHUNK_REC, CHUNK_REC);
+		break;
+	}
+}
+
+/*
+ * review23h F2: an open that refuses a store changes nothing on disk, for
+ * each kind of refusal (enum refusal_kind): every file's name, size and
+ * CRC are the same after the refused open, after blocker_check and after
+ * blockerctl check. The build before created a missing DIR/durable
+ * (bmark_open, before recovery's verdict), log.000000 of a store never
+ * written to, and DIR/lock. And check reports the refusal with open's own
+ * reason (open's verdict, run without changing anything): before, only a
+ * refused DIR/gc was said so, the refusals of the segment layout got a
+ * generic line, recovery's none. Where the cause can be taken away, the
+ * store then opens with nothing lost and gets the files it lacked.
+ */
+START_TEST(test_refused_open_changes_nothing)
+{
+	char want[600], *before, *after, *text;
+	struct blocker_store *s;
+	int st;
+
+	refused_store(_i, want, sizeof(want));
+	before = tb_dir_digest(dir);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after),
+		      "kind %d: the refused open changed the store:\n"
+		      "before:\n%.2000s\nafter:\n%.2000s",
+		      _i, before, after);
+	free(after);
+	ck_assert_msg(strstr(logbuf.text, want), "kind %d: %.3000s", _i,
+		      logbuf.text);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(strstr(logbuf.text, want),
+		      "kind %d: check does not say why open refuses: %.3000s",
+		      _i, logbuf.text);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after), "kind %d: check changed it", _i);
+	free(after);
+	st = tb_ctl_check(dir, &text);
+	if (st >= 0) {
+		ck_assert_int_eq(st, 1);
+		ck_assert_msg(strstr(text, want),
+			      "kind %d: blockerctl check does not say why "
+			      "open refuses: %.3000s",
+			      _i, text);
+		free(text);
+		after = tb_dir_digest(dir);
+		ck_assert_msg(!strcmp(before, after),
+			      "kind %d: blockerctl check changed it", _i);
+		free(after);
+	}
+	free(before);
+	if (_i == RK_NEW_STRAY) {
+		/* without the stray: opened, log.000000 and the mark made */
+		rm("log.000003");
+		s = reopen();
+		ck_assert(exists("log.000000") && exists(BLOCKER_MARK_FILE));
+		wr(s, "n", 0, CHUNK, 5);
+		ck_assert_int_eq(blocker_close(s), 0);
+		s = reopen();
+		expect(s, "n", 0, CHUNK, 5);
+		ck_assert_int_eq(blocker_close(s), 0);
+		memset(&logbuf, 0, sizeof(logbuf));
+		ck_assert_uint_eq(problems_of(), 0);
+	} else if (_i == RK_OLD_STRAY) {
+		rm("log.000005");
+		s = reopen();
+		ck_assert(exists(BLOCKER_MARK_FILE));
+		expect(s, "a", 0, 4 * CHUNK, 1);
+		ck_assert_int_eq(blocker_close(s), 0);
+	}
+}
+END_TEST
+
+/*
+ * The one file a refused open may create (docs/on-disk-format.md,
+ * "Recovery", step 6): DIR/lock, which must exist to be locked before the
+ * store is read. blocker_create makes it since session 24; a store of an
+ * older build that was never opened lacks it (and DIR/durable): its
+ * refused open leaves an empty lock file and nothing else.
+ */
+START_TEST(test_refused_open_creates_only_lock)
+{
+	struct blocker_opts o;
+	char *before, *after, *line;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	ck_assert(exists(BLOCKER_LOCK_FILE));
+	rm(BLOCKER_LOCK_FILE);
+	rm(BLOCKER_MARK_FILE);
+	put_file("log.000002", "stray");
+	before = tb_dir_digest(dir);
+	ck_assert_int_eq(open_rc(false), -EUCLEAN);
+	after = tb_dir_digest(dir);
+	line = strstr(after, "lock 0 00000000\n");
+	ck_assert_msg(line, "%s", after);
+	memmove(line, line + strlen("lock 0 00000000\n"),
+		strlen(line + strlen("lock 0 00000000\n")) + 1);
+	ck_assert_msg(!strcmp(before, after),
+		      "more than the lock file:\nbefore:\n%.2000s\n"
+		      "after:\n%.2000s",
+		      before, after);
+	free(after);
+	free(before);
+}
+END_TEST
+
+/*
+ * check runs open's verdict without its repairs: a torn tail open would
+ * cut (and accept) is reported by neither as a refusal, and check leaves
+ * it in place; the open that follows cuts it.
+ */
+START_TEST(test_check_verdict_cuts_nothing)
+{
+	char p[512], *before, *after;
+	uint64_t mark;
+	struct stat sb;
+
+	create_store();
+	torn_seed = 70;
+	crash_after(write_torn);
+	mark = mark_of();
+	/* "b"'s last record torn: past the mark, in the last segment */
+	path_of("log.000000", p, sizeof(p));
+	ck_assert_int_eq(stat(p, &sb), 0);
+	ck_assert_int_gt(sb.st_size, (off_t)mark + 100);
+	ck_assert_int_eq(truncate(p, mark + 6 * CHUNK_REC / 4), 0);
+	before = tb_dir_digest(dir);
+	memset(&logbuf, 0, sizeof(logbuf));
+	problems_of();
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%.3000s", logbuf.text);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after), "check changed the store");
+	free(after);
+	free(before);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_int_eq(open_rc(false), 0);
+	ck_assert_msg(strstr(logbuf.text, "torn tail"), "%s", logbuf.text);
+	ck_assert_int_eq(stat(p, &sb), 0);
+	ck_assert_int_le(sb.st_size, (off_t)mark + CHUNK_REC);
+}
+END_TEST
+
+/*
+ * A bad record below both checkpoints (and the mark) of a cleanly closed
+ * store: open replays from its checkpoints on, never reads it, and opens
+ * the store (a read of the chunk then fails). check reports the damage,
+ * and no refusal: before session 24 it said "open refuses it".
+ */
+START_TEST(test_check_no_refusal_open_does_not_make)
+{
+	struct blocker_store *s;
+	uint8_t buf[CHUNK];
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	wr(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert_uint_gt(mark_of(), CHUNK_REC);
+	flip_byte("log.000000", CHUNK_REC + 8); /* "a"'s second chunk */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(strstr(logbuf.text, "log.000000: bad record at offset "
+					  "4160"),
+		      "%s", logbuf.text);
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%.3000s", logbuf.text);
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_int_eq(blocker_read(s, "a", 1, CHUNK, CHUNK, buf), -EIO);
+	expect(s, "a", 0, CHUNK, 1);
+	expect(s, "b", 0, CHUNK, 2);
+	ck_assert_int_eq(blocker_close(s), 0);
+}
+END_TEST
+
+/*
+ * check's verdict skips recovery's drop of an empty last segment (the
+ * judge_only guard on drop_empty_last; review-blocker24 R1): with the
+ * mark below that segment, and with the mark at its start, where the
+ * drop would also rewrite DIR/durable (bmark_reset). check changes no
+ * file and reports no refusal; the open that follows drops the segment
+ * (and lowers the mark), as before.
+ */
+START_TEST(test_check_keeps_empty_last_segment)
+{
+	struct blocker_store *s;
+	char *before, *after;
+	uint64_t end;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_close(s), 0);
+	end = mark_of();
+	ck_assert_uint_gt(end, 0);
+	ck_assert_uint_lt(end, SEG);
+	if (_i == 1) {
+		/* a mark at log.000001's start: noted by a store that then
+		 * dies without a checkpoint */
+		s = reopen();
+		bmark_note(s, SEG);
+		blocker_abandon(s);
+		ck_assert_uint_eq(mark_of(), SEG);
+	}
+	put_file("log.000001", ""); /* the empty last segment */
+	before = tb_dir_digest(dir);
+	memset(&logbuf, 0, sizeof(logbuf));
+	problems_of();
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%.3000s", logbuf.text);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after),
+		      "case %d: check changed the store:\nbefore:\n%.2000s\n"
+		      "after:\n%.2000s",
+		      _i, before, after);
+	free(after);
+	free(before);
+	ck_assert(exists("log.000001"));
+	memset(&logbuf, 0, sizeof(logbuf));
+	s = reopen();
+	ck_assert_msg(strstr(logbuf.text, "holds no record"), "%s",
+		      logbuf.text);
+	ck_assert(!exists("log.000001"));
+	expect(s, "a", 0, 4 * CHUNK, 1);
+	blocker_abandon(s);
+	ck_assert_uint_eq(mark_of(), end);
+}
+END_TEST
+
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
@@ -1253,6 +1600,11 @@ int main(void)
 	tcase_add_test(tc, test_leftover_tmp_files_removed);
 	tcase_add_test(tc, test_bad_mark_file);
 	tcase_add_test(tc, test_blockerctl_repair);
+	tcase_add_loop_test(tc, test_refused_open_changes_nothing, 0, RK_N);
+	tcase_add_test(tc, test_refused_open_creates_only_lock);
+	tcase_add_test(tc, test_check_verdict_cuts_nothing);
+	tcase_add_test(tc, test_check_no_refusal_open_does_not_make);
+	tcase_add_loop_test(tc, test_check_keeps_empty_last_segment, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

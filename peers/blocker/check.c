@@ -79,15 +79,19 @@ struct checker {
 	bool gc;
 };
 
-/* what blocker_open does with a bad record at pos in seg */
+/*
+ * What a bad record at pos in seg is: flushed data damaged, or no torn
+ * tail. Whether open refuses the store for it is open's verdict, which
+ * check reports on its own line (report_verdict): open replays only from
+ * its checkpoints on, so a record below both is never read by it, and
+ * before session 24 this said "open refuses it" of a store open accepts.
+ */
 static const char *verdict(struct checker *c, uint32_t seg, uint64_t pos)
 {
 	if (pos < c->mark)
-		return " (below the durable mark: flushed data damaged; open "
-		       "refuses it)";
+		return " (below the durable mark: flushed data damaged)";
 	if (seg + 1 < c->s->nsegs)
-		return " (in a segment followed by later ones: open refuses "
-		       "it)";
+		return " (in a segment followed by later ones: no torn tail)";
 	return "";
 }
 
@@ -181,8 +185,7 @@ static int scan_segment(struct checker *c, uint32_t seg,
 		    brec_size(h.len) <= c->room)
 			problem(c,
 				"blocker: %s: the segment before it ends %llu "
-				"bytes early (durable data lost; open refuses "
-				"the store)",
+				"bytes early (durable data lost)",
 				path, (unsigned long long)c->room);
 		if (off == 0)
 			c->room = 0;
@@ -450,6 +453,69 @@ static void open_log_fn(void *arg, enum blocker_log_level lvl, const char *msg)
 	blocker_logf(ol->o, lvl, "%s", msg);
 }
 
+/*
+ * A problem line for open's refusal, in open's words (what open logged as
+ * its error): a user running check wants to know why open refuses, not
+ * only what check found. Before session 24 only a refused DIR/gc was said
+ * this way, and the other refusals of the segment layout got one generic
+ * line ("segments removed by GC cannot be told from lost ones"), the
+ * refusals of recovery none beyond check's own findings.
+ */
+static void refusal(struct checker *c, const char *why)
+{
+	problem(c, "%s%s",
+		why[0] ? why
+		       : "blocker: open refuses the store (no reason "
+			 "logged)",
+		!why[0] || strstr(why, "refusing to open")
+		    ? ""
+		    : " (open refuses the store)");
+}
+
+/* what blocker_verdict logs: only its errors kept (the warnings of what
+ * an open would repair are check's own findings already) */
+static void verdict_log_fn(void *arg, enum blocker_log_level lvl,
+			   const char *msg)
+{
+	struct open_log *ol = arg;
+
+	if (lvl == BLOCKER_LOG_ERR)
+		snprintf(ol->err, sizeof(ol->err), "%s", msg);
+}
+
+/*
+ * Run open's verdict on the store (blocker_verdict: open's code up to its
+ * decision, no lock, nothing changed) and report a refusal with open's
+ * reason. Check's own rules say what is damaged and where; they are not
+ * open's, and could not say why open refuses (e.g. a checkpoint that
+ * does not cover damage) nor track its rules as they change. 0, or an
+ * error that stops the check (no memory).
+ */
+static int report_verdict(struct checker *c, const char *dir,
+			  const struct blocker_opts *o)
+{
+	struct blocker_opts vo;
+	struct open_log ol = {.o = o};
+	int r;
+
+	if (o)
+		vo = *o;
+	else
+		blocker_opts_init(&vo);
+	vo.log = verdict_log_fn;
+	vo.log_arg = &ol;
+	r = blocker_verdict(dir, &vo);
+	if (!r)
+		return 0;
+	if (r == -ENOMEM)
+		return r;
+	if (ol.err[0])
+		refusal(c, ol.err);
+	else
+		problem(c, "blocker: %s: open fails: %s", dir, strerror(-r));
+	return 0;
+}
+
 struct idx_check {
 	struct checker *c;
 	int err;
@@ -533,6 +599,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 {
 	struct checker c = {.report = report, .arg = arg};
 	struct blocker_store *s = calloc(1, sizeof(*s));
+	bool refused = false;
 	struct blog_window win = {.cap = 4u << 20};
 	uint32_t version;
 	uint64_t pos;
@@ -579,6 +646,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 		s->o.log_arg = &ol;
 		r = blog_open_segments(s, false);
 		s->o = caller;
+		refused = r == -EUCLEAN;
 		if (r == -EUCLEAN && s->gc_refused) {
 			problem(
 			    &c,
@@ -589,16 +657,19 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 			r = check_unlaid_segments(&c);
 		} else if (r == -EUCLEAN) {
 			/* log.000000 missing from a store written to, or
-			 * nothing after the removed segments: what open
-			 * refuses (it logged why; a refused DIR/gc is the
-			 * branch above) */
-			problem(&c,
-				"blocker: %s: segments removed by GC cannot be "
-				"told from lost ones (open refuses the store)",
-				dir);
+			 * nothing after the removed segments: open's own
+			 * reason, as open logs it (a refused DIR/gc is the
+			 * branch above). Before session 24 a generic line
+			 * that named neither the file nor the reason. */
+			refusal(&c, ol.err);
 			r = 0;
 		}
 	}
+	/* open's own verdict, from open's own code, first (a damaged store
+	 * may have thousands of lines of findings), unless its segment
+	 * layout was refused and reported above already */
+	if (!r && !refused)
+		r = report_verdict(&c, dir, o);
 	if (r)
 		goto out;
 	if (s->nsegs == 0 && !s->gc_refused)
@@ -647,8 +718,7 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 	if (c.end < c.mark)
 		problem(&c,
 			"blocker: %s: the log ends at position %llu, below the "
-			"durable mark %llu: %llu bytes of flushed data missing "
-			"(open refuses the store)",
+			"durable mark %llu: %llu bytes of flushed data missing",
 			dir, (unsigned long long)c.end,
 			(unsigned long long)c.mark,
 			(unsigned long long)(c.mark - c.end));

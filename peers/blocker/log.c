@@ -524,11 +524,14 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 			continue;
 		}
 		fd = open(path, O_RDWR | O_CLOEXEC);
+		/* not created here: recovery may still refuse the store (a
+		 * stray segment file, review23h F2), and a refused open
+		 * creates nothing; blocker_open does once it is accepted
+		 * (blog_create_first) */
 		if (fd < 0 && errno == ENOENT && seg == 0 && create_first &&
 		    store_never_written(s)) {
-			fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-				  0644);
-			__atomic_fetch_add(&s->dir_seq, 1, __ATOMIC_RELEASE);
+			s->seg0_pending = true;
+			break;
 		}
 		if (fd < 0 && errno == ENOENT)
 			break;
@@ -578,6 +581,32 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 				     &budget);
 	}
 	return r;
+}
+
+int blog_create_first(struct blocker_store *s)
+{
+	char path[4096];
+	int fd, r;
+
+	if (!s->seg0_pending)
+		return 0;
+	r = blog_seg_path(s->dir, 0, path, sizeof(path));
+	if (r)
+		return r;
+	/* (EXCL: the flock is held, so nobody else made it meanwhile) */
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = seg_push(s, fd);
+	if (r) {
+		close(fd);
+		unlink(path);
+		return r;
+	}
+	/* the first flush fsyncs the directory for its name */
+	__atomic_fetch_add(&s->dir_seq, 1, __ATOMIC_RELEASE);
+	s->seg0_pending = false;
+	return 0;
 }
 
 int blog_fd(struct blocker_store *s, uint64_t pos, int *fd, uint64_t *off)

@@ -111,7 +111,6 @@ int bmark_create(int dirfd)
 int bmark_open(struct blocker_store *s, uint64_t *pos)
 {
 	struct bmark *m;
-	bool created = false;
 	int r;
 
 	*pos = 0;
@@ -122,29 +121,45 @@ int bmark_open(struct blocker_store *s, uint64_t *pos)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
+	/* a missing file (a store made before blocker_create wrote the
+	 * mark) is not created here: recovery may still refuse the store,
+	 * and a refused open changes nothing (review23h F2); blocker_open
+	 * creates it once the store is accepted (bmark_create_missing) */
 	m->fd = openat(s->dirfd, BLOCKER_MARK_FILE, O_RDWR | O_CLOEXEC);
-	/* a store made before blocker_create wrote the mark */
-	if (m->fd < 0 && errno == ENOENT) {
-		r = bmark_create(s->dirfd);
-		if (r) {
-			free(m);
-			return r;
-		}
-		m->fd = openat(s->dirfd, BLOCKER_MARK_FILE, O_RDWR | O_CLOEXEC);
-		created = true;
-	}
 	if (m->fd < 0) {
 		r = -errno;
 		free(m);
 		return r;
 	}
 	s->mark = m;
-	if (created)
-		return -ENOENT;
 	r = mark_read_fd(m->fd, &m->seq, &m->pos);
 	if (r)
 		return r;
 	*pos = m->pos;
+	return 0;
+}
+
+int bmark_create_missing(struct blocker_store *s)
+{
+	struct bmark *m;
+	int r;
+
+	if (s->mark)
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	r = bmark_create(s->dirfd);
+	if (!r) {
+		m->fd = openat(s->dirfd, BLOCKER_MARK_FILE, O_RDWR | O_CLOEXEC);
+		if (m->fd < 0)
+			r = -errno;
+	}
+	if (r) {
+		free(m);
+		return r;
+	}
+	s->mark = m; /* both slots say 0, seq 0 */
 	return 0;
 }
 

@@ -277,8 +277,10 @@ int blog_win_get(struct blocker_store *s, struct blog_window *w, uint64_t pos,
 	return 0;
 }
 
-/* The durable mark: 0 if there is none (a new file, or a store from a
- * build without marks) or none is readable (then reported). */
+/* The durable mark: 0 if there is none (a store from a build without
+ * marks: s->mark stays NULL, and the file is made only once blocker_open
+ * accepted the store; bmark_reset is never called then, as it is only
+ * for a mark above a cut) or none is readable (then reported). */
 static int load_mark(struct blocker_store *s, uint64_t *mark)
 {
 	int r = bmark_open(s, mark);
@@ -413,7 +415,10 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 	bool zero_tail = false;
 	int r;
 
-	if (s->nsegs == 0)
+	/* no segment: only a store never written to, whose log.000000
+	 * blocker_open creates once this accepted it (s->seg0_pending);
+	 * a segment file past the missing log.000000 is a stray */
+	if (s->nsegs == 0 && !s->seg0_pending)
 		return -ENOENT;
 	r = load_mark(s, &mark);
 	if (!r)
@@ -578,7 +583,10 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 				zero_tail = true;
 				break;
 			}
-			r = cut_tail(s, pos, brec_strerror(e), false);
+			/* (a verdict for check: a torn tail is no refusal,
+			 * and nothing is cut) */
+			if (!s->judge_only)
+				r = cut_tail(s, pos, brec_strerror(e), false);
 			break;
 		}
 		if (h.type == BREC_CHUNK) {
@@ -633,14 +641,15 @@ int blocker_recover(struct blocker_store *s, uint64_t idx_pos,
 		r = bmark_reset(s, pos);
 		mark = pos;
 	}
-	if (!r)
+	if (!r && !s->judge_only)
 		r = drop_empty_last(s, zero_tail ? pos : UINT64_MAX, ckpt,
 				    &mark, &zero_tail);
 	if (!r) {
 		/* the tail is the end of the last segment (after any cut),
-		 * or where its zero-filled part begins */
-		uint32_t last = s->nsegs - 1;
-		int64_t sz = seg_size_of(s, last);
+		 * or where its zero-filled part begins; 0 for a first
+		 * segment still to be created */
+		uint32_t last = s->nsegs ? s->nsegs - 1 : 0;
+		int64_t sz = s->nsegs ? seg_size_of(s, last) : 0;
 		if (sz < 0)
 			return (int)sz;
 		s->alloc_end = (uint64_t)last * s->segment_size + sz;

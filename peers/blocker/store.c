@@ -74,11 +74,11 @@ int blocker_auto_segment_size(uint64_t fs_bytes, uint32_t chunk_size,
 
 /*
  * No super block, but is there a store's data? A create interrupted before
- * its super block leaves at most an empty log.000000, the durable mark and
- * an open's reserve, which the create may redo; a store's maps, index or a
- * non-empty log segment mean a store that lost its super block (deleted by
- * hand, moved by fsck, missed by a restore: review11 N-G), and creating
- * over it would truncate its log, so every object in it would be lost.
+ * its super block leaves at most an empty log.000000, the lock file, the
+ * durable mark and an open's reserve, which the create may redo; a store's
+ * maps, index or a non-empty log segment mean a store that lost its super block
+ * (deleted by hand, moved by fsck, missed by a restore: review11 N-G), and
+ * creating over it would truncate its log, so every object in it would be lost.
  * Returns 0, or -ENOTEMPTY (logged with what to do).
  */
 static int create_over_data(int dirfd, const char *dir,
@@ -170,6 +170,15 @@ int blocker_create(const char *dir, const struct blocker_opts *o)
 		goto out;
 	snprintf(path, sizeof(path), "%s/log.000000", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	close(fd);
+	/* the lock file too, so that no open of this store (even one that
+	 * refuses it) has a file to create (blocker_open) */
+	fd = openat(dirfd, BLOCKER_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC,
+		    0644);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -1573,18 +1582,16 @@ static void replace_discarded_checkpoint(struct blocker_store *s)
 			     s->dir);
 }
 
-int blocker_open(const char *dir, const struct blocker_opts *opts,
-		 struct blocker_store **out)
+/* A store as blocker_open begins it: options, locks and conditions set
+ * up, nothing opened (store_free undoes it). NULL without memory. */
+static struct blocker_store *store_new(const char *dir,
+				       const struct blocker_opts *opts)
 {
 	struct blocker_store *s;
-	uint64_t idx_pos = 0, maps_pos = 0;
-	uint32_t version = 0;
-	bool ckpt_discarded = false;
-	int r;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return -ENOMEM;
+		return NULL;
 	if (opts)
 		s->o = *opts;
 	else
@@ -1606,9 +1613,179 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 	s->io_ctx = s->o.io_ctx;
 	s->dir = strdup(dir);
 	if (!s->dir) {
-		r = -ENOMEM;
-		goto fail;
+		store_free(s);
+		return NULL;
 	}
+	return s;
+}
+
+/* what store_judge found: the checkpoints recovery started from */
+struct open_verdict {
+	uint64_t idx_pos, maps_pos;
+	bool ckpt_discarded; /* truncate_at_damage discarded them */
+};
+
+/*
+ * blocker_open's verdict on a store whose super block it read (and whose
+ * lock it holds): open the segments, load the checkpoints, recover. 0 if
+ * the store is accepted, else the refusal (logged with its reason). A
+ * normal open has changed nothing on disk until this returns 0: the files
+ * it creates or removes wait for the verdict (review23h F1, F2). With
+ * s->judge_only (blocker_verdict, for check) recovery changes nothing at
+ * all, not even a torn tail it would cut (store_int.h).
+ */
+static int store_judge(struct blocker_store *s, struct open_verdict *v)
+{
+	int r;
+
+	r = bidx_init(&s->index, s->o.partial_bits, 0);
+	if (!r)
+		r = bmaps_init(s);
+	if (!r)
+		r = blog_open_segments(s, true);
+	if (r)
+		return r;
+	r = bidx_load(s, &v->idx_pos);
+	if (r) {
+		if (r != -ENOENT || s->nsegs > 1 ||
+		    (s->nsegs == 1 && lseek(s->segs[0].fd, 0, SEEK_END) > 0))
+			blocker_logf(&s->o, BLOCKER_LOG_WARN,
+				     "blocker: %s/%s: %s; rebuilding the index "
+				     "from the log",
+				     s->dir, BLOCKER_INDEX_FILE,
+				     r == -ENOENT ? "missing" : "unusable");
+		v->idx_pos = 0;
+	}
+	r = bmaps_load(s, &v->maps_pos);
+	if (r) {
+		if (r != -ENOENT)
+			blocker_logf(&s->o, BLOCKER_LOG_WARN,
+				     "blocker: %s/%s: unusable; replaying the "
+				     "whole journal",
+				     s->dir, BLOCKER_MAPS_FILE);
+		/* drop what a half-parsed file left behind */
+		bmaps_destroy(s);
+		r = bmaps_init(s);
+		if (r)
+			return r;
+		v->maps_pos = 0;
+	}
+	/*
+	 * GC removed segments whose journal records only the maps
+	 * checkpoint it wrote (s->gc_ckpt, DIR/gc) still holds: an older or
+	 * missing maps file cannot be completed from the log. The index can
+	 * (every live chunk was copied below gc_ckpt).
+	 */
+	if (v->maps_pos < s->gc_ckpt) {
+		if (!s->o.truncate_at_damage) {
+			blocker_logf(&s->o, BLOCKER_LOG_ERR,
+				     "blocker: %s/%s: checkpoint at %llu "
+				     "predates the segments GC removed (it "
+				     "needs one at %llu or later): the object "
+				     "maps cannot be rebuilt from the log; "
+				     "refusing to open (truncate_at_damage "
+				     "replays what is left)",
+				     s->dir, BLOCKER_MAPS_FILE,
+				     (unsigned long long)v->maps_pos,
+				     (unsigned long long)s->gc_ckpt);
+			return -EUCLEAN;
+		}
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s/%s: predates the segments GC "
+			     "removed; truncate_at_damage: replaying the "
+			     "journal that is left (maps may be incomplete)",
+			     s->dir, BLOCKER_MAPS_FILE);
+		bmaps_destroy(s);
+		r = bmaps_init(s);
+		if (r)
+			return r;
+		v->maps_pos = 0;
+	}
+	if (v->idx_pos && v->idx_pos < s->gc_ckpt) {
+		blocker_logf(
+		    &s->o, BLOCKER_LOG_WARN,
+		    "blocker: %s/%s: predates the segments GC removed; "
+		    "rebuilding the index from the log",
+		    s->dir, BLOCKER_INDEX_FILE);
+		bidx_destroy(&s->index);
+		r = bidx_init(&s->index, s->o.partial_bits, 0);
+		if (r)
+			return r;
+		v->idx_pos = 0;
+	}
+	r = blocker_recover(s, v->idx_pos, v->maps_pos);
+	/* A checkpoint is saved only after the log below it was flushed
+	 * (blocker_checkpoint), so a log that ends below it lost flushed
+	 * records: damage, refused like damage below the durable mark
+	 * (which may be older than the checkpoint, or missing). Before
+	 * session 21 this was refused only where GC had removed segments,
+	 * and otherwise replayed with a warning, the lost writes gone
+	 * (safety21gc F3). truncate_at_damage replays what is left. */
+	if (r == -ERANGE && !s->o.truncate_at_damage) {
+		blocker_logf(&s->o, BLOCKER_LOG_ERR,
+			     "blocker: %s: checkpoint lies beyond the end of "
+			     "the log: flushed records are missing%s; "
+			     "refusing to open (truncate_at_damage replays "
+			     "what is left)",
+			     s->dir,
+			     s->gc_ckpt ? ", and GC removed segments: the "
+					  "maps cannot be rebuilt from the log"
+					: "");
+		r = -EUCLEAN;
+	}
+	if (r == -ERANGE) {
+		blocker_logf(&s->o, BLOCKER_LOG_WARN,
+			     "blocker: %s: checkpoint lies beyond the end of "
+			     "the log; discarding it and replaying the log",
+			     s->dir);
+		reset_state(s);
+		r = blocker_recover(s, 0, 0);
+		v->idx_pos = v->maps_pos = 0;
+		v->ckpt_discarded = true;
+	}
+	return r;
+}
+
+int blocker_verdict(const char *dir, const struct blocker_opts *o)
+{
+	struct open_verdict v = {0};
+	struct blocker_store *s = store_new(dir, o);
+	uint32_t version;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->judge_only = true;
+	s->o.truncate_at_damage = false;
+	/* read through the backend: no SIGBUS guard needed */
+	s->o.mmap_reads = false;
+	if (s->o.partial_bits == 0 || s->o.partial_bits > 40)
+		s->o.partial_bits = BLOCKER_DEFAULT_PARTIAL_BITS;
+	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dirfd < 0)
+		r = -errno;
+	else
+		r = blocker_read_super(s->dirfd, &s->chunk_size,
+				       &s->segment_size, &version);
+	if (!r)
+		r = store_judge(s, &v);
+	store_free(s);
+	return r;
+}
+
+int blocker_open(const char *dir, const struct blocker_opts *opts,
+		 struct blocker_store **out)
+{
+	struct blocker_store *s;
+	struct open_verdict v = {0};
+	uint64_t idx_pos, maps_pos;
+	uint32_t version = 0;
+	bool ckpt_discarded;
+	int r;
+
+	s = store_new(dir, opts);
+	if (!s)
+		return -ENOMEM;
 	if (s->o.partial_bits == 0 || s->o.partial_bits > 40) {
 		r = -EINVAL;
 		goto fail;
@@ -1642,6 +1819,18 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 			     BLOCKER_FORMAT_VERSION);
 	if (r)
 		goto fail;
+	/*
+	 * The one file an open may create before its verdict (review23h F2:
+	 * a refused open creates nothing else). The flock must be held
+	 * before anything is read, or a store a live process is appending
+	 * to would be judged mid-write and refused instead of -EBUSY; the
+	 * file must exist to be locked; and removing it again at a refusal
+	 * would break the exclusion (an opener that opened it before the
+	 * unlink would lock the orphaned inode while a third one locks a
+	 * new file). blocker_create makes it, so only a store of a build
+	 * before session 24 that was never opened lacks it; it is empty,
+	 * and nothing reads it or counts its presence.
+	 */
 	s->lockfd = openat(s->dirfd, BLOCKER_LOCK_FILE,
 			   O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (s->lockfd < 0) {
@@ -1652,118 +1841,24 @@ int blocker_open(const char *dir, const struct blocker_opts *opts,
 		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto fail;
 	}
-	r = bidx_init(&s->index, s->o.partial_bits, 0);
-	if (!r)
-		r = bmaps_init(s);
-	if (!r)
-		r = blog_open_segments(s, true);
-	if (r)
-		goto fail;
-
-	r = bidx_load(s, &idx_pos);
-	if (r) {
-		if (r != -ENOENT || s->nsegs > 1 ||
-		    (s->nsegs == 1 && lseek(s->segs[0].fd, 0, SEEK_END) > 0))
-			blocker_logf(&s->o, BLOCKER_LOG_WARN,
-				     "blocker: %s/%s: %s; rebuilding the index "
-				     "from the log",
-				     dir, BLOCKER_INDEX_FILE,
-				     r == -ENOENT ? "missing" : "unusable");
-		idx_pos = 0;
-	}
-	r = bmaps_load(s, &maps_pos);
-	if (r) {
-		if (r != -ENOENT)
-			blocker_logf(&s->o, BLOCKER_LOG_WARN,
-				     "blocker: %s/%s: unusable; replaying the "
-				     "whole journal",
-				     dir, BLOCKER_MAPS_FILE);
-		/* drop what a half-parsed file left behind */
-		bmaps_destroy(s);
-		r = bmaps_init(s);
-		if (r)
-			goto fail;
-		maps_pos = 0;
-	}
-	/*
-	 * GC removed segments whose journal records only the maps
-	 * checkpoint it wrote (s->gc_ckpt, DIR/gc) still holds: an older or
-	 * missing maps file cannot be completed from the log. The index can
-	 * (every live chunk was copied below gc_ckpt).
-	 */
-	if (maps_pos < s->gc_ckpt) {
-		if (!s->o.truncate_at_damage) {
-			blocker_logf(&s->o, BLOCKER_LOG_ERR,
-				     "blocker: %s/%s: checkpoint at %llu "
-				     "predates the segments GC removed (it "
-				     "needs one at %llu or later): the object "
-				     "maps cannot be rebuilt from the log; "
-				     "refusing to open (truncate_at_damage "
-				     "replays what is left)",
-				     dir, BLOCKER_MAPS_FILE,
-				     (unsigned long long)maps_pos,
-				     (unsigned long long)s->gc_ckpt);
-			r = -EUCLEAN;
-			goto fail;
-		}
-		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s/%s: predates the segments GC "
-			     "removed; truncate_at_damage: replaying the "
-			     "journal that is left (maps may be incomplete)",
-			     dir, BLOCKER_MAPS_FILE);
-		bmaps_destroy(s);
-		r = bmaps_init(s);
-		if (r)
-			goto fail;
-		maps_pos = 0;
-	}
-	if (idx_pos && idx_pos < s->gc_ckpt) {
-		blocker_logf(
-		    &s->o, BLOCKER_LOG_WARN,
-		    "blocker: %s/%s: predates the segments GC removed; "
-		    "rebuilding the index from the log",
-		    dir, BLOCKER_INDEX_FILE);
-		bidx_destroy(&s->index);
-		r = bidx_init(&s->index, s->o.partial_bits, 0);
-		if (r)
-			goto fail;
-		idx_pos = 0;
-	}
-	r = blocker_recover(s, idx_pos, maps_pos);
-	/* A checkpoint is saved only after the log below it was flushed
-	 * (blocker_checkpoint), so a log that ends below it lost flushed
-	 * records: damage, refused like damage below the durable mark
-	 * (which may be older than the checkpoint, or missing). Before
-	 * session 21 this was refused only where GC had removed segments,
-	 * and otherwise replayed with a warning, the lost writes gone
-	 * (safety21gc F3). truncate_at_damage replays what is left. */
-	if (r == -ERANGE && !s->o.truncate_at_damage) {
-		blocker_logf(&s->o, BLOCKER_LOG_ERR,
-			     "blocker: %s: checkpoint lies beyond the end of "
-			     "the log: flushed records are missing%s; "
-			     "refusing to open (truncate_at_damage replays "
-			     "what is left)",
-			     dir,
-			     s->gc_ckpt ? ", and GC removed segments: the "
-					  "maps cannot be rebuilt from the log"
-					: "");
-		r = -EUCLEAN;
-	}
-	if (r == -ERANGE) {
-		blocker_logf(&s->o, BLOCKER_LOG_WARN,
-			     "blocker: %s: checkpoint lies beyond the end of "
-			     "the log; discarding it and replaying the log",
-			     dir);
-		reset_state(s);
-		r = blocker_recover(s, 0, 0);
-		idx_pos = maps_pos = 0;
-		ckpt_discarded = true;
-	}
+	r = store_judge(s, &v);
+	idx_pos = v.idx_pos;
+	maps_pos = v.maps_pos;
+	ckpt_discarded = v.ckpt_discarded;
 	/* only now, recovery having accepted the store: a refused open
 	 * changes nothing (review23h F1); truncate_at_damage finished them
 	 * before its repair (blog_open_segments) */
 	if (!r && !s->o.truncate_at_damage)
 		r = blog_finish_gc_removals(s);
+	/* the files a store may lack are made only now, for the same
+	 * reason (review23h F2): log.000000 of a store never written to,
+	 * then the durable mark of a store made before marks (in the order
+	 * blocker_create writes them: a crash between the two leaves a
+	 * store that still counts as never written) */
+	if (!r)
+		r = blog_create_first(s);
+	if (!r)
+		r = bmark_create_missing(s);
 	if (r)
 		goto fail;
 	/* a version 1 reader would take a zero tail for a torn one */

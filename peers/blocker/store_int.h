@@ -393,6 +393,14 @@ struct blocker_store {
 	 * last segment), before it opened any segment: check reports the
 	 * files it has instead of a layout it cannot know */
 	bool gc_refused;
+	/* a store never written to (blocker_create's log.000000 missing,
+	 * nothing else written): blog_open_segments opened no segment, and
+	 * blocker_open creates log.000000 once recovery accepted the store
+	 * (blog_create_first), so that a refused open creates nothing */
+	bool seg0_pending;
+	/* blocker_verdict (check): recovery judges and changes nothing (no
+	 * torn tail cut, no empty last segment dropped) */
+	bool judge_only;
 	uint64_t gc_reclaimable;  /* last estimate; __atomic */
 	uint64_t gc_closed_bytes; /* last estimate; __atomic */
 	/* last estimate's dead bytes in the segment being appended to, which
@@ -457,6 +465,17 @@ struct blocker_store {
 void blocker_logf(const struct blocker_opts *o, enum blocker_log_level lvl,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/*
+ * store.c: what blocker_open would decide about the store in dir, without
+ * a lock and changing nothing on disk: 0 if it would open it, else its
+ * refusal (-EUCLEAN ...), logged through o->log exactly as blocker_open
+ * logs it, from the same code. Warnings about what an open would repair
+ * (a torn tail, an unusable checkpoint file) are logged as open logs them,
+ * but nothing is repaired. blocker_check reports the refusal with open's
+ * reason. o may be NULL; truncate_at_damage and mmap_reads are ignored.
+ */
+int blocker_verdict(const char *dir, const struct blocker_opts *o);
+
 /* log.c */
 int blog_open_segments(struct blocker_store *s, bool create_first);
 /* Unlink the files of listed segments blog_open_segments found still
@@ -467,6 +486,9 @@ int blog_open_segments(struct blocker_store *s, bool create_first);
  * an unlink that failed other than with ENOENT (said; the open is
  * refused). */
 int blog_finish_gc_removals(struct blocker_store *s);
+/* Create log.000000 of a store never written to (s->seg0_pending), once
+ * recovery accepted the store; 0 if nothing is pending. */
+int blog_create_first(struct blocker_store *s);
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
 /* Is name a log segment file name ("log." and at least six digits)? If so
  * *seg is its number (names beyond UINT32_MAX are not segment files). */
@@ -641,9 +663,12 @@ int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
 /*
  * mark.c: the durable mark, DIR/durable ("log durable up to pos").
  * bmark_create writes a new one (no position known durable) atomically:
- * blocker_create does, before the super block. bmark_open opens
- * (creating it if missing, in a store made before that: then -ENOENT)
- * and reads it into s->mark; -ENODATA if no slot is valid. bmark_note records
+ * blocker_create does, before the super block. bmark_open opens an
+ * existing one and reads it into s->mark; -ENOENT if there is none (a
+ * store made before marks: s->mark stays NULL, nothing is created, as
+ * recovery may still refuse the store), -ENODATA if no slot is valid.
+ * bmark_create_missing makes and opens the missing file once blocker_open
+ * accepted the store (0 if s->mark is set already). bmark_note records
  * pos after a successful fsync (caller holds sync_lock; no fsync, never fails
  * loudly); bmark_reset rewrites it durably (recovery only); bmark_read
  * reads it without opening a store (check).
@@ -651,6 +676,7 @@ int blog_zero_after(struct blocker_store *s, uint64_t pos, uint64_t file_end,
 #define BLOCKER_MARK_FILE "durable"
 int bmark_create(int dirfd);
 int bmark_open(struct blocker_store *s, uint64_t *pos);
+int bmark_create_missing(struct blocker_store *s);
 void bmark_note(struct blocker_store *s, uint64_t pos);
 int bmark_reset(struct blocker_store *s, uint64_t pos);
 void bmark_close(struct blocker_store *s);

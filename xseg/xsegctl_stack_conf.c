@@ -44,7 +44,7 @@ const char stack_default_conf[] =
     "# but cached polls (adaptively) up to 80us for the next request:\n"
     "# a queue-depth-1 client's next request comes within it, and its\n"
     "# hand-over then costs no wake-up (fio randread at queue depth 1\n"
-    "# through NBD 1.9x, queue depth 16 unchanged; docs/performance.md,\n"
+    "# through NBD 1.9x, queue depth 16 3-11 % lower; docs/performance.md,\n"
     "# \"Session 24\"); an idle stack backs off to sleeping. A config\n"
     "# that sets spin but not cached_spin gives cached its spin instead\n"
     "cached_spin = 80us\n"

@@ -137,7 +137,8 @@ static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
 
 /* The predecessor a bind of port must fence, as its owner word reads now
  * (o): the owner word itself when it is a dead owner's own (no RECLAIM
- * flag: an older build's bind wrote no last_owner), else the port's
+ * flag; a defence: every build that joins a layout 7 segment writes
+ * last_owner at its bind, but an older one did not), else the port's
  * last_owner; 0 when there is none (unknown, this process) or when the
  * port's owner is alive (the claim will refuse it). */
 static uint64_t port_predecessor(const struct xseg *seg,

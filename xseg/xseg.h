@@ -588,9 +588,11 @@ struct xseg_port_info {
 	bool draining;
 	/* API addition: the port's latest owner, recorded at every bind
 	 * and by the reclaim of a dead owner, and kept after a release or
-	 * a death: the process a bind of the port fences (xseg_bind_port,
-	 * "The successor's fence"). pid 0: unknown (never bound since the
-	 * segment was made, or only by a build before it was recorded).
+	 * a death. For a free or draining port: the process whose held
+	 * requests the next bind of a static port it owned waits for
+	 * (xseg_bind_port, "The successor's fence"). pid 0: never bound
+	 * since the segment was made (every build that can join a layout 7
+	 * segment records it).
 	 * alive as xseg_port_alive judges an owner (false when unknown). */
 	pid_t last_owner_pid;
 	uint32_t last_owner_start;

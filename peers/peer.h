@@ -181,8 +181,10 @@ int peer_complete(struct peer *p, struct xseg_request *req, int error);
 
 /* Hand a request a handler took on to another port (xseg_forward: the
  * final server answers the original sender). Counts as completion for
- * this peer. On error the caller still owns the request and it is still
- * in flight (complete it, e.g. with the error). */
+ * this peer. Forward it with the op it came with: the fence judges a held
+ * request by the op its submit sent (sent_op, which forward keeps); for
+ * another op, submit a request of your own. On error the caller still owns the
+ * request and it is still in flight (complete it, e.g. with the error). */
 int peer_forward(struct peer *p, struct xseg_request *req, uint32_t port);
 
 /* The signal batch of the calling worker while it dispatches a batch of

@@ -13,10 +13,12 @@
  * over, then dies by SIGKILL (or releases its port); a binder is a new
  * process that binds the client's port and reports the result in its
  * exit status. Linked with the hooked copy of libxseg (XSEG_TEST_HOOKS),
- * so that a binder can stop between its fence and its claim.
+ * so that a binder can stop between its claim's check of the predecessor
+ * and its CAS.
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -851,10 +853,15 @@ END_TEST
  * while P2's write is held, and a bind succeeds once it is answered.
  * Without the re-check the claim would take the port at once, P2's
  * write still runnable behind the new owner's back. */
-START_TEST(test_successor_refences_new_predecessor)
+/* A binder stops after its fence, before its claim's CAS (the test
+ * point), while P2 binds the port, sends a WRITE from a dynamic port and
+ * leaves: dies (the owner word stays P2's) or releases (owner 0 again, as
+ * when the binder loaded it). Either way the binder must fence P2: it is
+ * refused while P2's WRITE is held. */
+static void refence(const char *tag, bool release)
 {
 	const char *name;
-	struct xseg *seg = server_seg("refence", 4, &name);
+	struct xseg *seg = server_seg(tag, 4, &name);
 	struct xseg_request *req = NULL;
 	struct binder_arg ba;
 	struct client c;
@@ -873,17 +880,33 @@ START_TEST(test_successor_refences_new_predecessor)
 				 .resume_fd = resume[0]};
 	pid = xtu_fork(binder, &ba);
 	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(read(fenced[0], &b, 1), 1);
+	/* Only the binder keeps these ends: one that exits before the test
+	 * point gives EOF at once, and one stuck before it fails the bounded
+	 * poll (an upper bound, not a timing), rather than a hang until the
+	 * tcase's timeout (review R5). */
+	close(fenced[1]);
+	close(resume[0]);
+	ck_assert_msg(poll(&(struct pollfd){.fd = fenced[0], .events = POLLIN},
+			   1, 30000) == 1,
+		      "the binder did not reach XSEG_TP_BIND_FENCED in 30 s");
+	ck_assert_msg(read(fenced[0], &b, 1) == 1,
+		      "the binder exited before XSEG_TP_BIND_FENCED (no hook? "
+		      "status %d)",
+		      xtu_wait(pid, 30000));
 	/* P1 fenced (its port reclaimed), the port not claimed: free */
 	ck_assert(!info(seg, CLIENT).bound);
-	/* P2 binds it meanwhile, sends, and dies with its write held */
-	client_start_args(
-	    &c, name,
-	    (struct client_arg){
-		.port = CLIENT, .dst = SERVER, .nr = 1, .via_dynamic = true});
+	/* P2 binds it meanwhile, sends, and leaves with its write held */
+	client_start_args(&c, name,
+			  (struct client_arg){.port = CLIENT,
+					      .dst = SERVER,
+					      .nr = 1,
+					      .via_dynamic = true,
+					      .release = release});
 	ck_assert_int_eq(xseg_accept(seg, SERVER, &req), 0);
 	ck_assert_uint_eq(req->src, 4);
 	client_end(&c);
+	if (release)
+		ck_assert_uint_eq(info(seg, CLIENT).owner_pid, 0);
 	ck_assert_int_eq(write(resume[1], &b, 1), 1);
 	ck_assert_int_eq(xtu_wait(pid, 30000), B_EAGAIN);
 	ck_assert(!info(seg, CLIENT).bound);
@@ -892,10 +915,21 @@ START_TEST(test_successor_refences_new_predecessor)
 	ck_assert_int_eq(xseg_respond(seg, req, 0), 0);
 	ck_assert_int_eq(bind_in_child(name, CLIENT), B_BOUND);
 	close(fenced[0]);
-	close(fenced[1]);
-	close(resume[0]);
 	close(resume[1]);
 	finish(seg);
+}
+
+START_TEST(test_successor_refences_new_predecessor)
+{
+	refence("refence", false);
+}
+END_TEST
+
+/* P2 released the port: the binder's CAS from 0 succeeds (ABA), so only
+ * a check after the CAS sees P2 (review R1). */
+START_TEST(test_refence_released_aba)
+{
+	refence("refaba", true);
 }
 END_TEST
 
@@ -934,6 +968,7 @@ static Suite *fence_suite(void)
 	tcase_add_test(tc, test_two_successors_do_not_livelock);
 	tcase_add_test(tc, test_successor_fences_old_build_predecessor);
 	tcase_add_test(tc, test_successor_refences_new_predecessor);
+	tcase_add_test(tc, test_refence_released_aba);
 	suite_add_tcase(s, tc);
 	return s;
 }

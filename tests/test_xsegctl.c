@@ -2002,6 +2002,45 @@ START_TEST(list_shows_last_owner)
 }
 END_TEST
 
+/* A bound port's last owner is its owner: LAST-OWNER repeats the owner's
+ * pid, alive (xseg_port_info reuses the owner's answer, review R6). */
+START_TEST(list_shows_bound_last_owner)
+{
+	struct xseg *seg;
+	const char *name = tpr_segment("ctlblast", &seg);
+	const char *log = tpr_tmpfile("ctlblast");
+	const char *argv[] = {"noop", "-g", name, "-p", "2", NULL};
+	pid_t peer = tpr_start(argv, log);
+	char *out, *err, *line, want[160];
+	size_t n;
+
+	ck_assert_int_eq(tpr_wait_port(seg, 2, 10000), 0);
+	const char *lt[] = {"list", name, NULL};
+	ck_assert_int_eq(ctl(lt, &out, &err), 0);
+	line = list_line(out, 2);
+	snprintf(want, sizeof(want), " %ld:alive", (long)peer);
+	n = line ? strlen(line) : 0;
+	ck_assert_msg(line && n > strlen(want) &&
+			  !strcmp(line + n - strlen(want), want),
+		      "want '%s' at the end of port 2's line: %s", want, out);
+	free(line);
+	free(out);
+	free(err);
+	const char *lj[] = {"list", "--json", name, NULL};
+	ck_assert_int_eq(ctl(lj, &out, &err), 0);
+	snprintf(want, sizeof(want),
+		 "\"owner_pid\":%ld,\"last_owner_pid\":%ld,"
+		 "\"last_owner_alive\":true,",
+		 (long)peer, (long)peer);
+	ck_assert_msg(strstr(out, want), "want %s: %s", want, out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(xtu_kill(peer, SIGKILL), 0);
+	ck_assert_int_eq(xtu_wait(peer, 10000), 128 + SIGKILL);
+	xseg_leave(seg);
+}
+END_TEST
+
 /* A peer killed with SIGKILL is listed dead; reap frees its port. */
 START_TEST(reap_dead_peer)
 {
@@ -2053,6 +2092,7 @@ int main(void)
 	tcase_add_test(tc, unredirect_live_cache_refused);
 	tcase_add_test(tc, list_shows_exiting_owner);
 	tcase_add_test(tc, list_shows_last_owner);
+	tcase_add_test(tc, list_shows_bound_last_owner);
 	tcase_add_test(tc, stack_status_shows_exiting);
 	tcase_add_test(tc, stack_status_store_mid_bind);
 	tcase_add_test(tc, stack_restart_peer_exiting);

@@ -137,7 +137,8 @@ static int wait_drained(struct xseg *seg, uint32_t port, bool wait)
 
 /* The predecessor a bind of port must fence, as its owner word reads now
  * (o): the owner word itself when it is a dead owner's own (no RECLAIM
- * flag: an older build's bind wrote no last_owner), else the port's
+ * flag; a defence: every build that joins a layout 7 segment writes
+ * last_owner at its bind, but an older one did not), else the port's
  * last_owner; 0 when there is none (unknown, this process) or when the
  * port's owner is alive (the claim will refuse it). */
 static uint64_t port_predecessor(const struct xseg *seg,
@@ -268,10 +269,26 @@ static int claim_port(struct xseg *seg, uint32_t port, const char *peer_type,
 		prev = port < seg->nr_static ? port_predecessor(seg, p, o) : 0;
 		if (prev && prev != fenced)
 			return -ESTALE;
+		/* tests stop a bind here, between its check and its CAS */
+		if (fenced)
+			XSEG_TEST_POINT(XSEG_TP_BIND_FENCED, NULL);
 		if (__atomic_compare_exchange_n(&p->owner, &o, claim, false,
 						__ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED))
 			break;
+	}
+	/* The check above and the CAS are two steps: a free port (o == 0)
+	 * may have been bound, used and released (or reaped) between them,
+	 * owner 0 again, and the CAS from 0 then succeeds. Claimed now,
+	 * last_owner is stable (only a claimer writes it) and the acq_rel CAS
+	 * saw the leaver's last_owner: check again. A dead owner o cannot
+	 * come back, so only o == 0 needs it. */
+	if (!o && port < seg->nr_static) {
+		prev = port_predecessor(seg, p, 0);
+		if (prev && prev != fenced) {
+			__atomic_store_n(&p->owner, 0, __ATOMIC_RELEASE);
+			return -ESTALE;
+		}
 	}
 	xseg_port_cleanup(seg, port, o,
 			  scan ? XSEG_CLEAN_DEAD : XSEG_CLEAN_QUEUES, &st);
@@ -316,9 +333,7 @@ int xseg_bind_port(struct xseg *seg, uint32_t port, const char *peer_type)
 				return rc;
 		}
 		/* Nothing is held here: another process may bind the port
-		 * and leave it before the claim, which then answers -ESTALE
-		 * (tests stop here to make it do so) */
-		XSEG_TEST_POINT(XSEG_TP_BIND_FENCED, NULL);
+		 * and leave it before the claim, which then answers -ESTALE */
 		rc = claim_port(seg, port, peer_type, true, prev);
 		if (rc != -ESTALE)
 			return rc;

@@ -70,7 +70,8 @@
 	     mover, port signal/wake counters; 4: 64 statistics;               \
 	     5: unflushed count per port, write-back loss counter;             \
 	     6: xheap 2, a coalescing heap with a robust mutex;                \
-	     7: request sent_op, written by every submit */
+	     7: request sent_op, written by every submit,                      \
+	     in line 2 (the target moved to offset 144) */
 #define XSEG_MAX_TARGETLEN 255
 #define XSEG_PEER_TYPE_LEN 32 /* including the terminating NUL */
 #define XSEG_NOPORT	   UINT32_MAX
@@ -201,19 +202,23 @@ struct xseg_request {
 	uint64_t user; /* client's word, untouched by the library and
 			  by servers (e.g. a pointer to its context) */
 
-	/* cache lines 2..6: serving peer's word and the target, inline */
+	/* cache lines 2..6: serving peer's word, sent_op and the target */
 	uint64_t peer_priv; /* serving peer's word; may be overwritten by
 			       each peer the request passes through */
-	char target[XSEG_MAX_TARGETLEN + 1];
 	/* (lib) op as the request's latest submit sent it: stored by
 	 * submit (a relaxed atomic store), read by the pool scans of other
 	 * threads and processes (a reclaim's drain, the successor's fence:
 	 * does a held request change data?). They must not read op: its
 	 * holder writes op with plain stores (a client reusing the request,
 	 * a server between accept and respond), a data race with a scan in
-	 * the same process (review23y F2). API change (layout version 7):
-	 * in padding of the last line, so the request did not grow. */
+	 * the same process (review23y F2). Next to peer_priv, in line 2,
+	 * which get and prep already write: the submit's store touches no
+	 * line a round trip does not (review R2 of fence24). API change
+	 * (layout version 7): target moved from offset 136 to 144; the
+	 * request did not grow. */
 	uint16_t sent_op;
+	uint16_t pad_sent_op[3]; /* target at a multiple of 8, as before */
+	char target[XSEG_MAX_TARGETLEN + 1];
 } __attribute__((aligned(64)));
 
 /* ------------------------------------------------------------------------
@@ -583,9 +588,11 @@ struct xseg_port_info {
 	bool draining;
 	/* API addition: the port's latest owner, recorded at every bind
 	 * and by the reclaim of a dead owner, and kept after a release or
-	 * a death: the process a bind of the port fences (xseg_bind_port,
-	 * "The successor's fence"). pid 0: unknown (never bound since the
-	 * segment was made, or only by a build before it was recorded).
+	 * a death. For a free or draining port: the process whose held
+	 * requests the next bind of a static port it owned waits for
+	 * (xseg_bind_port, "The successor's fence"). pid 0: never bound
+	 * since the segment was made (every build that can join a layout 7
+	 * segment records it).
 	 * alive as xseg_port_alive judges an owner (false when unknown). */
 	pid_t last_owner_pid;
 	uint32_t last_owner_start;

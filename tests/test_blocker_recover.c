@@ -1541,6 +1541,79 @@ START_TEST(test_check_keeps_empty_last_segment)
 }
 END_TEST
 
+/* check_report, and an open of the store at the first line: while check
+ * runs (it holds DIR/lock shared) */
+static int open_during_check = 1;
+
+static void check_report_open(void *arg, const char *line)
+{
+	tb_log_fn(arg, BLOCKER_LOG_ERR, line);
+	if (open_during_check == 1)
+		open_during_check = open_rc(false);
+}
+
+/*
+ * check of a store a running process holds (review-blocker24 R3): open's
+ * verdict would judge a log that grows while it is read, and could claim
+ * flushed data lost; it is skipped, and check says the store is in use
+ * and its lines may be stale. Here a stray segment file that open would
+ * refuse: check says "in use", and gives no verdict. check holds the lock
+ * shared while it runs (an open meanwhile gets -EBUSY), and creates no
+ * lock file where there is none.
+ */
+START_TEST(test_check_store_in_use)
+{
+	struct blocker_store *s;
+	char *text, *before, *after;
+	uint64_t problems = 0;
+	int st;
+
+	create_store();
+	s = reopen();
+	wr(s, "a", 0, 4 * CHUNK, 1);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	put_file("log.000005", "stray");
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(strstr(logbuf.text, "in use: a running process holds"),
+		      "%.3000s", logbuf.text);
+	ck_assert_msg(!strstr(logbuf.text, "refusing to open"), "%.3000s",
+		      logbuf.text);
+	st = tb_ctl_check(dir, &text);
+	if (st >= 0) {
+		ck_assert_int_eq(st, 1);
+		ck_assert_msg(strstr(text, "in use") &&
+				  !strstr(text, "refusing to open"),
+			      "%.3000s", text);
+		free(text);
+	}
+	ck_assert_int_eq(blocker_close(s), 0);
+	/* not in use: open's verdict again */
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(!strstr(logbuf.text, "in use") &&
+			  strstr(logbuf.text, "refusing to open"),
+		      "%.3000s", logbuf.text);
+	/* the lock is held while check runs */
+	memset(&logbuf, 0, sizeof(logbuf));
+	open_during_check = 1;
+	ck_assert_int_eq(
+	    blocker_check(dir, NULL, check_report_open, &logbuf, &problems), 0);
+	ck_assert_int_eq(open_during_check, -EBUSY);
+	/* no lock file: nobody holds the store, and none is made */
+	rm(BLOCKER_LOCK_FILE);
+	before = tb_dir_digest(dir);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1);
+	ck_assert_msg(strstr(logbuf.text, "refusing to open"), "%.3000s",
+		      logbuf.text);
+	after = tb_dir_digest(dir);
+	ck_assert_msg(!strcmp(before, after), "check changed the store");
+	free(after);
+	free(before);
+}
+END_TEST
+
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
@@ -1605,6 +1678,7 @@ int main(void)
 	tcase_add_test(tc, test_check_verdict_cuts_nothing);
 	tcase_add_test(tc, test_check_no_refusal_open_does_not_make);
 	tcase_add_loop_test(tc, test_check_keeps_empty_last_segment, 0, 2);
+	tcase_add_test(tc, test_check_store_in_use);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

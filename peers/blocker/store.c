@@ -1629,8 +1629,12 @@ struct open_verdict {
  * blocker_open's verdict on a store whose super block it read (and whose
  * lock it holds): open the segments, load the checkpoints, recover. 0 if
  * the store is accepted, else the refusal (logged with its reason). A
- * normal open has changed nothing on disk until this returns 0: the files
- * it creates or removes wait for the verdict (review23h F1, F2). With
+ * normal open changes nothing on disk before recovery's last refusal
+ * check: the files it creates or removes wait for the verdict (review23h
+ * F1, F2). Recovery's own two repairs come after that check, at or past
+ * D: the cut of a torn tail, and the drop of an empty last segment with
+ * the reset of a mark pointing into it (bmark_reset); after them only an
+ * I/O error makes this fail (review-blocker24 R4). With
  * s->judge_only (blocker_verdict, for check) recovery changes nothing at
  * all, not even a torn tail it would cut (store_int.h).
  */

@@ -981,8 +981,11 @@ START_TEST(test_check_judges_checkpoint_like_open)
 	ck_assert_uint_ge(problems_of(), 1);
 	ck_assert_ptr_nonnull(strstr(logbuf.text,
 				     "lies in log.000001, which GC removed: "
-				     "flushed records are missing (open "
-				     "refuses the store)"));
+				     "flushed records are missing"));
+	/* open's reason on its own line, and only there (R7) */
+	ck_assert_msg(strstr(logbuf.text, "checkpoint lies beyond") &&
+			  !strstr(logbuf.text, "(open refuses the store)"),
+		      "%.3000s", logbuf.text);
 	ttmp_rmtree(dir);
 	setup();
 
@@ -1577,8 +1580,8 @@ START_TEST(test_check_store_in_use)
 	ck_assert_uint_ge(problems_of(), 1);
 	ck_assert_msg(strstr(logbuf.text, "in use: a running process holds"),
 		      "%.3000s", logbuf.text);
-	ck_assert_msg(!strstr(logbuf.text, "refusing to open"), "%.3000s",
-		      logbuf.text);
+	/* (no line claims open refuses it: R7 left that to the verdict) */
+	ck_assert_msg(!strstr(logbuf.text, "refus"), "%.3000s", logbuf.text);
 	st = tb_ctl_check(dir, &text);
 	if (st >= 0) {
 		ck_assert_int_eq(st, 1);

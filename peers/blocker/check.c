@@ -280,7 +280,8 @@ static int scan_segment(struct checker *c, uint32_t seg,
 	return 0;
 }
 
-/* Segment files after a gap in the numbering (blocker_open refuses). */
+/* Segment files after a gap in the numbering (blocker_open refuses;
+ * open's verdict line says so, not this one: review-blocker24 R7). */
 static int check_gap(struct checker *c)
 {
 	struct blocker_store *s = c->s;
@@ -293,10 +294,7 @@ static int check_gap(struct checker *c)
 	blog_seg_path(s->dir, s->nsegs, gap, sizeof(gap));
 	for (uint32_t i = 0; i < n; i++) {
 		blog_seg_path(s->dir, found[i], path, sizeof(path));
-		problem(c,
-			"blocker: %s: after the missing %s (open refuses "
-			"the store)",
-			path, gap);
+		problem(c, "blocker: %s: after the missing %s", path, gap);
 	}
 	free(found);
 	return 0;
@@ -553,8 +551,9 @@ static int idx_check_fn(void *arg, uint64_t prefix, uint64_t pos)
  * or inside a segment GC removed, which the scan's end does not show (a
  * removed segment below the end: open refuses, and this said nothing). A
  * position inside the zero-filled rest of the last segment is accepted
- * by open (it replays from there and never reads the zeros), so that
- * case is reported without "open refuses".
+ * by open (it replays from there and never reads the zeros), and says
+ * so. That open refuses the others is said by open's verdict line only
+ * (review-blocker24 R7: before, both said it).
  */
 static void ckpt_past_end(struct checker *c, const char *file, uint64_t pos)
 {
@@ -573,14 +572,14 @@ static void ckpt_past_end(struct checker *c, const char *file, uint64_t pos)
 		problem(c,
 			"blocker: %s/%s: checkpoint at log position %llu lies "
 			"in log.%06llu, which GC removed: flushed records are "
-			"missing (open refuses the store)",
+			"missing",
 			s->dir, file, (unsigned long long)pos,
 			(unsigned long long)(pos / s->segment_size));
 	else if (!valid)
 		problem(c,
 			"blocker: %s/%s: checkpoint at log position %llu lies "
 			"past the end of the log (its records end at %llu): "
-			"flushed records are missing (open refuses the store)",
+			"flushed records are missing",
 			s->dir, file, (unsigned long long)pos,
 			(unsigned long long)c->end);
 	else if (pos > c->end)
@@ -726,16 +725,15 @@ int blocker_check(const char *dir, const struct blocker_opts *o,
 		c.gc = true;
 		r = bmaps_load(s, &c.replay_from);
 		if (r || c.replay_from < s->gc_ckpt) {
-			problem(
-			    &c,
-			    "blocker: %s/%s: %s, and GC removed segments "
-			    "(it needs a checkpoint at %llu or later): the "
-			    "maps cannot be rebuilt (open refuses the store)",
-			    dir, BLOCKER_MAPS_FILE,
-			    r == -ENOENT ? "missing"
-			    : r		 ? "corrupt"
-					 : "too old",
-			    (unsigned long long)s->gc_ckpt);
+			problem(&c,
+				"blocker: %s/%s: %s, and GC removed segments "
+				"(it needs a checkpoint at %llu or later): the "
+				"maps cannot be rebuilt",
+				dir, BLOCKER_MAPS_FILE,
+				r == -ENOENT ? "missing"
+				: r	     ? "corrupt"
+					     : "too old",
+				(unsigned long long)s->gc_ckpt);
 			bmaps_destroy(s);
 			bmaps_init(s);
 			c.replay_from = 0;

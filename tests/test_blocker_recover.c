@@ -1464,7 +1464,7 @@ END_TEST
  * the store (a read of the chunk then fails). check reports the damage,
  * and no refusal: before session 24 it said "open refuses it".
  */
-START_TEST(test_check_no_refusal_open_does_not_make)
+START_TEST(test_check_damage_below_checkpoints_no_refusal)
 {
 	struct blocker_store *s;
 	uint8_t buf[CHUNK];
@@ -1679,7 +1679,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_refused_open_changes_nothing, 0, RK_N);
 	tcase_add_test(tc, test_refused_open_creates_only_lock);
 	tcase_add_test(tc, test_check_verdict_cuts_nothing);
-	tcase_add_test(tc, test_check_no_refusal_open_does_not_make);
+	tcase_add_test(tc, test_check_damage_below_checkpoints_no_refusal);
 	tcase_add_loop_test(tc, test_check_keeps_empty_last_segment, 0, 2);
 	tcase_add_test(tc, test_check_store_in_use);
 	suite_add_tcase(s, tc);

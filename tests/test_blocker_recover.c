@@ -1617,6 +1617,28 @@ START_TEST(test_check_store_in_use)
 }
 END_TEST
 
+/*
+ * open's verdict for check begins as open does (review-blocker24 R6, one
+ * store_begin): options open refuses, the verdict refuses too (before,
+ * it replaced a bad partial_bits by the default and accepted).
+ */
+START_TEST(test_verdict_begins_as_open)
+{
+	struct blocker_opts o;
+
+	create_store();
+	opts(&o);
+	ck_assert_int_eq(blocker_verdict(dir, &o), 0);
+	o.partial_bits = 41;
+	ck_assert_int_eq(blocker_verdict(dir, &o), -EINVAL);
+	{
+		struct blocker_store *s = NULL;
+
+		ck_assert_int_eq(blocker_open(dir, &o, &s), -EINVAL);
+	}
+}
+END_TEST
+
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
@@ -1682,6 +1704,7 @@ int main(void)
 	tcase_add_test(tc, test_check_damage_below_checkpoints_no_refusal);
 	tcase_add_loop_test(tc, test_check_keeps_empty_last_segment, 0, 2);
 	tcase_add_test(tc, test_check_store_in_use);
+	tcase_add_test(tc, test_verdict_begins_as_open);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1639,6 +1639,31 @@ START_TEST(test_verdict_begins_as_open)
 }
 END_TEST
 
+/*
+ * A store never written to without log.000000 (of a build before session
+ * 24, never opened): open accepts it and creates the file, so check
+ * reports it as a note, not a problem (review-blocker24 R8: before, exit
+ * 1); with a mark (written to), still a problem.
+ */
+START_TEST(test_check_never_written_first_missing)
+{
+	struct blocker_opts o;
+
+	opts(&o);
+	ck_assert_int_eq(blocker_create(dir, &o), 0);
+	rm("log.000000");
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_uint_ge(problems_of(), 1); /* durable: written to */
+	rm(BLOCKER_MARK_FILE);
+	memset(&logbuf, 0, sizeof(logbuf));
+	ck_assert_msg(problems_of() == 0, "%.3000s", logbuf.text);
+	ck_assert_msg(strstr(logbuf.text, "never written to: open creates it"),
+		      "%.3000s", logbuf.text);
+	ck_assert_int_eq(open_rc(false), 0);
+	ck_assert(exists("log.000000"));
+}
+END_TEST
+
 /* blockerctl repair: the command-line route to the override */
 START_TEST(test_blockerctl_repair)
 {
@@ -1705,6 +1730,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_check_keeps_empty_last_segment, 0, 2);
 	tcase_add_test(tc, test_check_store_in_use);
 	tcase_add_test(tc, test_verdict_begins_as_open);
+	tcase_add_test(tc, test_check_never_written_first_missing);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

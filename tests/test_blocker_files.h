@@ -7,9 +7,12 @@
 #ifndef TEST_BLOCKER_FILES_H
 #define TEST_BLOCKER_FILES_H
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "test_blocker_util.h"
@@ -44,25 +47,40 @@ static inline char *tb_dir_digest(const char *dir)
 		uint8_t buf[65536];
 		uint32_t crc = 0;
 		uint64_t size = 0;
+		struct stat st;
 		ssize_t k;
 		int fd;
 
+		/* "." and "..": no files of the store (read gives EISDIR) */
+		if (de[i]->d_name[0] == '.' &&
+		    (!de[i]->d_name[1] ||
+		     (de[i]->d_name[1] == '.' && !de[i]->d_name[2]))) {
+			free(de[i]);
+			continue;
+		}
 		snprintf(p, sizeof(p), "%s/%s", dir, de[i]->d_name);
 		fd = open(p, O_RDONLY);
 		ck_assert_int_ge(fd, 0);
-		while ((k = read(fd, buf, sizeof(buf))) > 0) {
+		ck_assert_int_eq(fstat(fd, &st), 0);
+		/* a directory where a file belongs (a test's way to make an
+		 * unlink fail): named as one, not read */
+		k = S_ISDIR(st.st_mode) ? 0 : 1;
+		while (k && (k = read(fd, buf, sizeof(buf))) > 0) {
 			crc = blocker_crc32c(crc, buf, (size_t)k);
 			size += (uint64_t)k;
 		}
+		/* the end of the file, not a read error taken for it */
+		ck_assert_msg(k == 0, "%s: read: %s", p, strerror(errno));
 		close(fd);
 		if (cap - len < 600) {
 			cap *= 2;
 			out = realloc(out, cap);
 			ck_assert_ptr_nonnull(out);
 		}
-		len += (size_t)snprintf(out + len, cap - len, "%s %llu %08x\n",
-					de[i]->d_name, (unsigned long long)size,
-					crc);
+		len += (size_t)snprintf(out + len, cap - len,
+					"%s %s%llu %08x\n", de[i]->d_name,
+					S_ISDIR(st.st_mode) ? "dir " : "",
+					(unsigned long long)size, crc);
 		free(de[i]);
 	}
 	free(de);

@@ -51,7 +51,8 @@
  * F4, review9 R9-11 (test_restart_dir_entry: a kill, a restart, a flush,
  * a cut) and F5, review22s F9 (test_cut_tail_order and _gc: a cut
  * before every call of a truncate_at_damage repair), all fixed, as
- * regression tests.
+ * regression tests, and test_open_creates_order (the order of the files
+ * an open creates after its verdict, review-blocker24 R2).
  *
  * Built twice (tests/blocker_powerloss.cmake): test_blocker_powerloss as
  * above, and test_blocker_powerloss_bg (PL_BACKGROUND: only case "store",
@@ -1922,6 +1923,200 @@ START_TEST(test_cut_tail_order_gc)
 }
 END_TEST
 
+/*
+ * The files a normal open creates once it accepted a store (review
+ * blocker24 R2): log.000000 of a never-written store, then DIR/durable
+ * (blocker_open after store_judge: blog_create_first, then
+ * bmark_create_missing, blocker_create's order). In the other order a
+ * crash between the two leaves a mark without log.000000, a store
+ * "written to" whose first segment is missing, which every later open
+ * refuses; a process crash (the page-cache image) is enough.
+ * Templates: (a) a store of an older build never opened (no durable, no
+ * log.000000, no lock); (b) a written, closed store of a build before the
+ * mark (no durable) with a torn tail. The open, a write of "n" and its
+ * flush, a write of "m" and its flush are cut before each wrapped call
+ * in turn: every image opens normally, keeps the old objects, has "n"
+ * once its flush returned, has each new object whole or not at all, and
+ * checks clean after close.
+ */
+struct oc_cuts {
+	struct ct_cuts c;
+	uint64_t last;	 /* the last wrapped call made */
+	uint64_t n_done; /* the last call before "n"'s flush returned */
+};
+
+static void oc_hook(void *arg, uint64_t seq, const char *call)
+{
+	struct oc_cuts *oc = arg;
+
+	oc->last = seq;
+	ct_hook(&oc->c, seq, call);
+}
+
+static struct blocker_store *oc_ops(const char *dir, struct oc_cuts *oc)
+{
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint64_t rng = 0x0c0de;
+
+	finding_opts(&o, CT_CHUNK);
+	o.reserve_bytes = BLOCKER_RESERVE_NONE; /* fallocate: unmodelled */
+	ck_assert_int_eq(blocker_open(dir, &o, &s), 0);
+	ct_write(s, "n", 0, 3, &rng);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	if (oc)
+		oc->n_done = oc->last;
+	ct_write(s, "m", 0, 2, &rng);
+	ck_assert_int_eq(blocker_flush(s), 0);
+	return s;
+}
+
+/* the sweep over tmpl (holding o0..o3 or nothing); the number of images */
+static int oc_sweep(const char *tmpl, const char *what)
+{
+	char work[320];
+	struct ct_state want = {0};
+	struct blocker_store *s;
+	struct msgs log = {0};
+	uint64_t problems = 0;
+	int cuts = 0, after_n = 0;
+
+	for (int i = 0; i < 4; i++)
+		snprintf(want.name[want.n++], 16, "o%d", i);
+	snprintf(want.name[want.n++], 16, "n");
+	snprintf(want.name[want.n++], 16, "m");
+	/* the reference: the same calls, uninterrupted */
+	snprintf(work, sizeof(work), "%s.ref", tmpl);
+	ck_assert_int_eq(copy_flat(tmpl, work), 0);
+	s = oc_ops(work, NULL);
+	ct_capture(s, &want);
+	ck_assert_int_eq(blocker_close(s), 0);
+	ck_assert(want.exists[4] && want.exists[5]);
+	ck_assert_int_eq(blocker_check(work, NULL, count_line, &log, &problems),
+			 0);
+	ck_assert_msg(problems == 0, "%s: reference: %s", what, log.text);
+	rmtree(work);
+	for (uint64_t at = 1;; at++) {
+		struct oc_cuts oc = {
+		    .c = {.at = at, .rng = 0x09e1 + at, .live = work}};
+		struct pl_fs_stats st;
+
+		snprintf(work, sizeof(work), "%s.w%llu", tmpl,
+			 (unsigned long long)at);
+		ck_assert_int_eq(copy_flat(tmpl, work), 0);
+		for (int i = 0; i < CT_IMGS; i++)
+			snprintf(oc.c.img[i], sizeof(oc.c.img[i]), "%s.i%d",
+				 work, i);
+		ck_assert_int_eq(pl_fs_start(work), 0);
+		pl_fs_set_hook(oc_hook, &oc);
+		s = oc_ops(work, &oc);
+		pl_fs_set_hook(NULL, NULL);
+		pl_fs_get_stats(&st);
+		pl_fs_stop();
+		blocker_abandon(s);
+		rmtree(work);
+		ck_assert_int_eq(oc.c.err, 0);
+		ck_assert_uint_eq(st.unmodeled, 0);
+		if (!oc.c.n)
+			break; /* past the last call */
+		for (int i = 0; i < oc.c.n; i++) {
+			struct ct_state got = want;
+			int r;
+
+			problems = 0;
+			memset(&log, 0, sizeof(log));
+			r = ct_open(oc.c.img[i], false, &got, &problems, &log);
+			ck_assert_msg(r == 0,
+				      "%s: image %d before call %llu (%s): "
+				      "open %d: %s",
+				      what, i, (unsigned long long)at,
+				      oc.c.call, r, log.text);
+			ck_assert_msg(problems == 0,
+				      "%s: image %d before call %llu (%s): "
+				      "check: %s",
+				      what, i, (unsigned long long)at,
+				      oc.c.call, log.text);
+			for (int j = 0; j < want.n; j++) {
+				/* old objects and a flushed "n" as they were;
+				 * the rest whole or absent */
+				bool must = j < 4 || (j == 4 && at > oc.n_done);
+				bool same = got.exists[j] == want.exists[j] &&
+					    got.size[j] == want.size[j] &&
+					    got.crc[j] == want.crc[j];
+
+				ck_assert_msg(same || (!must && !got.exists[j]),
+					      "%s: image %d before call %llu "
+					      "(%s): %s: exists %d size %llu, "
+					      "want exists %d size %llu",
+					      what, i, (unsigned long long)at,
+					      oc.c.call, want.name[j],
+					      got.exists[j],
+					      (unsigned long long)got.size[j],
+					      want.exists[j],
+					      (unsigned long long)want.size[j]);
+			}
+			rmtree(oc.c.img[i]);
+			cuts++;
+			after_n += at > oc.n_done;
+		}
+	}
+	/* (not vacuous: some cuts come after "n" was flushed) */
+	ck_assert_int_gt(after_n, 0);
+	return cuts;
+}
+
+static void oc_unlink(const char *dir, const char *name)
+{
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ck_assert_int_eq(unlink(path), 0);
+}
+
+START_TEST(test_open_creates_order)
+{
+	char tmpl[300], path[400];
+	struct blocker_opts o;
+	struct blocker_store *s;
+	uint8_t junk[300];
+	uint64_t rng = 0xfeed;
+	int fd;
+
+	/* (a): never written, of a build before the lock and the mark */
+	fresh_dir(tmpl, sizeof(tmpl), "opencreate");
+	finding_opts(&o, CT_CHUNK);
+	o.reserve_bytes = BLOCKER_RESERVE_NONE;
+	ck_assert_int_eq(blocker_create(tmpl, &o), 0);
+	oc_unlink(tmpl, BLOCKER_MARK_FILE);
+	oc_unlink(tmpl, "log.000000");
+	oc_unlink(tmpl, BLOCKER_LOCK_FILE);
+	ck_assert_int_gt(oc_sweep(tmpl, "never written"), 5 * CT_IMGS);
+	rmtree(tmpl);
+
+	/* (b): written, no mark, a torn tail the open cuts */
+	fresh_dir(tmpl, sizeof(tmpl), "opencreate");
+	ck_assert_int_eq(blocker_create(tmpl, &o), 0);
+	ck_assert_int_eq(blocker_open(tmpl, &o, &s), 0);
+	for (int i = 0; i < 4; i++) {
+		char nm[8];
+
+		snprintf(nm, sizeof(nm), "o%d", i);
+		ct_write(s, nm, 0, 4, &rng);
+	}
+	ck_assert_int_eq(blocker_close(s), 0);
+	oc_unlink(tmpl, BLOCKER_MARK_FILE);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)pl_rand(&rng);
+	snprintf(path, sizeof(path), "%s/log.000000", tmpl);
+	fd = open(path, O_WRONLY | O_APPEND);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	ck_assert_int_gt(oc_sweep(tmpl, "no mark, torn tail"), 5 * CT_IMGS);
+	rmtree(tmpl);
+}
+END_TEST
+
 /* the global prefix check itself: it must reject a mix of two prefixes */
 START_TEST(test_prefix_check)
 {
@@ -2429,6 +2624,7 @@ static Suite *powerloss_suite(void)
 	tcase_add_test(tc, test_restart_dir_entry);
 	tcase_add_test(tc, test_cut_tail_order);
 	tcase_add_test(tc, test_cut_tail_order_gc);
+	tcase_add_test(tc, test_open_creates_order);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -317,7 +317,7 @@ static int seg_push(struct blocker_store *s, int fd)
  * lost it (damage: open must refuse, review R4-3), unless DIR/gc lists
  * it as removed by GC.
  */
-static bool store_never_written(struct blocker_store *s)
+bool blog_never_written(struct blocker_store *s)
 {
 	static const char *const written[] = {"log.000001", BLOCKER_MAPS_FILE,
 					      BLOCKER_INDEX_FILE,
@@ -529,7 +529,7 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		 * creates nothing; blocker_open does once it is accepted
 		 * (blog_create_first) */
 		if (fd < 0 && errno == ENOENT && seg == 0 && create_first &&
-		    store_never_written(s)) {
+		    blog_never_written(s)) {
 			s->seg0_pending = true;
 			break;
 		}
@@ -546,7 +546,7 @@ int blog_open_segments(struct blocker_store *s, bool create_first)
 		}
 	}
 	free(removed);
-	if (!r && s->nsegs == 0 && !store_never_written(s)) {
+	if (!r && s->nsegs == 0 && !blog_never_written(s)) {
 		blog_seg_path(s->dir, 0, path, sizeof(path));
 		blocker_logf(&s->o, BLOCKER_LOG_ERR,
 			     "blocker: %s: missing in a store that was written "

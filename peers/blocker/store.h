@@ -471,8 +471,10 @@ int blocker_gc_estimate(struct blocker_store *s, uint64_t *reclaimable,
  * header checksum and score, every map reference (after replaying the
  * whole journal) and the checkpoint files. Each problem is passed to
  * report (one line, naming file and offset or object). *problems gets
- * their count. Returns 0 if the check ran (even with problems), or a
- * negative errno if it could not run.
+ * their count. Holds DIR/lock shared while it runs (an open gets -EBUSY);
+ * a store held open is reported as a problem ("in use"), without open's
+ * verdict, its other lines possibly stale. Returns 0 if the check ran (even
+ * with problems), or a negative errno if it could not run.
  */
 int blocker_check(const char *dir, const struct blocker_opts *o,
 		  void (*report)(void *arg, const char *line), void *arg,

@@ -489,6 +489,9 @@ int blog_finish_gc_removals(struct blocker_store *s);
 /* Create log.000000 of a store never written to (s->seg0_pending), once
  * recovery accepted the store; 0 if nothing is pending. */
 int blog_create_first(struct blocker_store *s);
+/* No file a write leaves (log.000001, maps, index, durable): a store
+ * never written to, whose missing log.000000 open creates */
+bool blog_never_written(struct blocker_store *s);
 int blog_seg_path(const char *dir, uint32_t seg, char *out, size_t outlen);
 /* Is name a log segment file name ("log." and at least six digits)? If so
  * *seg is its number (names beyond UINT32_MAX are not segment files). */

@@ -1014,6 +1014,13 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			int left = stack_threads_left(pid);
 			uint64_t now = xseg_now_ns();
 
+			/* the exiting deadline governs now, not timeout_s:
+			 * counting these passes against it cut an
+			 * exiting_timeout above it (up to 1 h) to 60 s for
+			 * vlmc, 120 s for the store, 300 s for cached, and
+			 * reported the peer as one that "did not exit"
+			 * (review-stack24 R1) */
+			idle = 0;
 			if (!exiting_since || left != threads) {
 				threads = left;
 				exiting_since = now;

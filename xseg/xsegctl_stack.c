@@ -901,7 +901,8 @@ struct stack_stop_watch {
 	 * stop: the supervisor is gone, and cached's flush needs it) */
 	const struct stack *st;
 	bool *revive_failed;
-	unsigned revived; /* at most STACK_STOP_REVIVALS */
+	unsigned revived;    /* at most STACK_STOP_REVIVALS */
+	pid_t store_exiting; /* the exiting store last reported, or 0 */
 };
 
 /* a store that dies again and again on cached's flush writes is not
@@ -945,6 +946,27 @@ static int stack_threads_left(pid_t pid)
 	struct xseg_proc_stat ps;
 
 	return xseg_proc_stat_read(pid, &ps) ? -1 : ps.num_threads - 1;
+}
+
+/* Says once per store process that the store is exiting during cached's
+ * flush: stop neither restarts it (its port is still its own, no store
+ * could bind it) nor gives up on it then, and cached's flush waits
+ * without a word in between; the operator sees why, and what ends it
+ * (review-stack24 R2). */
+static void stack_stop_note_store_exiting(struct xseg *seg,
+					  struct stack_stop_watch *watch)
+{
+	struct xseg_port_info pi;
+
+	if (xseg_port_info(seg, STACK_STORE_PORT, &pi) || !pi.exiting ||
+	    pi.owner_pid == watch->store_exiting)
+		return;
+	watch->store_exiting = pi.owner_pid;
+	stack_report(watch->st,
+		     "the store is exiting (pid %d, %d thread(s) of it left); "
+		     "cached's flush waits for it, and it is restarted once "
+		     "its last thread ends",
+		     (int)pi.owner_pid, stack_threads_left(pi.owner_pid));
 }
 
 /*
@@ -1040,6 +1062,8 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 				return -EBUSY;
 			}
 		}
+		if (watch && watch->st)
+			stack_stop_note_store_exiting(seg, watch);
 		if (watch && watch->st && ticks % 50 == 0 &&
 		    watch->revived < STACK_STOP_REVIVALS &&
 		    stack_stop_revive_store(watch->st, seg,
@@ -1611,7 +1635,8 @@ static bool stack_cached_cannot_flush(struct xseg *seg, const char *prefix,
 static int stack_stop_cached(const struct stack *st, struct xseg *seg,
 			     bool *revive_failed, bool *exiting)
 {
-	struct stack_stop_watch flush = {st, revive_failed, 0};
+	struct stack_stop_watch flush = {.st = st,
+					 .revive_failed = revive_failed};
 	int rc;
 
 	if (stack_cached_cannot_flush(
@@ -2165,7 +2190,7 @@ static int stack_plug(struct stack *st, bool plug)
 			 * write-through, flush every dirty bucket, remove the
 			 * redirect, pass on what is still queued, exit
 			 * (docs/cached.md) */
-			struct stack_stop_watch flush = {NULL, NULL, 0};
+			struct stack_stop_watch flush = {0};
 
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
 					     300, stack_exiting_timeout_ns(st),

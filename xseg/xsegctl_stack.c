@@ -448,14 +448,20 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
 #define STACK_WAIT_MIN_CPU_PCT 10	      /* CPU that counts as progress */
 #define STACK_WAIT_MIN_WRITE   (64u << 10)    /* so do written bytes */
 
-uint64_t stack_start_timeout_ns(const struct stack *st)
+/* A whole-seconds key (start_timeout, exiting_timeout) in ns; dflt_s
+ * when unset (the parser refused anything else: stack_set) */
+static uint64_t stack_seconds_ns(const char *v, unsigned dflt_s)
 {
 	uint64_t ns;
 
-	if (!st->start_timeout[0] ||
-	    peer_parse_duration(st->start_timeout, 1000000000ULL, &ns))
-		return STACK_START_TIMEOUT_S * 1000000000ULL;
+	if (!v[0] || peer_parse_duration(v, 1000000000ULL, &ns))
+		return dflt_s * 1000000000ULL;
 	return ns;
+}
+
+uint64_t stack_start_timeout_ns(const struct stack *st)
+{
+	return stack_seconds_ns(st->start_timeout, STACK_START_TIMEOUT_S);
 }
 
 /* pid's CPU time (utime + stime of all its threads, clock ticks) and block
@@ -931,12 +937,7 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
  * not shorten; each thread that ends starts the bound again. */
 uint64_t stack_exiting_timeout_ns(const struct stack *st)
 {
-	uint64_t ns;
-
-	if (!st->exiting_timeout[0] ||
-	    peer_parse_duration(st->exiting_timeout, 1000000000ULL, &ns))
-		return STACK_EXITING_TIMEOUT_S * 1000000000ULL;
-	return ns;
+	return stack_seconds_ns(st->exiting_timeout, STACK_EXITING_TIMEOUT_S);
 }
 
 /* Threads of pid left besides its zombie leader (which num_threads still

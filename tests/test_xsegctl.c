@@ -1505,7 +1505,9 @@ static int cached_flushes_to_new_store(void *arg)
  * (exit 0, no loss, the segment removed). F6 feared the store was not
  * restarted; it was already (this passed on the build before), and
  * fails with the flush watch's revival taken out (cached gives up after
- * 60 s, exit 1).
+ * 60 s, exit 1). The store dies only once stop has said it saw it
+ * exiting, so the exiting -> dead transition is what is exercised, not
+ * just a death (review-stack24 R2).
  */
 START_TEST(stack_stop_store_exiting_during_flush)
 {
@@ -1514,6 +1516,8 @@ START_TEST(stack_stop_store_exiting_during_flush)
 	struct pollfd pfd;
 	int trigger[2];
 	char c, *text;
+
+	bool saw_exiting = false;
 
 	fake_stack_start(&s, "ctlstopsxf", "stopsxf");
 	ck_assert_int_eq(pipe(trigger), 0);
@@ -1539,6 +1543,10 @@ START_TEST(stack_stop_store_exiting_during_flush)
 		 * thread ends */
 		ck_assert_int_eq(write(trigger[1], "x", 1), 1);
 		fake_peer_wait_exiting(store);
+		/* stop has seen it exiting before it dies (review-stack24
+		 * R2): judged after cleanup */
+		struct file_has_arg fe = {log, "the store is exiting (pid "};
+		saw_exiting = !xtu_wait_until(file_has, &fe, 20000);
 	}
 	fake_peer_kill(store);
 	int stop_status = xtu_wait(stopper, 90000);
@@ -1555,6 +1563,8 @@ START_TEST(stack_stop_store_exiting_during_flush)
 		free(err);
 	}
 	ck_assert_msg(signalled, "cached got no SIGTERM: %s", text);
+	ck_assert_msg(saw_exiting, "stop never said the store is exiting: %s",
+		      text);
 	ck_assert_msg(stop_status == 0, "status %d: %s", stop_status, text);
 	ck_assert_msg(strstr(text, "restarting it so that cached can flush "
 				   "to it") &&
@@ -1577,7 +1587,9 @@ END_TEST
  * longer exiting (sup_down), cached flushes to it, takes itself out of
  * the path and exits, and the unplug succeeds (exit 0, no loss). Passed
  * on the build before too; fails with the supervisor's restart of the
- * store taken out.
+ * store taken out. The store dies only once the supervisor has logged it
+ * exiting, and its end must be logged before the restart (review-stack24
+ * R2).
  */
 START_TEST(stack_unplug_store_exiting_during_flush)
 {
@@ -1587,6 +1599,8 @@ START_TEST(stack_unplug_store_exiting_during_flush)
 	struct pollfd pfd;
 	int trigger[2];
 	char c, *text, *out, *err;
+
+	bool saw_exiting = false;
 
 	fake_stack_start(&s, "ctlunpsxf", "unpsxf");
 	ck_assert_int_eq(pipe(trigger), 0);
@@ -1624,6 +1638,10 @@ START_TEST(stack_unplug_store_exiting_during_flush)
 		 * thread ends */
 		ck_assert_int_eq(write(trigger[1], "x", 1), 1);
 		fake_peer_wait_exiting(store);
+		/* the supervisor has seen it exiting before it dies
+		 * (review-stack24 R2): judged after cleanup */
+		struct file_has_arg fe = {sup_log, "store is exiting, not "};
+		saw_exiting = !xtu_wait_until(file_has, &fe, 20000);
 	}
 	fake_peer_kill(store);
 	int unplug_status = xtu_wait(unplugger, 90000);
@@ -1645,7 +1663,18 @@ START_TEST(stack_unplug_store_exiting_during_flush)
 	ck_assert_msg(unplug_status == 0, "status %d: %s", unplug_status, text);
 	ck_assert_msg(strstr(text, "cached unplugged"), "%s", text);
 	ck_assert_int_eq(cached_status, 0);
-	ck_assert_msg(strstr(slog, "store is back (pid "), "%s", slog);
+	ck_assert_msg(saw_exiting,
+		      "the supervisor never saw the store "
+		      "exiting: %s",
+		      slog);
+	/* the exiting store ended before the restart it allowed */
+	char gone_line[64];
+
+	snprintf(gone_line, sizeof(gone_line),
+		 "store (pid %d) is no longer exiting", (int)store);
+	const char *gone = strstr(slog, gone_line);
+	const char *back = strstr(slog, "store is back (pid ");
+	ck_assert_msg(gone && back && gone < back, "%s", slog);
 	ck_assert_msg(stop_status == 0, "status %d: %s%s", stop_status, out,
 		      err);
 	ck_assert_int_eq(sup_status, 0);

@@ -448,14 +448,20 @@ static bool stack_port_ready(struct xseg *seg, uint32_t port)
 #define STACK_WAIT_MIN_CPU_PCT 10	      /* CPU that counts as progress */
 #define STACK_WAIT_MIN_WRITE   (64u << 10)    /* so do written bytes */
 
-uint64_t stack_start_timeout_ns(const struct stack *st)
+/* A whole-seconds key (start_timeout, exiting_timeout) in ns; dflt_s
+ * when unset (the parser refused anything else: stack_set) */
+static uint64_t stack_seconds_ns(const char *v, unsigned dflt_s)
 {
 	uint64_t ns;
 
-	if (!st->start_timeout[0] ||
-	    peer_parse_duration(st->start_timeout, 1000000000ULL, &ns))
-		return STACK_START_TIMEOUT_S * 1000000000ULL;
+	if (!v[0] || peer_parse_duration(v, 1000000000ULL, &ns))
+		return dflt_s * 1000000000ULL;
 	return ns;
+}
+
+uint64_t stack_start_timeout_ns(const struct stack *st)
+{
+	return stack_seconds_ns(st->start_timeout, STACK_START_TIMEOUT_S);
 }
 
 /* pid's CPU time (utime + stime of all its threads, clock ticks) and block
@@ -901,7 +907,8 @@ struct stack_stop_watch {
 	 * stop: the supervisor is gone, and cached's flush needs it) */
 	const struct stack *st;
 	bool *revive_failed;
-	unsigned revived; /* at most STACK_STOP_REVIVALS */
+	unsigned revived;    /* at most STACK_STOP_REVIVALS */
+	pid_t store_exiting; /* the exiting store last reported, or 0 */
 };
 
 /* a store that dies again and again on cached's flush writes is not
@@ -930,12 +937,7 @@ static uint64_t stack_cached_flush_left(struct xseg *seg, uint32_t port)
  * not shorten; each thread that ends starts the bound again. */
 uint64_t stack_exiting_timeout_ns(const struct stack *st)
 {
-	uint64_t ns;
-
-	if (!st->exiting_timeout[0] ||
-	    peer_parse_duration(st->exiting_timeout, 1000000000ULL, &ns))
-		return STACK_EXITING_TIMEOUT_S * 1000000000ULL;
-	return ns;
+	return stack_seconds_ns(st->exiting_timeout, STACK_EXITING_TIMEOUT_S);
 }
 
 /* Threads of pid left besides its zombie leader (which num_threads still
@@ -945,6 +947,27 @@ static int stack_threads_left(pid_t pid)
 	struct xseg_proc_stat ps;
 
 	return xseg_proc_stat_read(pid, &ps) ? -1 : ps.num_threads - 1;
+}
+
+/* Says once per store process that the store is exiting during cached's
+ * flush: stop neither restarts it (its port is still its own, no store
+ * could bind it) nor gives up on it then, and cached's flush waits
+ * without a word in between; the operator sees why, and what ends it
+ * (review-stack24 R2). */
+static void stack_stop_note_store_exiting(struct xseg *seg,
+					  struct stack_stop_watch *watch)
+{
+	struct xseg_port_info pi;
+
+	if (xseg_port_info(seg, STACK_STORE_PORT, &pi) || !pi.exiting ||
+	    pi.owner_pid == watch->store_exiting)
+		return;
+	watch->store_exiting = pi.owner_pid;
+	stack_report(watch->st,
+		     "the store is exiting (pid %d, %d thread(s) of it left); "
+		     "cached's flush waits for it, and it is restarted once "
+		     "its last thread ends",
+		     (int)pi.owner_pid, stack_threads_left(pi.owner_pid));
 }
 
 /*
@@ -1014,6 +1037,13 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 			int left = stack_threads_left(pid);
 			uint64_t now = xseg_now_ns();
 
+			/* the exiting deadline governs now, not timeout_s:
+			 * counting these passes against it cut an
+			 * exiting_timeout above it (up to 1 h) to 60 s for
+			 * vlmc, 120 s for the store, 300 s for cached, and
+			 * reported the peer as one that "did not exit"
+			 * (review-stack24 R1) */
+			idle = 0;
 			if (!exiting_since || left != threads) {
 				threads = left;
 				exiting_since = now;
@@ -1033,6 +1063,8 @@ static int stack_stop_port(struct xseg *seg, uint32_t port, const char *name,
 				return -EBUSY;
 			}
 		}
+		if (watch && watch->st)
+			stack_stop_note_store_exiting(seg, watch);
 		if (watch && watch->st && ticks % 50 == 0 &&
 		    watch->revived < STACK_STOP_REVIVALS &&
 		    stack_stop_revive_store(watch->st, seg,
@@ -1604,7 +1636,8 @@ static bool stack_cached_cannot_flush(struct xseg *seg, const char *prefix,
 static int stack_stop_cached(const struct stack *st, struct xseg *seg,
 			     bool *revive_failed, bool *exiting)
 {
-	struct stack_stop_watch flush = {st, revive_failed, 0};
+	struct stack_stop_watch flush = {.st = st,
+					 .revive_failed = revive_failed};
 	int rc;
 
 	if (stack_cached_cannot_flush(
@@ -2158,7 +2191,7 @@ static int stack_plug(struct stack *st, bool plug)
 			 * write-through, flush every dirty bucket, remove the
 			 * redirect, pass on what is still queued, exit
 			 * (docs/cached.md) */
-			struct stack_stop_watch flush = {NULL, NULL, 0};
+			struct stack_stop_watch flush = {0};
 
 			rc = stack_stop_port(seg, STACK_CACHED_PORT, "cached",
 					     300, stack_exiting_timeout_ns(st),

@@ -86,7 +86,19 @@ int stack_str(char *dst, size_t cap, const char *v)
 	return 0;
 }
 
-/* One "key = value" setting. */
+/* A duration key in whole seconds, 1s .. max_s (bare number = seconds):
+ * start_timeout, exiting_timeout */
+static int stack_set_whole_seconds(char *dst, size_t cap, const char *v,
+				   uint64_t max_s)
+{
+	uint64_t x;
+
+	if (peer_parse_duration(v, 1000000000ULL, &x) || x < 1000000000ULL ||
+	    x > max_s * 1000000000ULL || x % 1000000000ULL)
+		return -EINVAL;
+	return stack_str(dst, cap, v);
+}
+
 /* A *_threads key: the peers' -t bound (peer.c), so that a value they
  * would refuse fails here, with the line number, not at every start. */
 static int stack_threads(const char *v, uint64_t *out)
@@ -99,6 +111,7 @@ static int stack_threads(const char *v, uint64_t *out)
 	return 0;
 }
 
+/* One "key = value" setting. */
 static int stack_set(struct stack *st, const char *k, const char *v)
 {
 	uint64_t x;
@@ -260,24 +273,15 @@ static int stack_set(struct stack *st, const char *k, const char *v)
 	/* a duration (bare number = seconds), whole seconds, 1s .. 1h:
 	 * the stall bound of a peer's start (stack_wait_port) */
 	if (!strcmp(k, "start_timeout"))
-		return peer_parse_duration(v, 1000000000ULL, &x) ||
-			       x < 1000000000ULL ||
-			       x > STACK_START_TIMEOUT_MAX_S * 1000000000ULL ||
-			       x % 1000000000ULL
-			   ? -EINVAL
-			   : stack_str(st->start_timeout,
-				       sizeof(st->start_timeout), v);
+		return stack_set_whole_seconds(st->start_timeout,
+					       sizeof(st->start_timeout), v,
+					       STACK_START_TIMEOUT_MAX_S);
 	/* the same form: the bound of stop and unplug-cached on an exiting
 	 * peer (stack_stop_port) */
 	if (!strcmp(k, "exiting_timeout"))
-		return peer_parse_duration(v, 1000000000ULL, &x) ||
-			       x < 1000000000ULL ||
-			       x > STACK_EXITING_TIMEOUT_MAX_S *
-				       1000000000ULL ||
-			       x % 1000000000ULL
-			   ? -EINVAL
-			   : stack_str(st->exiting_timeout,
-				       sizeof(st->exiting_timeout), v);
+		return stack_set_whole_seconds(st->exiting_timeout,
+					       sizeof(st->exiting_timeout), v,
+					       STACK_EXITING_TIMEOUT_MAX_S);
 	if (!strcmp(k, "nbd_tcp"))
 		return peer_parse_u64(v, &st->nbd_tcp) || st->nbd_tcp > 65535
 			   ? -EINVAL

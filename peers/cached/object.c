@@ -861,7 +861,6 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 {
 	struct cached *c = o->c;
 	uint32_t first, n, present = 0, loading = 0;
-	bool all_present;
 
 	if (cio->phase == CACHED_READ_UNCACHED_PARKED) {
 		cio_read_uncached(o, cio);
@@ -875,15 +874,7 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 		return;
 	if (obj_wait_nocache(o, cio))
 		return;
-	/* Every slot of the object claimed and holding data (a hit on an
-	 * object the cache holds whole, the usual one): the counts say so
-	 * at once, and the two scans of the range's slots below are
-	 * skipped (they were 4 % of cached's time on 64 KiB read hits,
-	 * perf; docs/performance.md, "Session 24"). */
-	all_present =
-	    __atomic_load_n(&o->nr_claimed, __ATOMIC_RELAXED) == o->nr_slots &&
-	    !o->counts[CACHED_B_INVALID] && !o->counts[CACHED_B_LOADING];
-	if (!all_present && cached_obj_unclaimed(o, first, n)) {
+	if (cached_obj_unclaimed(o, first, n)) {
 		if (cached_obj_claim(o, first, n) < 0 &&
 		    !read_claim_after_room(c, o, first, n)) {
 			if (__atomic_load_n(&c->flush_failing,
@@ -898,13 +889,10 @@ static void cio_read(struct cached_obj *o, struct cached_cio *cio)
 		if (space_parked(c))
 			space_make_room(c, 0);
 	}
-	if (all_present)
-		present = n;
-	else
-		for (uint32_t s = first; s < first + n; s++) {
-			present += bstate_has_data(o->bstate[s]);
-			loading += o->bstate[s] == CACHED_B_LOADING;
-		}
+	for (uint32_t s = first; s < first + n; s++) {
+		present += bstate_has_data(o->bstate[s]);
+		loading += o->bstate[s] == CACHED_B_LOADING;
+	}
 	if (!cio->counted) {
 		cio->counted = true;
 		if (present == n)

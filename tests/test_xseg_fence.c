@@ -844,20 +844,17 @@ START_TEST(test_successor_fences_old_build_predecessor)
 }
 END_TEST
 
-/* review23y F3: the claim's re-check of the predecessor (claim_port,
- * -ESTALE). A binder fences the port's predecessor P1 (dead, nothing
- * held) and stops before its claim (XSEG_TP_BIND_FENCED). Meanwhile P2
- * binds the port, sends a WRITE from a dynamic port, which the server
- * accepts and holds, and dies. The binder's claim then finds another
- * predecessor than the one it fenced and fences again: it is refused
- * while P2's write is held, and a bind succeeds once it is answered.
- * Without the re-check the claim would take the port at once, P2's
- * write still runnable behind the new owner's back. */
-/* A binder stops after its fence, before its claim's CAS (the test
- * point), while P2 binds the port, sends a WRITE from a dynamic port and
- * leaves: dies (the owner word stays P2's) or releases (owner 0 again, as
- * when the binder loaded it). Either way the binder must fence P2: it is
- * refused while P2's WRITE is held. */
+/* review23y F3 and review-fence24 R1: the claim's re-checks of the
+ * predecessor (claim_port, -ESTALE). A binder fences the port's
+ * predecessor P1 (dead, nothing held) and stops after its fence, before
+ * its claim's CAS (XSEG_TP_BIND_FENCED). Meanwhile P2 binds the port,
+ * sends a WRITE from a dynamic port, which the server accepts and holds,
+ * and leaves: dies (the owner word stays P2's) or releases (owner 0
+ * again, as when the binder loaded it). Either way the binder finds
+ * another predecessor than the one it fenced and fences again: it is
+ * refused while P2's write is held, and a bind succeeds once it is
+ * answered. Without the re-checks the claim would take the port at once,
+ * P2's write still runnable behind the new owner's back. */
 static void refence(const char *tag, bool release)
 {
 	const char *name;

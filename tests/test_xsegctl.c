@@ -1497,6 +1497,48 @@ static int cached_flushes_to_new_store(void *arg)
 	return 1;
 }
 
+/* The stage of both review23h F6 tests: a store on port 1 whose leader
+ * exits when trigger[1] is written to (leader_exits_later), and a plugged
+ * cached on port 2 holding 1 MiB (4 KiB buckets) that flushes it only to
+ * another store (cached_flushes_to_new_store); *store, *cached: their
+ * pids. */
+static void exiting_flush_stage(struct fake_stack *s, int trigger[2],
+				pid_t *store, pid_t *cached)
+{
+	ck_assert_int_eq(pipe(trigger), 0);
+	struct leader_exits_arg as = {
+	    .port = 1, .type = "server", .trigger = trigger[0]};
+	*store = fake_stack_fork(s, leader_exits_later, &as);
+	struct leader_exits_arg ac = {
+	    .port = 2, .type = "cached", .unflushed = 256};
+	*cached = fake_stack_fork(s, cached_flushes_to_new_store, &ac);
+	ck_assert_int_eq(xseg_set_path_next(s->seg, 1, 2), 0);
+}
+
+/* Once cached has its SIGTERM (*signalled; its flush runs), the store
+ * becomes exiting under the flush; once seen_line is in seen_log (the
+ * command or the supervisor saw it exiting: review-stack24 R2) its last
+ * thread ends (killed also when cached got no SIGTERM). Returns whether
+ * the line came, judged by the caller after its cleanup. */
+static bool store_exits_during_flush(struct fake_stack *s, int trigger[2],
+				     pid_t store, const char *seen_log,
+				     const char *seen_line, bool *signalled)
+{
+	struct pollfd pfd = {.fd = s->fds[0], .events = POLLIN};
+	bool seen = false;
+	char c;
+
+	*signalled = poll(&pfd, 1, 30000) == 1 && read(s->fds[0], &c, 1) == 1;
+	if (*signalled) {
+		ck_assert_int_eq(write(trigger[1], "x", 1), 1);
+		fake_peer_wait_exiting(store);
+		struct file_has_arg fe = {seen_log, seen_line};
+		seen = !xtu_wait_until(file_has, &fe, 20000);
+	}
+	fake_peer_kill(store);
+	return seen;
+}
+
 /*
  * review23h F6: stack stop with the store becoming exiting (its leader
  * gone, a thread left) during cached's flush, then dead once that thread
@@ -1513,42 +1555,21 @@ START_TEST(stack_stop_store_exiting_during_flush)
 {
 	struct fake_stack s;
 	const char *log = tpr_tmpfile("stopsxf");
-	struct pollfd pfd;
 	int trigger[2];
-	char c, *text;
-
-	bool saw_exiting = false;
+	pid_t store, cached;
+	bool signalled, saw_exiting;
+	char *text;
 
 	fake_stack_start(&s, "ctlstopsxf", "stopsxf");
-	ck_assert_int_eq(pipe(trigger), 0);
-	struct leader_exits_arg as = {
-	    .port = 1, .type = "server", .trigger = trigger[0]};
-	pid_t store = fake_stack_fork(&s, leader_exits_later, &as);
-	/* 1 MiB in 4 KiB buckets */
-	struct leader_exits_arg ac = {
-	    .port = 2, .type = "cached", .unflushed = 256};
-	pid_t cached = fake_stack_fork(&s, cached_flushes_to_new_store, &ac);
-	ck_assert_int_eq(xseg_set_path_next(s.seg, 1, 2), 0);
+	exiting_flush_stage(&s, trigger, &store, &cached);
 
 	struct reaper rc;
 	reaper_start(&rc, cached);
 	const char *stop[] = {"xsegctl", "stack", "stop", "--dir", s.d, NULL};
 	pid_t stopper = tpr_start(stop, log);
 	ck_assert_int_gt(stopper, 0);
-	/* cached has its SIGTERM: its flush runs */
-	pfd = (struct pollfd){.fd = s.fds[0], .events = POLLIN};
-	int signalled = poll(&pfd, 1, 30000) == 1 && read(s.fds[0], &c, 1) == 1;
-	if (signalled) {
-		/* the store becomes exiting under the flush, then its last
-		 * thread ends */
-		ck_assert_int_eq(write(trigger[1], "x", 1), 1);
-		fake_peer_wait_exiting(store);
-		/* stop has seen it exiting before it dies (review-stack24
-		 * R2): judged after cleanup */
-		struct file_has_arg fe = {log, "the store is exiting (pid "};
-		saw_exiting = !xtu_wait_until(file_has, &fe, 20000);
-	}
-	fake_peer_kill(store);
+	saw_exiting = store_exits_during_flush(
+	    &s, trigger, store, log, "the store is exiting (pid ", &signalled);
 	int stop_status = xtu_wait(stopper, 90000);
 	int cached_status = reaper_end(&rc);
 	text = tpr_slurp(log);
@@ -1596,22 +1617,13 @@ START_TEST(stack_unplug_store_exiting_during_flush)
 	struct fake_stack s;
 	const char *sup_log = tpr_tmpfile("unpsxf-sup");
 	const char *unplug_log = tpr_tmpfile("unpsxf");
-	struct pollfd pfd;
 	int trigger[2];
-	char c, *text, *out, *err;
-
-	bool saw_exiting = false;
+	pid_t store, cached;
+	bool signalled, saw_exiting;
+	char *text, *out, *err;
 
 	fake_stack_start(&s, "ctlunpsxf", "unpsxf");
-	ck_assert_int_eq(pipe(trigger), 0);
-	struct leader_exits_arg as = {
-	    .port = 1, .type = "server", .trigger = trigger[0]};
-	pid_t store = fake_stack_fork(&s, leader_exits_later, &as);
-	/* 1 MiB in 4 KiB buckets */
-	struct leader_exits_arg ac = {
-	    .port = 2, .type = "cached", .unflushed = 256};
-	pid_t cached = fake_stack_fork(&s, cached_flushes_to_new_store, &ac);
-	ck_assert_int_eq(xseg_set_path_next(s.seg, 1, 2), 0);
+	exiting_flush_stage(&s, trigger, &store, &cached);
 	/* vlmc up, or the supervisor would start one */
 	struct leader_exits_arg av = {.port = 3, .type = "vlmc"};
 	pid_t vlmc = fake_stack_fork(&s, port_holder, &av);
@@ -1630,20 +1642,8 @@ START_TEST(stack_unplug_store_exiting_during_flush)
 				"--dir",   s.d,	    NULL};
 	pid_t unplugger = tpr_start(unplug, unplug_log);
 	ck_assert_int_gt(unplugger, 0);
-	/* cached has its SIGTERM: its flush runs */
-	pfd = (struct pollfd){.fd = s.fds[0], .events = POLLIN};
-	int signalled = poll(&pfd, 1, 30000) == 1 && read(s.fds[0], &c, 1) == 1;
-	if (signalled) {
-		/* the store becomes exiting under the flush, then its last
-		 * thread ends */
-		ck_assert_int_eq(write(trigger[1], "x", 1), 1);
-		fake_peer_wait_exiting(store);
-		/* the supervisor has seen it exiting before it dies
-		 * (review-stack24 R2): judged after cleanup */
-		struct file_has_arg fe = {sup_log, "store is exiting, not "};
-		saw_exiting = !xtu_wait_until(file_has, &fe, 20000);
-	}
-	fake_peer_kill(store);
+	saw_exiting = store_exits_during_flush(
+	    &s, trigger, store, sup_log, "store is exiting, not ", &signalled);
 	int unplug_status = xtu_wait(unplugger, 90000);
 	int cached_status = reaper_end(&rc);
 	text = tpr_slurp(unplug_log);
